@@ -1,0 +1,138 @@
+// mmlab's public API: a simulated machine (System) and its user processes
+// (Process). The CLI, the scenario interpreter and the tests use nothing else.
+//
+// Every call returns the kernel's result: an address or a count, 0, or a
+// negative errno; a CPU access returns the signal the kernel would deliver.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mmlab/types.h"
+
+namespace mmlab {
+
+struct Kernel;
+struct Mm;
+class Process;
+
+struct SystemConfig {
+  uint64_t ram_bytes = 4ull << 30;  // simulated RAM (default 4 GiB, touched lazily)
+  uint64_t movable_bytes = 0;       // ZONE_MOVABLE share (top of RAM); default none
+  bool prefault = false;            // touch the frame store up front (benchmarks)
+  int host_thp = 0;                 // 0 host default, 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE on the frame store
+};
+
+// One finding of the invariant checker.
+struct Violation {
+  std::string invariant;  // named after the VM_WARN_ON_FOLIO site it stands for
+  std::string where;      // process/address/level where it was found
+  std::string dump;       // dump_page()-style dump of the folio or table
+};
+
+struct CheckReport {
+  std::vector<Violation> violations;
+  bool ok() const { return violations.empty(); }
+  std::string to_string() const;
+};
+
+class System {
+ public:
+  // nullptr (and *err = -errno) when the host cannot provide the frame store.
+  static std::unique_ptr<System> create(const SystemConfig& cfg = {}, int* err = nullptr);
+  ~System();
+  System(const System&) = delete;
+  System& operator=(const System&) = delete;
+
+  // A new process with an empty address space. The System owns it until exit.
+  Process* new_process(const std::string& name = "");
+  std::vector<Process*> processes() const;
+
+  // /sys/kernel/mm/<path> (e.g. "transparent_hugepage/enabled"): 0 or -EINVAL/-ENOENT.
+  int sysfs_write(const std::string& path, const std::string& value);
+  int sysfs_read(const std::string& path, std::string* value) const;
+  // Model variants with no sysfs file (gup.walk, cow.policy, ...).
+  int tune(const std::string& key, const std::string& value);
+  int tune_read(const std::string& key, std::string* value) const;
+
+  // /proc/vmstat item, an event counter ("gup.descents") or an mTHP statistic.
+  int64_t vmstat(const std::string& name) const;  // -1 if unknown
+  int64_t counter(const std::string& name) const;  // -1 if unknown
+  int64_t mthp_stat(unsigned order, const std::string& name) const;  // -1 if unknown
+  void reset_counters();
+  std::string vmstat_text() const;  // /proc/vmstat format
+
+  // The invariant checker over the whole system (linux-mm-semantics.md §15).
+  // With processes gone, it also proves that nothing leaked.
+  CheckReport check() const;
+
+  uint64_t nr_free_pages() const;
+  uint64_t nr_total_pages() const;
+  Kernel* kernel() const { return k_.get(); }  // for the layers below the API and white-box tests
+
+ private:
+  System() = default;
+  friend class Process;
+  std::unique_ptr<Kernel> k_;
+  std::vector<std::unique_ptr<Process>> procs_;
+};
+
+// Flags describing one present entry in a page-table dump.
+struct PteDumpEntry {
+  uint64_t addr;
+  int level;          // 1 = PTE, 2 = PMD leaf, 3 = PUD leaf
+  uint64_t pfn;
+  uint64_t bits;      // raw entry
+  int folio_order;    // -1 for the zero page / special entries
+  bool swap;          // a swap-format entry
+};
+
+class Process {
+ public:
+  ~Process();
+  const std::string& name() const { return name_; }
+  int pid() const { return pid_; }
+
+  // System calls. mmap returns the address or -errno.
+  long mmap(uint64_t addr, uint64_t len, int prot, int flags, uint64_t off = 0);
+  int munmap(uint64_t addr, uint64_t len);
+  int mprotect(uint64_t addr, uint64_t len, int prot);
+  long mremap(uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr = 0);
+  int madvise(uint64_t addr, uint64_t len, int advice);
+  // Tear the address space down; the Process object stays (as a zombie) until the System ends.
+  void exit();
+  bool exited() const { return mm_ == nullptr; }
+
+  // The process's CPU: loads and stores that walk the page tables, fault as
+  // needed and move real bytes. The result names the signal, if any.
+  AccessResult read(uint64_t addr, void* buf, uint64_t len);
+  AccessResult write(uint64_t addr, const void* buf, uint64_t len);
+  AccessResult fill(uint64_t addr, uint8_t byte, uint64_t len);  // memset through the page tables
+  // Load the range and report the first byte that differs from `byte` (offset, or -1).
+  AccessResult read_expect(uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch, uint8_t* found);
+
+  // Views in the kernel's own formats.
+  std::string smaps() const;        // /proc/PID/smaps
+  std::string status_rss() const;   // /proc/PID/status RssAnon/RssFile/RssShmem lines
+  std::vector<PteDumpEntry> pagetable_dump(uint64_t start = 0, uint64_t end = ~0ull) const;
+  std::string pagetable_dump_text(uint64_t start = 0, uint64_t end = ~0ull) const;
+  long rss_anon() const;   // bytes
+  long rss_file() const;
+  long rss_shmem() const;
+  long pgtables_bytes() const;
+
+  Mm* mm() const { return mm_.get(); }  // for the layers below the API and white-box tests
+  System* system() const { return sys_; }
+
+ private:
+  friend class System;
+  Process(System* sys, std::unique_ptr<Mm> mm, std::string name, int pid);
+  System* sys_;
+  std::unique_ptr<Mm> mm_;
+  std::string name_;
+  int pid_;
+};
+
+}  // namespace mmlab

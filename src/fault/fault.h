@@ -1,0 +1,103 @@
+// Page-fault handling (mm/memory.c, mm/huge_memory.c): the fault flags and
+// results, struct vm_fault, and the entry points the CPU model, GUP and
+// madvise call.
+#pragma once
+
+#include <cstdint>
+
+#include "mm/mm.h"
+#include "mm/settings.h"
+#include "pgtable/pgtable.h"
+
+namespace mmlab {
+
+using vm_fault_t = unsigned;
+inline constexpr vm_fault_t VM_FAULT_OOM = 0x1, VM_FAULT_SIGBUS = 0x2, VM_FAULT_MAJOR = 0x4;
+inline constexpr vm_fault_t VM_FAULT_HWPOISON = 0x10, VM_FAULT_HWPOISON_LARGE = 0x20, VM_FAULT_SIGSEGV = 0x40;
+inline constexpr vm_fault_t VM_FAULT_NOPAGE = 0x100, VM_FAULT_LOCKED = 0x200, VM_FAULT_RETRY = 0x400;
+inline constexpr vm_fault_t VM_FAULT_FALLBACK = 0x800, VM_FAULT_DONE_COW = 0x1000, VM_FAULT_COMPLETED = 0x4000;
+inline constexpr vm_fault_t VM_FAULT_ERROR =
+    VM_FAULT_OOM | VM_FAULT_SIGBUS | VM_FAULT_SIGSEGV | VM_FAULT_HWPOISON | VM_FAULT_HWPOISON_LARGE;
+
+using fault_flags_t = unsigned;
+inline constexpr fault_flags_t FAULT_FLAG_WRITE = 1u << 0, FAULT_FLAG_MKWRITE = 1u << 1;
+inline constexpr fault_flags_t FAULT_FLAG_ALLOW_RETRY = 1u << 2, FAULT_FLAG_RETRY_NOWAIT = 1u << 3;
+inline constexpr fault_flags_t FAULT_FLAG_KILLABLE = 1u << 4, FAULT_FLAG_TRIED = 1u << 5;
+inline constexpr fault_flags_t FAULT_FLAG_USER = 1u << 6, FAULT_FLAG_REMOTE = 1u << 7;
+inline constexpr fault_flags_t FAULT_FLAG_INSTRUCTION = 1u << 8, FAULT_FLAG_INTERRUPTIBLE = 1u << 9;
+inline constexpr fault_flags_t FAULT_FLAG_UNSHARE = 1u << 10, FAULT_FLAG_ORIG_PTE_VALID = 1u << 11;
+inline constexpr fault_flags_t FAULT_FLAG_VMA_LOCK = 1u << 12;
+
+// struct vm_fault: the state one fault carries down the handlers.
+struct VmFault {
+  Vma* vma = nullptr;
+  uint64_t address = 0;       // page aligned
+  uint64_t real_address = 0;  // as faulted
+  fault_flags_t flags = 0;
+  pud_t* pud = nullptr;
+  pmd_t* pmd = nullptr;
+  pmd_t orig_pmd{0};
+  pte_t* pte = nullptr;       // mapped PTE (valid under ptl)
+  pte_t orig_pte{0};
+  SpinLock* ptl = nullptr;
+  Page* page = nullptr;       // the page the fault is about (wp)
+  Mm* mm() const { return vma->vm_mm; }
+};
+
+// handle_mm_fault: the caller holds mmap_lock (read) or the VMA's read lock
+// (FAULT_FLAG_VMA_LOCK). Returns VM_FAULT_* bits; 0 means "resolved, or
+// retry the access" (the caller re-walks and faults again if needed).
+vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags);
+
+// vm_fault_to_errno (mm/gup.c / include/linux/mm.h).
+int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags);
+
+// ---- helpers used across the fault, zap and fork paths ----
+// vm_normal_page: the Page a present PTE maps, or nullptr for special
+// entries (the zero page, PFN maps).
+Page* vm_normal_page(Vma* vma, uint64_t addr, pte_t pte);
+Page* vm_normal_page_pmd(Vma* vma, uint64_t addr, pmd_t pmd);
+bool is_zero_pfn(PhysMem* phys, pfn_t pfn);
+
+// Anonymous THP policy (mm/huge_memory.c): orders allowed for a page fault.
+uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, uint64_t orders);
+uint64_t thp_vma_suitable_orders(Vma* vma, uint64_t addr, uint64_t orders);
+inline bool thp_vma_suitable_order(Vma* vma, uint64_t addr, unsigned order) {
+  return thp_vma_suitable_orders(vma, addr, BIT(order)) != 0;
+}
+inline unsigned highest_order(uint64_t orders) { return 63 - static_cast<unsigned>(__builtin_clzll(orders)); }
+inline unsigned next_order(uint64_t* orders, unsigned prev) {
+  *orders &= ~BIT(prev);
+  return *orders ? highest_order(*orders) : 0;
+}
+
+// mm/huge_memory.c entry points used by memory.cpp and the mm layer.
+vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf);
+vm_fault_t do_huge_pmd_wp_page(VmFault* vmf);
+void huge_pmd_set_accessed(VmFault* vmf);
+// Split the PMD leaf at *pmd (address inside it) into a PTE table (__split_huge_pmd).
+void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address);
+// Zap a PMD leaf entirely covered by the zap range; returns true if it was a leaf.
+bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr);
+// mprotect of a whole PMD leaf; returns HPAGE_PMD_NR if changed, 0 if not a leaf any more.
+long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable);
+// Move a whole PMD leaf (mremap); false if the source is not a leaf any more.
+bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t new_addr, pmd_t* old_pmd, pmd_t* new_pmd);
+
+// Allocating and freeing the PTE table deposited under a PMD leaf.
+void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table);
+Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd);
+
+// folio_mark_accessed (mm/swap.c): the classic LRU state machine.
+void folio_mark_accessed(Folio* folio);
+void folio_add_lru(Folio* folio);
+// mark_page_accessed-style helpers the CPU model uses for its A/D bits live in uaccess.
+
+// Write fault on a read-only PTE (FAULT_FLAG_WRITE or UNSHARE); PTL held on entry, released on return.
+vm_fault_t do_wp_page(VmFault* vmf);
+bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma);
+
+// Pick the order a write-protect copy allocates (cow.policy); order 0 for `base`.
+unsigned wp_copy_order(VmFault* vmf, Folio* old_folio);
+
+}  // namespace mmlab

@@ -1,0 +1,434 @@
+// PMD-level transparent huge pages (mm/huge_memory.c): the THP policy,
+// anonymous PMD faults and the huge zero folio, write-protect faults on a
+// PMD leaf, splitting a PMD mapping, and the PMD-leaf cases of zap,
+// mprotect and mremap.
+#include <cstring>
+
+#include "fault/fault.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
+
+namespace mmlab {
+
+// ---- policy ----
+
+uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, uint64_t orders) {
+  if (!vma_is_anonymous(vma)) return 0;  // file and shmem THP arrive with file-backed memory
+  const Settings& s = vma->vm_mm->kernel->settings;
+  uint64_t mask = s.huge_anon_orders_always.load(std::memory_order_relaxed);
+  ThpEnabled global = s.thp_enabled.load(std::memory_order_relaxed);
+  if (vm_flags & VM_HUGEPAGE) mask |= s.huge_anon_orders_madvise.load(std::memory_order_relaxed);
+  if (global == ThpEnabled::kAlways || ((vm_flags & VM_HUGEPAGE) && global != ThpEnabled::kNever))
+    mask |= s.huge_anon_orders_inherit.load(std::memory_order_relaxed);
+  orders &= mask & THP_ORDERS_ALL_ANON;
+  if (!orders) return 0;
+  // vma_thp_disabled(): MADV_NOHUGEPAGE or prctl(PR_SET_THP_DISABLE).
+  if ((vm_flags & VM_NOHUGEPAGE) || vma->vm_mm->test_flag(MMF_DISABLE_THP)) return 0;
+  if (vm_flags & (VM_PFNMAP | VM_MIXEDMAP | VM_HUGETLB)) return 0;
+  return orders;
+}
+
+uint64_t thp_vma_suitable_orders(Vma* vma, uint64_t addr, uint64_t orders) {
+  uint64_t out = 0;
+  for (uint64_t o = orders; o; o &= o - 1) {
+    unsigned order = static_cast<unsigned>(__builtin_ctzll(o));
+    uint64_t size = PAGE_SIZE << order;
+    uint64_t haddr = round_down(addr, size);
+    if (!vma_is_anonymous(vma) && !is_aligned((vma->vm_start >> PAGE_SHIFT) - vma->vm_pgoff, size >> PAGE_SHIFT))
+      continue;
+    if (haddr < vma->vm_start || haddr + size > vma->vm_end) continue;
+    out |= BIT(order);
+  }
+  return out;
+}
+
+// ---- deposited page tables (pgtable_trans_huge_deposit/withdraw) ----
+// A PMD leaf keeps a preallocated PTE table for its split; the deposits of
+// one PMD table are a list headed in that table page's metadata. PMD lock held.
+
+void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table) {
+  Page* pmd_table = table_page_of(mm->phys, pmd);
+  table->pt.free_next = pmd_table->pt.free_next;
+  pmd_table->pt.free_next = reinterpret_cast<uint64_t>(table);
+}
+
+Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd) {
+  Page* pmd_table = table_page_of(mm->phys, pmd);
+  auto* t = reinterpret_cast<Page*>(pmd_table->pt.free_next);
+  VM_WARN_ON(!t, "no deposited page table under a PMD leaf");
+  pmd_table->pt.free_next = t->pt.free_next;
+  t->pt.free_next = 0;
+  return t;
+}
+
+static void zap_deposited_table(Mm* mm, pmd_t* pmd) { pgtable_free(mm, pgtable_trans_huge_withdraw(mm, pmd)); }
+
+static bool is_huge_zero_pmd(PhysMem* phys, pmd_t pmd) { return pmd_present(pmd) && phys->is_huge_zero_pfn(pmd_pfn(pmd)); }
+
+// The mm's reference on the huge zero folio (MMF_HUGE_ZERO_PAGE), dropped at exit.
+static Folio* mm_get_huge_zero_folio(Mm* mm) {
+  if (mm->test_flag(MMF_HUGE_ZERO_PAGE)) return mm->phys->huge_zero_folio();
+  Folio* f = mm->phys->mm_get_huge_zero_folio();
+  if (!f) return nullptr;
+  if (mm->flags.fetch_or(1ull << MMF_HUGE_ZERO_PAGE) & (1ull << MMF_HUGE_ZERO_PAGE)) mm->phys->mm_put_huge_zero_folio();
+  return f;
+}
+
+// ---- anonymous PMD faults ----
+
+static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
+  Mm* mm = vma->vm_mm;
+  Folio* f = mm->phys->folio_alloc(GFP_TRANSHUGE, PMD_ORDER);
+  if (!f) {
+    mm->stats->count(VmStat::thp_fault_fallback);
+    mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback);
+    return nullptr;
+  }
+  PhysMem* phys = mm->phys;
+  uint64_t haddr = addr & PMD_MASK;
+  long target = static_cast<long>((addr - haddr) >> PAGE_SHIFT);
+  for (long i = 0; i < HPAGE_PMD_NR; i++)
+    if (i != target) std::memset(phys->page_address(folio_page(f, i)), 0, PAGE_SIZE);
+  std::memset(phys->page_address(folio_page(f, target)), 0, PAGE_SIZE);
+  mm->stats->count(Event::zero_bytes, PMD_SIZE);
+  folio_set_uptodate(f);
+  return f;
+}
+
+// map_anon_folio_pmd: PMD lock held, *pmd none (or the huge zero PMD just cleared).
+static void map_anon_folio_pmd(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr) {
+  Mm* mm = vma->vm_mm;
+  pmd_t entry = pfn_pmd(folio_pfn(folio), vma->vm_page_prot);
+  entry = maybe_pmd_mkwrite(pmd_mkdirty(entry), vma);
+  folio_add_new_anon_rmap(folio, vma, haddr, RMAP_EXCLUSIVE, RmapLevel::kPmd);
+  folio_add_lru(folio);
+  entry_set(pmd, entry);
+  add_mm_counter(mm, MM_ANONPAGES, HPAGE_PMD_NR);
+  mm->stats->count(VmStat::thp_fault_alloc);
+  mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_alloc);
+  mm->stats->count(Event::fault_anon);
+  deferred_split_folio(folio, false);  // for the underused-THP shrinker
+}
+
+vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  uint64_t haddr = vmf->address & PMD_MASK;
+  if (!thp_vma_suitable_order(vma, haddr, PMD_ORDER)) return VM_FAULT_FALLBACK;
+  if (!vma->anon_vma) {
+    if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
+    if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
+  }
+
+  if (!(vmf->flags & FAULT_FLAG_WRITE) && mm->kernel->settings.use_zero_page.load()) {
+    Page* table = pgtable_alloc(mm);
+    if (!table) return VM_FAULT_OOM;
+    Folio* zero = mm_get_huge_zero_folio(mm);
+    if (!zero) {
+      pgtable_free(mm, table);
+      mm->stats->count(VmStat::thp_fault_fallback);
+      return VM_FAULT_FALLBACK;
+    }
+    SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+    if (pmd_none(pmdp_get(vmf->pmd))) {
+      pgtable_trans_huge_deposit(mm, vmf->pmd, table);
+      entry_set(vmf->pmd, pmd_mkspecial(pfn_pmd(folio_pfn(zero), vma->vm_page_prot)));
+      table = nullptr;
+      mm->stats->count(Event::fault_zero);
+    }
+    ptl->unlock();
+    if (table) pgtable_free(mm, table);
+    return 0;
+  }
+
+  Folio* folio = vma_alloc_anon_folio_pmd(vma, vmf->address);
+  if (!folio) return VM_FAULT_FALLBACK;
+  Page* table = pgtable_alloc(mm);
+  if (!table) {
+    folio_put(folio);
+    return VM_FAULT_OOM;
+  }
+  SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  if (!pmd_none(pmdp_get(vmf->pmd))) {
+    ptl->unlock();
+    folio_put(folio);
+    pgtable_free(mm, table);
+    mm->stats->count(Event::fault_retry);
+    return 0;
+  }
+  pgtable_trans_huge_deposit(mm, vmf->pmd, table);
+  map_anon_folio_pmd(folio, vmf->pmd, vma, haddr);
+  ptl->unlock();
+  return 0;
+}
+
+void huge_pmd_set_accessed(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* ptl = pmd_lock(vmf->mm(), vmf->pmd);
+  pmd_t cur = pmdp_get(vmf->pmd);
+  if (cur == vmf->orig_pmd) {
+    pmd_t entry = pmd_mkyoung(cur);
+    if (vmf->flags & FAULT_FLAG_WRITE) entry = pmd_mkdirty(entry);
+    if (!(entry == cur)) entry_set(vmf->pmd, entry);
+  }
+  ptl->unlock();
+}
+
+// ≈v6.13+: a write (or unshare) on the huge zero PMD allocates a THP.
+static vm_fault_t do_huge_zero_wp_pmd(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  uint64_t haddr = vmf->address & PMD_MASK;
+  Folio* folio = vma_alloc_anon_folio_pmd(vma, vmf->address);
+  if (!folio) return VM_FAULT_FALLBACK;
+  SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  if (pmdp_get(vmf->pmd) == vmf->orig_pmd) {
+    entry_xchg(vmf->pmd, pmd_t{0});
+    flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+    map_anon_folio_pmd(folio, vmf->pmd, vma, haddr);  // the deposited table stays deposited
+    folio = nullptr;
+  }
+  ptl->unlock();
+  if (folio) folio_put(folio);
+  return 0;
+}
+
+vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
+  if (is_huge_zero_pmd(mm->phys, vmf->orig_pmd)) {
+    vm_fault_t ret = do_huge_zero_wp_pmd(vmf);
+    if (!(ret & VM_FAULT_FALLBACK)) return ret;
+    split_huge_pmd(vma, vmf->pmd, vmf->address);
+    return VM_FAULT_FALLBACK;
+  }
+  if (!vma_is_anonymous(vma)) {  // file PMDs: split and refault at PTE level
+    split_huge_pmd(vma, vmf->pmd, vmf->address);
+    return VM_FAULT_FALLBACK;
+  }
+
+  SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  if (!(pmdp_get(vmf->pmd) == vmf->orig_pmd)) {
+    ptl->unlock();
+    return 0;
+  }
+  Page* page = mm->phys->pfn_to_page(pmd_pfn(vmf->orig_pmd));
+  Folio* folio = page_folio(page);
+  bool reuse = PageAnonExclusive(page);
+  if (!reuse) {
+    if (!folio_trylock(folio)) {
+      // Sleep on the folio lock without the PMD lock, then re-validate.
+      folio_get(folio);
+      ptl->unlock();
+      folio_lock(folio);
+      ptl = pmd_lock(mm, vmf->pmd);
+      if (!(pmdp_get(vmf->pmd) == vmf->orig_pmd)) {
+        ptl->unlock();
+        folio_unlock(folio);
+        folio_put(folio);
+        return 0;
+      }
+      folio_put(folio);
+    }
+    if (PageAnonExclusive(page)) {
+      reuse = true;
+    } else if (folio_ref_count(folio) == 1) {  // (a swap-cache reference is freed first once swap exists)
+      folio_move_anon_rmap(folio, vma);
+      SetPageAnonExclusive(page);
+      reuse = true;
+    }
+    folio_unlock(folio);
+  }
+  if (reuse) {
+    if (!unshare) {
+      pmd_t entry = maybe_pmd_mkwrite(pmd_mkdirty(pmd_mkyoung(vmf->orig_pmd)), vma);
+      entry_set(vmf->pmd, entry);
+      mm->stats->count(VmStat::pgreuse);
+      mm->stats->count(Event::fault_wp_reuse);
+    } else {
+      mm->stats->count(Event::fault_unshare);
+    }
+    ptl->unlock();
+    return 0;
+  }
+  ptl->unlock();
+  // No PMD-sized copy on write: split the mapping, CoW one page at PTE level.
+  split_huge_pmd(vma, vmf->pmd, vmf->address);
+  return VM_FAULT_FALLBACK;
+}
+
+// ---- splitting a PMD mapping (__split_huge_pmd_locked) ----
+
+static void split_huge_zero_page_pmd(Vma* vma, uint64_t haddr, pmd_t* pmd) {
+  Mm* mm = vma->vm_mm;
+  pmd_t old = entry_xchg(pmd, pmd_t{0});
+  flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+  Page* table = pgtable_trans_huge_withdraw(mm, pmd);
+  auto* pte = static_cast<pte_t*>(mm->phys->page_address(table));
+  pte_t entry = pte_mkspecial(pfn_pte(mm->phys->zero_pfn(), vma->vm_page_prot));
+  if (pmd_uffd_wp(old)) entry = pte_mkuffd_wp(entry);
+  for (unsigned i = 0; i < PTRS_PER_PTE; i++) entry_set(pte + i, entry);
+  entry_set(pmd, mk_table_pmd(mm->phys->page_to_pfn(table)));
+}
+
+static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
+  Mm* mm = vma->vm_mm;
+  PhysMem* phys = mm->phys;
+  mm->stats->count(VmStat::thp_split_pmd);
+  if (is_huge_zero_pmd(phys, pmdp_get(pmd))) {
+    split_huge_zero_page_pmd(vma, haddr, pmd);
+    return;
+  }
+  if (!vma_is_anonymous(vma)) {
+    // File THP: drop the PMD mapping; PTEs are refaulted later.
+    pmd_t old = entry_xchg(pmd, pmd_t{0});
+    flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+    Page* page = phys->pfn_to_page(pmd_pfn(old));
+    Folio* folio = page_folio(page);
+    if (pmd_dirty(old)) folio_set_dirty(folio);
+    folio_remove_rmap_pmd(folio, page, vma);
+    add_mm_counter(mm, mm_counter_file(folio), -static_cast<long>(HPAGE_PMD_NR));
+    zap_deposited_table(mm, pmd);
+    folio_put(folio);
+    return;
+  }
+  // Invalidate first so the hardware walker and GUP-fast stop using the
+  // leaf, then build the PTE table from the recorded bits.
+  pmd_t old = pmdp_get(pmd);
+  entry_set(pmd, pmd_mkinvalid(old));
+  flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+  Page* page = phys->pfn_to_page(pmd_pfn(old));
+  Folio* folio = page_folio(page);
+  bool write = pmd_write(old), young = pmd_young(old), dirty = pmd_dirty(old);
+  bool soft_dirty = pmd_soft_dirty(old), uffd_wp = pmd_uffd_wp(old);
+  if (dirty) folio_set_dirty(folio);
+  bool anon_exclusive = PageAnonExclusive(page);
+  folio_ref_add(folio, HPAGE_PMD_NR - 1);  // one reference per future PTE
+  folio_add_anon_rmap_ptes(folio, page, HPAGE_PMD_NR, vma, haddr, anon_exclusive ? RMAP_EXCLUSIVE : RMAP_NONE);
+
+  Page* table = pgtable_trans_huge_withdraw(mm, pmd);
+  auto* pte = static_cast<pte_t*>(phys->page_address(table));
+  pte_t entry = pfn_pte(phys->page_to_pfn(page), vma->vm_page_prot);
+  if (write) entry = pte_mkwrite_novma(entry);
+  if (!young) entry = pte_mkold(entry);
+  if (dirty) entry = pte_mkdirty(entry);
+  if (soft_dirty) entry = pte_mksoft_dirty(entry);
+  if (uffd_wp) entry = pte_mkuffd_wp(entry);
+  set_ptes(mm, haddr, pte, entry, HPAGE_PMD_NR);
+  folio_remove_rmap_pmd(folio, page, vma);
+  entry_set(pmd, mk_table_pmd(phys->page_to_pfn(table)));
+}
+
+void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* ptl = pmd_lock(vma->vm_mm, pmd);
+  if (pmd_trans_huge(pmdp_get(pmd))) split_huge_pmd_locked(vma, pmd, address & PMD_MASK);
+  ptl->unlock();
+}
+
+void split_huge_pmd_address(Vma* vma, uint64_t address) {
+  pmd_t* pmd = mm_find_pmd(vma->vm_mm, address);
+  if (pmd && pmd_trans_huge(pmdp_get(pmd))) split_huge_pmd(vma, pmd, address);
+}
+
+void vma_adjust_trans_huge(Vma* vma, uint64_t start, uint64_t end) {
+  // A PMD leaf straddling either boundary cannot stay whole in one VMA.
+  if (!is_aligned(start, PMD_SIZE) && round_down(start, PMD_SIZE) >= vma->vm_start &&
+      round_down(start, PMD_SIZE) + PMD_SIZE <= vma->vm_end)
+    split_huge_pmd_address(vma, start);
+  if (!is_aligned(end, PMD_SIZE) && round_down(end, PMD_SIZE) >= vma->vm_start &&
+      round_down(end, PMD_SIZE) + PMD_SIZE <= vma->vm_end)
+    split_huge_pmd_address(vma, end);
+}
+
+// ---- zap, mprotect and mremap of whole PMD leaves ----
+
+bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t old = pmdp_get(pmd);
+  if (!pmd_trans_huge(old)) {
+    ptl->unlock();
+    return false;
+  }
+  entry_xchg(pmd, pmd_t{0});
+  flush_tlb_range(vma, addr, addr + PMD_SIZE);
+  Folio* to_put = nullptr;
+  if (is_huge_zero_pmd(mm->phys, old)) {
+    zap_deposited_table(mm, pmd);
+  } else {
+    Page* page = mm->phys->pfn_to_page(pmd_pfn(old));
+    Folio* folio = page_folio(page);
+    folio_remove_rmap_pmd(folio, page, vma);
+    if (folio_test_anon(folio)) {
+      add_mm_counter(mm, MM_ANONPAGES, -static_cast<long>(HPAGE_PMD_NR));
+    } else {
+      if (pmd_dirty(old)) folio_set_dirty(folio);
+      if (pmd_young(old)) folio_mark_accessed(folio);
+      add_mm_counter(mm, mm_counter_file(folio), -static_cast<long>(HPAGE_PMD_NR));
+    }
+    zap_deposited_table(mm, pmd);
+    to_put = folio;
+  }
+  ptl->unlock();
+  if (to_put) folio_put(to_put);  // after the flush, as the TLB batch does
+  return true;
+}
+
+static bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
+
+static bool can_change_pmd_writable(Vma* vma, pmd_t pmd) {
+  if (!(vma->vm_flags & VM_WRITE)) return false;
+  if (pmd_protnone(pmd)) return false;
+  if (vma_soft_dirty_enabled(vma) && !pmd_soft_dirty(pmd)) return false;
+  if (pmd_uffd_wp(pmd)) return false;
+  if (!(vma->vm_flags & VM_SHARED)) {
+    Page* page = vm_normal_page_pmd(vma, 0, pmd);
+    return page && folio_test_anon(page_folio(page)) && PageAnonExclusive(page);
+  }
+  return pmd_dirty(pmd);
+}
+
+long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable)
+    NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t old = pmdp_get(pmd);
+  if (!pmd_trans_huge(old)) {
+    ptl->unlock();
+    return 0;
+  }
+  pmd_t entry = pmd_modify(old, newprot);
+  if (is_huge_zero_pmd(mm->phys, old)) entry = pmd_wrprotect(entry);
+  else if (may_make_writable && !pmd_write(entry) && can_change_pmd_writable(vma, entry))
+    entry = pmd_mkwrite_novma(entry);
+  if (!(entry == old)) {
+    entry_set(pmd, entry);
+    if (pmd_write(old) && !pmd_write(entry)) flush_tlb_range(vma, addr, addr + PMD_SIZE);
+  }
+  ptl->unlock();
+  return HPAGE_PMD_NR;
+}
+
+bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t* new_pmd) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* old_ptl = pmd_lock(mm, old_pmd);
+  SpinLock* new_ptl = pmd_lockptr(mm, new_pmd);
+  if (new_ptl != old_ptl) new_ptl->lock(LockClass::kPmdLock, 1);
+  pmd_t old = pmdp_get(old_pmd);
+  bool moved = false;
+  if (pmd_trans_huge(old) && pmd_none(pmdp_get(new_pmd))) {
+    entry_xchg(old_pmd, pmd_t{0});
+    flush_tlb_range(vma, old_addr, old_addr + PMD_SIZE);
+    Page* table = pgtable_trans_huge_withdraw(mm, old_pmd);
+    pgtable_trans_huge_deposit(mm, new_pmd, table);
+    entry_set(new_pmd, old);
+    moved = true;
+  }
+  if (new_ptl != old_ptl) new_ptl->unlock();
+  old_ptl->unlock();
+  return moved;
+}
+
+}  // namespace mmlab

@@ -1,0 +1,409 @@
+// Page-fault handling for PTE-level anonymous memory (mm/memory.c):
+// handle_mm_fault and its dispatch, do_anonymous_page with mTHP order
+// selection (alloc_anon_folio), and write-protect faults (do_wp_page,
+// wp_can_reuse_anon_folio, wp_page_reuse, wp_page_copy).
+#include <cstring>
+
+#include "fault/fault.h"
+#include "fault/user_copy.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
+
+namespace mmlab {
+
+bool is_zero_pfn(PhysMem* phys, pfn_t pfn) { return phys->is_zero_pfn(pfn); }
+
+Page* vm_normal_page(Vma* vma, uint64_t, pte_t pte) {
+  PhysMem* phys = vma->vm_mm->phys;
+  pfn_t pfn = pte_pfn(pte);
+  if (pte_special(pte)) return nullptr;  // the zero page, raw PFN maps
+  if (phys->is_zero_pfn(pfn) || !phys->pfn_valid(pfn)) return nullptr;
+  return phys->pfn_to_page(pfn);
+}
+
+Page* vm_normal_page_pmd(Vma* vma, uint64_t, pmd_t pmd) {
+  PhysMem* phys = vma->vm_mm->phys;
+  if (pmd_special(pmd) || phys->is_huge_zero_pfn(pmd_pfn(pmd))) return nullptr;
+  return phys->pfn_to_page(pmd_pfn(pmd));
+}
+
+int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags) {
+  constexpr unsigned FOLL_HWPOISON = 1u << 6;
+  if (ret & VM_FAULT_OOM) return -ENOMEM;
+  if (ret & (VM_FAULT_HWPOISON | VM_FAULT_HWPOISON_LARGE)) return (foll_flags & FOLL_HWPOISON) ? -EHWPOISON : -EFAULT;
+  if (ret & (VM_FAULT_SIGBUS | VM_FAULT_SIGSEGV)) return -EFAULT;
+  return 0;
+}
+
+// ---- the LRU (mm/swap.c), classic active/inactive lists ----
+
+void folio_add_lru(Folio* folio) {
+  // The kernel batches LRU additions per CPU (the batch holds a reference
+  // until drained); the model adds at once, as if the batch were drained.
+  folio_set_lru(folio);
+}
+
+void folio_mark_accessed(Folio* folio) {
+  if (folio_test_dropbehind(folio)) return;
+  if (!folio_test_referenced(folio)) {
+    folio_set_referenced(folio);
+  } else if (folio_test_unevictable(folio) || folio_test_mlocked(folio)) {
+    // nothing: such folios are not on the active/inactive lists
+  } else if (!folio_test_active(folio)) {
+    folio_set_active(folio);  // activate
+    folio_clear_referenced(folio);
+    folio_set_workingset(folio);
+  }
+  if (folio_test_idle(folio)) folio_clear_idle(folio);
+}
+
+// ---- helpers ----
+
+static vm_fault_t vmf_anon_prepare(VmFault* vmf) {
+  Vma* vma = vmf->vma;
+  if (vma->anon_vma) return 0;
+  // Attaching an anon_vma may sleep on locks the per-VMA lock path must not
+  // take: retry under mmap_lock (the kernel does the same).
+  if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
+  if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
+  return 0;
+}
+
+static bool pte_range_none(pte_t* pte, unsigned nr) {
+  for (unsigned i = 0; i < nr; i++)
+    if (!pte_none(ptep_get(pte + i))) return false;
+  return true;
+}
+
+// Zero a new folio, the page containing the faulting address last so it is
+// cache-hot (folio_zero_user).
+static void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Stats* st) {
+  long nr = folio_nr_pages(folio);
+  long target = static_cast<long>((fault_addr - folio_addr) >> PAGE_SHIFT);
+  if (target < 0 || target >= nr) target = 0;
+  PhysMem* phys = PhysMem::of(&folio->page);
+  for (long i = 0; i < nr; i++)
+    if (i != target) std::memset(phys->page_address(folio_page(folio, i)), 0, PAGE_SIZE);
+  std::memset(phys->page_address(folio_page(folio, target)), 0, PAGE_SIZE);
+  st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
+}
+
+static Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {
+  Folio* f = mm->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
+  if (f && need_zero) folio_zero_user(f, addr, addr, mm->stats);
+  return f;
+}
+
+// ---- do_anonymous_page ----
+
+static Folio* const kAgain = reinterpret_cast<Folio*>(-1);
+
+// mTHP order selection for an anonymous fault (alloc_anon_folio).
+static Folio* alloc_anon_folio(VmFault* vmf) {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  uint64_t orders = 0;
+  if (!(vma->vm_flags & VM_UFFD_MISSING)) {
+    orders = thp_vma_allowable_orders(vma, vma->vm_flags, BIT(PMD_ORDER) - 1);
+    orders = thp_vma_suitable_orders(vma, vmf->address, orders);
+  }
+  if (orders) {
+    pmd_t pmdval;
+    pte_t* table = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
+    if (!table) return kAgain;  // the table went away: retry the fault
+    // The highest order whose naturally aligned range is entirely empty.
+    unsigned order = highest_order(orders);
+    while (orders) {
+      uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
+      if (pte_range_none(table + pte_index(addr), 1u << order)) break;
+      order = next_order(&orders, order);
+    }
+    while (orders) {
+      uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
+      Folio* f = mm->phys->folio_alloc(GFP_TRANSHUGE, order);
+      if (f) {
+        folio_zero_user(f, vmf->address, addr, mm->stats);
+        return f;
+      }
+      mm->stats->count_mthp(order, MthpStat::anon_fault_fallback);
+      order = next_order(&orders, order);
+    }
+  }
+  return folio_prealloc(mm, vmf->address, true);
+}
+
+static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  PhysMem* phys = mm->phys;
+
+  // Shared anonymous memory is shmem and never gets here.
+  if (vma->vm_flags & VM_SHARED) return VM_FAULT_SIGBUS;
+  if (!pte_alloc(mm, vmf->pmd)) return VM_FAULT_OOM;
+
+  if (!(vmf->flags & FAULT_FLAG_WRITE)) {
+    // Map the shared zero page: no reference, mapcount or rss change.
+    pte_t entry = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
+    vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+    if (!vmf->pte) return 0;
+    if (!pte_none(ptep_get(vmf->pte))) {
+      vmf->ptl->unlock();
+      return 0;
+    }
+    set_pte_at(mm, vmf->address, vmf->pte, entry);
+    vmf->ptl->unlock();
+    mm->stats->count(Event::fault_zero);
+    return 0;
+  }
+
+  if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
+  Folio* folio = alloc_anon_folio(vmf);
+  if (folio == kAgain) return 0;
+  if (!folio) return VM_FAULT_OOM;
+
+  unsigned nr = static_cast<unsigned>(folio_nr_pages(folio));
+  uint64_t addr = round_down(vmf->address, nr * PAGE_SIZE);
+  folio_set_uptodate(folio);
+  pte_t entry = pfn_pte(phys->page_to_pfn(&folio->page), vma->vm_page_prot);
+  if (vma->vm_flags & VM_WRITE) entry = pte_mkwrite_novma(pte_mkdirty(entry));
+
+  vmf->pte = pte_offset_map_lock(mm, vmf->pmd, addr, &vmf->ptl);
+  if (!vmf->pte) {
+    folio_put(folio);
+    return 0;
+  }
+  if ((nr == 1 && !pte_none(ptep_get(vmf->pte))) || (nr > 1 && !pte_range_none(vmf->pte, nr))) {
+    // Raced with another fault; a retry may choose a smaller order.
+    vmf->ptl->unlock();
+    folio_put(folio);
+    mm->stats->count(Event::fault_retry);
+    return 0;
+  }
+  folio_ref_add(folio, static_cast<int>(nr) - 1);  // one reference per PTE
+  add_mm_counter(mm, MM_ANONPAGES, nr);
+  mm->stats->count_mthp(folio_order(folio), MthpStat::anon_fault_alloc);
+  folio_add_new_anon_rmap(folio, vma, addr, RMAP_EXCLUSIVE, RmapLevel::kPte);
+  folio_add_lru(folio);
+  set_ptes(mm, addr, vmf->pte, entry, nr);
+  vmf->ptl->unlock();
+  mm->stats->count(Event::fault_anon);
+  return 0;
+}
+
+// ---- write-protect faults ----
+
+bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma) {
+  if (folio_test_large(folio)) {
+    // v6.15+: reuse only if every reference is a mapping, all in this mm.
+    if (folio_large_mapcount(folio) <= 1) return false;  // copy the page, let the folio go
+    if (folio_maybe_mapped_shared(folio)) return false;
+    if (folio_test_swapcache(folio)) return false;  // swap cache arrives with swap support
+    if (folio_large_mapcount(folio) != folio_ref_count(folio)) return false;
+    return true;
+  }
+  if (folio_ref_count(folio) > 3) return false;  // quick reject
+  int swapref = folio_test_swapcache(folio) ? 1 : 0;
+  if (folio_ref_count(folio) > 1 + swapref) return false;
+  if (!folio_trylock(folio)) return false;
+  if (folio_ref_count(folio) != 1) {
+    folio_unlock(folio);
+    return false;
+  }
+  folio_move_anon_rmap(folio, vma);
+  folio_unlock(folio);
+  return true;
+}
+
+static vm_fault_t wp_page_reuse(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  pte_t entry = pte_mkyoung(vmf->orig_pte);
+  entry = maybe_mkwrite(pte_mkdirty(entry), vma);
+  entry_set(vmf->pte, entry);
+  vmf->ptl->unlock();
+  vma->vm_mm->stats->count(VmStat::pgreuse);
+  vma->vm_mm->stats->count(Event::fault_wp_reuse);
+  return 0;
+}
+
+unsigned wp_copy_order(VmFault*, Folio*) {
+  // cow.policy `base`: the kernel copies one page. Larger CoW orders are a
+  // policy of their own (mthp-cow-wp-rfc), decided here.
+  return 0;
+}
+
+// Entered without the PTL, holding a reference on the old folio (if any).
+static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  PhysMem* phys = mm->phys;
+  bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
+  Folio* old_folio = vmf->page ? page_folio(vmf->page) : nullptr;
+
+  if (vm_fault_t ret = vmf_anon_prepare(vmf)) {
+    if (old_folio) folio_put(old_folio);
+    return ret;
+  }
+  unsigned order = wp_copy_order(vmf, old_folio);
+  VM_WARN_ON(order != 0, "larger CoW orders are not modelled yet");
+  bool from_zero = phys->is_zero_pfn(pte_pfn(vmf->orig_pte));
+  Folio* new_folio = folio_prealloc(mm, vmf->address, from_zero);
+  if (!new_folio) {
+    if (old_folio) folio_put(old_folio);
+    return VM_FAULT_OOM;
+  }
+  if (!from_zero) {
+    copy_user_page(phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
+    mm->stats->count(Event::copy_bytes, PAGE_SIZE);
+  }
+  folio_set_uptodate(new_folio);
+
+  bool copied = false;
+  vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+  if (vmf->pte && ptep_get(vmf->pte) == vmf->orig_pte) {
+    if (old_folio) {
+      if (!folio_test_anon(old_folio)) {
+        dec_mm_counter(mm, mm_counter_file(old_folio));
+        inc_mm_counter(mm, MM_ANONPAGES);
+      }
+    } else {
+      inc_mm_counter(mm, MM_ANONPAGES);
+    }
+    pte_t entry = pfn_pte(phys->page_to_pfn(&new_folio->page), vma->vm_page_prot);
+    if (unshare) {
+      if (pte_soft_dirty(vmf->orig_pte)) entry = pte_mksoft_dirty(entry);
+      if (pte_uffd_wp(vmf->orig_pte)) entry = pte_mkuffd_wp(entry);
+    } else {
+      entry = maybe_mkwrite(pte_mkdirty(entry), vma);
+    }
+    // The old entry goes (and the TLB is flushed) before the new one appears.
+    clear_flush_ptes(vma, vmf->address, vmf->pte, 1);
+    folio_add_new_anon_rmap(new_folio, vma, vmf->address, RMAP_EXCLUSIVE, RmapLevel::kPte);
+    folio_add_lru(new_folio);
+    set_pte_at(mm, vmf->address, vmf->pte, entry);
+    VM_WARN_ON(unshare && pte_write(entry), "unshare produced a writable PTE");
+    if (old_folio) folio_remove_rmap_pte(old_folio, vmf->page, vma);
+    new_folio = old_folio;  // drop the old PTE's reference below
+    copied = true;
+  }
+  if (vmf->pte) vmf->ptl->unlock();
+  if (new_folio) folio_put(new_folio);
+  if (old_folio) folio_put(old_folio);  // the fault's own reference
+  if (copied) mm->stats->count(unshare ? Event::fault_unshare : Event::fault_wp_copy);
+  else mm->stats->count(Event::fault_retry);
+  return 0;
+}
+
+// PTL held on entry, released on return.
+vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
+  vmf->page = vm_normal_page(vma, vmf->address, vmf->orig_pte);
+  Folio* folio = vmf->page ? page_folio(vmf->page) : nullptr;
+
+  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) {
+    // Shared mappings never CoW: make the entry writable and dirty (wp_page_shared).
+    pte_t entry = maybe_mkwrite(pte_mkdirty(pte_mkyoung(vmf->orig_pte)), vma);
+    entry_set(vmf->pte, entry);
+    vmf->ptl->unlock();
+    if (folio) folio_set_dirty(folio);
+    return 0;
+  }
+  if (folio && folio_test_anon(folio) &&
+      (PageAnonExclusive(vmf->page) || wp_can_reuse_anon_folio(folio, vma))) {
+    if (!PageAnonExclusive(vmf->page)) SetPageAnonExclusive(vmf->page);
+    if (unshare) {  // unsharing an exclusive page changes nothing
+      vmf->ptl->unlock();
+      vma->vm_mm->stats->count(Event::fault_unshare);
+      return 0;
+    }
+    return wp_page_reuse(vmf);
+  }
+  if (folio) folio_get(folio);
+  vmf->ptl->unlock();
+  return wp_page_copy(vmf);
+}
+
+// ---- dispatch ----
+
+static vm_fault_t handle_pte_fault(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vmf->mm();
+  pmd_t pmdval;
+  vmf->pte = nullptr;
+  if (!pmd_none(pmdp_get(vmf->pmd))) {
+    vmf->pte = pte_offset_map(mm, vmf->pmd, vmf->address, &pmdval);
+    if (!vmf->pte) return 0;  // the PMD changed under us (became a leaf): retry
+    vmf->orig_pte = ptep_get(vmf->pte);
+    if (pte_none(vmf->orig_pte)) vmf->pte = nullptr;
+  }
+  if (!vmf->pte) {
+    if (vma_is_anonymous(vmf->vma)) return do_anonymous_page(vmf);
+    return VM_FAULT_SIGBUS;  // file faults arrive with file-backed memory
+  }
+  if (!pte_present(vmf->orig_pte)) {
+    // Swap, migration and marker entries arrive with swap support.
+    return VM_FAULT_SIGBUS;
+  }
+  if (!pte_lock_if_unchanged(mm, vmf->pmd, pmdval, &vmf->ptl)) return 0;
+  pte_t entry = ptep_get(vmf->pte);
+  if (!(entry == vmf->orig_pte)) {
+    vmf->ptl->unlock();
+    return 0;
+  }
+  if (vmf->flags & (FAULT_FLAG_WRITE | FAULT_FLAG_UNSHARE)) {
+    if (!pte_write(entry)) return do_wp_page(vmf);
+    if (vmf->flags & FAULT_FLAG_WRITE) entry = pte_mkdirty(entry);
+  }
+  entry = pte_mkyoung(entry);
+  if (!(entry == vmf->orig_pte)) entry_set(vmf->pte, entry);
+  vmf->ptl->unlock();
+  return 0;
+}
+
+static vm_fault_t __handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
+  Mm* mm = vma->vm_mm;
+  VmFault vmf;
+  vmf.vma = vma;
+  vmf.real_address = address;
+  vmf.address = address & PAGE_MASK;
+  vmf.flags = flags;
+
+  vmf.pud = pud_alloc(mm, address);
+  if (!vmf.pud) return VM_FAULT_OOM;
+  vmf.pmd = pmd_alloc(mm, vmf.pud, address);
+  if (!vmf.pmd) return pud_leaf(pudp_get(vmf.pud)) ? VM_FAULT_SIGBUS : VM_FAULT_OOM;
+
+  vmf.orig_pmd = pmdp_get(vmf.pmd);
+  if (pmd_none(vmf.orig_pmd) && vma_is_anonymous(vma) &&
+      thp_vma_allowable_orders(vma, vma->vm_flags, BIT(PMD_ORDER))) {
+    vm_fault_t ret = do_huge_pmd_anonymous_page(&vmf);
+    if (!(ret & VM_FAULT_FALLBACK)) return ret;
+  } else if (pmd_trans_huge(vmf.orig_pmd)) {
+    if ((flags & (FAULT_FLAG_WRITE | FAULT_FLAG_UNSHARE)) && !pmd_write(vmf.orig_pmd)) {
+      vm_fault_t ret = do_huge_pmd_wp_page(&vmf);
+      if (!(ret & VM_FAULT_FALLBACK)) return ret;
+    } else {
+      huge_pmd_set_accessed(&vmf);
+      return 0;
+    }
+  }
+  return handle_pte_fault(&vmf);
+}
+
+// sanitize_fault_flags + handle_mm_fault.
+vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
+  Mm* mm = vma->vm_mm;
+  if (flags & FAULT_FLAG_UNSHARE) {
+    if (flags & FAULT_FLAG_WRITE) return VM_FAULT_SIGSEGV;
+    if (!is_cow_mapping(vma->vm_flags)) flags &= ~FAULT_FLAG_UNSHARE;  // a plain read fault
+  } else if (flags & FAULT_FLAG_WRITE) {
+    if (!(vma->vm_flags & VM_MAYWRITE)) return VM_FAULT_SIGSEGV;
+    // FOLL_FORCE writes only work in CoW mappings.
+    if (!(vma->vm_flags & VM_WRITE) && !is_cow_mapping(vma->vm_flags)) return VM_FAULT_SIGSEGV;
+  }
+  mm->stats->count(VmStat::pgfault);
+  return __handle_mm_fault(vma, address, flags);
+}
+
+}  // namespace mmlab

@@ -1,0 +1,114 @@
+// Functions shared between the layers below the public API (the model's
+// mm/internal.h). Each comment gives the contract the caller relies on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mm/mm.h"
+
+namespace mmlab {
+
+// ---- mm/vma.c, mm/mmap.c: VMA-level operations (mm/vma.cpp, mm/mmap.cpp) ----
+// All return the kernel's results: an address or 0 on success, -errno on failure.
+long do_mmap(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff);
+int do_munmap(Mm* mm, uint64_t start, uint64_t len);
+int do_mprotect(Mm* mm, uint64_t start, uint64_t len, int prot);
+long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr);
+int do_madvise(Mm* mm, uint64_t start, uint64_t len, int advice);
+// Tear down every VMA and page table (exit_mmap).
+void exit_mmap(Mm* mm);
+
+// Split vma at addr (addr strictly inside it); the new VMA covers [addr, old end)
+// when new_below is false. Splits a PMD leaf that straddles addr first
+// (vma_adjust_trans_huge). Returns 0 or -ENOMEM.
+int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) REQUIRES(mm->mmap_lock);
+// Try to merge vma with its neighbours after its flags changed (vma_modify / vma_merge).
+Vma* vma_merge_neighbours(Mm* mm, Vma* vma) REQUIRES(mm->mmap_lock);
+
+// ---- mm/rmap.c: anon_vma ----
+// Attach an anon_vma to vma if it has none (anon_vma_prepare). Returns 0 or -ENOMEM.
+int anon_vma_prepare(Vma* vma);
+// Link a new VMA (split or copy) into every anon_vma of src (anon_vma_clone).
+void anon_vma_clone(Vma* dst, const Vma* src);
+// Unlink vma from its anon_vmas, freeing ones that become unused (unlink_anon_vmas).
+void unlink_anon_vmas(Vma* vma);
+
+// ---- mm/memory.c: zap and page-table freeing (mm/zap.cpp) ----
+// Unmap every present/swap entry of [start, end) inside vma, releasing the
+// folios' mappings and references (zap_page_range_single / unmap_vmas). Caller
+// holds mmap_lock (read for MADV_DONTNEED, write for munmap/exit).
+void zap_vma_range(Vma* vma, uint64_t start, uint64_t end);
+// Free the page-table pages that map only [start, end), where no VMA remains,
+// staying within [floor, ceiling) (the neighbours' tables are kept).
+void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling);
+
+// ---- mm/mprotect.c (mm/mprotect.cpp): page-table part ----
+// Apply vma's new vm_page_prot to [start, end): write-protect or make
+// writable as the kernel's change_protection() does (a PTE becomes writable
+// only where a write fault would reuse without further checks:
+// can_change_pte_writable). PMD leaves that are only partly covered are split
+// first. Returns the number of entries changed.
+long change_protection(Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags);
+
+// ---- mm/mremap.c: page-table part ----
+// Move the entries of [old_addr, old_addr+len) to new_addr (new_vma already
+// exists and covers the destination). PMD leaves move whole when both ends are
+// PMD-aligned, else they are split first (move_huge_pmd / split_huge_pmd).
+// Returns the number of bytes moved (len on success).
+uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t new_addr, uint64_t len);
+
+// ---- mm/huge_memory.c ----
+// Split any PMD leaf mapping that straddles start or end of [start,end) in vma
+// (vma_adjust_trans_huge). The folios stay whole; their mappings become PTEs.
+void vma_adjust_trans_huge(Vma* vma, uint64_t start, uint64_t end);
+void split_huge_pmd_address(Vma* vma, uint64_t address);
+
+// ---- mm/gup.c populate path (until the GUP layer: fault/populate.cpp) ----
+// MADV_POPULATE_READ/WRITE: fault in [start, end) as faultin_page_range() does.
+// Returns 0 or -errno (-ENOMEM no VMA, -EINVAL VMA check, -EFAULT fault error).
+long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) REQUIRES_SHARED(mm->mmap_lock);
+
+// ==== BEGIN vma-layer helpers (added with mm/vma.cpp, mm/mmap.cpp; the
+// ==== VMA engineer's block: shared by mmap, munmap, mremap, mprotect, madvise
+// ==== and fork) ====
+
+// A new, unlinked VMA with src's mm, range, flags, page protection, pgoff and
+// file (vm_area_dup). Not linked to any anon_vma: anon_vma_clone() does that.
+std::unique_ptr<Vma> vm_area_dup(const Vma* src);
+// Insert a VMA whose range is free into mm's tree, write-locked (vma_link).
+// Returns the VMA, now owned by mm.
+Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) REQUIRES(mm->mmap_lock);
+// The first VMA intersecting [start, end), or nullptr (find_vma_intersection).
+Vma* find_vma_intersection(Mm* mm, uint64_t start, uint64_t end) REQUIRES_SHARED(mm->mmap_lock);
+// Give [start, end) (inside vma) the flags newflags: split at the ends,
+// set the flags and vm_page_prot, merge with compatible neighbours
+// (vma_modify_flags). Returns the VMA now covering start, or nullptr on
+// -ENOMEM. The page tables are the caller's (change_protection for mprotect).
+Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags)
+    REQUIRES(mm->mmap_lock);
+// get_unmapped_area(): an address for a new mapping of len bytes (addr a
+// hint, or the address itself with MAP_FIXED), or -errno. Anonymous only.
+long get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, uint64_t pgoff, int flags, vm_flags_t vm_flags)
+    REQUIRES_SHARED(mm->mmap_lock);
+// munmap with mmap_lock already held for write (do_vmi_munmap). kNoZap is
+// mremap's unmap of a range whose entries were moved away already.
+enum class MunmapZap : uint8_t { kZap, kNoZap };
+int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap = MunmapZap::kZap) REQUIRES(mm->mmap_lock);
+// VM_SPECIAL (include/linux/mm.h): mappings that never merge or expand.
+inline constexpr vm_flags_t VM_SPECIAL = VM_IO | VM_DONTEXPAND | VM_PFNMAP | VM_MIXEDMAP;
+// calc_vm_prot_bits (include/linux/mman.h): PROT_* to VM_READ/WRITE/EXEC.
+inline vm_flags_t calc_vm_prot_bits(int prot) {
+  return ((prot & PROT_READ) ? VM_READ : 0) | ((prot & PROT_WRITE) ? VM_WRITE : 0) |
+         ((prot & PROT_EXEC) ? VM_EXEC : 0);
+}
+// __mm_populate(start, len, ignore_errors=1) after mmap(MAP_POPULATE/VM_LOCKED)
+// or an mremap expansion of a VM_LOCKED VMA. Takes mmap_lock for read itself.
+void mm_populate(Mm* mm, uint64_t start, uint64_t len);
+// anon_vma references beyond the VMA links (an rmap walker that must keep
+// one alive after dropping its lock). put_anon_vma frees it at zero.
+void get_anon_vma(AnonVma* av);
+void put_anon_vma(AnonVma* av);
+// ==== END vma-layer helpers ====
+
+}  // namespace mmlab

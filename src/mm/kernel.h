@@ -1,0 +1,51 @@
+// The simulated kernel's global state: one per System. Everything below the
+// public API reaches settings, physical memory and statistics through it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "mm/settings.h"
+#include "phys/phys.h"
+#include "stats/stats.h"
+
+namespace mmlab {
+
+struct Mm;
+
+struct Kernel {
+  std::unique_ptr<Stats> stats;
+  std::unique_ptr<PhysMem> phys;
+  Settings settings;
+  std::atomic<int> next_mm_id{1};
+
+  // Deferred page-table freeing (pgtable/pgtable.cpp): an epoch scheme
+  // standing in for RCU / IRQ-disabled GUP-fast walks.
+  std::atomic<uint64_t> walk_epoch{1};
+  struct WalkerSlot {
+    std::atomic<uint64_t> active_epoch{0};  // 0: not walking
+  };
+  std::unique_ptr<WalkerSlot[]> walkers;  // one per simulated CPU
+  std::mutex deferred_lock;
+  struct DeferredTable {
+    Page* table;
+    uint64_t epoch;
+  };
+  std::vector<DeferredTable> deferred_tables;  // protected by deferred_lock
+
+  // Deferred split queue (partially mapped large anon folios, and PMD THPs
+  // for the underused shrinker), linked by set membership.
+  std::mutex split_queue_lock;
+  std::set<Folio*> split_queue;  // protected by split_queue_lock
+};
+
+}  // namespace mmlab
+
+namespace mmlab {
+// The Kernel that owns a Page (through its PhysMem).
+Kernel* kernel_of(const Page* p);
+}  // namespace mmlab

@@ -1,0 +1,32 @@
+// mm_struct lifetime (kernel/fork.c's mm_alloc / __mmput) and rss helpers.
+#include "mm/mm.h"
+
+#include "mm/kernel.h"
+#include "mm/vmdebug.h"
+#include "pgtable/pgtable.h"
+
+namespace mmlab {
+
+Kernel* kernel_of(const Page* p) { return static_cast<Kernel*>(PhysMem::of(p)->owner); }
+
+Mm::Mm(Kernel* k, int id) : kernel(k), phys(k->phys.get()), stats(k->stats.get()), mm_id(id) {
+  Page* t = pgtable_alloc(this);
+  if (t) pgd = static_cast<pgd_t*>(phys->page_address(t));
+}
+
+Mm::~Mm() {
+  // exit_mmap() has run: only the PGD is left.
+  if (pgd) pgtable_free(this, table_page_of(phys, pgd));
+  if (test_flag(MMF_HUGE_ZERO_PAGE)) phys->mm_put_huge_zero_folio();
+  pgtable_reclaim_deferred(this);
+}
+
+MmCounter mm_counter_file(const Folio* folio) {
+  return folio_test_swapbacked(folio) ? MM_SHMEMPAGES : MM_FILEPAGES;
+}
+
+MmCounter mm_counter(const Folio* folio) {
+  return folio_test_anon(folio) ? MM_ANONPAGES : mm_counter_file(folio);
+}
+
+}  // namespace mmlab

@@ -1,0 +1,85 @@
+// The page-table half of mprotect (mm/mprotect.c): change_protection().
+#include "fault/fault.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+
+namespace mmlab {
+namespace {
+
+bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
+
+// can_change_pte_writable: may this PTE be made writable without a write
+// fault? Only if the fault would reuse the page without further checks.
+bool can_change_pte_writable(Vma* vma, uint64_t addr, pte_t pte) {
+  if (!(vma->vm_flags & VM_WRITE)) return false;
+  if (pte_protnone(pte)) return false;
+  if (vma_soft_dirty_enabled(vma) && !pte_soft_dirty(pte)) return false;  // soft-dirty tracking wants the fault
+  if (pte_uffd_wp(pte)) return false;
+  if (!(vma->vm_flags & VM_SHARED)) {
+    Page* page = vm_normal_page(vma, addr, pte);
+    return page && folio_test_anon(page_folio(page)) && PageAnonExclusive(page);
+  }
+  return pte_dirty(pte);
+}
+
+long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_t newprot, bool try_writable)
+    NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl;
+  pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+  if (!pte) return 0;
+  long pages = 0;
+  bool flush = false;
+  uint64_t start = addr;
+  for (; addr < end; pte++, addr += PAGE_SIZE) {
+    pte_t old = ptep_get(pte);
+    if (!pte_present(old)) continue;  // swap entries keep their bits; none stay none
+    pte_t ptent = pte_modify(old, newprot);
+    if (pte_special(old) && mm->phys->is_zero_pfn(pte_pfn(old))) ptent = pte_wrprotect(ptent);
+    else if (try_writable && !pte_write(ptent) && can_change_pte_writable(vma, addr, ptent))
+      ptent = pte_mkwrite_novma(ptent);
+    if (ptent == old) continue;
+    // ptep_modify_prot_start/commit: the hardware may set A/D concurrently.
+    pte_t cur = entry_xchg(pte, pte_t{0});
+    ptent.v |= cur.v & (_PAGE_ACCESSED | _PAGE_DIRTY);
+    entry_set(pte, ptent);
+    if (pte_write(old) && !pte_write(ptent)) flush = true;
+    pages++;
+  }
+  if (flush) flush_tlb_range(vma, start, end);
+  ptl->unlock();
+  return pages;
+}
+
+}  // namespace
+
+long change_protection(Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags) {
+  Mm* mm = vma->vm_mm;
+  pgprot_t newprot = vm_get_page_prot(newflags);
+  // vma_wants_manual_pte_write_upgrade: private writable mappings try to map
+  // exclusive anon pages writable at once.
+  bool try_writable = !(newflags & VM_SHARED) && (newflags & VM_WRITE);
+  long pages = 0;
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) continue;
+    pmd_t v = pmdp_get(pmd);
+    if (pmd_none(v)) continue;
+    if (pmd_trans_huge(v)) {
+      if (next - addr == PMD_SIZE) {
+        long n = change_huge_pmd(vma, pmd, addr, newprot, try_writable);
+        if (n) {
+          pages += n;
+          continue;
+        }
+      } else {
+        split_huge_pmd(vma, pmd, addr);
+      }
+    }
+    pages += change_pte_range(vma, pmd, addr, next, newprot, try_writable);
+  }
+  return pages;
+}
+
+}  // namespace mmlab

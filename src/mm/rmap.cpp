@@ -1,0 +1,265 @@
+// Mapcount bookkeeping (mm/rmap.c). Counts are plain counts (no -1 bias).
+#include "mm/rmap.h"
+
+#include <cassert>
+
+#include "mm/kernel.h"
+#include "mm/vmdebug.h"
+
+namespace mmlab {
+namespace {
+
+int32_t atomic_add_return(int32_t& x, int32_t d) { return aref(x).fetch_add(d, std::memory_order_acq_rel) + d; }
+int32_t atomic_read(const int32_t& x) { return aref(const_cast<int32_t&>(x)).load(std::memory_order_acquire); }
+
+// folio_lock_large_mapcount(): the MM-ID slots and the large mapcount change together.
+void folio_lock_large_mapcount(Folio* f) {
+  Page* p1 = folio_page(f, 1);
+  while (test_and_set_bit(PG_mapcount_lock, p1)) std::this_thread::yield();
+}
+void folio_unlock_large_mapcount(Folio* f) { clear_bit(PG_mapcount_lock, folio_page(f, 1)); }
+
+// The large mapcount and the MM-ID slots (CONFIG_MM_ID): a slot records one
+// mm and how many of the folio's mappings are in it; when no slot can take
+// an mm, or a new slot owner finds mappings that are not its own, the folio
+// is "maybe mapped shared". The bit clears once one slot owns every mapping.
+void folio_add_large_mapcount(Folio* f, int diff, const Vma* vma) {
+  Page* p1 = folio_page(f, 1);
+  int id = vma->vm_mm->mm_id;
+  folio_lock_large_mapcount(f);
+  int32_t old_total = atomic_read(p1->f1.large_mapcount);
+  int32_t total = old_total + diff;
+  int slot = -1;
+  for (int i = 0; i < 2; i++)
+    if (p1->mm_id[i] == id) slot = i;
+  if (slot < 0) {
+    for (int i = 0; i < 2 && slot < 0; i++) {
+      if (p1->mm_id[i] == 0) {
+        slot = i;
+        p1->mm_id[i] = id;
+        p1->mm_id_mapcount[i] = 0;
+        if (old_total != 0) set_bit(PG_maybe_shared, p1);  // others map it already
+      }
+    }
+  }
+  if (slot >= 0) p1->mm_id_mapcount[slot] += diff;
+  else set_bit(PG_maybe_shared, p1);
+  aref(p1->f1.large_mapcount).store(total, std::memory_order_release);
+  folio_unlock_large_mapcount(f);
+}
+
+void folio_sub_large_mapcount(Folio* f, int diff, const Vma* vma) {
+  Page* p1 = folio_page(f, 1);
+  int id = vma->vm_mm->mm_id;
+  folio_lock_large_mapcount(f);
+  int32_t total = atomic_read(p1->f1.large_mapcount) - diff;
+  VM_WARN_ON_FOLIO(total < 0, f, "large mapcount underflow");
+  for (int i = 0; i < 2; i++) {
+    if (p1->mm_id[i] == id) {
+      p1->mm_id_mapcount[i] -= diff;
+      if (p1->mm_id_mapcount[i] <= 0) {
+        p1->mm_id[i] = 0;
+        p1->mm_id_mapcount[i] = 0;
+      }
+    }
+  }
+  aref(p1->f1.large_mapcount).store(total, std::memory_order_release);
+  bool exclusive = total == 0;
+  for (int i = 0; i < 2; i++)
+    if (p1->mm_id[i] && p1->mm_id_mapcount[i] == total) exclusive = true;
+  if (exclusive) clear_bit(PG_maybe_shared, p1);
+  folio_unlock_large_mapcount(f);
+}
+
+void account_new_anon(Folio* f, Vma* vma, uint64_t addr) {
+  set_bit(PG_anon, &f->page);
+  folio_set_swapbacked(f);
+  aref(f->page.mapping).store(reinterpret_cast<uint64_t>(vma->anon_vma), std::memory_order_release);
+  f->page.index = linear_page_index(vma, addr);
+}
+
+void add_pte_mappings(Folio* f, Page* page, int nr, Vma* vma, rmap_t flags) {
+  if (!folio_test_large(f)) {
+    VM_WARN_ON_FOLIO(nr != 1, f, "small folio mapped by a batch");
+    atomic_add_return(f->page.mapcount, 1);
+    if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);
+    return;
+  }
+  Page* p1 = folio_page(f, 1);
+  int newly = 0;
+  for (int i = 0; i < nr; i++) {
+    if (atomic_add_return(page[i].mapcount, 1) == 1) newly++;
+    if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(&page[i]);
+  }
+  if (newly) atomic_add_return(p1->f1.nr_pages_mapped, newly);
+  folio_add_large_mapcount(f, nr, vma);
+}
+
+void add_entire_mapping(Folio* f, Page* page, Vma* vma, rmap_t flags) {
+  atomic_add_return(folio_page(f, 1)->f1.entire_mapcount, 1);
+  folio_add_large_mapcount(f, 1, vma);
+  if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);  // the head only
+}
+
+Stats* stats_of(Folio* f) { return kernel_of(&f->page)->stats.get(); }
+
+}  // namespace
+
+void folio_add_new_anon_rmap(Folio* folio, Vma* vma, uint64_t addr, rmap_t flags, RmapLevel level) {
+  VM_WARN_ON_FOLIO(folio_mapped(folio), folio, "new anon folio already mapped");
+  account_new_anon(folio, vma, addr);
+  if (level == RmapLevel::kPte) {
+    add_pte_mappings(folio, &folio->page, static_cast<int>(folio_nr_pages(folio)), vma, flags);
+  } else {
+    add_entire_mapping(folio, &folio->page, vma, flags);
+  }
+  if (folio_test_large(folio)) {
+    stats_of(folio)->count_mthp(folio_order(folio), MthpStat::nr_anon);
+    if (folio_order(folio) == PMD_ORDER && level == RmapLevel::kPmd)
+      stats_of(folio)->count(VmStat::nr_anon_transparent_hugepages);
+  }
+}
+
+void folio_add_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma, uint64_t, rmap_t flags) {
+  add_pte_mappings(folio, page, nr, vma, flags);
+}
+
+void folio_add_anon_rmap_pmd(Folio* folio, Page* page, Vma* vma, uint64_t, rmap_t flags) {
+  add_entire_mapping(folio, page, vma, flags);
+  if (folio_order(folio) == PMD_ORDER) stats_of(folio)->count(VmStat::nr_anon_transparent_hugepages);
+}
+
+void folio_add_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) { add_pte_mappings(folio, page, nr, vma, RMAP_NONE); }
+void folio_add_file_rmap_pmd(Folio* folio, Page* page, Vma* vma) { add_entire_mapping(folio, page, vma, RMAP_NONE); }
+void folio_dup_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst) { add_pte_mappings(folio, page, nr, dst, RMAP_NONE); }
+void folio_dup_file_rmap_pmd(Folio* folio, Page* page, Vma* dst) { add_entire_mapping(folio, page, dst, RMAP_NONE); }
+
+void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
+  if (!folio_test_large(folio)) {
+    VM_WARN_ON_FOLIO(nr != 1, folio, "small folio unmapped by a batch");
+    int32_t left = atomic_add_return(folio->page.mapcount, -1);
+    VM_WARN_ON_FOLIO(left < 0, folio, "mapcount underflow");
+    return;
+  }
+  Page* p1 = folio_page(folio, 1);
+  int unmapped = 0;
+  for (int i = 0; i < nr; i++) {
+    int32_t left = atomic_add_return(page[i].mapcount, -1);
+    VM_WARN_ON_FOLIO(left < 0, folio, "page mapcount underflow");
+    if (left == 0) unmapped++;
+  }
+  int32_t still = unmapped ? atomic_add_return(p1->f1.nr_pages_mapped, -unmapped) : atomic_read(p1->f1.nr_pages_mapped);
+  folio_sub_large_mapcount(folio, nr, vma);
+  // Partially mapped: this removal unmapped pages while others stay PTE-mapped,
+  // and no entire mapping covers the folio.
+  bool partially = unmapped && still > 0 && folio_entire_mapcount(folio) == 0;
+  if (partially && folio_test_anon(folio) && !folio_test_partially_mapped(folio))
+    deferred_split_folio(folio, true);
+}
+
+static void remove_entire(Folio* folio, Vma* vma) {
+  Page* p1 = folio_page(folio, 1);
+  int32_t left = atomic_add_return(p1->f1.entire_mapcount, -1);
+  VM_WARN_ON_FOLIO(left < 0, folio, "entire mapcount underflow");
+  folio_sub_large_mapcount(folio, 1, vma);
+  // Unmapping the entire mapping while only some pages stay PTE-mapped.
+  int32_t ptemapped = atomic_read(p1->f1.nr_pages_mapped);
+  bool partially = left == 0 && ptemapped > 0 && ptemapped < folio_nr_pages(folio);
+  if (partially && folio_test_anon(folio) && !folio_test_partially_mapped(folio))
+    deferred_split_folio(folio, true);
+}
+
+void folio_remove_rmap_pmd(Folio* folio, Page*, Vma* vma) {
+  remove_entire(folio, vma);
+  if (folio_test_anon(folio) && folio_order(folio) == PMD_ORDER)
+    stats_of(folio)->uncount(VmStat::nr_anon_transparent_hugepages);
+}
+void folio_remove_rmap_pud(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }
+
+int folio_try_dup_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma, Vma* src_vma) {
+  Mm* src_mm = src_vma->vm_mm;
+  // folio_needs_cow_for_dma(): only meaningful while fork holds write_protect_seq.
+  bool maybe_pinned = src_mm->test_flag(MMF_HAS_PINNED) && folio_maybe_dma_pinned(folio);
+  if (maybe_pinned) {
+    for (int i = 0; i < nr; i++)
+      if (PageAnonExclusive(&page[i])) return -EBUSY;
+  }
+  for (int i = 0; i < nr; i++)
+    if (PageAnonExclusive(&page[i])) ClearPageAnonExclusive(&page[i]);
+  add_pte_mappings(folio, page, nr, dst_vma, RMAP_NONE);
+  return 0;
+}
+
+int folio_try_dup_anon_rmap_pmd(Folio* folio, Page* page, Vma* dst_vma, Vma* src_vma) {
+  bool maybe_pinned = src_vma->vm_mm->test_flag(MMF_HAS_PINNED) && folio_maybe_dma_pinned(folio);
+  if (PageAnonExclusive(page)) {
+    if (maybe_pinned) return -EBUSY;
+    ClearPageAnonExclusive(page);
+  }
+  add_entire_mapping(folio, page, dst_vma, RMAP_NONE);
+  if (folio_order(folio) == PMD_ORDER) stats_of(folio)->count(VmStat::nr_anon_transparent_hugepages);
+  return 0;
+}
+
+// The caller has cleared the entry: a concurrent GUP-fast either sees the
+// entry change, or we see its pin, or it sees AnonExclusive cleared.
+static int try_share(Folio* folio, Page* page) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (folio_maybe_dma_pinned(folio)) return -EBUSY;
+  ClearPageAnonExclusive(page);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return 0;
+}
+int folio_try_share_anon_rmap_pte(Folio* folio, Page* page) { return try_share(folio, page); }
+int folio_try_share_anon_rmap_pmd(Folio* folio, Page* page) { return try_share(folio, page); }
+
+void folio_move_anon_rmap(Folio* folio, Vma* vma) {
+  aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(vma->anon_vma), std::memory_order_release);
+}
+
+int folio_mm_id_mapcount(const Folio* folio, int mm_id) {
+  if (!folio_test_large(folio)) return folio_mapcount(folio);
+  const Page* p1 = folio_page(folio, 1);
+  for (int i = 0; i < 2; i++)
+    if (p1->mm_id[i] == mm_id) return p1->mm_id_mapcount[i];
+  return 0;
+}
+
+// ---- deferred split queue ----
+
+void deferred_split_folio(Folio* folio, bool partially_mapped) {
+  if (folio_order(folio) <= 1) return;  // order-1 folios have no room for the list
+  Kernel* k = kernel_of(&folio->page);
+  std::lock_guard<std::mutex> g(k->split_queue_lock);
+  Page* p1 = folio_page(folio, 1);
+  if (partially_mapped && !test_bit(PG_partially_mapped, p1)) {
+    set_bit(PG_partially_mapped, p1);
+    unsigned order = folio_order(folio);
+    k->stats->count_mthp(order, MthpStat::split_deferred);
+    k->stats->count_mthp(order, MthpStat::nr_anon_partially_mapped);
+    if (order == PMD_ORDER) k->stats->count(VmStat::thp_deferred_split_page);
+  }
+  if (!test_bit(PG_deferred_list, p1)) {
+    set_bit(PG_deferred_list, p1);
+    k->split_queue.insert(folio);
+  }
+}
+
+void folio_unqueue_deferred_split(Folio* folio) {
+  if (folio_order(folio) <= 1) return;
+  Page* p1 = folio_page(folio, 1);
+  if (!test_bit(PG_deferred_list, p1)) return;
+  Kernel* k = kernel_of(&folio->page);
+  std::lock_guard<std::mutex> g(k->split_queue_lock);
+  if (!test_bit(PG_deferred_list, p1)) return;
+  k->split_queue.erase(folio);
+  clear_bit(PG_deferred_list, p1);
+  if (test_and_clear_bit(PG_partially_mapped, p1))
+    k->stats->count_mthp(folio_order(folio), MthpStat::nr_anon_partially_mapped, -1);
+}
+
+bool folio_on_deferred_list(const Folio* folio) {
+  return folio_order(folio) > 1 && test_bit(PG_deferred_list, folio_page(folio, 1));
+}
+
+}  // namespace mmlab

@@ -1,0 +1,224 @@
+// The sysfs paths and tune keys, parsed and printed as on a real system.
+#include "mm/settings.h"
+
+#include <cstdlib>
+#include <string_view>
+
+namespace mmlab {
+namespace {
+
+constexpr const char* kThpPrefix = "transparent_hugepage/";
+
+bool parse_long(const std::string& s, long* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 0);
+  if (*end != '\0' && !(*end == '\n' && end[1] == '\0')) return false;
+  *out = v;
+  return true;
+}
+
+// "hugepages-64kB" -> order 4; -1 if not an anon THP size.
+int order_from_dir(std::string_view dir) {
+  if (dir.substr(0, 10) != "hugepages-" || dir.size() < 13 || dir.substr(dir.size() - 2) != "kB") return -1;
+  long kb = std::strtol(std::string(dir.substr(10, dir.size() - 12)).c_str(), nullptr, 10);
+  for (unsigned o = 2; o <= PMD_ORDER; o++)
+    if (kb == static_cast<long>((PAGE_SIZE << o) / 1024)) return static_cast<int>(o);
+  return -1;
+}
+
+const char* kOrderModeNames[] = {"never", "always", "inherit", "madvise"};
+
+// The kernel prints every choice with the current one in brackets.
+std::string bracketed(const std::vector<std::string>& choices, const std::string& cur) {
+  std::string s;
+  for (auto& c : choices) {
+    if (!s.empty()) s += ' ';
+    s += c == cur ? "[" + c + "]" : c;
+  }
+  return s;
+}
+
+template <typename E, size_t N>
+bool parse_enum(const char* const (&names)[N], const std::string& v, E* out) {
+  for (size_t i = 0; i < N; i++)
+    if (v == names[i]) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  return false;
+}
+
+const char* kGupWalkNames[] = {"v6.5", "legacy", "walk", "batch", "batch-ro"};
+const char* kGupFastNames[] = {"legacy", "batch"};
+const char* kCowPolicyNames[] = {"base", "rfc", "fixed"};
+const char* kThpEnabledNames[] = {"always", "madvise", "never"};
+
+}  // namespace
+
+Settings::Settings() = default;
+
+ThpOrderMode Settings::order_mode(unsigned order) const {
+  uint64_t b = BIT(order);
+  if (huge_anon_orders_always.load() & b) return ThpOrderMode::kAlways;
+  if (huge_anon_orders_inherit.load() & b) return ThpOrderMode::kInherit;
+  if (huge_anon_orders_madvise.load() & b) return ThpOrderMode::kMadvise;
+  return ThpOrderMode::kNever;
+}
+
+void Settings::set_order_mode(unsigned order, ThpOrderMode m) {
+  uint64_t b = BIT(order);
+  huge_anon_orders_always.fetch_and(~b);
+  huge_anon_orders_inherit.fetch_and(~b);
+  huge_anon_orders_madvise.fetch_and(~b);
+  if (m == ThpOrderMode::kAlways) huge_anon_orders_always.fetch_or(b);
+  if (m == ThpOrderMode::kInherit) huge_anon_orders_inherit.fetch_or(b);
+  if (m == ThpOrderMode::kMadvise) huge_anon_orders_madvise.fetch_or(b);
+}
+
+const char* gup_walk_name(GupWalk w) { return kGupWalkNames[static_cast<int>(w)]; }
+const char* gup_fast_name(GupFast f) { return kGupFastNames[static_cast<int>(f)]; }
+const char* cow_policy_name(CowPolicy p) { return kCowPolicyNames[static_cast<int>(p)]; }
+
+int settings_write(Settings& s, const std::string& path, const std::string& value) {
+  std::string v = value;
+  if (!v.empty() && v.back() == '\n') v.pop_back();
+  if (path.rfind(kThpPrefix, 0) == 0) {
+    std::string rest = path.substr(std::string_view(kThpPrefix).size());
+    if (rest == "enabled") {
+      ThpEnabled e;
+      if (!parse_enum(kThpEnabledNames, v, &e)) return -EINVAL;
+      s.thp_enabled = e;
+      return 0;
+    }
+    if (rest == "use_zero_page") {
+      long n;
+      if (!parse_long(v, &n) || (n != 0 && n != 1)) return -EINVAL;
+      s.use_zero_page = n;
+      return 0;
+    }
+    if (rest.rfind("khugepaged/", 0) == 0) {
+      std::string knob = rest.substr(11);
+      long n;
+      if (!parse_long(v, &n) || n < 0) return -EINVAL;
+      if (knob == "max_ptes_none" || knob == "max_ptes_swap" || knob == "max_ptes_shared") {
+        if (n > HPAGE_PMD_NR - 1) return -EINVAL;
+        (knob == "max_ptes_none" ? s.max_ptes_none : knob == "max_ptes_swap" ? s.max_ptes_swap : s.max_ptes_shared) =
+            static_cast<int>(n);
+        return 0;
+      }
+      if (knob == "pages_to_scan") {
+        if (n == 0) return -EINVAL;
+        s.pages_to_scan = static_cast<int>(n);
+        return 0;
+      }
+      return -ENOENT;
+    }
+    auto slash = rest.find('/');
+    if (slash != std::string::npos && rest.substr(slash + 1) == "enabled") {
+      int order = order_from_dir(rest.substr(0, slash));
+      if (order < 0) return -ENOENT;
+      ThpOrderMode m;
+      if (!parse_enum(kOrderModeNames, v, &m)) return -EINVAL;
+      s.set_order_mode(static_cast<unsigned>(order), m);
+      return 0;
+    }
+    return -ENOENT;
+  }
+  if (path == "hugepages/hugepages-2048kB/nr_hugepages" || path == "hugepages/hugepages-1048576kB/nr_hugepages") {
+    long n;
+    if (!parse_long(v, &n) || n < 0) return -EINVAL;
+    (path.find("2048kB") != std::string::npos ? s.nr_hugepages_2m : s.nr_hugepages_1g) = n;
+    return 0;
+  }
+  return -ENOENT;
+}
+
+int settings_read(const Settings& s, const std::string& path, std::string* out) {
+  if (path.rfind(kThpPrefix, 0) == 0) {
+    std::string rest = path.substr(std::string_view(kThpPrefix).size());
+    if (rest == "enabled") {
+      *out = bracketed({"always", "madvise", "never"}, kThpEnabledNames[static_cast<int>(s.thp_enabled.load())]);
+      return 0;
+    }
+    if (rest == "use_zero_page") { *out = s.use_zero_page ? "1" : "0"; return 0; }
+    if (rest == "hpage_pmd_size") { *out = std::to_string(PMD_SIZE); return 0; }
+    if (rest == "khugepaged/max_ptes_none") { *out = std::to_string(s.max_ptes_none); return 0; }
+    if (rest == "khugepaged/max_ptes_swap") { *out = std::to_string(s.max_ptes_swap); return 0; }
+    if (rest == "khugepaged/max_ptes_shared") { *out = std::to_string(s.max_ptes_shared); return 0; }
+    if (rest == "khugepaged/pages_to_scan") { *out = std::to_string(s.pages_to_scan); return 0; }
+    auto slash = rest.find('/');
+    if (slash != std::string::npos && rest.substr(slash + 1) == "enabled") {
+      int order = order_from_dir(rest.substr(0, slash));
+      if (order < 0) return -ENOENT;
+      *out = bracketed({"always", "inherit", "madvise", "never"},
+                       kOrderModeNames[static_cast<int>(s.order_mode(static_cast<unsigned>(order)))]);
+      return 0;
+    }
+    return -ENOENT;
+  }
+  if (path == "hugepages/hugepages-2048kB/nr_hugepages") { *out = std::to_string(s.nr_hugepages_2m); return 0; }
+  if (path == "hugepages/hugepages-1048576kB/nr_hugepages") { *out = std::to_string(s.nr_hugepages_1g); return 0; }
+  return -ENOENT;
+}
+
+int tune_write(Settings& s, const std::string& key, const std::string& value) {
+  if (key == "gup.walk") {
+    GupWalk w;
+    if (!parse_enum(kGupWalkNames, value, &w)) return -EINVAL;
+    s.gup_walk = w;
+    return 0;
+  }
+  if (key == "gup.fast") {
+    GupFast f;
+    if (!parse_enum(kGupFastNames, value, &f)) return -EINVAL;
+    s.gup_fast = f;
+    return 0;
+  }
+  if (key == "cow.policy") {
+    CowPolicy p;
+    if (!parse_enum(kCowPolicyNames, value, &p)) return -EINVAL;
+    s.cow_policy = p;
+    return 0;
+  }
+  if (key == "cow.max_order") {
+    long n;
+    if (!parse_long(value, &n) || n < 0 || n >= static_cast<long>(PMD_ORDER)) return -EINVAL;
+    s.cow_max_order = static_cast<int>(n);
+    return 0;
+  }
+  return -ENOENT;
+}
+
+int tune_read(const Settings& s, const std::string& key, std::string* out) {
+  if (key == "gup.walk") { *out = gup_walk_name(s.gup_walk); return 0; }
+  if (key == "gup.fast") { *out = gup_fast_name(s.gup_fast); return 0; }
+  if (key == "cow.policy") { *out = cow_policy_name(s.cow_policy); return 0; }
+  if (key == "cow.max_order") { *out = std::to_string(s.cow_max_order); return 0; }
+  return -ENOENT;
+}
+
+std::vector<std::string> tune_keys() { return {"gup.walk", "gup.fast", "cow.policy", "cow.max_order"}; }
+
+std::vector<std::string> tune_values(const std::string& key) {
+  if (key == "gup.walk") return {std::begin(kGupWalkNames), std::end(kGupWalkNames)};
+  if (key == "gup.fast") return {std::begin(kGupFastNames), std::end(kGupFastNames)};
+  if (key == "cow.policy") return {std::begin(kCowPolicyNames), std::end(kCowPolicyNames)};
+  if (key == "cow.max_order") return {"0", "1", "2", "3", "4", "5", "6", "7", "8"};
+  return {};
+}
+
+std::vector<std::string> settings_paths() {
+  std::vector<std::string> v = {"transparent_hugepage/enabled", "transparent_hugepage/use_zero_page",
+                                "transparent_hugepage/khugepaged/max_ptes_none",
+                                "transparent_hugepage/khugepaged/max_ptes_swap",
+                                "transparent_hugepage/khugepaged/max_ptes_shared",
+                                "transparent_hugepage/khugepaged/pages_to_scan",
+                                "hugepages/hugepages-2048kB/nr_hugepages",
+                                "hugepages/hugepages-1048576kB/nr_hugepages"};
+  for (unsigned o = 2; o <= PMD_ORDER; o++)
+    v.push_back("transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << o) / 1024) + "kB/enabled");
+  return v;
+}
+
+}  // namespace mmlab

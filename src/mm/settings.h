@@ -1,0 +1,74 @@
+// The sysfs tree under /sys/kernel/mm/ that the model honours, and the
+// model's `tune` keys (variants with no sysfs file). Read on fault and GUP
+// paths at the point where the kernel's code reads the knob; written between
+// operations (atomics, so a concurrent reader sees one value or the other).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mmlab/types.h"
+
+namespace mmlab {
+
+enum class ThpEnabled : uint8_t { kAlways, kMadvise, kNever };
+enum class ThpOrderMode : uint8_t { kNever, kAlways, kInherit, kMadvise };
+
+// gup.walk: which posting of the follow_page_mask() chain runs.
+enum class GupWalk : uint8_t { kV65, kLegacy, kWalk, kBatch, kBatchRo };
+// gup.fast: GUP-fast PTE handling.
+enum class GupFast : uint8_t { kLegacy, kBatch };
+// cow.policy: the order of the folio a write-protect fault copies into.
+enum class CowPolicy : uint8_t { kBase, kRfc, kFixed };
+
+struct Settings {
+  Settings();
+
+  // transparent_hugepage/
+  std::atomic<ThpEnabled> thp_enabled{ThpEnabled::kMadvise};
+  // hugepages-<N>kB/enabled as the kernel's three bitmaps over anon orders.
+  std::atomic<uint64_t> huge_anon_orders_always{0};
+  std::atomic<uint64_t> huge_anon_orders_inherit{1ull << 9};  // PMD order inherits
+  std::atomic<uint64_t> huge_anon_orders_madvise{0};
+  std::atomic<bool> use_zero_page{true};
+  std::atomic<int> max_ptes_none{511};
+  std::atomic<int> max_ptes_swap{64};
+  std::atomic<int> max_ptes_shared{256};
+  std::atomic<int> pages_to_scan{4096};
+  // hugepages/hugepages-<N>kB/nr_hugepages (the pools themselves live in the hugetlb code)
+  std::atomic<long> nr_hugepages_2m{0};
+  std::atomic<long> nr_hugepages_1g{0};
+
+  // tune keys
+  std::atomic<GupWalk> gup_walk{GupWalk::kLegacy};
+  std::atomic<GupFast> gup_fast{GupFast::kLegacy};
+  std::atomic<CowPolicy> cow_policy{CowPolicy::kBase};
+  std::atomic<int> cow_max_order{PMD_ORDER - 1};
+
+  ThpOrderMode order_mode(unsigned order) const;
+  void set_order_mode(unsigned order, ThpOrderMode m);
+};
+
+// Orders that anonymous THP supports (THP_ORDERS_ALL_ANON): 2..PMD_ORDER.
+inline constexpr uint64_t THP_ORDERS_ALL_ANON = ((1ull << (PMD_ORDER + 1)) - 1) & ~3ull;
+inline constexpr uint64_t BIT(unsigned n) { return 1ull << n; }
+
+// The sysfs/tune interface, by path as on a real system. Errors are
+// -EINVAL (bad value) or -ENOENT (no such path).
+int settings_write(Settings& s, const std::string& path, const std::string& value);
+int settings_read(const Settings& s, const std::string& path, std::string* out);
+int tune_write(Settings& s, const std::string& key, const std::string& value);
+int tune_read(const Settings& s, const std::string& key, std::string* out);
+// Every settable path and its allowed values, for help texts and parsers.
+std::vector<std::string> settings_paths();
+std::vector<std::string> tune_keys();
+// Allowed values of a tune key ("legacy", "walk", ...); empty if unknown.
+std::vector<std::string> tune_values(const std::string& key);
+
+const char* gup_walk_name(GupWalk w);
+const char* gup_fast_name(GupFast f);
+const char* cow_policy_name(CowPolicy p);
+
+}  // namespace mmlab

@@ -1,0 +1,36 @@
+// VM_WARN_ON / VM_BUG_ON_FOLIO (include/linux/mmdebug.h): cheap checks that
+// run in debug builds (MMLAB_DEBUG_VM) and compile to nothing otherwise. A
+// failure dumps the folio as dump_page() does and aborts.
+#pragma once
+
+#include <string>
+
+#include "phys/page.h"
+
+namespace mmlab {
+
+std::string dump_folio(const Folio* f);  // dump_page()-style text
+[[noreturn]] void vm_bug(const char* cond, const char* msg, const Folio* f, const char* file, int line);
+
+}  // namespace mmlab
+
+#if defined(MMLAB_DEBUG_VM)
+#define VM_WARN_ON_FOLIO(cond, folio, msg)                                            \
+  do {                                                                                \
+    if (__builtin_expect(!!(cond), 0)) ::mmlab::vm_bug(#cond, msg, folio, __FILE__, __LINE__); \
+  } while (0)
+#define VM_WARN_ON(cond, msg)                                                         \
+  do {                                                                                \
+    if (__builtin_expect(!!(cond), 0)) ::mmlab::vm_bug(#cond, msg, nullptr, __FILE__, __LINE__); \
+  } while (0)
+#else
+#define VM_WARN_ON_FOLIO(cond, folio, msg) \
+  do {                                     \
+    (void)sizeof(!!(cond));                \
+    (void)(folio);                         \
+  } while (0)
+#define VM_WARN_ON(cond, msg) \
+  do {                        \
+    (void)sizeof(!!(cond));   \
+  } while (0)
+#endif

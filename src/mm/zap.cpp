@@ -1,0 +1,180 @@
+// Unmapping (mm/memory.c's zap_pte_range family) and freeing page tables
+// (free_pgtables / free_pgd_range).
+#include <vector>
+
+#include "fault/fault.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
+
+namespace mmlab {
+namespace {
+
+// What the kernel's mmu_gather does for us: references dropped after the
+// TLB flush and after the PTL is released.
+struct ZapBatch {
+  std::vector<std::pair<Folio*, int>> folios;
+  void release() {
+    for (auto& [f, nr] : folios) folio_put_refs(f, nr);
+    folios.clear();
+  }
+};
+
+// zap_present_ptes: returns how many PTEs it consumed (a batch for a large folio).
+unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr, ZapBatch* batch) {
+  Mm* mm = vma->vm_mm;
+  Page* page = vm_normal_page(vma, addr, ptent);
+  if (!page) {  // the zero page or a PFN map: nothing to release
+    ptep_get_and_clear(mm, addr, pte);
+    return 1;
+  }
+  Folio* folio = page_folio(page);
+  unsigned nr = 1;
+  if (folio_test_large(folio) && max_nr > 1) {
+    nr = folio_pte_batch(folio, pte, ptent, max_nr);
+    if (nr > 1) mm->stats->count(Event::zap_pte_batches);
+  }
+  ptent = get_and_clear_full_ptes(mm, addr, pte, nr);
+  if (!folio_test_anon(folio)) {
+    if (pte_dirty(ptent)) folio_set_dirty(folio);
+    if (pte_young(ptent)) folio_mark_accessed(folio);
+  }
+  add_mm_counter(mm, mm_counter(folio), -static_cast<long>(nr));
+  folio_remove_rmap_ptes(folio, page, static_cast<int>(nr), vma);
+  batch->folios.push_back({folio, static_cast<int>(nr)});
+  return nr;
+}
+
+void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl;
+  pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+  if (!pte) return;
+  ZapBatch batch;
+  uint64_t start = addr;
+  bool flush = false;
+  while (addr < end) {
+    pte_t ptent = ptep_get(pte);
+    unsigned max_nr = static_cast<unsigned>((end - addr) >> PAGE_SHIFT);
+    unsigned nr = 1;
+    if (pte_none(ptent)) {
+      // skip
+    } else if (pte_present(ptent)) {
+      nr = zap_present_ptes(vma, pte, ptent, addr, max_nr, &batch);
+      flush = true;
+    } else {
+      // Swap and migration entries arrive with swap support; markers are dropped.
+      ptep_get_and_clear(mm, addr, pte);
+    }
+    pte += nr;
+    addr += nr * PAGE_SIZE;
+  }
+  if (flush) flush_tlb_range(vma, start, end);
+  ptl->unlock();
+  batch.release();
+}
+
+void zap_pmd_range(Vma* vma, pud_t pud, uint64_t addr, uint64_t end) {
+  PhysMem* phys = vma->vm_mm->phys;
+  pmd_t* pmd = pmd_offset(phys, pud, addr);
+  for (uint64_t next; addr != end; pmd++, addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t v = pmdp_get(pmd);
+    if (pmd_trans_huge(v)) {
+      if (next - addr == PMD_SIZE && zap_huge_pmd(vma, pmd, addr)) continue;
+      split_huge_pmd(vma, pmd, addr);  // partly covered: split, then zap the PTEs
+    }
+    if (pmd_none(pmdp_get(pmd))) continue;
+    zap_pte_range(vma, pmd, addr, next);
+  }
+}
+
+}  // namespace
+
+void zap_vma_range(Vma* vma, uint64_t start, uint64_t end) {
+  Mm* mm = vma->vm_mm;
+  start = std::max(start, vma->vm_start);
+  end = std::min(end, vma->vm_end);
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pud_addr_end(addr, end);
+    pud_t* pud = mm_find_pud(mm, addr);
+    if (!pud) continue;
+    pud_t v = pudp_get(pud);
+    if (!pud_present(v) || pud_leaf(v)) continue;  // PUD leaves (hugetlb 1G) arrive with hugetlb
+    zap_pmd_range(vma, v, addr, next);
+  }
+}
+
+// ---- free_pgtables ----
+//
+// A table may be freed when everything it maps lies inside [floor, ceiling)
+// (no VMA there any more) and it intersects [start, end). ceiling == 0 means
+// the top of the address space.
+
+namespace {
+
+bool span_freeable(uint64_t span_start, uint64_t span_size, uint64_t start, uint64_t end, uint64_t floor,
+                   uint64_t ceiling) {
+  uint64_t span_end = span_start + span_size;  // may wrap to 0 at the very top
+  if (span_start < floor) return false;
+  if (ceiling && (span_end == 0 || span_end > ceiling)) return false;
+  return span_start < end && (span_end == 0 || span_end > start);
+}
+
+bool table_empty(const uint64_t* t) {
+  for (unsigned i = 0; i < PTRS_PER_TABLE; i++)
+    if (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(t[i])).load(std::memory_order_relaxed)) return false;
+  return true;
+}
+
+void free_pte_table(Mm* mm, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t v = pmdp_get(pmd);
+  if (pmd_none(v) || pmd_leaf(v)) {
+    ptl->unlock();
+    return;
+  }
+  Page* table = mm->phys->pfn_to_page(pmd_pfn(v));
+  VM_WARN_ON(!table_empty(static_cast<uint64_t*>(mm->phys->page_address(table))), "freeing a PTE table that still maps pages");
+  entry_set(pmd, pmd_t{0});
+  ptl->unlock();
+  pgtable_free(mm, table);  // deferred: GUP-fast may still be reading it
+}
+
+}  // namespace
+
+void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling) NO_THREAD_SAFETY_ANALYSIS {
+  PhysMem* phys = mm->phys;
+  for (uint64_t gaddr = round_down(start, PGDIR_SIZE); gaddr < end && gaddr < TASK_SIZE; gaddr += PGDIR_SIZE) {
+    pgd_t* pgd = pgd_offset(mm, gaddr);
+    pgd_t gv = pgdp_get(pgd);
+    if (!pgd_present(gv)) continue;
+    auto* puds = table_of<pud_t>(phys, pgd_pfn(gv));
+    for (unsigned i = 0; i < PTRS_PER_PUD; i++) {
+      uint64_t uaddr = gaddr + i * PUD_SIZE;
+      pud_t uv = pudp_get(&puds[i]);
+      if (!pud_present(uv) || pud_leaf(uv)) continue;
+      if (!(uaddr < end && uaddr + PUD_SIZE > start)) continue;
+      auto* pmds = table_of<pmd_t>(phys, pud_pfn(uv));
+      for (unsigned j = 0; j < PTRS_PER_PMD; j++) {
+        uint64_t maddr = uaddr + j * PMD_SIZE;
+        if (span_freeable(maddr, PMD_SIZE, start, end, floor, ceiling)) free_pte_table(mm, &pmds[j]);
+      }
+      if (span_freeable(uaddr, PUD_SIZE, start, end, floor, ceiling) && table_empty(reinterpret_cast<uint64_t*>(pmds))) {
+        SpinGuard g(&mm->page_table_lock, LockClass::kPageTableLock);
+        entry_set(&puds[i], pud_t{0});
+        g.unlock();
+        pgtable_free(mm, phys->pfn_to_page(pud_pfn(uv)));
+      }
+    }
+    if (span_freeable(gaddr, PGDIR_SIZE, start, end, floor, ceiling) && table_empty(reinterpret_cast<uint64_t*>(puds))) {
+      SpinGuard g(&mm->page_table_lock, LockClass::kPageTableLock);
+      entry_set(pgd, pgd_t{0});
+      g.unlock();
+      pgtable_free(mm, phys->pfn_to_page(pgd_pfn(gv)));
+    }
+  }
+}
+
+}  // namespace mmlab

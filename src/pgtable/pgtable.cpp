@@ -1,0 +1,281 @@
+// Page-table pages: allocation, the walk down with allocation, the split
+// locks, the batch helpers, and deferred freeing for lockless walkers.
+#include "pgtable/pgtable.h"
+
+#include <cstring>
+
+#include "mm/kernel.h"
+#include "mm/mm.h"
+
+namespace mmlab {
+
+Page* pgtable_alloc(Mm* mm) {
+  Page* p = mm->phys->alloc_pages(GFP_PGTABLE_USER, 0);
+  if (!p) return nullptr;
+  set_bit(PG_table, p);
+  p->pt.ptl = SpinLock{};
+  p->pt.nr_entries = 0;
+  p->pt.free_next = 0;
+  mm->pgtables_bytes.fetch_add(PAGE_SIZE, std::memory_order_relaxed);
+  mm->stats->count(Event::pgtable_alloc);
+  mm->stats->count(VmStat::nr_page_table_pages);
+  return p;
+}
+
+static void pgtable_release(Kernel* k, Page* table) {
+  clear_bit(PG_table, table);
+  aref(table->refcount).store(0, std::memory_order_release);
+  k->stats->count(Event::pgtable_free);
+  k->stats->uncount(VmStat::nr_page_table_pages);
+  k->phys->free_pages(table, 0);
+}
+
+void pgtable_free(Mm* mm, Page* table) {
+  mm->pgtables_bytes.fetch_sub(PAGE_SIZE, std::memory_order_relaxed);
+  pgtable_free_deferred(mm, table);
+}
+
+// ---- deferred freeing: an epoch scheme standing in for RCU ----
+//
+// A lockless walker publishes the epoch it started in; a table unlinked at
+// epoch E may be freed once no walker is active with an epoch <= E.
+
+void lockless_walk_begin(Mm* mm) {
+  Kernel* k = mm->kernel;
+  auto& slot = k->walkers[smp_processor_id()];
+  // seq_cst: the published epoch must be visible before we read any entry.
+  slot.active_epoch.store(k->walk_epoch.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
+}
+
+void lockless_walk_end(Mm* mm) {
+  mm->kernel->walkers[smp_processor_id()].active_epoch.store(0, std::memory_order_release);
+}
+
+static uint64_t oldest_active_walker(Kernel* k) {
+  uint64_t oldest = ~0ull;
+  for (int i = 0; i < NR_CPUS; i++) {
+    uint64_t e = k->walkers[i].active_epoch.load(std::memory_order_seq_cst);
+    if (e && e < oldest) oldest = e;
+  }
+  return oldest;
+}
+
+void pgtable_free_deferred(Mm* mm, Page* table) {
+  Kernel* k = mm->kernel;
+  uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
+  if (oldest_active_walker(k) > epoch) {  // nobody can still see it
+    pgtable_release(k, table);
+  } else {
+    std::lock_guard<std::mutex> g(k->deferred_lock);
+    k->deferred_tables.push_back({table, epoch});
+  }
+  pgtable_reclaim_deferred(mm);
+}
+
+void pgtable_reclaim_deferred(Mm* mm) {
+  Kernel* k = mm->kernel;
+  std::vector<Page*> ready;
+  {
+    std::lock_guard<std::mutex> g(k->deferred_lock);
+    if (k->deferred_tables.empty()) return;
+    uint64_t oldest = oldest_active_walker(k);
+    auto& v = k->deferred_tables;
+    for (size_t i = 0; i < v.size();) {
+      if (v[i].epoch < oldest) {
+        ready.push_back(v[i].table);
+        v[i] = v.back();
+        v.pop_back();
+      } else {
+        i++;
+      }
+    }
+  }
+  for (Page* t : ready) pgtable_release(k, t);
+}
+
+// ---- the walk down, allocating ----
+
+pud_t* pud_alloc(Mm* mm, uint64_t addr) {
+  pgd_t* pgd = pgd_offset(mm, addr);
+  pgd_t e = pgdp_get(pgd);
+  if (pgd_none(e)) {
+    Page* t = pgtable_alloc(mm);
+    if (!t) return nullptr;
+    SpinGuard g(&mm->page_table_lock, LockClass::kPageTableLock);
+    e = pgdp_get(pgd);
+    if (pgd_none(e)) {
+      e = mk_table_pgd(mm->phys->page_to_pfn(t));
+      entry_set(pgd, e);
+      t = nullptr;
+    }
+    g.unlock();
+    if (t) pgtable_free(mm, t);  // somebody else won the race
+  }
+  return pud_offset(mm->phys, e, addr);
+}
+
+pmd_t* pmd_alloc(Mm* mm, pud_t* pud, uint64_t addr) {
+  pud_t e = pudp_get(pud);
+  if (pud_none(e)) {
+    Page* t = pgtable_alloc(mm);
+    if (!t) return nullptr;
+    SpinGuard g(&mm->page_table_lock, LockClass::kPageTableLock);
+    e = pudp_get(pud);
+    if (pud_none(e)) {
+      e = mk_table_pud(mm->phys->page_to_pfn(t));
+      entry_set(pud, e);
+      t = nullptr;
+    }
+    g.unlock();
+    if (t) pgtable_free(mm, t);
+  }
+  if (pud_leaf(e)) return nullptr;  // a PUD leaf has no PMD table under it
+  return pmd_offset(mm->phys, e, addr);
+}
+
+bool pte_alloc(Mm* mm, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
+  if (!pmd_none(pmdp_get(pmd))) return true;
+  Page* t = pgtable_alloc(mm);
+  if (!t) return false;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  if (pmd_none(pmdp_get(pmd))) {
+    entry_set(pmd, mk_table_pmd(mm->phys->page_to_pfn(t)));
+    t = nullptr;
+  }
+  ptl->unlock();
+  if (t) pgtable_free(mm, t);
+  return true;
+}
+
+pud_t* mm_find_pud(Mm* mm, uint64_t addr) {
+  pgd_t pgd = pgdp_get(pgd_offset(mm, addr));
+  if (!pgd_present(pgd)) return nullptr;
+  return pud_offset(mm->phys, pgd, addr);
+}
+
+pmd_t* mm_find_pmd(Mm* mm, uint64_t addr) {
+  pud_t* pud = mm_find_pud(mm, addr);
+  if (!pud) return nullptr;
+  pud_t e = pudp_get(pud);
+  if (!pud_present(e) || pud_leaf(e)) return nullptr;
+  return pmd_offset(mm->phys, e, addr);
+}
+
+// ---- locks ----
+
+SpinLock* pmd_lock(Mm* mm, pmd_t* pmdp) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* l = pmd_lockptr(mm, pmdp);
+  l->lock(LockClass::kPmdLock);
+  mm->stats->count(Event::pmd_lock);
+  return l;
+}
+
+SpinLock* pud_lock(Mm* mm, pud_t* pudp) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* l = pud_lockptr(mm, pudp);
+  l->lock(LockClass::kPageTableLock);
+  return l;
+}
+
+pte_t* pte_offset_map(Mm* mm, pmd_t* pmd, uint64_t addr, pmd_t* pmdvalp) {
+  pmd_t v = pmdp_get(pmd);
+  if (pmdvalp) *pmdvalp = v;
+  if (!pmd_present(v) || pmd_leaf(v) || pmd_none(v)) return nullptr;
+  return pte_offset(mm->phys, v, addr);
+}
+
+bool pte_lock_if_unchanged(Mm* mm, pmd_t* pmd, pmd_t pmdval, SpinLock** ptlp, int subclass)
+    NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* ptl = pte_lockptr(mm->phys, pmdval);
+  ptl->lock(LockClass::kPteLock, subclass);
+  mm->stats->count(Event::pte_lock);
+  // The table may have been retracted or replaced while we were not holding its lock.
+  if (!(pmdp_get(pmd) == pmdval)) {
+    ptl->unlock();
+    return false;
+  }
+  *ptlp = ptl;
+  return true;
+}
+
+pte_t* pte_offset_map_lock(Mm* mm, pmd_t* pmd, uint64_t addr, SpinLock** ptlp, int subclass) {
+  for (;;) {
+    pmd_t v;
+    pte_t* pte = pte_offset_map(mm, pmd, addr, &v);
+    if (!pte) return nullptr;
+    if (pte_lock_if_unchanged(mm, pmd, v, ptlp, subclass)) return pte;
+  }
+}
+
+// ---- batch helpers ----
+
+void set_ptes(Mm*, uint64_t, pte_t* ptep, pte_t pte, unsigned nr) {
+  for (unsigned i = 0; i < nr; i++) {
+    entry_set(ptep + i, pte);
+    pte.v += PAGE_SIZE;  // next pfn, same bits
+  }
+}
+
+pte_t get_and_clear_full_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
+  pte_t first = entry_xchg(ptep, pte_t{0});
+  for (unsigned i = 1; i < nr; i++) {
+    pte_t e = entry_xchg(ptep + i, pte_t{0});
+    first.v |= e.v & (_PAGE_DIRTY | _PAGE_ACCESSED);
+  }
+  return first;
+}
+
+void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
+  Stats* s = vma->vm_mm->stats;
+  s->count(Event::tlb_flush);
+  s->count(end - start > PAGE_SIZE ? VmStat::tlb_flush_range : VmStat::tlb_flush_one);
+}
+
+pte_t clear_flush_ptes(Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr) {
+  pte_t first = get_and_clear_full_ptes(vma->vm_mm, addr, ptep, nr);
+  flush_tlb_range(vma, addr, addr + nr * PAGE_SIZE);
+  return first;
+}
+
+void wrprotect_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
+  for (unsigned i = 0; i < nr; i++) {
+    std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel);
+  }
+}
+
+static uint64_t fpb_mask(fpb_t flags) {
+  uint64_t ignore = _PAGE_ACCESSED;
+  if (!(flags & FPB_RESPECT_DIRTY)) ignore |= _PAGE_DIRTY;
+  if (!(flags & FPB_RESPECT_SOFT_DIRTY)) ignore |= _PAGE_SOFT_DIRTY;
+  if (!(flags & FPB_RESPECT_WRITE)) ignore |= _PAGE_RW;
+  return ~ignore;
+}
+
+unsigned folio_pte_batch_flags(Folio* folio, const Vma*, pte_t* ptep, pte_t* ptentp, unsigned max_nr,
+                               fpb_t flags) {
+  pte_t first = *ptentp;
+  PhysMem* phys = PhysMem::of(&folio->page);
+  long folio_end_pfn = static_cast<long>(folio_pfn(folio) + folio_nr_pages(folio));
+  long left_in_folio = folio_end_pfn - static_cast<long>(pte_pfn(first));
+  (void)phys;
+  unsigned limit = static_cast<unsigned>(std::min<long>(max_nr, left_in_folio));
+  uint64_t mask = fpb_mask(flags);
+  uint64_t expected = first.v & mask;
+  bool any_write = pte_write(first), any_young = pte_young(first), any_dirty = pte_dirty(first);
+  unsigned nr = 1;
+  for (; nr < limit; nr++) {
+    expected += PAGE_SIZE;
+    pte_t e = ptep_get(ptep + nr);
+    if (!pte_present(e) || (e.v & mask) != expected) break;
+    any_write |= pte_write(e);
+    any_young |= pte_young(e);
+    any_dirty |= pte_dirty(e);
+  }
+  if ((flags & FPB_MERGE_WRITE) && any_write) *ptentp = pte_mkwrite_novma(*ptentp);
+  if (flags & FPB_MERGE_YOUNG_DIRTY) {
+    if (any_young) *ptentp = pte_mkyoung(*ptentp);
+    if (any_dirty) ptentp->v |= _PAGE_DIRTY;
+  }
+  return nr;
+}
+
+}  // namespace mmlab

@@ -1,0 +1,123 @@
+// Page-table pages and the helpers every walker uses (include/linux/pgtable.h,
+// mm/pgtable-generic.c, include/linux/mm.h's ptlock helpers).
+//
+// Tables are real frames from phys holding 512 64-bit entries. A PTE table's
+// split lock and a PMD table's split lock live in the table page's Page
+// (Page::pt.ptl), as in the kernel's ptdesc; PGD and PUD entries (and PUD
+// leaves) are covered by mm->page_table_lock.
+//
+// Table pages are freed through pte_free_defer()-style deferred freeing so a
+// lockless walker (GUP-fast) that may still read a table finishes first.
+#pragma once
+
+#include <cstdint>
+
+#include "mm/mm.h"
+#include "pgtable/entry.h"
+#include "phys/phys.h"
+#include "sync/spinlock.h"
+
+namespace mmlab {
+
+// The frame holding a table entry / table.
+inline Page* table_page_of(PhysMem* phys, const void* entry) {
+  auto* base = static_cast<const uint8_t*>(phys->pfn_address(0));
+  auto off = static_cast<uint64_t>(static_cast<const uint8_t*>(entry) - base);
+  return phys->pfn_to_page(off >> PAGE_SHIFT);
+}
+template <typename T>
+inline T* table_of(PhysMem* phys, pfn_t pfn) {
+  return static_cast<T*>(phys->pfn_address(pfn));
+}
+
+// ---- allocation (pte_alloc_one, pmd_alloc_one, ...) ----
+// A zeroed table page accounted to mm; nullptr on failure.
+Page* pgtable_alloc(Mm* mm);
+// Free a table page that no walker can reach any more (unlinked under its lock).
+void pgtable_free(Mm* mm, Page* table);
+// Deferred freeing for tables unlinked while lockless walkers may still read them.
+void pgtable_free_deferred(Mm* mm, Page* table);
+
+// ---- offsets ----
+inline pgd_t* pgd_offset(Mm* mm, uint64_t addr) { return mm->pgd + pgd_index(addr); }
+inline pud_t* pud_offset(PhysMem* phys, pgd_t pgd, uint64_t addr) {
+  return table_of<pud_t>(phys, pgd_pfn(pgd)) + pud_index(addr);
+}
+inline pmd_t* pmd_offset(PhysMem* phys, pud_t pud, uint64_t addr) {
+  return table_of<pmd_t>(phys, pud_pfn(pud)) + pmd_index(addr);
+}
+inline pte_t* pte_offset(PhysMem* phys, pmd_t pmd, uint64_t addr) {
+  return table_of<pte_t>(phys, pmd_pfn(pmd)) + pte_index(addr);
+}
+
+// ---- allocation on the way down (__pud_alloc, __pmd_alloc, __pte_alloc) ----
+// Return nullptr only on allocation failure (the caller returns VM_FAULT_OOM / -ENOMEM).
+pud_t* pud_alloc(Mm* mm, uint64_t addr);
+pmd_t* pmd_alloc(Mm* mm, pud_t* pud, uint64_t addr);
+// Install a PTE table under *pmd if it is none; returns false on allocation failure.
+bool pte_alloc(Mm* mm, pmd_t* pmd);
+// Walk down without allocating; nullptr if a level is missing or is a leaf above.
+pmd_t* mm_find_pmd(Mm* mm, uint64_t addr);
+pud_t* mm_find_pud(Mm* mm, uint64_t addr);
+
+// ---- locks ----
+inline SpinLock* pte_lockptr(PhysMem* phys, pmd_t pmd) { return &phys->pfn_to_page(pmd_pfn(pmd))->pt.ptl; }
+inline SpinLock* pmd_lockptr(Mm* mm, pmd_t* pmdp) { return &table_page_of(mm->phys, pmdp)->pt.ptl; }
+inline SpinLock* pud_lockptr(Mm* mm, pud_t*) { return &mm->page_table_lock; }
+// Return the lock taken; callers release it. (A returned lock cannot be named
+// for -Wthread-safety, so page-table walkers opt out of the analysis.)
+SpinLock* pmd_lock(Mm* mm, pmd_t* pmdp);
+SpinLock* pud_lock(Mm* mm, pud_t* pudp);
+
+// Map and lock the PTE table under *pmd: re-validates the PMD after taking the
+// lock; nullptr if there is no table (none, a leaf, or it changed). The
+// caller unlocks *ptlp (pte_unmap_unlock). subclass 1 for a nested second PTL.
+pte_t* pte_offset_map_lock(Mm* mm, pmd_t* pmd, uint64_t addr, SpinLock** ptlp, int subclass = 0);
+// Lockless map: the table under *pmd or nullptr; *pmdvalp receives the PMD value read.
+pte_t* pte_offset_map(Mm* mm, pmd_t* pmd, uint64_t addr, pmd_t* pmdvalp);
+// Lock the table that pte_offset_map returned, if *pmd still points to it.
+bool pte_lock_if_unchanged(Mm* mm, pmd_t* pmd, pmd_t pmdval, SpinLock** ptlp, int subclass = 0);
+
+// ---- batch helpers ----
+// Install nr consecutive PTEs mapping consecutive pfns starting at pte (set_ptes).
+void set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr);
+inline void set_pte_at(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte) { set_ptes(mm, addr, ptep, pte, 1); }
+// Clear nr entries, returning the first value with the dirty/young bits of all
+// of them merged in (get_and_clear_full_ptes).
+pte_t get_and_clear_full_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+inline pte_t ptep_get_and_clear(Mm* mm, uint64_t addr, pte_t* ptep) { return get_and_clear_full_ptes(mm, addr, ptep, 1); }
+// Clear nr entries and flush the TLB range once if any was accessible.
+pte_t clear_flush_ptes(struct Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr);
+void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+// TLB flush accounting (the model has no TLB of its own yet: flushes are counted).
+void flush_tlb_range(struct Vma* vma, uint64_t start, uint64_t end);
+
+// folio_pte_batch_flags() flags (v6.17+).
+using fpb_t = unsigned;
+inline constexpr fpb_t FPB_RESPECT_DIRTY = 1u << 0;
+inline constexpr fpb_t FPB_RESPECT_SOFT_DIRTY = 1u << 1;
+inline constexpr fpb_t FPB_RESPECT_WRITE = 1u << 2;
+inline constexpr fpb_t FPB_MERGE_WRITE = 1u << 3;
+inline constexpr fpb_t FPB_MERGE_YOUNG_DIRTY = 1u << 4;
+
+// Count consecutive present PTEs from ptep that map consecutive pages of
+// folio with (after normalising by flags) identical bits, up to max_nr and the
+// folio's end. *ptentp is the first PTE's value on entry; merge flags update it.
+// Caller guarantees: the first PTE maps a page of the (large) folio, max_nr >= 1,
+// and max_nr does not cross the page table or the VMA.
+unsigned folio_pte_batch_flags(Folio* folio, const struct Vma* vma, pte_t* ptep, pte_t* ptentp, unsigned max_nr,
+                               fpb_t flags);
+inline unsigned folio_pte_batch(Folio* folio, pte_t* ptep, pte_t pte, unsigned max_nr) {
+  return folio_pte_batch_flags(folio, nullptr, ptep, &pte, max_nr, 0);
+}
+
+// ---- lockless walkers (GUP-fast) and deferred table freeing ----
+// A lockless walker brackets its walk with these (local_irq_save/restore in
+// the kernel); tables freed with pgtable_free_deferred are not reused until
+// every walker that started before the free has ended.
+void lockless_walk_begin(Mm* mm);
+void lockless_walk_end(Mm* mm);
+// Free every deferred table whose grace period has passed (called on frees).
+void pgtable_reclaim_deferred(Mm* mm);
+
+}  // namespace mmlab

@@ -1,0 +1,67 @@
+// The last-reference path of a folio (folio_put_refs() -> __folio_put()) and
+// the folio lock (PG_locked; folio_lock() in mm/filemap.c).
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "phys/phys.h"
+
+namespace mmlab {
+namespace {
+
+#if defined(MMLAB_DEBUG_VM)
+[[noreturn]] void folio_warn_fail(const char* what, const Folio* f) {
+  std::fprintf(stderr, "mmlab: VM_WARN: folio %p: %s\n", static_cast<const void*>(f), what);
+  std::abort();
+}
+#define FOLIO_VM_WARN(cond, what, f) \
+  do {                               \
+    if (cond) folio_warn_fail(what, f); \
+  } while (0)
+#else
+#define FOLIO_VM_WARN(cond, what, f) \
+  do {                               \
+    (void)sizeof(cond);              \
+    (void)(f);                       \
+  } while (0)
+#endif
+
+}  // namespace
+
+void folio_put_refs(Folio* f, int nr) {
+  if (!folio_ref_sub_and_test(f, nr)) return;
+  // The zero page and the huge zero folio hold a reference of their own for
+  // the PhysMem's lifetime; reaching zero means a caller dropped one too many.
+  if (folio_test_reserved(f) || folio_test_huge_zero(f)) {
+    FOLIO_VM_WARN(true, "last reference dropped on a zero page", f);
+    return;
+  }
+  PhysMem* pm = PhysMem::of(&f->page);
+  // __folio_put(): hugetlb pools and the deferred-split queue get first say.
+  const FolioFreeHook& hook = pm->folio_free_hook();
+  if (hook && hook(f)) return;
+  pm->free_folio(f);
+}
+
+bool folio_trylock(Folio* f) {
+  FOLIO_VM_WARN(PageTail(&f->page), "folio_trylock on a tail page", f);
+  if (test_and_set_bit(PG_locked, &f->page)) return false;
+  lockdep_acquire(f, LockClass::kFolioLock, 0, LockdepTry::kTry);
+  return true;
+}
+
+// A sleeping lock in the kernel: the waiter yields its CPU rather than spin.
+void folio_lock(Folio* f) {
+  FOLIO_VM_WARN(PageTail(&f->page), "folio_lock on a tail page", f);
+  lockdep_acquire(f, LockClass::kFolioLock, 0);
+  // Test before test-and-set so waiters do not bounce the flags word.
+  while (test_bit(PG_locked, &f->page) || test_and_set_bit(PG_locked, &f->page)) std::this_thread::yield();
+}
+
+void folio_unlock(Folio* f) {
+  FOLIO_VM_WARN(!folio_test_locked(f), "folio_unlock of an unlocked folio", f);
+  lockdep_release(f);
+  clear_bit(PG_locked, &f->page);  // release ordering: the critical section happens-before the next owner
+}
+
+}  // namespace mmlab

@@ -1,0 +1,19 @@
+// The process layer's internal entry points (the CPU model).
+#pragma once
+
+#include "mm/mm.h"
+#include "mmlab/types.h"
+
+namespace mmlab {
+
+AccessResult user_read(Mm* mm, uint64_t addr, void* buf, uint64_t len);
+AccessResult user_write(Mm* mm, uint64_t addr, const void* buf, uint64_t len);
+AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len);
+AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch,
+                              uint8_t* found);
+
+// /proc views (process/proc_views.cpp).
+std::string proc_smaps(Mm* mm);
+std::string proc_status_rss(Mm* mm);
+
+}  // namespace mmlab

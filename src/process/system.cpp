@@ -1,0 +1,140 @@
+// System: one simulated machine (its Kernel and its processes).
+#include <algorithm>
+
+#include "fmt/format.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mmlab/system.h"
+#include "pgtable/pgtable.h"
+
+namespace mmlab {
+
+CheckReport check_system(const System& sys);  // check/checker.cpp
+
+namespace {
+
+// Called on a folio's last reference, before its frames are freed.
+bool on_folio_free(Kernel* k, Folio* f) {
+  if (folio_test_large(f)) {
+    folio_unqueue_deferred_split(f);
+    if (folio_test_anon(f)) k->stats->count_mthp(folio_order(f), MthpStat::nr_anon, -1);
+  }
+  return false;  // the allocator takes the frames
+}
+
+}  // namespace
+
+std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
+  std::unique_ptr<System> sys(new System);
+  auto k = std::make_unique<Kernel>();
+  k->stats = std::make_unique<Stats>();
+  PhysConfig pc;
+  pc.ram_bytes = cfg.ram_bytes;
+  pc.movable_bytes = cfg.movable_bytes;
+  pc.prefault = cfg.prefault;
+  pc.host_thp = cfg.host_thp == 1 ? HostThp::kHugepage : cfg.host_thp == 2 ? HostThp::kNohugepage : HostThp::kDefault;
+  int e = 0;
+  k->phys = PhysMem::create(pc, k->stats.get(), &e);
+  if (!k->phys) {
+    if (err) *err = e ? e : -ENOMEM;
+    return nullptr;
+  }
+  k->phys->owner = k.get();
+  k->walkers = std::make_unique<Kernel::WalkerSlot[]>(NR_CPUS);
+  Kernel* kp = k.get();
+  k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
+  sys->k_ = std::move(k);
+  if (err) *err = 0;
+  return sys;
+}
+
+System::~System() {
+  for (auto& p : procs_) p->exit();
+  procs_.clear();
+}
+
+Process* System::new_process(const std::string& name) {
+  int id = k_->next_mm_id.fetch_add(1);
+  auto mm = std::make_unique<Mm>(k_.get(), id);
+  if (!mm->pgd) return nullptr;
+  std::string n = name.empty() ? fmt::format("p{}", id) : name;
+  procs_.push_back(std::unique_ptr<Process>(new Process(this, std::move(mm), n, id)));
+  return procs_.back().get();
+}
+
+std::vector<Process*> System::processes() const {
+  std::vector<Process*> v;
+  for (auto& p : procs_) v.push_back(p.get());
+  return v;
+}
+
+int System::sysfs_write(const std::string& path, const std::string& value) {
+  return settings_write(k_->settings, path, value);
+}
+
+int System::sysfs_read(const std::string& path, std::string* value) const {
+  // Per-size statistics: transparent_hugepage/hugepages-<N>kB/stats/<item>.
+  const std::string pre = "transparent_hugepage/hugepages-";
+  if (path.rfind(pre, 0) == 0) {
+    auto kb_end = path.find("kB/stats/");
+    if (kb_end != std::string::npos) {
+      long kb = std::strtol(path.substr(pre.size(), kb_end - pre.size()).c_str(), nullptr, 10);
+      for (unsigned o = 2; o <= PMD_ORDER; o++) {
+        if (kb != static_cast<long>((PAGE_SIZE << o) / 1024)) continue;
+        int64_t v = mthp_stat(o, path.substr(kb_end + 9));
+        if (v < 0) return -ENOENT;
+        *value = std::to_string(v);
+        return 0;
+      }
+      return -ENOENT;
+    }
+  }
+  return settings_read(k_->settings, path, value);
+}
+
+int System::tune(const std::string& key, const std::string& value) { return tune_write(k_->settings, key, value); }
+int System::tune_read(const std::string& key, std::string* value) const {
+  return mmlab::tune_read(k_->settings, key, value);
+}
+
+int64_t System::vmstat(const std::string& name) const {
+  VmStat s;
+  if (!vmstat_from_name(name, &s)) return -1;
+  return k_->stats->read(s);
+}
+
+int64_t System::counter(const std::string& name) const {
+  Event e;
+  if (!event_from_name(name, &e)) return -1;
+  return static_cast<int64_t>(k_->stats->read(e));
+}
+
+int64_t System::mthp_stat(unsigned order, const std::string& name) const {
+  MthpStat s;
+  if (!mthp_stat_from_name(name, &s)) return -1;
+  return k_->stats->read_mthp(order, s);
+}
+
+void System::reset_counters() { k_->stats->reset_events(); }
+
+std::string System::vmstat_text() const {
+  std::string out;
+  for (unsigned i = 0; i < static_cast<unsigned>(VmStat::kNr); i++)
+    out += fmt::format("{} {}\n", vmstat_name(static_cast<VmStat>(i)), k_->stats->read(static_cast<VmStat>(i)));
+  out += fmt::format("nr_free_pages {}\n", k_->phys->nr_free_pages());
+  return out;
+}
+
+CheckReport System::check() const { return check_system(*this); }
+
+uint64_t System::nr_free_pages() const { return k_->phys->nr_free_pages(); }
+uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }
+
+std::string CheckReport::to_string() const {
+  std::string s;
+  for (auto& v : violations) s += fmt::format("{} at {}\n{}\n", v.invariant, v.where, v.dump);
+  return s.empty() ? "ok\n" : s;
+}
+
+}  // namespace mmlab

@@ -1,0 +1,209 @@
+// The process's CPU: loads and stores through the page tables
+// (arch/x86/mm/fault.c's do_user_addr_fault for the fault side).
+//
+// The walk is lockless, like the hardware walker. The accessed and dirty bits
+// are set with an atomic compare-and-exchange on the entry, as the walker
+// does, and only on the entry it translated through. While bytes move, the
+// folio is held by a speculative reference (so a concurrent zap cannot free
+// and reuse the frame under the copy) and the VMA read lock or mmap_lock is
+// held: layout changes and fork write-lock the VMA, which stands in for the
+// TLB shootdown that stops a real CPU from writing through a stale entry.
+#include "fault/fault.h"
+#include "fault/user_copy.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "process/process_internal.h"
+
+namespace mmlab {
+namespace {
+
+enum class Access : uint8_t { kRead, kWrite };
+
+// x86's access_error(): may this VMA be accessed this way at all?
+bool access_error(const Vma* vma, Access a) {
+  if (a == Access::kWrite) return !(vma->vm_flags & VM_WRITE);
+  return !(vma->vm_flags & (VM_READ | VM_EXEC | VM_WRITE));
+}
+
+// One translated page: the frame and a reference keeping it alive.
+struct Translation {
+  pfn_t pfn = 0;
+  Folio* held = nullptr;  // nullptr for the zero page (never freed)
+};
+
+template <typename T>
+bool entry_permits(T e, Access a) {
+  if (!(e.v & _PAGE_PRESENT) || !(e.v & _PAGE_USER)) return false;
+  return a == Access::kRead || (e.v & _PAGE_RW);
+}
+
+// Set A (and D) on the entry the walk used; false if it changed meanwhile.
+template <typename T>
+bool mark_young_dirty(T* ep, T seen, Access a) {
+  uint64_t bits = _PAGE_ACCESSED | (a == Access::kWrite ? _PAGE_DIRTY : 0);
+  if ((seen.v & bits) == bits) return entry_get(ep) == seen;
+  return entry_cmpxchg(ep, seen, T{seen.v | bits});
+}
+
+bool hold_frame(PhysMem* phys, pfn_t pfn, Translation* t) {
+  t->pfn = pfn;
+  if (phys->is_zero_pfn(pfn)) return true;
+  Folio* f = page_folio(phys->pfn_to_page(pfn));
+  if (!folio_ref_try_add(f, 1)) return false;
+  // The page must still belong to that folio (it may have been split).
+  if (!folio_contains_page(f, phys->pfn_to_page(pfn))) {
+    folio_put(f);
+    return false;
+  }
+  t->held = f;
+  return true;
+}
+
+// Returns true with the frame held, false if a fault is needed.
+bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
+  PhysMem* phys = mm->phys;
+  for (int attempt = 0; attempt < 8; attempt++) {
+    pgd_t g = pgdp_get(pgd_offset(mm, addr));
+    if (!pgd_present(g)) return false;
+    pud_t* pudp = pud_offset(phys, g, addr);
+    pud_t u = pudp_get(pudp);
+    if (!pud_present(u)) return false;
+    if (pud_leaf(u)) {
+      if (!entry_permits(u, a)) return false;
+      if (!hold_frame(phys, pud_pfn(u) + ((addr & ~PUD_MASK) >> PAGE_SHIFT), t)) continue;
+      if (mark_young_dirty(pudp, u, a)) return true;
+    } else {
+      pmd_t* pmdp = pmd_offset(phys, u, addr);
+      pmd_t m = pmdp_get(pmdp);
+      if (!(m.v & _PAGE_PRESENT)) return false;
+      if (pmd_leaf(m)) {
+        if (!entry_permits(m, a)) return false;
+        if (!hold_frame(phys, pmd_pfn(m) + ((addr & ~PMD_MASK) >> PAGE_SHIFT), t)) continue;
+        if (mark_young_dirty(pmdp, m, a)) return true;
+      } else {
+        pte_t* ptep = pte_offset(phys, m, addr);
+        pte_t p = ptep_get(ptep);
+        if (!entry_permits(p, a)) return false;
+        if (!hold_frame(phys, pte_pfn(p), t)) continue;
+        if (mark_young_dirty(ptep, p, a)) return true;
+      }
+    }
+    if (t->held) folio_put(t->held);  // the entry changed under us: walk again
+    t->held = nullptr;
+  }
+  return false;
+}
+
+Signal fault_signal(vm_fault_t ret) {
+  if (ret & VM_FAULT_OOM) return Signal::kSigkill;
+  if (ret & (VM_FAULT_SIGBUS | VM_FAULT_HWPOISON | VM_FAULT_HWPOISON_LARGE)) return Signal::kSigbus;
+  return Signal::kSigsegv;
+}
+
+// Access one page-bounded chunk; `op` moves the bytes given the frame address.
+template <typename Op>
+AccessResult access_chunk(Mm* mm, uint64_t addr, Access a, Op&& op) NO_THREAD_SAFETY_ANALYSIS {
+  Stats* st = mm->stats;
+  fault_flags_t flags = FAULT_FLAG_USER | (a == Access::kWrite ? FAULT_FLAG_WRITE : 0);
+  Vma* vma = lock_vma_under_rcu(mm, addr);
+  bool mmap_locked = false;
+  if (!vma) {
+    mmap_read_lock(mm);
+    mmap_locked = true;
+    vma = vma_lookup(mm, addr);
+  }
+  auto unlock = [&]() NO_THREAD_SAFETY_ANALYSIS {
+    if (mmap_locked) mmap_read_unlock(mm);
+    else vma_end_read(vma);
+  };
+  if (!vma) {
+    unlock();
+    return {Signal::kSigsegv, addr};
+  }
+  if (access_error(vma, a)) {
+    unlock();
+    return {Signal::kSigsegv, addr};
+  }
+  for (int faults = 0;; faults++) {
+    Translation t;
+    if (cpu_translate(mm, addr, a, &t)) {
+      op(static_cast<uint8_t*>(mm->phys->pfn_address(t.pfn)) + (addr & ~PAGE_MASK));
+      if (t.held) folio_put(t.held);
+      unlock();
+      return {};
+    }
+    vm_fault_t ret = handle_mm_fault(vma, addr, flags | (mmap_locked ? 0 : FAULT_FLAG_VMA_LOCK));
+    st->count(mmap_locked ? Event::fault_mmap_lock : Event::fault_vma_lock);
+    if ((ret & VM_FAULT_RETRY) && !mmap_locked) {
+      // The per-VMA lock was not enough: retry under mmap_lock.
+      vma_end_read(vma);
+      mmap_read_lock(mm);
+      mmap_locked = true;
+      vma = vma_lookup(mm, addr);
+      if (!vma || access_error(vma, a)) {
+        unlock();
+        return {Signal::kSigsegv, addr};
+      }
+      continue;
+    }
+    if (ret & VM_FAULT_ERROR) {
+      unlock();
+      return {fault_signal(ret), addr};
+    }
+    if (faults > 100000) {  // a fault that never makes progress is a model bug
+      unlock();
+      return {Signal::kSigbus, addr};
+    }
+  }
+}
+
+template <typename Op>
+AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op) {
+  if (addr + len < addr || addr + len > TASK_SIZE) return {Signal::kSigsegv, addr};
+  uint64_t done = 0;
+  while (done < len) {
+    uint64_t cur = addr + done;
+    uint64_t chunk = std::min(len - done, PAGE_SIZE - (cur & ~PAGE_MASK));
+    AccessResult r = access_chunk(mm, cur, a, [&](uint8_t* frame) { op(frame, done, chunk); });
+    if (!r.ok()) return r;
+    done += chunk;
+  }
+  return {};
+}
+
+}  // namespace
+
+AccessResult user_read(Mm* mm, uint64_t addr, void* buf, uint64_t len) {
+  auto* out = static_cast<uint8_t*>(buf);
+  return access_range(mm, addr, len, Access::kRead,
+                      [&](uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(out + off, frame, n); });
+}
+
+AccessResult user_write(Mm* mm, uint64_t addr, const void* buf, uint64_t len) {
+  auto* in = static_cast<const uint8_t*>(buf);
+  return access_range(mm, addr, len, Access::kWrite,
+                      [&](uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(frame, in + off, n); });
+}
+
+AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len) {
+  return access_range(mm, addr, len, Access::kWrite,
+                      [&](uint8_t* frame, uint64_t, uint64_t n) { user_memset(frame, byte, n); });
+}
+
+AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch,
+                              uint8_t* found) {
+  *first_mismatch = -1;
+  return access_range(mm, addr, len, Access::kRead, [&](uint8_t* frame, uint64_t off, uint64_t n) {
+    if (*first_mismatch >= 0) return;
+    for (uint64_t i = 0; i < n; i++) {
+      uint8_t v = std::atomic_ref<uint8_t>(frame[i]).load(std::memory_order_relaxed);
+      if (v != byte) {
+        *first_mismatch = static_cast<int64_t>(off + i);
+        *found = v;
+        return;
+      }
+    }
+  });
+}
+
+}  // namespace mmlab

@@ -1,0 +1,78 @@
+#include "stats/stats.h"
+
+#include <cstring>
+
+namespace mmlab {
+namespace {
+
+const char* const kVmstatNames[] = {
+#define X(n) #n,
+    MMLAB_VMSTAT_ITEMS(X)
+#undef X
+};
+const char* const kMthpNames[] = {
+#define X(n) #n,
+    MMLAB_MTHP_ITEMS(X)
+#undef X
+};
+const char* const kEventNames[] = {
+#define X(e, n, d) n,
+    MMLAB_EVENT_ITEMS(X)
+#undef X
+};
+const char* const kEventDescriptions[] = {
+#define X(e, n, d) d,
+    MMLAB_EVENT_ITEMS(X)
+#undef X
+};
+
+template <typename E, size_t N>
+bool lookup(const char* const (&names)[N], std::string_view name, E* out) {
+  for (size_t i = 0; i < N; i++) {
+    if (name == names[i]) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t load(const int64_t& v) { return std::atomic_ref<int64_t>(const_cast<int64_t&>(v)).load(std::memory_order_relaxed); }
+
+}  // namespace
+
+const char* vmstat_name(VmStat s) { return kVmstatNames[static_cast<size_t>(s)]; }
+const char* mthp_stat_name(MthpStat s) { return kMthpNames[static_cast<size_t>(s)]; }
+const char* event_name(Event e) { return kEventNames[static_cast<size_t>(e)]; }
+const char* event_description(Event e) { return kEventDescriptions[static_cast<size_t>(e)]; }
+bool vmstat_from_name(std::string_view n, VmStat* out) { return lookup(kVmstatNames, n, out); }
+bool mthp_stat_from_name(std::string_view n, MthpStat* out) { return lookup(kMthpNames, n, out); }
+bool event_from_name(std::string_view n, Event* out) { return lookup(kEventNames, n, out); }
+
+Stats::Stats() : cpus_(NR_CPUS) {}
+
+uint64_t Stats::read(Event e) const {
+  int64_t sum = 0;
+  for (const auto& c : cpus_) sum += load(c.events[idx(e)]);
+  return static_cast<uint64_t>(sum);
+}
+
+int64_t Stats::read(VmStat s) const {
+  int64_t sum = 0;
+  for (const auto& c : cpus_) sum += load(c.vmstat[idx(s)]);
+  return sum;
+}
+
+int64_t Stats::read_mthp(unsigned order, MthpStat s) const {
+  if (order >= kMthpOrders) return 0;
+  int64_t sum = 0;
+  for (const auto& c : cpus_) sum += load(c.mthp[order][idx(s)]);
+  return sum;
+}
+
+void Stats::reset_events() {
+  for (auto& c : cpus_)
+    for (auto& v : c.events) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
+}
+
+}  // namespace mmlab

@@ -1,0 +1,142 @@
+// Event counters, /proc/vmstat items and the per-size mTHP statistics.
+//
+// Every counter is per simulated CPU (one writer at a time, see
+// sync/cpu.h) and summed on read, as the kernel's vm_event_states and
+// mthp_stats are. Counters are declared here, in one list each, and counted
+// where the kernel counts them, under the kernel's names.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmlab/types.h"
+#include "sync/cpu.h"
+
+namespace mmlab {
+
+// /proc/vmstat events and gauges, kernel names.
+#define MMLAB_VMSTAT_ITEMS(X)                                                          \
+  X(pgfault) X(pgmajfault) X(pgreuse) X(cow_ksm) X(pgalloc_normal) X(pgalloc_movable) \
+  X(pgfree) X(thp_fault_alloc) X(thp_fault_fallback) X(thp_fault_fallback_charge)     \
+  X(thp_split_page) X(thp_split_page_failed) X(thp_deferred_split_page)              \
+  X(thp_split_pmd) X(thp_split_pud) X(thp_zero_page_alloc) X(thp_zero_page_alloc_failed) \
+  X(thp_collapse_alloc) X(thp_collapse_alloc_failed) X(nr_foll_pin_acquired)          \
+  X(nr_foll_pin_released) X(pswpin) X(pswpout) X(thp_swpout) X(thp_swpout_fallback)   \
+  X(thp_migration_success) X(thp_migration_fail) X(pgmigrate_success) X(pgmigrate_fail) \
+  X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
+  X(tlb_flush_range) X(tlb_flush_one)
+
+enum class VmStat : uint16_t {
+#define X(n) n,
+  MMLAB_VMSTAT_ITEMS(X)
+#undef X
+  kNr
+};
+
+// mTHP statistics, one set per order (hugepages-<N>kB/stats/<name>).
+#define MMLAB_MTHP_ITEMS(X)                                                              \
+  X(anon_fault_alloc) X(anon_fault_fallback) X(anon_fault_fallback_charge) X(zswpout)   \
+  X(swpin) X(swpin_fallback) X(swpin_fallback_charge) X(swpout) X(swpout_fallback)      \
+  X(shmem_alloc) X(shmem_fallback) X(shmem_fallback_charge) X(split) X(split_failed)    \
+  X(split_deferred) X(nr_anon) X(nr_anon_partially_mapped)                              \
+  X(wp_fault_alloc) X(wp_fault_fallback) X(wp_fault_fallback_charge)
+
+enum class MthpStat : uint16_t {
+#define X(n) n,
+  MMLAB_MTHP_ITEMS(X)
+#undef X
+  kNr
+};
+
+// The model's own event counters (scenario-language.md, "Event counters"),
+// named with dots. Each entry: enumerator, printed name, meaning.
+#define MMLAB_EVENT_ITEMS(X)                                                                      \
+  X(gup_descents, "gup.descents", "follow_page_mask() calls (each starts a walk at the top level)") \
+  X(gup_pte_lock, "gup.pte_lock", "split PTE lock acquisitions by the GUP slow path")              \
+  X(gup_pmd_lock, "gup.pmd_lock", "PMD/PUD lock acquisitions by the GUP slow path")                \
+  X(gup_grab, "gup.grab", "try_grab_folio() calls made by GUP (one per committed run)")           \
+  X(gup_mark_accessed, "gup.mark_accessed", "folio_mark_accessed() calls made by GUP")            \
+  X(gup_cache_flush, "gup.cache_flush", "pages passed through the cache-flush helpers by GUP")    \
+  X(gup_fast_speculative, "gup.fast_speculative", "speculative references taken by GUP-fast")     \
+  X(gup_fast_fallback, "gup.fast_fallback", "GUP-fast calls that fell back to the slow path")     \
+  X(fault_anon, "fault.anon", "anonymous faults on an empty entry (do_anonymous_page, PMD THP)")   \
+  X(fault_zero, "fault.zero", "read faults that mapped the zero page or the huge zero folio")     \
+  X(fault_wp_copy, "fault.wp_copy", "write faults that copied (wp_page_copy)")                    \
+  X(fault_wp_reuse, "fault.wp_reuse", "write faults that reused the page (wp_page_reuse)")        \
+  X(fault_unshare, "fault.unshare", "FAULT_FLAG_UNSHARE faults")                                  \
+  X(fault_retry, "fault.retry", "faults that backed out because the entry changed (returned 0)")  \
+  X(fault_vma_lock, "fault.vma_lock", "faults handled under the per-VMA lock")                    \
+  X(fault_mmap_lock, "fault.mmap_lock", "faults that fell back to mmap_lock")                     \
+  X(pte_lock, "pgtable.pte_lock", "split PTE lock acquisitions (all paths)")                      \
+  X(pmd_lock, "pgtable.pmd_lock", "split PMD lock acquisitions (all paths)")                      \
+  X(pgtable_alloc, "pgtable.alloc", "page-table pages allocated")                                 \
+  X(pgtable_free, "pgtable.free", "page-table pages freed")                                       \
+  X(pte_batch, "pgtable.pte_batch", "folio_pte_batch() calls that returned more than one entry")  \
+  X(alloc_zone_lock, "alloc.zone_lock", "zone->lock acquisitions by the page allocator")          \
+  X(alloc_pcp, "alloc.pcp", "allocations served from a per-CPU list")                             \
+  X(fork_pte_batches, "fork.pte_batches", "batched copy_present_ptes() runs (n > 1)")             \
+  X(fork_copied_pages, "fork.copied_pages", "pages copied eagerly at fork (maybe pinned)")        \
+  X(zap_pte_batches, "zap.pte_batches", "batched zap_present_ptes() runs (n > 1)")                \
+  X(tlb_flush, "tlb.flush", "TLB flushes issued (one per flushed range)")                         \
+  X(copy_bytes, "bytes.copied", "bytes copied by CoW and fork")                                   \
+  X(zero_bytes, "bytes.zeroed", "bytes zeroed for new folios")
+
+enum class Event : uint16_t {
+#define X(e, n, d) e,
+  MMLAB_EVENT_ITEMS(X)
+#undef X
+  kNr
+};
+
+inline constexpr unsigned kMthpOrders = PMD_ORDER + 1;  // orders 0..9; order 0 is never counted
+
+const char* vmstat_name(VmStat s);
+const char* mthp_stat_name(MthpStat s);
+const char* event_name(Event e);
+const char* event_description(Event e);
+bool vmstat_from_name(std::string_view name, VmStat* out);
+bool mthp_stat_from_name(std::string_view name, MthpStat* out);
+bool event_from_name(std::string_view name, Event* out);
+
+class Stats {
+ public:
+  Stats();
+  void count(Event e, uint64_t n = 1) { add(cpu_block().events[idx(e)], n); }
+  void count(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], n); }
+  void uncount(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], -static_cast<int64_t>(n)); }
+  void count_mthp(unsigned order, MthpStat s, int64_t n = 1) {
+    if (order == 0 || order >= kMthpOrders) return;  // order 0 is never counted
+    add(cpu_block().mthp[order][idx(s)], n);
+  }
+
+  uint64_t read(Event e) const;
+  int64_t read(VmStat s) const;
+  int64_t read_mthp(unsigned order, MthpStat s) const;
+  // Zero the model's event counters (the scenario's `counters reset`);
+  // kernel statistics are never reset, as in the kernel.
+  void reset_events();
+
+ private:
+  struct alignas(64) CpuBlock {
+    std::array<int64_t, static_cast<size_t>(Event::kNr)> events{};
+    std::array<int64_t, static_cast<size_t>(VmStat::kNr)> vmstat{};
+    std::array<std::array<int64_t, static_cast<size_t>(MthpStat::kNr)>, kMthpOrders> mthp{};
+  };
+  template <typename E>
+  static constexpr size_t idx(E e) { return static_cast<size_t>(e); }
+  CpuBlock& cpu_block() { return cpus_[this_cpu().id]; }
+  void add(int64_t& slot, int64_t n) {
+    std::atomic_ref<int64_t> r(slot);
+    if (this_cpu().exclusive)
+      r.store(r.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    else
+      r.fetch_add(n, std::memory_order_relaxed);
+  }
+  std::vector<CpuBlock> cpus_;
+};
+
+}  // namespace mmlab

@@ -1,0 +1,52 @@
+// The lock hierarchy of the model, written down once. It is the kernel's
+// (mm/rmap.c header comment; linux-mm-semantics.md section 13): a lock may be
+// taken, blocking, only while every lock held is above it in this tree. The
+// LockClass enum in sync/lockdep.h lists the same classes outermost first, and
+// debug builds (MMLAB_DEBUG_VM) check the order at run time.
+//
+//   mm->mmap_lock                      LockClass::kMmapLock (rw_semaphore; read
+//   |                                  for faults and GUP, write for layout
+//   |                                  changes and fork)
+//   +- per-VMA lock                    LockClass::kVmaLock (read: faults under
+//      |                               lock_vma_under_rcu, instead of mmap_lock;
+//      |                               write: vma_start_write, under mmap_lock
+//      |                               write)
+//      +- folio lock (PG_locked)       LockClass::kFolioLock (sleeping)
+//         +- anon_vma->rwsem,          LockClass::kRmapLock
+//         |  mapping->i_mmap_rwsem     (i_mmap first when both are held)
+//         +- mm->page_table_lock,      LockClass::kPageTableLock (upper levels,
+//            |                         PUD leaves)
+//            +- split PMD lock         LockClass::kPmdLock
+//               +- split PTE lock      LockClass::kPteLock; one per page-table
+//                  |                   page. Two PTLs at once (fork's
+//                  |                   copy_pte_range, mremap's move_ptes):
+//                  |                   destination first at subclass 0, then
+//                  |                   source at kSingleDepthNesting. A PMD
+//                  |                   lock is never taken under a PTE lock of
+//                  |                   a table below it.
+//                  +- zone->lock       LockClass::kZoneLock
+//                     +- pcp lock      LockClass::kPcpLock (per-CPU page lists)
+//
+//   Leaf locks that never nest with the ones above (swap, LRU, counters, the
+//   model's own bookkeeping): LockClass::kGeneric, exempt from the order check
+//   but still never taken twice by one thread.
+//
+// Rules the tree alone does not say:
+//   - Under any page-table lock the folio lock may only be tried
+//     (folio_trylock in wp_can_reuse_anon_folio, hugetlb_fault). To sleep on
+//     it: take a folio reference, drop the PTL, lock the folio, retake the PTL
+//     and re-validate the entry (do_huge_pmd_wp_page). A successful trylock is
+//     recorded as held but adds no order edge.
+//   - Two locks of one class nest only with distinct subclasses, always in the
+//     same subclass order (0 outside, kSingleDepthNesting inside).
+//   - Sleeping (rw_semaphore, folio lock) under a spinlock (page-table, zone,
+//     pcp) is forbidden; lockdep_assert_none_held_from() checks it.
+#pragma once
+
+namespace mmlab {
+
+// The subclass of the inner of two nested locks of one class (the kernel's
+// SINGLE_DEPTH_NESTING): spin_lock_nested(src_ptl, SINGLE_DEPTH_NESTING).
+inline constexpr int kSingleDepthNesting = 1;
+
+}  // namespace mmlab

@@ -1,0 +1,40 @@
+// A lock-order checker for debug builds (CONFIG_DEBUG_VM / lockdep): records
+// which lock classes are taken while others are held and aborts on an
+// inversion. Two locks of one class may nest only with distinct subclasses
+// (fork and mremap hold the destination PTL, then the source PTL as
+// SINGLE_DEPTH_NESTING). Compiled to nothing unless MMLAB_DEBUG_VM.
+#pragma once
+
+#include <cstdint>
+
+namespace mmlab {
+
+// Lock classes in the kernel's order, outermost first (see lock_order.h).
+enum class LockClass : uint8_t {
+  kGeneric = 0,       // leaf locks that are never nested with the ones below
+  kMmapLock,          // mm->mmap_lock (rw_semaphore)
+  kVmaLock,           // per-VMA lock
+  kFolioLock,         // PG_locked (sleeping)
+  kRmapLock,          // anon_vma->rwsem, i_mmap_rwsem
+  kPageTableLock,     // mm->page_table_lock (upper levels, PUD leaves)
+  kPmdLock,           // split PMD lock
+  kPteLock,           // split PTE lock
+  kZoneLock,          // zone->lock
+  kPcpLock,           // per-CPU page list lock
+  kNrClasses,
+};
+
+enum class LockdepTry : uint8_t { kBlocking, kTry };
+
+#if defined(MMLAB_DEBUG_VM)
+void lockdep_acquire(const void* lock, LockClass cls, int subclass, LockdepTry t = LockdepTry::kBlocking);
+void lockdep_release(const void* lock);
+// Aborts unless the calling thread holds no lock of class >= cls (e.g. before sleeping).
+void lockdep_assert_none_held_from(LockClass cls);
+#else
+inline void lockdep_acquire(const void*, LockClass, int, LockdepTry = LockdepTry::kBlocking) {}
+inline void lockdep_release(const void*) {}
+inline void lockdep_assert_none_held_from(LockClass) {}
+#endif
+
+}  // namespace mmlab

@@ -1,0 +1,83 @@
+// rw_semaphore with the kernel's fairness: waiters are served in arrival
+// order, and once a writer waits, new readers queue behind it (libstdc++'s
+// std::shared_mutex prefers readers and would starve a writer under a stream
+// of faults). Consecutive waiting readers are woken together.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "sync/annotations.h"
+#include "sync/lockdep.h"
+
+namespace mmlab {
+
+class CAPABILITY("rw_semaphore") RwSemaphore {
+ public:
+  explicit RwSemaphore(LockClass cls = LockClass::kGeneric) : cls_(cls) {}
+  RwSemaphore(const RwSemaphore&) = delete;
+  RwSemaphore& operator=(const RwSemaphore&) = delete;
+
+  void down_read() ACQUIRE_SHARED();
+  bool down_read_trylock() TRY_ACQUIRE_SHARED(true);
+  void up_read() RELEASE_SHARED();
+  void down_write() ACQUIRE();
+  bool down_write_trylock() TRY_ACQUIRE(true);
+  void up_write() RELEASE();
+  // Writer to reader without letting another writer in (mmap_write_downgrade).
+  void downgrade_write() RELEASE() ACQUIRE_SHARED();
+
+  bool is_write_locked() const;
+  int nr_readers() const;
+  int nr_waiting_writers() const;  // for tests of the fairness rule
+  // Checked in debug builds (that someone holds it: owners are not tracked).
+  void assert_held() const ASSERT_SHARED_CAPABILITY(this) {
+#if defined(MMLAB_DEBUG_VM)
+    check_held(/*write=*/false);
+#endif
+  }
+  void assert_write_held() const ASSERT_CAPABILITY(this) {
+#if defined(MMLAB_DEBUG_VM)
+    check_held(/*write=*/true);
+#endif
+  }
+
+ private:
+  void check_held(bool write) const;  // aborts if not (write-)locked
+
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  // Ticket queue: every waiter takes a ticket; the head ticket may proceed
+  // when compatible; readers at the head proceed in a batch.
+  uint64_t next_ticket_ = 0;   // protected by m_
+  uint64_t serving_ = 0;       // protected by m_: lowest ticket not yet granted
+  int readers_ = 0;            // protected by m_: active readers
+  bool writer_ = false;        // protected by m_: a writer holds the lock
+  int waiting_writers_ = 0;    // protected by m_
+  LockClass cls_;
+};
+
+class SCOPED_CAPABILITY ReadGuard {
+ public:
+  explicit ReadGuard(RwSemaphore* s) ACQUIRE_SHARED(s) : s_(s) { s_->down_read(); }
+  ~ReadGuard() RELEASE() { if (s_) s_->up_read(); }
+  void unlock() RELEASE() { s_->up_read(); s_ = nullptr; }
+  ReadGuard(const ReadGuard&) = delete;
+  ReadGuard& operator=(const ReadGuard&) = delete;
+ private:
+  RwSemaphore* s_;
+};
+
+class SCOPED_CAPABILITY WriteGuard {
+ public:
+  explicit WriteGuard(RwSemaphore* s) ACQUIRE(s) : s_(s) { s_->down_write(); }
+  ~WriteGuard() RELEASE() { if (s_) s_->up_write(); }
+  void unlock() RELEASE() { s_->up_write(); s_ = nullptr; }
+  WriteGuard(const WriteGuard&) = delete;
+  WriteGuard& operator=(const WriteGuard&) = delete;
+ private:
+  RwSemaphore* s_;
+};
+
+}  // namespace mmlab

@@ -1,0 +1,81 @@
+// spinlock_t: a one-word lock that can live inside per-frame metadata (the
+// split PTE lock lives in the page-table page's Page, as in the kernel's
+// ptdesc). It is an implicit-lifetime type: all-zero bytes are an unlocked
+// lock, so it works inside the lazily-touched memmap without construction.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "sync/annotations.h"
+#include "sync/lockdep.h"
+
+namespace mmlab {
+
+class CAPABILITY("spinlock") SpinLock {
+ public:
+  void lock(LockClass cls = LockClass::kGeneric, int subclass = 0) ACQUIRE() {
+    std::atomic_ref<uint32_t> w(word_);
+    lockdep_acquire(this, cls, subclass);
+    for (unsigned spins = 0;; spins++) {
+      uint32_t expected = 0;
+      if (w.load(std::memory_order_relaxed) == 0 &&
+          w.compare_exchange_weak(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
+        return;
+      if (spins > 64) std::this_thread::yield();
+    }
+  }
+  bool try_lock(LockClass cls = LockClass::kGeneric) TRY_ACQUIRE(true) {
+    std::atomic_ref<uint32_t> w(word_);
+    uint32_t expected = 0;
+    if (!w.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
+      return false;
+    lockdep_acquire(this, cls, 0, LockdepTry::kTry);
+    return true;
+  }
+  void unlock() RELEASE() {
+    lockdep_release(this);
+    std::atomic_ref<uint32_t>(word_).store(0, std::memory_order_release);
+  }
+  bool is_locked() const {
+    return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(word_)).load(std::memory_order_relaxed) != 0;
+  }
+  // For code that knows the lock is held (checked in debug builds).
+  void assert_held() const ASSERT_CAPABILITY(this) {
+#if defined(MMLAB_DEBUG_VM)
+    if (!is_locked()) {
+      std::fprintf(stderr, "SpinLock %p: assert_held() on an unlocked lock\n", static_cast<const void*>(this));
+      std::abort();
+    }
+#endif
+  }
+
+  uint32_t word_;  // 0 unlocked, 1 locked. Public only to stay an aggregate.
+};
+static_assert(sizeof(SpinLock) == 4);
+
+// RAII holder; early release with unlock() where the kernel drops a lock mid-function.
+class SCOPED_CAPABILITY SpinGuard {
+ public:
+  explicit SpinGuard(SpinLock* l, LockClass cls = LockClass::kGeneric, int subclass = 0) ACQUIRE(l)
+      : l_(l) {
+    l_->lock(cls, subclass);
+  }
+  ~SpinGuard() RELEASE() {
+    if (l_) l_->unlock();
+  }
+  void unlock() RELEASE() {
+    l_->unlock();
+    l_ = nullptr;
+  }
+  SpinGuard(const SpinGuard&) = delete;
+  SpinGuard& operator=(const SpinGuard&) = delete;
+
+ private:
+  SpinLock* l_;
+};
+
+}  // namespace mmlab
