@@ -105,6 +105,23 @@ inline vm_flags_t calc_vm_prot_bits(int prot) {
 // __mm_populate(start, len, ignore_errors=1) after mmap(MAP_POPULATE/VM_LOCKED)
 // or an mremap expansion of a VM_LOCKED VMA. Takes mmap_lock for read itself.
 void mm_populate(Mm* mm, uint64_t start, uint64_t len);
+// vma_prepare/vma_complete's rmap lock: holds av's rwsem for write (if av is
+// not null) while a VMA's range changes, so an rmap walker sees the old or the
+// new layout. Conditional locking is beyond the analysis, hence the opt-out.
+class AnonVmaWriteLock {
+ public:
+  explicit AnonVmaWriteLock(AnonVma* av) NO_THREAD_SAFETY_ANALYSIS : av_(av) {
+    if (av_) av_->rwsem.down_write();
+  }
+  ~AnonVmaWriteLock() NO_THREAD_SAFETY_ANALYSIS {
+    if (av_) av_->rwsem.up_write();
+  }
+  AnonVmaWriteLock(const AnonVmaWriteLock&) = delete;
+  AnonVmaWriteLock& operator=(const AnonVmaWriteLock&) = delete;
+
+ private:
+  AnonVma* av_;
+};
 // anon_vma references beyond the VMA links (an rmap walker that must keep
 // one alive after dropping its lock). put_anon_vma frees it at zero.
 void get_anon_vma(AnonVma* av);

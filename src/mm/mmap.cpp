@@ -1,0 +1,329 @@
+// mmap, munmap and address-space teardown (mm/mmap.c, mm/vma.c's
+// __mmap_region and do_vmi_munmap, arch/x86/kernel/sys_x86_64.c's top-down
+// allocator, mm/huge_memory.c's THP alignment of large anonymous mappings).
+//
+// Only anonymous mappings exist so far: a file mapping is -EBADF (no file
+// descriptors yet) and MAP_HUGETLB is -EINVAL until hugetlb arrives.
+#include <algorithm>
+#include <iterator>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "mm/internal.h"
+#include "mm/vmdebug.h"
+
+namespace mmlab {
+namespace {
+
+// uapi mmap flags the public header does not name.
+constexpr int MAP_GROWSDOWN = 0x0100;
+constexpr int MAP_LOCKED = 0x2000;
+constexpr int MAP_NONBLOCK = 0x10000;
+constexpr int MAP_STACK = 0x20000;
+
+// The gap kept below a VM_GROWSDOWN VMA (stack_guard_gap, 256 pages).
+constexpr uint64_t stack_guard_gap = 256ull << PAGE_SHIFT;
+
+uint64_t vm_start_gap(const Vma* vma) {
+  if (!(vma->vm_flags & VM_GROWSDOWN)) return vma->vm_start;
+  return vma->vm_start > stack_guard_gap ? vma->vm_start - stack_guard_gap : 0;
+}
+uint64_t vm_end_gap(const Vma* vma) { return vma->vm_end; }  // no VM_GROWSUP on x86
+
+// calc_vm_flag_bits: MAP_GROWSDOWN, MAP_LOCKED, and MAP_STACK, which asks for
+// no THP (v6.7+).
+vm_flags_t calc_vm_flag_bits(int flags) {
+  return ((flags & MAP_GROWSDOWN) ? VM_GROWSDOWN : 0) | ((flags & MAP_LOCKED) ? VM_LOCKED : 0) |
+         ((flags & MAP_STACK) ? VM_NOHUGEPAGE : 0);
+}
+
+// round_hint_to_min: a hint below mmap_min_addr moves up to it.
+uint64_t round_hint_to_min(uint64_t hint) {
+  hint &= PAGE_MASK;
+  if (hint && hint < mmap_min_addr) return round_up(mmap_min_addr, PAGE_SIZE);
+  return hint;
+}
+
+// unmapped_area_topdown: the highest len-byte gap inside [low, high).
+long unmapped_area_topdown(Mm* mm, uint64_t len, uint64_t low, uint64_t high) {
+  if (high < low || high - low < len) return -ENOMEM;
+  uint64_t gap_end = high;
+  auto it = mm->vmas.lower_bound(high);  // the first VMA starting at or above high
+  for (;;) {
+    const Vma* below = (it == mm->vmas.begin()) ? nullptr : std::prev(it)->second.get();
+    uint64_t gap_start = below ? std::max(vm_end_gap(below), low) : low;
+    if (gap_end > gap_start && gap_end - gap_start >= len) return static_cast<long>(gap_end - len);
+    if (!below) return -ENOMEM;
+    gap_end = std::min(gap_end, vm_start_gap(below));
+    if (gap_end <= low) return -ENOMEM;
+    --it;
+  }
+}
+
+// unmapped_area: the lowest len-byte gap inside [low, high).
+long unmapped_area(Mm* mm, uint64_t len, uint64_t low, uint64_t high) {
+  if (high < low || high - low < len) return -ENOMEM;
+  uint64_t gap_start = low;
+  auto it = mm->vmas.upper_bound(low);
+  if (it != mm->vmas.begin()) gap_start = std::max(low, vm_end_gap(std::prev(it)->second.get()));
+  for (;; ++it) {
+    uint64_t gap_end = (it == mm->vmas.end()) ? high : std::min(high, vm_start_gap(it->second.get()));
+    if (gap_end > gap_start && gap_end - gap_start >= len) return static_cast<long>(gap_start);
+    if (it == mm->vmas.end() || gap_end >= high) return -ENOMEM;
+    gap_start = std::max(gap_start, vm_end_gap(it->second.get()));
+  }
+}
+
+// arch_get_unmapped_area_topdown (x86): MAP_FIXED returns addr unchecked; a
+// hint is taken when the range is free; else the highest gap below
+// mmap_base, falling back to a bottom-up search from the legacy base.
+long arch_get_unmapped_area_topdown(Mm* mm, uint64_t addr, uint64_t len, int flags)
+    REQUIRES_SHARED(mm->mmap_lock) {
+  if (len > mm->task_size) return -ENOMEM;
+  if (flags & MAP_FIXED) return static_cast<long>(addr);
+  if (addr) {
+    addr &= PAGE_MASK;
+    if (addr <= mm->task_size - len) {  // mmap_address_hint_valid
+      Vma* vma = find_vma(mm, addr);
+      if (!vma || addr + len <= vm_start_gap(vma)) return static_cast<long>(addr);
+    }
+  }
+  long ret = unmapped_area_topdown(mm, len, PAGE_SIZE, mm->mmap_base);
+  if (ret >= 0) return ret;
+  // arch_get_unmapped_area: bottom-up from mmap_legacy_base (TASK_UNMAPPED_BASE).
+  return unmapped_area(mm, len, round_up(mm->task_size / 3, PAGE_SIZE), mm->task_size);
+}
+
+// thp_get_unmapped_area_vmflags for anonymous memory (pgoff 0): search with a
+// PMD of padding and return the PMD-aligned address inside the gap found;
+// with a top-down layout an already aligned result moves up one PMD.
+long thp_get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, int flags) REQUIRES_SHARED(mm->mmap_lock) {
+  uint64_t len_pad = len + PMD_SIZE;
+  if (len >= PMD_SIZE && len_pad > len) {
+    long ret = arch_get_unmapped_area_topdown(mm, addr, len_pad, flags);
+    if (ret >= 0) {
+      uint64_t r = static_cast<uint64_t>(ret);
+      if (r == addr) return ret;
+      uint64_t off_sub = (0 - r) & (PMD_SIZE - 1);
+      if (!off_sub) return static_cast<long>(r + PMD_SIZE);
+      return static_cast<long>(r + off_sub);
+    }
+  }
+  return arch_get_unmapped_area_topdown(mm, addr, len, flags);
+}
+
+}  // namespace
+
+long get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, uint64_t pgoff, int flags, vm_flags_t vm_flags) {
+  (void)pgoff;     // always 0 for anonymous memory
+  (void)vm_flags;  // only VM_SHADOW_STACK would matter (stack_guard_placement)
+  if (len > mm->task_size) return -ENOMEM;
+  long ret;
+  if (flags & MAP_SHARED) {
+    // shmem_get_unmapped_area: plain placement while shmem THP is "never".
+    // TODO(shmem): huge shmem alignment.
+    ret = arch_get_unmapped_area_topdown(mm, addr, len, flags);
+  } else if (!addr && is_aligned(len, PMD_SIZE)) {
+    // Larger anonymous mappings are THP aligned (only without a hint).
+    ret = thp_get_unmapped_area(mm, addr, len, flags);
+  } else {
+    ret = arch_get_unmapped_area_topdown(mm, addr, len, flags);
+  }
+  if (ret < 0) return ret;
+  uint64_t a = static_cast<uint64_t>(ret);
+  if (a > mm->task_size - len) return -ENOMEM;
+  if (a & ~PAGE_MASK) return -EINVAL;
+  // security_mmap_addr (cap_mmap_addr): the model's processes lack CAP_SYS_RAWIO.
+  if (a < mmap_min_addr) return -EPERM;
+  return ret;
+}
+
+// ---- munmap (do_vmi_munmap, do_vmi_align_munmap, vms_complete_munmap_vmas) ----
+
+int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
+  if ((start & ~PAGE_MASK) || start > mm->task_size || len > mm->task_size - start) return -EINVAL;
+  const uint64_t end = start + round_up(len, PAGE_SIZE);
+  if (end == start) return -EINVAL;
+  Vma* vma = find_vma_intersection(mm, start, end);
+  if (!vma) return 0;
+
+  // Split the VMAs straddling either end, so [start, end) is whole VMAs.
+  if (vma->vm_start < start) {
+    if (split_vma(mm, vma, start, /*new_below=*/false)) return -ENOMEM;
+  }
+  if (Vma* last = vma_lookup(mm, end - 1); last && last->vm_end > end) {
+    if (split_vma(mm, last, end, /*new_below=*/false)) return -ENOMEM;
+  }
+
+  // Gather and detach.
+  std::vector<Vma*> victims;
+  for (auto it = mm->vmas.lower_bound(start); it != mm->vmas.end() && it->second->vm_start < end; ++it)
+    victims.push_back(it->second.get());
+  VM_WARN_ON(victims.empty(), "munmap found nothing after the split");
+  Vma* prev = vma_prev(mm, victims.front());
+  Vma* next = vma_next(mm, victims.back());
+  const uint64_t floor = prev ? prev->vm_end : 0;       // FIRST_USER_ADDRESS
+  const uint64_t ceiling = next ? next->vm_start : 0;   // USER_PGTABLES_CEILING: the top
+
+  uint64_t pages = 0;
+  for (Vma* v : victims) {
+    mmap_assert_write_locked(v->vm_mm);
+    vma_start_write(v);
+    pages += v->pages();
+  }
+  std::vector<std::unique_ptr<Vma>> gone;
+  {
+    std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    for (Vma* v : victims) gone.push_back(std::move(mm->vmas.extract(v->vm_start).mapped()));
+  }
+  mm->total_vm.fetch_sub(pages, std::memory_order_relaxed);
+
+  // unmap_region: zap, unlink the rmap, free the page tables no VMA needs.
+  if (zap == MunmapZap::kZap)
+    for (auto& v : gone) zap_vma_range(v.get(), v->vm_start, v->vm_end);
+  for (auto& v : gone) unlink_anon_vmas(v.get());
+  free_pgtables(mm, start, end, floor, ceiling);
+  return 0;
+}
+
+int do_munmap(Mm* mm, uint64_t start, uint64_t len) {
+  mmap_write_lock(mm);
+  int ret = do_vmi_munmap(mm, start, len);
+  mmap_write_unlock(mm);
+  return ret;
+}
+
+// ---- mmap ----
+
+namespace {
+
+// __mmap_region for an anonymous mapping at a chosen address.
+long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint64_t pgoff)
+    REQUIRES(mm->mmap_lock) {
+  // MAP_FIXED over existing mappings: they go first.
+  if (find_vma_intersection(mm, addr, addr + len)) {
+    int err = do_vmi_munmap(mm, addr, len);
+    if (err) return err;
+  }
+  // accountable_mapping: private writable memory is charged (VM_ACCOUNT).
+  if ((vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE)) == VM_WRITE) vm_flags |= VM_ACCOUNT;
+  // New (or expanded) VMAs are soft-dirty (__mmap_complete).
+  vm_flags |= VM_SOFTDIRTY;
+
+  auto nv = std::make_unique<Vma>();
+  nv->vm_mm = mm;
+  nv->vm_start = addr;
+  nv->vm_end = addr + len;
+  nv->vm_flags = vm_flags;
+  nv->vm_pgoff = pgoff;
+  nv->vm_page_prot = vm_get_page_prot(vm_flags);
+  // TODO(shmem): shared anonymous mappings get their shmem file here (shmem_zero_setup).
+  Vma* vma = vma_link(mm, std::move(nv));
+  mm->total_vm.fetch_add(len >> PAGE_SHIFT, std::memory_order_relaxed);
+  vma = vma_merge_neighbours(mm, vma);
+  vma_set_page_prot(vma);
+  // TODO(khugepaged): khugepaged_enter_vma(vma, vm_flags).
+  return static_cast<long>(addr);
+}
+
+// do_mmap with mmap_lock held for write. *populate receives the length to
+// populate after the lock is dropped.
+long do_mmap_locked(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff, uint64_t* populate)
+    REQUIRES(mm->mmap_lock) {
+  *populate = 0;
+  if (!len) return -EINVAL;
+  if (flags & MAP_FIXED_NOREPLACE) flags |= MAP_FIXED;
+  if (!(flags & MAP_FIXED)) addr = round_hint_to_min(addr);
+  len = round_up(len, PAGE_SIZE);
+  if (!len) return -ENOMEM;  // the rounding overflowed
+  if (pgoff + (len >> PAGE_SHIFT) < pgoff) return -EOVERFLOW;
+
+  vm_flags_t vm_flags =
+      calc_vm_prot_bits(prot) | calc_vm_flag_bits(flags) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+
+  long got = get_unmapped_area(mm, addr, len, pgoff, flags, vm_flags);
+  if (got < 0) return got;
+  addr = static_cast<uint64_t>(got);
+
+  if ((flags & MAP_FIXED_NOREPLACE) && find_vma_intersection(mm, addr, addr + len)) return -EEXIST;
+
+  switch (flags & MAP_TYPE) {
+    case MAP_SHARED:
+      if (vm_flags & VM_GROWSDOWN) return -EINVAL;
+      pgoff = 0;  // ignored for shared anonymous memory
+      vm_flags |= VM_SHARED | VM_MAYSHARE;
+      break;
+    case MAP_PRIVATE:
+      pgoff = addr >> PAGE_SHIFT;  // the linear index anon_vma reuse relies on
+      break;
+    default:  // includes MAP_SHARED_VALIDATE, which anonymous memory rejects
+      // TODO: MAP_DROPPABLE (v6.12+) is not modelled.
+      return -EINVAL;
+  }
+  // MAP_NORESERVE is honoured under the default overcommit heuristic.
+  if (flags & MAP_NORESERVE) vm_flags |= VM_NORESERVE;
+
+  long ret = mmap_region(mm, addr, len, vm_flags, pgoff);
+  if (ret >= 0 && ((vm_flags & VM_LOCKED) || (flags & (MAP_POPULATE | MAP_NONBLOCK)) == MAP_POPULATE))
+    *populate = len;
+  return ret;
+}
+
+}  // namespace
+
+void mm_populate(Mm* mm, uint64_t start, uint64_t len) {
+  const uint64_t end = start + len;
+  mmap_read_lock(mm);
+  for (uint64_t nstart = start; nstart < end;) {
+    Vma* vma = find_vma(mm, nstart);
+    if (!vma || vma->vm_start >= end) break;
+    const uint64_t nend = std::min(end, vma->vm_end);
+    nstart = std::max(nstart, vma->vm_start);
+    const vm_flags_t f = vma->vm_flags;
+    // populate_vma_page_range: PROT_NONE and PFN maps are skipped; private
+    // writable memory is written so CoW happens now. Errors are ignored.
+    // (The kernel's FOLL_FORCE lets it read exec-only or write-only memory
+    // too; faultin_page_range does not.)
+    if (!(f & (VM_IO | VM_PFNMAP)) && (f & VM_ACCESS_FLAGS)) {
+      const bool write = (f & (VM_WRITE | VM_SHARED)) == VM_WRITE;
+      (void)faultin_page_range(mm, nstart, nend, write);
+    }
+    nstart = nend;
+  }
+  mmap_read_unlock(mm);
+}
+
+long do_mmap(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff) {
+  // ksys_mmap_pgoff: without MAP_ANONYMOUS there must be a file descriptor.
+  if (!(flags & MAP_ANONYMOUS)) return -EBADF;  // TODO(files)
+  if (flags & MAP_HUGETLB) return -EINVAL;      // TODO(hugetlb): hugetlb_file_setup
+  uint64_t populate = 0;
+  mmap_write_lock(mm);
+  long ret = do_mmap_locked(mm, addr, len, prot, flags, pgoff, &populate);
+  mmap_write_unlock(mm);
+  if (ret >= 0 && populate) mm_populate(mm, static_cast<uint64_t>(ret), populate);
+  return ret;
+}
+
+// ---- exit_mmap ----
+
+void exit_mmap(Mm* mm) {
+  mmap_write_lock(mm);
+  for (auto& kv : mm->vmas) {
+    mmap_assert_write_locked(kv.second->vm_mm);
+    vma_start_write(kv.second.get());
+  }
+  for (auto& kv : mm->vmas) zap_vma_range(kv.second.get(), kv.second->vm_start, kv.second->vm_end);
+  for (auto& kv : mm->vmas) unlink_anon_vmas(kv.second.get());
+  free_pgtables(mm, 0, mm->task_size, 0, 0);
+  std::map<uint64_t, std::unique_ptr<Vma>> gone;
+  {
+    std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    gone.swap(mm->vmas);
+  }
+  mm->total_vm.store(0, std::memory_order_relaxed);
+  mmap_write_unlock(mm);
+}
+
+}  // namespace mmlab

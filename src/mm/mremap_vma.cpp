@@ -1,0 +1,214 @@
+// mremap(): the VMA part (mm/mremap.c: check_mremap_params, resize_is_valid,
+// shrink_vma, expand_vma, mremap_to, move_vma; mm/vma.c's copy_vma). The
+// entries move with move_page_tables() (mremap.cpp).
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+
+#include "mm/internal.h"
+#include "mm/vmdebug.h"
+
+namespace mmlab {
+namespace {
+
+// struct vma_remap_struct, trimmed to what an anonymous-only model needs.
+struct RemapRequest {
+  uint64_t addr;
+  uint64_t old_len;
+  uint64_t new_len;
+  int flags;
+  uint64_t new_addr;
+  bool populate_expansion = false;  // a VM_LOCKED VMA grew: mm_populate the new part
+};
+
+bool implies_new_addr(const RemapRequest& r) { return r.flags & (MREMAP_FIXED | MREMAP_DONTUNMAP); }
+
+// check_mremap_params: the checks that need no VMA.
+int check_mremap_params(const RemapRequest& r) {
+  if (r.flags & ~(MREMAP_FIXED | MREMAP_MAYMOVE | MREMAP_DONTUNMAP)) return -EINVAL;
+  if (r.addr & ~PAGE_MASK) return -EINVAL;
+  // A zero old_len duplicates a shared mapping; a zero new_len is nonsense.
+  if (!round_up(r.new_len, PAGE_SIZE)) return -EINVAL;
+  if (!implies_new_addr(r)) return 0;
+  if (r.new_addr & ~PAGE_MASK) return -EINVAL;
+  if (!(r.flags & MREMAP_MAYMOVE)) return -EINVAL;  // a fixed address implies a move
+  if ((r.flags & MREMAP_DONTUNMAP) && r.old_len != r.new_len) return -EINVAL;
+  return 0;
+}
+
+// resize_is_valid: may vma's [addr, addr+old_len) become new_len long?
+int resize_is_valid(const RemapRequest& r, const Vma* vma) {
+  if (!r.old_len && !(vma->vm_flags & (VM_SHARED | VM_MAYSHARE))) return -EINVAL;  // no private "duplicate"
+  if ((r.flags & MREMAP_DONTUNMAP) && (vma->vm_flags & (VM_DONTEXPAND | VM_PFNMAP))) return -EINVAL;
+  if (r.old_len > vma->vm_end - r.addr) return -EFAULT;  // can't remap across VMA boundaries
+  if (r.new_len == r.old_len) return 0;
+  uint64_t pgoff = linear_page_index(vma, r.addr);
+  if (pgoff + (r.new_len >> PAGE_SHIFT) < pgoff) return -EINVAL;
+  if (vma->vm_flags & (VM_DONTEXPAND | VM_PFNMAP)) return -EFAULT;
+  return 0;
+}
+
+// vrm_overlaps: do the old and the new range intersect?
+bool overlaps(const RemapRequest& r) {
+  return r.addr + r.old_len > r.new_addr && r.new_addr + r.new_len > r.addr;
+}
+
+// vma_expandable: is there room for vma to grow by delta in place?
+bool vma_expandable(Mm* mm, Vma* vma, uint64_t delta) REQUIRES(mm->mmap_lock) {
+  uint64_t end = vma->vm_end + delta;
+  if (end < vma->vm_end) return false;  // overflow
+  if (find_vma_intersection(mm, vma->vm_end, end)) return false;
+  if (get_unmapped_area(mm, vma->vm_start, end - vma->vm_start, 0, MAP_FIXED, 0) < 0) return false;
+  return true;
+}
+
+// vrm_set_new_addr: the destination (MREMAP_FIXED: new_addr itself; else a
+// fresh area, new_addr a hint only with MREMAP_DONTUNMAP).
+long set_new_addr(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  int map_flags = 0;
+  if (r.flags & MREMAP_FIXED) map_flags |= MAP_FIXED;
+  if (vma->vm_flags & VM_MAYSHARE) map_flags |= MAP_SHARED;
+  uint64_t hint = implies_new_addr(r) ? r.new_addr : 0;
+  long res = get_unmapped_area(mm, hint, r.new_len, linear_page_index(vma, r.addr), map_flags, vma->vm_flags);
+  if (res < 0) return res;
+  r.new_addr = static_cast<uint64_t>(res);
+  return 0;
+}
+
+// copy_vma: a VMA like vma for [new_addr, new_addr+new_len), merged with its
+// new neighbours when they are compatible. An anonymous VMA that never
+// faulted takes the linear offset of its new place, to merge more often.
+Vma* copy_vma(Mm* mm, Vma* vma, uint64_t new_addr, uint64_t new_len, uint64_t pgoff) REQUIRES(mm->mmap_lock) {
+  if (vma->is_anonymous() && !vma->anon_vma) pgoff = new_addr >> PAGE_SHIFT;
+  std::unique_ptr<Vma> nv = vm_area_dup(vma);
+  nv->vm_start = new_addr;
+  nv->vm_end = new_addr + new_len;
+  nv->vm_pgoff = pgoff;
+  anon_vma_clone(nv.get(), vma);
+  Vma* new_vma = vma_link(mm, std::move(nv));
+  return vma_merge_neighbours(mm, new_vma);
+}
+
+// move_vma: copy the VMA, move the entries, unmap the source range (or, with
+// MREMAP_DONTUNMAP, leave it mapped and empty).
+long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  mmap_assert_write_locked(vma->vm_mm);
+  vma_start_write(vma);  // no racing faults in the source
+
+  Vma* new_vma = copy_vma(mm, vma, r.new_addr, r.new_len, linear_page_index(vma, r.addr));
+  mm->total_vm.fetch_add(r.new_len >> PAGE_SHIFT, std::memory_order_relaxed);
+  // The merge may have absorbed the source VMA (an unfaulted anonymous VMA
+  // moved next to itself): find it again.
+  vma = vma_lookup(mm, r.addr);
+  VM_WARN_ON(!vma && r.old_len, "mremap source vanished");
+
+  uint64_t moved = r.old_len ? move_page_tables(vma, r.addr, new_vma, r.new_addr, r.old_len) : 0;
+  if (moved < r.old_len) {
+    // Put back what moved and unmap the new area instead of the old one.
+    move_page_tables(new_vma, r.new_addr, vma, r.addr, moved);
+    do_vmi_munmap(mm, r.new_addr, r.new_len, MunmapZap::kZap);
+    return -ENOMEM;
+  }
+
+  if (r.flags & MREMAP_DONTUNMAP) {
+    // dontunmap_complete: the old VMA stays, unlocked and uncharged; if it
+    // was moved whole, its pages all live in the new VMA now.
+    mmap_assert_write_locked(vma->vm_mm);
+    vma_start_write(vma);
+    vma->vm_flags &= ~(VM_LOCKED | VM_LOCKONFAULT | VM_ACCOUNT);
+    vma_set_page_prot(vma);
+    if (new_vma != vma && r.addr == vma->vm_start && r.addr + r.old_len == vma->vm_end) unlink_anon_vmas(vma);
+  } else if (r.old_len) {
+    // The entries are gone already: remove the range and free its tables.
+    do_vmi_munmap(mm, r.addr, r.old_len, MunmapZap::kNoZap);
+  }
+  return static_cast<long>(r.new_addr);
+}
+
+// expand_vma: grow in place when [addr, addr+old_len) ends the VMA and the
+// space above is free, else move (MREMAP_MAYMOVE) or fail.
+long expand_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  int err = resize_is_valid(r, vma);
+  if (err) return err;
+  const uint64_t delta = r.new_len - r.old_len;
+  if (vma->vm_end - r.addr == r.old_len && vma_expandable(mm, vma, delta)) {
+    // vma_merge_extend: the VMA grows, then may merge with the next one.
+    mmap_assert_write_locked(vma->vm_mm);
+    vma_start_write(vma);
+    {
+      AnonVmaWriteLock rmap(vma->anon_vma);
+      std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+      vma->vm_end += delta;
+    }
+    mm->total_vm.fetch_add(delta >> PAGE_SHIFT, std::memory_order_relaxed);
+    vma = vma_merge_neighbours(mm, vma);
+    if (vma->vm_flags & VM_LOCKED) {
+      r.populate_expansion = true;
+      r.new_addr = r.addr;
+    }
+    return static_cast<long>(r.addr);
+  }
+  if (!(r.flags & MREMAP_MAYMOVE)) return -ENOMEM;
+  err = static_cast<int>(set_new_addr(mm, r, vma));
+  if (err) return err;
+  if (vma->vm_flags & VM_LOCKED) r.populate_expansion = true;
+  return move_vma(mm, r, vma);
+}
+
+// mremap_to: MREMAP_FIXED / MREMAP_DONTUNMAP.
+long mremap_to(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  if (r.new_len > mm->task_size || r.new_addr > mm->task_size - r.new_len) return -EINVAL;
+  if (overlaps(r)) return -EINVAL;
+  if (r.flags & MREMAP_FIXED) {
+    int err = do_vmi_munmap(mm, r.new_addr, r.new_len);
+    if (err) return err;
+    vma = vma_lookup(mm, r.addr);  // the unmap may have split it
+    if (!vma) return -EFAULT;
+  }
+  if (r.new_len < r.old_len) {  // shrink first, then move what is left
+    int err = do_vmi_munmap(mm, r.addr + r.new_len, r.old_len - r.new_len);
+    if (err) return err;
+    r.old_len = r.new_len;
+    vma = vma_lookup(mm, r.addr);
+    if (!vma) return -EFAULT;
+  }
+  int err = resize_is_valid(r, vma);
+  if (err) return err;
+  long res = set_new_addr(mm, r, vma);
+  if (res) return res;
+  if ((vma->vm_flags & VM_LOCKED) && r.new_len > r.old_len) r.populate_expansion = true;
+  return move_vma(mm, r, vma);
+}
+
+long mremap_locked(Mm* mm, RemapRequest& r) REQUIRES(mm->mmap_lock) {
+  Vma* vma = vma_lookup(mm, r.addr);
+  if (!vma) return -EFAULT;
+  if (vma->vm_flags & VM_HUGETLB) return -EINVAL;  // TODO(hugetlb): align_hugetlb
+  if (implies_new_addr(r)) return mremap_to(mm, r, vma);
+  if (r.new_len == r.old_len) return static_cast<long>(r.addr);  // MREMAP_NO_RESIZE
+  if (r.new_len < r.old_len) {                                   // shrink_vma: always in place
+    int err = do_vmi_munmap(mm, r.addr + r.new_len, r.old_len - r.new_len);
+    if (err) return err;
+    return static_cast<long>(r.addr);
+  }
+  return expand_vma(mm, r, vma);
+}
+
+}  // namespace
+
+long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr) {
+  RemapRequest r{addr, old_len, new_len, flags, new_addr};
+  int err = check_mremap_params(r);
+  if (err) return err;
+  r.old_len = round_up(r.old_len, PAGE_SIZE);
+  r.new_len = round_up(r.new_len, PAGE_SIZE);
+
+  mmap_write_lock(mm);
+  long ret = mremap_locked(mm, r);
+  mmap_write_unlock(mm);
+  if (ret >= 0 && r.populate_expansion && r.new_len > r.old_len)
+    mm_populate(mm, r.new_addr + r.old_len, r.new_len - r.old_len);
+  return ret;
+}
+
+}  // namespace mmlab
