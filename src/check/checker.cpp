@@ -140,6 +140,7 @@ class Checker {
       mms_.back().proc = p;
       mms_.back().mm = p->mm();
     }
+    // mms_ is complete before the walks: FolioUse keeps pointers into it.
     for (MmUse& mu : mms_) walk_mm(mu);
     for (MmUse& mu : mms_) check_mm_totals(mu);
     check_folios();

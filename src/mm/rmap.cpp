@@ -11,6 +11,7 @@ namespace {
 
 int32_t atomic_add_return(int32_t& x, int32_t d) { return aref(x).fetch_add(d, std::memory_order_acq_rel) + d; }
 int32_t atomic_read(const int32_t& x) { return aref(const_cast<int32_t&>(x)).load(std::memory_order_acquire); }
+Stats* stats_of(Folio* f) { return kernel_of(&f->page)->stats.get(); }
 
 // folio_lock_large_mapcount(): the MM-ID slots and the large mapcount change together.
 void folio_lock_large_mapcount(Folio* f) {
@@ -95,13 +96,14 @@ void add_pte_mappings(Folio* f, Page* page, int nr, Vma* vma, rmap_t flags) {
   folio_add_large_mapcount(f, nr, vma);
 }
 
+// NR_ANON_THPS counts folios that are entirely mapped somewhere, not mappings.
 void add_entire_mapping(Folio* f, Page* page, Vma* vma, rmap_t flags) {
-  atomic_add_return(folio_page(f, 1)->f1.entire_mapcount, 1);
+  if (atomic_add_return(folio_page(f, 1)->f1.entire_mapcount, 1) == 1 && folio_test_anon(f) &&
+      folio_order(f) == PMD_ORDER)
+    stats_of(f)->count(VmStat::nr_anon_transparent_hugepages);
   folio_add_large_mapcount(f, 1, vma);
   if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);  // the head only
 }
-
-Stats* stats_of(Folio* f) { return kernel_of(&f->page)->stats.get(); }
 
 }  // namespace
 
@@ -115,8 +117,6 @@ void folio_add_new_anon_rmap(Folio* folio, Vma* vma, uint64_t addr, rmap_t flags
   }
   if (folio_test_large(folio)) {
     stats_of(folio)->count_mthp(folio_order(folio), MthpStat::nr_anon);
-    if (folio_order(folio) == PMD_ORDER && level == RmapLevel::kPmd)
-      stats_of(folio)->count(VmStat::nr_anon_transparent_hugepages);
   }
 }
 
@@ -126,7 +126,6 @@ void folio_add_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma, uint64
 
 void folio_add_anon_rmap_pmd(Folio* folio, Page* page, Vma* vma, uint64_t, rmap_t flags) {
   add_entire_mapping(folio, page, vma, flags);
-  if (folio_order(folio) == PMD_ORDER) stats_of(folio)->count(VmStat::nr_anon_transparent_hugepages);
 }
 
 void folio_add_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) { add_pte_mappings(folio, page, nr, vma, RMAP_NONE); }
@@ -161,6 +160,8 @@ static void remove_entire(Folio* folio, Vma* vma) {
   Page* p1 = folio_page(folio, 1);
   int32_t left = atomic_add_return(p1->f1.entire_mapcount, -1);
   VM_WARN_ON_FOLIO(left < 0, folio, "entire mapcount underflow");
+  if (left == 0 && folio_test_anon(folio) && folio_order(folio) == PMD_ORDER)
+    stats_of(folio)->uncount(VmStat::nr_anon_transparent_hugepages);
   folio_sub_large_mapcount(folio, 1, vma);
   // Unmapping the entire mapping while only some pages stay PTE-mapped.
   int32_t ptemapped = atomic_read(p1->f1.nr_pages_mapped);
@@ -169,11 +170,7 @@ static void remove_entire(Folio* folio, Vma* vma) {
     deferred_split_folio(folio, true);
 }
 
-void folio_remove_rmap_pmd(Folio* folio, Page*, Vma* vma) {
-  remove_entire(folio, vma);
-  if (folio_test_anon(folio) && folio_order(folio) == PMD_ORDER)
-    stats_of(folio)->uncount(VmStat::nr_anon_transparent_hugepages);
-}
+void folio_remove_rmap_pmd(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }
 void folio_remove_rmap_pud(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }
 
 int folio_try_dup_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma, Vma* src_vma) {
@@ -197,7 +194,6 @@ int folio_try_dup_anon_rmap_pmd(Folio* folio, Page* page, Vma* dst_vma, Vma* src
     ClearPageAnonExclusive(page);
   }
   add_entire_mapping(folio, page, dst_vma, RMAP_NONE);
-  if (folio_order(folio) == PMD_ORDER) stats_of(folio)->count(VmStat::nr_anon_transparent_hugepages);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "check/checker.h"
+#include "fault/fault.h"
 #include "fmt/format.h"
 #include "mm/rmap.h"
 #include "pgtable/pgtable.h"
@@ -155,6 +156,9 @@ TEST_F(CheckerTest, HugeZeroPmdOk) {
   ASSERT_EQ(e.level, 2);
   ASSERT_TRUE(phys()->is_huge_zero_pfn(e.pfn));
   expect_ok();
+  std::string s = p->smaps();
+  EXPECT_EQ(smaps_kb(s, a, "Rss"), 0) << s;  // zero pages are not resident
+  EXPECT_EQ(smaps_kb(s, a, "AnonHugePages"), 0) << s;
   // A write replaces the huge zero PMD with a THP.
   ASSERT_TRUE(p->fill(a, 0x44, 1).ok());
   expect_ok();
@@ -374,6 +378,21 @@ TEST_F(CheckerTest, RssAndPageTableAccountingAreChecked) {
   clear_bit(PG_table, pte_table);
   expect_violation("page-table page without PG_table");
   set_bit(PG_table, pte_table);
+  expect_ok();
+}
+
+// The PTE table deposited under a PMD leaf for its split.
+TEST_F(CheckerTest, MissingDepositedTableIsReported) {
+  set("transparent_hugepage/enabled", "always");
+  uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, PMD_SIZE).ok());
+  pmd_t* pmd = pmd_ptr(a);
+  ASSERT_TRUE(pmd && pmd_leaf(pmdp_get(pmd)));
+  Page* t = pgtable_trans_huge_withdraw(p->mm(), pmd);
+  CheckReport r = expect_violation("deposited page tables != PMD leaves");
+  EXPECT_TRUE(has(r, "page-table page leaked")) << r.to_string();
+  EXPECT_TRUE(has(r, "mm->pgtables_bytes mismatch")) << r.to_string();
+  pgtable_trans_huge_deposit(p->mm(), pmd, t);
   expect_ok();
 }
 

@@ -40,7 +40,8 @@ TEST(EntryTest, SwapEntriesRoundTrip) {
   for (unsigned type : {0u, 5u, SWP_MIGRATION_WRITE, SWP_PTE_MARKER}) {
     for (uint64_t off : {0ull, 1ull, 0x123456789ull}) {
       pte_t e = swp_entry_to_pte(swp_entry(type, off));
-      if (type == 0 && off == 0) continue;  // that would be pte_none
+      if (type == 0 && off == 0)
+        continue; // that would be pte_none
       EXPECT_FALSE(pte_present(e));
       EXPECT_TRUE(is_swap_pte(e));
       swp_entry_t back = pte_to_swp_entry(e);
@@ -59,7 +60,8 @@ TEST(EntryTest, SwapEntriesRoundTrip) {
 TEST(EntryTest, PmdLeafAndTable) {
   pmd_t leaf = pfn_pmd(512, pgprot_t{_PAGE_PRESENT | _PAGE_USER});
   EXPECT_TRUE(pmd_leaf(leaf));
-  EXPECT_TRUE(pmd_present(pmd_mkinvalid(leaf)));  // a splitting PMD is still "present"
+  EXPECT_TRUE(
+      pmd_present(pmd_mkinvalid(leaf))); // a splitting PMD is still "present"
   pmd_t table = mk_table_pmd(99);
   EXPECT_FALSE(pmd_leaf(table));
   EXPECT_FALSE(pmd_bad(table));
@@ -69,9 +71,9 @@ TEST(EntryTest, PmdLeafAndTable) {
 class PgtableTest : public MmTest {};
 
 TEST_F(PgtableTest, TablesAreCountedAndFreed) {
-  Mm* mm = p->mm();
+  Mm *mm = p->mm();
   long base = p->pgtables_bytes();
-  EXPECT_EQ(base, static_cast<long>(PAGE_SIZE));  // the PGD
+  EXPECT_EQ(base, static_cast<long>(PAGE_SIZE)); // the PGD
   uint64_t a = map_aligned(PMD_SIZE * 2);
   ASSERT_TRUE(p->fill(a, 1, 1).ok());
   ASSERT_TRUE(p->fill(a + PMD_SIZE, 1, 1).ok());
@@ -85,29 +87,37 @@ TEST_F(PgtableTest, TablesAreCountedAndFreed) {
 TEST_F(PgtableTest, FolioPteBatchStopsAtBitsAndFolioEnd) {
   enable_order_kb(64);
   uint64_t a = map_aligned(128 * 1024, 64 * 1024);
-  ASSERT_TRUE(p->fill(a, 1, 128 * 1024).ok());  // two 64K folios
-  Mm* mm = p->mm();
-  mmap_read_lock(mm);
-  pmd_t* pmd = mm_find_pmd(mm, a);
-  ASSERT_TRUE(pmd);
-  pte_t* pte = pte_offset(mm->phys, pmdp_get(pmd), a);
-  Folio* f = page_folio(mm->phys->pfn_to_page(pte_pfn(ptep_get(pte))));
-  ASSERT_EQ(folio_order(f), 4u);
-  EXPECT_EQ(folio_pte_batch(f, pte, ptep_get(pte), 32), 16u);  // never crosses the folio
-  EXPECT_EQ(folio_pte_batch(f, pte, ptep_get(pte), 5), 5u);    // never beyond max_nr
-  // Write-protect one entry: without FPB_RESPECT_WRITE it still batches; with it, it stops.
-  wrprotect_ptes(mm, a + 6 * PAGE_SIZE, pte + 6, 1);
-  EXPECT_EQ(folio_pte_batch(f, pte, ptep_get(pte), 16), 16u);
-  pte_t first = ptep_get(pte);
-  EXPECT_EQ(folio_pte_batch_flags(f, nullptr, pte, &first, 16, FPB_RESPECT_WRITE), 6u);
-  // Merging reports a writable batch when any entry is writable.
-  pte_t ro = pte_wrprotect(ptep_get(pte + 6));
-  EXPECT_EQ(folio_pte_batch_flags(f, nullptr, pte + 6, &ro, 10, FPB_MERGE_WRITE), 10u);
-  EXPECT_TRUE(pte_write(ro));
-  mmap_read_unlock(mm);
+  ASSERT_TRUE(p->fill(a, 1, 128 * 1024).ok()); // two 64K folios
+  Mm *mm = p->mm();
+  {
+    ReadGuard guard(&mm->mmap_lock);
+    pmd_t *pmd = mm_find_pmd(mm, a);
+    ASSERT_TRUE(pmd);
+    pte_t *pte = pte_offset(mm->phys, pmdp_get(pmd), a);
+    Folio *f = page_folio(mm->phys->pfn_to_page(pte_pfn(ptep_get(pte))));
+    ASSERT_EQ(folio_order(f), 4u);
+    EXPECT_EQ(folio_pte_batch(f, pte, ptep_get(pte), 32),
+              16u); // never crosses the folio
+    EXPECT_EQ(folio_pte_batch(f, pte, ptep_get(pte), 5),
+              5u); // never beyond max_nr
+    // Write-protect one entry: without FPB_RESPECT_WRITE it still batches; with
+    // it, it stops.
+    wrprotect_ptes(mm, a + 6 * PAGE_SIZE, pte + 6, 1);
+    EXPECT_EQ(folio_pte_batch(f, pte, ptep_get(pte), 16), 16u);
+    pte_t first = ptep_get(pte);
+    EXPECT_EQ(
+        folio_pte_batch_flags(f, nullptr, pte, &first, 16, FPB_RESPECT_WRITE),
+        6u);
+    // Merging reports a writable batch when any entry is writable.
+    pte_t ro = pte_wrprotect(ptep_get(pte + 6));
+    EXPECT_EQ(
+        folio_pte_batch_flags(f, nullptr, pte + 6, &ro, 10, FPB_MERGE_WRITE),
+        10u);
+    EXPECT_TRUE(pte_write(ro));
+  }
   // Put the bit back so the checker sees a consistent, exclusive page.
   ASSERT_TRUE(p->fill(a + 6 * PAGE_SIZE, 1, 1).ok());
 }
 
-}  // namespace
-}  // namespace mmlab::test
+} // namespace
+} // namespace mmlab::test
