@@ -18,6 +18,13 @@ struct Kernel;
 struct Mm;
 class Process;
 
+// What kind of file system a file behaves as (scenario `fs=CLASS`): shmem
+// (memfd/tmpfs, the default), hugetlbfs, or one that tracks dirty pages for
+// writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
+enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
+const char* fs_class_name(FsClass c);
+bool fs_class_from_name(const std::string& name, FsClass* out);
+
 struct SystemConfig {
   uint64_t ram_bytes = 4ull << 30;  // simulated RAM (default 4 GiB, touched lazily)
   uint64_t movable_bytes = 0;       // ZONE_MOVABLE share (top of RAM); default none
@@ -64,6 +71,24 @@ class System {
   void reset_counters();
   std::string vmstat_text() const;  // /proc/vmstat format
 
+  // ---- files (memfd/tmpfs, hugetlbfs, ext4-class): fds are small integers ----
+  // A file of `size` bytes, fully allocated (its page cache populated, zeroed).
+  // hugetlb_shift 21 or 30 makes a hugetlbfs file (fs must be kHugetlbfs or
+  // kShmem, which then means hugetlbfs). Returns the fd or -errno.
+  int create_file(uint64_t size, FsClass fs = FsClass::kShmem, unsigned hugetlb_shift = 0,
+                  const std::string& name = "");
+  // pread/pwrite on the file (through its page cache); bytes or -errno.
+  long file_pread(int fd, uint64_t off, void* buf, uint64_t len);
+  long file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len);
+  int close_file(int fd);  // drop the System's reference; mappings keep the file alive
+
+  // ---- swap ----
+  // Add an in-memory swap device of `bytes` (none by default). 0 or -errno.
+  int add_swap(uint64_t bytes);
+  // Run the model's shrinkers once (the deferred-split queue); returns the
+  // number of folios split. Nothing splits behind a caller's back otherwise.
+  long run_shrinkers();
+
   // The invariant checker over the whole system (linux-mm-semantics.md §15).
   // With processes gone, it also proves that nothing leaked.
   CheckReport check() const;
@@ -104,6 +129,13 @@ class Process {
   // Tear the address space down; the Process object stays (as a zombie) until the System ends.
   void exit();
   bool exited() const { return mm_ == nullptr; }
+  // mmap of a file (fd from System::create_file) at byte offset `off`.
+  long mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off = 0);
+  // fork(): a child with a copy of this address space (copy_page_range
+  // semantics). nullptr if memory ran out (-ENOMEM) or this process exited.
+  Process* fork(const std::string& child_name = "");
+  // Writing 4 to /proc/PID/clear_refs: clear soft-dirty bits and write-protect.
+  void clear_soft_dirty();
 
   // The process's CPU: loads and stores that walk the page tables, fault as
   // needed and move real bytes. The result names the signal, if any.

@@ -97,6 +97,15 @@ void folio_add_lru(Folio* folio);
 vm_fault_t do_wp_page(VmFault* vmf);
 bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma);
 
+// fault/filemap.cpp: faults on file-backed and shmem VMAs (do_read_fault,
+// do_cow_fault, do_shared_fault) and write faults on shared mappings.
+vm_fault_t do_fault(VmFault* vmf);
+vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio);  // PTL held on entry, released
+// fault/swap.cpp
+vm_fault_t do_swap_page(VmFault* vmf);
+// fault/hugetlb.cpp
+vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags);
+
 // Pick the order a write-protect copy allocates (cow.policy); order 0 for `base`.
 unsigned wp_copy_order(VmFault* vmf, Folio* old_folio);
 

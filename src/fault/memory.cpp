@@ -199,7 +199,11 @@ bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma) {
     // v6.15+: reuse only if every reference is a mapping, all in this mm.
     if (folio_large_mapcount(folio) <= 1) return false;  // copy the page, let the folio go
     if (folio_maybe_mapped_shared(folio)) return false;
-    if (folio_test_swapcache(folio)) return false;  // swap cache arrives with swap support
+    if (folio_test_swapcache(folio)) {
+      if (!folio_trylock(folio)) return false;
+      folio_free_swap(folio);
+      folio_unlock(folio);
+    }
     if (folio_large_mapcount(folio) != folio_ref_count(folio)) return false;
     return true;
   }
@@ -207,6 +211,7 @@ bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma) {
   int swapref = folio_test_swapcache(folio) ? 1 : 0;
   if (folio_ref_count(folio) > 1 + swapref) return false;
   if (!folio_trylock(folio)) return false;
+  if (folio_test_swapcache(folio)) folio_free_swap(folio);
   if (folio_ref_count(folio) != 1) {
     folio_unlock(folio);
     return false;
@@ -302,14 +307,7 @@ vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   vmf->page = vm_normal_page(vma, vmf->address, vmf->orig_pte);
   Folio* folio = vmf->page ? page_folio(vmf->page) : nullptr;
 
-  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) {
-    // Shared mappings never CoW: make the entry writable and dirty (wp_page_shared).
-    pte_t entry = maybe_mkwrite(pte_mkdirty(pte_mkyoung(vmf->orig_pte)), vma);
-    entry_set(vmf->pte, entry);
-    vmf->ptl->unlock();
-    if (folio) folio_set_dirty(folio);
-    return 0;
-  }
+  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) return wp_page_shared(vmf, folio);  // shared mappings never CoW
   if (folio && folio_test_anon(folio) &&
       (PageAnonExclusive(vmf->page) || wp_can_reuse_anon_folio(folio, vma))) {
     if (!PageAnonExclusive(vmf->page)) SetPageAnonExclusive(vmf->page);
@@ -337,14 +335,8 @@ static vm_fault_t handle_pte_fault(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     vmf->orig_pte = ptep_get(vmf->pte);
     if (pte_none(vmf->orig_pte)) vmf->pte = nullptr;
   }
-  if (!vmf->pte) {
-    if (vma_is_anonymous(vmf->vma)) return do_anonymous_page(vmf);
-    return VM_FAULT_SIGBUS;  // file faults arrive with file-backed memory
-  }
-  if (!pte_present(vmf->orig_pte)) {
-    // Swap, migration and marker entries arrive with swap support.
-    return VM_FAULT_SIGBUS;
-  }
+  if (!vmf->pte) return vma_is_anonymous(vmf->vma) ? do_anonymous_page(vmf) : do_fault(vmf);  // do_pte_missing
+  if (!pte_present(vmf->orig_pte)) return do_swap_page(vmf);
   if (!pte_lock_if_unchanged(mm, vmf->pmd, pmdval, &vmf->ptl)) return 0;
   pte_t entry = ptep_get(vmf->pte);
   if (!(entry == vmf->orig_pte)) {
@@ -403,6 +395,7 @@ vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
     if (!(vma->vm_flags & VM_WRITE) && !is_cow_mapping(vma->vm_flags)) return VM_FAULT_SIGSEGV;
   }
   mm->stats->count(VmStat::pgfault);
+  if (is_vm_hugetlb_page(vma)) return hugetlb_fault(vma, address, flags);
   return __handle_mm_fault(vma, address, flags);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "mm/mm.h"
 
@@ -127,5 +128,36 @@ class AnonVmaWriteLock {
 void get_anon_vma(AnonVma* av);
 void put_anon_vma(AnonVma* av);
 // ==== END vma-layer helpers ====
+
+// ---- layers of issue 3: each function's owner is named ----
+struct File;
+struct VmFault;
+
+// mm/mmap.c for files: attach `file` to a new VMA (file->f_op->mmap): shmem,
+// ext4-class and hugetlbfs checks; 0 or -errno (fault/filemap.cpp).
+int file_mmap_prepare(File* file, Vma* vma);
+// shmem_zero_setup: the shmem file behind a MAP_SHARED|MAP_ANONYMOUS mapping (fault/filemap.cpp).
+std::shared_ptr<File> shmem_zero_setup(Kernel* k, uint64_t len);
+std::shared_ptr<File> file_get(Kernel* k, int fd);  // nullptr if no such fd (fault/filemap.cpp)
+
+// fault/swap.cpp: swap entries in the zap and fork paths.
+// Zap the non-present entries starting at pte (swap entries, migration
+// entries, markers); returns how many it consumed (>= 1).
+unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr);
+// fork: copy one non-present PTE (swap_duplicate, clear the exclusive marker
+// in the source). Returns 0 or -ENOMEM.
+int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
+// Drop the swap-cache reference of a folio whose swap slots nobody uses any more.
+bool folio_free_swap(Folio* folio);
+// MADV_PAGEOUT of [start, end) in vma (madvise_pageout); without swap, nothing happens.
+void madvise_pageout_range(Vma* vma, uint64_t start, uint64_t end);
+
+// fault/hugetlb.cpp
+std::shared_ptr<File> hugetlb_file_setup(Kernel* k, uint64_t len, unsigned huge_shift, int* err);
+void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end);
+int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma);
+int hugetlb_sysfs_write(Kernel* k, const std::string& path, const std::string& value);  // -ENOENT if not a hugetlb path
+int hugetlb_sysfs_read(Kernel* k, const std::string& path, std::string* out);
+inline bool is_vm_hugetlb_page(const Vma* vma) { return vma->vm_flags & VM_HUGETLB; }
 
 }  // namespace mmlab

@@ -17,7 +17,13 @@ namespace mmlab {
 
 struct Mm;
 
+struct FileTable;     // mm/file.h (page cache, files)
+struct SwapState;     // fault/swap.h (swap devices, swap cache)
+struct HugetlbState;  // fault/hugetlb.h (hugetlb pools)
+
 struct Kernel {
+  Kernel();
+  ~Kernel();
   std::unique_ptr<Stats> stats;
   std::unique_ptr<PhysMem> phys;
   Settings settings;
@@ -41,6 +47,10 @@ struct Kernel {
   // for the underused shrinker), linked by set membership.
   std::mutex split_queue_lock;
   std::set<Folio*> split_queue;  // protected by split_queue_lock
+
+  std::unique_ptr<FileTable> files;
+  std::unique_ptr<SwapState> swap;
+  std::unique_ptr<HugetlbState> hugetlb;
 };
 
 }  // namespace mmlab

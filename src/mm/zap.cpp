@@ -64,8 +64,7 @@ void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) NO_THREAD_
       nr = zap_present_ptes(vma, pte, ptent, addr, max_nr, &batch);
       flush = true;
     } else {
-      // Swap and migration entries arrive with swap support; markers are dropped.
-      ptep_get_and_clear(mm, addr, pte);
+      nr = zap_nonpresent_ptes(vma, pte, ptent, addr, max_nr);
     }
     pte += nr;
     addr += nr * PAGE_SIZE;
@@ -96,6 +95,10 @@ void zap_vma_range(Vma* vma, uint64_t start, uint64_t end) {
   Mm* mm = vma->vm_mm;
   start = std::max(start, vma->vm_start);
   end = std::min(end, vma->vm_end);
+  if (is_vm_hugetlb_page(vma)) {
+    unmap_hugepage_range(vma, start, end);
+    return;
+  }
   for (uint64_t addr = start, next; addr < end; addr = next) {
     next = pud_addr_end(addr, end);
     pud_t* pud = mm_find_pud(mm, addr);

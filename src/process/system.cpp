@@ -70,6 +70,8 @@ std::vector<Process*> System::processes() const {
 }
 
 int System::sysfs_write(const std::string& path, const std::string& value) {
+  int r = hugetlb_sysfs_write(k_.get(), path, value);
+  if (r != -ENOENT) return r;
   return settings_write(k_->settings, path, value);
 }
 
@@ -90,6 +92,8 @@ int System::sysfs_read(const std::string& path, std::string* value) const {
       return -ENOENT;
     }
   }
+  int r = hugetlb_sysfs_read(k_.get(), path, value);
+  if (r != -ENOENT) return r;
   return settings_read(k_->settings, path, value);
 }
 

@@ -1,0 +1,10 @@
+#include "mm/file.h"
+
+#include "fault/hugetlb.h"
+
+namespace mmlab {
+
+File::File() = default;
+File::~File() = default;
+
+}  // namespace mmlab

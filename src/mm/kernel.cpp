@@ -1,0 +1,14 @@
+#include "mm/kernel.h"
+
+#include "fault/hugetlb.h"
+#include "fault/swap.h"
+#include "mm/file.h"
+
+namespace mmlab {
+
+Kernel::Kernel()
+    : files(std::make_unique<FileTable>()), swap(std::make_unique<SwapState>()), hugetlb(std::make_unique<HugetlbState>()) {}
+
+Kernel::~Kernel() = default;
+
+}  // namespace mmlab
