@@ -4,6 +4,7 @@
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mmlab/system.h"
 
 namespace mmlab {
 

@@ -3,6 +3,7 @@
 #include "fault/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mmlab/system.h"
 
 namespace mmlab {
 
