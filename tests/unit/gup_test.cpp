@@ -1,0 +1,388 @@
+// get_user_pages: entry points, flag validation, accounting, the variants'
+// counter facts, a differential test of every variant against legacy,
+// GUP-fast, FOLL_DUMP, FOLL_LONGTERM migration, and races.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gup/gup.h"
+#include "mm/kernel.h"
+#include "test_util.h"
+
+namespace mmlab::test {
+namespace {
+
+class GupTest : public MmTest {
+ protected:
+  GupTest() { ram_bytes = 768ull << 20; }
+  void tune(const char* key, const char* v) { ASSERT_EQ(sys->tune(key, v), 0) << key << "=" << v; }
+  int64_t ctr(const char* n) { return sys->counter(n); }
+  Mm* mm() { return p->mm(); }
+  // pin_user_pages under the mmap read lock, as gup_test -L does.
+  long pin(uint64_t a, long n, unsigned flags, std::vector<Page*>& pages) NO_THREAD_SAFETY_ANALYSIS {
+    pages.assign(static_cast<size_t>(std::max<long>(n, 1)), nullptr);
+    mmap_read_lock(mm());
+    long r = pin_user_pages(mm(), a, n, flags, pages.data());
+    mmap_read_unlock(mm());
+    return r;
+  }
+  long get(uint64_t a, long n, unsigned flags, std::vector<Page*>& pages) NO_THREAD_SAFETY_ANALYSIS {
+    pages.assign(static_cast<size_t>(std::max<long>(n, 1)), nullptr);
+    mmap_read_lock(mm());
+    long r = get_user_pages(mm(), a, n, flags, pages.data());
+    mmap_read_unlock(mm());
+    return r;
+  }
+  void put_all(std::vector<Page*>& pages, long n) {
+    for (long i = 0; i < n; i++) put_page(pages[static_cast<size_t>(i)]);
+  }
+};
+
+TEST_F(GupTest, InvalidArgumentsPerEntryPoint) {
+  uint64_t a = map_aligned(PAGE_SIZE * 4, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, 4 * PAGE_SIZE).ok());
+  std::vector<Page*> pg(4);
+  EXPECT_EQ(get(a, 1, FOLL_TOUCH, pg), -EINVAL);     // an internal flag from the caller
+  EXPECT_EQ(pin(a, 1, FOLL_TOUCH, pg), 0);            // pin_user_pages says 0, not an errno
+  EXPECT_EQ(pin(a, 1, FOLL_GET, pg), 0);              // GET with PIN
+  EXPECT_EQ(get(a, 1, FOLL_LONGTERM, pg), -EINVAL);   // LONGTERM without PIN
+  EXPECT_EQ(get_user_pages_fast(mm(), a, 1, 0, nullptr), -EINVAL);  // GET without pages
+  EXPECT_EQ(pin_user_pages_fast(mm(), a, 1, 0, nullptr), -EINVAL);
+  EXPECT_EQ(pin_user_pages_unlocked(mm(), a, 1, nullptr, 0), 0);
+  EXPECT_EQ(get_user_pages_fast(mm(), a, 1, FOLL_SPLIT_PMD, pg.data()), -EINVAL);  // not a fast-path flag
+  EXPECT_EQ(get(a - PAGE_SIZE, 1, 0, pg), -EFAULT);  // no VMA
+}
+
+TEST_F(GupTest, PinAccountingSmallLargeAndZeroPage) {
+  enable_order_kb(64);
+  uint64_t a = map_aligned(128 * 1024, 64 * 1024);
+  ASSERT_TRUE(p->fill(a, 1, 64 * 1024).ok());  // one 64K folio; the next 64K stays unpopulated
+  std::vector<Page*> pg;
+  ASSERT_EQ(pin(a, 16, 0, pg), 16);
+  Folio* f = page_folio(pg[0]);
+  EXPECT_EQ(folio_order(f), 4u);
+  EXPECT_EQ(folio_pincount(f), 16);
+  EXPECT_EQ(folio_ref_count(f), 32);  // 16 mappings + 16 pins
+  EXPECT_TRUE(folio_maybe_dma_pinned(f));
+  EXPECT_TRUE(mm()->test_flag(MMF_HAS_PINNED));
+  EXPECT_EQ(sys->vmstat("nr_foll_pin_acquired"), 16);
+  unpin_user_pages(pg.data(), 16);
+  EXPECT_EQ(folio_pincount(f), 0);
+  EXPECT_EQ(folio_ref_count(f), 16);
+  EXPECT_EQ(sys->vmstat("nr_foll_pin_released"), 16);
+
+  set("transparent_hugepage/hugepages-64kB/enabled", "never");
+  uint64_t b = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(b, 1, 1).ok());
+  ASSERT_EQ(pin(b, 1, 0, pg), 1);
+  EXPECT_EQ(folio_ref_count(page_folio(pg[0])), 1 + GUP_PIN_COUNTING_BIAS);
+  EXPECT_TRUE(folio_maybe_dma_pinned(page_folio(pg[0])));
+  unpin_user_page(pg[0]);
+
+  uint64_t z = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  expect_bytes(p, z, 1, 0);  // the zero page
+  int zref = folio_ref_count(page_folio(sys->kernel()->phys->zero_page()));
+  ASSERT_EQ(pin(z, 1, 0, pg), 1);
+  EXPECT_EQ(pg[0], sys->kernel()->phys->zero_page());
+  EXPECT_EQ(folio_ref_count(page_folio(pg[0])), zref);  // pins of the zero page are not accounted
+  unpin_user_page(pg[0]);
+  ASSERT_EQ(get(z, 1, 0, pg), 1);  // FOLL_GET does take a reference
+  EXPECT_EQ(folio_ref_count(page_folio(pg[0])), zref + 1);
+  put_page(pg[0]);
+}
+
+// The counter facts of gup-batch-follow-page-mask v5.
+TEST_F(GupTest, LegacyDescendsPerPageWalkPerTable) {
+  const long n = 65536;
+  uint64_t a = map_aligned(n * PAGE_SIZE);
+  ASSERT_EQ(p->madvise(a, n * PAGE_SIZE, MADV_POPULATE_WRITE), 0);
+  std::vector<Page*> pg;
+  for (const char* w : {"legacy", "walk"}) {
+    tune("gup.walk", w);
+    sys->reset_counters();
+    ASSERT_EQ(pin(a, n, FOLL_LONGTERM, pg), n);
+    long expect = std::string(w) == "legacy" ? n : n / 512;
+    EXPECT_EQ(ctr("gup.descents"), expect) << w;
+    EXPECT_EQ(ctr("gup.pte_lock"), expect) << w;
+    EXPECT_EQ(ctr("gup.grab"), n) << w;
+    EXPECT_EQ(ctr("gup.cache_flush"), n) << w;
+    unpin_user_pages(pg.data(), n);
+  }
+}
+
+TEST_F(GupTest, BatchGrabsOncePerMthp) {
+  const long n = 65536;
+  enable_order_kb(64);
+  set("transparent_hugepage/hugepages-2048kB/enabled", "never");
+  uint64_t a = map_aligned(n * PAGE_SIZE);
+  ASSERT_EQ(p->madvise(a, n * PAGE_SIZE, MADV_POPULATE_WRITE), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "anon_fault_alloc"), n / 16);
+  std::vector<Page*> pg;
+  for (const char* w : {"walk", "batch", "batch-ro"}) {
+    tune("gup.walk", w);
+    sys->reset_counters();
+    ASSERT_EQ(pin(a, n, FOLL_LONGTERM, pg), n);
+    EXPECT_EQ(ctr("gup.grab"), std::string(w) == "walk" ? n : n / 16) << w;
+    unpin_user_pages(pg.data(), n);
+  }
+}
+
+TEST_F(GupTest, MarkAccessedOncePerRun) {
+  enable_order_kb(64);
+  set("transparent_hugepage/hugepages-2048kB/enabled", "never");
+  uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_POPULATE_WRITE), 0);
+  std::vector<Page*> pg;
+  const long n = 512;
+  struct Case {
+    const char* walk;
+    bool pin;
+    int64_t expect;
+  } cases[] = {{"walk", false, 512}, {"batch", false, 32}, {"walk", true, 0}, {"batch", true, 0}};
+  for (auto& c : cases) {
+    tune("gup.walk", c.walk);
+    sys->reset_counters();
+    if (c.pin) {
+      ASSERT_EQ(pin(a, n, 0, pg), n);
+      unpin_user_pages(pg.data(), n);
+    } else {
+      ASSERT_EQ(get(a, n, 0, pg), n);
+      put_all(pg, n);
+    }
+    EXPECT_EQ(ctr("gup.mark_accessed"), c.expect) << c.walk << (c.pin ? " pin" : " get");
+  }
+}
+
+TEST_F(GupTest, BatchLeavesFreshMthpReferencedButInactive) {
+  enable_order_kb(64);
+  uint64_t a = map_aligned(64 * 1024, 64 * 1024);
+  ASSERT_EQ(p->madvise(a, 64 * 1024, MADV_POPULATE_WRITE), 0);
+  std::vector<Page*> pg;
+  Folio* f = nullptr;
+  for (const char* w : {"walk", "batch"}) {
+    tune("gup.walk", w);
+    ASSERT_EQ(get(a, 16, 0, pg), 16);
+    f = page_folio(pg[0]);
+    bool walk = std::string(w) == "walk";
+    EXPECT_EQ(folio_test_active(f), walk) << w;  // per page: the second call activates
+    EXPECT_TRUE(folio_test_referenced(f)) << w;  // once per run: referenced but inactive
+    put_all(pg, 16);
+    folio_clear_active(f);
+    folio_clear_referenced(f);
+  }
+}
+
+TEST_F(GupTest, HugeLeavesOneGrabPerCallExceptV65) {
+  uint64_t a = map_aligned(2 * PMD_SIZE);
+  ASSERT_EQ(p->madvise(a, 2 * PMD_SIZE, MADV_HUGEPAGE), 0);
+  ASSERT_EQ(p->madvise(a, 2 * PMD_SIZE, MADV_POPULATE_WRITE), 0);
+  std::vector<Page*> pg;
+  struct Case {
+    const char* walk;
+    int64_t descents, grabs;
+  } cases[] = {{"v6.5", 1024, 1024}, {"legacy", 2, 4}, {"walk", 2, 2}, {"batch", 2, 2}};
+  for (auto& c : cases) {
+    tune("gup.walk", c.walk);
+    sys->reset_counters();
+    ASSERT_EQ(pin(a, 1024, FOLL_LONGTERM, pg), 1024);
+    EXPECT_EQ(ctr("gup.descents"), c.descents) << c.walk;
+    EXPECT_EQ(ctr("gup.grab"), c.grabs) << c.walk;
+    EXPECT_EQ(folio_pincount(page_folio(pg[0])), 512);
+    for (long i = 0; i < 1024; i++) EXPECT_EQ(pg[static_cast<size_t>(i)], pg[static_cast<size_t>(i - i % 512)] + (i % 512)) << i;
+    unpin_user_pages(pg.data(), 1024);
+  }
+}
+
+// Every variant returns the same pages, references, pins and errors as legacy.
+TEST_F(GupTest, DifferentialAgainstLegacy) {
+  std::mt19937 rng(12345);
+  // A mixed layout: base pages, each mTHP size, PMD THP, the zero page, holes, a PROT_NONE VMA.
+  for (unsigned kb : {16, 32, 64, 128, 256, 512, 1024}) enable_order_kb(kb, "never");
+  uint64_t a = map_aligned(16 * PMD_SIZE);
+  ASSERT_EQ(p->madvise(a + 4 * PMD_SIZE, 2 * PMD_SIZE, MADV_HUGEPAGE), 0);
+  const unsigned sizes[] = {0, 16, 32, 64, 128, 256, 512, 1024};
+  for (unsigned chunk = 0; chunk < 16; chunk++) {
+    uint64_t base = a + chunk * PMD_SIZE;
+    if (chunk == 4 || chunk == 5) {
+      ASSERT_TRUE(p->fill(base, 0x40 + chunk, PMD_SIZE).ok());  // PMD THP
+      continue;
+    }
+    unsigned kb = sizes[chunk % 8];
+    if (kb) enable_order_kb(kb, "always");
+    for (uint64_t off = 0; off < PMD_SIZE; off += PAGE_SIZE) {
+      unsigned r = rng() % 8;
+      if (r == 0) continue;                                  // hole
+      if (r == 1) expect_bytes(p, base + off, 1, 0);         // zero page (or part of a folio)
+      else ASSERT_TRUE(p->fill(base + off, static_cast<uint8_t>(off >> 12), 1).ok());
+    }
+    if (kb) enable_order_kb(kb, "never");
+  }
+  ASSERT_EQ(p->madvise(a + 9 * PMD_SIZE + 64 * PAGE_SIZE, 32 * PAGE_SIZE, MADV_DONTNEED), 0);
+  ASSERT_EQ(p->mprotect(a + 12 * PMD_SIZE, PMD_SIZE, PROT_NONE), 0);  // a failure in the middle
+
+  struct Result {
+    long ret;
+    std::vector<Page*> pages;
+    std::map<Folio*, std::pair<int, int>> folios;  // refcount, pincount while held
+  };
+  auto run = [&](const char* walk, uint64_t start, long n, bool use_pin, unsigned flags) {
+    tune("gup.walk", walk);
+    Result r;
+    std::vector<Page*> pg;
+    r.ret = use_pin ? pin(start, n, flags, pg) : get(start, n, flags, pg);
+    for (long i = 0; i < r.ret; i++) {
+      r.pages.push_back(pg[static_cast<size_t>(i)]);
+      Folio* f = page_folio(pg[static_cast<size_t>(i)]);
+      r.folios[f] = {folio_ref_count(f), folio_pincount(f)};
+    }
+    if (r.ret > 0) {
+      if (use_pin) unpin_user_pages(pg.data(), r.ret);
+      else put_all(pg, r.ret);
+    }
+    return r;
+  };
+  for (int iter = 0; iter < 200; iter++) {
+    uint64_t start = a + (rng() % (16 * 512)) * PAGE_SIZE;
+    long n = 1 + static_cast<long>(rng() % 1200);
+    n = std::min<long>(n, static_cast<long>((a + 16 * PMD_SIZE - start) >> PAGE_SHIFT));
+    bool use_pin = rng() % 2;
+    unsigned flags = (rng() % 3 == 0 ? FOLL_WRITE : 0) | (use_pin && rng() % 2 ? FOLL_LONGTERM : 0);
+    Result ref = run("legacy", start, n, use_pin, flags);
+    for (const char* w : {"v6.5", "walk", "batch", "batch-ro"}) {
+      Result got = run(w, start, n, use_pin, flags);
+      ASSERT_EQ(got.ret, ref.ret) << w << " iter " << iter;
+      ASSERT_EQ(got.pages, ref.pages) << w << " iter " << iter;
+      ASSERT_EQ(got.folios, ref.folios) << w << " iter " << iter;
+    }
+  }
+  ASSERT_EQ(p->mprotect(a + 12 * PMD_SIZE, PMD_SIZE, PROT_READ | PROT_WRITE), 0);
+}
+
+TEST_F(GupTest, FastLegacyAndBatchAgree) {
+  enable_order_kb(64);
+  uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_POPULATE_WRITE), 0);
+  std::vector<Page*> l(512), b(512);
+  tune("gup.fast", "legacy");
+  sys->reset_counters();
+  ASSERT_EQ(pin_user_pages_fast(mm(), a, 512, FOLL_WRITE | FOLL_LONGTERM, l.data()), 512);
+  EXPECT_EQ(ctr("gup.fast_speculative"), 512);
+  EXPECT_EQ(ctr("gup.fast_fallback"), 0);
+  tune("gup.fast", "batch");
+  sys->reset_counters();
+  ASSERT_EQ(pin_user_pages_fast(mm(), a, 512, FOLL_WRITE | FOLL_LONGTERM, b.data()), 512);
+  EXPECT_EQ(ctr("gup.fast_speculative"), 32);
+  EXPECT_EQ(l, b);
+  EXPECT_EQ(folio_pincount(page_folio(l[0])), 32);  // 16 from each call
+  unpin_user_pages(l.data(), 512);
+  unpin_user_pages(b.data(), 512);
+}
+
+TEST_F(GupTest, FastFallsBackForZeroPageAndFaults) {
+  uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  expect_bytes(p, a, 1, 0);  // zero page at a; a+4K..a+16K unpopulated
+  std::vector<Page*> pg(4);
+  sys->reset_counters();
+  ASSERT_EQ(get_user_pages_fast(mm(), a, 4, 0, pg.data()), 4);
+  EXPECT_EQ(ctr("gup.fast_fallback"), 1);
+  EXPECT_EQ(pg[0], sys->kernel()->phys->zero_page());  // the slow path returns it
+  for (auto* q : pg) put_page(q);
+  EXPECT_EQ(get_user_pages_fast_only(mm(), a + PAGE_SIZE, 1, 0, pg.data()), 0);  // zero page: never from GUP-fast
+}
+
+TEST_F(GupTest, WriteToReadOnlyMappingNeedsForceInCowMapping) {
+  uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 7, PAGE_SIZE).ok());
+  ASSERT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ), 0);
+  std::vector<Page*> pg;
+  EXPECT_EQ(get(a, 1, FOLL_WRITE, pg), -EFAULT);
+  ASSERT_EQ(get(a, 1, FOLL_WRITE | FOLL_FORCE, pg), 1);  // ptrace-style poke: the page is exclusive already
+  put_page(pg[0]);
+  // A PROT_NONE VMA is readable only with FOLL_FORCE.
+  ASSERT_EQ(p->mprotect(a, PAGE_SIZE, PROT_NONE), 0);
+  EXPECT_EQ(get(a, 1, 0, pg), -EFAULT);
+}
+
+TEST_F(GupTest, DumpReportsHoles) {
+  uint64_t a = map_aligned(3 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 3, 1).ok());
+  expect_bytes(p, a + PAGE_SIZE, 1, 0);  // zero page
+  Page* pg = get_dump_page(mm(), a);
+  ASSERT_TRUE(pg);
+  put_page(pg);
+  EXPECT_EQ(get_dump_page(mm(), a + PAGE_SIZE), nullptr);      // zero page: a hole
+  EXPECT_EQ(get_dump_page(mm(), a + 2 * PAGE_SIZE), nullptr);  // never touched: a hole, not faulted in
+  EXPECT_EQ(p->rss_anon(), 4096);
+}
+
+TEST_F(GupTest, NofaultAndPopulate) {
+  uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  std::vector<Page*> pg;
+  EXPECT_EQ(get(a, 1, FOLL_NOFAULT, pg), -EFAULT);
+  ASSERT_EQ(get(a, 2, FOLL_WRITE, pg), 2);  // faults them in
+  put_all(pg, 2);
+  EXPECT_EQ(p->rss_anon(), 8192);
+}
+
+class GupMovableTest : public GupTest {
+ protected:
+  void SetUp() override {
+    SystemConfig cfg;
+    cfg.ram_bytes = 256ull << 20;
+    cfg.movable_bytes = 128ull << 20;
+    sys = System::create(cfg);
+    ASSERT_TRUE(sys);
+    p = sys->new_process("test");
+  }
+};
+
+TEST_F(GupMovableTest, LongtermPinMigratesOutOfMovableZone) {
+  PhysMem* phys = sys->kernel()->phys.get();
+  uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 0x5c, 4 * PAGE_SIZE).ok());
+  pfn_t before = entry_at(a).pfn;
+  ASSERT_EQ(phys->page_zonenum(phys->pfn_to_page(before)), ZONE_MOVABLE);
+  std::vector<Page*> pg;
+  ASSERT_EQ(pin(a, 4, FOLL_LONGTERM, pg), 4);  // R/O long-term pin
+  for (auto* q : pg) EXPECT_EQ(phys->page_zonenum(q), ZONE_NORMAL);
+  EXPECT_NE(entry_at(a).pfn, before);
+  EXPECT_EQ(entry_at(a).pfn, phys->page_to_pfn(pg[0]));
+  EXPECT_EQ(sys->vmstat("pgmigrate_success"), 4);
+  expect_bytes(p, a, 4 * PAGE_SIZE, 0x5c);
+  unpin_user_pages(pg.data(), 4);
+  // A short-term pin does not migrate.
+  uint64_t b = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(b, 1, 1).ok());
+  ASSERT_EQ(pin(b, 1, 0, pg), 1);
+  EXPECT_EQ(phys->page_zonenum(pg[0]), ZONE_MOVABLE);
+  unpin_user_page(pg[0]);
+}
+
+TEST_F(GupTest, FastPinRacesWithDontneedAndMunmap) {
+  enable_order_kb(64);
+  uint64_t len = 4 * PMD_SIZE;
+  uint64_t a = map_aligned(len);
+  ASSERT_TRUE(p->fill(a, 1, len).ok());
+  tune("gup.fast", "batch");
+  std::atomic<bool> stop{false};
+  std::thread pinner([&] {
+    std::vector<Page*> pg(64);
+    for (int i = 0; i < 2000 && !stop; i++) {
+      uint64_t off = (static_cast<uint64_t>(i) * 37 % 512) * PAGE_SIZE;
+      long n = pin_user_pages_fast(p->mm(), a + off, 64, FOLL_WRITE | FOLL_LONGTERM, pg.data());
+      if (n > 0) unpin_user_pages(pg.data(), n);
+    }
+  });
+  for (int i = 0; i < 100; i++) {
+    EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_DONTNEED), 0);
+    ASSERT_TRUE(p->fill(a, 2, 64).ok());
+  }
+  stop = true;
+  pinner.join();
+}
+
+}  // namespace
+}  // namespace mmlab::test
