@@ -1,0 +1,109 @@
+// get_user_pages for users of the public API (the CLI, the scenario
+// interpreter): call a kernel entry point on a process and hold what it
+// returned until released, as a driver would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mmlab/system.h"
+
+namespace mmlab {
+
+struct Page;
+
+// FOLL_* values of v6.18 that callers may pass (internal flags are refused
+// by the entry points exactly as is_valid_gup_args() refuses them).
+namespace foll {
+inline constexpr unsigned WRITE = 1u << 0, GET = 1u << 1, DUMP = 1u << 2, FORCE = 1u << 3, NOWAIT = 1u << 4;
+inline constexpr unsigned NOFAULT = 1u << 5, HWPOISON = 1u << 6, ANON = 1u << 7, LONGTERM = 1u << 8;
+inline constexpr unsigned SPLIT_PMD = 1u << 9, PCI_P2PDMA = 1u << 10, INTERRUPTIBLE = 1u << 11;
+inline constexpr unsigned HONOR_NUMA_FAULT = 1u << 12;
+inline constexpr unsigned TOUCH = 1u << 16, PIN = 1u << 19;  // internal: for -F testing only
+}  // namespace foll
+
+// The kernel entry point a caller uses (GUP's semantics depend on it).
+enum class GupEntry : uint8_t {
+  kGetUserPages,         // caller holds mmap_lock (taken here for it); adds FOLL_TOUCH
+  kGetUserPagesFast,
+  kGetUserPagesFastOnly,
+  kGetUserPagesUnlocked,
+  kPinUserPages,         // caller holds mmap_lock; no FOLL_TOUCH; invalid arguments -> 0
+  kPinUserPagesFast,
+  kPinUserPagesUnlocked,
+};
+bool gup_entry_is_pin(GupEntry e);
+const char* gup_entry_name(GupEntry e);
+
+// What one GUP call holds: release exactly as taken (put_page per page for
+// the get entry points, unpin_user_pages batched per folio for pin).
+class GupPages {
+ public:
+  GupPages() = default;
+  ~GupPages() { release(); }
+  GupPages(const GupPages&) = delete;
+  GupPages& operator=(const GupPages&) = delete;
+  GupPages(GupPages&& o) noexcept { *this = std::move(o); }
+  GupPages& operator=(GupPages&& o) noexcept;
+
+  long count() const { return count_; }
+  bool pinned() const { return pin_; }
+  // Release; with dirty, unpin_user_pages_dirty_lock (pins) or mark dirty then put.
+  void release(bool dirty = false);
+  // Device access through the held pages (offsets from the first page).
+  // Returns 0, or -EFAULT beyond what is held.
+  int read(uint64_t off, void* buf, uint64_t len) const;
+  int write(uint64_t off, const void* buf, uint64_t len) const;
+  uint64_t pfn(long i) const;
+  // gup_test's untimed check: every folio maybe-DMA-pinned (and long-term pinnable).
+  bool all_maybe_dma_pinned() const;
+  bool all_longterm_pinnable() const;
+
+ private:
+  friend long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out);
+  std::vector<Page*> pages_;
+  long count_ = 0;
+  bool pin_ = false;
+};
+
+// Call entry point `e` on p's address space; the pages obtained are held in
+// *out (released first if it held any). Returns the entry point's value.
+long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out);
+
+// get_dump_page over [start, start+len): pages returned and holes.
+void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* holes);
+
+}  // namespace mmlab
+
+namespace mmlab {
+
+// mm/gup_test.c: the debugfs ioctls behind the gup_test tool.
+enum class GupTestCmd : uint8_t {
+  GUP_FAST_BENCHMARK = 1,
+  PIN_FAST_BENCHMARK = 2,
+  PIN_LONGTERM_BENCHMARK = 3,
+  GUP_BASIC_TEST = 4,
+  PIN_BASIC_TEST = 5,
+  DUMP_USER_PAGES_TEST = 6,
+};
+const char* gup_test_cmd_name(GupTestCmd c);
+inline constexpr unsigned GUP_TEST_FLAG_DUMP_PAGES_USE_PIN = 0x1;
+
+// struct gup_test.
+struct GupTestArgs {
+  double get_delta_usec = 0;  // out (fractional: the model's calls are short)
+  double put_delta_usec = 0;  // out
+  uint64_t addr = 0;
+  uint64_t size = 0;          // in: bytes requested; out: bytes covered
+  unsigned nr_pages_per_call = 1;
+  unsigned gup_flags = 0;
+  unsigned test_flags = 0;
+  unsigned which_pages[8] = {};  // 1-based page indices for the dump test
+  long check_failures = 0;    // out: pages that failed the untimed pinned-page check
+};
+
+// The ioctl handler: 0, or -errno (-EINVAL for a bad range, -ENOMEM).
+int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* args);
+
+}  // namespace mmlab

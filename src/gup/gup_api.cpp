@@ -1,0 +1,130 @@
+// The public face of GUP (include/mmlab/gup.h).
+#include "fault/user_copy.h"
+#include "gup/gup.h"
+#include "mm/kernel.h"
+#include "mmlab/gup.h"
+
+namespace mmlab {
+
+bool gup_entry_is_pin(GupEntry e) {
+  return e == GupEntry::kPinUserPages || e == GupEntry::kPinUserPagesFast || e == GupEntry::kPinUserPagesUnlocked;
+}
+
+const char* gup_entry_name(GupEntry e) {
+  static const char* n[] = {"get_user_pages",          "get_user_pages_fast", "get_user_pages_fast_only",
+                            "get_user_pages_unlocked", "pin_user_pages",      "pin_user_pages_fast",
+                            "pin_user_pages_unlocked"};
+  return n[static_cast<int>(e)];
+}
+
+GupPages& GupPages::operator=(GupPages&& o) noexcept {
+  release();
+  pages_ = std::move(o.pages_);
+  count_ = o.count_;
+  pin_ = o.pin_;
+  o.count_ = 0;
+  o.pages_.clear();
+  return *this;
+}
+
+void GupPages::release(bool dirty) {
+  if (count_ > 0) {
+    if (pin_) {
+      unpin_user_pages_dirty_lock(pages_.data(), count_, dirty);
+    } else {
+      for (long i = 0; i < count_; i++) {
+        if (dirty) folio_set_dirty(page_folio(pages_[static_cast<size_t>(i)]));
+        put_page(pages_[static_cast<size_t>(i)]);
+      }
+    }
+  }
+  count_ = 0;
+  pages_.clear();
+}
+
+template <typename Op>
+static int device_access(const std::vector<Page*>& pages, long count, uint64_t off, uint64_t len, Op&& op) {
+  if (off + len < off || off + len > static_cast<uint64_t>(count) * PAGE_SIZE) return -EFAULT;
+  uint64_t done = 0;
+  while (done < len) {
+    uint64_t cur = off + done;
+    Page* page = pages[cur >> PAGE_SHIFT];
+    uint64_t n = std::min(len - done, PAGE_SIZE - (cur & ~PAGE_MASK));
+    op(static_cast<uint8_t*>(PhysMem::of(page)->page_address(page)) + (cur & ~PAGE_MASK), done, n);
+    done += n;
+  }
+  return 0;
+}
+
+int GupPages::read(uint64_t off, void* buf, uint64_t len) const {
+  auto* out = static_cast<uint8_t*>(buf);
+  return device_access(pages_, count_, off, len, [&](uint8_t* frame, uint64_t d, uint64_t n) { user_memcpy(out + d, frame, n); });
+}
+
+int GupPages::write(uint64_t off, const void* buf, uint64_t len) const {
+  auto* in = static_cast<const uint8_t*>(buf);
+  return device_access(pages_, count_, off, len, [&](uint8_t* frame, uint64_t d, uint64_t n) { user_memcpy(frame, in + d, n); });
+}
+
+uint64_t GupPages::pfn(long i) const { return page_to_pfn(pages_[static_cast<size_t>(i)]); }
+
+bool GupPages::all_maybe_dma_pinned() const {
+  for (long i = 0; i < count_; i++) {
+    Page* pg = pages_[static_cast<size_t>(i)];
+    if (PhysMem::of(pg)->zero_page() == pg) continue;  // never accounted
+    if (!folio_maybe_dma_pinned(page_folio(pg))) return false;
+  }
+  return true;
+}
+
+bool GupPages::all_longterm_pinnable() const {
+  for (long i = 0; i < count_; i++) {
+    Page* pg = pages_[static_cast<size_t>(i)];
+    if (PhysMem::of(pg)->page_zonenum(pg) == ZONE_MOVABLE) return false;
+  }
+  return true;
+}
+
+long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) NO_THREAD_SAFETY_ANALYSIS {
+  out->release();
+  Mm* mm = p->mm();
+  if (!mm) return -ESRCH;
+  out->pages_.assign(static_cast<size_t>(std::max<long>(nr_pages, 1)), nullptr);
+  Page** pages = out->pages_.data();
+  long ret = 0;
+  switch (e) {
+    case GupEntry::kGetUserPages:  // the caller's mmap_read_lock, as a driver takes it
+      mmap_read_lock(mm);
+      ret = get_user_pages(mm, start, nr_pages, flags, pages);
+      mmap_read_unlock(mm);
+      break;
+    case GupEntry::kPinUserPages:
+      mmap_read_lock(mm);
+      ret = pin_user_pages(mm, start, nr_pages, flags, pages);
+      mmap_read_unlock(mm);
+      break;
+    case GupEntry::kGetUserPagesFast: ret = get_user_pages_fast(mm, start, nr_pages, flags, pages); break;
+    case GupEntry::kGetUserPagesFastOnly: ret = get_user_pages_fast_only(mm, start, nr_pages, flags, pages); break;
+    case GupEntry::kGetUserPagesUnlocked: ret = get_user_pages_unlocked(mm, start, nr_pages, pages, flags); break;
+    case GupEntry::kPinUserPagesFast: ret = pin_user_pages_fast(mm, start, nr_pages, flags, pages); break;
+    case GupEntry::kPinUserPagesUnlocked: ret = pin_user_pages_unlocked(mm, start, nr_pages, pages, flags); break;
+  }
+  out->count_ = ret > 0 ? ret : 0;
+  out->pin_ = gup_entry_is_pin(e);
+  return ret;
+}
+
+void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* holes) {
+  *pages = *holes = 0;
+  for (uint64_t a = start & PAGE_MASK; a < start + len; a += PAGE_SIZE) {
+    Page* pg = p->mm() ? get_dump_page(p->mm(), a) : nullptr;
+    if (pg) {
+      ++*pages;
+      put_page(pg);
+    } else {
+      ++*holes;
+    }
+  }
+}
+
+}  // namespace mmlab

@@ -1,0 +1,99 @@
+// mm/gup_test.c: the GUP benchmark and test ioctls, run in-process. The
+// loop, the timers, the release path and the untimed pinned-page check are
+// the kernel module's.
+#include <chrono>
+#include <vector>
+
+#include "gup/gup.h"
+#include "mm/kernel.h"
+#include "mmlab/gup.h"
+
+namespace mmlab {
+
+const char* gup_test_cmd_name(GupTestCmd c) {
+  switch (c) {
+    case GupTestCmd::GUP_FAST_BENCHMARK: return "GUP_FAST_BENCHMARK";
+    case GupTestCmd::PIN_FAST_BENCHMARK: return "PIN_FAST_BENCHMARK";
+    case GupTestCmd::PIN_LONGTERM_BENCHMARK: return "PIN_LONGTERM_BENCHMARK";
+    case GupTestCmd::GUP_BASIC_TEST: return "GUP_BASIC_TEST";
+    case GupTestCmd::PIN_BASIC_TEST: return "PIN_BASIC_TEST";
+    case GupTestCmd::DUMP_USER_PAGES_TEST: return "DUMP_USER_PAGES_TEST";
+  }
+  return "?";
+}
+
+namespace {
+
+bool cmd_pins(GupTestCmd cmd, unsigned test_flags) {
+  return cmd == GupTestCmd::PIN_FAST_BENCHMARK || cmd == GupTestCmd::PIN_LONGTERM_BENCHMARK ||
+         cmd == GupTestCmd::PIN_BASIC_TEST ||
+         (cmd == GupTestCmd::DUMP_USER_PAGES_TEST && (test_flags & GUP_TEST_FLAG_DUMP_PAGES_USE_PIN));
+}
+
+double usec_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = p->mm();
+  if (!mm) return -ESRCH;
+  if (gup->addr + gup->size < gup->addr || gup->addr + gup->size > TASK_SIZE) return -EINVAL;
+  long nr_pages = static_cast<long>(gup->size / PAGE_SIZE);
+  std::vector<Page*> pages(static_cast<size_t>(std::max<long>(nr_pages, 1)));
+  bool fast = cmd == GupTestCmd::GUP_FAST_BENCHMARK || cmd == GupTestCmd::PIN_FAST_BENCHMARK;
+  if (!fast) mmap_read_lock(mm);
+  unsigned flags = gup->gup_flags;
+  long i = 0;
+  uint64_t addr = gup->addr, end = gup->addr + gup->size;
+  auto t0 = std::chrono::steady_clock::now();
+  long nr = gup->nr_pages_per_call;
+  for (uint64_t next; addr < end; addr = next) {
+    if (nr != static_cast<long>(gup->nr_pages_per_call)) break;  // the previous call was short
+    next = addr + static_cast<uint64_t>(nr) * PAGE_SIZE;
+    if (next > end || next < addr) {
+      next = end;
+      nr = static_cast<long>((next - addr) / PAGE_SIZE);
+    }
+    Page** dst = pages.data() + i;
+    switch (cmd) {
+      case GupTestCmd::GUP_FAST_BENCHMARK: nr = get_user_pages_fast(mm, addr, nr, flags, dst); break;
+      case GupTestCmd::PIN_FAST_BENCHMARK: nr = pin_user_pages_fast(mm, addr, nr, flags, dst); break;
+      case GupTestCmd::GUP_BASIC_TEST: nr = get_user_pages(mm, addr, nr, flags, dst); break;
+      case GupTestCmd::PIN_BASIC_TEST: nr = pin_user_pages(mm, addr, nr, flags, dst); break;
+      case GupTestCmd::PIN_LONGTERM_BENCHMARK: nr = pin_user_pages(mm, addr, nr, flags | FOLL_LONGTERM, dst); break;
+      case GupTestCmd::DUMP_USER_PAGES_TEST:
+        nr = (gup->test_flags & GUP_TEST_FLAG_DUMP_PAGES_USE_PIN) ? pin_user_pages(mm, addr, nr, flags, dst)
+                                                                   : get_user_pages(mm, addr, nr, flags, dst);
+        break;
+    }
+    if (nr <= 0) break;
+    i += nr;
+  }
+  gup->get_delta_usec = usec_since(t0);
+  gup->size = addr - gup->addr;
+  long nr_got = i;
+  // The untimed check: pinned pages must look pinned (and long-term pinnable for -L).
+  gup->check_failures = 0;
+  if (cmd_pins(cmd, gup->test_flags)) {
+    for (long k = 0; k < nr_got; k++) {
+      Page* pg = pages[static_cast<size_t>(k)];
+      if (pg == mm->phys->zero_page()) continue;
+      bool ok = folio_maybe_dma_pinned(page_folio(pg));
+      if (cmd == GupTestCmd::PIN_LONGTERM_BENCHMARK) ok = ok && mm->phys->page_zonenum(pg) != ZONE_MOVABLE;
+      if (!ok) gup->check_failures++;
+    }
+  }
+  t0 = std::chrono::steady_clock::now();
+  if (cmd_pins(cmd, gup->test_flags)) {
+    unpin_user_pages(pages.data(), nr_got);
+  } else {
+    for (long k = 0; k < nr_got; k++) put_page(pages[static_cast<size_t>(k)]);
+  }
+  gup->put_delta_usec = usec_since(t0);
+  if (!fast) mmap_read_unlock(mm);
+  return 0;
+}
+
+}  // namespace mmlab

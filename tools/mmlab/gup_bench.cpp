@@ -1,0 +1,217 @@
+#include "gup_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "fmt/format.h"
+#include "mmlab/system.h"
+
+namespace mmlab::cli {
+namespace {
+
+GupTestCmd to_ioctl(GupCmd c) {
+  switch (c) {
+    case GupCmd::kGupFast: return GupTestCmd::GUP_FAST_BENCHMARK;
+    case GupCmd::kPinFast: return GupTestCmd::PIN_FAST_BENCHMARK;
+    case GupCmd::kPinLongterm: return GupTestCmd::PIN_LONGTERM_BENCHMARK;
+    case GupCmd::kGupBasic: return GupTestCmd::GUP_BASIC_TEST;
+    case GupCmd::kPinBasic: return GupTestCmd::PIN_BASIC_TEST;
+    case GupCmd::kDump: return GupTestCmd::DUMP_USER_PAGES_TEST;
+  }
+  return GupTestCmd::GUP_FAST_BENCHMARK;
+}
+
+bool is_benchmark(GupCmd c) { return c == GupCmd::kGupFast || c == GupCmd::kPinFast || c == GupCmd::kPinLongterm; }
+
+const char* const kCounters[] = {"gup.descents", "gup.pte_lock", "gup.pmd_lock", "gup.grab", "gup.mark_accessed",
+                                 "gup.cache_flush", "gup.fast_speculative", "gup.fast_fallback"};
+
+}  // namespace
+
+const char* gup_cmd_name(GupCmd c) { return gup_test_cmd_name(to_ioctl(c)); }
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line) {
+  SystemConfig sc;
+  sc.ram_bytes = round_up(cfg.size * 2 + (512ull << 20), 4ull << 20);
+  sc.prefault = true;  // the host's own first-touch faults stay out of the timings
+  int err = 0;
+  auto sys = System::create(sc, &err);
+  if (!sys) {
+    res->error = fmt::format("cannot create the model system: {}", errno_name(err));
+    return err;
+  }
+  for (auto& [k, v] : cfg.sysfs)
+    if (int e = sys->sysfs_write(k, v)) {
+      res->error = fmt::format("--sysfs {}={}: {}", k, v, errno_name(e));
+      return e;
+    }
+  for (auto& [k, v] : cfg.tune)
+    if (int e = sys->tune(k, v)) {
+      res->error = fmt::format("--tune {}={}: {}", k, v, errno_name(e));
+      return e;
+    }
+  for (auto& [k, v] : cfg.variants)
+    if (int e = sys->tune(k, v)) {
+      res->error = fmt::format("variant {}={}: {}", k, v, errno_name(e));
+      return e;
+    }
+  Process* p = sys->new_process("gup_test");
+  long addr;
+  if (cfg.hugetlb) {
+    sys->sysfs_write("hugepages/hugepages-2048kB/nr_hugepages", std::to_string(cfg.size / (2ull << 20) + 1));
+    addr = p->mmap(0, cfg.size, PROT_READ | PROT_WRITE, (cfg.shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_HUGETLB);
+  } else if (!cfg.file.empty()) {
+    FsClass fs = FsClass::kShmem;
+    auto colon = cfg.file.find(':');
+    if (colon != std::string::npos && !fs_class_from_name(cfg.file.substr(0, colon), &fs)) {
+      res->error = fmt::format("-f {}: unknown file-system class", cfg.file);
+      return -EINVAL;
+    }
+    int fd = sys->create_file(cfg.size, fs, 0, cfg.file);
+    if (fd < 0) {
+      res->error = fmt::format("-f {}: {}", cfg.file, errno_name(fd));
+      return fd;
+    }
+    addr = p->mmap_file(0, cfg.size, PROT_READ | PROT_WRITE, cfg.shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+  } else {
+    addr = p->mmap(0, cfg.size, PROT_READ | PROT_WRITE, (cfg.shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS);
+  }
+  if (addr < 0) {
+    res->error = fmt::format("mmap: {}", errno_name(static_cast<int>(addr)));
+    return static_cast<int>(addr);
+  }
+  if (cfg.thp > 0) (void)p->madvise(static_cast<uint64_t>(addr), cfg.size, MADV_HUGEPAGE);
+  if (cfg.thp < 0) (void)p->madvise(static_cast<uint64_t>(addr), cfg.size, MADV_NOHUGEPAGE);
+  // Pre-fault from "user space": one byte per base page.
+  for (uint64_t off = 0; off < cfg.size; off += PAGE_SIZE) {
+    uint8_t b = 1;
+    if (!p->write(static_cast<uint64_t>(addr) + off, &b, 1).ok()) {
+      res->error = "pre-faulting the region failed";
+      return -EFAULT;
+    }
+  }
+  // Model option: read-only PTEs over exclusive pages, so R/O pins meet read-only runs.
+  if (cfg.protect_read && p->mprotect(static_cast<uint64_t>(addr), cfg.size, PROT_READ)) {
+    res->error = "mprotect(PROT_READ) failed";
+    return -EINVAL;
+  }
+  res->region_pages = cfg.size / PAGE_SIZE;
+  for (unsigned o = 2; o <= 9; o++)
+    if (int64_t n = sys->mthp_stat(o, "anon_fault_alloc"); n > 0) res->folios_by_size[fmt::format("{}kB", 4u << o)] = n;
+
+  std::vector<std::pair<std::string, std::string>> variants = cfg.variants;
+  if (variants.empty()) variants.push_back({"", ""});
+  for (auto& [k, v] : variants) res->variants.push_back(k.empty() ? "" : k + "=" + v);
+  GupTestCmd cmd = to_ioctl(cfg.cmd);
+  long repeats = is_benchmark(cfg.cmd) ? cfg.repeats : 1;
+  for (long r = 0; r < repeats; r++) {
+    for (size_t vi = 0; vi < variants.size(); vi++) {  // variants interleaved per repeat
+      auto& [k, v] = variants[vi];
+      if (!k.empty()) sys->tune(k, v);
+      if (variants.size() > 1 && !cfg.quiet) line(fmt::format("# variant {}\n", res->variants[vi]));
+      sys->reset_counters();
+      std::vector<GupTestArgs> args(static_cast<size_t>(cfg.threads));
+      std::vector<int> rets(static_cast<size_t>(cfg.threads));
+      auto one = [&](long t) {
+        GupTestArgs& a = args[static_cast<size_t>(t)];
+        a.addr = static_cast<uint64_t>(addr);
+        a.size = cfg.size;
+        a.nr_pages_per_call = static_cast<unsigned>(cfg.nr_per_call);
+        a.gup_flags = cfg.gup_flags;
+        a.test_flags = cfg.dump_use_pin ? GUP_TEST_FLAG_DUMP_PAGES_USE_PIN : 0;
+        for (size_t w = 0; w < cfg.which_pages.size() && w < 8; w++) a.which_pages[w] = static_cast<unsigned>(cfg.which_pages[w] + 1);
+        rets[static_cast<size_t>(t)] = gup_test_ioctl(p, cmd, &a);
+      };
+      if (cfg.threads == 1) {
+        one(0);
+      } else {
+        std::vector<std::thread> ts;
+        for (long t = 0; t < cfg.threads; t++) ts.emplace_back(one, t);
+        for (auto& t : ts) t.join();
+      }
+      for (long t = 0; t < cfg.threads; t++) {
+        GupTestArgs& a = args[static_cast<size_t>(t)];
+        if (rets[static_cast<size_t>(t)]) {
+          res->error = fmt::format("ioctl: {}", errno_name(rets[static_cast<size_t>(t)]));
+          return rets[static_cast<size_t>(t)];
+        }
+        GupIteration it;
+        it.variant = res->variants[vi];
+        it.repeat = r;
+        it.thread = t;
+        it.get_us = a.get_delta_usec;
+        it.put_us = a.put_delta_usec;
+        it.size_done = a.size;
+        it.check_failures = a.check_failures;
+        for (const char* c : kCounters) it.counters[c] = sys->counter(c) / cfg.threads;
+        if (!cfg.quiet) {
+          if (is_benchmark(cfg.cmd)) {
+            std::string s = fmt::format("{}: Time: get:{} put:{} us", gup_test_cmd_name(cmd),
+                                        static_cast<uint64_t>(std::llround(a.get_delta_usec)),
+                                        static_cast<uint64_t>(std::llround(a.put_delta_usec)));
+            if (a.size != cfg.size) s += fmt::format(", truncated (size: {})", a.size);
+            line(s + "\n");
+          } else {
+            line(fmt::format("{}: done\n", gup_test_cmd_name(cmd)));
+            if (a.size != cfg.size) line(fmt::format("Truncated (size: {})\n", a.size));
+          }
+          if (a.check_failures) line(fmt::format("# {} pinned pages failed the maybe-DMA-pinned check\n", a.check_failures));
+        }
+        res->iters.push_back(it);
+      }
+    }
+  }
+  p->exit();
+  CheckReport rep = sys->check();
+  if (!rep.ok()) {
+    res->error = "invariant checker: " + rep.to_string();
+    return -EIO;
+  }
+  return 0;
+}
+
+std::string format_gup_summary(const GupBenchResult& res) {
+  std::string s = fmt::format("# {:<20} {:>5} {:>12} {:>12} {:>8} {:>10}\n", "variant", "n", "median get", "median put",
+                              "get x", "ns/page");
+  double base = 0;
+  for (auto& v : res.variants) {
+    std::vector<double> g, p;
+    for (auto& it : res.iters)
+      if (it.variant == v) {
+        g.push_back(it.get_us);
+        p.push_back(it.put_us);
+      }
+    double mg = median_of(g);
+    if (v.find("legacy") != std::string::npos || base == 0) base = base == 0 || v.find("legacy") != std::string::npos ? mg : base;
+    s += fmt::format("# {:<20} {:>5} {:>10.1f}us {:>10.1f}us {:>7.2f}x {:>10.2f}\n", v, g.size(), mg, median_of(p),
+                     mg > 0 ? base / mg : 0.0, res.region_pages ? mg * 1000.0 / static_cast<double>(res.region_pages) : 0.0);
+  }
+  return s;
+}
+
+nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res) {
+  nlohmann::json j;
+  j["command"] = gup_cmd_name(cfg.cmd);
+  j["size"] = cfg.size;
+  j["nr_pages_per_call"] = cfg.nr_per_call;
+  j["gup_flags"] = cfg.gup_flags;
+  j["threads"] = cfg.threads;
+  j["folios_by_size"] = res.folios_by_size;
+  j["variants"] = res.variants;
+  for (auto& it : res.iters) {
+    j["iterations"].push_back({{"variant", it.variant}, {"repeat", it.repeat}, {"thread", it.thread},
+                               {"get_us", it.get_us}, {"put_us", it.put_us}, {"size", it.size_done},
+                               {"check_failures", it.check_failures}, {"counters", it.counters}});
+  }
+  return j;
+}
+
+}  // namespace mmlab::cli

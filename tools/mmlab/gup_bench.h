@@ -1,0 +1,63 @@
+// The gup_test engine shared by `mmlab gup-test` and `mmlab bench`: sets up
+// a System and a region as the gup_test tool does, then runs the ioctl
+// equivalent, alternating variants per repeat.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mmlab/gup.h"
+#include "nlohmann/json.hpp"
+
+namespace mmlab::cli {
+
+enum class GupCmd { kGupFast, kPinFast, kPinLongterm, kGupBasic, kPinBasic, kDump };
+
+struct GupBenchConfig {
+  uint64_t size = 128ull << 20;
+  GupCmd cmd = GupCmd::kGupFast;
+  long nr_per_call = 1;
+  long repeats = 1;
+  long threads = 1;
+  int thp = 0;  // 1 MADV_HUGEPAGE, -1 MADV_NOHUGEPAGE
+  bool shared = false;
+  bool hugetlb = false;
+  std::string file;
+  bool dump_use_pin = false;
+  unsigned gup_flags = 0;
+  std::vector<long> which_pages;
+  std::vector<std::pair<std::string, std::string>> sysfs, tune, variants;
+  bool protect_read = false;  // model option: mprotect(PROT_READ) after pre-faulting
+  bool quiet = false;  // no per-iteration lines
+};
+
+struct GupIteration {
+  std::string variant;  // "gup.walk=batch" or "" when none
+  long repeat = 0;
+  long thread = 0;
+  double get_us = 0, put_us = 0;
+  uint64_t size_done = 0;
+  long check_failures = 0;
+  std::map<std::string, int64_t> counters;  // event counters for this iteration (get + put)
+};
+
+struct GupBenchResult {
+  std::vector<std::string> variants;
+  std::vector<GupIteration> iters;
+  std::map<std::string, int64_t> folios_by_size;  // anon_fault_alloc per mTHP size after pre-faulting
+  uint64_t region_pages = 0;
+  std::string error;
+};
+
+// Runs the configuration; `line` receives each output line (the kernel
+// tool's exact per-iteration text). Returns 0 or -errno with res->error set.
+int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line);
+std::string format_gup_summary(const GupBenchResult& res);
+nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res);
+double median_of(std::vector<double> v);
+const char* gup_cmd_name(GupCmd c);
+
+}  // namespace mmlab::cli
