@@ -23,6 +23,10 @@ class Process;
 // writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
 enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
 const char* fs_class_name(FsClass c);
+// Whether the build has this `tune` key and value (scenario parsing refuses unknown ones).
+bool tune_value_known(const std::string& key, const std::string& value);
+// Whether a sysfs path under /sys/kernel/mm is one the model has.
+bool sysfs_path_known(const std::string& path);
 bool fs_class_from_name(const std::string& name, FsClass* out);
 
 struct SystemConfig {
@@ -114,6 +118,20 @@ struct PteDumpEntry {
   bool swap;          // a swap-format entry
 };
 
+// What maps one user address (for expectations and tools).
+struct PageInfo {
+  int level = 0;            // 0 none, 1 PTE, 2 PMD leaf, 3 PUD leaf
+  bool swap = false;        // a swap-format entry (swap or migration)
+  bool zero = false;        // the shared zero page or the huge zero folio
+  uint64_t pfn = 0;         // the frame of this address (not the leaf's head)
+  int order = -1;           // order of the folio (0 for the 4K zero page, 9 for the huge zero folio)
+  bool writable = false, dirty = false, young = false, soft_dirty = false, uffd_wp = false;
+  bool anon = false;
+  bool anon_exclusive = false;  // PageAnonExclusive (the head page for PMD/PUD leaves)
+  bool maybe_pinned = false;    // folio_maybe_dma_pinned
+  int refcount = 0, mapcount = 0, pincount = 0;
+};
+
 class Process {
  public:
   ~Process();
@@ -150,6 +168,7 @@ class Process {
   std::string status_rss() const;   // /proc/PID/status RssAnon/RssFile/RssShmem lines
   std::vector<PteDumpEntry> pagetable_dump(uint64_t start = 0, uint64_t end = ~0ull) const;
   std::string pagetable_dump_text(uint64_t start = 0, uint64_t end = ~0ull) const;
+  PageInfo page_info(uint64_t addr) const;
   long rss_anon() const;   // bytes
   long rss_file() const;
   long rss_shmem() const;

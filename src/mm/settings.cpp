@@ -1,6 +1,8 @@
 // The sysfs paths and tune keys, parsed and printed as on a real system.
 #include "mm/settings.h"
 
+#include "mmlab/system.h"
+
 #include <cstdlib>
 #include <string_view>
 
@@ -219,6 +221,24 @@ std::vector<std::string> settings_paths() {
   for (unsigned o = 2; o <= PMD_ORDER; o++)
     v.push_back("transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << o) / 1024) + "kB/enabled");
   return v;
+}
+
+bool tune_value_known(const std::string& key, const std::string& value) {
+  for (auto& v : tune_values(key))
+    if (v == value) return true;
+  return false;
+}
+
+bool sysfs_path_known(const std::string& path) {
+  for (auto& p : settings_paths())
+    if (p == path) return true;
+  // Read-only files and statistics: the per-size stats directories, pool counters.
+  if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.find("kB/stats/") != std::string::npos) return true;
+  if (path == "transparent_hugepage/hpage_pmd_size") return true;
+  for (const char* sz : {"hugepages/hugepages-2048kB/", "hugepages/hugepages-1048576kB/"})
+    for (const char* f : {"nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages", "nr_overcommit_hugepages"})
+      if (path == std::string(sz) + f) return true;
+  return false;
 }
 
 }  // namespace mmlab

@@ -90,6 +90,44 @@ std::vector<PteDumpEntry> Process::pagetable_dump(uint64_t start, uint64_t end) 
   return out;
 }
 
+PageInfo Process::page_info(uint64_t addr) const {
+  PageInfo info;
+  if (!mm_) return info;
+  Mm* mm = mm_.get();
+  PhysMem* phys = mm->phys;
+  mmap_read_lock(mm);
+  auto entries = pagetable_dump(addr & PAGE_MASK, (addr & PAGE_MASK) + PAGE_SIZE);
+  if (!entries.empty()) {
+    const PteDumpEntry& e = entries.front();
+    info.level = e.swap ? 0 : e.level;
+    info.swap = e.swap;
+    if (!e.swap) {
+      uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
+      info.pfn = e.pfn + (((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT) * (leaf > PAGE_SIZE ? 1 : 0);
+      info.writable = e.bits & _PAGE_RW;
+      info.dirty = e.bits & _PAGE_DIRTY;
+      info.young = e.bits & _PAGE_ACCESSED;
+      info.soft_dirty = e.bits & _PAGE_SOFT_DIRTY;
+      info.uffd_wp = e.bits & _PAGE_UFFD_WP;
+      if (phys->pfn_valid(info.pfn)) {
+        Page* page = phys->pfn_to_page(info.pfn);
+        Folio* folio = page_folio(page);
+        info.zero = phys->is_zero_pfn(info.pfn) || phys->is_huge_zero_pfn(info.pfn);
+        info.order = static_cast<int>(folio_order(folio));
+        info.anon = folio_test_anon(folio);
+        Page* excl = e.level > 1 ? &folio->page : page;
+        info.anon_exclusive = info.anon && PageAnonExclusive(excl);
+        info.maybe_pinned = !info.zero && folio_maybe_dma_pinned(folio);
+        info.refcount = folio_ref_count(folio);
+        info.mapcount = folio_mapcount(folio);
+        info.pincount = folio_pincount(folio);
+      }
+    }
+  }
+  mmap_read_unlock(mm);
+  return info;
+}
+
 std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {
   std::string s = "address          level  pfn       bits                    order\n";
   for (auto& e : pagetable_dump(start, end)) {

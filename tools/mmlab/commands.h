@@ -8,6 +8,7 @@ namespace mmlab::cli {
 // Each subcommand registers itself and the action run after parsing.
 void add_bench(CLI::App& app);
 void add_gup_test(CLI::App& app);
+void add_run(CLI::App& app);
 
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   mmlab::cli::add_bench(app);
   mmlab::cli::add_gup_test(app);
+  mmlab::cli::add_run(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,537 @@
+// Parsing .mms files (scenario language v1). Every file is parsed whole
+// before anything runs; the first error names file:line:column and what was
+// expected there.
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "mmlab/gup.h"
+#include "mmlab/scenario.h"
+#include "mmlab/system.h"
+#include "scenario/ast.h"
+
+namespace mmlab {
+namespace {
+
+struct Token {
+  std::string s;
+  int col;
+};
+
+struct ParseFail {
+  std::string msg;
+};
+
+class LineParser {
+ public:
+  LineParser(const std::string& file, int line, std::vector<Token> toks) : file_(file), line_(line), t_(std::move(toks)) {}
+
+  bool done() const { return i_ >= t_.size(); }
+  const Token* peek() const { return done() ? nullptr : &t_[i_]; }
+  [[noreturn]] void fail(const std::string& what) const {
+    int col = done() ? (t_.empty() ? 1 : t_.back().col + static_cast<int>(t_.back().s.size()) + 1) : t_[i_].col;
+    throw ParseFail{file_ + ":" + std::to_string(line_) + ":" + std::to_string(col) + ": expected " + what};
+  }
+  std::string word(const std::string& what) {
+    if (done()) fail(what);
+    return t_[i_++].s;
+  }
+  void keyword(const std::string& kw) {
+    if (done() || t_[i_].s != kw) fail("'" + kw + "'");
+    i_++;
+  }
+  bool accept(const std::string& kw) {
+    if (!done() && t_[i_].s == kw) {
+      i_++;
+      return true;
+    }
+    return false;
+  }
+  std::string name() {
+    if (done() || !is_name(t_[i_].s)) fail("a NAME (a letter, then letters, digits, '_' or '-')");
+    return t_[i_++].s;
+  }
+  uint64_t number(const std::string& what = "a number (decimal or 0x hex, optional K/M/G suffix)") {
+    if (done()) fail(what);
+    uint64_t v;
+    if (!parse_number(t_[i_].s, &v)) fail(what);
+    i_++;
+    return v;
+  }
+  uint64_t size() {
+    if (done()) fail("a SIZE");
+    uint64_t v;
+    if (!parse_number(t_[i_].s, &v) || (v % 4096) != 0) fail("a SIZE that is a multiple of 4K");
+    i_++;
+    return v;
+  }
+  int byte() {
+    if (done()) fail("a BYTE (0..255)");
+    uint64_t v;
+    if (!parse_number(t_[i_].s, &v) || v > 255) fail("a BYTE (0..255)");
+    i_++;
+    return static_cast<int>(v);
+  }
+  AddrExpr addr() {
+    if (done()) fail("an ADDR (R or R+SIZE)");
+    const std::string& s = t_[i_].s;
+    auto plus = s.find('+');
+    AddrExpr a;
+    a.region = s.substr(0, plus);
+    if (!is_name(a.region)) fail("an ADDR (R or R+SIZE)");
+    if (plus != std::string::npos && !parse_number(s.substr(plus + 1), &a.offset)) fail("an ADDR (R or R+SIZE)");
+    i_++;
+    return a;
+  }
+  int prot() {
+    static const std::pair<const char*, int> kProts[] = {
+        {"none", PROT_NONE}, {"r", PROT_READ}, {"rw", PROT_READ | PROT_WRITE},
+        {"rx", PROT_READ | PROT_EXEC}, {"rwx", PROT_READ | PROT_WRITE | PROT_EXEC}};
+    if (!done())
+      for (auto& [n, v] : kProts)
+        if (t_[i_].s == n) {
+          i_++;
+          return v;
+        }
+    fail("a PROT (none, r, rw, rx, rwx)");
+  }
+  bool yes_no() {
+    if (accept("yes")) return true;
+    if (accept("no")) return false;
+    fail("'yes' or 'no'");
+  }
+  std::string rest() {
+    std::string r;
+    while (!done()) r += (r.empty() ? "" : " ") + t_[i_++].s;
+    return r;
+  }
+  void end() {
+    if (!done()) fail("the end of the statement");
+  }
+
+  static bool is_name(const std::string& s) {
+    if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) return false;
+    for (char c : s)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+    return true;
+  }
+  static bool parse_number(const std::string& s, uint64_t* out) {
+    if (s.empty()) return false;
+    std::string body = s;
+    uint64_t mult = 1;
+    char last = body.back();
+    if (last == 'K' || last == 'M' || last == 'G') {
+      mult = last == 'K' ? 1ull << 10 : last == 'M' ? 1ull << 20 : 1ull << 30;
+      body.pop_back();
+    }
+    if (body.empty()) return false;
+    int base = 10;
+    size_t start = 0;
+    if (body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X')) {
+      base = 16;
+      start = 2;
+    }
+    uint64_t v = 0;
+    for (size_t k = start; k < body.size(); k++) {
+      int d = std::isdigit(static_cast<unsigned char>(body[k])) ? body[k] - '0'
+              : (base == 16 && std::isxdigit(static_cast<unsigned char>(body[k]))) ? std::tolower(body[k]) - 'a' + 10
+                                                                                    : -1;
+      if (d < 0) return false;
+      v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+    }
+    *out = v * mult;
+    return true;
+  }
+  size_t pos() const { return i_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::vector<Token> t_;
+  size_t i_ = 0;
+};
+
+std::vector<Token> tokenize(const std::string& line) {
+  std::vector<Token> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (line[i] == '#') break;
+    if (std::isspace(static_cast<unsigned char>(line[i]))) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j])) && line[j] != '#') j++;
+    out.push_back({line.substr(i, j - i), static_cast<int>(i) + 1});
+    i = j;
+  }
+  return out;
+}
+
+int advice_from(const std::string& s) {
+  static const std::pair<const char*, int> kAdv[] = {
+      {"hugepage", MADV_HUGEPAGE},         {"nohugepage", MADV_NOHUGEPAGE},       {"dontneed", MADV_DONTNEED},
+      {"collapse", MADV_COLLAPSE},         {"populate_read", MADV_POPULATE_READ}, {"populate_write", MADV_POPULATE_WRITE},
+      {"dontfork", MADV_DONTFORK},         {"dofork", MADV_DOFORK},               {"wipeonfork", MADV_WIPEONFORK},
+      {"keeponfork", MADV_KEEPONFORK},     {"pageout", MADV_PAGEOUT},             {"cold", MADV_COLD},
+      {"free", MADV_FREE}};
+  for (auto& [n, v] : kAdv)
+    if (s == n) return v;
+  return -1;
+}
+
+void parse_gup_flags(LineParser& lp, Stmt* st) {
+  const Token* tok = lp.peek();
+  std::string flags = lp.word("FLAGS (a comma list: get or pin, [fast|fast-only|unlocked], write, force, longterm, nofault, split-pmd)");
+  bool get = false, pin = false, fast = false, fast_only = false, unlocked = false;
+  size_t pos = 0;
+  while (pos <= flags.size()) {
+    size_t c = flags.find(',', pos);
+    if (c == std::string::npos) c = flags.size();
+    std::string f = flags.substr(pos, c - pos);
+    if (f == "get") get = true;
+    else if (f == "pin") pin = true;
+    else if (f == "fast") fast = true;
+    else if (f == "fast-only") fast_only = true;
+    else if (f == "unlocked") unlocked = true;
+    else if (f == "write") st->gup_flags |= foll::WRITE;
+    else if (f == "force") st->gup_flags |= foll::FORCE;
+    else if (f == "longterm") st->gup_flags |= foll::LONGTERM;
+    else if (f == "nofault") st->gup_flags |= foll::NOFAULT;
+    else if (f == "split-pmd") st->gup_flags |= foll::SPLIT_PMD;
+    else {
+      (void)tok;
+      lp.fail("a GUP flag (get, pin, fast, fast-only, unlocked, write, force, longterm, nofault, split-pmd), not '" + f + "'");
+    }
+    pos = c + 1;
+  }
+  if (get == pin) lp.fail("FLAGS naming exactly one of 'get' and 'pin'");
+  if (fast + fast_only + unlocked > 1 || (pin && fast_only)) lp.fail("FLAGS naming one entry point");
+  GupEntry e = get ? (fast ? GupEntry::kGetUserPagesFast : fast_only ? GupEntry::kGetUserPagesFastOnly
+                                                          : unlocked ? GupEntry::kGetUserPagesUnlocked
+                                                                     : GupEntry::kGetUserPages)
+                   : (fast ? GupEntry::kPinUserPagesFast : unlocked ? GupEntry::kPinUserPagesUnlocked : GupEntry::kPinUserPages);
+  st->gup_entry = static_cast<int>(e);
+}
+
+void parse_statement(LineParser& lp, Stmt* st);
+
+// `expect ...`
+void parse_expect(LineParser& lp, Stmt* st) {
+  std::string first = lp.word("an expectation");
+  if (first == "sysfs" || first == "vmstat" || first == "counter") {
+    st->op = first == "sysfs" ? Op::kExpectSysfs : first == "vmstat" ? Op::kExpectVmstat : Op::kExpectCounter;
+    st->str = lp.word(first == "sysfs" ? "a sysfs PATH" : "a NAME");
+    if (first == "sysfs" && !sysfs_path_known(st->str)) lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
+    st->value = static_cast<int64_t>(lp.number());
+    return;
+  }
+  if (!LineParser::is_name(first)) lp.fail("a NAME");
+  st->p = first;
+  const Token* t = lp.peek();
+  if (!t) lp.fail("what to expect");
+  if (t->s == "pages") {  // expect D pages N holes M
+    lp.keyword("pages");
+    st->op = Op::kExpectDump;
+    st->n = lp.number();
+    lp.keyword("holes");
+    st->size2 = lp.number();
+    return;
+  }
+  if (t->s == "rss") {
+    lp.keyword("rss");
+    st->op = Op::kExpectRss;
+    st->str = lp.word("anon, file or shmem");
+    if (st->str != "anon" && st->str != "file" && st->str != "shmem") lp.fail("anon, file or shmem");
+    st->size = lp.number("a SIZE");
+    return;
+  }
+  if (t->s[0] == '-' || std::isdigit(static_cast<unsigned char>(t->s[0]))) {  // expect H N | -ERRNO
+    st->op = Op::kExpectHandle;
+    std::string v = lp.word("N or -ERRNO");
+    if (v[0] == '-') {
+      int e = errno_from_name(v.c_str() + 1);
+      if (!e) lp.fail("a kernel errno name after '-' (e.g. -EFAULT)");
+      st->value = -e;
+    } else {
+      uint64_t n;
+      if (!LineParser::parse_number(v, &n)) lp.fail("N or -ERRNO");
+      st->value = static_cast<int64_t>(n);
+    }
+    return;
+  }
+  st->addr = lp.addr();
+  std::string what = lp.word("mapped, order, exclusive, pinned, zero, swapped, same or differ");
+  if (what == "mapped") {
+    st->op = Op::kExpectMapped;
+    st->str = lp.word("pte, pmd, pud or none");
+    if (st->str != "pte" && st->str != "pmd" && st->str != "pud" && st->str != "none") lp.fail("pte, pmd, pud or none");
+  } else if (what == "order") {
+    st->op = Op::kExpectOrder;
+    st->value = static_cast<int64_t>(lp.number());
+  } else if (what == "exclusive" || what == "pinned" || what == "zero" || what == "swapped") {
+    st->op = what == "exclusive" ? Op::kExpectExclusive : what == "pinned" ? Op::kExpectPinned
+             : what == "zero" ? Op::kExpectZero : Op::kExpectSwapped;
+    st->flag = lp.yes_no();
+  } else if (what == "same" || what == "differ") {
+    st->op = Op::kExpectSame;
+    st->flag = what == "same";
+    st->q = lp.name();
+    st->addr2 = lp.addr();
+  } else {
+    lp.fail("mapped, order, exclusive, pinned, zero, swapped, same or differ");
+  }
+}
+
+// Statements that start with a process or handle name.
+void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
+  st->p = who;
+  std::string verb = lp.word("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, write, read, gup, dump)");
+  const Token* nxt = lp.peek();
+  bool numeric_next = nxt && std::isdigit(static_cast<unsigned char>(nxt->s[0]));
+  if (verb == "fork") {
+    st->op = Op::kFork;
+    st->q = lp.name();
+  } else if (verb == "exit") {
+    st->op = Op::kExit;
+  } else if (verb == "mmap") {
+    st->op = Op::kMmap;
+    st->name = lp.name();
+    st->size = lp.size();
+    st->prot = lp.prot();
+    std::string vis = lp.word("private or shared");
+    if (vis != "private" && vis != "shared") lp.fail("private or shared");
+    st->flag = vis == "shared";
+    while (!lp.done()) {
+      std::string opt = lp.peek()->s;
+      if (opt.rfind("file=", 0) == 0) {
+        std::string ref = opt.substr(5);
+        auto plus = ref.find('+');
+        st->file_ref = ref.substr(0, plus);
+        if (!LineParser::is_name(st->file_ref)) lp.fail("file=F[+OFFSET]");
+        if (plus != std::string::npos && !LineParser::parse_number(ref.substr(plus + 1), &st->file_off))
+          lp.fail("file=F[+OFFSET]");
+      } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
+        st->hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+      } else if (opt.rfind("align=", 0) == 0) {
+        if (!LineParser::parse_number(opt.substr(6), &st->align) || !st->align || (st->align & (st->align - 1)) ||
+            st->align % 4096)
+          lp.fail("align=SIZE (a power of two, at least 4K)");
+      } else {
+        lp.fail("file=F[+OFFSET], hugetlb=2M|1G or align=SIZE");
+      }
+      lp.word("");
+    }
+  } else if (verb == "munmap" || verb == "mprotect" || verb == "madvise") {
+    st->op = verb == "munmap" ? Op::kMunmap : verb == "mprotect" ? Op::kMprotect : Op::kMadvise;
+    st->addr = lp.addr();
+    st->size = lp.size();
+    if (st->op == Op::kMprotect) st->prot = lp.prot();
+    if (st->op == Op::kMadvise) {
+      std::string adv = lp.word("an ADVICE");
+      st->advice = advice_from(adv);
+      st->str = adv;
+      if (st->advice < 0)
+        lp.fail("an ADVICE (hugepage, nohugepage, dontneed, collapse, populate_read, populate_write, dontfork, dofork, "
+                "wipeonfork, keeponfork, pageout, cold, free)");
+    }
+  } else if (verb == "mremap") {
+    st->op = Op::kMremap;
+    st->addr = lp.addr();
+    st->size = lp.size();
+    st->size2 = lp.size();
+    st->name = lp.name();
+    if (!lp.done()) {
+      std::string to = lp.peek()->s;
+      if (to.rfind("to=", 0) != 0) lp.fail("to=ADDR");
+      LineParser sub("", 0, {{to.substr(3), lp.peek()->col + 3}});
+      try {
+        st->addr2 = sub.addr();
+      } catch (const ParseFail&) {
+        lp.fail("to=ADDR");
+      }
+      st->has_to = true;
+      lp.word("");
+    }
+  } else if (verb == "clear-soft-dirty") {
+    st->op = Op::kClearSoftDirty;
+  } else if ((verb == "write" || verb == "read") && numeric_next) {  // H write|read OFFSET SIZE BYTE
+    st->op = verb == "write" ? Op::kHandleWrite : Op::kHandleRead;
+    st->size2 = lp.number("an OFFSET");
+    st->size = lp.number("a SIZE");
+    st->byte = lp.byte();
+  } else if (verb == "write" || verb == "read") {
+    st->op = verb == "write" ? Op::kWrite : Op::kRead;
+    st->addr = lp.addr();
+    st->size = lp.number("a SIZE");
+    if (st->op == Op::kWrite || !lp.done()) st->byte = lp.byte();
+  } else if (verb == "gup") {
+    st->op = Op::kGup;
+    st->name = lp.name();
+    st->addr = lp.addr();
+    st->n = lp.number("NPAGES");
+    parse_gup_flags(lp, st);
+  } else if (verb == "dump") {
+    st->op = Op::kDump;
+    st->name = lp.name();
+    st->addr = lp.addr();
+    st->size = lp.size();
+  } else {
+    lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, write, read, gup, dump), not '" + verb + "'");
+  }
+}
+
+void parse_statement(LineParser& lp, Stmt* st) {
+  std::string w = lp.word("a statement");
+  if (w == "sysfs") {
+    st->op = Op::kSysfs;
+    st->str = lp.word("a sysfs PATH");
+    if (!sysfs_path_known(st->str)) lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
+    st->str2 = lp.word("a VALUE");
+  } else if (w == "tune") {
+    st->op = Op::kTune;
+    st->str = lp.word("a tune KEY");
+    if (!lp.done() && !tune_value_known(st->str, lp.peek()->s)) {
+      lp.fail("a tune KEY and VALUE this build has (gup.walk v6.5|legacy|walk|batch|batch-ro, gup.fast legacy|batch, "
+              "cow.policy base|rfc|fixed, cow.max_order 0..8)");
+    }
+    st->str2 = lp.word("a VALUE");
+  } else if (w == "proc") {
+    st->op = Op::kProc;
+    st->p = lp.name();
+  } else if (w == "file") {
+    st->op = Op::kFile;
+    st->name = lp.name();
+    st->size = lp.size();
+    st->fs = "shmem";
+    while (!lp.done()) {
+      std::string opt = lp.peek()->s;
+      if (opt.rfind("fs=", 0) == 0) {
+        FsClass c;
+        if (!fs_class_from_name(opt.substr(3), &c)) lp.fail("fs=CLASS (shmem, hugetlbfs, ext4, xfs, btrfs)");
+        st->fs = opt.substr(3);
+      } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
+        st->hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+      } else {
+        lp.fail("fs=CLASS or hugetlb=2M|1G");
+      }
+      lp.word("");
+    }
+  } else if (w == "swap") {
+    st->op = Op::kSwap;
+    st->size = lp.size();
+  } else if (w == "khugepaged") {
+    st->op = Op::kKhugepaged;
+    st->n = lp.done() ? 1 : lp.number();
+  } else if (w == "counters") {
+    lp.keyword("reset");
+    st->op = Op::kCountersReset;
+  } else if (w == "unpin") {
+    st->op = Op::kUnpin;
+    st->name = lp.name();
+    st->flag = lp.accept("dirty");
+  } else if (w == "expect") {
+    parse_expect(lp, st);
+  } else if (w == "check") {
+    st->op = Op::kCheck;
+  } else if (w == "skip" || w == "xfail") {
+    st->op = w == "skip" ? Op::kSkip : Op::kXfail;
+    st->str = lp.rest();
+  } else if (w == "expect-error") {
+    std::string e = lp.word("an ERRNO or SIGNAL");
+    if (e == "SIGSEGV" || e == "SIGBUS" || e == "SIGKILL") {
+      st->expect_signal = e;
+    } else {
+      st->expect_errno = -errno_from_name(e.c_str());
+      if (!st->expect_errno) lp.fail("an ERRNO name (EFAULT, ENOMEM, EINVAL, ...) or SIGSEGV/SIGBUS");
+    }
+    Stmt inner;
+    inner.file = st->file;
+    inner.line = st->line;
+    inner.text = st->text;
+    parse_statement(lp, &inner);
+    inner.expect_error = true;
+    inner.expect_errno = st->expect_errno;
+    inner.expect_signal = st->expect_signal;
+    *st = inner;
+    return;
+  } else if (LineParser::is_name(w)) {
+    parse_named(lp, st, w);
+  } else {
+    lp.fail("a statement");
+  }
+  lp.end();
+}
+
+}  // namespace
+
+static void parse_text(const std::string& path, std::istream& in, ScenarioFileAst* out) {
+  out->path = path;
+  std::string line;
+  int lineno = 0;
+  TestCase* cur = nullptr;
+  while (std::getline(in, line)) {
+    lineno++;
+    auto toks = tokenize(line);
+    if (toks.empty()) continue;
+    LineParser lp(path, lineno, toks);
+    if (toks[0].s == "test") {
+      lp.word("test");
+      TestCase tc;
+      tc.name = lp.name();
+      lp.end();
+      tc.file = path;
+      tc.line = lineno;
+      out->tests.push_back(std::move(tc));
+      cur = &out->tests.back();
+      continue;
+    }
+    Stmt st;
+    st.file = path;
+    st.line = lineno;
+    st.text = line;
+    parse_statement(lp, &st);
+    (cur ? cur->stmts : out->prelude).push_back(std::move(st));
+  }
+}
+
+static void free_program(ScenarioProgram* p) { delete p; }
+
+std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(const std::vector<std::string>& paths,
+                                                                             std::string* error) {
+  std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> prog(new ScenarioProgram, free_program);
+  for (auto& path : paths) {
+    std::ifstream in(path);
+    if (!in) {
+      *error = path + ": cannot read the file";
+      return {nullptr, free_program};
+    }
+    ScenarioFileAst f;
+    try {
+      parse_text(path, in, &f);
+    } catch (const ParseFail& e) {
+      *error = e.msg;
+      return {nullptr, free_program};
+    }
+    prog->files.push_back(std::move(f));
+  }
+  return prog;
+}
+
+std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text(const std::string& name,
+                                                                                  const std::string& text,
+                                                                                  std::string* error) {
+  std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> prog(new ScenarioProgram, free_program);
+  std::istringstream in(text);
+  ScenarioFileAst f;
+  try {
+    parse_text(name, in, &f);
+  } catch (const ParseFail& e) {
+    *error = e.msg;
+    return {nullptr, free_program};
+  }
+  prog->files.push_back(std::move(f));
+  return prog;
+}
+
+}  // namespace mmlab

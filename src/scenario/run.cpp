@@ -1,0 +1,461 @@
+// Running parsed scenarios: each test on a fresh System, every statement
+// through the model's real mechanisms (System, Process, the GUP entry
+// points), TAP output as kselftest prints it.
+#include <fnmatch.h>
+
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "fmt/format.h"
+#include "mmlab/gup.h"
+#include "mmlab/scenario.h"
+#include "mmlab/system.h"
+#include "scenario/ast.h"
+
+namespace mmlab {
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kPass: return "pass";
+    case Outcome::kFail: return "fail";
+    case Outcome::kXfail: return "xfail";
+    case Outcome::kXpass: return "xpass";
+    case Outcome::kSkip: return "skip";
+    case Outcome::kError: return "error";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Failure {  // ends the test
+  std::string msg;
+};
+struct SkipTest {
+  std::string reason;
+};
+
+struct Handle {
+  long ret = 0;
+  GupPages pages;
+};
+
+struct DumpResult {
+  long pages = 0, holes = 0;
+};
+
+class TestRun {
+ public:
+  TestRun(const ScenarioOptions& opt, std::string variant_key, std::string variant_value)
+      : opt_(opt), vkey_(std::move(variant_key)), vval_(std::move(variant_value)) {}
+
+  ScenarioResult run(const ScenarioFileAst& file, const TestCase& tc) {
+    ScenarioResult res;
+    res.file = file.path;
+    res.name = tc.name;
+    SystemConfig cfg;
+    cfg.ram_bytes = opt_.ram_bytes;
+    int err = 0;
+    sys_ = System::create(cfg, &err);
+    if (!sys_) {
+      res.outcome = Outcome::kError;
+      res.diagnostics.push_back(fmt::format("cannot create a system: {}", errno_name(err)));
+      return res;
+    }
+    std::optional<Failure> failure;
+    try {
+      if (!vkey_.empty() && sys_->tune(vkey_, vval_)) throw Failure{fmt::format("--variant {}={} refused", vkey_, vval_)};
+      for (auto& st : file.prelude) exec(st);
+      for (auto& st : tc.stmts) exec(st);
+    } catch (const Failure& f) {
+      failure = f;
+    } catch (const SkipTest& s) {
+      res.outcome = Outcome::kSkip;
+      res.reason = s.reason;
+    }
+    // Teardown: release what handles hold, tear every process down, check nothing leaked.
+    handles_.clear();
+    for (Process* p : sys_->processes()) p->exit();
+    for (auto& [n, fd] : files_) sys_->close_file(fd);
+    CheckReport rep = sys_->check();
+    if (!rep.ok() && res.outcome != Outcome::kSkip) {
+      std::string first = rep.violations.front().invariant + " at " + rep.violations.front().where;
+      if (!failure) failure = Failure{fmt::format("{}:{}: after teardown: {} ({} violations)", file.path, tc.line, first,
+                                                  rep.violations.size())};
+      for (auto& v : rep.violations) res.diagnostics.push_back(v.invariant + " at " + v.where);
+    }
+    if (res.outcome == Outcome::kSkip) return res;
+    if (failure) {
+      res.diagnostics.insert(res.diagnostics.begin(), failure->msg);
+      res.outcome = xfail_ ? Outcome::kXfail : Outcome::kFail;
+      if (xfail_) res.reason = xfail_reason_;
+    } else {
+      res.outcome = xfail_ ? Outcome::kXpass : Outcome::kPass;
+      if (xfail_) res.reason = xfail_reason_;
+    }
+    return res;
+  }
+
+ private:
+  [[noreturn]] void fail(const Stmt& st, const std::string& msg) { throw Failure{fmt::format("{}:{}: {}", st.file, st.line, msg)}; }
+
+  Process* proc(const Stmt& st, const std::string& name) {
+    auto it = procs_.find(name);
+    if (it == procs_.end()) fail(st, fmt::format("no process named {}", name));
+    return it->second;
+  }
+  uint64_t addr(const Stmt& st, const AddrExpr& a) {
+    auto it = regions_.find(a.region);
+    if (it == regions_.end()) fail(st, fmt::format("no region named {}", a.region));
+    return it->second + a.offset;
+  }
+  Handle& handle(const Stmt& st, const std::string& name) {
+    auto it = handles_.find(name);
+    if (it == handles_.end()) fail(st, fmt::format("no GUP handle named {}", name));
+    return it->second;
+  }
+  // Processes, regions, handles, dumps and files share one namespace per
+  // test; a region, handle or dump name may be bound again to a new value.
+  void bind(const Stmt& st, const std::string& name, char kind) {
+    auto it = kinds_.find(name);
+    if (it != kinds_.end() && (it->second != kind || kind == 'p' || kind == 'f'))
+      fail(st, fmt::format("the name {} is already bound", name));
+    kinds_[name] = kind;
+  }
+
+  // Statements that return an errno: expect-error turns success into a failure.
+  void check_errno(const Stmt& st, long ret, const char* what) {
+    if (st.expect_error) {
+      if (!st.expect_signal.empty()) fail(st, fmt::format("expected {}, but {} is not a CPU access", st.expect_signal, what));
+      if (ret >= 0) fail(st, fmt::format("expected {} to fail with {}, it succeeded", what, errno_name(st.expect_errno)));
+      if (ret != st.expect_errno)
+        fail(st, fmt::format("expected {} to fail with {}, found {}", what, errno_name(st.expect_errno), errno_name(static_cast<int>(ret))));
+      return;
+    }
+    if (ret < 0) fail(st, fmt::format("{} failed with {}", what, errno_name(static_cast<int>(ret))));
+  }
+  void check_signal(const Stmt& st, const AccessResult& r, const char* what) {
+    if (st.expect_error) {
+      if (st.expect_signal.empty()) fail(st, fmt::format("expected {}, but a CPU access ends in a signal, not an errno", errno_name(st.expect_errno)));
+      if (r.ok()) fail(st, fmt::format("expected {} to end with {}, it completed", what, st.expect_signal));
+      if (st.expect_signal != signal_name(r.sig))
+        fail(st, fmt::format("expected {} to end with {}, found {}", what, st.expect_signal, signal_name(r.sig)));
+      return;
+    }
+    if (!r.ok()) fail(st, fmt::format("{} ended with {} at {:#x}", what, signal_name(r.sig), r.fault_addr));
+  }
+
+  void exec(const Stmt& st) {
+    switch (st.op) {
+      case Op::kSysfs: {
+        int r = sys_->sysfs_write(st.str, st.str2);
+        check_errno(st, r, "sysfs write");
+        break;
+      }
+      case Op::kTune: check_errno(st, sys_->tune(st.str, st.str2), "tune"); break;
+      case Op::kProc: {
+        bind(st, st.p, 'p');
+        Process* p = sys_->new_process(st.p);
+        if (!p) fail(st, "cannot create the process");
+        procs_[st.p] = p;
+        break;
+      }
+      case Op::kFork: {
+        bind(st, st.q, 'p');
+        Process* c = proc(st, st.p)->fork(st.q);
+        check_errno(st, c ? 0 : -ENOMEM, "fork");
+        if (c) procs_[st.q] = c;
+        break;
+      }
+      case Op::kExit: proc(st, st.p)->exit(); break;
+      case Op::kFile: {
+        bind(st, st.name, 'f');
+        FsClass fs;
+        fs_class_from_name(st.fs, &fs);
+        if (st.hugetlb_shift) fs = FsClass::kHugetlbfs;
+        int fd = sys_->create_file(st.size, fs, st.hugetlb_shift, st.name);
+        check_errno(st, fd, "file");
+        if (fd >= 0) files_[st.name] = fd;
+        break;
+      }
+      case Op::kSwap: check_errno(st, sys_->add_swap(st.size), "swap"); break;
+      case Op::kMmap: exec_mmap(st); break;
+      case Op::kMunmap: check_errno(st, proc(st, st.p)->munmap(addr(st, st.addr), st.size), "munmap"); break;
+      case Op::kMprotect: check_errno(st, proc(st, st.p)->mprotect(addr(st, st.addr), st.size, st.prot), "mprotect"); break;
+      case Op::kMadvise:
+        if (st.advice == MADV_COLLAPSE) throw SkipTest{"MADV_COLLAPSE is not modelled yet"};
+        check_errno(st, proc(st, st.p)->madvise(addr(st, st.addr), st.size, st.advice), ("madvise " + st.str).c_str());
+        break;
+      case Op::kMremap: {
+        int flags = MREMAP_MAYMOVE | (st.has_to ? MREMAP_FIXED : 0);
+        long r = proc(st, st.p)->mremap(addr(st, st.addr), st.size, st.size2, flags, st.has_to ? addr(st, st.addr2) : 0);
+        check_errno(st, r, "mremap");
+        bind(st, st.name, 'r');
+        if (r >= 0) regions_[st.name] = static_cast<uint64_t>(r);
+        break;
+      }
+      case Op::kClearSoftDirty: proc(st, st.p)->clear_soft_dirty(); break;
+      case Op::kKhugepaged: throw SkipTest{"khugepaged is not modelled yet"};
+      case Op::kCountersReset: sys_->reset_counters(); break;
+      case Op::kWrite: check_signal(st, proc(st, st.p)->fill(addr(st, st.addr), static_cast<uint8_t>(st.byte), st.size), "write"); break;
+      case Op::kRead: exec_read(st); break;
+      case Op::kGup: {
+        bind(st, st.name, 'h');
+        Handle& h = handles_[st.name];
+        h.ret = gup(proc(st, st.p), static_cast<GupEntry>(st.gup_entry), addr(st, st.addr), static_cast<long>(st.n),
+                    st.gup_flags, &h.pages);
+        break;
+      }
+      case Op::kHandleWrite:
+      case Op::kHandleRead: exec_handle_io(st); break;
+      case Op::kUnpin: handle(st, st.name).pages.release(st.flag); break;
+      case Op::kDump: {
+        bind(st, st.name, 'd');
+        DumpResult d;
+        dump_range(proc(st, st.p), addr(st, st.addr), st.size, &d.pages, &d.holes);
+        dumps_[st.name] = d;
+        break;
+      }
+      case Op::kCheck: {
+        CheckReport r = sys_->check();
+        if (!r.ok()) fail(st, fmt::format("invariant checker: {} at {}", r.violations.front().invariant, r.violations.front().where));
+        break;
+      }
+      case Op::kSkip: throw SkipTest{st.str};
+      case Op::kXfail:
+        xfail_ = true;
+        xfail_reason_ = st.str;
+        break;
+      default: exec_expect(st); break;
+    }
+  }
+
+  void exec_mmap(const Stmt& st) {
+    Process* p = proc(st, st.p);
+    bind(st, st.name, 'r');
+    int prot = st.prot;
+    int flags = st.flag ? MAP_SHARED : MAP_PRIVATE;
+    uint64_t slack = st.align > PAGE_SIZE ? st.align : 0;
+    long r;
+    int fd = -1;
+    if (!st.file_ref.empty()) {
+      auto it = files_.find(st.file_ref);
+      if (it == files_.end()) fail(st, fmt::format("no file named {}", st.file_ref));
+      fd = it->second;
+    }
+    auto do_map = [&](uint64_t len) {
+      if (fd >= 0) return p->mmap_file(0, len, prot, flags, fd, st.file_off);
+      int f = flags | MAP_ANONYMOUS;
+      if (st.hugetlb_shift) f |= MAP_HUGETLB | (st.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
+      return p->mmap(0, len, prot, f);
+    };
+    if (!slack || fd >= 0 || st.hugetlb_shift) {
+      r = do_map(st.size);
+      if (r >= 0 && slack && (static_cast<uint64_t>(r) & (st.align - 1))) {
+        // A file mapping cannot be over-allocated and trimmed here: place it by hand.
+        p->munmap(static_cast<uint64_t>(r), st.size);
+        long probe = p->mmap(0, st.size + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
+        check_errno(st, probe, "mmap");
+        uint64_t aligned = round_up(static_cast<uint64_t>(probe), st.align);
+        p->munmap(static_cast<uint64_t>(probe), st.size + slack);
+        r = fd >= 0 ? p->mmap_file(aligned, st.size, prot, flags | MAP_FIXED, fd, st.file_off)
+                    : p->mmap(aligned, st.size, prot, flags | MAP_ANONYMOUS | MAP_FIXED);
+      }
+    } else {
+      // As a selftest does: over-allocate, keep the aligned part, trim the rest.
+      r = do_map(st.size + slack);
+      if (r >= 0) {
+        uint64_t start = round_up(static_cast<uint64_t>(r), st.align);
+        if (start > static_cast<uint64_t>(r)) p->munmap(static_cast<uint64_t>(r), start - static_cast<uint64_t>(r));
+        uint64_t tail = static_cast<uint64_t>(r) + st.size + slack - (start + st.size);
+        if (tail) p->munmap(start + st.size, tail);
+        r = static_cast<long>(start);
+      }
+    }
+    check_errno(st, r, "mmap");
+    if (r >= 0) regions_[st.name] = static_cast<uint64_t>(r);
+  }
+
+  void exec_read(const Stmt& st) {
+    Process* p = proc(st, st.p);
+    uint64_t a = addr(st, st.addr);
+    if (st.byte < 0) {
+      std::vector<uint8_t> buf(st.size);
+      check_signal(st, p->read(a, buf.data(), st.size), "read");
+      return;
+    }
+    int64_t bad = -1;
+    uint8_t found = 0;
+    AccessResult r = p->read_expect(a, static_cast<uint8_t>(st.byte), st.size, &bad, &found);
+    check_signal(st, r, "read");
+    if (r.ok() && bad >= 0)
+      fail(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
+                           st.addr.offset, st.size, st.byte, found, st.addr.offset + static_cast<uint64_t>(bad)));
+  }
+
+  void exec_handle_io(const Stmt& st) {
+    Handle& h = handle(st, st.p);
+    std::vector<uint8_t> buf(st.size, static_cast<uint8_t>(st.byte));
+    if (st.op == Op::kHandleWrite) {
+      check_errno(st, h.pages.write(st.size2, buf.data(), st.size), "write through the handle");
+      return;
+    }
+    int r = h.pages.read(st.size2, buf.data(), st.size);
+    check_errno(st, r, "read through the handle");
+    if (r < 0) return;
+    for (uint64_t i = 0; i < st.size; i++)
+      if (buf[i] != st.byte)
+        fail(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
+                             st.size2, st.size, st.byte, buf[i], st.size2 + i));
+  }
+
+  static std::string yn(bool b) { return b ? "yes" : "no"; }
+
+  void exec_expect(const Stmt& st) {
+    switch (st.op) {
+      case Op::kExpectHandle: {
+        Handle& h = handle(st, st.p);
+        if (h.ret != st.value)
+          fail(st, fmt::format("expected {} {}, found {}", st.p, st.value < 0 ? fmt::format("-{}", errno_name(static_cast<int>(st.value))) : std::to_string(st.value),
+                               h.ret < 0 ? fmt::format("-{}", errno_name(static_cast<int>(h.ret))) : std::to_string(h.ret)));
+        break;
+      }
+      case Op::kExpectDump: {
+        auto it = dumps_.find(st.p);
+        if (it == dumps_.end()) fail(st, fmt::format("no dump named {}", st.p));
+        if (it->second.pages != static_cast<long>(st.n) || it->second.holes != static_cast<long>(st.size2))
+          fail(st, fmt::format("expected {} pages {} holes {}, found pages {} holes {}", st.p, st.n, st.size2, it->second.pages, it->second.holes));
+        break;
+      }
+      case Op::kExpectRss: {
+        Process* p = proc(st, st.p);
+        long v = st.str == "anon" ? p->rss_anon() : st.str == "file" ? p->rss_file() : p->rss_shmem();
+        if (static_cast<uint64_t>(v) != st.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", st.p, st.str, st.size, v));
+        break;
+      }
+      case Op::kExpectSysfs: {
+        std::string v;
+        int r = sys_->sysfs_read(st.str, &v);
+        if (r) fail(st, fmt::format("sysfs {}: {}", st.str, errno_name(r)));
+        if (v != std::to_string(st.value)) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, v));
+        break;
+      }
+      case Op::kExpectVmstat:
+      case Op::kExpectCounter: {
+        int64_t v = st.op == Op::kExpectVmstat ? sys_->vmstat(st.str) : sys_->counter(st.str);
+        if (v < 0) fail(st, fmt::format("no {} named {}", st.op == Op::kExpectVmstat ? "vmstat item" : "counter", st.str));
+        if (v != st.value) fail(st, fmt::format("expected {} {} == {}, found {}", st.op == Op::kExpectVmstat ? "vmstat" : "counter", st.str, st.value, v));
+        break;
+      }
+      default: exec_expect_page(st); break;
+    }
+  }
+
+  void exec_expect_page(const Stmt& st) {
+    Process* p = proc(st, st.p);
+    uint64_t a = addr(st, st.addr);
+    PageInfo pi = p->page_info(a);
+    std::string where = fmt::format("{} {}+{:#x}", st.p, st.addr.region, st.addr.offset);
+    switch (st.op) {
+      case Op::kExpectMapped: {
+        static const char* lv[] = {"none", "pte", "pmd", "pud"};
+        if (st.str != lv[pi.level]) fail(st, fmt::format("expected {} mapped {}, found {}", where, st.str, lv[pi.level]));
+        break;
+      }
+      case Op::kExpectOrder:
+        if (pi.level == 0) fail(st, fmt::format("expected {} order {}, found nothing mapped", where, st.value));
+        if (pi.order != st.value) fail(st, fmt::format("expected {} order {}, found {}", where, st.value, pi.order));
+        break;
+      case Op::kExpectExclusive:
+        if (pi.level == 0) fail(st, fmt::format("expected {} exclusive {}, found nothing mapped", where, yn(st.flag)));
+        if (pi.anon_exclusive != st.flag) fail(st, fmt::format("expected {} exclusive {}, found {}", where, yn(st.flag), yn(pi.anon_exclusive)));
+        break;
+      case Op::kExpectPinned:
+        if (pi.maybe_pinned != st.flag) fail(st, fmt::format("expected {} pinned {}, found {}", where, yn(st.flag), yn(pi.maybe_pinned)));
+        break;
+      case Op::kExpectZero: {
+        bool z = pi.level && pi.zero;
+        if (z != st.flag) fail(st, fmt::format("expected {} zero {}, found {}", where, yn(st.flag), yn(z)));
+        break;
+      }
+      case Op::kExpectSwapped:
+        if (pi.swap != st.flag) fail(st, fmt::format("expected {} swapped {}, found {}", where, yn(st.flag), yn(pi.swap)));
+        break;
+      case Op::kExpectSame: {
+        PageInfo other = proc(st, st.q)->page_info(addr(st, st.addr2));
+        bool same = pi.level && other.level && pi.pfn == other.pfn;
+        if (same != st.flag)
+          fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where, st.q, st.addr2.region,
+                               st.addr2.offset, st.flag ? "the same" : "different", same ? "the same frame" : "different frames"));
+        break;
+      }
+      default: fail(st, "unknown expectation");
+    }
+  }
+
+  const ScenarioOptions& opt_;
+  std::string vkey_, vval_;
+  std::unique_ptr<System> sys_;
+  std::map<std::string, Process*> procs_;
+  std::map<std::string, uint64_t> regions_;
+  std::map<std::string, Handle> handles_;
+  std::map<std::string, DumpResult> dumps_;
+  std::map<std::string, int> files_;
+  std::map<std::string, char> kinds_;
+  bool xfail_ = false;
+  std::string xfail_reason_;
+};
+
+}  // namespace
+
+std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap) {
+  struct Job {
+    const ScenarioFileAst* file;
+    const TestCase* tc;
+    std::string key, value;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::pair<std::string, std::string>> variants;
+  for (auto& [k, vals] : opt.variants)
+    for (auto& v : vals) variants.push_back({k, v});
+  if (variants.empty()) variants.push_back({"", ""});
+  for (auto& f : prog.files)
+    for (auto& [k, v] : variants)
+      for (auto& tc : f.tests)
+        if (opt.filter.empty() || fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) == 0) jobs.push_back({&f, &tc, k, v});
+  tap << "TAP version 13\n1.." << jobs.size() << "\n";
+  std::vector<ScenarioResult> results;
+  int n = 0;
+  for (auto& j : jobs) {
+    TestRun run(opt, j.key, j.value);
+    ScenarioResult r = run.run(*j.file, *j.tc);
+    if (!j.key.empty()) r.variant = j.key + "=" + j.value;
+    std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
+    n++;
+    switch (r.outcome) {
+      case Outcome::kPass: tap << "ok " << n << " " << name << "\n"; break;
+      case Outcome::kSkip: tap << "ok " << n << " " << name << " # SKIP " << r.reason << "\n"; break;
+      case Outcome::kXfail: tap << "ok " << n << " " << name << " # XFAIL " << r.reason << "\n"; break;
+      case Outcome::kXpass: tap << "ok " << n << " " << name << " # XPASS " << r.reason << "\n"; break;
+      case Outcome::kFail:
+      case Outcome::kError: tap << "not ok " << n << " " << name << "\n"; break;
+    }
+    if (r.outcome != Outcome::kPass)
+      for (auto& d : r.diagnostics) tap << "# " << d << "\n";
+    tap.flush();
+    results.push_back(std::move(r));
+  }
+  int cnt[6] = {};
+  for (auto& r : results) cnt[static_cast<int>(r.outcome)]++;
+  tap << fmt::format("# Totals: pass:{} fail:{} xfail:{} xpass:{} skip:{} error:{}\n", cnt[0], cnt[1], cnt[2], cnt[3], cnt[4], cnt[5]);
+  return results;
+}
+
+int scenario_exit_status(const std::vector<ScenarioResult>& results) {
+  for (auto& r : results)
+    if (r.outcome == Outcome::kFail || r.outcome == Outcome::kError) return 1;
+  return 0;
+}
+
+}  // namespace mmlab

@@ -1,0 +1,80 @@
+// `mmlab run FILE...`: run .mms scenarios and report in kselftest TAP.
+#include <fstream>
+#include <iostream>
+
+#include "commands.h"
+#include "mmlab/scenario.h"
+#include "mmlab/system.h"
+#include "nlohmann/json.hpp"
+
+namespace mmlab::cli {
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> files;
+  std::string filter, json;
+  std::vector<std::string> variants;
+  bool tap = false;
+};
+
+int run_run(const RunOptions& o) {
+  ScenarioOptions so;
+  so.filter = o.filter;
+  for (auto& v : o.variants) {
+    auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+      std::cerr << "mmlab run: --variant " << v << ": expected KEY=VALUE[,VALUE...]\n";
+      return 2;
+    }
+    std::vector<std::string> vals;
+    std::string rest = v.substr(eq + 1);
+    size_t pos = 0;
+    while (pos <= rest.size()) {
+      size_t c = rest.find(',', pos);
+      if (c == std::string::npos) c = rest.size();
+      std::string val = rest.substr(pos, c - pos);
+      if (!tune_value_known(v.substr(0, eq), val)) {
+        std::cerr << "mmlab run: --variant " << v << ": the build has no " << v.substr(0, eq) << "=" << val << "\n";
+        return 2;
+      }
+      vals.push_back(val);
+      pos = c + 1;
+    }
+    so.variants.push_back({v.substr(0, eq), vals});
+  }
+  std::string err;
+  auto prog = scenario_parse(o.files, &err);
+  if (!prog) {
+    std::cerr << err << "\n";
+    return 2;
+  }
+  auto results = scenario_run(*prog, so, std::cout);
+  if (!o.json.empty()) {
+    nlohmann::json j;
+    for (auto& r : results)
+      j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
+                            {"reason", r.reason}, {"diagnostics", r.diagnostics}});
+    std::ofstream out(o.json);
+    out << j.dump(2) << "\n";
+    if (!out) {
+      std::cerr << "mmlab run: cannot write " << o.json << "\n";
+      return 2;
+    }
+  }
+  return scenario_exit_status(results);
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto* o = new RunOptions;
+  auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
+  sub->add_option("files", o->files, "scenario files")->required();
+  sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
+  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)");
+  sub->add_option("--json", o->json, "write the results as JSON to this file");
+  sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
+  register_action(sub, [o] { return run_run(*o); });
+}
+
+}  // namespace mmlab::cli
