@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ class GupPages {
   // gup_test's untimed check: every folio maybe-DMA-pinned (and long-term pinnable).
   bool all_maybe_dma_pinned() const;
   bool all_longterm_pinnable() const;
+  // Add the references this handle holds, per folio (head pfn), as the
+  // invariant checker counts them: one per page for FOLL_GET; for a pin, one
+  // per page on a large folio (its pincount is counted apart) or
+  // GUP_PIN_COUNTING_BIAS per page on a small one; nothing for the zero page.
+  void add_refs(std::map<uint64_t, long>* refs) const;
 
  private:
   friend long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out);

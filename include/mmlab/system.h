@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,9 @@ class System {
   // The invariant checker over the whole system (linux-mm-semantics.md §15).
   // With processes gone, it also proves that nothing leaked.
   CheckReport check() const;
+  // The same, telling the checker about references that no page table shows
+  // (what GUP callers hold): head pfn of the folio -> references held.
+  CheckReport check_with_refs(const std::map<uint64_t, long>& extra_refs_by_head_pfn) const;
 
   uint64_t nr_free_pages() const;
   uint64_t nr_total_pages() const;

@@ -85,6 +85,17 @@ bool GupPages::all_longterm_pinnable() const {
   return true;
 }
 
+void GupPages::add_refs(std::map<uint64_t, long>* refs) const {
+  for (long i = 0; i < count_; i++) {
+    Page* pg = pages_[static_cast<size_t>(i)];
+    Folio* f = page_folio(pg);
+    if (pin_ && PhysMem::of(pg)->zero_page() == pg) continue;
+    long r = 1;
+    if (pin_ && !folio_has_pincount(f)) r = GUP_PIN_COUNTING_BIAS;
+    (*refs)[folio_pfn(f)] += r;
+  }
+}
+
 long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) NO_THREAD_SAFETY_ANALYSIS {
   out->release();
   Mm* mm = p->mm();

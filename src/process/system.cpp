@@ -11,6 +11,7 @@
 namespace mmlab {
 
 CheckReport check_system(const System& sys);  // check/checker.cpp
+CheckReport check_system(const System& sys, const std::function<long(const Folio*)>& extra_refs);
 
 namespace {
 
@@ -131,6 +132,13 @@ std::string System::vmstat_text() const {
 }
 
 CheckReport System::check() const { return check_system(*this); }
+
+CheckReport System::check_with_refs(const std::map<uint64_t, long>& refs) const {
+  return check_system(*this, [&](const Folio* f) -> long {
+    auto it = refs.find(folio_pfn(f));
+    return it == refs.end() ? 0 : it->second;
+  });
+}
 
 uint64_t System::nr_free_pages() const { return k_->phys->nr_free_pages(); }
 uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }

@@ -27,6 +27,7 @@ class LineParser {
   LineParser(const std::string& file, int line, std::vector<Token> toks) : file_(file), line_(line), t_(std::move(toks)) {}
 
   bool done() const { return i_ >= t_.size(); }
+  void back() { i_--; }  // to report an error at the token just read
   const Token* peek() const { return done() ? nullptr : &t_[i_]; }
   [[noreturn]] void fail(const std::string& what) const {
     int col = done() ? (t_.empty() ? 1 : t_.back().col + static_cast<int>(t_.back().s.size()) + 1) : t_[i_].col;
@@ -201,12 +202,15 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
     else if (f == "split-pmd") st->gup_flags |= foll::SPLIT_PMD;
     else {
       (void)tok;
+      lp.back();
       lp.fail("a GUP flag (get, pin, fast, fast-only, unlocked, write, force, longterm, nofault, split-pmd), not '" + f + "'");
     }
     pos = c + 1;
   }
-  if (get == pin) lp.fail("FLAGS naming exactly one of 'get' and 'pin'");
-  if (fast + fast_only + unlocked > 1 || (pin && fast_only)) lp.fail("FLAGS naming one entry point");
+  if (get == pin || fast + fast_only + unlocked > 1 || (pin && fast_only)) {
+    lp.back();
+    lp.fail(get == pin ? "FLAGS naming exactly one of 'get' and 'pin'" : "FLAGS naming one entry point");
+  }
   GupEntry e = get ? (fast ? GupEntry::kGetUserPagesFast : fast_only ? GupEntry::kGetUserPagesFastOnly
                                                           : unlocked ? GupEntry::kGetUserPagesUnlocked
                                                                      : GupEntry::kGetUserPages)
@@ -222,7 +226,7 @@ void parse_expect(LineParser& lp, Stmt* st) {
   if (first == "sysfs" || first == "vmstat" || first == "counter") {
     st->op = first == "sysfs" ? Op::kExpectSysfs : first == "vmstat" ? Op::kExpectVmstat : Op::kExpectCounter;
     st->str = lp.word(first == "sysfs" ? "a sysfs PATH" : "a NAME");
-    if (first == "sysfs" && !sysfs_path_known(st->str)) lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
+    if (first == "sysfs" && !sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
     st->value = static_cast<int64_t>(lp.number());
     return;
   }
@@ -386,7 +390,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
   if (w == "sysfs") {
     st->op = Op::kSysfs;
     st->str = lp.word("a sysfs PATH");
-    if (!sysfs_path_known(st->str)) lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
+    if (!sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
     st->str2 = lp.word("a VALUE");
   } else if (w == "tune") {
     st->op = Op::kTune;
@@ -443,7 +447,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
       st->expect_signal = e;
     } else {
       st->expect_errno = -errno_from_name(e.c_str());
-      if (!st->expect_errno) lp.fail("an ERRNO name (EFAULT, ENOMEM, EINVAL, ...) or SIGSEGV/SIGBUS");
+      if (!st->expect_errno) lp.back(), lp.fail("an ERRNO name (EFAULT, ENOMEM, EINVAL, ...) or SIGSEGV/SIGBUS");
     }
     Stmt inner;
     inner.file = st->file;

@@ -1,0 +1,105 @@
+// The scenario language: parse errors name file:line:column, TAP output and
+// outcomes follow kselftest, expectations fail with a diagnostic.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "mmlab/scenario.h"
+
+namespace mmlab {
+namespace {
+
+std::string parse_error(const std::string& text) {
+  std::string err;
+  auto prog = scenario_parse_text("t.mms", text, &err);
+  EXPECT_FALSE(prog) << "parsed: " << text;
+  return err;
+}
+
+struct RunOut {
+  std::vector<ScenarioResult> results;
+  std::string tap;
+};
+
+RunOut run(const std::string& text, ScenarioOptions opt = {}) {
+  std::string err;
+  auto prog = scenario_parse_text("t.mms", text, &err);
+  EXPECT_TRUE(prog) << err;
+  RunOut r;
+  if (!prog) return r;
+  opt.ram_bytes = 256ull << 20;
+  std::ostringstream out;
+  r.results = scenario_run(*prog, opt, out);
+  r.tap = out.str();
+  return r;
+}
+
+TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 3K rw private\n"), "t.mms:3:10: expected a SIZE that is a multiple of 4K");
+  EXPECT_EQ(parse_error("test a\nP mmap A 4K rwz private\n"), "t.mms:2:13: expected a PROT (none, r, rw, rx, rwx)");
+  EXPECT_EQ(parse_error("tune gup.walk fancy\n").substr(0, 24), "t.mms:1:15: expected a t");
+  EXPECT_EQ(parse_error("test 9abc\n"), "t.mms:1:6: expected a NAME (a letter, then letters, digits, '_' or '-')");
+  EXPECT_EQ(parse_error("test a\nP gup H A 1 write\n").substr(0, 19), "t.mms:2:13: expecte");
+  EXPECT_EQ(parse_error("test a\nP write A 4K 256\n"), "t.mms:2:14: expected a BYTE (0..255)");
+  EXPECT_EQ(parse_error("test a\nexpect-error ENOTANERRNO P exit\n").substr(0, 19), "t.mms:2:14: expecte");
+  EXPECT_EQ(parse_error("test a\nproc P extra\n"), "t.mms:2:8: expected the end of the statement");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/nope 1\n").substr(0, 19), "t.mms:2:7: expected");
+}
+
+TEST(ScenarioParseTest, NumbersCommentsAndPrelude) {
+  RunOut r = run("# comment\nproc P   # prelude\n\ntest a\nP mmap A 0x2000 rw private\nP write A+0x1000 1K 0x7f\n"
+              "P read A+4K 1K 127\ntest b\nP mmap A 64K rw private\n");
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+  EXPECT_EQ(r.results[1].outcome, Outcome::kPass) << r.tap;
+}
+
+TEST(ScenarioRunTest, TapOutcomesAndTotals) {
+  RunOut r = run("test good\nproc P\nP mmap A 4K rw private\nP write A 4K 1\nP read A 4K 1\n"
+              "test bad\nproc P\nP mmap A 4K rw private\nP read A 4K 1\n"
+              "test known\nxfail reason here\nproc P\nP mmap A 4K rw private\nP read A 4K 1\n"
+              "test lucky\nxfail reason there\nproc P\n"
+              "test later\nskip no 1G pages\n");
+  EXPECT_EQ(r.tap,
+            "TAP version 13\n1..5\nok 1 good\nnot ok 2 bad\n"
+            "# t.mms:9: expected every byte of A+0x0..+0x1000 == 0x01, found 0x00 at +0x0\n"
+            "ok 3 known # XFAIL reason here\n"
+            "# t.mms:14: expected every byte of A+0x0..+0x1000 == 0x01, found 0x00 at +0x0\n"
+            "ok 4 lucky # XPASS reason there\nok 5 later # SKIP no 1G pages\n"
+            "# Totals: pass:1 fail:1 xfail:1 xpass:1 skip:1 error:0\n");
+  EXPECT_EQ(scenario_exit_status(r.results), 1);
+}
+
+TEST(ScenarioRunTest, ExpectErrorAndSignals) {
+  RunOut r = run("test a\nproc P\nP mmap A 4K r private\nexpect-error SIGSEGV P write A 4K 1\n"
+              "expect-error EINVAL P mprotect A+1 4K r\n"
+              "test b\nproc P\nP mmap A 4K rw private\nexpect-error EINVAL P munmap A 4K\n"
+              "test c\nproc P\nP mmap A 4K r private\nP write A 4K 1\n");
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+  EXPECT_EQ(r.results[1].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[1].diagnostics.front(), "t.mms:9: expected munmap to fail with EINVAL, it succeeded");
+  EXPECT_EQ(r.results[2].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[2].diagnostics.front().substr(0, 35), "t.mms:13: write ended with SIGSEGV ");
+}
+
+TEST(ScenarioRunTest, FilterAndVariants) {
+  ScenarioOptions opt;
+  opt.filter = "keep-*";
+  opt.variants.push_back({"gup.walk", {"legacy", "batch"}});
+  RunOut r = run("test keep-one\nproc P\ntest drop-one\nproc P\n", opt);
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].variant, "gup.walk=legacy");
+  EXPECT_EQ(r.results[1].variant, "gup.walk=batch");
+  EXPECT_NE(r.tap.find("ok 2 keep-one [gup.walk=batch]"), std::string::npos);
+}
+
+TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {
+  // The interpreter releases what handles still hold, then checks for leaks.
+  RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nP gup H A 2 pin\nexpect H 2\ncheck\n");
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+}
+
+}  // namespace
+}  // namespace mmlab
