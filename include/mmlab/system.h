@@ -24,6 +24,10 @@ class Process;
 // writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
 enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
 const char* fs_class_name(FsClass c);
+// How this library was built (compiler, flags, sanitizer) and from which commit.
+const char* build_description();
+const char* build_commit();
+bool build_is_instrumented();  // a debug or sanitizer build: no timings reported
 // Whether the build has this `tune` key and value (scenario parsing refuses unknown ones).
 bool tune_value_known(const std::string& key, const std::string& value);
 // Whether a sysfs path under /sys/kernel/mm is one the model has.
