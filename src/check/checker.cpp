@@ -714,9 +714,12 @@ class Checker {
     if (folio_ref_count(f) <= 0) return false;
     if (folio_test_hugetlb(f)) return true;  // the pool holds free hugetlb folios
     long ext = extra(f);
-    if (ext <= 0) return false;
     long pins = folio_has_pincount(f) ? folio_pincount(f) : 0;
+    // The swap cache and the page cache hold unmapped folios legitimately
+    // (after fork and a CoW, the old folio stays in the swap cache while the
+    // other process's swap entry still uses the slot).
     long cache = (folio_test_swapcache(f) || (!folio_test_anon(f) && ld(f->page.mapping) != 0)) ? folio_nr_pages(f) : 0;
+    if (ext <= 0 && cache == 0) return false;
     if (folio_ref_count(f) != pins + cache + ext)
       rep_.add("folio_ref_count(folio) != expected (refcount floor)", fmt::format("unmapped folio pfn {:#x}", folio_pfn(f)),
                fmt::format("refcount {} != 0 mappings + {} pins + {} cache + {} held elsewhere\n{}", folio_ref_count(f),

@@ -1,25 +1,1162 @@
-// PLACEHOLDER until the swap layer lands (owner: swap layer).
-#include "fault/fault.h"
+// Swap: the in-memory swap device and its slots (mm/swapfile.c), the swap
+// cache (mm/swap_state.c), swap-in faults (do_swap_page, mm/memory.c), swap
+// and migration entries in zap and fork, MADV_PAGEOUT's reclaim
+// (madvise_cold_or_pageout_pte_range in mm/madvise.c, shrink_folio_list in
+// mm/vmscan.c, try_to_unmap_one in mm/rmap.c), and clearing soft-dirty bits
+// (clear_refs_write in fs/proc/task_mmu.c).
+//
+// Where the model departs from the kernel:
+//  - Writeback completes at once: pageout() copies the folio to the device
+//    and the reclaimer frees the folio in the same pass, instead of a later
+//    reclaim pass after the I/O completes. After MADV_PAGEOUT a reclaimed
+//    folio is gone and only its swap entries remain.
+//  - Swap is treated as always "full" (mem_cgroup_swap_full() true): every
+//    place that may drop a swap-cache folio whose slots no swap PTE uses any
+//    more does so (should_try_to_free_swap, activate_locked, the swap-in
+//    back-out paths). With no reclaim running in the background, this keeps
+//    the swap cache to the folios whose slots are still shared.
+//  - Swap-in is order 0 only (no mTHP swap-in: that needs SWP_SYNCHRONOUS_IO
+//    devices); a large folio still in the swap cache is mapped whole when its
+//    swap PTEs allow, as the kernel does.
+//  - No readahead, no zswap, no swap cgroup accounting, no swapoff.
+//  - Without any swap device MADV_PAGEOUT does nothing (the kernel would still
+//    split large folios that fail to get swap space).
 #include "fault/swap.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "fault/fault.h"
+#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
 #include "mmlab/system.h"
 
 namespace mmlab {
 
-vm_fault_t do_swap_page(VmFault*) { return VM_FAULT_SIGBUS; }
-unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t, uint64_t addr, unsigned) {
-  ptep_get_and_clear(vma->vm_mm, addr, pte);
-  return 1;
+// ============================================================================
+// The device and its slots (mm/swapfile.c)
+// ============================================================================
+
+SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots) : type(t), max(nr_slots) {
+  data_len = nr_slots * PAGE_SIZE;
+  void* p = ::mmap(nullptr, data_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) data = static_cast<uint8_t*>(p);
+  swap_map.assign(nr_slots, 0);
+  cache.assign(nr_slots, nullptr);
 }
-int copy_nonpresent_pte(Vma*, Vma*, pte_t* dst_pte, pte_t* src_pte, uint64_t) {
-  entry_set(dst_pte, ptep_get(src_pte));
+
+SwapDevice::~SwapDevice() {
+  if (data) ::munmap(data, data_len);
+}
+
+// sys_swapon of an in-memory device of `bytes` (rounded down to pages).
+int System::add_swap(uint64_t bytes) {
+  SwapState* ss = k_->swap.get();
+  uint64_t nr = bytes >> PAGE_SHIFT;
+  if (nr < 2) return -EINVAL;  // the header page and at least one slot
+  nr = std::min<uint64_t>(nr, SWP_MIG_YOUNG);  // offsets must fit a swap PTE
+  std::lock_guard<std::mutex> g(ss->swapon_mutex);
+  unsigned type = ss->nr_swapfiles.load(std::memory_order_relaxed);
+  if (type >= MAX_SWAPFILES) return -EPERM;
+  auto dev = std::make_unique<SwapDevice>(type, nr);
+  if (!dev->data) return -ENOMEM;
+  ss->devices[type] = std::move(dev);
+  ss->nr_swapfiles.store(type + 1, std::memory_order_release);
   return 0;
 }
-bool folio_free_swap(Folio*) { return false; }
-void madvise_pageout_range(Vma*, uint64_t, uint64_t) {}
-int System::add_swap(uint64_t) { return -ENOSYS; }
-long System::run_shrinkers() { return 0; }
-void Process::clear_soft_dirty() {}
+
+SwapDevice* swp_swap_info(Kernel* k, swp_entry_t entry) {
+  unsigned type = swp_type(entry);
+  if (type >= k->swap->nr_swapfiles.load(std::memory_order_acquire)) return nullptr;
+  SwapDevice* si = k->swap->devices[type].get();
+  uint64_t off = swp_offset(entry);
+  if (off == 0 || off >= si->max) return nullptr;
+  return si;
+}
+
+uint64_t swap_inuse_pages(Kernel* k) {
+  uint64_t n = 0;
+  unsigned nr = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  for (unsigned t = 0; t < nr; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    SpinGuard g(&si->lock);
+    n += si->inuse_pages;
+  }
+  return n;
+}
+
+void swap_for_each_slot(Kernel* k,
+                        const std::function<void(swp_entry_t entry, unsigned count, bool has_cache, Folio* cached)>& fn) {
+  unsigned nr = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  for (unsigned t = 0; t < nr; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    std::vector<std::pair<uint64_t, std::pair<uint16_t, Folio*>>> used;
+    {
+      SpinGuard g(&si->lock);
+      for (uint64_t off = 1; off < si->max; off++)
+        if (si->swap_map[off] || si->cache[off]) used.push_back({off, {si->swap_map[off], si->cache[off]}});
+    }
+    for (auto& [off, v] : used)
+      fn(swp_entry(t, off), v.first & SWAP_COUNT_MASK, v.first & SWAP_HAS_CACHE, v.second);
+  }
+}
+
+bool swap_cache_holds(Kernel* k, const Folio* folio) {
+  if (!folio_test_swapcache(folio)) return false;
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return false;
+  const long nr = folio_nr_pages(folio);
+  if (swp_offset(entry) + static_cast<uint64_t>(nr) > si->max) return false;
+  SpinGuard g(&si->lock);
+  for (long i = 0; i < nr; i++) {
+    uint64_t off = swp_offset(entry) + static_cast<uint64_t>(i);
+    if (si->cache[off] != folio || !(si->swap_map[off] & SWAP_HAS_CACHE)) return false;
+  }
+  return true;
+}
+
+unsigned swap_map_of(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return 0;
+  SpinGuard g(&si->lock);
+  return si->swap_map[swp_offset(entry)];
+}
+
+namespace {
+
+// A naturally aligned run of nr free slots in [from, to), first fit; 0 if none.
+uint64_t scan_free_run(SwapDevice* si, uint64_t from, uint64_t to, uint64_t nr) REQUIRES(si->lock) {
+  for (uint64_t c = round_up(std::max<uint64_t>(from, 1), nr); c + nr <= to;) {
+    uint64_t i = 0;
+    while (i < nr && si->swap_map[c + i] == 0) i++;
+    if (i == nr) return c;
+    c = round_up(c + i + 1, nr);
+  }
+  return 0;
+}
+
+// scan_swap_map_slots: nr contiguous slots, naturally aligned (a large
+// folio's slots are, so that swap-in can find its swap PTEs as a batch),
+// searching from the hint and wrapping. The slots start with SWAP_HAS_CACHE.
+uint64_t swap_alloc_slots(SwapDevice* si, uint64_t nr) REQUIRES(si->lock) {
+  if (si->max - 1 - si->inuse_pages < nr) return 0;
+  uint64_t hint = std::max<uint64_t>(si->cluster_next, 1);
+  uint64_t off = scan_free_run(si, hint, si->max, nr);
+  if (!off) off = scan_free_run(si, 1, std::min(si->max, hint + nr), nr);
+  if (!off) return 0;
+  for (uint64_t i = 0; i < nr; i++) si->swap_map[off + i] = SWAP_HAS_CACHE;
+  si->inuse_pages += nr;
+  si->cluster_next = off + nr;
+  return off;
+}
+
+// A slot whose swap_map dropped to zero is free again (swap_entries_free).
+void slot_maybe_free(SwapDevice* si, uint64_t off) REQUIRES(si->lock) {
+  if (si->swap_map[off] == 0) {
+    VM_WARN_ON(si->cache[off], "a free swap slot still has a swap-cache folio");
+    si->inuse_pages--;
+  }
+}
+
+// Drop one reference of each of nr slots; true if any slot is left with only
+// its swap-cache folio (__swap_entries_free's "any_only_cache").
+bool swap_entries_free(SwapDevice* si, uint64_t off, uint64_t nr) REQUIRES(si->lock) {
+  bool only_cache = false;
+  for (uint64_t i = off; i < off + nr; i++) {
+    uint16_t v = si->swap_map[i];
+    VM_WARN_ON(!(v & SWAP_COUNT_MASK), "swap_free of a slot with no references");
+    if (!(v & SWAP_COUNT_MASK)) continue;
+    si->swap_map[i] = static_cast<uint16_t>(v - 1);
+    if (si->swap_map[i] == SWAP_HAS_CACHE) only_cache = true;
+    slot_maybe_free(si, i);
+  }
+  return only_cache;
+}
+
+// put_swap_folio for one slot: the swap cache no longer holds it.
+void slot_drop_cache(SwapDevice* si, uint64_t off) REQUIRES(si->lock) {
+  si->cache[off] = nullptr;
+  si->swap_map[off] = static_cast<uint16_t>(si->swap_map[off] & ~SWAP_HAS_CACHE);
+  slot_maybe_free(si, off);
+}
+
+// folio_swapped(): some slot of the folio still has references besides the
+// swap cache (a swap PTE).
+bool folio_swapped_locked(SwapDevice* si, uint64_t off, long nr) REQUIRES(si->lock) {
+  for (long i = 0; i < nr; i++)
+    if (si->swap_map[off + i] & SWAP_COUNT_MASK) return true;
+  return false;
+}
+
+}  // namespace
+
+int folio_alloc_swap(Folio* folio) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "folio_alloc_swap on an unlocked folio");
+  VM_WARN_ON_FOLIO(folio_test_swapcache(folio), folio, "folio_alloc_swap on a swap-cache folio");
+  Kernel* k = kernel_of(&folio->page);
+  const long nr = folio_nr_pages(folio);
+  unsigned nr_dev = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  // Devices in the order they were added: the kernel gives each swapon
+  // without a priority a lower one than the last, so the first fills first.
+  for (unsigned t = 0; t < nr_dev; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    SpinGuard g(&si->lock);
+    uint64_t off = swap_alloc_slots(si, static_cast<uint64_t>(nr));
+    if (!off) continue;
+    // swap_cache_add_folio: the folio is complete before lookups can find it.
+    folio_ref_add(folio, static_cast<int>(nr));
+    aref(folio->page.private_).store(swp_entry(t, off).val, std::memory_order_release);
+    folio_set_swapcache(folio);
+    for (long i = 0; i < nr; i++) si->cache[off + i] = folio;
+    return 0;
+  }
+  return -ENOMEM;
+}
+
+Folio* swap_cache_get_folio(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return nullptr;
+  SpinGuard g(&si->lock);
+  Folio* f = si->cache[swp_offset(entry)];
+  // A folio being split is frozen (refcount 0): not found, try again later.
+  if (!f || !folio_ref_try_add(f, 1)) return nullptr;
+  return f;
+}
+
+void swap_cache_del_folio(Folio* folio) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "swap_cache_del_folio on an unlocked folio");
+  VM_WARN_ON_FOLIO(!folio_test_swapcache(folio), folio, "swap_cache_del_folio of a folio not in the swap cache");
+  Kernel* k = kernel_of(&folio->page);
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  const long nr = folio_nr_pages(folio);
+  {
+    SpinGuard g(&si->lock);
+    for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
+  }
+  folio_clear_swapcache(folio);
+  aref(folio->page.private_).store(0, std::memory_order_release);
+  folio_put_refs(folio, static_cast<int>(nr));
+}
+
+void swap_cache_split_folio(Folio* head, long nr) {
+  Kernel* k = kernel_of(&head->page);
+  swp_entry_t entry = folio_swap_entry(head);
+  SwapDevice* si = swp_swap_info(k, entry);
+  SpinGuard g(&si->lock);
+  for (long i = 0; i < nr; i++)
+    si->cache[swp_offset(entry) + static_cast<uint64_t>(i)] = reinterpret_cast<Folio*>(folio_page(head, i));
+}
+
+int swap_duplicate(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return -ENOENT;
+  SpinGuard g(&si->lock);
+  uint16_t& v = si->swap_map[swp_offset(entry)];
+  if (v == 0) return -ENOENT;
+  // The kernel chains swap-count continuation pages past SWAP_MAP_MAX; the
+  // model's count simply has room for 32767 references.
+  if ((v & SWAP_COUNT_MASK) == SWAP_COUNT_MASK) return -ENOMEM;
+  v = static_cast<uint16_t>(v + 1);
+  return 0;
+}
+
+void swap_free_nr(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return;
+  SpinGuard g(&si->lock);
+  swap_entries_free(si, swp_offset(entry), nr);
+}
+
+bool folio_free_swap(Folio* folio) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "folio_free_swap on an unlocked folio");
+  if (!folio_test_swapcache(folio)) return false;
+  Kernel* k = kernel_of(&folio->page);
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  const long nr = folio_nr_pages(folio);
+  {
+    SpinGuard g(&si->lock);
+    if (folio_swapped_locked(si, swp_offset(entry), nr)) return false;
+    for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
+  }
+  folio_clear_swapcache(folio);
+  aref(folio->page.private_).store(0, std::memory_order_release);
+  // The folio now holds the only copy of its data.
+  folio_set_dirty(folio);
+  folio_put_refs(folio, static_cast<int>(nr));
+  return true;
+}
+
+void folio_unlock_swap(Folio* folio) {
+  folio_unlock(folio);
+  if (folio_test_swapcache(folio) && folio_trylock(folio)) {
+    folio_free_swap(folio);  // only if no swap PTE uses its slots
+    folio_unlock(folio);
+  }
+}
+
+long shrink_swap_cache(Kernel* k) {
+  long freed = 0;
+  unsigned nr_dev = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  for (unsigned t = 0; t < nr_dev; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    for (uint64_t off = 1; off < si->max; off++) {
+      bool only_cache;
+      {
+        SpinGuard g(&si->lock);
+        only_cache = si->swap_map[off] == SWAP_HAS_CACHE;
+      }
+      if (!only_cache) continue;
+      Folio* folio = swap_cache_get_folio(k, swp_entry(t, off));
+      if (!folio) continue;
+      if (folio_trylock(folio)) {
+        if (folio_free_swap(folio)) freed++;
+        folio_unlock(folio);
+      }
+      folio_put(folio);
+    }
+  }
+  return freed;
+}
+
+namespace {
+
+// __try_to_reclaim_swap(si, offset, TTRS_UNMAPPED | TTRS_FULL): a folio whose
+// slots only the swap cache uses is removed from it, if it can be locked
+// without sleeping (the caller may hold a page-table lock). Returns the
+// folio's size (positive if reclaimed, negative if not), 0 if none.
+long try_to_reclaim_swap(Kernel* k, SwapDevice* si, uint64_t off) {
+  Folio* folio = swap_cache_get_folio(k, swp_entry(si->type, off));
+  if (!folio) return 0;
+  const long nr = folio_nr_pages(folio);
+  long ret = -nr;
+  if (folio_trylock(folio)) {
+    // The model treats swap as full, so TTRS_FULL reclaims mapped folios too.
+    if (folio_free_swap(folio)) ret = nr;
+    folio_unlock(folio);
+  }
+  folio_put(folio);
+  return ret;
+}
+
+}  // namespace
+
+void free_swap_and_cache_nr(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return;
+  const uint64_t start = swp_offset(entry), end = start + nr;
+  bool any_only_cache;
+  {
+    SpinGuard g(&si->lock);
+    any_only_cache = swap_entries_free(si, start, nr);
+  }
+  if (!any_only_cache) return;
+  for (uint64_t off = start; off < end;) {
+    uint16_t v;
+    {
+      SpinGuard g(&si->lock);
+      v = si->swap_map[off];
+    }
+    uint64_t step = 1;
+    if (v == SWAP_HAS_CACHE) {
+      // Folios sit naturally aligned in swap: skip to the next boundary.
+      long r = try_to_reclaim_swap(k, si, off);
+      if (r) step = round_up(off + 1, static_cast<uint64_t>(std::labs(r))) - off;
+    }
+    off += step;
+  }
+}
+
+unsigned swap_pte_batch(const pte_t* ptep, unsigned max_nr, pte_t pte) {
+  pte_t expected = pte_move_swp_offset(pte, 1);
+  unsigned nr = 1;
+  while (nr < max_nr && ptep_get(ptep + nr) == expected) {
+    nr++;
+    expected = pte_move_swp_offset(expected, 1);
+  }
+  return nr;
+}
+
+bool folio_vma_range(const Folio* folio, const Vma* vma, uint64_t* start, uint64_t* end) {
+  const uint64_t pgoff = folio->page.index;
+  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
+  const uint64_t vstart = vma->vm_pgoff, vend = vma->vm_pgoff + vma->pages();
+  const uint64_t first = std::max(pgoff, vstart), last = std::min(pgoff + nr, vend);
+  if (first >= last) return false;
+  *start = vma->vm_start + ((first - vstart) << PAGE_SHIFT);
+  *end = vma->vm_start + ((last - vstart) << PAGE_SHIFT);
+  return true;
+}
+
+// ============================================================================
+// Reading and writing the device (mm/page_io.c)
+// ============================================================================
+
+namespace {
+
+// swap_read_folio: the slots' bytes into the folio.
+void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
+  PhysMem* phys = k->phys.get();
+  const long nr = folio_nr_pages(folio);
+  for (long i = 0; i < nr; i++)
+    user_memcpy(phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
+                PAGE_SIZE);
+  k->stats->count(VmStat::pswpin, static_cast<uint64_t>(nr));
+  if (folio_test_large(folio)) k->stats->count_mthp(folio_order(folio), MthpStat::swpin);
+}
+
+// swap_writeout / __swap_writepage: the folio's bytes into its slots
+// (count_swpout_vm_event). The folio is locked, in the swap cache, unmapped.
+void swap_writeout(Kernel* k, Folio* folio) {
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  PhysMem* phys = k->phys.get();
+  const long nr = folio_nr_pages(folio);
+  uint8_t* dst = si->data + swp_offset(entry) * PAGE_SIZE;
+  for (long i = 0; i < nr; i++)
+    user_memcpy(dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+  if (folio_order(folio) == PMD_ORDER) k->stats->count(VmStat::thp_swpout);
+  k->stats->count_mthp(folio_order(folio), MthpStat::swpout);
+  k->stats->count(VmStat::pswpout, static_cast<uint64_t>(nr));
+}
+
+}  // namespace
+
+// ============================================================================
+// Swap and migration entries in zap and fork (mm/memory.c)
+// ============================================================================
+
+// zap_nonpresent_ptes, for a caller without zap_details: swap entries free
+// their slots (a batch of consecutive ones at once), migration entries drop
+// the rss they stand for, and markers (uffd-wp, guard, poison) are dropped.
+unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr) {
+  Mm* mm = vma->vm_mm;
+  swp_entry_t entry = pte_to_swp_entry(ptent);
+  unsigned nr = 1;
+  if (!non_swap_entry(entry)) {
+    nr = swap_pte_batch(pte, max_nr, ptent);
+    add_mm_counter(mm, MM_SWAPENTS, -static_cast<long>(nr));
+    free_swap_and_cache_nr(mm->kernel, entry, nr);
+  } else if (is_migration_entry(entry)) {
+    Folio* folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(entry)));
+    dec_mm_counter(mm, mm_counter(folio));
+  }
+  for (unsigned i = 0; i < nr; i++) ptep_get_and_clear(mm, addr + i * PAGE_SIZE, pte + i);
+  return nr;
+}
+
+// copy_nonpresent_pte. Both PTLs are held (destination, then source).
+int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr) {
+  Mm* dst_mm = dst_vma->vm_mm;
+  Mm* src_mm = src_vma->vm_mm;
+  const pte_t orig = ptep_get(src_pte);
+  pte_t pte = orig;
+  swp_entry_t entry = pte_to_swp_entry(orig);
+  if (!non_swap_entry(entry)) {
+    if (swap_duplicate(src_mm->kernel, entry) < 0) return -ENOMEM;
+    // The swap entry is shared now: neither side may map it exclusive.
+    if (pte_swp_exclusive(orig)) {
+      pte = pte_swp_clear_exclusive(orig);
+      entry_set(src_pte, pte);
+    }
+    inc_mm_counter(dst_mm, MM_SWAPENTS);
+  } else if (is_migration_entry(entry)) {
+    Folio* folio = page_folio(src_mm->phys->pfn_to_page(swp_offset_pfn(entry)));
+    inc_mm_counter(dst_mm, mm_counter(folio));
+    if (!is_readable_migration_entry(entry) && is_cow_mapping(dst_vma->vm_flags)) {
+      // Parent and child must both map it read-only; a previously exclusive
+      // entry is shared now.
+      pte = swp_entry_to_pte(make_migration_entry(SWP_MIGRATION_READ, swp_offset(entry)));
+      if (pte_swp_soft_dirty(orig)) pte = pte_swp_mksoft_dirty(pte);
+      if (pte_swp_uffd_wp(orig)) pte = pte_swp_mkuffd_wp(pte);
+      entry_set(src_pte, pte);
+    }
+  } else if (is_pte_marker_entry(entry)) {
+    // copy_pte_marker: poison and guard markers are inherited; uffd-wp only
+    // where the child VMA is registered for it.
+    uint64_t marker = swp_offset(entry) & (PTE_MARKER_POISONED | PTE_MARKER_GUARD);
+    if ((swp_offset(entry) & PTE_MARKER_UFFD_WP) && (dst_vma->vm_flags & VM_UFFD_WP)) marker |= PTE_MARKER_UFFD_WP;
+    if (marker) set_pte_at(dst_mm, addr, dst_pte, swp_entry_to_pte(swp_entry(SWP_PTE_MARKER, marker)));
+    return 0;
+  }
+  if (!(dst_vma->vm_flags & VM_UFFD_WP)) pte = pte_swp_clear_uffd_wp(pte);
+  entry_set(dst_pte, pte);
+  return 0;
+}
+
+// ============================================================================
+// Swap-in (do_swap_page, mm/memory.c; __read_swap_cache_async, mm/swap_state.c)
+// ============================================================================
+
+namespace {
+
+bool folio_matches_swap_entry(const Folio* folio, swp_entry_t entry) {
+  if (!folio_test_swapcache(folio)) return false;
+  swp_entry_t first = folio_swap_entry(folio);
+  return swp_type(first) == swp_type(entry) && swp_offset(entry) >= swp_offset(first) &&
+         swp_offset(entry) < swp_offset(first) + static_cast<uint64_t>(folio_nr_pages(folio));
+}
+
+// __read_swap_cache_async for one slot: the folio the swap cache holds, with a
+// reference (*fresh false), or a new order-0 folio added to the swap cache,
+// read from the device and left locked (*fresh true). nullptr when the slot
+// was freed meanwhile (its swap PTE is gone) or memory ran out.
+Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh) {
+  const uint64_t off = swp_offset(entry);
+  for (;;) {
+    if (Folio* f = swap_cache_get_folio(k, entry)) {
+      *fresh = false;
+      return f;
+    }
+    Folio* nf = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
+    if (!nf) return nullptr;
+    // Private to us until added to the cache: the lock cannot be contended.
+    bool locked = folio_trylock(nf);
+    VM_WARN_ON_FOLIO(!locked, nf, "a new folio is locked");
+    folio_set_swapbacked(nf);
+    enum class Add : uint8_t { kAdded, kRaced, kGone } r;
+    {
+      SpinGuard g(&si->lock);
+      uint16_t v = si->swap_map[off];
+      if (si->cache[off]) {
+        r = Add::kRaced;  // another folio is (being) added, or is frozen by a split
+      } else if (!(v & SWAP_COUNT_MASK)) {
+        r = Add::kGone;  // !swap_entry_swapped(): every swap PTE of it is gone
+      } else {
+        // swapcache_prepare + swap_cache_add_folio.
+        folio_ref_add(nf, 1);
+        aref(nf->page.private_).store(entry.val, std::memory_order_release);
+        folio_set_swapcache(nf);
+        si->swap_map[off] = static_cast<uint16_t>(v | SWAP_HAS_CACHE);
+        si->cache[off] = nf;
+        r = Add::kAdded;
+      }
+    }
+    if (r != Add::kAdded) {
+      folio_unlock(nf);
+      folio_put(nf);
+      if (r == Add::kGone) return nullptr;
+      std::this_thread::yield();
+      continue;
+    }
+    swap_read_folio(k, nf, si, off);
+    folio_set_uptodate(nf);
+    folio_add_lru(nf);
+    *fresh = true;
+    return nf;
+  }
+}
+
+// migration_entry_wait: sleep until the thread that replaced the PTE by a
+// migration entry (a folio split) unlocks the folio; the fault then retries.
+void migration_entry_wait(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vmf->mm();
+  SpinLock* ptl;
+  pte_t* ptep = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
+  if (!ptep) return;
+  pte_t pte = ptep_get(ptep);
+  Folio* folio = nullptr;
+  if (is_swap_pte(pte) && is_migration_entry(pte_to_swp_entry(pte))) {
+    folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(pte_to_swp_entry(pte))));
+    if (!folio_ref_try_add(folio, 1)) folio = nullptr;  // frozen: being split right now
+  }
+  ptl->unlock();
+  if (!folio) {
+    std::this_thread::yield();
+    return;
+  }
+  // migration_entry_wait_on_locked: wait for the lock bit, without taking it.
+  while (folio_test_locked(folio)) std::this_thread::yield();
+  folio_put(folio);
+}
+
+// pte_marker_clear: drop a marker that no longer means anything.
+vm_fault_t pte_marker_clear(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vmf->mm();
+  vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+  if (!vmf->pte) return 0;
+  if (ptep_get(vmf->pte) == vmf->orig_pte) ptep_get_and_clear(mm, vmf->address, vmf->pte);
+  vmf->ptl->unlock();
+  return 0;
+}
+
+// handle_pte_marker. uffd-wp markers are cleared and the access refaults on
+// an empty PTE (userfaultfd itself is not modelled).
+vm_fault_t handle_pte_marker(VmFault* vmf, swp_entry_t entry) {
+  uint64_t marker = swp_offset(entry);
+  if (!marker) return VM_FAULT_SIGBUS;
+  if (marker & PTE_MARKER_POISONED) return VM_FAULT_HWPOISON;
+  if (marker & PTE_MARKER_GUARD) return VM_FAULT_SIGSEGV;
+  if (marker & PTE_MARKER_UFFD_WP) return pte_marker_clear(vmf);
+  return VM_FAULT_SIGBUS;
+}
+
+bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
+// pte_needs_soft_dirty_wp: soft-dirty tracking wants the next write to fault.
+bool pte_needs_soft_dirty_wp(const Vma* vma, pte_t pte) { return vma_soft_dirty_enabled(vma) && !pte_soft_dirty(pte); }
+bool userfaultfd_pte_wp(const Vma* vma, pte_t pte) { return (vma->vm_flags & VM_UFFD_WP) && pte_uffd_wp(pte); }
+
+}  // namespace
+
+// Entered without the PTL; vmf->orig_pte is the non-present PTE read locklessly.
+vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  Kernel* k = mm->kernel;
+  swp_entry_t entry = pte_to_swp_entry(vmf->orig_pte);
+  if (non_swap_entry(entry)) {
+    if (is_migration_entry(entry)) {
+      migration_entry_wait(vmf);
+      return 0;
+    }
+    if (is_pte_marker_entry(entry)) return handle_pte_marker(vmf, entry);
+    return VM_FAULT_SIGBUS;  // device entries are not modelled: print_bad_pte
+  }
+  // get_swap_device. (The kernel returns 0 and refaults when swapoff races;
+  // without swapoff a bad entry is a corrupt PTE.)
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return VM_FAULT_SIGBUS;
+  // A swap PTE implies an anon_vma; keep the invariant folio_add_new_anon_rmap needs.
+  if (!vma->anon_vma) {
+    if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
+    if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
+  }
+
+  vm_fault_t ret = 0;
+  bool fresh = false;
+  Folio* folio = read_swap_cache(k, si, entry, &fresh);
+  if (!folio) {
+    // Back out if somebody else faulted in (or zapped) this PTE meanwhile.
+    vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+    if (vmf->pte && ptep_get(vmf->pte) == vmf->orig_pte) ret = VM_FAULT_OOM;
+    if (vmf->pte) vmf->ptl->unlock();
+    return ret;
+  }
+  if (fresh) {
+    // Had to read the page from the swap area: a major fault.
+    ret = VM_FAULT_MAJOR;
+    k->stats->count(VmStat::pgmajfault);
+  } else {
+    folio_lock(folio);  // folio_lock_or_retry: we hold no spinlock here
+  }
+  // folio_free_swap() or a split may have released the swap cache under us.
+  if (!folio_matches_swap_entry(folio, entry)) {
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return ret;
+  }
+  Page* page = folio_page(folio, static_cast<long>(swp_offset(entry) - swp_offset(folio_swap_entry(folio))));
+
+  vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+  if (!vmf->pte || !(ptep_get(vmf->pte) == vmf->orig_pte)) {
+    if (vmf->pte) vmf->ptl->unlock();
+    // out_nomap: with swap full, a folio nobody's swap PTE needs any more
+    // leaves the swap cache now rather than at the next reclaim.
+    folio_free_swap(folio);
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return ret;
+  }
+
+  // A large folio still in the swap cache is mapped whole when its swap PTEs
+  // are all there, in this page table and VMA.
+  long nr_pages = 1, page_idx = 0;
+  uint64_t address = vmf->address;
+  pte_t* ptep = vmf->pte;
+  if (folio_test_large(folio)) {
+    const long nr = folio_nr_pages(folio);
+    const long idx = folio_page_idx(folio, page);
+    const uint64_t folio_start = address - static_cast<uint64_t>(idx) * PAGE_SIZE;
+    const uint64_t folio_end = folio_start + static_cast<uint64_t>(nr) * PAGE_SIZE;
+    if (folio_start >= std::max(address & PMD_MASK, vma->vm_start) &&
+        folio_end <= pmd_addr_end(address, vma->vm_end)) {
+      pte_t* folio_ptep = vmf->pte - idx;
+      pte_t folio_pte = ptep_get(folio_ptep);
+      if (folio_pte == pte_move_swp_offset(vmf->orig_pte, -idx) &&
+          swap_pte_batch(folio_ptep, static_cast<unsigned>(nr), folio_pte) == static_cast<unsigned>(nr)) {
+        page_idx = idx;
+        address = folio_start;
+        ptep = folio_ptep;
+        nr_pages = nr;
+        entry = folio_swap_entry(folio);
+        page = &folio->page;
+      }
+    }
+  }
+
+  // A swap PTE never points at an AnonExclusive swap-cache page.
+  VM_WARN_ON_FOLIO(folio_test_anon(folio) && PageAnonExclusive(page), folio, "swap PTE of an AnonExclusive page");
+  // Checked under the PTL against a concurrent fork() sharing the entry.
+  const bool exclusive = pte_swp_exclusive(vmf->orig_pte);
+
+  // Drop the swap PTEs' slot references; with swap full, should_try_to_free_swap()
+  // is always true, so the swap cache goes once no other swap PTE needs it.
+  swap_free_nr(k, entry, static_cast<unsigned>(nr_pages));
+  folio_free_swap(folio);
+
+  add_mm_counter(mm, MM_ANONPAGES, nr_pages);
+  add_mm_counter(mm, MM_SWAPENTS, -nr_pages);
+  pte_t pte = pfn_pte(page_to_pfn(page), vma->vm_page_prot);
+  if (pte_swp_soft_dirty(vmf->orig_pte)) pte = pte_mksoft_dirty(pte);
+  if (pte_swp_uffd_wp(vmf->orig_pte)) pte = pte_mkuffd_wp(pte);
+
+  // As do_wp_page(), but certainly unshared when the swap PTE said so or
+  // nobody else holds the folio: map it writable at once where allowed.
+  rmap_t rmap_flags = RMAP_NONE;
+  if (exclusive || folio_ref_count(folio) == 1) {
+    if ((vma->vm_flags & VM_WRITE) && !userfaultfd_pte_wp(vma, pte) && !pte_needs_soft_dirty_wp(vma, pte)) {
+      pte = pte_mkwrite_novma(pte);
+      if (vmf->flags & FAULT_FLAG_WRITE) {
+        pte = pte_mkdirty(pte);
+        vmf->flags &= ~FAULT_FLAG_WRITE;
+      }
+    }
+    rmap_flags |= RMAP_EXCLUSIVE;
+  }
+  // The swap-cache lookup's reference becomes the mapping's.
+  folio_ref_add(folio, static_cast<int>(nr_pages) - 1);
+  vmf->orig_pte = pte_t{pte.v + static_cast<uint64_t>(page_idx) * PAGE_SIZE};
+  if (!folio_test_anon(folio)) {
+    folio_add_new_anon_rmap(folio, vma, address, rmap_flags, RmapLevel::kPte);
+  } else {
+    folio_add_anon_rmap_ptes(folio, page, static_cast<int>(nr_pages), vma, address, rmap_flags);
+  }
+  VM_WARN_ON_FOLIO(pte_write(pte) && !PageAnonExclusive(page), folio, "swap-in mapped a shared page writable");
+  set_ptes(mm, address, ptep, pte, static_cast<unsigned>(nr_pages));
+  folio_unlock_swap(folio);  // only trylocks: fine under the PTL
+
+  if (vmf->flags & FAULT_FLAG_WRITE) {
+    // A write to a page that may be shared: reuse or copy, with the PTL held.
+    ret |= do_wp_page(vmf);
+    if (ret & VM_FAULT_ERROR) ret &= VM_FAULT_ERROR;
+    return ret;
+  }
+  vmf->ptl->unlock();
+  return ret;
+}
+
+// ============================================================================
+// MADV_PAGEOUT: isolate, then reclaim (mm/madvise.c, mm/vmscan.c, mm/rmap.c)
+// ============================================================================
+
+namespace {
+
+// folio_isolate_lru: off the LRU, with a reference for the isolator.
+bool folio_isolate_lru(Folio* folio) {
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return false;
+  folio_get(folio);
+  return true;
+}
+
+void folio_putback_lru(Folio* folio) {
+  folio_set_lru(folio);
+  folio_put(folio);
+}
+
+// PTEs of one folio converted in a row: their rmap and references go together
+// (one folio_remove_rmap_ptes() per run, so that unmapping a whole folio does
+// not pass through a "partially mapped" state).
+struct UnmapRun {
+  Page* first = nullptr;
+  int nr = 0;
+};
+
+void unmap_run_flush(Folio* folio, Vma* vma, UnmapRun* run) {
+  if (!run->nr) return;
+  folio_remove_rmap_ptes(folio, run->first, run->nr, vma);
+  folio_put_refs(folio, run->nr);  // never the last: the caller holds one
+  *run = UnmapRun{};
+}
+
+void unmap_run_add(Folio* folio, Vma* vma, UnmapRun* run, Page* page) {
+  if (run->nr && page == run->first + run->nr) {
+    run->nr++;
+    return;
+  }
+  unmap_run_flush(folio, vma, run);
+  run->first = page;
+  run->nr = 1;
+}
+
+// try_to_unmap_one(TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH) on one VMA: every PTE
+// of vma mapping a page of the folio (in the swap cache, locked) becomes a
+// swap entry. false stops the rmap walk: a page could not be unmapped.
+bool try_to_unmap_one(Folio* folio, Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t start, end;
+  if (!folio_vma_range(folio, vma, &start, &end)) return true;
+  Mm* mm = vma->vm_mm;
+  PhysMem* phys = mm->phys;
+  Kernel* k = mm->kernel;
+  const pfn_t fpfn = folio_pfn(folio);
+  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
+  const swp_entry_t first_entry = folio_swap_entry(folio);
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) continue;
+    pmd_t pmdval = pmdp_get(pmd);
+    if (pmd_trans_huge(pmdval)) {
+      if (pmd_pfn(pmdval) != fpfn) continue;
+      if (vma->vm_flags & VM_LOCKED) return false;  // mlocked: not reclaimable
+      split_huge_pmd(vma, pmd, addr);
+    }
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    UnmapRun run;
+    bool ok = true, cleared = false;
+    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+      pte_t pteval = ptep_get(pte);
+      if (!pte_present(pteval) || pte_special(pteval)) continue;
+      const pfn_t pfn = pte_pfn(pteval);
+      if (pfn < fpfn || pfn >= fpfn + nr) continue;
+      if (vma->vm_flags & VM_LOCKED) {
+        ok = false;
+        break;
+      }
+      Page* subpage = phys->pfn_to_page(pfn);
+      const bool anon_exclusive = PageAnonExclusive(subpage);
+      // Clear first (see folio_try_share_anon_rmap_pte); the TLB flush is batched.
+      pteval = entry_xchg(pte, pte_t{0});
+      cleared = true;
+      if (pte_dirty(pteval)) folio_set_dirty(folio);
+      const swp_entry_t entry{first_entry.val + (pfn - fpfn)};
+      if (swap_duplicate(k, entry) < 0) {
+        entry_set(pte, pteval);
+        ok = false;
+        break;
+      }
+      if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+        // Maybe pinned: the page must stay mapped.
+        swap_free_nr(k, entry, 1);
+        entry_set(pte, pteval);
+        ok = false;
+        break;
+      }
+      dec_mm_counter(mm, MM_ANONPAGES);
+      inc_mm_counter(mm, MM_SWAPENTS);
+      pte_t swp_pte = swp_entry_to_pte(entry);
+      if (anon_exclusive) swp_pte = pte_swp_mkexclusive(swp_pte);
+      if (pte_soft_dirty(pteval)) swp_pte = pte_swp_mksoft_dirty(swp_pte);
+      if (pte_uffd_wp(pteval)) swp_pte = pte_swp_mkuffd_wp(swp_pte);
+      entry_set(pte, swp_pte);
+      unmap_run_add(folio, vma, &run, subpage);
+    }
+    unmap_run_flush(folio, vma, &run);
+    if (cleared) flush_tlb_range(vma, addr, next);
+    ptl->unlock();
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// try_to_unmap: the rmap walk over the folio's anon_vma (read-locked).
+void try_to_unmap(Folio* folio) {
+  AnonVma* av = folio_anon_vma(folio);
+  if (!av) return;
+  ReadGuard rmap(&av->rwsem);
+  for (Vma* vma : av->vmas) {
+    if (!try_to_unmap_one(folio, vma)) break;
+    if (!folio_mapped(folio)) break;
+  }
+}
+
+// __remove_mapping for the swap cache: a written-out folio held by nobody but
+// the swap cache and the reclaimer (folio_ref_freeze(folio, 1 + nr)) leaves
+// the swap cache; the reclaimer's reference stays. false: someone else holds
+// it (a GUP reference, a racing swap-in), so it stays in the swap cache.
+bool remove_mapping(Kernel* k, Folio* folio) {
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  const long nr = folio_nr_pages(folio);
+  {
+    SpinGuard g(&si->lock);  // swap-cache lookups cannot take a reference meanwhile
+    int expected = 1 + static_cast<int>(nr);
+    if (folio_test_dirty(folio) ||
+        !aref(folio->page.refcount).compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
+      return false;
+    for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
+  }
+  folio_clear_swapcache(folio);
+  aref(folio->page.private_).store(0, std::memory_order_release);
+  return true;
+}
+
+enum class Reclaim : uint8_t { kKeep, kActivate, kFreed };
+
+// shrink_folio_list() for one locked anonymous folio.
+Reclaim reclaim_anon_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
+  // Lazyfree (MADV_FREE) folios are not modelled; file folios are not swapped.
+  if (!folio_test_anon(folio) || !folio_test_swapbacked(folio)) return Reclaim::kKeep;
+  if (!folio_test_swapcache(folio)) {
+    if (folio_maybe_dma_pinned(folio)) return Reclaim::kKeep;
+    if (folio_test_large(folio)) {
+      // cannot split folio, skip it
+      if (!can_split_folio(folio, 1, nullptr)) return Reclaim::kActivate;
+      // Split partially mapped folios right away: the unmapped pages are freed without I/O.
+      if (folio_on_deferred_list(folio) && folio_test_partially_mapped(folio) && split_folio_to_list(folio, list))
+        return Reclaim::kActivate;
+    }
+    if (folio_alloc_swap(folio)) {
+      if (!folio_test_large(folio)) return Reclaim::kActivate;
+      // No contiguous room: fall back to swapping the pages one by one.
+      const unsigned order = folio_order(folio);
+      if (split_folio_to_list(folio, list)) return Reclaim::kActivate;
+      if (order >= PMD_ORDER) k->stats->count(VmStat::thp_swpout_fallback);
+      k->stats->count_mthp(order, MthpStat::swpout_fallback);
+      if (folio_alloc_swap(folio)) return Reclaim::kActivate;
+    }
+    // A fresh slot holds nothing yet: the folio must be written.
+    folio_set_dirty(folio);
+  }
+  if (folio_mapped(folio)) {
+    try_to_unmap(folio);
+    if (folio_mapped(folio)) return Reclaim::kActivate;
+  }
+  if (folio_test_dirty(folio)) {
+    // pageout(): folio_clear_dirty_for_io, then the write completes at once.
+    folio_clear_dirty(folio);
+    swap_writeout(k, folio);
+  }
+  return remove_mapping(k, folio) ? Reclaim::kFreed : Reclaim::kKeep;
+}
+
+// shrink_folio_list over isolated folios (each holds an isolation
+// reference). Folios split on the way append their other parts.
+void shrink_folio_list(Kernel* k, std::vector<Folio*>* list) {
+  for (size_t i = 0; i < list->size(); i++) {
+    Folio* folio = (*list)[i];
+    if (!folio_trylock(folio)) {
+      folio_putback_lru(folio);
+      continue;
+    }
+    switch (reclaim_anon_folio(k, folio, list)) {
+      case Reclaim::kFreed:
+        folio_unlock(folio);
+        folio_put(folio);  // the last reference: the folio is freed
+        break;
+      case Reclaim::kActivate:
+        // Not a candidate for swapping: give back swap space it no longer
+        // needs (swap is "full" for the model).
+        if (folio_test_swapcache(folio)) folio_free_swap(folio);
+        if (!folio_test_mlocked(folio)) folio_set_active(folio);
+        folio_unlock_swap(folio);
+        folio_putback_lru(folio);
+        break;
+      case Reclaim::kKeep:
+        folio_unlock_swap(folio);
+        folio_putback_lru(folio);
+        break;
+    }
+  }
+}
+
+// Deactivate a folio for reclaim (the part of the walk shared with MADV_COLD).
+void pageout_isolate(Folio* folio, std::vector<Folio*>* list) {
+  folio_clear_referenced(folio);
+  if (folio_test_active(folio)) folio_set_workingset(folio);
+  if (!folio_isolate_lru(folio)) return;
+  if (folio_test_unevictable(folio)) {
+    folio_putback_lru(folio);
+    return;
+  }
+  list->push_back(folio);
+}
+
+// madvise_cold_or_pageout_pte_range(pageout) for [addr, end) inside one PMD.
+void pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, std::vector<Folio*>* list) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  pmd_t* pmd = mm_find_pmd(mm, addr);
+  if (!pmd) return;
+  if (pmd_trans_huge(pmdp_get(pmd))) {
+    SpinLock* ptl = pmd_lock(mm, pmd);
+    pmd_t orig = pmdp_get(pmd);
+    if (!pmd_trans_huge(orig)) {
+      ptl->unlock();
+      if (pmd_none(orig)) return;
+    } else {
+      Page* page = vm_normal_page_pmd(vma, addr, orig);
+      Folio* folio = page ? page_folio(page) : nullptr;  // nullptr: the huge zero folio
+      // Do not interfere with other mappings of this folio; anon only.
+      if (!folio || folio_maybe_mapped_shared(folio) || !folio_test_anon(folio)) {
+        ptl->unlock();
+        return;
+      }
+      if (end - addr != PMD_SIZE) {
+        // Only part of the THP is advised: split it, then work on the pages.
+        folio_get(folio);
+        ptl->unlock();
+        folio_lock(folio);
+        int err = split_folio(folio);
+        folio_unlock_swap(folio);
+        folio_put(folio);
+        if (err) return;
+      } else {
+        pageout_isolate(folio, list);
+        ptl->unlock();
+        return;
+      }
+    }
+  }
+
+  SpinLock* ptl;
+  pte_t* start_pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+  if (!start_pte) return;
+  pte_t* pte = start_pte;
+  unsigned nr;
+  for (; addr < end; pte += nr, addr += nr * PAGE_SIZE) {
+    nr = 1;
+    pte_t ptent = ptep_get(pte);
+    if (pte_none(ptent) || !pte_present(ptent)) continue;
+    Page* page = vm_normal_page(vma, addr, ptent);
+    if (!page) continue;
+    Folio* folio = page_folio(page);
+    if (!folio_test_anon(folio)) continue;  // pageout_anon_only_filter: no file reclaim
+    if (folio_test_large(folio)) {
+      // Split a large folio only if it is not entirely mapped inside the
+      // range; otherwise it is swapped out whole.
+      nr = folio_pte_batch(folio, pte, ptent, static_cast<unsigned>((end - addr) >> PAGE_SHIFT));
+      if (static_cast<long>(nr) < folio_nr_pages(folio)) {
+        if (folio_maybe_mapped_shared(folio)) continue;
+        if (!folio_trylock(folio)) continue;
+        folio_get(folio);
+        ptl->unlock();
+        start_pte = nullptr;
+        int err = split_folio(folio);
+        folio_unlock_swap(folio);
+        folio_put(folio);
+        start_pte = pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+        if (!start_pte) break;
+        if (!err) nr = 0;  // look at the same address again, now order 0
+        continue;
+      }
+    }
+    // Other mappings of this folio, and folios off the LRU, are left alone.
+    // A large folio here is mapped entirely by this range, so mapcount ==
+    // nr_pages means nobody else maps it.
+    if (!folio_test_lru(folio) || folio_mapcount(folio) != folio_nr_pages(folio)) continue;
+    pageout_isolate(folio, list);
+  }
+  if (start_pte) ptl->unlock();
+}
+
+}  // namespace
+
+// madvise_pageout for [start, end) of vma (mmap_lock held for read).
+void madvise_pageout_range(Vma* vma, uint64_t start, uint64_t end) {
+  Kernel* k = vma->vm_mm->kernel;
+  if (!k->swap->nr_swapfiles.load(std::memory_order_acquire)) return;  // no swap: nothing to do
+  // Shared mappings hold page cache or shmem, which the model does not swap.
+  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) return;
+  end = std::min(end, vma->vm_end);
+  for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    std::vector<Folio*> list;
+    pageout_pmd_range(vma, addr, next, &list);
+    shrink_folio_list(k, &list);  // reclaim_pages()
+  }
+}
+
+// ============================================================================
+// /proc/PID/clear_refs <- 4 (fs/proc/task_mmu.c)
+// ============================================================================
+
+namespace {
+
+// pte_is_pinned: a writable PTE of a maybe-pinned page keeps its state: the
+// pinning device may write it without the page tables noticing.
+bool pte_is_pinned(Vma* vma, uint64_t addr, pte_t pte) {
+  if (!pte_write(pte)) return false;
+  if (!is_cow_mapping(vma->vm_flags)) return false;
+  if (!vma->vm_mm->test_flag(MMF_HAS_PINNED)) return false;
+  Page* page = vm_normal_page(vma, addr, pte);
+  return page && folio_maybe_dma_pinned(page_folio(page));
+}
+
+// clear_refs_pte_range(CLEAR_REFS_SOFT_DIRTY) over the whole VMA:
+// clear_soft_dirty_pmd / clear_soft_dirty write-protect every present entry
+// and clear its soft-dirty bit; swap PTEs lose their soft-dirty bit.
+void clear_soft_dirty_vma(Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  bool flush = false;
+  for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
+    next = pmd_addr_end(addr, vma->vm_end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) {
+      next = pud_addr_end(addr, vma->vm_end);  // no PMD table here at all
+      continue;
+    }
+    pmd_t v = pmdp_get(pmd);
+    if (pmd_none(v)) continue;
+    if (pmd_trans_huge(v)) {
+      SpinLock* ptl = pmd_lock(mm, pmd);
+      pmd_t cur = pmdp_get(pmd);
+      if (pmd_trans_huge(cur)) {
+        // Invalidate first (see change_huge_pmd), keeping the A/D bits the
+        // hardware may set meanwhile.
+        pmd_t old = entry_xchg(pmd, pmd_mkinvalid(cur));
+        flush_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
+        entry_set(pmd, pmd_clear_soft_dirty(pmd_wrprotect(old)));
+        ptl->unlock();
+        continue;
+      }
+      ptl->unlock();
+      if (pmd_none(cur)) continue;
+    }
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+      pte_t ptent = ptep_get(pte);
+      if (pte_none(ptent)) continue;
+      if (pte_present(ptent)) {
+        if (pte_is_pinned(vma, a, ptent)) continue;
+        // ptep_modify_prot_start/commit.
+        pte_t old = entry_xchg(pte, pte_t{0});
+        entry_set(pte, pte_clear_soft_dirty(pte_wrprotect(old)));
+        flush |= pte_write(old);
+      } else {
+        entry_set(pte, pte_swp_clear_soft_dirty(ptent));
+      }
+    }
+    ptl->unlock();
+  }
+  if (flush) flush_tlb_range(vma, vma->vm_start, vma->vm_end);
+}
+
+}  // namespace
+
+// clear_refs_write(CLEAR_REFS_SOFT_DIRTY): mmap_lock for write; every VMA
+// loses VM_SOFTDIRTY (so soft-dirty tracking is on and mprotect() keeps
+// clean PTEs read-only), and every entry is write-protected and cleaned.
+void Process::clear_soft_dirty() {
+  if (!mm_) return;
+  Mm* mm = mm_.get();
+  mmap_write_lock(mm);
+  for (auto& kv : mm->vmas) {
+    Vma* vma = kv.second.get();
+    if (!(vma->vm_flags & VM_SOFTDIRTY)) continue;
+    mmap_assert_write_locked(vma->vm_mm);
+    vma_start_write(vma);  // vm_flags_clear
+    vma->vm_flags &= ~VM_SOFTDIRTY;
+    vma_set_page_prot(vma);
+  }
+  for (auto& kv : mm->vmas) {
+    Vma* vma = kv.second.get();
+    // clear_refs_test_walk skips PFN maps; the walk has no hugetlb callback.
+    if (vma->vm_flags & (VM_PFNMAP | VM_HUGETLB)) continue;
+    clear_soft_dirty_vma(vma);
+  }
+  mmap_write_unlock(mm);
+}
 
 }  // namespace mmlab

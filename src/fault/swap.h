@@ -1,19 +1,155 @@
 // Swap (mm/swapfile.c, mm/swap_state.c, mm/vmscan.c's pageout path, and
 // do_swap_page of mm/memory.c): an in-memory swap device, the swap cache,
-// swap-in faults, and the deferred-split shrinker that splits folios.
+// swap-in faults, and the migration entries that splitting a folio uses.
+//
+// The model's device is an ordinary block device held in host memory (not a
+// SWP_SYNCHRONOUS_IO one such as zram): every swap-in goes through the swap
+// cache, as swapin_readahead() does.
+//
+// Locking (see sync/lock_order.h): each device's `lock` stands for the
+// kernel's si->lock, the swap cluster locks and the swap cache's xarray lock
+// at once. It is a leaf lock (LockClass::kGeneric): it may be taken under a
+// page-table lock (zap, fork) and nothing is taken under it except the page
+// allocator's locks, never a folio lock held blocking.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "mm/mm.h"
+#include "pgtable/entry.h"
 #include "phys/page.h"
+#include "sync/annotations.h"
+#include "sync/spinlock.h"
 
 namespace mmlab {
 
-// State of the swap devices of one Kernel (filled in by the swap layer).
-struct SwapState {
-  std::mutex lock;
+struct Kernel;
+
+// ---- swap_map values (include/linux/swap.h) ----
+// The low bits count the references to a slot (one per swap PTE, and per
+// other swap_duplicate() holder); SWAP_HAS_CACHE says the swap cache holds a
+// folio for it (the kernel's "one for the swap cache").
+inline constexpr uint16_t SWAP_HAS_CACHE = 0x8000;
+inline constexpr uint16_t SWAP_COUNT_MASK = 0x7fff;
+
+// struct swap_info_struct of an in-memory device. Slot 0 holds the swap
+// header and is never allocated, as in the kernel.
+struct SwapDevice {
+  SwapDevice(unsigned type, uint64_t nr_slots);
+  ~SwapDevice();
+  SwapDevice(const SwapDevice&) = delete;
+  SwapDevice& operator=(const SwapDevice&) = delete;
+
+  const unsigned type;   // swp_type() of its entries
+  const uint64_t max;    // slots, header included
+  uint8_t* data = nullptr;  // max * PAGE_SIZE bytes of host memory, touched lazily
+  uint64_t data_len = 0;
+
+  SpinLock lock{};  // si->lock + the swap cache of this device (leaf)
+  std::vector<uint16_t> swap_map GUARDED_BY(lock);  // per slot: count | SWAP_HAS_CACHE
+  std::vector<Folio*> cache GUARDED_BY(lock);       // swap cache: slot -> folio (every slot of a large folio)
+  uint64_t inuse_pages GUARDED_BY(lock) = 0;        // slots with a nonzero swap_map
+  uint64_t cluster_next GUARDED_BY(lock) = 1;       // allocation hint
 };
+
+// The swap devices of one Kernel (swap_info[]). Devices are only added
+// (there is no swapoff): devices[i] is written once, under swapon_mutex,
+// before nr_swapfiles publishes it.
+struct SwapState {
+  std::mutex swapon_mutex;
+  std::array<std::unique_ptr<SwapDevice>, MAX_SWAPFILES> devices;
+  std::atomic<unsigned> nr_swapfiles{0};
+};
+
+// ---- migration entries (include/linux/swapops.h) ----
+// The offset holds the pfn; x86 keeps the young and dirty bits of the
+// replaced PTE above it (SWP_MIG_YOUNG_BIT / SWP_MIG_DIRTY_BIT).
+inline constexpr uint64_t SWP_MIG_YOUNG = 1ull << 44;
+inline constexpr uint64_t SWP_MIG_DIRTY = 1ull << 45;
+inline pfn_t swp_offset_pfn(swp_entry_t e) { return swp_offset(e) & (SWP_MIG_YOUNG - 1); }
+inline swp_entry_t make_migration_entry(unsigned type, pfn_t pfn) { return swp_entry(type, pfn); }
+inline bool is_writable_migration_entry(swp_entry_t e) { return swp_type(e) == SWP_MIGRATION_WRITE; }
+inline bool is_readable_migration_entry(swp_entry_t e) { return swp_type(e) == SWP_MIGRATION_READ; }
+inline bool is_migration_entry_young(swp_entry_t e) { return swp_offset(e) & SWP_MIG_YOUNG; }
+inline bool is_migration_entry_dirty(swp_entry_t e) { return swp_offset(e) & SWP_MIG_DIRTY; }
+
+// ---- swap PTE bits the entry.h set does not have ----
+inline pte_t pte_swp_clear_soft_dirty(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_SOFT_DIRTY}; }
+inline pte_t pte_swp_clear_uffd_wp(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_UFFD_WP}; }
+// The same swap PTE with its offset moved by delta (pte_move_swp_offset).
+inline pte_t pte_move_swp_offset(pte_t e, long delta) {
+  return pte_t{e.v + static_cast<uint64_t>(delta) * (1ull << SWP_OFFSET_SHIFT)};
+}
+
+// ---- the swap cache and slots (mm/swap_state.c, mm/swapfile.c) ----
+// folio->swap: the entry of the folio's first page (Page::private_).
+inline swp_entry_t folio_swap_entry(const Folio* f) {
+  return swp_entry_t{aref(const_cast<uint64_t&>(f->page.private_)).load(std::memory_order_acquire)};
+}
+// The device an entry names, or nullptr for a bad type or offset (get_swap_device).
+SwapDevice* swp_swap_info(Kernel* k, swp_entry_t entry);
+// The folio the swap cache holds for entry, with a reference; nullptr if none.
+Folio* swap_cache_get_folio(Kernel* k, swp_entry_t entry);
+// folio_alloc_swap: nr contiguous, naturally aligned slots for a locked folio
+// that is not in the swap cache yet, and add it to the swap cache (PG_swapcache,
+// private_ = first entry, one reference per page). 0 or -ENOMEM (no room).
+int folio_alloc_swap(Folio* folio);
+// Remove a locked folio from the swap cache: its slots lose SWAP_HAS_CACHE
+// (and are freed if no swap PTE uses them), PG_swapcache is cleared and the
+// cache's references are dropped (swap_cache_del_folio + put_swap_folio).
+void swap_cache_del_folio(Folio* folio);
+// A split folio's pages became folios of their own: point each slot's cache
+// entry at its page (__swap_cache_replace_folio). The folio is frozen.
+void swap_cache_split_folio(Folio* head, long nr);
+// folio_unlock() for a folio that may be in the swap cache, by a caller that
+// holds a reference: a zap that dropped the last swap PTE of its slots while
+// we held the lock could not reclaim it (__try_to_reclaim_swap only trylocks),
+// so look again once unlocked. Stands in for the LRU reclaim that finds such
+// folios later in the kernel.
+void folio_unlock_swap(Folio* folio);
+// Reclaim every swap-cache folio whose slots no swap PTE uses any more (the
+// model's substitute for LRU reclaim of such folios; run by run_shrinkers()).
+// Returns how many folios left the swap cache.
+long shrink_swap_cache(Kernel* k);
+// swap_duplicate: one more reference to a slot in use. 0, or -ENOENT if the
+// slot is free, -ENOMEM if its count would overflow.
+int swap_duplicate(Kernel* k, swp_entry_t entry);
+// swap_free_nr: drop one reference to each of nr slots from entry.
+void swap_free_nr(Kernel* k, swp_entry_t entry, unsigned nr);
+// free_swap_and_cache_nr: drop the references of nr swap PTEs being zapped;
+// a slot left with only its swap-cache folio gets that folio reclaimed if it
+// can be locked without sleeping (__try_to_reclaim_swap).
+void free_swap_and_cache_nr(Kernel* k, swp_entry_t entry, unsigned nr);
+// swap_pte_batch: consecutive swap PTEs from ptep whose offsets increase by
+// one, with identical type and swap PTE bits; 1..max_nr.
+unsigned swap_pte_batch(const pte_t* ptep, unsigned max_nr, pte_t pte);
+
+// Slots in use over every device (for tests and reports).
+uint64_t swap_inuse_pages(Kernel* k);
+// For the invariant checker (quiescent system): every slot in use, with its
+// reference count (swap PTEs), whether the swap cache holds it, and the folio
+// the swap cache holds for it (nullptr if none).
+void swap_for_each_slot(Kernel* k,
+                        const std::function<void(swp_entry_t entry, unsigned count, bool has_cache, Folio* cached)>& fn);
+// The swap cache holds this folio under every one of its entries.
+bool swap_cache_holds(Kernel* k, const Folio* folio);
+// swap_map value of one slot (white-box tests); 0 for a bad entry.
+unsigned swap_map_of(Kernel* k, swp_entry_t entry);
+
+// ---- the rmap walk of anonymous folios (mm/rmap.c rmap_walk_anon) ----
+// The anon_vma a folio's mapping names (nullptr if not anonymous).
+inline AnonVma* folio_anon_vma(const Folio* f) {
+  if (!folio_test_anon(f)) return nullptr;
+  return reinterpret_cast<AnonVma*>(aref(const_cast<uint64_t&>(f->page.mapping)).load(std::memory_order_acquire));
+}
+// The user addresses [*start, *end) at which vma may map pages of folio
+// (vma_address over the folio's index range, clipped to the VMA); false if none.
+bool folio_vma_range(const Folio* folio, const Vma* vma, uint64_t* start, uint64_t* end);
 
 }  // namespace mmlab

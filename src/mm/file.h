@@ -2,8 +2,22 @@
 // in-memory file whose page cache holds folios that can be large, mapped
 // MAP_SHARED or MAP_PRIVATE, and the file-system class that decides where
 // the kernel's rules differ (dirty tracking for writeback).
+//
+// Page-cache conventions (the checker and every layer rely on them):
+//   - File::pages maps the index (in base pages) of a folio's first page to
+//     the folio; a folio of 2^order pages covers [index, index + 2^order).
+//   - A cached folio has folio->page.mapping == the File (never PG_anon),
+//     page.index == its index, and the cache holds folio_nr_pages(folio)
+//     references on it (as the kernel's page cache does).
+//   - shmem folios (memfd/tmpfs and MAP_SHARED|MAP_ANONYMOUS) are
+//     PG_swapbacked, so mm_counter_file() charges them to MM_SHMEMPAGES;
+//     ext4-class folios are not (MM_FILEPAGES).
+//   - When a File is destroyed (last fd closed and last mapping gone) its
+//     folios leave the cache: mapping cleared, the cache's references dropped
+//     (truncate_inode_pages). A folio someone still pins survives on the pin.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,38 +38,67 @@ struct HugetlbFileState;  // fault/hugetlb.h
 // struct address_space + struct inode, reduced to what the model needs.
 struct File {
   Kernel* kernel = nullptr;
-  int id = -1;
+  int id = -1;                 // inode number (unique per Kernel); not the fd
   std::string name;
-  uint64_t size = 0;           // i_size in bytes
+  uint64_t size = 0;           // i_size in bytes: read with i_size_read() once the file is in use
   FsClass fs = FsClass::kShmem;
   unsigned hugetlb_order = 0;  // hugetlbfs: PMD_ORDER or PUD_ORDER; 0 otherwise
   bool anon_shared = false;    // shmem_zero_setup: MAP_SHARED|MAP_ANONYMOUS backing
 
   // The page cache: folio start index -> folio (each holds one reference per
-  // page it caches, as the kernel's page cache does). Protected by lock.
+  // page it caches, as the kernel's page cache does). Protected by lock, a
+  // leaf lock (the xarray's xa_lock): nothing else is taken while it is held,
+  // and it is never taken under a page-table lock.
   std::mutex lock;
   std::map<uint64_t, Folio*> pages;
   // i_mmap: the VMAs that map this file (the file rmap). Protected by i_mmap_rwsem.
+  // (Not maintained yet: nothing walks the file rmap.)
   RwSemaphore i_mmap_rwsem{LockClass::kRmapLock};
   std::set<Vma*> i_mmap;
 
   std::unique_ptr<HugetlbFileState> hstate;  // hugetlbfs reservations
 
   File();
-  ~File();
+  ~File();  // releases the page cache (see above)
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
 };
+
+// i_size_read / i_size_write: i_size changes (pwrite past EOF, hugetlbfs mmap)
+// while faults read it; writers also hold file->lock.
+inline uint64_t i_size_read(const File* f) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(f->size)).load(std::memory_order_acquire);
+}
+inline void i_size_write(File* f, uint64_t size) {
+  std::atomic_ref<uint64_t>(f->size).store(size, std::memory_order_release);
+}
 
 // Does a shared mapping of this file need dirty tracking for writeback
 // (vma_needs_dirty_tracking)? shmem and hugetlbfs do not; ext4/xfs/btrfs do.
+// These are also the classes with ->page_mkwrite.
 inline bool file_needs_dirty_tracking(const File* f) {
   return f->fs == FsClass::kExt4 || f->fs == FsClass::kXfs || f->fs == FsClass::kBtrfs;
+}
+// shmem_file() / shmem_mapping(): memfd, tmpfs and shared anonymous memory.
+inline bool file_is_shmem(const File* f) { return f->fs == FsClass::kShmem; }
+
+// The page-cache folio containing page `index`, or nullptr. Caller holds f->lock.
+Folio* filemap_lookup(File* f, uint64_t index);
+// Call fn(index, folio) for every folio in f's page cache, under f->lock
+// (for audits such as the checker; fn must not take other locks).
+template <typename Fn>
+void filemap_for_each_folio(File* f, Fn&& fn) {
+  std::lock_guard<std::mutex> g(f->lock);
+  for (auto& [index, folio] : f->pages) fn(index, folio);
 }
 
 // The System's files (fds are indices), owned by the Kernel.
 struct FileTable {
+  FileTable();
+  ~FileTable();  // drops the table's references (files still mapped live on)
   std::mutex lock;
-  std::map<int, std::shared_ptr<File>> files;  // protected by lock
-  int next_id = 0;                              // protected by lock
+  std::map<int, std::shared_ptr<File>> files;  // fd -> file; protected by lock
+  int next_id = 0;                              // inode numbers; protected by lock
 };
 
 }  // namespace mmlab

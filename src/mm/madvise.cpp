@@ -128,7 +128,10 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
     case MADV_COLD:
     case MADV_PAGEOUT:
       if (!can_madv_lru_vma(vma)) return -EINVAL;
-      return 0;  // TODO(swap): deactivate / reclaim the folios
+      // MADV_COLD only deactivates (the model keeps no LRU order to change);
+      // MADV_PAGEOUT reclaims the range's private anonymous folios to swap.
+      if (behavior == MADV_PAGEOUT) madvise_pageout_range(vma, start, end);
+      return 0;
     case MADV_COLLAPSE:
     case MADV_GUARD_INSTALL:
     case MADV_GUARD_REMOVE:

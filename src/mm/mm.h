@@ -183,6 +183,9 @@ void vma_start_write(Vma* vma) REQUIRES(vma->vm_mm->mmap_lock);
 bool vma_is_write_locked(const Vma* vma);
 
 pgprot_t vm_get_page_prot(vm_flags_t flags);
+// A shared writable mapping whose pages must write-fault first (soft-dirty,
+// uffd-wp, or dirty tracking of an ext4-class file): its vm_page_prot is read-only.
+bool vma_wants_writenotify(const Vma* vma);
 void vma_set_page_prot(Vma* vma);
 // maybe_mkwrite: writable only where the VMA allows writes.
 inline pte_t maybe_mkwrite(pte_t pte, const Vma* vma) {

@@ -2,15 +2,19 @@
 // __mmap_region and do_vmi_munmap, arch/x86/kernel/sys_x86_64.c's top-down
 // allocator, mm/huge_memory.c's THP alignment of large anonymous mappings).
 //
-// Only anonymous mappings exist so far: a file mapping is -EBADF (no file
-// descriptors yet) and MAP_HUGETLB is -EINVAL until hugetlb arrives.
+// File mappings (mm/mmap.c's do_mmap file branch, f_op->get_unmapped_area
+// and ->mmap for shmem, ext4-class files and hugetlbfs) and shared anonymous
+// memory (shmem_zero_setup) go through the same path; the file layer
+// (fault/filemap.cpp) supplies the files.
 #include <algorithm>
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
 
+#include "mm/file.h"
 #include "mm/internal.h"
+#include "mm/kernel.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {
@@ -21,6 +25,12 @@ constexpr int MAP_GROWSDOWN = 0x0100;
 constexpr int MAP_LOCKED = 0x2000;
 constexpr int MAP_NONBLOCK = 0x10000;
 constexpr int MAP_STACK = 0x20000;
+constexpr int MAP_DENYWRITE = 0x0800, MAP_EXECUTABLE = 0x1000, MAP_UNINITIALIZED = 0x4000000;
+constexpr int MAP_HUGE_MASK = 0x3f;
+// LEGACY_MAP_MASK: the flags MAP_SHARED_VALIDATE accepts (no MAP_SYNC: no DAX).
+constexpr int LEGACY_MAP_MASK = MAP_SHARED | MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS | MAP_DENYWRITE |
+                                MAP_EXECUTABLE | MAP_UNINITIALIZED | MAP_GROWSDOWN | MAP_LOCKED | MAP_NORESERVE |
+                                MAP_POPULATE | MAP_NONBLOCK | MAP_STACK | MAP_HUGETLB;
 
 // The gap kept below a VM_GROWSDOWN VMA (stack_guard_gap, 256 pages).
 constexpr uint64_t stack_guard_gap = 256ull << PAGE_SHIFT;
@@ -95,22 +105,64 @@ long arch_get_unmapped_area_topdown(Mm* mm, uint64_t addr, uint64_t len, int fla
   return unmapped_area(mm, len, round_up(mm->task_size / 3, PAGE_SIZE), mm->task_size);
 }
 
-// thp_get_unmapped_area_vmflags for anonymous memory (pgoff 0): search with a
-// PMD of padding and return the PMD-aligned address inside the gap found;
-// with a top-down layout an already aligned result moves up one PMD.
-long thp_get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, int flags) REQUIRES_SHARED(mm->mmap_lock) {
+// thp_get_unmapped_area_vmflags (__thp_get_unmapped_area): when [off, off+len)
+// of the file (off 0 for anonymous memory) covers a PMD-aligned PMD, search
+// with a PMD of padding and return the address inside the gap found that is
+// congruent to off modulo PMD_SIZE; with a top-down layout an already
+// aligned result moves up one PMD.
+long thp_get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, int flags, uint64_t off = 0)
+    REQUIRES_SHARED(mm->mmap_lock) {
+  uint64_t off_end = off + len;
+  uint64_t off_align = round_up(off, PMD_SIZE);
   uint64_t len_pad = len + PMD_SIZE;
-  if (len >= PMD_SIZE && len_pad > len) {
+  if (off_end > off_align && off_end - off_align >= PMD_SIZE && len_pad > len && off + len_pad > off) {
     long ret = arch_get_unmapped_area_topdown(mm, addr, len_pad, flags);
     if (ret >= 0) {
       uint64_t r = static_cast<uint64_t>(ret);
       if (r == addr) return ret;
-      uint64_t off_sub = (0 - r) & (PMD_SIZE - 1);
+      uint64_t off_sub = (off - r) & (PMD_SIZE - 1);
       if (!off_sub) return static_cast<long>(r + PMD_SIZE);
       return static_cast<long>(r + off_sub);
     }
   }
   return arch_get_unmapped_area_topdown(mm, addr, len, flags);
+}
+
+// The end of __get_unmapped_area: the checks every get_area result passes.
+long check_unmapped_area(Mm* mm, long ret, uint64_t len) {
+  if (ret < 0) return ret;
+  uint64_t a = static_cast<uint64_t>(ret);
+  if (a > mm->task_size - len) return -ENOMEM;
+  if (a & ~PAGE_MASK) return -EINVAL;
+  // security_mmap_addr (cap_mmap_addr): the model's processes lack CAP_SYS_RAWIO.
+  if (a < mmap_min_addr) return -EPERM;
+  return ret;
+}
+
+// __get_unmapped_area for a file mapping: the file's get_unmapped_area.
+//   hugetlbfs: hugetlb_get_unmapped_area (the hugetlb layer: length and
+//     MAP_FIXED address must be huge-page aligned, the result is aligned);
+//   shmem: shmem_get_unmapped_area, plain placement while shmem THP is "never";
+//   ext4, xfs: thp_get_unmapped_area (PMD alignment congruent to the offset);
+//   btrfs: no get_unmapped_area of its own (mm_get_unmapped_area).
+long file_get_unmapped_area(Mm* mm, const File* file, uint64_t addr, uint64_t len, uint64_t pgoff, int flags)
+    REQUIRES_SHARED(mm->mmap_lock) {
+  if (len > mm->task_size) return -ENOMEM;
+  long ret;
+  switch (file->fs) {
+    case FsClass::kHugetlbfs:
+      return hugetlb_get_unmapped_area(mm, const_cast<File*>(file), addr, len, pgoff, flags);
+    case FsClass::kExt4:
+    case FsClass::kXfs:
+      ret = thp_get_unmapped_area(mm, addr, len, flags, pgoff << PAGE_SHIFT);
+      break;
+    case FsClass::kShmem:
+    case FsClass::kBtrfs:
+    default:
+      ret = arch_get_unmapped_area_topdown(mm, addr, len, flags);
+      break;
+  }
+  return check_unmapped_area(mm, ret, len);
 }
 
 }  // namespace
@@ -121,8 +173,8 @@ long get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, uint64_t pgoff, int 
   if (len > mm->task_size) return -ENOMEM;
   long ret;
   if (flags & MAP_SHARED) {
-    // shmem_get_unmapped_area: plain placement while shmem THP is "never".
-    // TODO(shmem): huge shmem alignment.
+    // shmem_get_unmapped_area (shmem_zero_setup gives the mapping a shmem
+    // file): plain placement while shmem THP is "never" (not modelled).
     ret = arch_get_unmapped_area_topdown(mm, addr, len, flags);
   } else if (!addr && is_aligned(len, PMD_SIZE)) {
     // Larger anonymous mappings are THP aligned (only without a hint).
@@ -130,13 +182,7 @@ long get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, uint64_t pgoff, int 
   } else {
     ret = arch_get_unmapped_area_topdown(mm, addr, len, flags);
   }
-  if (ret < 0) return ret;
-  uint64_t a = static_cast<uint64_t>(ret);
-  if (a > mm->task_size - len) return -ENOMEM;
-  if (a & ~PAGE_MASK) return -EINVAL;
-  // security_mmap_addr (cap_mmap_addr): the model's processes lack CAP_SYS_RAWIO.
-  if (a < mmap_min_addr) return -EPERM;
-  return ret;
+  return check_unmapped_area(mm, ret, len);
 }
 
 // ---- munmap (do_vmi_munmap, do_vmi_align_munmap, vms_complete_munmap_vmas) ----
@@ -198,16 +244,24 @@ int do_munmap(Mm* mm, uint64_t start, uint64_t len) {
 
 namespace {
 
-// __mmap_region for an anonymous mapping at a chosen address.
-long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint64_t pgoff)
-    REQUIRES(mm->mmap_lock) {
-  // MAP_FIXED over existing mappings: they go first.
-  if (find_vma_intersection(mm, addr, addr + len)) {
-    int err = do_vmi_munmap(mm, addr, len);
-    if (err) return err;
-  }
-  // accountable_mapping: private writable memory is charged (VM_ACCOUNT).
-  if ((vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE)) == VM_WRITE) vm_flags |= VM_ACCOUNT;
+// file_mmap_ok: the file range [pgoff, pgoff + len) must be addressable
+// (MAX_LFS_FILESIZE: LLONG_MAX for every file system modelled).
+bool file_mmap_ok(uint64_t pgoff, uint64_t len) {
+  constexpr uint64_t maxsize = static_cast<uint64_t>(INT64_MAX);
+  if (len > maxsize) return false;
+  if (pgoff > (maxsize >> PAGE_SHIFT)) return false;
+  if (maxsize - len < (pgoff << PAGE_SHIFT)) return false;
+  return true;
+}
+
+// __mmap_region at a chosen address: a file mapping (file set), shared
+// anonymous memory (a shmem file from shmem_zero_setup) or private anonymous.
+long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint64_t pgoff,
+                 const std::shared_ptr<File>& file) REQUIRES(mm->mmap_lock) {
+  // accountable_mapping: private writable memory is charged (VM_ACCOUNT);
+  // hugetlbfs does its own reservations.
+  bool hugetlb_file = file && file->fs == FsClass::kHugetlbfs;
+  if (!hugetlb_file && (vm_flags & (VM_NORESERVE | VM_SHARED | VM_WRITE)) == VM_WRITE) vm_flags |= VM_ACCOUNT;
   // New (or expanded) VMAs are soft-dirty (__mmap_complete).
   vm_flags |= VM_SOFTDIRTY;
 
@@ -217,20 +271,39 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
   nv->vm_end = addr + len;
   nv->vm_flags = vm_flags;
   nv->vm_pgoff = pgoff;
-  nv->vm_page_prot = vm_get_page_prot(vm_flags);
-  // TODO(shmem): shared anonymous mappings get their shmem file here (shmem_zero_setup).
+  if (file) {
+    // ->mmap_prepare: before anything is unmapped, so a refusal leaves a
+    // MAP_FIXED target as it was (vms_abort_munmap_vmas).
+    nv->vm_file = file;
+    int err = file_mmap_prepare(file.get(), nv.get());
+    if (err) return err;
+  }
+  // MAP_FIXED over existing mappings: they go first.
+  if (find_vma_intersection(mm, addr, addr + len)) {
+    int err = do_vmi_munmap(mm, addr, len);
+    if (err) {
+      if (is_vm_hugetlb_page(nv.get())) hugetlb_vm_op_close(nv.get());  // give the reservation back
+      return err;
+    }
+  }
+  if (!file && (vm_flags & VM_SHARED)) {
+    // Shared anonymous memory is a shmem file of the mapping's size.
+    nv->vm_file = shmem_zero_setup(mm->kernel, len);
+    if (!nv->vm_file) return -ENOMEM;
+  }
+  nv->vm_page_prot = vm_get_page_prot(nv->vm_flags);
   Vma* vma = vma_link(mm, std::move(nv));
   mm->total_vm.fetch_add(len >> PAGE_SHIFT, std::memory_order_relaxed);
   vma = vma_merge_neighbours(mm, vma);
-  vma_set_page_prot(vma);
+  vma_set_page_prot(vma);  // write-notify for soft-dirty or file dirty tracking
   // TODO(khugepaged): khugepaged_enter_vma(vma, vm_flags).
   return static_cast<long>(addr);
 }
 
 // do_mmap with mmap_lock held for write. *populate receives the length to
 // populate after the lock is dropped.
-long do_mmap_locked(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff, uint64_t* populate)
-    REQUIRES(mm->mmap_lock) {
+long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, uint64_t len, int prot, int flags,
+                    uint64_t pgoff, uint64_t* populate) REQUIRES(mm->mmap_lock) {
   *populate = 0;
   if (!len) return -EINVAL;
   if (flags & MAP_FIXED_NOREPLACE) flags |= MAP_FIXED;
@@ -242,29 +315,53 @@ long do_mmap_locked(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, ui
   vm_flags_t vm_flags =
       calc_vm_prot_bits(prot) | calc_vm_flag_bits(flags) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
 
-  long got = get_unmapped_area(mm, addr, len, pgoff, flags, vm_flags);
+  long got = file ? file_get_unmapped_area(mm, file.get(), addr, len, pgoff, flags)
+                  : get_unmapped_area(mm, addr, len, pgoff, flags, vm_flags);
   if (got < 0) return got;
   addr = static_cast<uint64_t>(got);
 
   if ((flags & MAP_FIXED_NOREPLACE) && find_vma_intersection(mm, addr, addr + len)) return -EEXIST;
 
-  switch (flags & MAP_TYPE) {
-    case MAP_SHARED:
-      if (vm_flags & VM_GROWSDOWN) return -EINVAL;
-      pgoff = 0;  // ignored for shared anonymous memory
-      vm_flags |= VM_SHARED | VM_MAYSHARE;
-      break;
-    case MAP_PRIVATE:
-      pgoff = addr >> PAGE_SHIFT;  // the linear index anon_vma reuse relies on
-      break;
-    default:  // includes MAP_SHARED_VALIDATE, which anonymous memory rejects
-      // TODO: MAP_DROPPABLE (v6.12+) is not modelled.
-      return -EINVAL;
+  if (file) {
+    if (!file_mmap_ok(pgoff, len)) return -EOVERFLOW;
+    // Every file of the model is open for reading and writing, on a file
+    // system mounted exec: no -EACCES, -EPERM or VM_MAYWRITE/VM_MAYEXEC drop.
+    switch (flags & MAP_TYPE) {
+      case MAP_SHARED:
+        flags &= LEGACY_MAP_MASK;  // plain MAP_SHARED ignores unknown flags
+        [[fallthrough]];
+      case MAP_SHARED_VALIDATE:
+        if (flags & ~LEGACY_MAP_MASK) return -EOPNOTSUPP;
+        vm_flags |= VM_SHARED | VM_MAYSHARE;
+        [[fallthrough]];
+      case MAP_PRIVATE:
+        if (vm_flags & VM_GROWSDOWN) return -EINVAL;
+        break;
+      default:
+        return -EINVAL;
+    }
+  } else {
+    switch (flags & MAP_TYPE) {
+      case MAP_SHARED:
+        if (vm_flags & VM_GROWSDOWN) return -EINVAL;
+        pgoff = 0;  // ignored for shared anonymous memory
+        vm_flags |= VM_SHARED | VM_MAYSHARE;
+        break;
+      case MAP_PRIVATE:
+        pgoff = addr >> PAGE_SHIFT;  // the linear index anon_vma reuse relies on
+        break;
+      default:  // includes MAP_SHARED_VALIDATE, which anonymous memory rejects
+        // TODO: MAP_DROPPABLE (v6.12+) is not modelled.
+        return -EINVAL;
+    }
   }
-  // MAP_NORESERVE is honoured under the default overcommit heuristic.
-  if (flags & MAP_NORESERVE) vm_flags |= VM_NORESERVE;
+  if (flags & MAP_NORESERVE) {
+    // Honoured under the default overcommit heuristic; hugetlbfs applies
+    // strict accounting unless MAP_NORESERVE.
+    vm_flags |= VM_NORESERVE;
+  }
 
-  long ret = mmap_region(mm, addr, len, vm_flags, pgoff);
+  long ret = mmap_region(mm, addr, len, vm_flags, pgoff, file);
   if (ret >= 0 && ((vm_flags & VM_LOCKED) || (flags & (MAP_POPULATE | MAP_NONBLOCK)) == MAP_POPULATE))
     *populate = len;
   return ret;
@@ -294,16 +391,46 @@ void mm_populate(Mm* mm, uint64_t start, uint64_t len) {
   mmap_read_unlock(mm);
 }
 
-long do_mmap(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff) {
-  // ksys_mmap_pgoff: without MAP_ANONYMOUS there must be a file descriptor.
-  if (!(flags & MAP_ANONYMOUS)) return -EBADF;  // TODO(files)
-  if (flags & MAP_HUGETLB) return -EINVAL;      // TODO(hugetlb): hugetlb_file_setup
+long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
+                  uint64_t pgoff) {
+  if (file) {
+    // ksys_mmap_pgoff: a hugetlbfs file maps whole huge pages; MAP_HUGETLB
+    // with any other file is refused.
+    if (file->fs == FsClass::kHugetlbfs) {
+      const uint64_t hsize = PAGE_SIZE << (file->hugetlb_order ? file->hugetlb_order : PMD_ORDER);
+      len = round_up(len, hsize);
+    } else if (flags & MAP_HUGETLB) {
+      return -EINVAL;
+    }
+  }
   uint64_t populate = 0;
   mmap_write_lock(mm);
-  long ret = do_mmap_locked(mm, addr, len, prot, flags, pgoff, &populate);
+  long ret = do_mmap_locked(mm, file, addr, len, prot, flags, pgoff, &populate);
   mmap_write_unlock(mm);
+  file.reset();  // a refused mapping's file (MAP_HUGETLB's) goes now, outside mmap_lock
   if (ret >= 0 && populate) mm_populate(mm, static_cast<uint64_t>(ret), populate);
   return ret;
+}
+
+long do_mmap(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff) {
+  // ksys_mmap_pgoff: without MAP_ANONYMOUS there must be a file descriptor
+  // (Process::mmap_file resolves one).
+  if (!(flags & MAP_ANONYMOUS)) return -EBADF;
+  std::shared_ptr<File> file;
+  if (flags & MAP_HUGETLB) {
+    // hstate_sizelog: 0 is the default size (2 MiB); else 2 MiB or 1 GiB.
+    unsigned log = static_cast<unsigned>(flags >> MAP_HUGE_SHIFT) & MAP_HUGE_MASK;
+    unsigned shift = log ? log : PMD_SHIFT;
+    if (shift != PMD_SHIFT && shift != PUD_SHIFT) return -EINVAL;
+    if (!len) return -EINVAL;
+    uint64_t hlen = round_up(len, 1ull << shift);
+    if (hlen < len) return -ENOMEM;
+    int err = 0;
+    file = hugetlb_file_setup(mm->kernel, hlen, shift, &err);
+    if (!file) return err ? err : -ENOMEM;
+    len = hlen;
+  }
+  return do_mmap_file(mm, std::move(file), addr, len, prot, flags, pgoff);
 }
 
 // ---- exit_mmap ----

@@ -55,10 +55,12 @@ long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_
 
 long change_protection(Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags) {
   Mm* mm = vma->vm_mm;
-  pgprot_t newprot = vm_get_page_prot(newflags);
-  // vma_wants_manual_pte_write_upgrade: private writable mappings try to map
-  // exclusive anon pages writable at once.
-  bool try_writable = !(newflags & VM_SHARED) && (newflags & VM_WRITE);
+  // mprotect_fixup has set vm_flags and vm_page_prot (read-only where write-notify is wanted).
+  pgprot_t newprot = vma->vm_page_prot;
+  // vma_wants_manual_pte_write_upgrade: where vm_page_prot is read-only but a
+  // write fault would not need to do anything, make the PTE writable now:
+  // private writable mappings (exclusive anon pages) and write-notify shared ones (dirty pages).
+  bool try_writable = (newflags & VM_SHARED) ? vma_wants_writenotify(vma) : (newflags & VM_WRITE) != 0;
   long pages = 0;
   for (uint64_t addr = start, next; addr < end; addr = next) {
     next = pmd_addr_end(addr, end);

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/vmdebug.h"
 
@@ -144,22 +145,18 @@ pgprot_t vm_get_page_prot(vm_flags_t flags) {
   return pgprot_t{v};
 }
 
-namespace {
-
 // vma_wants_writenotify: a shared writable mapping whose pages must take a
-// write fault first (soft-dirty or uffd-wp tracking; file dirty accounting
-// arrives with files).
+// write fault first (soft-dirty or uffd-wp tracking, or dirty accounting of
+// an ext4-class file).
 bool vma_wants_writenotify(const Vma* vma) {
   vm_flags_t f = vma->vm_flags;
   if ((f & (VM_SHARED | VM_WRITE)) != (VM_SHARED | VM_WRITE)) return false;
   if (!(f & VM_SOFTDIRTY) && !(f & VM_HUGETLB)) return true;  // vma_soft_dirty_enabled
   if (f & VM_UFFD_WP) return true;
   if (f & VM_PFNMAP) return false;
-  // TODO(files): vma_fs_can_writeback() for file mappings with dirty accounting.
-  return false;
+  // vm_ops_needs_writenotify / vma_fs_can_writeback: ext4-class files.
+  return vma_fs_can_writeback(vma);
 }
-
-}  // namespace
 
 void vma_set_page_prot(Vma* vma) {
   vm_flags_t f = vma->vm_flags;
@@ -168,10 +165,9 @@ void vma_set_page_prot(Vma* vma) {
 }
 
 bool vma_is_shmem(const Vma* vma) {
-  // Shared anonymous VMAs become shmem once shmem_zero_setup() gives them a
-  // file, and a file VMA's shmem-ness needs the File type: neither exists yet.
-  (void)vma;
-  return false;
+  // shmem files (memfd/tmpfs) and shared anonymous memory, whose VMAs get a
+  // shmem file from shmem_zero_setup().
+  return vma->vm_file && file_is_shmem(vma->vm_file.get());
 }
 
 // ---- creating and linking ----

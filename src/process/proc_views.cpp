@@ -4,6 +4,7 @@
 
 #include "fault/fault.h"
 #include "fmt/format.h"
+#include "mm/file.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/settings.h"
@@ -149,7 +150,7 @@ std::string vma_header(const Vma* vma) {
   // Shared anonymous memory is a shmem file the kernel names this way;
   // private anonymous memory has no name.
   const char* name = nullptr;
-  if (!vma->vm_file && (f & VM_SHARED)) name = "/dev/zero (deleted)";
+  if (vma->vm_file && vma->vm_file->anon_shared) name = "/dev/zero (deleted)";
   if (name) {
     // seq_setwidth(25 + sizeof(void*) * 6 - 1) then seq_pad(m, ' ').
     constexpr size_t kWidth = 25 + sizeof(void*) * 6 - 1;

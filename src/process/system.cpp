@@ -17,6 +17,7 @@ namespace {
 
 // Called on a folio's last reference, before its frames are freed.
 bool on_folio_free(Kernel* k, Folio* f) {
+  if (folio_test_hugetlb(f)) return free_huge_folio(k, f);  // back to its pool
   if (folio_test_large(f)) {
     folio_unqueue_deferred_split(f);
     if (folio_test_anon(f)) k->stats->count_mthp(folio_order(f), MthpStat::nr_anon, -1);

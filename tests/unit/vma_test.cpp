@@ -101,7 +101,7 @@ TEST_F(VmaTest, MmapErrnos) {
   EXPECT_EQ(p_->mmap(0, P, RW, MAP_ANONYMOUS), -EINVAL);                      // neither private nor shared
   EXPECT_EQ(p_->mmap(0, P, RW, MAP_ANONYMOUS | MAP_SHARED_VALIDATE), -EINVAL);
   EXPECT_EQ(p_->mmap(0, P, RW, MAP_PRIVATE), -EBADF);                         // a file mapping, no fd
-  EXPECT_EQ(p_->mmap(0, P, RW, ANON | MAP_HUGETLB), -EINVAL);                // TODO(hugetlb)
+  EXPECT_EQ(p_->mmap(0, P, RW, ANON | MAP_HUGETLB), -ENOMEM);                // no huge pages in the pool
   EXPECT_EQ(p_->mmap(TASK_SIZE - P, 2 * P, RW, ANON | MAP_FIXED), -ENOMEM);   // past TASK_SIZE
   EXPECT_EQ(p_->mmap(P, P, RW, ANON | MAP_FIXED), -EPERM);                    // below mmap_min_addr
   EXPECT_TRUE(vmas(p_).empty());

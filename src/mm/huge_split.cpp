@@ -1,0 +1,431 @@
+// Splitting a large anonymous folio into order-0 folios, and the
+// deferred-split shrinker: mm/huge_memory.c (__folio_split,
+// __split_unmapped_folio, deferred_split_scan, thp_underused), with the
+// rmap halves from mm/rmap.c (unmap_folio -> try_to_migrate_one) and
+// mm/migrate.c (remap_page -> remove_migration_pte,
+// try_to_map_unused_to_zeropage).
+//
+// The protocol is the kernel's: with the folio locked and the anon_vma
+// write-locked, every mapping is replaced by a migration entry (a PMD mapping
+// is split into PTEs first), the refcount is frozen at the expected value
+// (the caller's reference plus the swap cache's), the metadata is rewritten
+// into order-0 folios, and the migration entries are turned back into PTEs of
+// the new folios. Any unexpected reference (a pin, a GET) makes the freeze
+// fail, and the folio is mapped again unsplit.
+//
+// Model notes:
+//  - Only anonymous folios are split here (file and shmem folios return
+//    -EINVAL), and only to order 0.
+//  - A PMD mapping is split into PTEs (split_huge_pmd) and those are then
+//    replaced, where the kernel's split_huge_pmd_locked(freeze=true) writes
+//    migration entries directly; the end state is the same.
+//  - The anon_vma's VMAs are a set ordered by address, not the kernel's
+//    interval tree in fork order, so remap_page() repeats its walk until a pass
+//    finds no migration entry left (a concurrent fork may have copied one into
+//    a child VMA visited earlier).
+//  - folio_get_anon_vma() has no RCU: the anon_vma of a folio that is still
+//    mapped is assumed to stay alive while its reference is taken.
+//  - deferred_split_scan() scans the whole queue in one call; a folio that is
+//    not partially mapped (a PMD THP queued for the underused-THP shrinker) is
+//    split only if thp_underused() says so, else dropped from the queue, as
+//    in the kernel (with the default max_ptes_none of 511 it never is
+//    underused). thp_underused_split_page is not counted (no such vmstat).
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "fault/fault.h"
+#include "fault/swap.h"
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
+#include "mmlab/system.h"
+
+namespace mmlab {
+
+bool can_split_folio(Folio* folio, int caller_pins, int* pextra_pins) {
+  int extra;
+  if (folio_test_anon(folio)) extra = folio_test_swapcache(folio) ? static_cast<int>(folio_nr_pages(folio)) : 0;
+  else extra = static_cast<int>(folio_nr_pages(folio));  // the page cache's references
+  if (pextra_pins) *pextra_pins = extra;
+  return folio_mapcount(folio) == folio_ref_count(folio) - extra - caller_pins;
+}
+
+namespace {
+
+// The user addresses at which vma may map pages [index, index + nr).
+bool vma_range_of(const Vma* vma, uint64_t index, uint64_t nr, uint64_t* start, uint64_t* end) {
+  const uint64_t vstart = vma->vm_pgoff, vend = vma->vm_pgoff + vma->pages();
+  const uint64_t first = std::max(index, vstart), last = std::min(index + nr, vend);
+  if (first >= last) return false;
+  *start = vma->vm_start + ((first - vstart) << PAGE_SHIFT);
+  *end = vma->vm_start + ((last - vstart) << PAGE_SHIFT);
+  return true;
+}
+
+bool page_is_zero(PhysMem* phys, Page* page) {
+  const auto* w = static_cast<const uint64_t*>(phys->page_address(page));
+  for (uint64_t i = 0; i < PAGE_SIZE / sizeof(uint64_t); i++)
+    if (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w[i])).load(std::memory_order_relaxed)) return false;
+  return true;
+}
+
+// The migration entries of one PTE table that map pages of the folio, in a
+// row: their rmap and references are dropped together, so that unmapping a
+// whole folio never passes through a "partially mapped" state.
+struct MigrateRun {
+  Page* first = nullptr;
+  int nr = 0;
+};
+
+void migrate_run_flush(Folio* folio, Vma* vma, MigrateRun* run) {
+  if (!run->nr) return;
+  folio_remove_rmap_ptes(folio, run->first, run->nr, vma);
+  folio_put_refs(folio, run->nr);  // the splitter holds a reference: never the last
+  *run = MigrateRun{};
+}
+
+// try_to_migrate_one(TTU_SPLIT_HUGE_PMD) for one VMA: each present PTE of vma
+// mapping a page of the folio becomes a migration entry that remembers write,
+// exclusive, young, dirty, soft-dirty and uffd-wp. false stops the walk (a
+// page that may be pinned cannot lose its exclusive mapping).
+bool try_to_migrate_one(Folio* folio, Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t start, end;
+  if (!folio_vma_range(folio, vma, &start, &end)) return true;
+  Mm* mm = vma->vm_mm;
+  PhysMem* phys = mm->phys;
+  const pfn_t fpfn = folio_pfn(folio);
+  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) continue;
+    pmd_t pmdval = pmdp_get(pmd);
+    if (pmd_trans_huge(pmdval)) {
+      if (pmd_pfn(pmdval) != fpfn) continue;
+      split_huge_pmd(vma, pmd, addr);
+    }
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    MigrateRun run;
+    bool ok = true, cleared = false;
+    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+      pte_t pteval = ptep_get(pte);
+      if (!pte_present(pteval) || pte_special(pteval)) continue;
+      const pfn_t pfn = pte_pfn(pteval);
+      if (pfn < fpfn || pfn >= fpfn + nr) continue;
+      Page* subpage = phys->pfn_to_page(pfn);
+      const bool anon_exclusive = PageAnonExclusive(subpage);
+      // Clear first (see folio_try_share_anon_rmap_pte); one flush per table.
+      pteval = entry_xchg(pte, pte_t{0});
+      cleared = true;
+      if (pte_dirty(pteval)) folio_set_dirty(folio);
+      if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+        entry_set(pte, pteval);
+        ok = false;
+        break;
+      }
+      unsigned type = pte_write(pteval) ? SWP_MIGRATION_WRITE
+                      : anon_exclusive  ? SWP_MIGRATION_READ_EXCLUSIVE
+                                        : SWP_MIGRATION_READ;
+      uint64_t off = pfn;
+      if (pte_young(pteval)) off |= SWP_MIG_YOUNG;
+      if (pte_dirty(pteval)) off |= SWP_MIG_DIRTY;
+      pte_t swp_pte = swp_entry_to_pte(make_migration_entry(type, off));
+      if (pte_soft_dirty(pteval)) swp_pte = pte_swp_mksoft_dirty(swp_pte);
+      if (pte_uffd_wp(pteval)) swp_pte = pte_swp_mkuffd_wp(swp_pte);
+      entry_set(pte, swp_pte);
+      if (run.nr && subpage == run.first + run.nr) {
+        run.nr++;
+      } else {
+        migrate_run_flush(folio, vma, &run);
+        run.first = subpage;
+        run.nr = 1;
+      }
+    }
+    migrate_run_flush(folio, vma, &run);
+    if (cleared) flush_tlb_range(vma, addr, next);
+    ptl->unlock();
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// unmap_folio: try_to_migrate over the locked anon_vma.
+void unmap_folio(Folio* folio, AnonVma* av) REQUIRES(av->rwsem) {
+  for (Vma* vma : av->vmas) {
+    if (!try_to_migrate_one(folio, vma)) break;
+    if (!folio_mapped(folio)) break;
+  }
+}
+
+// try_to_map_unused_to_zeropage: a zero-filled order-0 page of a split folio
+// is mapped by the shared zero page instead (and so freed).
+bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t old, Page* page, Folio* folio) {
+  if (folio_test_large(folio)) return false;
+  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED)) return false;
+  PhysMem* phys = vma->vm_mm->phys;
+  if (!page_is_zero(phys, page)) return false;
+  pte_t newpte = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
+  if (pte_swp_soft_dirty(old)) newpte = pte_mksoft_dirty(newpte);
+  if (pte_swp_uffd_wp(old)) newpte = pte_mkuffd_wp(newpte);
+  set_pte_at(vma->vm_mm, addr, ptep, newpte);
+  dec_mm_counter(vma->vm_mm, mm_counter(folio));
+  return true;
+}
+
+// remove_migration_pte for one VMA: every migration entry pointing into
+// [fpfn, fpfn + nr) becomes a PTE of the page's (new) folio. Returns how many
+// entries it replaced.
+long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage)
+    NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t start, end;
+  if (!vma_range_of(vma, index, nr, &start, &end)) return 0;
+  Mm* mm = vma->vm_mm;
+  PhysMem* phys = mm->phys;
+  long restored = 0;
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) continue;
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+      const pte_t old = ptep_get(pte);
+      if (!is_swap_pte(old)) continue;
+      const swp_entry_t entry = pte_to_swp_entry(old);
+      if (!is_migration_entry(entry)) continue;
+      const pfn_t pfn = swp_offset_pfn(entry);
+      if (pfn < fpfn || pfn >= fpfn + nr) continue;
+      restored++;
+      Page* page = phys->pfn_to_page(pfn);
+      Folio* folio = page_folio(page);
+      if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) continue;
+      folio_get(folio);
+      pte_t ptev = pfn_pte(pfn, vma->vm_page_prot);
+      if (pte_swp_soft_dirty(old)) ptev = pte_mksoft_dirty(ptev);
+      ptev = is_migration_entry_young(entry) ? pte_mkyoung(ptev) : pte_mkold(ptev);
+      if (folio_test_dirty(folio) && is_migration_entry_dirty(entry)) ptev = pte_mkdirty(ptev);
+      if (is_writable_migration_entry(entry)) ptev = pte_mkwrite_novma(ptev);
+      else if (pte_swp_uffd_wp(old)) ptev = pte_mkuffd_wp(ptev);
+      rmap_t flags = RMAP_NONE;
+      if (folio_test_anon(folio) && !is_readable_migration_entry(entry)) flags |= RMAP_EXCLUSIVE;
+      folio_add_anon_rmap_ptes(folio, page, 1, vma, a, flags);
+      set_pte_at(mm, a, pte, ptev);
+    }
+    ptl->unlock();
+  }
+  return restored;
+}
+
+// remap_page: put back every mapping unmap_folio() took away.
+void remap_page(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage)
+    REQUIRES(av->rwsem) {
+  for (;;) {
+    long restored = 0;
+    for (Vma* vma : av->vmas) restored += remove_migration_ptes_vma(vma, fpfn, index, nr, map_unused_to_zeropage);
+    if (!restored) break;
+  }
+}
+
+// __split_unmapped_folio to order 0 for a frozen, unmapped anonymous folio:
+// every page becomes a folio of its own with the head's flags, anon_vma,
+// linear index and swap entry, keeping its own AnonExclusive bit. The new
+// folios are unfrozen with the references they are expected to hold (the
+// swap cache's) plus one the splitter drops when done; the head keeps its
+// one as the caller's.
+void split_unmapped_folio(Kernel* k, Folio* folio, long nr, unsigned order) {
+  Page* head = &folio->page;
+  constexpr uint64_t kInherit = (1ull << PG_referenced) | (1ull << PG_swapbacked) | (1ull << PG_swapcache) |
+                                (1ull << PG_mlocked) | (1ull << PG_uptodate) | (1ull << PG_active) |
+                                (1ull << PG_workingset) | (1ull << PG_locked) | (1ull << PG_unevictable) |
+                                (1ull << PG_dirty) | (1ull << PG_anon) | (1ull << PG_lru);
+  const uint64_t head_flags = aref(head->flags).load(std::memory_order_acquire) & kInherit;
+  const uint64_t mapping = aref(head->mapping).load(std::memory_order_acquire);
+  const uint64_t index = head->index;
+  const bool swapcache = folio_test_swapcache(folio);
+  const uint64_t swap = aref(head->private_).load(std::memory_order_acquire);
+  k->stats->count_mthp(order, MthpStat::nr_anon, -1);
+
+  for (long i = 1; i < nr; i++) {
+    Page* p = head + i;
+    VM_WARN_ON_FOLIO(page_mapcount(p) != 0, folio, "splitting a folio with a page still mapped");
+    const uint64_t own = aref(p->flags).load(std::memory_order_acquire) & (1ull << PG_anon_exclusive);
+    // Page 1's mapcounts and MM-ID slots, page 2's deferred-list link: gone.
+    aref(p->lru.next).store(0, std::memory_order_relaxed);
+    aref(p->lru.prev).store(0, std::memory_order_relaxed);
+    aref(p->mapping).store(mapping, std::memory_order_relaxed);
+    aref(p->index).store(index + static_cast<uint64_t>(i), std::memory_order_relaxed);
+    aref(p->private_).store(swapcache ? swap + static_cast<uint64_t>(i) : 0, std::memory_order_relaxed);
+    aref(p->refcount).store(0, std::memory_order_relaxed);
+    aref(p->flags).store(head_flags | own, std::memory_order_release);
+    // Last: a lockless walker that reads the page as its own folio finds it
+    // complete (and frozen until unfrozen below).
+    aref(p->compound_head).store(0, std::memory_order_release);
+  }
+  aref(head->flags).fetch_and(~((1ull << PG_head) | PG_ORDER_MASK), std::memory_order_acq_rel);
+  if (swapcache) swap_cache_split_folio(folio, nr);
+
+  // Unfreeze the new folios, the head last.
+  const int expected = 1 + (swapcache ? 1 : 0);
+  for (long i = 1; i < nr; i++) aref(head[i].refcount).store(expected, std::memory_order_release);
+  aref(head->refcount).store(expected, std::memory_order_release);
+}
+
+// free_folio_and_swap_cache.
+void free_folio_and_swap_cache(Folio* folio) {
+  if (folio_test_swapcache(folio) && !folio_mapped(folio) && folio_trylock(folio)) {
+    folio_free_swap(folio);
+    folio_unlock(folio);
+  }
+  folio_put(folio);
+}
+
+// __folio_split(folio, 0, ...) with the anon_vma write-locked.
+int split_anon_folio_locked(Kernel* k, Folio* folio, AnonVma* av, std::vector<Folio*>* list) REQUIRES(av->rwsem) {
+  int extra_pins;
+  // Racy check before unmap_folio() splits PMD mappings for nothing.
+  if (!can_split_folio(folio, 1, &extra_pins)) return -EAGAIN;
+  const pfn_t fpfn = folio_pfn(folio);
+  const uint64_t index = folio->page.index;
+  const long nr = folio_nr_pages(folio);
+  const unsigned order = folio_order(folio);
+
+  unmap_folio(folio, av);
+
+  bool frozen;
+  {
+    // Keeps deferred_split_scan() from taking a reference meanwhile.
+    std::lock_guard<std::mutex> g(k->split_queue_lock);
+    int expected = 1 + extra_pins;
+    frozen = aref(folio->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+    Page* p1 = folio_page(folio, 1);
+    if (frozen && order > 1 && test_bit(PG_deferred_list, p1)) {
+      k->split_queue.erase(folio);
+      clear_bit(PG_deferred_list, p1);
+      if (test_and_clear_bit(PG_partially_mapped, p1)) k->stats->count_mthp(order, MthpStat::nr_anon_partially_mapped, -1);
+    }
+  }
+  if (!frozen) {
+    remap_page(av, fpfn, index, static_cast<uint64_t>(nr), false);
+    return -EAGAIN;
+  }
+
+  split_unmapped_folio(k, folio, nr, order);
+  remap_page(av, fpfn, index, static_cast<uint64_t>(nr), true);
+
+  // Every new folio but the caller's: onto the caller's list (page reclaim)
+  // or left where its mappings are; unmapped ones are freed.
+  for (long i = 1; i < nr; i++) {
+    auto* nf = reinterpret_cast<Folio*>(folio_page(folio, i));
+    if (list) {
+      folio_get(nf);
+      list->push_back(nf);
+    }
+    // Locked on the head's behalf (the flag was inherited): no lockdep record.
+    clear_bit(PG_locked, &nf->page);
+    free_folio_and_swap_cache(nf);
+  }
+  return 0;
+}
+
+// thp_underused: more than max_ptes_none zero-filled pages.
+bool thp_underused(Kernel* k, Folio* folio) {
+  const int max_ptes_none = k->settings.max_ptes_none.load(std::memory_order_relaxed);
+  if (max_ptes_none == static_cast<int>(HPAGE_PMD_NR) - 1) return false;
+  PhysMem* phys = k->phys.get();
+  int zero = 0, filled = 0;
+  for (long i = 0; i < folio_nr_pages(folio); i++) {
+    if (page_is_zero(phys, folio_page(folio, i))) {
+      if (++zero > max_ptes_none) return true;
+    } else if (++filled >= static_cast<int>(HPAGE_PMD_NR) - max_ptes_none) {
+      return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "split_folio of an unlocked folio");
+  if (!folio_test_large(folio)) return -EINVAL;
+  // File, shmem and hugetlb folios are not split by the model; the huge zero
+  // folio never is.
+  if (!folio_test_anon(folio) || folio_test_hugetlb(folio) || folio_test_huge_zero(folio)) return -EINVAL;
+  Kernel* k = kernel_of(&folio->page);
+  const unsigned order = folio_order(folio);
+  int ret;
+  // folio_get_anon_vma: the caller holds no mmap_lock that would keep the
+  // anon_vma alive, so take a reference first.
+  AnonVma* av = folio_anon_vma(folio);
+  if (!av || !folio_mapped(folio)) {
+    ret = -EBUSY;
+  } else {
+    get_anon_vma(av);
+    {
+      WriteGuard rmap(&av->rwsem);
+      ret = split_anon_folio_locked(k, folio, av, list);
+    }
+    put_anon_vma(av);
+  }
+  if (order == PMD_ORDER) k->stats->count(ret ? VmStat::thp_split_page_failed : VmStat::thp_split_page);
+  k->stats->count_mthp(order, ret ? MthpStat::split_failed : MthpStat::split);
+  return ret;
+}
+
+long deferred_split_scan(Kernel* k) {
+  // Take a reference on every queued folio so that none is freed under us.
+  std::vector<Folio*> batch;
+  {
+    std::lock_guard<std::mutex> g(k->split_queue_lock);
+    for (auto it = k->split_queue.begin(); it != k->split_queue.end();) {
+      Folio* folio = *it;
+      if (folio_ref_try_add(folio, 1)) {
+        batch.push_back(folio);
+        ++it;
+        continue;
+      }
+      // We lost the race with folio_put(): it is being freed.
+      Page* p1 = folio_page(folio, 1);
+      if (test_and_clear_bit(PG_partially_mapped, p1))
+        k->stats->count_mthp(folio_order(folio), MthpStat::nr_anon_partially_mapped, -1);
+      clear_bit(PG_deferred_list, p1);
+      it = k->split_queue.erase(it);
+    }
+  }
+  long split = 0;
+  for (Folio* folio : batch) {
+    bool did_split = false;
+    bool candidate = folio_test_partially_mapped(folio);
+    // Not partially mapped: a THP queued for the underused shrinker. An
+    // mlocked one is left alone (its zero pages could not be remapped).
+    if (!candidate && !folio_test_mlocked(folio)) candidate = thp_underused(k, folio);
+    if (candidate && folio_trylock(folio)) {
+      if (!split_folio(folio)) {
+        did_split = true;
+        split++;
+      }
+      folio_unlock_swap(folio);
+    }
+    // split_folio() dequeued it on success; a folio that is not partially
+    // mapped is considered used and leaves the queue; the rest stay queued.
+    if (!did_split && !folio_test_partially_mapped(folio)) folio_unqueue_deferred_split(folio);
+    folio_put(folio);
+  }
+  return split;
+}
+
+// The model's shrinkers: the deferred-split one, and (standing in for LRU
+// reclaim of clean swap-cache folios) a pass over the swap cache for folios
+// whose slots no swap PTE uses any more.
+long System::run_shrinkers() {
+  long split = deferred_split_scan(k_.get());
+  shrink_swap_cache(k_.get());
+  return split;
+}
+
+}  // namespace mmlab

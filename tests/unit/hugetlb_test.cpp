@@ -1,0 +1,802 @@
+// hugetlb: the pools and their sysfs files, reservations at mmap, PMD and
+// PUD leaves, data, CoW after fork (reuse by mapcount, the reservation
+// owner's unmap_ref_private, SIGBUS for the others), shared mappings through
+// hugetlbfs files, pinned pages at fork, surplus pages, and release at exit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fault/fault.h"
+#include "fault/hugetlb.h"
+#include "mm/file.h"
+#include "mm/internal.h"
+#include "test_util.h"
+
+namespace mmlab::test {
+namespace {
+
+constexpr int RW = PROT_READ | PROT_WRITE;
+constexpr int kPriv = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB;
+constexpr int kShared = MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB;
+constexpr const char* k2M = "hugepages-2048kB";
+constexpr const char* k1G = "hugepages-1048576kB";
+
+class HugetlbTest : public MmTest {
+ protected:
+  HugetlbTest() { ram_bytes = 4ull << 30; }
+
+  void TearDown() override {
+    if (sys) {
+      EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
+      for (Process* q : sys->processes()) q->exit();
+      EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
+      // Nothing mapped: the pools hold every page they have, unreserved
+      // (files the test left open keep theirs).
+      for (Process* q : sys->processes()) EXPECT_EQ(q->mm(), nullptr);
+    }
+    MmTest::TearDown();
+  }
+
+  std::string attr_path(const char* dir, const char* attr) { return std::string("hugepages/") + dir + "/" + attr; }
+  long attr(const char* attr, const char* dir = k2M) {
+    std::string v;
+    EXPECT_EQ(sys->sysfs_read(attr_path(dir, attr), &v), 0) << attr;
+    return std::stol(v);
+  }
+  void set_pool(long n, const char* dir = k2M) { set(attr_path(dir, "nr_hugepages"), std::to_string(n)); }
+  long nr(const char* dir = k2M) { return attr("nr_hugepages", dir); }
+  long free_pages(const char* dir = k2M) { return attr("free_hugepages", dir); }
+  long resv(const char* dir = k2M) { return attr("resv_hugepages", dir); }
+  long surplus(const char* dir = k2M) { return attr("surplus_hugepages", dir); }
+
+  // The pool is back to rest: every page free, nothing reserved.
+  void expect_idle(long n, const char* dir = k2M) {
+    EXPECT_EQ(nr(dir), n);
+    EXPECT_EQ(free_pages(dir), n);
+    EXPECT_EQ(resv(dir), 0);
+    EXPECT_EQ(surplus(dir), 0);
+  }
+
+  uint64_t map(Process* q, uint64_t len, int flags = kPriv) {
+    long a = q->mmap(0, len, RW, flags);
+    EXPECT_GT(a, 0) << "mmap: " << errno_name(static_cast<int>(-a));
+    return a > 0 ? static_cast<uint64_t>(a) : 0;
+  }
+  uint64_t map(uint64_t len, int flags = kPriv) { return map(p, len, flags); }
+
+  AccessResult write_byte(Process* q, uint64_t addr, uint8_t v) { return q->write(addr, &v, 1); }
+  int read_byte(Process* q, uint64_t addr) {
+    uint8_t v = 0;
+    AccessResult r = q->read(addr, &v, 1);
+    return r.ok() ? v : -static_cast<int>(r.sig);
+  }
+  pfn_t pfn_at(Process* q, uint64_t addr) { return entry_at(q, addr).pfn; }
+  // A fault as GUP raises it (handle_mm_fault under mmap_lock).
+  vm_fault_t fault(Process* q, uint64_t addr, fault_flags_t flags) {
+    Mm* mm = q->mm();
+    mmap_read_lock(mm);
+    Vma* v = vma_lookup(mm, addr);
+    vm_fault_t r = v ? handle_mm_fault(v, addr, flags) : VM_FAULT_SIGSEGV;
+    mmap_read_unlock(mm);
+    return r;
+  }
+  Folio* folio_at(Process* q, uint64_t addr) {
+    PhysMem* phys = sys->kernel()->phys.get();
+    return page_folio(phys->pfn_to_page(pfn_at(q, addr)));
+  }
+};
+
+#define FORK_OR_SKIP(var)                                                   \
+  Process* var = p->fork("child");                                          \
+  if (!var) GTEST_SKIP() << "Process::fork is not available yet";
+
+// ---- pools ----
+
+TEST_F(HugetlbTest, PoolGrowsAndShrinks) {
+  const uint64_t free0 = sys->nr_free_pages();
+  set_pool(4);
+  expect_idle(4);
+  EXPECT_EQ(sys->nr_free_pages(), free0 - 4 * HPAGE_PMD_NR);
+  EXPECT_EQ(sys->kernel()->settings.nr_hugepages_2m.load(), 4);
+  set_pool(1);
+  expect_idle(1);
+  EXPECT_EQ(sys->nr_free_pages(), free0 - HPAGE_PMD_NR);
+  set_pool(0);
+  expect_idle(0);
+  EXPECT_EQ(sys->nr_free_pages(), free0);
+  EXPECT_EQ(sys->kernel()->settings.nr_hugepages_2m.load(), 0);
+}
+
+TEST_F(HugetlbTest, PoolStopsAtAllocationFailure) {
+  // 4 GiB of RAM cannot hold 3000 pages of 2 MiB: the value read back is what
+  // was obtained, as nr_hugepages_store does.
+  set_pool(3000);
+  long got = nr();
+  EXPECT_GT(got, 1000);
+  EXPECT_LT(got, 3000);
+  EXPECT_EQ(free_pages(), got);
+  set_pool(0);
+  expect_idle(0);
+}
+
+TEST_F(HugetlbTest, GiganticPool) {
+  const uint64_t free0 = sys->nr_free_pages();
+  set_pool(2, k1G);
+  expect_idle(2, k1G);
+  EXPECT_EQ(sys->nr_free_pages(), free0 - 2ull * HPAGE_PUD_NR);
+  EXPECT_EQ(sys->kernel()->settings.nr_hugepages_1g.load(), 2);
+  set_pool(0, k1G);
+  expect_idle(0, k1G);
+  EXPECT_EQ(sys->nr_free_pages(), free0);
+}
+
+TEST_F(HugetlbTest, SysfsErrors) {
+  EXPECT_EQ(sys->sysfs_write(attr_path(k2M, "nr_hugepages"), "abc"), -EINVAL);
+  EXPECT_EQ(sys->sysfs_write(attr_path(k2M, "nr_hugepages"), "-1"), -EINVAL);
+  EXPECT_EQ(sys->sysfs_write(attr_path(k2M, "nr_hugepages"), "2\n"), 0);
+  EXPECT_EQ(nr(), 2);
+  EXPECT_EQ(sys->sysfs_write(attr_path(k2M, "free_hugepages"), "1"), -EACCES);
+  EXPECT_EQ(sys->sysfs_write(attr_path(k2M, "no_such_file"), "1"), -ENOENT);
+  std::string v;
+  EXPECT_EQ(sys->sysfs_read("hugepages/hugepages-4096kB/nr_hugepages", &v), -ENOENT);
+  EXPECT_EQ(attr("nr_overcommit_hugepages"), 0);
+}
+
+// ---- reservations ----
+
+TEST_F(HugetlbTest, PrivateMappingReservesAtMmap) {
+  set_pool(4);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(is_aligned(a, PMD_SIZE));
+  EXPECT_EQ(free_pages(), 4);
+  EXPECT_EQ(resv(), 2);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());  // consumes one reservation
+  EXPECT_EQ(free_pages(), 3);
+  EXPECT_EQ(resv(), 1);
+  ASSERT_TRUE(write_byte(p, a + 1, 2).ok());  // same page: nothing new
+  EXPECT_EQ(free_pages(), 3);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), HPAGE_PMD_NR);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  expect_idle(4);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), 0);
+}
+
+TEST_F(HugetlbTest, NoReserveMapping) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE, kPriv | MAP_NORESERVE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 0);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  expect_idle(2);
+}
+
+TEST_F(HugetlbTest, MmapBeyondThePool) {
+  set_pool(1);
+  EXPECT_EQ(p->mmap(0, 2 * PMD_SIZE, RW, kPriv), -ENOMEM);
+  EXPECT_EQ(p->mmap(0, 2 * PMD_SIZE, RW, kShared), -ENOMEM);
+  expect_idle(1);
+  // Without a reservation the mapping succeeds and the second page's fault
+  // finds no page: SIGBUS.
+  uint64_t a = map(2 * PMD_SIZE, kPriv | MAP_NORESERVE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  AccessResult r = write_byte(p, a + PMD_SIZE, 1);
+  EXPECT_EQ(r.sig, Signal::kSigbus);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  expect_idle(1);
+}
+
+TEST_F(HugetlbTest, NoPoolNoMapping) { EXPECT_EQ(p->mmap(0, PMD_SIZE, RW, kPriv), -ENOMEM); }
+
+TEST_F(HugetlbTest, MapHugetlbRoundsTheLength) {
+  // ksys_mmap_pgoff aligns a MAP_HUGETLB length up to the huge page size.
+  set_pool(1);
+  uint64_t a = map(PAGE_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 1);
+  ASSERT_TRUE(write_byte(p, a + PMD_SIZE - 1, 7).ok());
+  EXPECT_EQ(p->munmap(a, PMD_SIZE), 0);
+  expect_idle(1);
+}
+
+TEST_F(HugetlbTest, UnalignedIsEinval) {
+  set_pool(2);
+  // MAP_FIXED at an address that is not huge-page aligned.
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(p->mmap(a + PAGE_SIZE, PMD_SIZE, RW, kPriv | MAP_FIXED), -EINVAL);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  // The VMA-level checks of the hugetlb layer.
+  auto f = [&] {
+    int err = 0;
+    return hugetlb_file_setup(sys->kernel(), PMD_SIZE, PMD_SHIFT, &err);
+  }();
+  ASSERT_TRUE(f);
+  Vma v;
+  v.vm_mm = p->mm();
+  v.vm_file = f;
+  v.vm_start = 0x40000000;
+  v.vm_end = v.vm_start + PMD_SIZE + PAGE_SIZE;  // length not a multiple
+  v.vm_flags = VM_READ | VM_MAYREAD | VM_MAYWRITE | VM_NORESERVE;
+  EXPECT_EQ(hugetlb_file_mmap(f.get(), &v), -EINVAL);
+  v.vm_end = v.vm_start + PMD_SIZE;
+  v.vm_pgoff = 1;  // file offset not a multiple
+  EXPECT_EQ(hugetlb_file_mmap(f.get(), &v), -EINVAL);
+  EXPECT_TRUE(v.vm_flags & VM_HUGETLB);
+  EXPECT_EQ(hugetlb_split_check(&v, v.vm_start + PAGE_SIZE), -EINVAL);
+  EXPECT_EQ(hugetlb_split_check(&v, v.vm_start + PMD_SIZE), 0);
+  int err = 0;
+  EXPECT_FALSE(hugetlb_file_setup(sys->kernel(), PMD_SIZE, 22, &err));
+  EXPECT_EQ(err, -EINVAL);
+  expect_idle(2);
+}
+
+TEST_F(HugetlbTest, PartialMunmapIsEinval) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  int r = p->munmap(a, PAGE_SIZE);
+  if (r == 0) GTEST_SKIP() << "split_vma does not call hugetlb_split_check yet";
+  EXPECT_EQ(r, -EINVAL);
+  // At a huge page boundary the VMA splits; the pieces keep the reservation.
+  EXPECT_EQ(p->munmap(a + PMD_SIZE, PMD_SIZE), 0);
+  EXPECT_EQ(resv(), 1);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(p->munmap(a, PMD_SIZE), 0);
+  expect_idle(2);
+}
+
+TEST_F(HugetlbTest, SplitPiecesShareTheReservation) {
+  set_pool(4);
+  uint64_t a = map(4 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 4);
+  // Unmap the first page: the rest keeps its three reservations.
+  ASSERT_EQ(p->munmap(a, PMD_SIZE), 0);
+  EXPECT_EQ(resv(), 3);
+  for (int i = 1; i < 4; i++) ASSERT_TRUE(write_byte(p, a + i * PMD_SIZE, 1).ok());
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 1);
+  ASSERT_EQ(p->munmap(a + PMD_SIZE, 3 * PMD_SIZE), 0);
+  expect_idle(4);
+}
+
+// ---- leaves and data ----
+
+TEST_F(HugetlbTest, FaultMapsPmdLeaf) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  expect_bytes(p, a + 12345, 100, 0);  // a read fault maps a zeroed page
+  PteDumpEntry e = entry_at(a);
+  EXPECT_EQ(e.level, 2);
+  EXPECT_EQ(e.folio_order, static_cast<int>(PMD_ORDER));
+  EXPECT_FALSE(e.bits & _PAGE_RW);  // private: read-only until written
+  ASSERT_TRUE(p->fill(a, 0x5a, PMD_SIZE).ok());
+  e = entry_at(a + PMD_SIZE - 1);
+  EXPECT_EQ(e.level, 2);
+  EXPECT_TRUE(e.bits & _PAGE_RW);
+  EXPECT_TRUE(e.bits & _PAGE_DIRTY);
+  expect_bytes(p, a, PMD_SIZE, 0x5a);
+  Folio* f = folio_at(p, a);
+  EXPECT_TRUE(folio_test_hugetlb(f));
+  EXPECT_TRUE(folio_test_anon(f));
+  EXPECT_TRUE(PageAnonExclusive(&f->page));
+  EXPECT_FALSE(folio_test_lru(f));
+  EXPECT_EQ(folio_mapcount(f), 1);
+  EXPECT_EQ(folio_ref_count(f), 1);
+  // hugetlb pages are not in RssAnon; smaps shows them as Private_Hugetlb.
+  EXPECT_EQ(p->rss_anon(), 0);
+  EXPECT_NE(p->smaps().find("Private_Hugetlb:    2048 kB"), std::string::npos) << p->smaps();
+  EXPECT_EQ(sys->mthp_stat(PMD_ORDER, "nr_anon"), 0);
+  EXPECT_EQ(sys->vmstat("nr_anon_transparent_hugepages"), 0);
+}
+
+TEST_F(HugetlbTest, FaultMapsPudLeaf) {
+  set_pool(1, k1G);
+  long a = p->mmap(0, PUD_SIZE, RW, kPriv | MAP_HUGE_1GB);
+  ASSERT_GT(a, 0) << errno_name(static_cast<int>(-a));
+  const uint64_t addr = static_cast<uint64_t>(a);
+  EXPECT_TRUE(is_aligned(addr, PUD_SIZE));
+  EXPECT_EQ(resv(k1G), 1);
+  ASSERT_TRUE(p->fill(addr + PUD_SIZE - PMD_SIZE, 0x77, PMD_SIZE).ok());
+  PteDumpEntry e = entry_at(addr);
+  EXPECT_EQ(e.level, 3);
+  EXPECT_EQ(e.folio_order, static_cast<int>(PUD_ORDER));
+  EXPECT_TRUE(e.bits & _PAGE_RW);
+  expect_bytes(p, addr + PUD_SIZE - PMD_SIZE, PMD_SIZE, 0x77);
+  expect_bytes(p, addr, PAGE_SIZE, 0);
+  EXPECT_EQ(free_pages(k1G), 0);
+  EXPECT_EQ(resv(k1G), 0);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), HPAGE_PUD_NR);
+  EXPECT_EQ(p->munmap(addr, PUD_SIZE), 0);
+  expect_idle(1, k1G);
+}
+
+TEST_F(HugetlbTest, MixedSizesInOneProcess) {
+  set_pool(2);
+  set_pool(1, k1G);
+  uint64_t a = map(2 * PMD_SIZE);
+  long b = p->mmap(0, PUD_SIZE, RW, kPriv | MAP_HUGE_1GB);
+  ASSERT_TRUE(a);
+  ASSERT_GT(b, 0);
+  ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 3).ok());
+  ASSERT_TRUE(write_byte(p, static_cast<uint64_t>(b) + 5, 4).ok());
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), 3);
+  EXPECT_EQ(read_byte(p, static_cast<uint64_t>(b) + 5), 4);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), HPAGE_PMD_NR + HPAGE_PUD_NR);
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(free_pages(k1G), 0);
+}
+
+// ---- CoW after fork ----
+
+TEST_F(HugetlbTest, PrivateCowAfterFork) {
+  set_pool(2);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  Folio* f = folio_at(p, a);
+  EXPECT_EQ(folio_mapcount(f), 2);
+  EXPECT_FALSE(PageAnonExclusive(&f->page));
+  EXPECT_FALSE(entry_at(p, a).bits & _PAGE_RW);
+  EXPECT_FALSE(entry_at(c, a).bits & _PAGE_RW);
+  EXPECT_EQ(hugetlb_usage_pages(c->mm()), HPAGE_PMD_NR);
+  // The parent writes: a copy, from the spare page.
+  ASSERT_TRUE(p->fill(a, 0x22, PMD_SIZE).ok());
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_NE(pfn_at(p, a), pfn_at(c, a));
+  expect_bytes(c, a, PMD_SIZE, 0x11);
+  expect_bytes(p, a, PMD_SIZE, 0x22);
+  // The child's write now reuses its page (mapcount 1).
+  pfn_t cp = pfn_at(c, a);
+  ASSERT_TRUE(write_byte(c, a, 0x33).ok());
+  EXPECT_EQ(pfn_at(c, a), cp);
+  EXPECT_EQ(read_byte(p, a), 0x22);
+  c->exit();
+  p->exit();
+  expect_idle(2);
+}
+
+TEST_F(HugetlbTest, OwnerWithoutSpareUnmapsFromChild) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  pfn_t old = pfn_at(p, a);
+  // No spare page: the reservation owner takes the page back from the child
+  // (unmap_ref_private) and reuses it.
+  ASSERT_TRUE(p->fill(a, 0x22, PMD_SIZE).ok());
+  EXPECT_EQ(pfn_at(p, a), old);
+  expect_bytes(p, a, PMD_SIZE, 0x22);
+  EXPECT_EQ(entry_at(c, a).level, 0);
+  EXPECT_EQ(hugetlb_usage_pages(c->mm()), 0);
+  // The child is killed on its next access there (HPAGE_RESV_UNMAPPED).
+  uint8_t v;
+  EXPECT_EQ(c->read(a, &v, 1).sig, Signal::kSigbus);
+  EXPECT_EQ(c->write(a, &v, 1).sig, Signal::kSigbus);
+  c->exit();
+  p->exit();
+  expect_idle(1);
+}
+
+TEST_F(HugetlbTest, NonOwnerWithoutSpareGetsSigbus) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  // The child has no reservation and there is no free page.
+  EXPECT_EQ(write_byte(c, a, 0x99).sig, Signal::kSigbus);
+  EXPECT_EQ(read_byte(c, a), 0x11);  // reading the shared page still works
+  expect_bytes(p, a, PMD_SIZE, 0x11);
+  c->exit();
+  // Alone again, the parent writes in place.
+  pfn_t old = pfn_at(p, a);
+  ASSERT_TRUE(write_byte(p, a, 0x22).ok());
+  EXPECT_EQ(pfn_at(p, a), old);
+}
+
+TEST_F(HugetlbTest, ReuseByMapcountAfterChildExit) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  c->exit();
+  pfn_t old = pfn_at(p, a);
+  sys->reset_counters();
+  ASSERT_TRUE(write_byte(p, a, 0x22).ok());
+  EXPECT_EQ(pfn_at(p, a), old);
+  EXPECT_EQ(sys->counter("fault.wp_reuse"), 1);
+  EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
+  EXPECT_TRUE(PageAnonExclusive(&folio_at(p, a)->page));
+}
+
+TEST_F(HugetlbTest, ReuseIgnoresExtraReferences) {
+  // hugetlb_wp reuses on mapcount 1 even with another reference held (a pipe
+  // after vmsplice): the reason cow.c's vmsplice cases XFAIL on hugetlb.
+  set_pool(2);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  Folio* f = folio_at(c, a);
+  folio_get(f);  // the "pipe" reference, taken in the child
+  c->exit();
+  EXPECT_EQ(folio_ref_count(f), 2);
+  pfn_t old = pfn_at(p, a);
+  ASSERT_TRUE(write_byte(p, a, 0x22).ok());
+  EXPECT_EQ(pfn_at(p, a), old);  // reused: the "pipe" sees the parent's write
+  EXPECT_EQ(free_pages(), 1);
+  folio_put(f);
+}
+
+TEST_F(HugetlbTest, UnshareCopiesASharedPage) {
+  // A R/O long-term pin of a page shared with a child first unshares it:
+  // an exclusive copy, still mapped read-only.
+  set_pool(2);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  sys->reset_counters();
+  ASSERT_EQ(fault(p, a, FAULT_FLAG_UNSHARE), 0u);
+  EXPECT_NE(pfn_at(p, a), pfn_at(c, a));
+  EXPECT_FALSE(entry_at(p, a).bits & _PAGE_RW);
+  EXPECT_TRUE(PageAnonExclusive(&folio_at(p, a)->page));
+  EXPECT_EQ(sys->counter("fault.unshare"), 1);
+  expect_bytes(p, a, PMD_SIZE, 0x11);
+  // Unsharing an exclusive page changes nothing; the write then reuses it.
+  pfn_t mine = pfn_at(p, a);
+  ASSERT_EQ(fault(p, a, FAULT_FLAG_UNSHARE), 0u);
+  ASSERT_TRUE(write_byte(p, a, 0x22).ok());
+  EXPECT_EQ(pfn_at(p, a), mine);
+  EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
+  EXPECT_EQ(read_byte(c, a), 0x11);
+}
+
+TEST_F(HugetlbTest, GiganticOwnerTakesBackFromChild) {
+  set_pool(1, k1G);
+  long r = p->mmap(0, PUD_SIZE, RW, kPriv | MAP_HUGE_1GB);
+  ASSERT_GT(r, 0);
+  const uint64_t a = static_cast<uint64_t>(r);
+  ASSERT_TRUE(write_byte(p, a + 4096, 0x11).ok());
+  FORK_OR_SKIP(c);
+  EXPECT_EQ(entry_at(c, a).level, 3);
+  EXPECT_EQ(read_byte(c, a + 4096), 0x11);
+  EXPECT_EQ(folio_mapcount(folio_at(p, a)), 2);
+  pfn_t old = pfn_at(p, a);
+  ASSERT_TRUE(write_byte(p, a + 4096, 0x22).ok());  // no spare 1 GiB page: unmap from the child
+  EXPECT_EQ(pfn_at(p, a), old);
+  EXPECT_EQ(read_byte(c, a), -static_cast<int>(Signal::kSigbus));
+  c->exit();
+  p->exit();
+  expect_idle(1, k1G);
+}
+
+TEST_F(HugetlbTest, ConcurrentFaults) {
+  constexpr int kPages = 8, kThreads = 4;
+  set_pool(2 * kPages + 1);
+  uint64_t a = map(kPages * PMD_SIZE);
+  uint64_t s = map(kPages * PMD_SIZE, kShared);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(s);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; t++) {
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      for (int i = 0; i < kPages; i++) {
+        uint64_t off = static_cast<uint64_t>((t + i) % kPages) * PMD_SIZE + t;
+        EXPECT_TRUE(write_byte(p, a + off, static_cast<uint8_t>(t + 1)).ok());
+        EXPECT_TRUE(write_byte(p, s + off, static_cast<uint8_t>(t + 1)).ok());
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  // One page per index, whoever faulted first.
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(resv(), 0);
+  for (int i = 0; i < kPages; i++)
+    for (int t = 0; t < kThreads; t++) {
+      EXPECT_EQ(read_byte(p, a + static_cast<uint64_t>(i) * PMD_SIZE + t), t + 1);
+      EXPECT_EQ(read_byte(p, s + static_cast<uint64_t>(i) * PMD_SIZE + t), t + 1);
+    }
+}
+
+TEST_F(HugetlbTest, ConcurrentCowAfterFork) {
+  constexpr int kPages = 4;
+  set_pool(3 * kPages);  // enough for both sides to copy every page at once
+  uint64_t a = map(kPages * PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, kPages * PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  std::atomic<int> ready{0};
+  auto writer = [&](Process* q, uint8_t byte) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) std::this_thread::yield();
+    for (int i = 0; i < kPages; i++)
+      EXPECT_TRUE(q->fill(a + static_cast<uint64_t>(i) * PMD_SIZE, byte, PMD_SIZE).ok());
+  };
+  std::thread tp(writer, p, 0x22), tc(writer, c, 0x33);
+  tp.join();
+  tc.join();
+  expect_bytes(p, a, kPages * PMD_SIZE, 0x22);
+  expect_bytes(c, a, kPages * PMD_SIZE, 0x33);
+  // Each side ends with a page of its own per index; the old pages are free.
+  EXPECT_EQ(free_pages(), kPages);
+  c->exit();
+  p->exit();
+  expect_idle(3 * kPages);
+}
+
+TEST_F(HugetlbTest, ChangeProtectionWriteProtects) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  ASSERT_TRUE(entry_at(a).bits & _PAGE_RW);
+  Mm* mm = p->mm();
+  mmap_write_lock(mm);
+  Vma* v = vma_lookup(mm, a);
+  EXPECT_EQ(hugetlb_change_protection(v, a, a + PMD_SIZE, vm_get_page_prot(VM_READ)),
+            static_cast<long>(HPAGE_PMD_NR));
+  mmap_write_unlock(mm);
+  EXPECT_FALSE(entry_at(a).bits & _PAGE_RW);
+  EXPECT_EQ(entry_at(a).level, 2);
+  // Still exclusive: the next write fault reuses the page.
+  pfn_t old = pfn_at(p, a);
+  ASSERT_TRUE(write_byte(p, a, 2).ok());
+  EXPECT_EQ(pfn_at(p, a), old);
+  EXPECT_EQ(read_byte(p, a), 2);
+}
+
+TEST_F(HugetlbTest, PinnedPageIsCopiedAtFork) {
+  set_pool(2);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  // A FOLL_PIN of the page (what pin_user_pages leaves behind).
+  Folio* f = folio_at(p, a);
+  p->mm()->set_flag(MMF_HAS_PINNED);
+  folio_ref_add(f, 1);
+  aref(folio_page(f, 1)->f1.pincount).fetch_add(1);
+  sys->reset_counters();
+  FORK_OR_SKIP(c);
+  // The child got its own copy; the parent keeps the pinned page exclusive
+  // and writable.
+  EXPECT_NE(pfn_at(c, a), pfn_at(p, a));
+  EXPECT_EQ(sys->counter("fork.copied_pages"), static_cast<int64_t>(HPAGE_PMD_NR));
+  EXPECT_TRUE(PageAnonExclusive(&f->page));
+  EXPECT_TRUE(entry_at(p, a).bits & _PAGE_RW);
+  EXPECT_EQ(free_pages(), 0);
+  expect_bytes(c, a, PMD_SIZE, 0x11);
+  ASSERT_TRUE(write_byte(p, a, 0x22).ok());
+  EXPECT_EQ(read_byte(c, a), 0x11);
+  aref(folio_page(f, 1)->f1.pincount).fetch_sub(1);
+  folio_put(f);
+}
+
+TEST_F(HugetlbTest, PinnedPageWithoutSpareFailsFork) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  Folio* f = folio_at(p, a);
+  p->mm()->set_flag(MMF_HAS_PINNED);
+  folio_ref_add(f, 1);
+  aref(folio_page(f, 1)->f1.pincount).fetch_add(1);
+  Process* c = p->fork("child");
+  EXPECT_EQ(c, nullptr);  // the copy needs a free huge page
+  aref(folio_page(f, 1)->f1.pincount).fetch_sub(1);
+  folio_put(f);
+  EXPECT_EQ(read_byte(p, a), 1);
+}
+
+// ---- shared mappings ----
+
+TEST_F(HugetlbTest, SharedAnonymousAcrossFork) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE, kShared);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 2);
+  ASSERT_TRUE(write_byte(p, a, 0x11).ok());
+  EXPECT_EQ(resv(), 1);
+  EXPECT_TRUE(entry_at(a).bits & _PAGE_RW);
+  FORK_OR_SKIP(c);
+  ASSERT_TRUE(write_byte(c, a + 1, 0x22).ok());
+  ASSERT_TRUE(write_byte(c, a + PMD_SIZE, 0x33).ok());  // the second page, seen by both
+  EXPECT_EQ(read_byte(p, a + 1), 0x22);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), 0x33);
+  EXPECT_EQ(pfn_at(p, a), pfn_at(c, a));
+  Folio* f = folio_at(p, a);
+  EXPECT_FALSE(folio_test_anon(f));
+  EXPECT_EQ(folio_mapcount(f), 2);
+  EXPECT_EQ(folio_ref_count(f), 2 + static_cast<int>(HPAGE_PMD_NR));  // two mappings + the page cache
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(resv(), 0);
+  c->exit();
+  p->exit();
+  expect_idle(2);
+}
+
+TEST_F(HugetlbTest, HugetlbfsFileShared) {
+  set_pool(4);  // two shared pages, and two reserved by the private mapping below
+  int fd = sys->create_file(2 * PMD_SIZE, FsClass::kHugetlbfs, PMD_SHIFT, "huge");
+  if (fd == -ENOSYS) GTEST_SKIP() << "System::create_file is not available yet";
+  ASSERT_GE(fd, 0) << errno_name(-fd);
+  Process* q = sys->new_process("other");
+  long a = p->mmap_file(0, 2 * PMD_SIZE, RW, MAP_SHARED, fd);
+  long b = q->mmap_file(0, 2 * PMD_SIZE, RW, MAP_SHARED, fd);
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  const uint64_t pa = static_cast<uint64_t>(a), qb = static_cast<uint64_t>(b);
+  ASSERT_TRUE(p->fill(pa, 0x5a, PMD_SIZE).ok());
+  expect_bytes(q, qb, PMD_SIZE, 0x5a);
+  ASSERT_TRUE(write_byte(q, qb + PMD_SIZE + 7, 0x44).ok());
+  EXPECT_EQ(read_byte(p, pa + PMD_SIZE + 7), 0x44);
+  EXPECT_EQ(pfn_at(p, pa), pfn_at(q, qb));
+  char buf[2] = {};
+  EXPECT_EQ(sys->file_pread(fd, PMD_SIZE + 7, buf, 1), 1);
+  EXPECT_EQ(buf[0], 0x44);
+  // A private mapping of the same file reads the page cache and copies on write.
+  long c = p->mmap_file(0, 2 * PMD_SIZE, RW, MAP_PRIVATE, fd);
+  ASSERT_GT(c, 0);
+  const uint64_t pc = static_cast<uint64_t>(c);
+  EXPECT_EQ(read_byte(p, pc), 0x5a);
+  EXPECT_EQ(pfn_at(p, pc), pfn_at(p, pa));
+  ASSERT_TRUE(write_byte(p, pc, 0x66).ok());
+  EXPECT_NE(pfn_at(p, pc), pfn_at(p, pa));
+  EXPECT_EQ(read_byte(p, pa), 0x5a);
+  EXPECT_EQ(read_byte(q, qb), 0x5a);
+  q->exit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(4);
+}
+
+TEST_F(HugetlbTest, CreateFileErrors) {
+  set_pool(1);
+  int fd = sys->create_file(PMD_SIZE + PAGE_SIZE, FsClass::kHugetlbfs, PMD_SHIFT);
+  if (fd == -ENOSYS) GTEST_SKIP() << "System::create_file is not available yet";
+  EXPECT_EQ(fd, -EINVAL);  // hugetlbfs files are whole huge pages
+  EXPECT_EQ(sys->create_file(2 * PMD_SIZE, FsClass::kHugetlbfs, PMD_SHIFT), -ENOSPC);
+  expect_idle(1);
+  fd = sys->create_file(PMD_SIZE, FsClass::kHugetlbfs, PMD_SHIFT);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(free_pages(), 0);
+  // Beyond EOF: SIGBUS, even in a private mapping.
+  long a = p->mmap_file(0, 2 * PMD_SIZE, PROT_READ, MAP_PRIVATE | MAP_NORESERVE, fd);
+  ASSERT_GT(a, 0);
+  EXPECT_EQ(read_byte(p, static_cast<uint64_t>(a)), 0);
+  EXPECT_EQ(read_byte(p, static_cast<uint64_t>(a) + PMD_SIZE), -static_cast<int>(Signal::kSigbus));
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(1);
+}
+
+TEST_F(HugetlbTest, SharedFileReservationOnce) {
+  set_pool(2);
+  int fd = sys->create_file(0, FsClass::kHugetlbfs, PMD_SHIFT, "empty");
+  if (fd == -ENOSYS) GTEST_SKIP() << "System::create_file is not available yet";
+  ASSERT_GE(fd, 0) << errno_name(-fd);
+  // Two shared mappings of one range reserve it once; a third page is too many.
+  long a = p->mmap_file(0, 2 * PMD_SIZE, RW, MAP_SHARED, fd);
+  ASSERT_GT(a, 0);
+  EXPECT_EQ(resv(), 2);
+  long b = p->mmap_file(0, 2 * PMD_SIZE, RW, MAP_SHARED, fd);
+  ASSERT_GT(b, 0);
+  EXPECT_EQ(resv(), 2);
+  EXPECT_EQ(p->mmap_file(0, 3 * PMD_SIZE, RW, MAP_SHARED, fd), -ENOMEM);
+  ASSERT_TRUE(write_byte(p, static_cast<uint64_t>(a), 9).ok());
+  EXPECT_EQ(read_byte(p, static_cast<uint64_t>(b)), 9);
+  EXPECT_EQ(resv(), 1);
+  // Unmapping keeps the file's reservations; closing the file gives them back.
+  EXPECT_EQ(p->munmap(static_cast<uint64_t>(a), 2 * PMD_SIZE), 0);
+  EXPECT_EQ(p->munmap(static_cast<uint64_t>(b), 2 * PMD_SIZE), 0);
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
+TEST_F(HugetlbTest, FallocateFillsThePageCache) {
+  set_pool(2);
+  int err = 0;
+  auto f = hugetlb_file_setup(sys->kernel(), 0, PMD_SHIFT, &err);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(hugetlb_fallocate(f.get(), 0, 2 * PMD_SIZE), 0);
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(i_size_read(f.get()), 2 * PMD_SIZE);
+  EXPECT_EQ(hugetlb_fallocate(f.get(), 0, 3 * PMD_SIZE), -ENOSPC);
+  f.reset();  // eviction gives the pages back
+  expect_idle(2);
+}
+
+// ---- surplus pages, shrinking while in use ----
+
+TEST_F(HugetlbTest, OvercommitUsesSurplusPages) {
+  set(attr_path(k2M, "nr_overcommit_hugepages"), "2");
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(nr(), 1);
+  EXPECT_EQ(surplus(), 1);
+  EXPECT_EQ(resv(), 1);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(p->mmap(0, 2 * PMD_SIZE, RW, kPriv), -ENOMEM);  // beyond the overcommit limit
+  EXPECT_EQ(p->munmap(a, PMD_SIZE), 0);
+  expect_idle(0);
+}
+
+TEST_F(HugetlbTest, ShrinkBelowInUseLeavesSurplus) {
+  set_pool(2);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  set_pool(0);
+  EXPECT_EQ(nr(), 1);
+  EXPECT_EQ(surplus(), 1);
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(p->munmap(a, PMD_SIZE), 0);  // the surplus page leaves the pool when freed
+  expect_idle(0);
+}
+
+TEST_F(HugetlbTest, ShrinkKeepsReservedPages) {
+  set_pool(3);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  set_pool(0);
+  EXPECT_EQ(nr(), 2);  // never below in use + reserved
+  EXPECT_EQ(free_pages(), 2);
+  EXPECT_EQ(surplus(), 2);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  expect_idle(0);
+}
+
+// ---- release ----
+
+TEST_F(HugetlbTest, EverythingReleasedAtExit) {
+  set_pool(4);
+  uint64_t a = map(3 * PMD_SIZE);
+  uint64_t s = map(PMD_SIZE, kShared);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  ASSERT_TRUE(write_byte(p, s, 1).ok());
+  EXPECT_EQ(resv(), 2);
+  p->exit();
+  expect_idle(4);
+  EXPECT_TRUE(sys->check().ok()) << sys->check().to_string();
+}
+
+TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 5).ok());
+  EXPECT_EQ(resv(), 0);
+  int r = p->madvise(a, PMD_SIZE, MADV_DONTNEED);
+  if (r != 0) GTEST_SKIP() << "MADV_DONTNEED on hugetlb: " << errno_name(r);
+  // The page went back to the pool with its reservation: nobody can take it.
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(read_byte(p, a), 0);
+  EXPECT_EQ(resv(), 0);
+}
+
+}  // namespace
+}  // namespace mmlab::test
