@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Generates the replays of the kernel's cow.c and gup_longterm.c selftests
+as .mms scenario files (catalogued in shared/docs/selftests-catalog.md,
+sections 1 and 2). The matrix is data, as cow.c builds it: memory types x
+test functions. Run it from this directory; the generated files are
+committed beside it so a reader sees the tests.
+
+    ./gen_selftests.py        # writes cow.mms and gup_longterm.mms
+"""
+
+K = 1024
+THP_SIZES_KB = [16, 32, 64, 128, 256, 512, 1024, 2048]
+HUGETLB_SIZES = [("2M", 2 * K * K, "2048kB"), ("1G", K * K * K, "1048576kB")]
+
+
+def size(n):
+    if n % (K * K * K) == 0:
+        return f"{n // (K * K * K)}G"
+    if n % (K * K) == 0:
+        return f"{n // (K * K)}M"
+    return f"{n // K}K"
+
+
+def thp_settings(kb):
+    """cow.c: the PMD-order control set to never and order(s) to always."""
+    out = ["sysfs transparent_hugepage/hugepages-2048kB/enabled never"]
+    out.append(f"sysfs transparent_hugepage/hugepages-{kb}kB/enabled always")
+    return out
+
+
+# ---- anonymous memory types (catalog 1.2). Each returns (setup lines, range
+# size N, and whether it is hugetlb). The range starts at region A.
+
+def populate_thp(n, kb):
+    return thp_settings(kb) + [
+        f"P mmap A {size(n)} rw private align={size(n)}",
+        f"P madvise A {size(n)} hugepage",
+        f"P write A {size(n)} 1",
+        # cow.c requires the last subpage to be populated ("Did not get a THP populated")
+        f"expect P A+{size(n - 4 * K)} order {(n // (4 * K)).bit_length() - 1}",
+    ]
+
+
+def anon_types():
+    types = []
+    base = ["P mmap A 4K rw private", "P madvise A 4K nohugepage", "P write A 4K 1"]
+    types.append(("base", "base page", base, 4 * K, False))
+    types.append(("base-swap", "swapped out base page",
+                  ["swap 64M"] + base + ["P madvise A 4K pageout", "expect P A swapped yes"], 4 * K, False))
+    for kb in THP_SIZES_KB:
+        n = kb * K
+        pop = populate_thp(n, kb)
+        sfx = f"{kb}kB"
+        if kb == 2048:
+            types.append((f"thp-pmd-{sfx}", f"THP ({kb} kB)", pop + ["expect P A mapped pmd"], n, False))
+            types.append((f"thp-pmd-swap-{sfx}", f"swapped-out THP ({kb} kB)",
+                          ["swap 64M"] + pop + [f"P madvise A {size(n)} pageout", "expect P A swapped yes",
+                                                f"expect P A+{size(n - 4 * K)} swapped yes"], n, False))
+        pte = pop + ["P mprotect A+4K 4K r", "P mprotect A+4K 4K rw"]
+        types.append((f"thp-pte-{sfx}", f"PTE-mapped THP ({kb} kB)", pte + ["expect P A mapped pte"], n, False))
+        types.append((f"thp-pte-swap-{sfx}", f"swapped-out, PTE-mapped THP ({kb} kB)",
+                      ["swap 64M"] + pte + [f"P madvise A {size(n)} pageout", "expect P A swapped yes"], n, False))
+        single = pop + [f"P madvise A+4K {size(n - 4 * K)} dontneed"]
+        types.append((f"thp-single-{sfx}", f"single PTE of THP ({kb} kB)", single, 4 * K, False))
+        types.append((f"thp-single-swap-{sfx}", f"single PTE of swapped-out THP ({kb} kB)",
+                      ["swap 64M"] + single + ["P madvise A 4K pageout", "expect P A swapped yes"], 4 * K, False))
+        half = n // 2
+        mremap = pop + [f"P mmap B {size(half)} none private",
+                        f"P mremap A+{size(half)} {size(half)} {size(half)} M2 to=B"]
+        types.append((f"thp-mremap-{sfx}", f"partially mremap()'ed THP ({kb} kB)", mremap, half, False))
+        pshared = pop + [f"P madvise A+4K {size(n - 4 * K)} dontfork", "P fork Z", "Z exit",
+                         f"P madvise A+4K {size(n - 4 * K)} dofork"]
+        types.append((f"thp-pshared-{sfx}", f"partially shared THP ({kb} kB)", pshared, n, False))
+    for name, n, kbdir in HUGETLB_SIZES:
+        # One huge page for the test, one spare (cow.c's probe), one more for a CoW copy.
+        setup = [f"sysfs hugepages/hugepages-{kbdir}/nr_hugepages 3",
+                 f"P mmap A {name} rw private hugetlb={name}", f"P write A {name} 1"]
+        types.append((f"hugetlb-{kbdir}", f"hugetlb ({n // K} kB)", setup, n, True))
+    return types
+
+
+def pages(n):
+    return n // (4 * K)
+
+
+# ---- anonymous test functions (catalog 1.4). Each returns the body lines for
+# a range of N bytes at A; `ht` marks hugetlb, where the vmsplice cases XFAIL.
+
+def vmsplice_n(n):
+    return min(16, pages(n))
+
+
+def f_basic_fork(n, ht, mprotect=False):
+    body = ["P fork C"]
+    if mprotect:
+        body += [f"P mprotect A {size(n)} r", f"P mprotect A {size(n)} rw"]
+    body += [f"P write A {size(n)} 0xff", f"C read A {size(n)} 1", f"P read A {size(n)} 0xff", "C exit"]
+    return body
+
+
+def xfail_if(ht):
+    return ["xfail hugetlb reuses by mapcount, not refcount (cow.c: harder to fix and nobody really cares)"] if ht else []
+
+
+def f_vmsplice_child(n, ht, mprotect=False):
+    v = vmsplice_n(n)
+    body = xfail_if(ht) + ["P fork C", f"C gup H A {v} get,fast", f"expect H {v}", f"C munmap A {size(n)}"]
+    if mprotect:
+        body += [f"P mprotect A {size(n)} r", f"P mprotect A {size(n)} rw"]
+    body += [f"P write A {size(n)} 0xff", f"H read 0 {size(v * 4 * K)} 1", "unpin H", "C exit"]
+    return body
+
+
+def f_vmsplice_before_fork(n, ht):
+    v = vmsplice_n(n)
+    return xfail_if(ht) + [f"P gup H A {v} get,fast", f"expect H {v}", "P fork C", f"P munmap A {size(n)}",
+                           f"C write A {size(n)} 0xff", "C exit", f"H read 0 {size(v * 4 * K)} 1", "unpin H"]
+
+
+def f_vmsplice_after_fork(n, ht):
+    v = vmsplice_n(n)
+    return xfail_if(ht) + ["P fork C", f"P gup H A {v} get,fast", f"expect H {v}", f"P munmap A {size(n)}",
+                           f"C write A {size(n)} 0xff", "C exit", f"H read 0 {size(v * 4 * K)} 1", "unpin H"]
+
+
+def f_iouring_ro(n, ht):
+    return [f"P gup H A {pages(n)} pin,fast,write,longterm", f"expect H {pages(n)}", f"P mprotect A {size(n)} r",
+            "P clear-soft-dirty", f"P mprotect A {size(n)} rw", f"P write A {size(n)} 0xff",
+            f"H read 0 {size(n)} 0xff", "unpin H"]
+
+
+def f_iouring_fork(n, ht):
+    return [f"P gup H A {pages(n)} pin,fast,write,longterm", f"expect H {pages(n)}", "P fork C",
+            f"P write A {size(n)} 0xff", f"H read 0 {size(n)} 0xff", "unpin H", f"C read A {size(n)} 1", "C exit"]
+
+
+def ropin(n, fast):
+    flags = "pin,fast,longterm" if fast else "pin,longterm"
+    return [f"P gup H A {pages(n)} {flags}", f"expect H {pages(n)}", f"P write A {size(n)} 0xff",
+            f"H read 0 {size(n)} 0xff", "unpin H"]
+
+
+def f_ropin_shared(n, ht, fast=False):
+    return ["P fork C"] + ropin(n, fast) + [f"C read A {size(n)} 1", "C exit"]
+
+
+def f_ropin_prevshared(n, ht, fast=False):
+    return ["P fork C", "C exit"] + ropin(n, fast)
+
+
+def f_ropin_excl(n, ht, fast=False):
+    return [f"P mprotect A {size(n)} r", "P clear-soft-dirty", f"P mprotect A {size(n)} rw"] + ropin(n, fast)
+
+
+ANON_FUNCS = [
+    ("basic-fork", "Basic COW after fork()", lambda n, ht: f_basic_fork(n, ht)),
+    ("basic-fork-mprotect", "Basic COW after fork() with mprotect() optimization", lambda n, ht: f_basic_fork(n, ht, True)),
+    ("vmsplice-child", "vmsplice() + unmap in child", lambda n, ht: f_vmsplice_child(n, ht)),
+    ("vmsplice-child-mprotect", "vmsplice() + unmap in child with mprotect() optimization",
+     lambda n, ht: f_vmsplice_child(n, ht, True)),
+    ("vmsplice-before-fork", "vmsplice() before fork(), unmap in parent after fork()", f_vmsplice_before_fork),
+    ("vmsplice-after-fork", "vmsplice() + unmap in parent after fork()", f_vmsplice_after_fork),
+    ("iouring-ro", "R/O-mapping a page registered as iouring fixed buffer", f_iouring_ro),
+    ("iouring-fork", "fork() with an iouring fixed buffer", f_iouring_fork),
+    ("ropin-shared", "R/O GUP pin on R/O-mapped shared page", lambda n, ht: f_ropin_shared(n, ht)),
+    ("ropin-fast-shared", "R/O GUP-fast pin on R/O-mapped shared page", lambda n, ht: f_ropin_shared(n, ht, True)),
+    ("ropin-prevshared", "R/O GUP pin on R/O-mapped previously-shared page", lambda n, ht: f_ropin_prevshared(n, ht)),
+    ("ropin-fast-prevshared", "R/O GUP-fast pin on R/O-mapped previously-shared page",
+     lambda n, ht: f_ropin_prevshared(n, ht, True)),
+    ("ropin-excl", "R/O GUP pin on R/O-mapped exclusive page", lambda n, ht: f_ropin_excl(n, ht)),
+    ("ropin-fast-excl", "R/O GUP-fast pin on R/O-mapped exclusive page", lambda n, ht: f_ropin_excl(n, ht, True)),
+]
+
+# ---- the anon-THP collapse group (catalog 1.5)
+
+COLLAPSE = [
+    ("collapse-before-fork", "Basic COW after fork() when collapsing before fork()",
+     ["P madvise A 2M collapse", "P fork C", "P write A 2M 0xff", "C read A 2M 1", "C exit"]),
+    ("collapse-fully-shared", "Basic COW after fork() when collapsing after fork() (fully shared)",
+     ["P fork C", "P madvise A 2M collapse", "P write A 2M 0xff", "C read A 2M 1", "C exit"]),
+    ("collapse-lower-shared", "Basic COW after fork() when collapsing after fork() (lower shared)",
+     ["P madvise A+1M 1M dontfork", "P fork C", "P madvise A 2M dofork", "P madvise A 2M collapse",
+      "P write A 2M 0xff", "C read A 1M 1", "C exit"]),
+    ("collapse-upper-shared", "Basic COW after fork() when collapsing after fork() (upper shared)",
+     ["P madvise A 1M dontfork", "P fork C", "P madvise A 2M dofork", "P madvise A 2M collapse",
+      "P write A 2M 0xff", "C read A+1M 1M 1", "C exit"]),
+]
+
+# ---- non-anonymous memory types and functions (catalog 1.6, 1.7)
+
+
+def nonanon_types():
+    t = [("zero", "shared zeropage", ["P mmap M 4K rw private", "P mmap S 4K r private", "P read M 4K 0",
+                                      "P read S 4K 0", "expect P M zero yes"], 4 * K, False),
+         ("memfd", "memfd", ["file F 4K", "P mmap M 4K rw private file=F", "P mmap S 4K r shared file=F",
+                             "P read M 4K 0", "P read S 4K 0"], 4 * K, False),
+         ("tmpfile", "tmpfile", ["file F 4K fs=ext4", "P mmap M 4K rw private file=F",
+                                 "P mmap S 4K r shared file=F", "P read M 4K 0", "P read S 4K 0"], 4 * K, False),
+         ("hugezero", "huge zeropage", ["P mmap M 2M rw private align=2M", "P madvise M 2M hugepage",
+                                        "P mmap S 2M r private align=2M", "P madvise S 2M hugepage",
+                                        "P read M 2M 0", "P read S 2M 0", "expect P M mapped pmd",
+                                        "expect P M zero yes"], 2 * K * K, False)]
+    for name, n, kbdir in HUGETLB_SIZES:
+        t.append((f"memfd-hugetlb-{kbdir}", f"memfd hugetlb ({n // K} kB)",
+                  [f"sysfs hugepages/hugepages-{kbdir}/nr_hugepages 3", f"file F {name} hugetlb={name}",
+                   f"P mmap M {name} rw private file=F", f"P mmap S {name} r shared file=F",
+                   f"P read M {name} 0", f"P read S {name} 0"], n, True))
+    return t
+
+
+NONANON_FUNCS = [
+    ("basic", "Basic COW", lambda n: [f"P write M {size(n)} 0xff", f"P read S {size(n)} 0"]),
+    ("ropin", "R/O longterm GUP pin",
+     lambda n: [f"P gup H M {pages(n)} pin,longterm", f"expect H {pages(n)}", f"P write M {size(n)} 0xff",
+                f"H read 0 {size(n)} 0xff", "unpin H", f"P read S {size(n)} 0"]),
+    ("ropin-fast", "R/O longterm GUP-fast pin",
+     lambda n: [f"P gup H M {pages(n)} pin,fast,longterm", f"expect H {pages(n)}", f"P write M {size(n)} 0xff",
+                f"H read 0 {size(n)} 0xff", "unpin H", f"P read S {size(n)} 0"]),
+]
+
+
+def emit_test(out, name, desc, lines):
+    out.append(f"test {name}")
+    out.append(f"# [RUN] {desc}")
+    out.extend(lines)
+    out.append("")
+
+
+def gen_cow():
+    out = ["# Generated by gen_selftests.py from the catalog of tools/testing/selftests/mm/cow.c.",
+           "# Do not edit by hand: change the generator and run it again.", "", "proc P", ""]
+    for fid, fdesc, fn in ANON_FUNCS:
+        for tid, tdesc, setup, n, ht in anon_types():
+            emit_test(out, f"cow-anon-{fid}-{tid}", f"{fdesc} ... with {tdesc}", setup + fn(n, ht))
+    for cid, cdesc, body in COLLAPSE:
+        setup = populate_thp(2 * K * K, 2048) + ["P mprotect A+4K 4K r", "P mprotect A+4K 4K rw"]
+        emit_test(out, f"cow-thp-{cid}", cdesc, setup + body)
+    for fid, fdesc, fn in NONANON_FUNCS:
+        for tid, tdesc, setup, n, ht in nonanon_types():
+            emit_test(out, f"cow-nonanon-{fid}-{tid}", f"{fdesc} ... with {tdesc}", setup + fn(n))
+    return "\n".join(out)
+
+
+# ---- gup_longterm.c (catalog 2)
+
+LT_BACKINGS = [("memfd", "memfd", "file F 4K", "4K", 1, True),
+               ("tmpfile", "tmpfile", "file F 4K fs=ext4", "4K", 1, False),
+               ("localtmp-xfs", "local tmpfile (xfs)", "file F 4K fs=xfs", "4K", 1, False),
+               ("localtmp-btrfs", "local tmpfile (btrfs)", "file F 4K fs=btrfs", "4K", 1, False),
+               ("hugetlb-2048kB", "memfd hugetlb (2048 kB)", "file F 2M hugetlb=2M", "2M", 512, True),
+               ("hugetlb-1048576kB", "memfd hugetlb (1048576 kB)", "file F 1G hugetlb=1G", "1G", 262144, True)]
+
+LT_CASES = [  # id, description, shared, write, flags
+    ("shared-rw", "R/W longterm GUP pin in MAP_SHARED file mapping", True, True, "pin,write,longterm"),
+    ("shared-rw-fast", "R/W longterm GUP-fast pin in MAP_SHARED file mapping", True, True, "pin,fast,write,longterm"),
+    ("shared-ro", "R/O longterm GUP pin in MAP_SHARED file mapping", True, False, "pin,longterm"),
+    ("shared-ro-fast", "R/O longterm GUP-fast pin in MAP_SHARED file mapping", True, False, "pin,fast,longterm"),
+    ("private-rw", "R/W longterm GUP pin in MAP_PRIVATE file mapping", False, True, "pin,write,longterm"),
+    ("private-rw-fast", "R/W longterm GUP-fast pin in MAP_PRIVATE file mapping", False, True, "pin,fast,write,longterm"),
+    ("private-ro", "R/O longterm GUP pin in MAP_PRIVATE file mapping", False, False, "pin,longterm"),
+    ("private-ro-fast", "R/O longterm GUP-fast pin in MAP_PRIVATE file mapping", False, False, "pin,fast,longterm"),
+    ("shared-iouring", "io_uring fixed buffer with MAP_SHARED file mapping", True, True, "pin,fast,write,longterm"),
+    ("private-iouring", "io_uring fixed buffer with MAP_PRIVATE file mapping", False, True, "pin,fast,write,longterm"),
+]
+
+
+def gen_gup_longterm():
+    out = ["# Generated by gen_selftests.py from the catalog of tools/testing/selftests/mm/gup_longterm.c.",
+           "# Do not edit by hand: change the generator and run it again.", "", "proc P", ""]
+    for cid, cdesc, shared, write, flags in LT_CASES:
+        for bid, bdesc, file_line, sz, npages, supports_rw in LT_BACKINGS:
+            lines = []
+            if "hugetlb" in bid:
+                kbdir = "2048kB" if sz == "2M" else "1048576kB"
+                lines.append(f"sysfs hugepages/hugepages-{kbdir}/nr_hugepages 3")
+            lines += [file_line, f"P mmap A {sz} rw {'shared' if shared else 'private'} file=F", f"P write A {sz} 0"]
+            if not write:
+                lines.append(f"P mprotect A {sz} r")  # newer gup_longterm: cover more unsharing decisions
+            lines.append(f"P gup H A {npages} {flags}")
+            works = not (shared and write and not supports_rw)
+            lines.append(f"expect H {npages}" if works else "expect H -EFAULT")
+            lines.append("unpin H")
+            emit_test(out, f"gup-longterm-{cid}-{bid}", f"{cdesc} ... with {bdesc}", lines)
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    with open("cow.mms", "w") as f:
+        f.write(gen_cow())
+    with open("gup_longterm.mms", "w") as f:
+        f.write(gen_gup_longterm())
