@@ -12,7 +12,14 @@ for preset in release debug clang-tsan; do
   cmake --build --preset "$preset"
 done
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-ctest --preset release || status=1
-ctest --preset clang-tsan || status=1
-ctest --preset debug || status=1
+log=$(mktemp)
+for preset in release clang-tsan debug; do
+  ctest --preset "$preset" 2>&1 | tee -a "$log" || status=1
+done
+# One closing line for all three runs: "N passed, N failed".
+total=$(grep -Eo 'tests failed out of [0-9]+' "$log" | awk '{s += $NF} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ tests failed out of' "$log" | awk '{s += $1} END {print s + 0}')
+rm -f "$log"
+[ "$failed" -eq 0 ] || status=1
+echo "$((total - failed)) passed, $failed failed"
 exit $status
