@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "fault/swap.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/vmdebug.h"
@@ -146,6 +147,7 @@ class Checker {
     check_folios();
     check_zero_pages();
     check_split_queue();
+    check_swap();
     check_deferred_tables();
     check_table_stat();
     check_frames();
@@ -304,7 +306,11 @@ class Checker {
     Vma* vma = vma_at(mu, addr);
     if (!vma) rep_.add("page-table entry outside any VMA", where(mu, addr, "PTE"), fmt::format("pte {:#x}", pte.v));
     if (!pte_present(pte)) {
-      if (!non_swap_entry(pte_to_swp_entry(pte))) mu.rss[MM_SWAPENTS]++;
+      swp_entry_t e = pte_to_swp_entry(pte);
+      if (!non_swap_entry(e)) {
+        mu.rss[MM_SWAPENTS]++;
+        swap_refs_[e.val]++;
+      }
       return;
     }
     pfn_t pfn = pte_pfn(pte);
@@ -634,6 +640,40 @@ class Checker {
     }
   }
 
+  // Swap: each slot's count is the number of swap PTEs naming it; the swap
+  // cache holds a folio for a slot exactly when SWAP_HAS_CACHE is set, and
+  // that folio is in the swap cache under the slot's entry; no swap PTE names
+  // a free slot. An unmapped swap-cache folio that no swap PTE needs is an
+  // orphan: the kernel's LRU reclaim would free it, the model never would.
+  void check_swap() {
+    std::unordered_map<uint64_t, unsigned> counts;
+    swap_for_each_slot(k_, [&](swp_entry_t e, unsigned count, bool, Folio*) { counts[e.val] = count; });
+    auto swapped = [&](const Folio* f) {
+      for (long i = 0; i < folio_nr_pages(f); i++) {
+        auto it = counts.find(folio_swap_entry(f).val + static_cast<uint64_t>(i));
+        if (it != counts.end() && it->second) return true;
+      }
+      return false;
+    };
+    swap_for_each_slot(k_, [&](swp_entry_t e, unsigned count, bool has_cache, Folio* cached) {
+      std::string w = fmt::format("swap slot {}:{:#x}", swp_type(e), swp_offset(e));
+      auto it = swap_refs_.find(e.val);
+      long ptes = it == swap_refs_.end() ? 0 : it->second;
+      if (it != swap_refs_.end()) swap_refs_.erase(it);
+      if (static_cast<long>(count) != ptes)
+        rep_.add("swap_map count != swap PTEs", w, fmt::format("swap_map count {}, swap PTEs {}", count, ptes));
+      if (has_cache != (cached != nullptr))
+        rep_.add("SWAP_HAS_CACHE disagrees with the swap cache", w, fmt::format("SWAP_HAS_CACHE {}", has_cache));
+      if (cached && !swap_cache_holds(k_, cached))
+        rep_.add("swap cache entry names a folio not in the swap cache", w, dump_folio(cached));
+      if (!cached && !count) rep_.add("swap slot in use with no reference", w, "");
+      if (cached && !count && !folio_mapped(cached) && !swapped(cached))
+        rep_.add("orphaned swap-cache folio", w, dump_folio(cached));
+    });
+    for (auto& [v, n] : swap_refs_)
+      rep_.add("swap PTE names a free slot", fmt::format("entry {:#x}", v), fmt::format("{} PTEs", n));
+  }
+
   void check_deferred_tables() {
     for (Page* t : deferred_tables_) {
       pfn_t pfn = phys_->page_to_pfn(t);
@@ -737,6 +777,7 @@ class Checker {
   std::unordered_map<Folio*, FolioUse> folios_;
   std::set<Folio*> split_queue_;
   std::set<Folio*> queued_unmapped_;
+  std::unordered_map<uint64_t, long> swap_refs_;  // swap entry -> swap PTEs naming it
   std::vector<Page*> deferred_tables_;
   long huge_zero_users_ = 0;
   long nr_tables_ = 0;

@@ -322,6 +322,8 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
 }
 
 void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address) NO_THREAD_SAFETY_ANALYSIS {
+  VM_WARN_ON(is_vm_hugetlb_page(vma), "split_huge_pmd on a hugetlb mapping");
+  if (is_vm_hugetlb_page(vma)) return;  // hugetlb leaves are never split
   SpinLock* ptl = pmd_lock(vma->vm_mm, pmd);
   if (pmd_trans_huge(pmdp_get(pmd))) split_huge_pmd_locked(vma, pmd, address & PMD_MASK);
   ptl->unlock();

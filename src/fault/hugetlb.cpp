@@ -641,7 +641,13 @@ Folio* alloc_hugetlb_folio(Kernel* k, HugetlbState* hs, const ResvCtx& c, uint64
     folio_set_hugetlb_restore_reserve(folio);
     h->resv_huge_pages--;
   }
-  if (map_chg != MAP_CHG_ENFORCED) vma_commit_reservation(hs, c, idx, &to_free);
+  if (map_chg != MAP_CHG_ENFORCED) {
+    // A shared reservation made for idx while we allocated (hugetlb_reserve_pages
+    // counted idx as needing one) is one too many: give it back.
+    if (map_chg == MAP_CHG_NEEDED && c.shared() && c.fs->regions.count(idx))
+      return_unused_surplus_pages(hs, h, 1, &to_free);
+    vma_commit_reservation(hs, c, idx, &to_free);
+  }
   hs->lock.unlock();
   free_folios(k, to_free);
   *err = 0;
@@ -1443,6 +1449,9 @@ vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) NO_THR
   f.file = file;
   f.h = hstate_file(file);
   f.address = address & ~(f.h->size() - 1);
+  // A VMA cut inside a huge page (split_vma without hugetlb_split_check)
+  // cannot be mapped by whole leaves.
+  if (f.address < vma->vm_start || f.address + f.h->size() > vma->vm_end) return VM_FAULT_SIGBUS;
   f.real_address = address;
   f.flags = flags;
   f.idx = vma_hugecache_offset(f.h, vma, f.address);
@@ -1506,10 +1515,14 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
   const uint64_t s = round_up(std::max(start, vma->vm_start), sz);
   const uint64_t e = round_down(std::min(end, vma->vm_end), sz);
   if (s < e) __unmap_hugepage_range(vma, s, e, nullptr);
-  // munmap zaps VMAs already detached from the tree: that is their close
-  // (until the VMA layer calls hugetlb_vm_op_close itself; closing twice is fine).
+  // Until the VMA layer calls hugetlb_vm_op_close itself (closing twice is
+  // fine), the final unmap stands in for it: munmap zaps VMAs already
+  // detached from the tree, exit_mmap zaps whole write-locked VMAs (no other
+  // zap write-locks the VMA: MADV_DONTNEED holds it or mmap_lock for read).
   auto it = mm->vmas.find(vma->vm_start);
-  if (it == mm->vmas.end() || it->second.get() != vma) hugetlb_vm_op_close(vma);
+  const bool detached = it == mm->vmas.end() || it->second.get() != vma;
+  const bool exiting = start <= vma->vm_start && end >= vma->vm_end && vma_is_write_locked(vma);
+  if (detached || exiting) hugetlb_vm_op_close(vma);
 }
 
 int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSIS {

@@ -14,7 +14,17 @@
 //    place that may drop a swap-cache folio whose slots no swap PTE uses any
 //    more does so (should_try_to_free_swap, activate_locked, the swap-in
 //    back-out paths). With no reclaim running in the background, this keeps
-//    the swap cache to the folios whose slots are still shared.
+//    the swap cache to the folios whose slots are still shared. A zap that
+//    drops the last swap PTE of a slot may fail to lock its folio (it only
+//    trylocks, under the PTL); the model's lock holders look again when they
+//    unlock (folio_unlock_swap), and run_shrinkers() sweeps the swap cache
+//    (shrink_swap_cache), standing in for the LRU reclaim that frees such
+//    folios in the kernel.
+//  - The model's CPU keeps a translation for the whole of a page-sized store,
+//    holding a folio reference meanwhile; pageout()'s is_page_cache_freeable
+//    test (no references but the isolation's and the swap cache's) is what
+//    keeps such a store from racing with the write to the device, where the
+//    kernel relies on try_to_unmap_flush_dirty().
 //  - Swap-in is order 0 only (no mTHP swap-in: that needs SWP_SYNCHRONOUS_IO
 //    devices); a large folio still in the swap cache is mapped whole when its
 //    swap PTEs allow, as the kernel does.
@@ -923,7 +933,13 @@ Reclaim reclaim_anon_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
     if (folio_mapped(folio)) return Reclaim::kActivate;
   }
   if (folio_test_dirty(folio)) {
-    // pageout(): folio_clear_dirty_for_io, then the write completes at once.
+    // pageout(): is_page_cache_freeable - nobody but the isolation and the
+    // swap cache may hold the folio, or it is kept. (In the model this is
+    // also what try_to_unmap_flush_dirty() guarantees in the kernel: a CPU
+    // still storing through the translation it had before the unmap holds a
+    // reference on the folio until its store is done.)
+    if (folio_ref_count(folio) != 1 + static_cast<int>(folio_nr_pages(folio))) return Reclaim::kKeep;
+    // folio_clear_dirty_for_io, then the write completes at once.
     folio_clear_dirty(folio);
     swap_writeout(k, folio);
   }

@@ -196,10 +196,10 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
 
   // Split the VMAs straddling either end, so [start, end) is whole VMAs.
   if (vma->vm_start < start) {
-    if (split_vma(mm, vma, start, /*new_below=*/false)) return -ENOMEM;
+    if (int err = split_vma(mm, vma, start, /*new_below=*/false)) return err;
   }
   if (Vma* last = vma_lookup(mm, end - 1); last && last->vm_end > end) {
-    if (split_vma(mm, last, end, /*new_below=*/false)) return -ENOMEM;
+    if (int err = split_vma(mm, last, end, /*new_below=*/false)) return err;
   }
 
   // Gather and detach.
@@ -228,7 +228,10 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
   // unmap_region: zap, unlink the rmap, free the page tables no VMA needs.
   if (zap == MunmapZap::kZap)
     for (auto& v : gone) zap_vma_range(v.get(), v->vm_start, v->vm_end);
-  for (auto& v : gone) unlink_anon_vmas(v.get());
+  for (auto& v : gone) {
+    if (is_vm_hugetlb_page(v.get())) hugetlb_vm_op_close(v.get());  // vm_ops->close
+    unlink_anon_vmas(v.get());
+  }
   free_pgtables(mm, start, end, floor, ceiling);
   return 0;
 }
@@ -442,7 +445,10 @@ void exit_mmap(Mm* mm) {
     vma_start_write(kv.second.get());
   }
   for (auto& kv : mm->vmas) zap_vma_range(kv.second.get(), kv.second->vm_start, kv.second->vm_end);
-  for (auto& kv : mm->vmas) unlink_anon_vmas(kv.second.get());
+  for (auto& kv : mm->vmas) {
+    if (is_vm_hugetlb_page(kv.second.get())) hugetlb_vm_op_close(kv.second.get());  // vm_ops->close
+    unlink_anon_vmas(kv.second.get());
+  }
   free_pgtables(mm, 0, mm->task_size, 0, 0);
   std::map<uint64_t, std::unique_ptr<Vma>> gone;
   {

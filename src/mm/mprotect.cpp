@@ -61,6 +61,7 @@ long change_protection(Vma* vma, uint64_t start, uint64_t end, vm_flags_t newfla
   // write fault would not need to do anything, make the PTE writable now:
   // private writable mappings (exclusive anon pages) and write-notify shared ones (dirty pages).
   bool try_writable = (newflags & VM_SHARED) ? vma_wants_writenotify(vma) : (newflags & VM_WRITE) != 0;
+  if (is_vm_hugetlb_page(vma)) return hugetlb_change_protection(vma, start, end, newprot);
   long pages = 0;
   for (uint64_t addr = start, next; addr < end; addr = next) {
     next = pmd_addr_end(addr, end);

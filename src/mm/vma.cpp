@@ -199,8 +199,11 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
 int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
   VM_WARN_ON(addr <= vma->vm_start || addr >= vma->vm_end || !is_aligned(addr, PAGE_SIZE),
              "split_vma outside the VMA");
-  // TODO(hugetlb): hugetlb VMAs split only at huge page boundaries (-EINVAL).
+  // hugetlb VMAs split only at huge page boundaries (hugetlb_vm_op_split).
+  if (is_vm_hugetlb_page(vma))
+    if (int err = hugetlb_split_check(vma, addr)) return err;
   std::unique_ptr<Vma> nv = vm_area_dup(vma);
+  if (is_vm_hugetlb_page(vma)) hugetlb_vm_op_open(vma, nv.get());
   if (new_below) {
     nv->vm_end = addr;
   } else {

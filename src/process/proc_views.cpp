@@ -5,6 +5,7 @@
 #include "fault/fault.h"
 #include "fmt/format.h"
 #include "mm/file.h"
+#include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/settings.h"
@@ -151,6 +152,7 @@ std::string vma_header(const Vma* vma) {
   // private anonymous memory has no name.
   const char* name = nullptr;
   if (vma->vm_file && vma->vm_file->anon_shared) name = "/dev/zero (deleted)";
+  if (is_vm_hugetlb_page(vma) && vma->vm_file && vma->vm_file->name.empty()) name = "/anon_hugepage (deleted)";
   if (name) {
     // seq_setwidth(25 + sizeof(void*) * 6 - 1) then seq_pad(m, ' ').
     constexpr size_t kWidth = 25 + sizeof(void*) * 6 - 1;
@@ -225,6 +227,7 @@ std::string proc_status_rss(Mm* mm) {
   s += fmt::format("RssShmem:\t{:>8} kB\n", kb(shmem));
   s += fmt::format("VmPTE:\t{:>8} kB\n", static_cast<uint64_t>(mm->pgtables_bytes.load(std::memory_order_relaxed)) >> 10);
   s += fmt::format("VmSwap:\t{:>8} kB\n", kb(swap));
+  s += fmt::format("HugetlbPages:\t{:>8} kB\n", kb(hugetlb_usage_pages(mm)));
   return s;
 }
 

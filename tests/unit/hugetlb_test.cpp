@@ -28,14 +28,15 @@ class HugetlbTest : public MmTest {
  protected:
   HugetlbTest() { ram_bytes = 4ull << 30; }
 
+  // The checker with the processes alive, the pools' own audit before and
+  // after every process exits, then MmTest's checks of the empty system.
   void TearDown() override {
     if (sys) {
       EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
+      CheckReport live = sys->check();
+      EXPECT_TRUE(live.ok()) << "before exit:\n" << live.to_string();
       for (Process* q : sys->processes()) q->exit();
       EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
-      // Nothing mapped: the pools hold every page they have, unreserved
-      // (files the test left open keep theirs).
-      for (Process* q : sys->processes()) EXPECT_EQ(q->mm(), nullptr);
     }
     MmTest::TearDown();
   }
@@ -267,6 +268,17 @@ TEST_F(HugetlbTest, SplitPiecesShareTheReservation) {
   EXPECT_EQ(free_pages(), 1);
   ASSERT_EQ(p->munmap(a + PMD_SIZE, 3 * PMD_SIZE), 0);
   expect_idle(4);
+  // Unmap the last page: the VMA that stays keeps the others.
+  uint64_t b = map(4 * PMD_SIZE);
+  ASSERT_TRUE(b);
+  ASSERT_EQ(p->munmap(b + 3 * PMD_SIZE, PMD_SIZE), 0);
+  EXPECT_EQ(resv(), 3);
+  ASSERT_EQ(p->munmap(b + PMD_SIZE, PMD_SIZE), 0);  // a hole in the middle
+  EXPECT_EQ(resv(), 2);
+  ASSERT_TRUE(write_byte(p, b + 2 * PMD_SIZE, 1).ok());
+  EXPECT_EQ(resv(), 1);
+  ASSERT_EQ(p->munmap(b, 4 * PMD_SIZE), 0);
+  expect_idle(4);
 }
 
 // ---- leaves and data ----
@@ -407,6 +419,37 @@ TEST_F(HugetlbTest, NonOwnerWithoutSpareGetsSigbus) {
   EXPECT_EQ(pfn_at(p, a), old);
 }
 
+TEST_F(HugetlbTest, OwnerUnmapsWhileChildMaps) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
+  FORK_OR_SKIP(c);
+  // The owner's unmap restores its reservation on the folio (given back to
+  // the pool when the child lets go of it) and closing gives it up again.
+  ASSERT_EQ(p->munmap(a, PMD_SIZE), 0);
+  expect_bytes(c, a, PMD_SIZE, 0x11);
+  ASSERT_TRUE(write_byte(c, a, 0x22).ok());  // alone now: reused
+  EXPECT_EQ(read_byte(c, a), 0x22);
+  c->exit();
+  expect_idle(1);
+}
+
+TEST_F(HugetlbTest, OwnerExitReleasesItsReservation) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 2);
+  FORK_OR_SKIP(c);
+  EXPECT_EQ(resv(), 2);  // the child has none
+  p->exit();
+  EXPECT_EQ(resv(), 0);
+  ASSERT_TRUE(write_byte(c, a, 1).ok());  // from the unreserved pool
+  EXPECT_EQ(free_pages(), 1);
+  c->exit();
+  expect_idle(2);
+}
+
 TEST_F(HugetlbTest, ReuseByMapcountAfterChildExit) {
   set_pool(1);
   uint64_t a = map(PMD_SIZE);
@@ -464,6 +507,22 @@ TEST_F(HugetlbTest, UnshareCopiesASharedPage) {
   EXPECT_EQ(pfn_at(p, a), mine);
   EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
   EXPECT_EQ(read_byte(c, a), 0x11);
+}
+
+TEST_F(HugetlbTest, GiganticCowAfterFork) {
+  set_pool(2, k1G);
+  long r = p->mmap(0, PUD_SIZE, RW, kPriv | MAP_HUGE_1GB);
+  ASSERT_GT(r, 0);
+  const uint64_t a = static_cast<uint64_t>(r);
+  ASSERT_TRUE(write_byte(p, a + PUD_SIZE - 1, 0x11).ok());
+  FORK_OR_SKIP(c);
+  sys->reset_counters();
+  ASSERT_TRUE(write_byte(c, a + PUD_SIZE - 1, 0x22).ok());  // the child copies 1 GiB
+  EXPECT_EQ(sys->counter("bytes.copied"), static_cast<int64_t>(PUD_SIZE));
+  EXPECT_EQ(read_byte(p, a + PUD_SIZE - 1), 0x11);
+  EXPECT_EQ(read_byte(c, a + PUD_SIZE - 1), 0x22);
+  EXPECT_EQ(entry_at(c, a).level, 3);
+  EXPECT_EQ(free_pages(k1G), 0);
 }
 
 TEST_F(HugetlbTest, GiganticOwnerTakesBackFromChild) {

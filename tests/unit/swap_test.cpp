@@ -234,6 +234,40 @@ TEST_F(SwapTest, PmdThpFallsBackToPagesWithoutContiguousRoom) {
   EXPECT_EQ(swap_inuse_pages(k()), 0u);
 }
 
+// MADV_PAGEOUT of half a PMD THP splits the folio (split_folio on the PMD
+// path) and reclaims only the advised half.
+TEST_F(SwapTest, PageoutOfHalfAPmdThpSplitsIt) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_pmd_thp();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE / 2, MADV_PAGEOUT), 0);
+  EXPECT_EQ(sys->vmstat("thp_split_page"), 1);
+  EXPECT_EQ(sys->mthp_stat(9, "split"), 1);
+  EXPECT_EQ(sys->vmstat("thp_swpout"), 0);
+  EXPECT_EQ(count_swap_ptes(p, a, PMD_SIZE), 256);
+  EXPECT_EQ(swapents(p), 256);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(PMD_SIZE / 2));
+  EXPECT_EQ(order_at(a + PMD_SIZE / 2), 0);
+  EXPECT_TRUE(entry_at(a + PMD_SIZE / 2).bits & _PAGE_RW);
+  expect_pattern(p, a, 0, HPAGE_PMD_NR);
+}
+
+// A swap entry in a VMA made read-only: the swap-in maps it read-only but
+// exclusive, so mprotect(RW) can make it writable again without a fault.
+TEST_F(SwapTest, SwapInUnderProtRead) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_base_page(0x24);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  ASSERT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ), 0);
+  EXPECT_TRUE(entry_at(a).swap);  // mprotect leaves swap entries alone
+  expect_bytes(p, a, PAGE_SIZE, 0x24);
+  EXPECT_FALSE(entry_at(a).bits & _PAGE_RW);
+  EXPECT_TRUE(PageAnonExclusive(page_at(p, a)));
+  uint8_t b = 1;
+  EXPECT_EQ(p->write(a, &b, 1).sig, Signal::kSigsegv);
+  ASSERT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ | PROT_WRITE), 0);
+  EXPECT_TRUE(entry_at(a).bits & _PAGE_RW);
+}
+
 // THP-PTE-SWAP with the PMD size: the PMD mapping split by mprotect, the
 // folio (still order 9, PTE-mapped) is swapped out whole.
 TEST_F(SwapTest, PteMappedPmdThpSwappedOutWhole) {

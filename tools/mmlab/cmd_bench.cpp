@@ -1,6 +1,7 @@
 // `mmlab bench`: mmlab's main job. Runs the standard suites and prints
 // their tables (and writes them as Markdown and JSON into --out):
 //   fault     fault-in of a region with 4K, 64K and 2M folios (the foundation)
+//   fork      fork of a populated region, then CoW faults, per folio size
 //   gup       gup-batch-follow-page-mask v5's tables (patches 7 and 8):
 //             gup_test -L -m 256 -n 65536 -r 16 -t on 4K, 64K mTHP and 2M THP,
 //             legacy / walk / batch / batch-ro interleaved per repeat
@@ -134,6 +135,103 @@ int suite_fault(const BenchOptions& o, Report* rep) {
                          samples[i].back().pgtables_bytes / 1024));
     rep->json["fault"][kCases[i].name] = {{"median_s", m}, {"samples", t}, {"faults", samples[i].back().faults},
                                           {"pgtables_bytes", samples[i].back().pgtables_bytes}};
+  }
+  return 0;
+}
+
+// ---- fork and CoW faults (issue: fork, copy-on-write) ----
+
+struct ForkSample {
+  double fork_s = 0, cow_ns_per_fault = 0;
+  int64_t pte_batches = 0, wp_copies = 0;
+};
+
+// Populate `size` with folios of one size, fork, then write one byte into
+// every page of the parent: every write is a CoW fault that copies 4K.
+ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, int* err) {
+  SystemConfig cfg;
+  cfg.ram_bytes = round_up(size * 3 + (256ull << 20), 4ull << 20);
+  cfg.prefault = true;
+  auto sys = System::create(cfg, err);
+  if (!sys) return {};
+  if (c.sysfs_dir) sys->sysfs_write(std::string("transparent_hugepage/") + c.sysfs_dir + "/enabled", "always");
+  if (c.sysfs_dir && std::string(c.sysfs_dir) != "hugepages-2048kB")
+    sys->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "never");
+  Process* p = sys->new_process("parent");
+  long raw = p->mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (raw < 0) {
+    *err = static_cast<int>(raw);
+    return {};
+  }
+  uint64_t addr = static_cast<uint64_t>(raw);
+  if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
+  if (p->madvise(addr, size, MADV_POPULATE_WRITE)) {
+    *err = -ENOMEM;
+    return {};
+  }
+  ForkSample s;
+  sys->reset_counters();
+  auto t0 = std::chrono::steady_clock::now();
+  Process* child = p->fork("child");
+  s.fork_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!child) {
+    *err = -ENOMEM;
+    return {};
+  }
+  s.pte_batches = sys->counter("fork.pte_batches");
+  sys->reset_counters();
+  t0 = std::chrono::steady_clock::now();
+  for (uint64_t off = 0; off < cow_bytes; off += PAGE_SIZE) {
+    uint8_t b = 2;
+    if (!p->write(addr + off, &b, 1).ok()) {
+      *err = -EFAULT;
+      return {};
+    }
+  }
+  double cow_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.wp_copies = sys->counter("fault.wp_copy");
+  s.cow_ns_per_fault = s.wp_copies ? cow_s * 1e9 / static_cast<double>(s.wp_copies) : 0;
+  child->exit();
+  p->exit();
+  return s;
+}
+
+int suite_fork(const BenchOptions& o, Report* rep) {
+  uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 128 : 1024)) << 20;
+  uint64_t cow_bytes = std::min<uint64_t>(size, 64ull << 20);
+  long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
+  std::vector<std::vector<ForkSample>> samples(std::size(kCases));
+  for (long r = 0; r < repeats; r++) {
+    for (size_t i = 0; i < std::size(kCases); i++) {
+      progress(fmt::format("fork {} ({}/{})", kCases[i].name, r + 1, repeats));
+      int err = 0;
+      ForkSample s = fork_once(kCases[i], size, cow_bytes, &err);
+      if (err) {
+        progress_done();
+        std::fprintf(stderr, "mmlab bench: fork %s failed: %s\n", kCases[i].name, errno_name(err));
+        return 1;
+      }
+      samples[i].push_back(s);
+    }
+  }
+  progress_done();
+  rep->add(fmt::format("\n## fork of {} MiB of anonymous memory, then CoW write faults on the first {} MiB (median of {} runs; cow.policy base)\n\n",
+                       size >> 20, cow_bytes >> 20, repeats));
+  rep->add("| folio | fork ms | fork vs 4K | PTE batches | CoW faults | ns per CoW fault (4K copied) |\n|---|---:|---:|---:|---:|---:|\n");
+  double base = 0;
+  for (size_t i = 0; i < std::size(kCases); i++) {
+    std::vector<double> f, c;
+    for (auto& s : samples[i]) {
+      f.push_back(s.fork_s);
+      c.push_back(s.cow_ns_per_fault);
+    }
+    double mf = median_of(f);
+    if (i == 0) base = mf;
+    rep->add(fmt::format("| {} | {:.2f} | {:.2f}x | {} | {} | {:.0f} |\n", kCases[i].name, mf * 1e3, base / mf,
+                         samples[i].back().pte_batches, samples[i].back().wp_copies, median_of(c)));
+    rep->json["fork"][kCases[i].name] = {{"fork_s", f}, {"cow_ns_per_fault", c},
+                                         {"pte_batches", samples[i].back().pte_batches},
+                                         {"wp_copies", samples[i].back().wp_copies}};
   }
   return 0;
 }
@@ -334,7 +432,7 @@ int run_bench(const BenchOptions& o) {
     return 2;
   }
   static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
-      {"fault", suite_fault}, {"gup", suite_gup}, {"unify", suite_unify},
+      {"fault", suite_fault}, {"fork", suite_fork}, {"gup", suite_gup}, {"unify", suite_unify},
       {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep}};
   std::vector<std::string> chosen = o.suites;
   if (chosen.empty())
@@ -383,7 +481,7 @@ void add_bench(CLI::App& app) {
   sub->add_flag("--quick", o->quick, "smaller regions and fewer repeats: a run under a minute");
   sub->add_option("--size-mb", o->size_mb, "region size in MiB for every suite")->check(CLI::Range(4, 65536));
   sub->add_option("--repeats", o->repeats, "repeats per variant")->check(CLI::Range(1, 1000));
-  sub->add_option("--suite", o->suites, "suites to run: fault, gup, unify, fast, ro-pin, sweep (default: all)");
+  sub->add_option("--suite", o->suites, "suites to run: fault, fork, gup, unify, fast, ro-pin, sweep (default: all)");
   sub->add_option("--out", o->out, "directory for report.md and report.json");
   register_action(sub, [o] { return run_bench(*o); });
 }
