@@ -177,62 +177,20 @@ pmd_t make_huge_pte(const Vma* vma, Folio* folio, bool try_mkwrite) {
 //
 // The kernel keeps only _entire_mapcount and _large_mapcount for hugetlb
 // folios (hugetlb_add_file_rmap and friends). The model also keeps the MM-ID
-// slots, with the same rules as mm/rmap.cpp's large mapcount, because the
-// invariant checker and folio_maybe_mapped_shared() expect them on every
-// large folio. Not mm/rmap.cpp's helpers: those count NR_ANON_THPS and mTHP
-// statistics, which hugetlb folios are not part of.
-
-void lock_large_mapcount(Folio* f) {
-  Page* p1 = folio_page(f, 1);
-  while (test_and_set_bit(PG_mapcount_lock, p1)) std::this_thread::yield();
-}
-void unlock_large_mapcount(Folio* f) { clear_bit(PG_mapcount_lock, folio_page(f, 1)); }
+// slots through mm/rmap.cpp's large-mapcount helpers (the invariant checker
+// and folio_maybe_mapped_shared() expect them on every large folio), but not
+// its entire-mapping helpers, which count NR_ANON_THPS and mTHP statistics
+// that hugetlb folios are not part of.
 
 void hugetlb_mapcount_inc(Folio* f, const Vma* vma) {
-  Page* p1 = folio_page(f, 1);
-  const int id = vma->vm_mm->mm_id;
-  lock_large_mapcount(f);
-  aref(p1->f1.entire_mapcount).fetch_add(1, std::memory_order_acq_rel);
-  int32_t old_total = aref(p1->f1.large_mapcount).load(std::memory_order_acquire);
-  int slot = -1;
-  for (int i = 0; i < 2; i++)
-    if (p1->mm_id[i] == id) slot = i;
-  for (int i = 0; i < 2 && slot < 0; i++) {
-    if (p1->mm_id[i] == 0) {
-      slot = i;
-      p1->mm_id[i] = id;
-      p1->mm_id_mapcount[i] = 0;
-      if (old_total != 0) set_bit(PG_maybe_shared, p1);
-    }
-  }
-  if (slot >= 0) p1->mm_id_mapcount[slot] += 1;
-  else set_bit(PG_maybe_shared, p1);
-  aref(p1->f1.large_mapcount).store(old_total + 1, std::memory_order_release);
-  unlock_large_mapcount(f);
+  aref(folio_page(f, 1)->f1.entire_mapcount).fetch_add(1, std::memory_order_acq_rel);
+  folio_add_large_mapcount(f, 1, vma);
 }
 
 void hugetlb_mapcount_dec(Folio* f, const Vma* vma) {
-  Page* p1 = folio_page(f, 1);
-  const int id = vma->vm_mm->mm_id;
-  lock_large_mapcount(f);
-  int32_t entire = aref(p1->f1.entire_mapcount).fetch_sub(1, std::memory_order_acq_rel) - 1;
+  int32_t entire = aref(folio_page(f, 1)->f1.entire_mapcount).fetch_sub(1, std::memory_order_acq_rel) - 1;
   VM_WARN_ON_FOLIO(entire < 0, f, "hugetlb entire mapcount underflow");
-  int32_t total = aref(p1->f1.large_mapcount).load(std::memory_order_acquire) - 1;
-  VM_WARN_ON_FOLIO(total < 0, f, "hugetlb large mapcount underflow");
-  for (int i = 0; i < 2; i++) {
-    if (p1->mm_id[i] != id) continue;
-    p1->mm_id_mapcount[i] -= 1;
-    if (p1->mm_id_mapcount[i] <= 0) {
-      p1->mm_id[i] = 0;
-      p1->mm_id_mapcount[i] = 0;
-    }
-  }
-  aref(p1->f1.large_mapcount).store(total, std::memory_order_release);
-  bool exclusive = total == 0;
-  for (int i = 0; i < 2; i++)
-    if (p1->mm_id[i] && p1->mm_id_mapcount[i] == total) exclusive = true;
-  if (exclusive) clear_bit(PG_maybe_shared, p1);
-  unlock_large_mapcount(f);
+  folio_sub_large_mapcount(f, 1, vma);
 }
 
 void hugetlb_add_file_rmap(Folio* f, const Vma* vma) {

@@ -20,6 +20,41 @@ void folio_lock_large_mapcount(Folio* f) {
 }
 void folio_unlock_large_mapcount(Folio* f) { clear_bit(PG_mapcount_lock, folio_page(f, 1)); }
 
+void account_new_anon(Folio* f, Vma* vma, uint64_t addr) {
+  set_bit(PG_anon, &f->page);
+  folio_set_swapbacked(f);
+  aref(f->page.mapping).store(reinterpret_cast<uint64_t>(vma->anon_vma), std::memory_order_release);
+  f->page.index = linear_page_index(vma, addr);
+}
+
+void add_pte_mappings(Folio* f, Page* page, int nr, Vma* vma, rmap_t flags) {
+  if (!folio_test_large(f)) {
+    VM_WARN_ON_FOLIO(nr != 1, f, "small folio mapped by a batch");
+    atomic_add_return(f->page.mapcount, 1);
+    if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);
+    return;
+  }
+  Page* p1 = folio_page(f, 1);
+  int newly = 0;
+  for (int i = 0; i < nr; i++) {
+    if (atomic_add_return(page[i].mapcount, 1) == 1) newly++;
+    if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(&page[i]);
+  }
+  if (newly) atomic_add_return(p1->f1.nr_pages_mapped, newly);
+  folio_add_large_mapcount(f, nr, vma);
+}
+
+// NR_ANON_THPS counts folios that are entirely mapped somewhere, not mappings.
+void add_entire_mapping(Folio* f, Page* page, Vma* vma, rmap_t flags) {
+  if (atomic_add_return(folio_page(f, 1)->f1.entire_mapcount, 1) == 1 && folio_test_anon(f) &&
+      folio_order(f) == PMD_ORDER)
+    stats_of(f)->count(VmStat::nr_anon_transparent_hugepages);
+  folio_add_large_mapcount(f, 1, vma);
+  if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);  // the head only
+}
+
+}  // namespace
+
 // The large mapcount and the MM-ID slots (CONFIG_MM_ID): a slot records one
 // mm and how many of the folio's mappings are in it; when no slot can take
 // an mm, or a new slot owner finds mappings that are not its own, the folio
@@ -71,41 +106,6 @@ void folio_sub_large_mapcount(Folio* f, int diff, const Vma* vma) {
   if (exclusive) clear_bit(PG_maybe_shared, p1);
   folio_unlock_large_mapcount(f);
 }
-
-void account_new_anon(Folio* f, Vma* vma, uint64_t addr) {
-  set_bit(PG_anon, &f->page);
-  folio_set_swapbacked(f);
-  aref(f->page.mapping).store(reinterpret_cast<uint64_t>(vma->anon_vma), std::memory_order_release);
-  f->page.index = linear_page_index(vma, addr);
-}
-
-void add_pte_mappings(Folio* f, Page* page, int nr, Vma* vma, rmap_t flags) {
-  if (!folio_test_large(f)) {
-    VM_WARN_ON_FOLIO(nr != 1, f, "small folio mapped by a batch");
-    atomic_add_return(f->page.mapcount, 1);
-    if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);
-    return;
-  }
-  Page* p1 = folio_page(f, 1);
-  int newly = 0;
-  for (int i = 0; i < nr; i++) {
-    if (atomic_add_return(page[i].mapcount, 1) == 1) newly++;
-    if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(&page[i]);
-  }
-  if (newly) atomic_add_return(p1->f1.nr_pages_mapped, newly);
-  folio_add_large_mapcount(f, nr, vma);
-}
-
-// NR_ANON_THPS counts folios that are entirely mapped somewhere, not mappings.
-void add_entire_mapping(Folio* f, Page* page, Vma* vma, rmap_t flags) {
-  if (atomic_add_return(folio_page(f, 1)->f1.entire_mapcount, 1) == 1 && folio_test_anon(f) &&
-      folio_order(f) == PMD_ORDER)
-    stats_of(f)->count(VmStat::nr_anon_transparent_hugepages);
-  folio_add_large_mapcount(f, 1, vma);
-  if (flags & RMAP_EXCLUSIVE) SetPageAnonExclusive(page);  // the head only
-}
-
-}  // namespace
 
 void folio_add_new_anon_rmap(Folio* folio, Vma* vma, uint64_t addr, rmap_t flags, RmapLevel level) {
   VM_WARN_ON_FOLIO(folio_mapped(folio), folio, "new anon folio already mapped");

@@ -45,6 +45,12 @@ int folio_try_share_anon_rmap_pmd(Folio* folio, Page* page);
 // folio_move_anon_rmap: a reused folio now belongs to this VMA's anon_vma.
 void folio_move_anon_rmap(Folio* folio, Vma* vma);
 
+// The large mapcount and MM-ID slots of a large folio, by diff mappings of
+// vma's mm (the bookkeeping under folio_lock_large_mapcount()); the entire
+// and per-page counts are the caller's.
+void folio_add_large_mapcount(Folio* f, int diff, const Vma* vma);
+void folio_sub_large_mapcount(Folio* f, int diff, const Vma* vma);
+
 // MM-ID mapcount of this mm in the folio's slots (0 if none); for checkers.
 int folio_mm_id_mapcount(const Folio* folio, int mm_id);
 
