@@ -361,7 +361,10 @@ TEST_F(GupMovableTest, LongtermPinMigratesOutOfMovableZone) {
   unpin_user_page(pg[0]);
 }
 
-TEST_F(GupTest, FastPinRacesWithDontneedAndMunmap) {
+TEST_F(GupTest, FastPinRacesWithDontneedMunmapAndSplit) {
+  // GUP-fast (batch) pins while the layout changes under it: zap, unmap and
+  // remap, and splits of partially mapped mTHPs by the shrinker. Every pin
+  // must be released exactly; the checker at the end sees no leak.
   enable_order_kb(64);
   uint64_t len = 4 * PMD_SIZE;
   uint64_t a = map_aligned(len);
@@ -370,15 +373,21 @@ TEST_F(GupTest, FastPinRacesWithDontneedAndMunmap) {
   std::atomic<bool> stop{false};
   std::thread pinner([&] {
     std::vector<Page*> pg(64);
-    for (int i = 0; i < 2000 && !stop; i++) {
-      uint64_t off = (static_cast<uint64_t>(i) * 37 % 512) * PAGE_SIZE;
+    for (int i = 0; i < 3000 && !stop; i++) {
+      uint64_t off = (static_cast<uint64_t>(i) * 37 % 1024) * PAGE_SIZE;
       long n = pin_user_pages_fast(p->mm(), a + off, 64, FOLL_WRITE | FOLL_LONGTERM, pg.data());
       if (n > 0) unpin_user_pages(pg.data(), n);
     }
   });
-  for (int i = 0; i < 100; i++) {
+  for (int i = 0; i < 60; i++) {
     EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_DONTNEED), 0);
     ASSERT_TRUE(p->fill(a, 2, 64).ok());
+    EXPECT_EQ(p->munmap(a + PMD_SIZE, PMD_SIZE), 0);
+    EXPECT_EQ(p->mmap(a + PMD_SIZE, PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED),
+              static_cast<long>(a + PMD_SIZE));
+    ASSERT_TRUE(p->fill(a + PMD_SIZE, 3, PMD_SIZE).ok());
+    EXPECT_EQ(p->madvise(a + PMD_SIZE + 32 * 1024, 32 * 1024, MADV_DONTNEED), 0);  // half a 64K folio
+    (void)sys->run_shrinkers();                                                     // splits it
   }
   stop = true;
   pinner.join();
