@@ -112,4 +112,10 @@ struct GupTestArgs {
 // The ioctl handler: 0, or -errno (-EINVAL for a bad range, -ENOMEM).
 int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* args);
 
+// The physical floor of a GUP request: the least work any GUP must do for it,
+// a plain loop that reads each leaf entry and stores the page in pages[] (no
+// locks, no references, no checks). Returns the microseconds it took, or -1
+// if some page is not mapped.
+double gup_physical_floor_us(Process* p, uint64_t start, long nr_pages);
+
 }  // namespace mmlab

@@ -6,6 +6,7 @@
 
 #include "gup/gup.h"
 #include "mm/kernel.h"
+#include "pgtable/pgtable.h"
 #include "mmlab/gup.h"
 
 namespace mmlab {
@@ -94,6 +95,45 @@ int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFET
   gup->put_delta_usec = usec_since(t0);
   if (!fast) mmap_read_unlock(mm);
   return 0;
+}
+
+double gup_physical_floor_us(Process* p, uint64_t start, long nr_pages) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = p->mm();
+  if (!mm) return -1;
+  PhysMem* phys = mm->phys;
+  std::vector<Page*> pages(static_cast<size_t>(std::max<long>(nr_pages, 1)));
+  mmap_read_lock(mm);
+  auto t0 = std::chrono::steady_clock::now();
+  bool ok = true;
+  long i = 0;
+  uint64_t addr = start;
+  while (i < nr_pages && ok) {
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) {
+      ok = false;
+      break;
+    }
+    pmd_t pmdval = pmdp_get(pmd);
+    if (pmd_leaf(pmdval)) {  // one entry covers the rest of the leaf
+      Page* head = phys->pfn_to_page(pmd_pfn(pmdval));
+      for (long off = static_cast<long>((addr & ~PMD_MASK) >> PAGE_SHIFT); off < HPAGE_PMD_NR && i < nr_pages; off++)
+        pages[static_cast<size_t>(i++)] = head + off;
+      addr = (addr & PMD_MASK) + PMD_SIZE;
+      continue;
+    }
+    pte_t* pte = pte_offset(phys, pmdval, addr);
+    for (uint64_t end = pmd_addr_end(addr, ~0ull); addr < end && i < nr_pages; addr += PAGE_SIZE, pte++) {
+      pte_t e = ptep_get(pte);
+      if (!pte_present(e)) {
+        ok = false;
+        break;
+      }
+      pages[static_cast<size_t>(i++)] = phys->pfn_to_page(pte_pfn(e));
+    }
+  }
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  mmap_read_unlock(mm);
+  return ok ? us : -1;
 }
 
 }  // namespace mmlab

@@ -9,6 +9,10 @@
 //   fast      GUP-fast (-u, -a) on 64K mTHP, gup.fast legacy vs batch
 //   ro-pin    R/O long-term pins of read-only 64K mTHP: batch vs batch-ro
 //   sweep     pages per call 1, 16, 64, 123, 512 and the whole region
+//   scaling   GUP time per page from 4 MiB to 4 GiB, with a linear fit
+//   threads   two threads pinning disjoint halves against one thread
+// Every GUP row also shows the physical floor: a plain loop reading the
+// entries and filling pages[] for the same request.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -272,12 +276,13 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
              const std::string& key) {
   rep->add(fmt::format("\n## {}\n\n", title));
   rep->add("| case | variant | n | median get us | median put us | get vs " + base_variant +
-           " | diff (95% CI) | ns/page | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | kernel |\n"
-           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+           " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | kernel |\n"
+           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (auto& row : rows) {
     progress(row.label);
     GupBenchResult res;
     row.cfg.quiet = true;
+    row.cfg.floor = true;
     int err = run_gup_bench(row.cfg, &res, [](const std::string&) {});
     if (err) {
       progress_done();
@@ -286,12 +291,13 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
     }
     Stat base;
     for (auto& v : res.variants) {
-      std::vector<double> g, p;
+      std::vector<double> g, p, fl;
       std::map<std::string, double> ctr;
       for (auto& it : res.iters)
         if (it.variant == v) {
           g.push_back(it.get_us);
           p.push_back(it.put_us);
+          if (it.floor_us >= 0) fl.push_back(it.floor_us);
           for (auto& [c, n] : it.counters) ctr[c] += static_cast<double>(n);
         }
       Stat sg = stat_of(g);
@@ -299,12 +305,14 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
       double pages = static_cast<double>(res.region_pages) * static_cast<double>(g.size());
       auto per = [&](const char* c) { return pages ? ctr[c] / pages : 0.0; };
       std::string vname = v.substr(v.find('=') + 1);
-      rep->add(fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.3f} | {:.4f} | {} |\n",
+      double floor_med = median_of(fl);
+      rep->add(fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} | {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.3f} | {:.4f} | {} |\n",
                            row.label, vname, sg.n, sg.median, median_of(p), sg.median > 0 ? base.median / sg.median : 0.0,
                            &v == &res.variants.front() ? "-" : diff_ci(base, sg), sg.median * 1000.0 / static_cast<double>(res.region_pages),
+                           floor_med > 0 ? fmt::format("{:.1f}x", sg.median / floor_med) : std::string("-"),
                            per("gup.descents"), per("gup.pte_lock"), per("gup.grab"), per("gup.mark_accessed"),
                            per("gup.cache_flush"), per("gup.fast_speculative"), row.kernel_note));
-      rep->json[key][row.label][vname] = {{"get_us", g}, {"put_us", p}, {"median_get_us", sg.median},
+      rep->json[key][row.label][vname] = {{"get_us", g}, {"put_us", p}, {"median_get_us", sg.median}, {"floor_us", fl},
                                           {"mean_get_us", sg.mean}, {"stddev_get_us", sg.stddev},
                                           {"folios_by_size", res.folios_by_size}, {"counters_total", ctr}};
     }
@@ -402,6 +410,91 @@ int suite_sweep(const BenchOptions& o, Report* rep) {
   return run_rows("pages per call (real callers pin a few pages per call)", rows, "legacy", rep, "sweep");
 }
 
+// Cost as the work grows: GUP time per page over region sizes, with a
+// least-squares fit of get time against pages (linear is the expectation).
+int suite_scaling(const BenchOptions& o, Report* rep) {
+  std::vector<uint64_t> sizes = o.quick ? std::vector<uint64_t>{4, 16, 64} : std::vector<uint64_t>{4, 16, 64, 256, 1024, 4096};
+  long r = o.repeats ? o.repeats : (o.quick ? 3 : 5);
+  rep->add("\n## scaling: pin_user_pages(FOLL_LONGTERM) of the whole region, per region size\n\n");
+  rep->add("| folio | variant | sizes (MiB) | ns/page per size | fit: us = a + b * pages | R^2 |\n|---|---|---|---|---|---:|\n");
+  for (const char* f : {"4K", "64K", "2M"}) {
+    for (const char* v : {"legacy", "batch"}) {
+      std::vector<double> xs, ys;
+      std::string per;
+      for (uint64_t mb : sizes) {
+        progress(fmt::format("scaling {} {} {} MiB", f, v, mb));
+        GupBenchConfig c = longterm(mb, -1, r, f);
+        c.variants = {{"gup.walk", v}};
+        c.quiet = true;
+        GupBenchResult res;
+        if (run_gup_bench(c, &res, [](const std::string&) {})) {
+          progress_done();
+          std::fprintf(stderr, "mmlab bench: scaling %s %s %llu MiB: %s\n", f, v, static_cast<unsigned long long>(mb), res.error.c_str());
+          return 1;
+        }
+        std::vector<double> g;
+        for (auto& it : res.iters) g.push_back(it.get_us);
+        double m = median_of(g);
+        xs.push_back(static_cast<double>(res.region_pages));
+        ys.push_back(m);
+        per += fmt::format("{}{:.2f}", per.empty() ? "" : " / ", m * 1000.0 / static_cast<double>(res.region_pages));
+        rep->json["scaling"][f][v][std::to_string(mb)] = g;
+      }
+      double n = static_cast<double>(xs.size()), sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
+      for (size_t i = 0; i < xs.size(); i++) {
+        sx += xs[i];
+        sy += ys[i];
+        sxx += xs[i] * xs[i];
+        sxy += xs[i] * ys[i];
+        syy += ys[i] * ys[i];
+      }
+      double b = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - b * sx) / n;
+      double rr = (n * sxy - sx * sy) * (n * sxy - sx * sy) / ((n * sxx - sx * sx) * (n * syy - sy * sy));
+      std::string mbs;
+      for (uint64_t mb : sizes) mbs += (mbs.empty() ? "" : ", ") + std::to_string(mb);
+      rep->add(fmt::format("| {} | {} | {} | {} | {:.1f} + {:.2f} ns * pages | {:.4f} |\n", f, v, mbs, per, a, b * 1000.0, rr));
+    }
+  }
+  progress_done();
+  return 0;
+}
+
+// Split PTE locks should let two threads pinning disjoint ranges of one
+// process scale: 1 thread over the region against 2 threads over its halves.
+int suite_threads(const BenchOptions& o, Report* rep) {
+  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
+  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  rep->add(fmt::format("\n## two threads pinning disjoint halves of {} MiB against one thread pinning all of it (wall time per round)\n\n", mb));
+  rep->add("| folio | variant | 1 thread us | 2 threads us | speedup |\n|---|---|---:|---:|---:|\n");
+  for (const char* f : {"4K", "64K"}) {
+    for (const char* v : {"legacy", "batch"}) {
+      double wall[2];
+      for (int t = 1; t <= 2; t++) {
+        progress(fmt::format("threads {} {} x{}", f, v, t));
+        GupBenchConfig c = longterm(mb, 512, r, f);
+        c.variants = {{"gup.walk", v}};
+        c.threads = t;
+        c.split_threads = true;
+        c.quiet = true;
+        GupBenchResult res;
+        if (run_gup_bench(c, &res, [](const std::string&) {})) {
+          progress_done();
+          std::fprintf(stderr, "mmlab bench: threads: %s\n", res.error.c_str());
+          return 1;
+        }
+        std::vector<double> w;
+        for (auto& it : res.iters)
+          if (it.thread == 0) w.push_back(it.wall_us);
+        wall[t - 1] = median_of(w);
+        rep->json["threads"][f][v][std::to_string(t)] = w;
+      }
+      rep->add(fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f}x |\n", f, v, wall[0], wall[1], wall[0] / wall[1]));
+    }
+  }
+  progress_done();
+  return 0;
+}
+
 std::string environment_text(nlohmann::json* env) {
   std::string cpu = "unknown";
   std::ifstream ci("/proc/cpuinfo");
@@ -470,7 +563,8 @@ int run_bench(const BenchOptions& o) {
   }
   static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
       {"fault", suite_fault}, {"fork", suite_fork}, {"gup", suite_gup}, {"unify", suite_unify},
-      {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep}};
+      {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep},
+      {"scaling", suite_scaling}, {"threads", suite_threads}};
   std::vector<std::string> chosen = o.suites;
   if (chosen.empty())
     for (auto& [n, f] : kSuites) chosen.push_back(n);
@@ -519,7 +613,7 @@ void add_bench(CLI::App& app) {
   sub->add_flag("--quick", o->quick, "smaller regions and fewer repeats: a run under a minute");
   sub->add_option("--size-mb", o->size_mb, "region size in MiB for every suite")->check(CLI::Range(4, 65536));
   sub->add_option("--repeats", o->repeats, "repeats per variant")->check(CLI::Range(1, 1000));
-  sub->add_option("--suite", o->suites, "suites to run: fault, fork, gup, unify, fast, ro-pin, sweep (default: all)");
+  sub->add_option("--suite", o->suites, "suites to run: fault, fork, gup, unify, fast, ro-pin, sweep, scaling, threads (default: all)");
   sub->add_option("--out", o->out, "directory for report.md and report.json");
   register_action(sub, [o] { return run_bench(*o); });
 }

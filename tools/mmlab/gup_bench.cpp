@@ -1,6 +1,7 @@
 #include "gup_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -120,16 +121,18 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
       sys->reset_counters();
       std::vector<GupTestArgs> args(static_cast<size_t>(cfg.threads));
       std::vector<int> rets(static_cast<size_t>(cfg.threads));
+      uint64_t slice = cfg.split_threads ? round_down(cfg.size / static_cast<uint64_t>(cfg.threads), PAGE_SIZE) : cfg.size;
       auto one = [&](long t) {
         GupTestArgs& a = args[static_cast<size_t>(t)];
-        a.addr = static_cast<uint64_t>(addr);
-        a.size = cfg.size;
+        a.addr = static_cast<uint64_t>(addr) + (cfg.split_threads ? static_cast<uint64_t>(t) * slice : 0);
+        a.size = slice;
         a.nr_pages_per_call = static_cast<unsigned>(cfg.nr_per_call);
         a.gup_flags = cfg.gup_flags;
         a.test_flags = cfg.dump_use_pin ? GUP_TEST_FLAG_DUMP_PAGES_USE_PIN : 0;
         for (size_t w = 0; w < cfg.which_pages.size() && w < 8; w++) a.which_pages[w] = static_cast<unsigned>(cfg.which_pages[w] + 1);
         rets[static_cast<size_t>(t)] = gup_test_ioctl(p, cmd, &a);
       };
+      auto w0 = std::chrono::steady_clock::now();
       if (cfg.threads == 1) {
         one(0);
       } else {
@@ -137,6 +140,8 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
         for (long t = 0; t < cfg.threads; t++) ts.emplace_back(one, t);
         for (auto& t : ts) t.join();
       }
+      double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
+      double floor_us = cfg.floor ? gup_physical_floor_us(p, static_cast<uint64_t>(addr), static_cast<long>(cfg.size / PAGE_SIZE)) : -1;
       for (long t = 0; t < cfg.threads; t++) {
         GupTestArgs& a = args[static_cast<size_t>(t)];
         if (rets[static_cast<size_t>(t)]) {
@@ -151,17 +156,19 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
         it.put_us = a.put_delta_usec;
         it.size_done = a.size;
         it.check_failures = a.check_failures;
+        it.wall_us = wall_us;
+        it.floor_us = floor_us;
         for (const char* c : kCounters) it.counters[c] = sys->counter(c) / cfg.threads;
         if (!cfg.quiet) {
           if (is_benchmark(cfg.cmd)) {
             std::string s = fmt::format("{}: Time: get:{} put:{} us", gup_test_cmd_name(cmd),
                                         static_cast<uint64_t>(std::llround(a.get_delta_usec)),
                                         static_cast<uint64_t>(std::llround(a.put_delta_usec)));
-            if (a.size != cfg.size) s += fmt::format(", truncated (size: {})", a.size);
+            if (a.size != slice) s += fmt::format(", truncated (size: {})", a.size);
             line(s + "\n");
           } else {
             line(fmt::format("{}: done\n", gup_test_cmd_name(cmd)));
-            if (a.size != cfg.size) line(fmt::format("Truncated (size: {})\n", a.size));
+            if (a.size != slice) line(fmt::format("Truncated (size: {})\n", a.size));
           }
           if (a.check_failures) line(fmt::format("# {} pinned pages failed the maybe-DMA-pinned check\n", a.check_failures));
         }

@@ -31,6 +31,8 @@ struct GupBenchConfig {
   std::vector<long> which_pages;
   std::vector<std::pair<std::string, std::string>> sysfs, tune, variants;
   bool protect_read = false;  // model option: mprotect(PROT_READ) after pre-faulting
+  bool split_threads = false;  // model option: each -j thread takes its own slice of the region
+  bool floor = false;          // also time the physical floor (gup_physical_floor_us) each repeat
   bool quiet = false;  // no per-iteration lines
 };
 
@@ -42,6 +44,8 @@ struct GupIteration {
   uint64_t size_done = 0;
   long check_failures = 0;
   std::map<std::string, int64_t> counters;  // event counters for this iteration (get + put)
+  double wall_us = 0;   // the whole ioctl round, all threads (for the thread-scaling suite)
+  double floor_us = -1;  // the physical floor for the same request, if asked
 };
 
 struct GupBenchResult {
