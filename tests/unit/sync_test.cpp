@@ -442,6 +442,7 @@ TEST(SyncTest, ThisCpuBeyondNrCpusIsShared) {
   // More live threads than CPUs: every exclusive id is unique among the live
   // threads, and the rest share ids without being told they are exclusive.
   constexpr int kThreads = NR_CPUS + 8;
+  const int main_id = this_cpu().id;  // the main thread is live throughout: take its id first
   std::vector<int> ids(kThreads, -1);
   std::vector<char> excl(kThreads, 0);
   std::latch all_live(kThreads);
@@ -460,7 +461,7 @@ TEST(SyncTest, ThisCpuBeyondNrCpusIsShared) {
     ASSERT_LT(ids[i], NR_CPUS);
     users[ids[i]]++;
   }
-  users[this_cpu().id]++;  // the main thread is live too
+  users[main_id]++;  // the main thread is live too
   for (int i = 0; i < kThreads; i++) {
     if (excl[i]) {
       EXPECT_EQ(users[ids[i]], 1) << "cpu " << ids[i] << " is shared but marked exclusive";
