@@ -518,7 +518,8 @@ std::string environment_text(nlohmann::json* env) {
   (*env)["build"] = build_description();
   (*env)["commit"] = build_commit();
   (*env)["profile"] = "baseline v6.18 defaults; gup.walk/gup.fast variants as listed per row; classic LRU";
-  return fmt::format("CPU: {} ({} cores); host kernel {}; host THP {}\nbuild: {} (commit {})\n", cpu,
+  (*env)["frame_store"] = "prefaulted before timing; GUP suites back it with host THP (MADV_HUGEPAGE)";
+  return fmt::format("CPU: {} ({} cores); host kernel {}; host THP {}\nframe store: prefaulted before timing; GUP suites back it with host THP\nbuild: {} (commit {})\n", cpu,
                      sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, build_description(), build_commit());
 }
 
