@@ -46,4 +46,19 @@ struct ScenarioOptions {
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap);
 int scenario_exit_status(const std::vector<ScenarioResult>& results);
 
+// `mmlab diff`: run every test under two model configurations in lockstep
+// and report, per test, a changed outcome (with the first diverging
+// statement) and, after every statement, the end state that differs and the
+// counter deltas. Returns the exit status: 1 if an outcome changed, or with
+// expect_nfc if any end state differs; else 0.
+struct DiffOptions {
+  std::string filter;
+  std::vector<std::pair<std::string, std::string>> a, b;  // tune settings of each side
+  std::string a_name = "A", b_name = "B";
+  bool expect_nfc = false;
+  uint64_t ram_bytes = 4ull << 30;
+  int max_lines_per_test = 12;
+};
+int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out);
+
 }  // namespace mmlab

@@ -138,6 +138,7 @@ struct PageInfo {
   bool anon_exclusive = false;  // PageAnonExclusive (the head page for PMD/PUD leaves)
   bool maybe_pinned = false;    // folio_maybe_dma_pinned
   int refcount = 0, mapcount = 0, pincount = 0;
+  bool folio_dirty = false, referenced = false, active = false, lru = false;  // folio flags (LRU state)
 };
 
 class Process {

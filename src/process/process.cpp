@@ -121,6 +121,10 @@ PageInfo Process::page_info(uint64_t addr) const {
         info.refcount = folio_ref_count(folio);
         info.mapcount = folio_mapcount(folio);
         info.pincount = folio_pincount(folio);
+        info.folio_dirty = folio_test_dirty(folio);
+        info.referenced = folio_test_referenced(folio);
+        info.active = folio_test_active(folio);
+        info.lru = folio_test_lru(folio);
       }
     }
   }

@@ -3,6 +3,8 @@
 // points), TAP output as kselftest prints it.
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -50,42 +52,79 @@ class TestRun {
   TestRun(const ScenarioOptions& opt, std::string variant_key, std::string variant_value)
       : opt_(opt), vkey_(std::move(variant_key)), vval_(std::move(variant_value)) {}
 
+  // One test: begin(), step() per statement until it returns false, finish().
   ScenarioResult run(const ScenarioFileAst& file, const TestCase& tc) {
-    ScenarioResult res;
-    res.file = file.path;
-    res.name = tc.name;
+    if (begin(file, tc)) {
+      for (auto& st : file.prelude)
+        if (!step(st)) break;
+      if (!ended_)
+        for (auto& st : tc.stmts)
+          if (!step(st)) break;
+    }
+    return finish();
+  }
+
+  bool begin(const ScenarioFileAst& file, const TestCase& tc) {
+    res_ = ScenarioResult{};
+    res_.file = file.path;
+    res_.name = tc.name;
+    line_ = tc.line;
     SystemConfig cfg;
     cfg.ram_bytes = opt_.ram_bytes;
     int err = 0;
     sys_ = System::create(cfg, &err);
     if (!sys_) {
-      res.outcome = Outcome::kError;
-      res.diagnostics.push_back(fmt::format("cannot create a system: {}", errno_name(err)));
-      return res;
+      res_.outcome = Outcome::kError;
+      res_.diagnostics.push_back(fmt::format("cannot create a system: {}", errno_name(err)));
+      ended_ = errored_ = true;
+      return false;
     }
-    std::optional<Failure> failure;
+    for (auto& [k, v] : extra_tunes_)
+      if (sys_->tune(k, v)) {
+        failure_ = Failure{fmt::format("variant {}={} refused", k, v)};
+        ended_ = true;
+        return false;
+      }
+    if (!vkey_.empty() && sys_->tune(vkey_, vval_)) {
+      failure_ = Failure{fmt::format("--variant {}={} refused", vkey_, vval_)};
+      ended_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  // Runs one statement; false once the test has ended (failure or skip).
+  bool step(const Stmt& st) {
+    if (ended_) return false;
     try {
-      if (!vkey_.empty() && sys_->tune(vkey_, vval_)) throw Failure{fmt::format("--variant {}={} refused", vkey_, vval_)};
-      for (auto& st : file.prelude) exec(st);
-      for (auto& st : tc.stmts) exec(st);
+      exec(st);
     } catch (const Failure& f) {
-      failure = f;
-    } catch (const SkipTest& s) {
-      res.outcome = Outcome::kSkip;
-      res.reason = s.reason;
+      failure_ = f;
+      ended_ = true;
+    } catch (const SkipTest& sk) {
+      res_.outcome = Outcome::kSkip;
+      res_.reason = sk.reason;
+      skipped_ = ended_ = true;
     }
+    return !ended_;
+  }
+
+  ScenarioResult finish() {
+    ScenarioResult res = res_;
+    if (errored_) return res;
     // Teardown: release what handles hold, tear every process down, check nothing leaked.
     handles_.clear();
     for (Process* p : sys_->processes()) p->exit();
     for (auto& [n, fd] : files_) sys_->close_file(fd);
     CheckReport rep = sys_->check();
-    if (!rep.ok() && res.outcome != Outcome::kSkip) {
+    std::optional<Failure> failure = failure_;
+    if (!rep.ok() && !skipped_) {
       std::string first = rep.violations.front().invariant + " at " + rep.violations.front().where;
-      if (!failure) failure = Failure{fmt::format("{}:{}: after teardown: {} ({} violations)", file.path, tc.line, first,
+      if (!failure) failure = Failure{fmt::format("{}:{}: after teardown: {} ({} violations)", res.file, line_, first,
                                                   rep.violations.size())};
       for (auto& v : rep.violations) res.diagnostics.push_back(v.invariant + " at " + v.where);
     }
-    if (res.outcome == Outcome::kSkip) return res;
+    if (skipped_) return res;
     if (failure) {
       res.diagnostics.insert(res.diagnostics.begin(), failure->msg);
       res.outcome = xfail_ ? Outcome::kXfail : Outcome::kFail;
@@ -95,6 +134,61 @@ class TestRun {
       if (xfail_) res.reason = xfail_reason_;
     }
     return res;
+  }
+
+  bool ended() const { return ended_; }
+  const std::optional<Failure>& failure() const { return failure_; }
+  void set_tunes(std::vector<std::pair<std::string, std::string>> t) { extra_tunes_ = std::move(t); }
+
+  // The end state after a statement, one canonical line per fact: every
+  // present entry (frame class, whether it is the frame mapped there before,
+  // its bits, its folio's counts and flags), rss, vmstat and mTHP statistics.
+  std::vector<std::string> snapshot() {
+    std::vector<std::string> out;
+    std::map<std::string, uint64_t> now;
+    for (auto& [pname, proc] : procs_) {
+      if (proc->exited()) {
+        out.push_back(pname + " exited");
+        continue;
+      }
+      out.push_back(fmt::format("{} rss anon={} file={} shmem={}", pname, proc->rss_anon(), proc->rss_file(), proc->rss_shmem()));
+      for (auto& e : proc->pagetable_dump()) {
+        uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
+        for (uint64_t a = e.addr; a < e.addr + leaf; a += (e.level == 1 ? PAGE_SIZE : leaf)) {
+          PageInfo pi = proc->page_info(a);
+          std::string key = fmt::format("{} {:#x}", pname, a);
+          now[key] = pi.pfn;
+          auto it = prev_.find(key);
+          const char* same = it == prev_.end() ? "new" : it->second == pi.pfn ? "same-frame" : "other-frame";
+          if (e.swap) {
+            out.push_back(fmt::format("{} swap {}", key, (e.bits & (1ull << 3)) ? "exclusive" : ""));
+            continue;
+          }
+          const char* cls = pi.zero ? "zero" : pi.anon ? "anon" : "file";
+          out.push_back(fmt::format(
+              "{} {} {} {} w={} d={} y={} sd={} uw={} | folio order={} ref={} map={} pin={} excl={} lru={} ref'd={} active={} dirty={}",
+              key, e.level == 1 ? "pte" : e.level == 2 ? "pmd" : "pud", cls, same, pi.writable, pi.dirty, pi.young,
+              pi.soft_dirty, pi.uffd_wp, pi.order, pi.refcount, pi.mapcount, pi.pincount, pi.anon_exclusive, pi.lru,
+              pi.referenced, pi.active, pi.folio_dirty));
+        }
+      }
+    }
+    prev_ = std::move(now);
+    std::istringstream vm(sys_->vmstat_text());
+    for (std::string l; std::getline(vm, l);) out.push_back("vmstat " + l);
+    for (unsigned o = 2; o <= 9; o++)
+      for (const char* item : {"anon_fault_alloc", "anon_fault_fallback", "split", "split_deferred", "nr_anon",
+                               "nr_anon_partially_mapped", "swpout", "swpin"})
+        out.push_back(fmt::format("mthp order{} {} {}", o, item, sys_->mthp_stat(o, item)));
+    return out;
+  }
+  std::map<std::string, int64_t> counters() {
+    std::map<std::string, int64_t> c;
+    for (const char* n : {"gup.descents", "gup.pte_lock", "gup.pmd_lock", "gup.grab", "gup.mark_accessed", "gup.cache_flush",
+                          "gup.fast_speculative", "gup.fast_fallback", "fault.anon", "fault.wp_copy", "fault.wp_reuse",
+                          "fault.unshare"})
+      c[n] = sys_->counter(n);
+    return c;
   }
 
  private:
@@ -405,6 +499,12 @@ class TestRun {
   std::map<std::string, DumpResult> dumps_;
   std::map<std::string, int> files_;
   std::map<std::string, char> kinds_;
+  std::map<std::string, uint64_t> prev_;  // snapshot(): the frame each address mapped last time
+  std::vector<std::pair<std::string, std::string>> extra_tunes_;
+  ScenarioResult res_;
+  std::optional<Failure> failure_;
+  int line_ = 0;
+  bool ended_ = false, skipped_ = false, errored_ = false;
   bool xfail_ = false;
   std::string xfail_reason_;
 };
@@ -452,6 +552,73 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   for (auto& r : results) cnt[static_cast<int>(r.outcome)]++;
   tap << fmt::format("# Totals: pass:{} fail:{} xfail:{} xpass:{} skip:{} error:{}\n", cnt[0], cnt[1], cnt[2], cnt[3], cnt[4], cnt[5]);
   return results;
+}
+
+int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out) {
+  ScenarioOptions so;
+  so.ram_bytes = opt.ram_bytes;
+  int tests = 0, outcome_changes = 0, state_diffs = 0;
+  for (auto& f : prog.files) {
+    for (auto& tc : f.tests) {
+      if (!opt.filter.empty() && fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) != 0) continue;
+      tests++;
+      TestRun a(so, "", ""), b(so, "", "");
+      a.set_tunes(opt.a);
+      b.set_tunes(opt.b);
+      std::vector<std::string> report;
+      bool began = a.begin(f, tc) & b.begin(f, tc);
+      std::vector<const Stmt*> stmts;
+      for (auto& st : f.prelude) stmts.push_back(&st);
+      for (auto& st : tc.stmts) stmts.push_back(&st);
+      std::string first_divergence;
+      int diff_lines = 0;
+      for (const Stmt* st : began ? stmts : std::vector<const Stmt*>{}) {
+        if (a.ended() && b.ended()) break;
+        auto ca = a.counters(), cb = b.counters();
+        bool ra = a.step(*st), rb = b.step(*st);
+        if (ra != rb && first_divergence.empty())
+          first_divergence = fmt::format("{}:{}: {} {}, {} {}", st->file, st->line, opt.a_name,
+                                         ra ? "continues" : (a.failure() ? a.failure()->msg : "ends"), opt.b_name,
+                                         rb ? "continues" : (b.failure() ? b.failure()->msg : "ends"));
+        if (!ra || !rb) continue;
+        std::vector<std::string> sa = a.snapshot(), sb = b.snapshot();
+        std::vector<std::string> only_a, only_b;
+        std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
+        std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
+        std::string deltas;
+        auto na = a.counters(), nb = b.counters();
+        for (auto& [k, v] : na) {
+          int64_t da = v - ca[k], db = nb[k] - cb[k];
+          if (da != db) deltas += fmt::format(" {} {}/{}", k, da, db);
+        }
+        if (only_a.empty() && only_b.empty() && deltas.empty()) continue;
+        if (!only_a.empty() || !only_b.empty()) state_diffs++;
+        if (diff_lines++ >= opt.max_lines_per_test) continue;
+        report.push_back(fmt::format("  after {}:{}: {}", st->file, st->line, st->text.substr(st->text.find_first_not_of(' '))));
+        constexpr size_t kShow = 4;  // lines shown per side; the rest are counted
+        for (size_t i = 0; i < only_a.size() && i < kShow; i++) report.push_back(fmt::format("    - {}: {}", opt.a_name, only_a[i]));
+        if (only_a.size() > kShow) report.push_back(fmt::format("    - {}: ... {} more lines", opt.a_name, only_a.size() - kShow));
+        for (size_t i = 0; i < only_b.size() && i < kShow; i++) report.push_back(fmt::format("    + {}: {}", opt.b_name, only_b[i]));
+        if (only_b.size() > kShow) report.push_back(fmt::format("    + {}: ... {} more lines", opt.b_name, only_b.size() - kShow));
+        if (!deltas.empty()) report.push_back(fmt::format("    counters ({}/{}):{}", opt.a_name, opt.b_name, deltas));
+      }
+      ScenarioResult rA = a.finish(), rB = b.finish();
+      bool outcome_changed = rA.outcome != rB.outcome;
+      if (outcome_changed) outcome_changes++;
+      if (!outcome_changed && report.empty()) {
+        out << "ok " << tc.name << "\n";
+        continue;
+      }
+      out << (outcome_changed ? "OUTCOME " : "differs ") << tc.name << ": " << opt.a_name << " " << outcome_name(rA.outcome)
+          << ", " << opt.b_name << " " << outcome_name(rB.outcome) << "\n";
+      if (!first_divergence.empty()) out << "  first divergence: " << first_divergence << "\n";
+      for (auto& l : report) out << l << "\n";
+    }
+  }
+  out << fmt::format("# diff: {} tests, {} outcome changes, {} statements with end-state differences{}\n", tests,
+                     outcome_changes, state_diffs, opt.expect_nfc ? " (--expect-nfc)" : "");
+  if (outcome_changes) return 1;
+  return opt.expect_nfc && state_diffs ? 1 : 0;
 }
 
 int scenario_exit_status(const std::vector<ScenarioResult>& results) {

@@ -9,6 +9,7 @@ namespace mmlab::cli {
 void add_bench(CLI::App& app);
 void add_gup_test(CLI::App& app);
 void add_run(CLI::App& app);
+void add_diff(CLI::App& app);
 
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);
