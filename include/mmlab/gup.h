@@ -107,6 +107,7 @@ struct GupTestArgs {
   unsigned test_flags = 0;
   unsigned which_pages[8] = {};  // 1-based page indices for the dump test
   long check_failures = 0;    // out: pages that failed the untimed pinned-page check
+  std::string dump_log;       // out: what the dump test writes to the kernel log
 };
 
 // The ioctl handler: 0, or -errno (-EINVAL for a bad range, -ENOMEM).

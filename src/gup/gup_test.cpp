@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "gup/gup.h"
+#include "fmt/format.h"
 #include "mm/kernel.h"
+#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "mmlab/gup.h"
 
@@ -84,6 +86,19 @@ int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFET
       bool ok = folio_maybe_dma_pinned(page_folio(pg));
       if (cmd == GupTestCmd::PIN_LONGTERM_BENCHMARK) ok = ok && mm->phys->page_zonenum(pg) != ZONE_MOVABLE;
       if (!ok) gup->check_failures++;
+    }
+  }
+  // The dump test: out-of-range indices are dropped, each chosen page dumped.
+  if (cmd == GupTestCmd::DUMP_USER_PAGES_TEST) {
+    for (unsigned idx : gup->which_pages) {
+      if (!idx) continue;
+      if (static_cast<long>(idx) > nr_got) {
+        gup->dump_log += fmt::format("ZERO_PAGE or out of range: page index {} beyond {} pages\n", idx - 1, nr_got);
+        continue;
+      }
+      Page* pg = pages[idx - 1];
+      gup->dump_log += fmt::format("---- page #{}, starting from user virt addr: {:#x}\n{}\n", idx - 1,
+                                   gup->addr + static_cast<uint64_t>(idx - 1) * PAGE_SIZE, dump_folio(page_folio(pg)));
     }
   }
   t0 = std::chrono::steady_clock::now();

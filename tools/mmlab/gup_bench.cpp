@@ -168,6 +168,7 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
             if (a.size != slice) s += fmt::format(", truncated (size: {})", a.size);
             line(s + "\n");
           } else {
+            if (!a.dump_log.empty()) line(a.dump_log);
             line(fmt::format("{}: done\n", gup_test_cmd_name(cmd)));
             if (a.size != slice) line(fmt::format("Truncated (size: {})\n", a.size));
           }
