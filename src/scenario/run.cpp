@@ -566,7 +566,9 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
       a.set_tunes(opt.a);
       b.set_tunes(opt.b);
       std::vector<std::string> report;
-      bool began = a.begin(f, tc) & b.begin(f, tc);
+      bool began_a = a.begin(f, tc);  // both sides begin, even if one fails
+      bool began_b = b.begin(f, tc);
+      bool began = began_a && began_b;
       std::vector<const Stmt*> stmts;
       for (auto& st : f.prelude) stmts.push_back(&st);
       for (auto& st : tc.stmts) stmts.push_back(&st);
