@@ -87,7 +87,8 @@ Vma* find_vma_intersection(Mm* mm, uint64_t start, uint64_t end) REQUIRES_SHARED
 // set the flags and vm_page_prot, merge with compatible neighbours
 // (vma_modify_flags). Returns the VMA now covering start, or nullptr on
 // -ENOMEM. The page tables are the caller's (change_protection for mprotect).
-Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags)
+Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags,
+                      int* err = nullptr)
     REQUIRES(mm->mmap_lock);
 // get_unmapped_area(): an address for a new mapping of len bytes (addr a
 // hint, or the address itself with MAP_FIXED), or -errno. Anonymous only.

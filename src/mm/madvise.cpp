@@ -176,8 +176,9 @@ int madvise_update_vma(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t e
     REQUIRES(mm->mmap_lock) {
   *pprev = vma;
   if (new_flags == vma->vm_flags) return 0;
-  Vma* v = vma_modify_flags(mm, vma, start, end, new_flags);
-  if (!v) return -ENOMEM;
+  int err = -ENOMEM;
+  Vma* v = vma_modify_flags(mm, vma, start, end, new_flags, &err);
+  if (!v) return err;
   *pprev = v;
   return 0;
 }

@@ -31,8 +31,9 @@ int mprotect_fixup(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t end, 
   } else if ((oldflags & VM_ACCOUNT) && vma->is_anonymous() && !vma->anon_vma) {
     newflags &= ~VM_ACCOUNT;
   }
-  Vma* merged = vma_modify_flags(mm, vma, start, end, newflags);
-  if (!merged) return -ENOMEM;
+  int err = -ENOMEM;
+  Vma* merged = vma_modify_flags(mm, vma, start, end, newflags, &err);
+  if (!merged) return err;
   *pprev = merged;
   // The range is write-locked: no per-VMA fault runs in it while the entries change.
   change_protection(merged, start, end, newflags);

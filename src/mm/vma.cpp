@@ -335,14 +335,21 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
 
 // ---- vma_modify_flags (mm/vma.c): split, set, merge ----
 
-Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags) {
+Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags, int* err) {
   VM_WARN_ON(start < vma->vm_start || end > vma->vm_end || start >= end, "vma_modify_flags outside the VMA");
+  // A split error (-ENOMEM, or -EINVAL inside a huge page) is the caller's result.
   if (start > vma->vm_start) {
-    if (split_vma(mm, vma, start, /*new_below=*/false)) return nullptr;
+    if (int e = split_vma(mm, vma, start, /*new_below=*/false)) {
+      if (err) *err = e;
+      return nullptr;
+    }
     vma = vma_lookup(mm, start);
   }
   if (end < vma->vm_end) {
-    if (split_vma(mm, vma, end, /*new_below=*/false)) return nullptr;
+    if (int e = split_vma(mm, vma, end, /*new_below=*/false)) {
+      if (err) *err = e;
+      return nullptr;
+    }
   }
   vma_start_write_mm(mm, vma);
   vma->vm_flags = newflags;

@@ -137,3 +137,15 @@ P write A 4K 1
 P read A+4K 4K 0
 P dump D A 12K
 expect D pages 1 holes 2
+
+test hugetlb-unaligned-split-is-einval
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+proc P
+P mmap A 4M rw private hugetlb=2M
+expect-error EINVAL P mprotect A 4K r
+expect-error EINVAL P munmap A+4K 4K
+P mprotect A 2M r
+expect-error SIGSEGV P write A 4K 1
+P write A+2M 4K 1
+expect P A+2M mapped pmd
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
