@@ -53,7 +53,9 @@ bool parse_enum(const char* const (&names)[N], const std::string& v, E* out) {
 
 const char* kGupWalkNames[] = {"v6.5", "legacy", "walk", "batch", "batch-ro"};
 const char* kGupFastNames[] = {"legacy", "batch"};
-const char* kCowPolicyNames[] = {"base", "rfc", "fixed"};
+// Only the policies this build has: `rfc` and `fixed` arrive with the mTHP CoW work,
+// and until then naming them is an error, never silently ignored.
+const char* kCowPolicyNames[] = {"base"};
 const char* kThpEnabledNames[] = {"always", "madvise", "never"};
 
 }  // namespace
@@ -183,12 +185,6 @@ int tune_write(Settings& s, const std::string& key, const std::string& value) {
     s.cow_policy = p;
     return 0;
   }
-  if (key == "cow.max_order") {
-    long n;
-    if (!parse_long(value, &n) || n < 0 || n >= static_cast<long>(PMD_ORDER)) return -EINVAL;
-    s.cow_max_order = static_cast<int>(n);
-    return 0;
-  }
   return -ENOENT;
 }
 
@@ -196,17 +192,15 @@ int tune_read(const Settings& s, const std::string& key, std::string* out) {
   if (key == "gup.walk") { *out = gup_walk_name(s.gup_walk); return 0; }
   if (key == "gup.fast") { *out = gup_fast_name(s.gup_fast); return 0; }
   if (key == "cow.policy") { *out = cow_policy_name(s.cow_policy); return 0; }
-  if (key == "cow.max_order") { *out = std::to_string(s.cow_max_order); return 0; }
   return -ENOENT;
 }
 
-std::vector<std::string> tune_keys() { return {"gup.walk", "gup.fast", "cow.policy", "cow.max_order"}; }
+std::vector<std::string> tune_keys() { return {"gup.walk", "gup.fast", "cow.policy"}; }
 
 std::vector<std::string> tune_values(const std::string& key) {
   if (key == "gup.walk") return {std::begin(kGupWalkNames), std::end(kGupWalkNames)};
   if (key == "gup.fast") return {std::begin(kGupFastNames), std::end(kGupFastNames)};
   if (key == "cow.policy") return {std::begin(kCowPolicyNames), std::end(kCowPolicyNames)};
-  if (key == "cow.max_order") return {"0", "1", "2", "3", "4", "5", "6", "7", "8"};
   return {};
 }
 

@@ -21,7 +21,8 @@ enum class GupWalk : uint8_t { kV65, kLegacy, kWalk, kBatch, kBatchRo };
 // gup.fast: GUP-fast PTE handling.
 enum class GupFast : uint8_t { kLegacy, kBatch };
 // cow.policy: the order of the folio a write-protect fault copies into.
-enum class CowPolicy : uint8_t { kBase, kRfc, kFixed };
+// Only `base` (order 0, the kernel today) exists so far.
+enum class CowPolicy : uint8_t { kBase };
 
 struct Settings {
   Settings();
@@ -45,7 +46,6 @@ struct Settings {
   std::atomic<GupWalk> gup_walk{GupWalk::kLegacy};
   std::atomic<GupFast> gup_fast{GupFast::kLegacy};
   std::atomic<CowPolicy> cow_policy{CowPolicy::kBase};
-  std::atomic<int> cow_max_order{PMD_ORDER - 1};
 
   ThpOrderMode order_mode(unsigned order) const;
   void set_order_mode(unsigned order, ThpOrderMode m);

@@ -397,7 +397,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
     st->str = lp.word("a tune KEY");
     if (!lp.done() && !tune_value_known(st->str, lp.peek()->s)) {
       lp.fail("a tune KEY and VALUE this build has (gup.walk v6.5|legacy|walk|batch|batch-ro, gup.fast legacy|batch, "
-              "cow.policy base|rfc|fixed, cow.max_order 0..8)");
+              "cow.policy base)");
     }
     st->str2 = lp.word("a VALUE");
   } else if (w == "proc") {

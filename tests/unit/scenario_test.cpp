@@ -38,6 +38,9 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 3K rw private\n"), "t.mms:3:10: expected a SIZE that is a multiple of 4K");
   EXPECT_EQ(parse_error("test a\nP mmap A 4K rwz private\n"), "t.mms:2:13: expected a PROT (none, r, rw, rx, rwx)");
   EXPECT_EQ(parse_error("tune gup.walk fancy\n").substr(0, 24), "t.mms:1:15: expected a t");
+  // Variants the build does not have yet are errors, never silently ignored.
+  EXPECT_EQ(parse_error("tune cow.policy rfc\n").substr(0, 24), "t.mms:1:17: expected a t");
+  EXPECT_EQ(parse_error("tune cow.max_order 4\n").substr(0, 24), "t.mms:1:20: expected a t");
   EXPECT_EQ(parse_error("test 9abc\n"), "t.mms:1:6: expected a NAME (a letter, then letters, digits, '_' or '-')");
   EXPECT_EQ(parse_error("test a\nP gup H A 1 write\n").substr(0, 19), "t.mms:2:13: expecte");
   EXPECT_EQ(parse_error("test a\nP write A 4K 256\n"), "t.mms:2:14: expected a BYTE (0..255)");

@@ -15,7 +15,7 @@ struct DiffCli {
   bool expect_nfc = false;
 };
 
-// "model" or "model:gup.walk=batch,cow.policy=rfc"; "host" is refused for now.
+// "model" or "model:gup.walk=batch,gup.fast=batch"; "host" is refused for now.
 bool parse_config(const std::string& c, std::vector<std::pair<std::string, std::string>>* tunes, std::string* err) {
   if (c == "host") {
     *err = "the host backend (CONFIG host) is not built yet";
