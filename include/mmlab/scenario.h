@@ -28,14 +28,27 @@ const char* outcome_name(Outcome o);
 
 struct ScenarioResult {
   std::string file, name;
+  // Expectations the backend cannot observe (the host has no interface for
+  // PageAnonExclusive, pins, model counters or the invariant checker): each
+  // is skipped on its own and counted; the rest of the test still runs.
+  int skipped_expectations = 0;
+  std::vector<std::string> skip_notes;  // why, once per kind
   std::string variant;  // "gup.walk=batch" when run under --variant
   Outcome outcome = Outcome::kPass;
   std::string reason;                    // skip/xfail reason
   std::vector<std::string> diagnostics;  // "file:line: expected ..., found ..."
 };
 
+// Where a scenario runs: the model, or the machine's own kernel (real
+// processes and system calls; needs root, see src/host/).
+enum class Backend { kModel, kHost };
+
+// Whether the host backend can run here; otherwise false and why.
+bool scenario_host_available(std::string* why);
+
 struct ScenarioOptions {
   std::string filter;  // glob over test names; empty: all
+  Backend backend = Backend::kModel;
   // --variant KEY=V1,V2: each file runs once per value (in order).
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;
   uint64_t ram_bytes = 4ull << 30;
@@ -46,15 +59,28 @@ struct ScenarioOptions {
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap);
 int scenario_exit_status(const std::vector<ScenarioResult>& results);
 
-// `mmlab diff`: run every test under two model configurations in lockstep
-// and report, per test, a changed outcome (with the first diverging
-// statement) and, after every statement, the end state that differs and the
-// counter deltas. Returns the exit status: 1 if an outcome changed, or with
-// expect_nfc if any end state differs; else 0.
+// `mmlab diff`: run every test under two configurations in lockstep and
+// report, per test, a changed outcome (with the first diverging statement)
+// and, for model against model, after every statement, the end state that
+// differs and the counter deltas. A test either side skips is not compared.
+// Returns the exit status: 1 if an outcome changed (unless the test is a
+// known difference), or with expect_nfc if any end state differs; else 0.
+struct DiffConfig {
+  std::string name = "model";
+  Backend backend = Backend::kModel;
+  std::vector<std::pair<std::string, std::string>> tunes;  // model variants
+};
+// A test whose outcome differs between the model and a host kernel for a
+// documented reason (tests/scenarios/host-known.txt): GLOB REASON...
+struct KnownDifference {
+  std::string glob, reason;
+};
+int load_known_differences(const std::string& path, std::vector<KnownDifference>* out, std::string* err);
+
 struct DiffOptions {
   std::string filter;
-  std::vector<std::pair<std::string, std::string>> a, b;  // tune settings of each side
-  std::string a_name = "A", b_name = "B";
+  DiffConfig a, b;
+  std::vector<KnownDifference> known;
   bool expect_nfc = false;
   uint64_t ram_bytes = 4ull << 30;
   int max_lines_per_test = 12;

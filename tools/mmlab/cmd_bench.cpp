@@ -13,6 +13,10 @@
 //   threads   two threads pinning disjoint halves against one thread
 // Every GUP row also shows the physical floor: a plain loop reading the
 // entries and filling pages[] for the same request.
+// With --profile (a cost profile from `mmlab calibrate`), the fault, fork,
+// gup and ro-pin suites add "modelled" tables: the model's event counts
+// times the host's measured cost per event. They stay apart from the
+// measured tables (and under "modelled" in the JSON).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,6 +33,7 @@
 #include "commands.h"
 #include "fmt/format.h"
 #include "gup_bench.h"
+#include "mmlab/calibrate.h"
 #include "mmlab/system.h"
 #include "nlohmann/json.hpp"
 
@@ -41,6 +46,7 @@ struct BenchOptions {
   long repeats = 0;      // 0: the suite's own count
   std::vector<std::string> suites;
   std::string out = "bench-out";
+  std::string profile;  // cost profile file, or empty
 };
 
 // ---- the fault-in suite ----
@@ -92,6 +98,7 @@ FaultSample fault_in_once(const FolioCase& c, uint64_t size, int* err) {
 struct Report {
   std::string text;  // terminal and Markdown share one table format
   nlohmann::json json;
+  const host::CostProfile* profile = nullptr;  // --profile: add the modelled tables
   void add(const std::string& s) {
     text += s;
     std::fputs(s.c_str(), stdout);
@@ -107,6 +114,98 @@ void progress(const std::string& what) {
 }
 void progress_done() {
   if (isatty(STDOUT_FILENO)) std::fprintf(stderr, "\r\033[K");
+}
+
+// ---- modelled time: the model's counts times a host cost profile ----
+
+uint64_t folio_bytes_of(const std::string& label) {  // "4K", "64K", "2M"
+  uint64_t n = std::strtoull(label.c_str(), nullptr, 10);
+  return label.find('M') != std::string::npos ? n << 20 : n << 10;
+}
+
+void modelled_heading(const std::string& what, Report* rep) {
+  rep->add(fmt::format("\n### modelled (profile {}): {}\n\n", rep->profile->name, what));
+}
+
+// Fault-in: the model's faults x the host's first-touch ns per fault.
+void modelled_fault_in(uint64_t size, const std::vector<int64_t>& faults, Report* rep) {
+  modelled_heading(fmt::format("fault-in of {} MiB = model faults x host first-touch ns/fault", size >> 20), rep);
+  rep->add("| folio | model faults | host ns/fault | modelled ms | modelled ns/page |\n|---|---:|---:|---:|---:|\n");
+  for (size_t i = 0; i < std::size(kCases); i++) {
+    const host::FaultCost* fc = rep->profile->fault_cost(folio_bytes_of(kCases[i].name));
+    auto& j = rep->json["modelled"]["fault"][kCases[i].name];
+    j["faults"] = faults[i];
+    if (!fc) {
+      rep->add(fmt::format("| {} | {} | n/a | n/a | n/a |\n", kCases[i].name, faults[i]));
+      j["modelled_s"] = nullptr;
+      continue;
+    }
+    double ns = static_cast<double>(faults[i]) * fc->ns_per_fault;
+    rep->add(fmt::format("| {} | {} | {:.0f} | {:.2f} | {:.1f} |\n", kCases[i].name, faults[i], fc->ns_per_fault, ns / 1e6,
+                         ns / static_cast<double>(size / PAGE_SIZE)));
+    j["host_ns_per_fault"] = fc->ns_per_fault;
+    j["modelled_s"] = ns / 1e9;
+  }
+}
+
+// CoW: the model's CoW copies x the host's ns per CoW fault.
+void modelled_cow(const std::vector<int64_t>& copies, Report* rep) {
+  modelled_heading("CoW faults = model CoW copies x host ns/CoW fault", rep);
+  rep->add("| folio | model CoW faults | host ns/CoW fault | modelled ms |\n|---|---:|---:|---:|\n");
+  for (size_t i = 0; i < std::size(kCases); i++) {
+    const host::FaultCost* fc = rep->profile->fault_cost(folio_bytes_of(kCases[i].name));
+    auto& j = rep->json["modelled"]["fork"][kCases[i].name];
+    j["cow_faults"] = copies[i];
+    if (!fc) {
+      rep->add(fmt::format("| {} | {} | n/a | n/a |\n", kCases[i].name, copies[i]));
+      j["modelled_cow_s"] = nullptr;
+      continue;
+    }
+    double ns = static_cast<double>(copies[i]) * fc->cow_ns_per_fault;
+    rep->add(fmt::format("| {} | {} | {:.0f} | {:.2f} |\n", kCases[i].name, copies[i], fc->cow_ns_per_fault, ns / 1e6));
+    j["host_ns_per_cow_fault"] = fc->cow_ns_per_fault;
+    j["modelled_cow_s"] = ns / 1e9;
+  }
+}
+
+// A long-term pin row: its pages x the host's per-page cost of io_uring
+// buffer registration (and unregistration, for the put) at the row's folio
+// size. The host pins with FOLL_WRITE whatever the row asks.
+struct PinRow {
+  std::string label, folio;
+  uint64_t pages;
+};
+
+void modelled_pins(const std::vector<PinRow>& rows, const std::string& key, Report* rep) {
+  modelled_heading("long-term pin = pages x host io_uring buffer (un)registration ns/page at the row's folio size "
+                   "(pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM))", rep);
+  rep->add("| case | pages | host register ns/page | host buffer MiB | modelled get us | host unregister ns/page | modelled put us |\n"
+           "|---|---:|---:|---:|---:|---:|---:|\n");
+  bool extrapolated = false;
+  for (auto& r : rows) {
+    const host::PinCost* pc = rep->profile->pin_cost(folio_bytes_of(r.folio));
+    auto& j = rep->json["modelled"][key][r.label];
+    j["pages"] = r.pages;
+    if (!pc) {
+      rep->add(fmt::format("| {} | {} | n/a | n/a | n/a | n/a | n/a |\n", r.label, r.pages));
+      j["modelled_get_us"] = nullptr;
+      continue;
+    }
+    double pages = static_cast<double>(r.pages);
+    bool other_size = r.pages * PAGE_SIZE != pc->bytes;  // scaled linearly from the host's buffer
+    extrapolated |= other_size;
+    rep->add(fmt::format("| {} | {} | {:.2f} | {}{} | {:.1f} | {:.2f} | {:.1f} |\n", r.label, r.pages, pc->register_ns_per_4k,
+                         pc->bytes >> 20, other_size ? " *" : "", pages * pc->register_ns_per_4k / 1e3,
+                         pc->unregister_ns_per_4k, pages * pc->unregister_ns_per_4k / 1e3));
+    j["extrapolated"] = other_size;
+    j["host_register_ns_per_page"] = pc->register_ns_per_4k;
+    j["host_unregister_ns_per_page"] = pc->unregister_ns_per_4k;
+    j["host_buffer_bytes"] = pc->bytes;
+    j["modelled_get_us"] = pages * pc->register_ns_per_4k / 1e3;
+    j["modelled_put_us"] = pages * pc->unregister_ns_per_4k / 1e3;
+  }
+  if (extrapolated)
+    rep->add("\n\\* the host measured another size: scaled linearly, but the host's cost per page grows with the buffer\n");
 }
 
 int suite_fault(const BenchOptions& o, Report* rep) {
@@ -140,6 +239,11 @@ int suite_fault(const BenchOptions& o, Report* rep) {
                          samples[i].back().pgtables_bytes / 1024));
     rep->json["fault"][kCases[i].name] = {{"median_s", m}, {"samples", t}, {"faults", samples[i].back().faults},
                                           {"pgtables_bytes", samples[i].back().pgtables_bytes}};
+  }
+  if (rep->profile) {
+    std::vector<int64_t> faults;
+    for (auto& s : samples) faults.push_back(s.back().faults);
+    modelled_fault_in(size, faults, rep);
   }
   return 0;
 }
@@ -238,6 +342,11 @@ int suite_fork(const BenchOptions& o, Report* rep) {
                                          {"pte_batches", samples[i].back().pte_batches},
                                          {"wp_copies", samples[i].back().wp_copies}};
   }
+  if (rep->profile) {
+    std::vector<int64_t> copies;
+    for (auto& s : samples) copies.push_back(s.back().wp_copies);
+    modelled_cow(copies, rep);
+  }
   return 0;
 }
 
@@ -270,6 +379,7 @@ struct GupRow {
   std::string label;
   GupBenchConfig cfg;
   const char* kernel_note = "";  // the series' published figure for this row
+  const char* pin_folio = nullptr;  // a long-term pin of the whole region at this folio size: modelled with --profile
 };
 
 int run_rows(const std::string& title, std::vector<GupRow> rows, const std::string& base_variant, Report* rep,
@@ -278,6 +388,7 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
   rep->add("| case | variant | n | median get us | median put us | get vs " + base_variant +
            " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | kernel |\n"
            "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  std::vector<PinRow> pins;
   for (auto& row : rows) {
     progress(row.label);
     GupBenchResult res;
@@ -322,8 +433,10 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
                                           {"mean_get_us", sg.mean}, {"stddev_get_us", sg.stddev},
                                           {"folios_by_size", res.folios_by_size}, {"counters_total", ctr}};
     }
+    if (row.pin_folio) pins.push_back({row.label, row.pin_folio, res.region_pages});
   }
   progress_done();
+  if (rep->profile && !pins.empty()) modelled_pins(pins, key, rep);
   return 0;
 }
 
@@ -359,7 +472,7 @@ int suite_gup(const BenchOptions& o, Report* rep) {
   for (auto& [f, note] : folios) {
     GupBenchConfig c = longterm(mb, -1, r, f);
     walk_variants(&c, {"legacy", "walk", "batch", "batch-ro"});
-    rows.push_back({fmt::format("{} -L -m {} -n {}", f, mb, c.nr_per_call), c, note});
+    rows.push_back({fmt::format("{} -L -m {} -n {}", f, mb, c.nr_per_call), c, note, f});
   }
   return run_rows("gup-batch-follow-page-mask v5, patches 7 and 8: pin_user_pages(FOLL_LONGTERM), whole region per call",
                   rows, "legacy", rep, "gup");
@@ -401,7 +514,7 @@ int suite_ro_pin(const BenchOptions& o, Report* rep) {
   c.protect_read = true;
   walk_variants(&c, {"legacy", "batch", "batch-ro"});
   return run_rows("R/O long-term pin of read-only 64K mTHP (mprotect(PROT_READ) after pre-faulting): batch vs batch-ro",
-                  {{"64K -L -W", c, "review of patch 8: 'needs more work'"}}, "legacy", rep, "ro_pin");
+                  {{"64K -L -W", c, "review of patch 8: 'needs more work'", "64K"}}, "legacy", rep, "ro_pin");
 }
 
 int suite_sweep(const BenchOptions& o, Report* rep) {
@@ -531,6 +644,14 @@ std::string environment_text(nlohmann::json* env) {
                      sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, build_description(), build_commit());
 }
 
+// Where the modelled tables' host costs come from.
+std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j) {
+  *j = {{"name", p.name}, {"file", file}, {"date", p.date}, {"cpu", p.machine.cpu}, {"kernel", p.machine.kernel},
+        {"commit", p.commit}};
+  return fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost per event, "
+                     "not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
+}
+
 // One bar chart per GUP suite (median get time per case and variant), drawn
 // with gnuplot when it is installed. Returns ", <files>" for the summary line.
 std::string write_plots(const nlohmann::json& j, const std::string& dir) {
@@ -580,8 +701,18 @@ int run_bench(const BenchOptions& o) {
   if (chosen.empty())
     for (auto& [n, f] : kSuites) chosen.push_back(n);
   Report rep;
+  host::CostProfile profile;
+  if (!o.profile.empty()) {
+    std::string err;
+    if (host::load_cost_profile(o.profile, &profile, &err)) {
+      std::fprintf(stderr, "mmlab bench: --profile: %s\n", err.c_str());
+      return 2;
+    }
+    rep.profile = &profile;
+  }
   rep.add("# mmlab bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
+  if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
   struct rusage ru0;
   getrusage(RUSAGE_SELF, &ru0);
   for (auto& name : chosen) {
@@ -626,6 +757,7 @@ void add_bench(CLI::App& app) {
   sub->add_option("--repeats", o->repeats, "repeats per variant")->check(CLI::Range(1, 1000));
   sub->add_option("--suite", o->suites, "suites to run: fault, fork, gup, unify, fast, ro-pin, sweep, scaling, threads (default: all)");
   sub->add_option("--out", o->out, "directory for report.md and report.json");
+  sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
   register_action(sub, [o] { return run_bench(*o); });
 }
 

@@ -1,5 +1,5 @@
-// `mmlab diff --a CONFIG --b CONFIG FILE...`: compare two configurations of
-// the model over a scenario corpus (CONFIG: `model` or `model:KEY=VALUE,...`).
+// `mmlab diff --a CONFIG --b CONFIG FILE...`: compare two configurations over
+// a scenario corpus (CONFIG: `model`, `model:KEY=VALUE,...` or `host`).
 #include <iostream>
 
 #include "commands.h"
@@ -10,19 +10,21 @@ namespace mmlab::cli {
 namespace {
 
 struct DiffCli {
-  std::string a = "model", b = "model", filter;
+  std::string a = "model", b = "model", filter, known;
   std::vector<std::string> files;
   bool expect_nfc = false;
 };
 
-// "model" or "model:gup.walk=batch,gup.fast=batch"; "host" is refused for now.
-bool parse_config(const std::string& c, std::vector<std::pair<std::string, std::string>>* tunes, std::string* err) {
+// "model", "model:gup.walk=batch,gup.fast=batch" or "host".
+bool parse_config(const std::string& c, DiffConfig* cfg, std::string* err) {
+  cfg->name = c;
   if (c == "host") {
-    *err = "the host backend (CONFIG host) is not built yet";
-    return false;
+    cfg->backend = Backend::kHost;
+    return true;
   }
+  auto* tunes = &cfg->tunes;
   if (c.rfind("model", 0) != 0 || (c.size() > 5 && c[5] != ':')) {
-    *err = "CONFIG must be 'model' or 'model:KEY=VALUE[,KEY=VALUE...]', not '" + c + "'";
+    *err = "CONFIG must be 'model', 'model:KEY=VALUE[,KEY=VALUE...]' or 'host', not '" + c + "'";
     return false;
   }
   std::string rest = c.size() > 6 ? c.substr(6) : "";
@@ -46,10 +48,9 @@ int run_diff(const DiffCli& o) {
   DiffOptions d;
   d.filter = o.filter;
   d.expect_nfc = o.expect_nfc;
-  d.a_name = o.a;
-  d.b_name = o.b;
   std::string err;
-  if (!parse_config(o.a, &d.a, &err) || !parse_config(o.b, &d.b, &err)) {
+  if (!parse_config(o.a, &d.a, &err) || !parse_config(o.b, &d.b, &err) ||
+      (!o.known.empty() && load_known_differences(o.known, &d.known, &err))) {
     std::cerr << "mmlab diff: " << err << "\n";
     return 2;
   }
@@ -65,9 +66,10 @@ int run_diff(const DiffCli& o) {
 
 void add_diff(CLI::App& app) {
   auto* o = new DiffCli;
-  auto* sub = app.add_subcommand("diff", "compare two model configurations over scenario files");
-  sub->add_option("--a", o->a, "CONFIG: model or model:KEY=VALUE,... (default model)");
-  sub->add_option("--b", o->b, "CONFIG: model or model:KEY=VALUE,... (default model)");
+  auto* sub = app.add_subcommand("diff", "compare two configurations (model variants, or the model and the host kernel)");
+  sub->add_option("--a", o->a, "CONFIG: model, model:KEY=VALUE,... or host (default model)");
+  sub->add_option("--b", o->b, "CONFIG: model, model:KEY=VALUE,... or host (default model)");
+  sub->add_option("--known", o->known, "file of known, documented differences: GLOB REASON... per line");
   sub->add_option("--filter", o->filter, "only tests whose name matches this glob");
   sub->add_flag("--expect-nfc", o->expect_nfc, "fail on any end-state difference (a 'no functional change' check)");
   sub->add_option("files", o->files, "scenario files")->required();

@@ -14,12 +14,14 @@ struct RunOptions {
   std::vector<std::string> files;
   std::string filter, json;
   std::vector<std::string> variants;
+  std::string backend = "model";
   bool tap = false;
 };
 
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
   so.filter = o.filter;
+  so.backend = o.backend == "host" ? Backend::kHost : Backend::kModel;
   for (auto& v : o.variants) {
     auto eq = v.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
@@ -53,7 +55,8 @@ int run_run(const RunOptions& o) {
     nlohmann::json j;
     for (auto& r : results)
       j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
-                            {"reason", r.reason}, {"diagnostics", r.diagnostics}});
+                            {"reason", r.reason}, {"diagnostics", r.diagnostics},
+                            {"skipped_expectations", r.skipped_expectations}, {"skip_notes", r.skip_notes}});
     std::ofstream out(o.json);
     out << j.dump(2) << "\n";
     if (!out) {
@@ -72,6 +75,10 @@ void add_run(CLI::App& app) {
   sub->add_option("files", o->files, "scenario files")->required();
   sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
   sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)");
+  sub->add_option("--backend", o->backend,
+                  "model (default), or host: real processes and system calls on this machine's kernel (root; settings "
+                  "are restored)")
+      ->check(CLI::IsMember({"model", "host"}));
   sub->add_option("--json", o->json, "write the results as JSON to this file");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
   register_action(sub, [o] { return run_run(*o); });

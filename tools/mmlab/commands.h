@@ -10,6 +10,7 @@ void add_bench(CLI::App& app);
 void add_gup_test(CLI::App& app);
 void add_run(CLI::App& app);
 void add_diff(CLI::App& app);
+void add_calibrate(CLI::App& app);
 
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);

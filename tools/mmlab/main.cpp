@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   mmlab::cli::add_gup_test(app);
   mmlab::cli::add_run(app);
   mmlab::cli::add_diff(app);
+  mmlab::cli::add_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,87 @@
+// The host backend's processes: each scenario process is a real process on
+// the running kernel, forked from mmlab and driven over a unix socket by a
+// small command loop. Its system calls are the real ones; its loads and
+// stores are real, and a SIGSEGV/SIGBUS they raise is caught and reported
+// rather than killing it (as the model reports the signal and goes on).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace mmlab::host {
+
+namespace wire {  // the command socket's messages, defined in agent.cpp
+struct Request;
+struct Response;
+}  // namespace wire
+
+// How a CPU access ended: sig 0 (completed) or SIGSEGV/SIGBUS at fault_addr.
+// A read with an expected byte also reports the first byte that differs.
+struct HostAccess {
+  int sig = 0;
+  uint64_t fault_addr = 0;
+  int64_t bad = -1;   // offset of the first differing byte, -1 if none
+  uint8_t found = 0;  // the byte found there
+};
+
+class Agent {
+ public:
+  // A new process running only the command loop (a fork of this one).
+  // nullptr and *err on failure.
+  static std::unique_ptr<Agent> spawn(const std::string& name, std::string* err);
+  ~Agent();  // a process still running is killed (SIGKILL) and reaped
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  const std::string& name() const { return name_; }
+  int pid() const { return pid_; }
+  bool alive() const { return sock_ >= 0; }
+
+  // System calls made by the process; each returns what the kernel returned
+  // (an address or 0, or -errno). -EPIPE if the process is gone, -ETIMEDOUT
+  // if it did not answer within kTimeoutMs (it is then killed).
+  // mmap: fd is this (the runner's) descriptor or -1; it is passed over.
+  long mmap(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off);
+  long munmap(uint64_t addr, uint64_t len);
+  long mprotect(uint64_t addr, uint64_t len, int prot);
+  long mremap(uint64_t old_addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr);
+  long madvise(uint64_t addr, uint64_t len, int advice);
+  // fork(2) in the process; the child runs the command loop too. nullptr
+  // and *err = -errno on failure.
+  std::unique_ptr<Agent> fork(const std::string& child_name, long* err);
+  // Stores `byte` into every byte of the range / loads the range (with
+  // expect >= 0, every byte is compared with it). A process that dies or
+  // hangs (and is killed) during the access reports SIGKILL.
+  HostAccess write(uint64_t addr, uint64_t len, uint8_t byte);
+  HostAccess read(uint64_t addr, uint64_t len, int expect);
+  // GUP through the process's own system calls. The descriptor (this
+  // process's) is passed over for the call and closed there afterwards
+  // (a ring with pidfd_getfd(): SCM_RIGHTS refuses io_uring descriptors).
+  long vmsplice(int pipe_wfd, uint64_t addr, uint64_t len);                  // bytes, or -errno
+  long io_uring_register_buffer(int ring_fd, uint64_t addr, uint64_t len);  // 0, or -errno
+  // exit(0); returns once the process's address space is gone.
+  void exit();
+
+  static constexpr int kTimeoutMs = 60000;
+
+ private:
+  Agent(std::string name, int pid, int sock, bool direct_child)
+      : name_(std::move(name)), pid_(pid), sock_(sock), direct_child_(direct_child) {}
+  void open_pidfd();
+  void signal_kill();
+  void finish(int timeout_ms);
+  long await(wire::Response* rs, int* fd);
+  long call(const wire::Request& rq, int fd, wire::Response* rs, int* got_fd);
+  long simple(const wire::Request& rq, int fd);
+  HostAccess access(const wire::Request& rq);
+  std::string name_;
+  int pid_ = -1;
+  int sock_ = -1;             // our end of the command socket
+  bool direct_child_ = true;  // forked by the runner (we reap it) or by another agent
+  int pidfd_ = -1;            // names this process for SIGKILL even if its pid is recycled
+};
+
+}  // namespace mmlab::host

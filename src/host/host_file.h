@@ -1,0 +1,18 @@
+// The host backend's `file` statement: a memfd (shmem), a hugetlb memfd, or
+// an unnamed file on a real file system of the asked-for class.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mmlab::host {
+
+// Creates and fully allocates the file as the model does: shmem and hugetlb
+// are fallocated, a disk file is written with zeros and synced (clean and
+// cached). Returns the descriptor, -errno (the kernel refused), or
+// kNoSuchFs with *why when the host has no file system of that class.
+constexpr int kNoSuchFs = -100000;
+int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
+                     std::string* why);
+
+}  // namespace mmlab::host

@@ -1,0 +1,37 @@
+// What the host kernel shows of another process's mappings: /proc/PID/pagemap
+// entries, PAGEMAP_SCAN categories (v6.7+) and /proc/kpageflags. These are
+// the host backend's stand-ins for the model's PageInfo.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mmlab::host {
+
+struct HostPageInfo {
+  bool present = false, swapped = false;
+  uint64_t pfn = 0;
+  bool huge = false;        // PAGE_IS_HUGE: mapped by a PMD/PUD leaf (THP or hugetlb)
+  bool hugetlb = false;     // KPF_HUGE
+  bool zero = false;        // KPF_ZERO_PAGE: the zero page or the huge zero folio
+  bool anon = false;        // KPF_ANON
+  bool swapbacked = false;  // KPF_SWAPBACKED (anon or shmem)
+  int order = -1;           // from the compound head/tail run in kpageflags; -1 if not present
+};
+
+// The page of `pid` at `addr`. 0 or -errno (*why says what could not be read).
+int host_page_info(int pid, uint64_t addr, HostPageInfo* out, std::string* why);
+
+// Raw pagemap entries of [addr, addr + npages pages).
+int pagemap_entries(int pid, uint64_t addr, uint64_t npages, std::vector<uint64_t>* out);
+
+// /proc/kpageflags of [pfn, pfn + n).
+int kpageflags(uint64_t pfn, uint64_t n, std::vector<uint64_t>* out);
+
+// Resident pages of [addr, addr + len) as the mm's rss counters count them:
+// anon, file and shmem pages mapped there (hugetlb and the zero page are not
+// counted). Adds to the three counters (in bytes).
+int host_rss(int pid, uint64_t addr, uint64_t len, uint64_t* anon, uint64_t* file, uint64_t* shmem);
+
+}  // namespace mmlab::host

@@ -1,0 +1,59 @@
+// The host's /sys/kernel/mm settings for the host backend: written for a
+// test and put back when it ends, also when the run is interrupted.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mmlab::host {
+
+// Whether the host backend can run here: root, /sys/kernel/mm writable,
+// /proc/kpageflags readable. Otherwise false with the reason.
+bool host_available(std::string* why);
+
+// /sys/kernel/mm/<rel>: the selected word of a "[bracketed]" choice file,
+// otherwise the text without its newline. 0 or -errno.
+int sysfs_read(const std::string& rel, std::string* out);
+
+// Settings written for one test. The first write to a file saves what was
+// there; restore() (or the destructor) writes the saved values back in
+// reverse order. Until then the saved values are also registered with a
+// SIGINT/SIGTERM/SIGHUP/SIGALRM handler that restores them (and kills the
+// host processes, see register_host_pid) before the signal takes its
+// course, and journaled in /var/tmp for a run killed outright: the next
+// HostLock holder restores them.
+class SysfsGuard {
+ public:
+  SysfsGuard() = default;
+  ~SysfsGuard() { restore(); }
+  SysfsGuard(const SysfsGuard&) = delete;
+  SysfsGuard& operator=(const SysfsGuard&) = delete;
+
+  int write(const std::string& rel, const std::string& value);  // 0 or -errno
+  void restore();
+  // The model's state of a fresh system for every setting a scenario can
+  // change or the model assumes (THP sizes, zero page, khugepaged knobs,
+  // shmem THP off, empty hugetlb pools). 0 or -errno with *why.
+  int apply_defaults(std::string* why);
+
+ private:
+  std::vector<std::pair<std::string, std::string>> saved_;  // rel, original value
+};
+
+// Host processes the interrupt handler kills (SIGKILL) before restoring.
+void register_host_pid(int pid);
+void unregister_host_pid(int pid);
+
+// One host-backend run per machine at a time: settings and vmstat deltas
+// are machine-wide. Blocks on flock(/run/lock/mmlab-host.lock), then
+// restores what a killed run left changed. Re-entrant within a process.
+class HostLock {
+ public:
+  HostLock();
+  ~HostLock();
+  HostLock(const HostLock&) = delete;
+  HostLock& operator=(const HostLock&) = delete;
+};
+
+}  // namespace mmlab::host

@@ -1,0 +1,184 @@
+// `mmlab diff`: one scenario corpus under two configurations, stepped in
+// lockstep so that the first statement where they part is known.
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "fmt/format.h"
+#include "host/sysfs.h"
+#include "mmlab/scenario.h"
+#include "scenario/test_run.h"
+
+namespace mmlab {
+namespace {
+
+std::unique_ptr<TestRun> make_run(const ScenarioOptions& so, const DiffConfig& c) {
+  return c.backend == Backend::kHost ? make_host_run(so) : make_model_run(so, c.tunes);
+}
+
+const KnownDifference* find_known(const std::vector<KnownDifference>& known, const std::string& name) {
+  for (auto& k : known)
+    if (fnmatch(k.glob.c_str(), name.c_str(), 0) == 0) return &k;
+  return nullptr;
+}
+
+struct Counts {
+  int tests = 0, compared = 0, not_compared = 0, outcome_changes = 0, known = 0, state_diffs = 0, skipped_expectations = 0;
+  int reruns = 0;
+};
+
+// The end state and counters that differ after one statement, as report lines.
+void diff_state(const DiffOptions& opt, const Stmt& st, TestRun& a, TestRun& b, std::map<std::string, int64_t>& ca,
+                std::map<std::string, int64_t>& cb, std::vector<std::string>* report, int* diff_lines, Counts* n) {
+  std::vector<std::string> sa = a.snapshot(), sb = b.snapshot();
+  std::vector<std::string> only_a, only_b;
+  std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
+  std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
+  std::string deltas;
+  auto na = a.counters(), nb = b.counters();
+  for (auto& [k, v] : na) {
+    int64_t da = v - ca[k], db = nb[k] - cb[k];
+    if (da != db) deltas += fmt::format(" {} {}/{}", k, da, db);
+  }
+  if (only_a.empty() && only_b.empty() && deltas.empty()) return;
+  if (!only_a.empty() || !only_b.empty()) n->state_diffs++;
+  if ((*diff_lines)++ >= opt.max_lines_per_test) return;
+  const std::string& an = opt.a.name;
+  const std::string& bn = opt.b.name;
+  report->push_back(fmt::format("  after {}:{}: {}", st.file, st.line, st.text.substr(st.text.find_first_not_of(' '))));
+  constexpr size_t kShow = 4;  // lines shown per side; the rest are counted
+  for (size_t i = 0; i < only_a.size() && i < kShow; i++) report->push_back(fmt::format("    - {}: {}", an, only_a[i]));
+  if (only_a.size() > kShow) report->push_back(fmt::format("    - {}: ... {} more lines", an, only_a.size() - kShow));
+  for (size_t i = 0; i < only_b.size() && i < kShow; i++) report->push_back(fmt::format("    + {}: {}", bn, only_b[i]));
+  if (only_b.size() > kShow) report->push_back(fmt::format("    + {}: ... {} more lines", bn, only_b.size() - kShow));
+  if (!deltas.empty()) report->push_back(fmt::format("    counters ({}/{}):{}", an, bn, deltas));
+}
+
+void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const ScenarioFileAst& f, const TestCase& tc,
+               std::ostream& out, Counts* n) {
+  n->tests++;
+  // Only two models show their end state: the host's is compared through the expectations.
+  const bool host = opt.a.backend == Backend::kHost || opt.b.backend == Backend::kHost;
+  std::unique_ptr<TestRun> a = make_run(so, opt.a), b = make_run(so, opt.b);
+  std::vector<std::string> report;
+  bool began_a = a->begin(f, tc);  // both sides begin, even if one fails
+  bool began_b = b->begin(f, tc);
+  std::vector<const Stmt*> stmts;
+  for (auto& st : f.prelude) stmts.push_back(&st);
+  for (auto& st : tc.stmts) stmts.push_back(&st);
+  std::string first_divergence;
+  int diff_lines = 0;
+  for (const Stmt* st : began_a && began_b ? stmts : std::vector<const Stmt*>{}) {
+    if (a->ended() && b->ended()) break;
+    auto ca = a->counters(), cb = b->counters();
+    bool ra = a->step(*st), rb = b->step(*st);
+    if (ra != rb && first_divergence.empty())
+      first_divergence = fmt::format("{}:{}: {} {}, {} {}", st->file, st->line, opt.a.name,
+                                     ra ? "continues" : (a->failure() ? a->failure()->msg : "ends"), opt.b.name,
+                                     rb ? "continues" : (b->failure() ? b->failure()->msg : "ends"));
+    if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &report, &diff_lines, n);
+  }
+  ScenarioResult rA = a->finish(), rB = b->finish();
+  n->skipped_expectations += rA.skipped_expectations + rB.skipped_expectations;
+  if (rA.outcome == Outcome::kSkip || rB.outcome == Outcome::kSkip) {
+    n->not_compared++;
+    const ScenarioResult& s = rA.outcome == Outcome::kSkip ? rA : rB;
+    out << "skip " << tc.name << ": " << (&s == &rA ? opt.a.name : opt.b.name) << " skips: " << s.reason << "\n";
+    return;
+  }
+  n->compared++;
+  bool outcome_changed = rA.outcome != rB.outcome;
+  const KnownDifference* known = outcome_changed ? find_known(opt.known, tc.name) : nullptr;
+  if (known)
+    n->known++;
+  else if (outcome_changed)
+    n->outcome_changes++;
+  if (!outcome_changed && report.empty()) {
+    out << "ok " << tc.name << "\n";
+    return;
+  }
+  out << (known ? "KNOWN " : outcome_changed ? "OUTCOME " : "differs ") << tc.name << ": " << opt.a.name << " "
+      << outcome_name(rA.outcome) << ", " << opt.b.name << " " << outcome_name(rB.outcome) << "\n";
+  if (known) out << "  known difference: " << known->reason << "\n";
+  if (!first_divergence.empty()) out << "  first divergence: " << first_divergence << "\n";
+  for (auto& l : report) out << l << "\n";
+}
+
+}  // namespace
+
+int load_known_differences(const std::string& path, std::vector<KnownDifference>* out, std::string* err) {
+  std::ifstream in(path);
+  if (!in) {
+    *err = path + ": cannot read";
+    return -1;
+  }
+  int line = 0;
+  for (std::string l; std::getline(in, l);) {
+    line++;
+    auto b = l.find_first_not_of(" \t");
+    if (b == std::string::npos || l[b] == '#') continue;
+    auto e = l.find_first_of(" \t", b);
+    auto r = e == std::string::npos ? std::string::npos : l.find_first_not_of(" \t", e);
+    if (r == std::string::npos) {
+      *err = fmt::format("{}:{}:{}: expected GLOB REASON...", path, line, b + 1);
+      return -1;
+    }
+    out->push_back({l.substr(b, e - b), l.substr(r)});
+  }
+  return 0;
+}
+
+int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out) {
+  ScenarioOptions so;
+  so.ram_bytes = opt.ram_bytes;
+  const bool host = opt.a.backend == Backend::kHost || opt.b.backend == Backend::kHost;
+  std::string why;
+  if (host && !scenario_host_available(&why)) {
+    out << "# diff: host backend unavailable: " << why << " (nothing compared)\n";
+    return 0;
+  }
+  std::optional<host::HostLock> lock;
+  if (host) lock.emplace();
+  Counts n;
+  for (auto& f : prog.files)
+    for (auto& tc : f.tests) {
+      if (!opt.filter.empty() && fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) != 0) continue;
+      std::ostringstream first;
+      Counts before = n;
+      diff_test(opt, so, f, tc, first, &n);
+      // The host's statistics and pools are machine-wide: another process
+      // can fault a THP or take a huge page meanwhile. A changed outcome is
+      // run once more, and both runs are shown.
+      if (host && n.outcome_changes > before.outcome_changes) {
+        std::ostringstream again;
+        Counts retry = before;
+        diff_test(opt, so, f, tc, again, &retry);
+        if (retry.outcome_changes == before.outcome_changes) {
+          n = retry;
+          n.reruns++;
+          out << "rerun " << tc.name << ": the first run diverged, a second agreed; first run:\n";
+          std::istringstream lines(first.str());
+          for (std::string l; std::getline(lines, l);) out << "  | " << l << "\n";
+          out << again.str();
+          continue;
+        }
+      }
+      out << first.str();
+    }
+  out << fmt::format(
+      "# diff: {} tests, {} compared ({} agree), {} not compared (skipped by a side), {} outcome changes, {} known "
+      "differences, {} statements with end-state differences{}\n",
+      n.tests, n.compared, n.compared - n.outcome_changes - n.known, n.not_compared, n.outcome_changes, n.known, n.state_diffs, opt.expect_nfc ? " (--expect-nfc)" : "");
+  if (host)
+    out << fmt::format("# diff: {} expectations skipped on the host (not observable there); {} tests agreed only when re-run\n",
+                       n.skipped_expectations, n.reruns);
+  if (n.outcome_changes) return 1;
+  return opt.expect_nfc && n.state_diffs ? 1 : 0;
+}
+
+}  // namespace mmlab

@@ -1,0 +1,130 @@
+// The backend-independent half of running one test.
+#include "scenario/test_run.h"
+
+#include "fmt/format.h"
+#include "mmlab/types.h"
+
+namespace mmlab {
+
+ScenarioResult TestRun::run(const ScenarioFileAst& file, const TestCase& tc) {
+  if (begin(file, tc)) {
+    for (auto& st : file.prelude)
+      if (!step(st)) break;
+    if (!ended_)
+      for (auto& st : tc.stmts)
+        if (!step(st)) break;
+  }
+  return finish();
+}
+
+bool TestRun::begin(const ScenarioFileAst& file, const TestCase& tc) {
+  res_ = ScenarioResult{};
+  res_.file = file.path;
+  res_.name = tc.name;
+  line_ = tc.line;
+  try {
+    start(tc);
+  } catch (const StartError& e) {
+    res_.outcome = Outcome::kError;
+    res_.diagnostics.push_back(e.msg);
+    ended_ = errored_ = true;
+  } catch (const Failure& f) {
+    failure_ = f;
+    ended_ = true;
+  } catch (const SkipTest& sk) {
+    res_.outcome = Outcome::kSkip;
+    res_.reason = sk.reason;
+    skipped_ = ended_ = true;
+  }
+  return !ended_;
+}
+
+bool TestRun::step(const Stmt& st) {
+  if (ended_) return false;
+  try {
+    exec(st);
+  } catch (const Failure& f) {
+    failure_ = f;
+    ended_ = true;
+  } catch (const SkipTest& sk) {
+    res_.outcome = Outcome::kSkip;
+    res_.reason = sk.reason;
+    skipped_ = ended_ = true;
+  }
+  return !ended_;
+}
+
+ScenarioResult TestRun::finish() {
+  std::vector<std::string> leaks = teardown();
+  ScenarioResult res = res_;
+  if (errored_) return res;
+  std::optional<Failure> failure = failure_;
+  if (!leaks.empty() && !skipped_) {
+    if (!failure)
+      failure = Failure{fmt::format("{}:{}: after teardown: {} ({} violations)", res.file, line_, leaks.front(), leaks.size())};
+    res.diagnostics.insert(res.diagnostics.end(), leaks.begin(), leaks.end());
+  }
+  if (skipped_) return res;
+  if (failure) {
+    res.diagnostics.insert(res.diagnostics.begin(), failure->msg);
+    res.outcome = xfail_ ? Outcome::kXfail : Outcome::kFail;
+  } else {
+    res.outcome = xfail_ ? Outcome::kXpass : Outcome::kPass;
+  }
+  if (xfail_) res.reason = xfail_reason_;
+  return res;
+}
+
+void TestRun::fail(const Stmt& st, const std::string& msg) { throw Failure{fmt::format("{}:{}: {}", st.file, st.line, msg)}; }
+
+void TestRun::bind(const Stmt& st, const std::string& name, char kind) {
+  auto it = kinds_.find(name);
+  if (it != kinds_.end() && (it->second != kind || kind == 'p' || kind == 'f'))
+    fail(st, fmt::format("the name {} is already bound", name));
+  kinds_[name] = kind;
+}
+
+uint64_t TestRun::addr(const Stmt& st, const AddrExpr& a) {
+  auto it = regions_.find(a.region);
+  if (it == regions_.end()) fail(st, fmt::format("no region named {}", a.region));
+  return it->second + a.offset;
+}
+
+void TestRun::check_errno(const Stmt& st, long ret, const char* what) {
+  if (st.expect_error) {
+    if (!st.expect_signal.empty()) fail(st, fmt::format("expected {}, but {} is not a CPU access", st.expect_signal, what));
+    if (ret >= 0) fail(st, fmt::format("expected {} to fail with {}, it succeeded", what, errno_name(st.expect_errno)));
+    if (ret != st.expect_errno)
+      fail(st, fmt::format("expected {} to fail with {}, found {}", what, errno_name(st.expect_errno), errno_name(static_cast<int>(ret))));
+    return;
+  }
+  if (ret < 0) fail(st, fmt::format("{} failed with {}", what, errno_name(static_cast<int>(ret))));
+}
+
+void TestRun::check_signal(const Stmt& st, const std::string& sig, uint64_t fault_addr, const char* what) {
+  if (st.expect_error) {
+    if (st.expect_signal.empty())
+      fail(st, fmt::format("expected {}, but a CPU access ends in a signal, not an errno", errno_name(st.expect_errno)));
+    if (sig.empty()) fail(st, fmt::format("expected {} to end with {}, it completed", what, st.expect_signal));
+    if (st.expect_signal != sig) fail(st, fmt::format("expected {} to end with {}, found {}", what, st.expect_signal, sig));
+    return;
+  }
+  if (!sig.empty()) fail(st, fmt::format("{} ended with {} at {:#x}", what, sig, fault_addr));
+}
+
+bool TestRun::exec_outcome_stmt(const Stmt& st) {
+  if (st.op == Op::kSkip) throw SkipTest{st.str};
+  if (st.op != Op::kXfail) return false;
+  xfail_ = true;
+  xfail_reason_ = st.str;
+  return true;
+}
+
+void TestRun::skip_expectation(const std::string& why) {
+  res_.skipped_expectations++;
+  for (auto& n : res_.skip_notes)
+    if (n == why) return;
+  res_.skip_notes.push_back(why);
+}
+
+}  // namespace mmlab

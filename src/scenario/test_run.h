@@ -1,0 +1,90 @@
+// One test of a scenario file, run on a backend: the model (a fresh System)
+// or the host kernel (real processes). The statement-independent parts live
+// here: name binding, errno/signal checks, skip/xfail, the outcome.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mmlab/scenario.h"
+#include "scenario/ast.h"
+
+namespace mmlab {
+
+struct Failure {  // ends the test
+  std::string msg;
+};
+struct SkipTest {
+  std::string reason;
+};
+struct StartError {  // the backend could not even start: outcome "error"
+  std::string msg;
+};
+
+using TuneList = std::vector<std::pair<std::string, std::string>>;
+
+class TestRun {
+ public:
+  explicit TestRun(const ScenarioOptions& opt) : opt_(opt) {}
+  virtual ~TestRun() = default;
+  TestRun(const TestRun&) = delete;
+  TestRun& operator=(const TestRun&) = delete;
+
+  // One test: begin(), step() per statement until it returns false, finish().
+  ScenarioResult run(const ScenarioFileAst& file, const TestCase& tc);
+  bool begin(const ScenarioFileAst& file, const TestCase& tc);
+  bool step(const Stmt& st);  // false once the test has ended (failure or skip)
+  ScenarioResult finish();
+
+  bool ended() const { return ended_; }
+  bool skipped() const { return skipped_; }
+  const std::optional<Failure>& failure() const { return failure_; }
+
+  // The end state after a statement, one canonical line per fact, and the
+  // event counters (model against model only: empty where not observable).
+  virtual std::vector<std::string> snapshot() { return {}; }
+  virtual std::map<std::string, int64_t> counters() { return {}; }
+
+ protected:
+  virtual void start(const TestCase& tc) = 0;  // a fresh system; may throw Failure, SkipTest, StartError
+  virtual void exec(const Stmt& st) = 0;
+  virtual std::vector<std::string> teardown() = 0;  // what leaked or outlived the test
+
+  [[noreturn]] void fail(const Stmt& st, const std::string& msg);
+  // Processes, regions, handles, dumps and files share one namespace per
+  // test; a region, handle or dump name may be bound again to a new value.
+  void bind(const Stmt& st, const std::string& name, char kind);
+  uint64_t addr(const Stmt& st, const AddrExpr& a);
+  // Statements that return an errno: expect-error turns success into a failure.
+  void check_errno(const Stmt& st, long ret, const char* what);
+  // CPU accesses: sig is "" when the access completed, else "SIGSEGV"/"SIGBUS".
+  void check_signal(const Stmt& st, const std::string& sig, uint64_t fault_addr, const char* what);
+  // skip/xfail; true if st was one of them.
+  bool exec_outcome_stmt(const Stmt& st);
+  // An expectation this backend cannot observe: counted, the test goes on.
+  void skip_expectation(const std::string& why);
+
+  const ScenarioOptions& opt_;
+  std::map<std::string, uint64_t> regions_;
+  ScenarioResult res_;
+
+ private:
+  std::map<std::string, char> kinds_;
+  std::optional<Failure> failure_;
+  int line_ = 0;
+  bool ended_ = false, skipped_ = false, errored_ = false;
+  bool xfail_ = false;
+  std::string xfail_reason_;
+};
+
+// The model backend, with `tunes` applied before the test's first statement.
+std::unique_ptr<TestRun> make_model_run(const ScenarioOptions& opt, TuneList tunes);
+// The host backend (src/host/): the caller has checked host_available().
+std::unique_ptr<TestRun> make_host_run(const ScenarioOptions& opt);
+
+}  // namespace mmlab
