@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential g++ clang clang-14 libclang-rt-14-dev cmake ninja-build git
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-      gnuplot-nox python3 liburing-dev)
+      gnuplot-nox python3 liburing-dev
+      xfsprogs btrfs-progs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include "host/loopfs.h"
+
 namespace mmlab::host {
 namespace {
 
@@ -37,7 +39,7 @@ std::string dir_on(const std::string& fs_class) {
     ls >> dev >> dir >> type >> opts;
     if (type == fs_class && (opts == "rw" || opts.rfind("rw,", 0) == 0) && access(dir.c_str(), W_OK) == 0) return dir;
   }
-  return "";
+  return "";  // the caller may make one (loopfs.h)
 }
 
 int fill_zeros(int fd, uint64_t size) {
@@ -72,10 +74,8 @@ int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetl
   if (hugetlb_shift || fs_class.empty() || fs_class == "shmem" || fs_class == "hugetlbfs")
     return memfd(size, hugetlb_shift ? hugetlb_shift : fs_class == "hugetlbfs" ? 21 : 0, name);
   std::string dir = dir_on(fs_class);
-  if (dir.empty()) {
-    *why = "no writable " + fs_class + " file system on this host";
-    return kNoSuchFs;
-  }
+  if (dir.empty()) dir = loopfs_dir(fs_class, why);
+  if (dir.empty()) return kNoSuchFs;
   int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);  // gone when the last reference closes
   if (fd < 0) return -errno;
   if (int err = fill_zeros(fd, size)) {

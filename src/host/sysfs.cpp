@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/swap.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "host/loopfs.h"
 #include "host/swapfile.h"
 #include "mmlab/types.h"
 
@@ -40,6 +42,22 @@ std::atomic<int> g_npending{0};
 std::atomic<int> g_pids[kMaxPids];
 char g_swapfile[160];
 std::atomic<bool> g_swapfile_set{false};
+struct Extra {
+  char kind[8];  // "umount" (then rmdir) or "unlink"
+  char path[160];
+};
+constexpr int kMaxExtras = 8;
+Extra g_extras[kMaxExtras];
+std::atomic<int> g_nextras{0};
+
+void undo_extra(const char* kind, const char* path) {
+  if (strcmp(kind, "umount") == 0) {
+    umount2(path, MNT_DETACH);
+    rmdir(path);
+  } else if (strcmp(kind, "unlink") == 0) {
+    unlink(path);
+  }
+}
 bool g_handlers_installed = false;
 
 void restore_from_handler(int sig) {
@@ -58,6 +76,7 @@ void restore_from_handler(int sig) {
     swapoff(g_swapfile);
     unlink(g_swapfile);
   }
+  for (int i = g_nextras.load() - 1; i >= 0; i--) undo_extra(g_extras[i].kind, g_extras[i].path);
   unlink(kJournal);
   signal(sig, SIG_DFL);
   raise(sig);
@@ -77,6 +96,7 @@ void write_journal() {
   std::string text;
   for (int i = 0; i < g_npending.load(); i++) text += std::string(g_pending[i].path) + "\t" + g_pending[i].value + "\n";
   if (g_swapfile_set.load()) text += std::string("swapfile\t") + g_swapfile + "\n";
+  for (int i = 0; i < g_nextras.load(); i++) text += std::string(g_extras[i].kind) + "\t" + g_extras[i].path + "\n";
   if (text.empty()) {
     unlink(kJournal);
     return;
@@ -96,6 +116,10 @@ void replay_journal() {
     if (it->first == "swapfile") {
       swapoff(it->second.c_str());
       unlink(it->second.c_str());
+      continue;
+    }
+    if (it->first == "umount" || it->first == "unlink") {
+      undo_extra(it->first.c_str(), it->second.c_str());
       continue;
     }
     int fd = open(it->first.c_str(), O_WRONLY | O_CLOEXEC);
@@ -251,6 +275,21 @@ void unregister_host_swapfile() {
   write_journal();
 }
 
+void journal_extra(const char* kind, const std::string& path) {
+  install_handlers();
+  int n = g_nextras.load();
+  if (n >= kMaxExtras) return;
+  snprintf(g_extras[n].kind, sizeof(g_extras[n].kind), "%s", kind);
+  snprintf(g_extras[n].path, sizeof(g_extras[n].path), "%s", path.c_str());
+  g_nextras.store(n + 1);
+  write_journal();
+}
+
+void journal_extra_clear() {
+  g_nextras.store(0);
+  write_journal();
+}
+
 void register_host_pid(int pid) {
   install_handlers();
   for (auto& p : g_pids) {
@@ -281,6 +320,7 @@ HostLock::HostLock() {
 
 HostLock::~HostLock() {
   if (--g_lock_depth || g_lock_fd < 0) return;
+  loopfs_teardown();
   close(g_lock_fd);
   g_lock_fd = -1;
 }

@@ -41,6 +41,12 @@ class SysfsGuard {
   std::vector<std::pair<std::string, std::string>> saved_;  // rel, original value
 };
 
+// Something else a run made that must not outlive it, undone by the
+// interrupt handler and the journal: "umount" DIR (then rmdir) or "unlink"
+// FILE. journal_extra_clear() once the run has undone them itself.
+void journal_extra(const char* kind, const std::string& path);
+void journal_extra_clear();
+
 // Host processes the interrupt handler kills (SIGKILL) before restoring.
 void register_host_pid(int pid);
 void unregister_host_pid(int pid);

@@ -215,7 +215,9 @@ class HostRun final : public TestRun {
     if (r == 0 && st.str.find("/nr_hugepages") != std::string::npos) {
       std::string got;
       if (host::sysfs_read(st.str, &got) == 0 && got != st.str2) {
-        // Gigantic pages need contiguous memory: compact once and try again.
+        // Gigantic pages need contiguous memory: drop clean page cache,
+        // compact, and try once more.
+        std::ofstream("/proc/sys/vm/drop_caches") << "1";
         std::ofstream("/proc/sys/vm/compact_memory") << "1";
         guard_.write(st.str, st.str2);
         host::sysfs_read(st.str, &got);
