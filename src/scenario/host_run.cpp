@@ -277,9 +277,7 @@ class HostRun final : public TestRun {
   void exec_read(const Stmt& st) {
     host::HostAccess r = agent(st, st.p).read(addr(st, st.addr), st.size, st.byte);
     check_signal(st, sig_name(r.sig), r.fault_addr, "read");
-    if (st.byte >= 0 && r.bad >= 0)
-      fail(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
-                           st.addr.offset, st.size, st.byte, r.found, st.addr.offset + static_cast<uint64_t>(r.bad)));
+    expect_bytes(st, r.bad, r.found);
   }
 
   // vmsplice() is get_user_pages_fast(0); io_uring buffer registration is
@@ -318,32 +316,18 @@ class HostRun final : public TestRun {
     }
     int r = h.read(st.size2, buf.data(), st.size);
     check_errno(st, r, "read through the handle");
-    if (r < 0) return;
-    for (uint64_t i = 0; i < st.size; i++)
-      if (buf[i] != st.byte)
-        fail(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
-                             st.size2, st.size, st.byte, buf[i], st.size2 + i));
+    expect_handle_bytes(st, buf);
   }
-
-  static std::string yn(bool b) { return b ? "yes" : "no"; }
 
   void exec_expect(const Stmt& st) {
     switch (st.op) {
-      case Op::kExpectHandle: {
-        long ret = handle(st, st.p).ret;
-        if (ret != st.value)
-          fail(st, fmt::format("expected {} {}, found {}", st.p,
-                               st.value < 0 ? fmt::format("-{}", errno_name(static_cast<int>(st.value))) : std::to_string(st.value),
-                               ret < 0 ? fmt::format("-{}", errno_name(static_cast<int>(ret))) : std::to_string(ret)));
-        break;
-      }
+      case Op::kExpectHandle: expect_handle_ret(st, handle(st, st.p).ret); break;
       case Op::kExpectRss: {
         Proc& p = proc(st, st.p);
         uint64_t anon = 0, file = 0, shmem = 0;
         for (auto& [a, len] : p.ranges)
           if (host::host_rss(p.agent->pid(), a, len, &anon, &file, &shmem)) fail(st, "cannot read the host's pagemap");
-        uint64_t v = st.str == "anon" ? anon : st.str == "file" ? file : shmem;
-        if (v != st.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", st.p, st.str, st.size, v));
+        expect_rss(st, st.str == "anon" ? anon : st.str == "file" ? file : shmem);
         break;
       }
       case Op::kExpectSysfs: {
@@ -351,7 +335,7 @@ class HostRun final : public TestRun {
         if (int r = host::sysfs_read(st.str, &v)) fail(st, fmt::format("sysfs {}: {}", st.str, errno_name(r)));
         int64_t n = std::stoll(v);
         if (sysfs_is_counter(st.str)) n -= sysfs_base_[st.str];
-        if (n != st.value) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, n));
+        expect_number(st, "sysfs " + st.str + (sysfs_is_counter(st.str) ? " (since the test began)" : ""), n);
         break;
       }
       case Op::kExpectVmstat: {
@@ -359,7 +343,7 @@ class HostRun final : public TestRun {
         auto it = now.find(st.str);
         if (it == now.end()) fail(st, fmt::format("no vmstat item named {}", st.str));
         int64_t n = it->second - vmstat_base_[st.str];
-        if (n != st.value) fail(st, fmt::format("expected vmstat {} == {} (since the test began), found {}", st.str, st.value, n));
+        expect_number(st, "vmstat " + st.str + " (since the test began)", n);
         break;
       }
       case Op::kExpectCounter: skip_expectation("counter (the model's event counters)"); break;
@@ -381,31 +365,16 @@ class HostRun final : public TestRun {
 
   void exec_expect_page(const Stmt& st) {
     host::HostPageInfo pi = page(st, st.p, st.addr);
-    std::string where = fmt::format("{} {}+{:#x}", st.p, st.addr.region, st.addr.offset);
     switch (st.op) {
-      case Op::kExpectMapped: {
-        const char* lv = !pi.present ? "none" : !pi.huge ? "pte" : pi.order >= static_cast<int>(PUD_SHIFT - PAGE_SHIFT) ? "pud" : "pmd";
-        if (st.str != lv) fail(st, fmt::format("expected {} mapped {}, found {}", where, st.str, lv));
+      case Op::kExpectMapped:
+        expect_mapped(st, !pi.present ? "none" : !pi.huge ? "pte" : pi.order >= static_cast<int>(PUD_SHIFT - PAGE_SHIFT) ? "pud" : "pmd");
         break;
-      }
-      case Op::kExpectOrder:
-        if (!pi.present) fail(st, fmt::format("expected {} order {}, found nothing mapped", where, st.value));
-        if (pi.order != st.value) fail(st, fmt::format("expected {} order {}, found {}", where, st.value, pi.order));
-        break;
-      case Op::kExpectZero: {
-        bool z = pi.present && pi.zero;
-        if (z != st.flag) fail(st, fmt::format("expected {} zero {}, found {}", where, yn(st.flag), yn(z)));
-        break;
-      }
-      case Op::kExpectSwapped:
-        if (pi.swapped != st.flag) fail(st, fmt::format("expected {} swapped {}, found {}", where, yn(st.flag), yn(pi.swapped)));
-        break;
+      case Op::kExpectOrder: expect_order(st, pi.present, pi.order); break;
+      case Op::kExpectZero: expect_yes_no(st, "zero", false, pi.present, pi.present && pi.zero); break;
+      case Op::kExpectSwapped: expect_yes_no(st, "swapped", false, pi.present, pi.swapped); break;
       case Op::kExpectSame: {
         host::HostPageInfo other = page(st, st.q, st.addr2);
-        bool same = pi.present && other.present && pi.pfn == other.pfn;
-        if (same != st.flag)
-          fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where, st.q, st.addr2.region,
-                               st.addr2.offset, st.flag ? "the same" : "different", same ? "the same frame" : "different frames"));
+        expect_same(st, pi.present && other.present && pi.pfn == other.pfn);
         break;
       }
       default: fail(st, "unknown expectation");

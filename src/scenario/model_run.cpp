@@ -1,5 +1,6 @@
 // The model backend: each test on a fresh System, every statement through
 // the model's real mechanisms (System, Process, the GUP entry points).
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -254,9 +255,7 @@ class ModelRun final : public TestRun {
     uint8_t found = 0;
     AccessResult r = p->read_expect(a, static_cast<uint8_t>(st.byte), st.size, &bad, &found);
     check_access(st, r, "read");
-    if (r.ok() && bad >= 0)
-      fail(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
-                           st.addr.offset, st.size, st.byte, found, st.addr.offset + static_cast<uint64_t>(bad)));
+    expect_bytes(st, bad, found);
   }
 
   void exec_handle_io(const Stmt& st) {
@@ -268,24 +267,12 @@ class ModelRun final : public TestRun {
     }
     int r = h.pages.read(st.size2, buf.data(), st.size);
     check_errno(st, r, "read through the handle");
-    if (r < 0) return;
-    for (uint64_t i = 0; i < st.size; i++)
-      if (buf[i] != st.byte)
-        fail(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
-                             st.size2, st.size, st.byte, buf[i], st.size2 + i));
+    expect_handle_bytes(st, buf);
   }
-
-  static std::string yn(bool b) { return b ? "yes" : "no"; }
 
   void exec_expect(const Stmt& st) {
     switch (st.op) {
-      case Op::kExpectHandle: {
-        Handle& h = handle(st, st.p);
-        if (h.ret != st.value)
-          fail(st, fmt::format("expected {} {}, found {}", st.p, st.value < 0 ? fmt::format("-{}", errno_name(static_cast<int>(st.value))) : std::to_string(st.value),
-                               h.ret < 0 ? fmt::format("-{}", errno_name(static_cast<int>(h.ret))) : std::to_string(h.ret)));
-        break;
-      }
+      case Op::kExpectHandle: expect_handle_ret(st, handle(st, st.p).ret); break;
       case Op::kExpectDump: {
         auto it = dumps_.find(st.p);
         if (it == dumps_.end()) fail(st, fmt::format("no dump named {}", st.p));
@@ -296,21 +283,24 @@ class ModelRun final : public TestRun {
       case Op::kExpectRss: {
         Process* p = proc(st, st.p);
         long v = st.str == "anon" ? p->rss_anon() : st.str == "file" ? p->rss_file() : p->rss_shmem();
-        if (static_cast<uint64_t>(v) != st.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", st.p, st.str, st.size, v));
+        expect_rss(st, static_cast<uint64_t>(v));
         break;
       }
       case Op::kExpectSysfs: {
         std::string v;
         int r = sys_->sysfs_read(st.str, &v);
         if (r) fail(st, fmt::format("sysfs {}: {}", st.str, errno_name(r)));
-        if (v != std::to_string(st.value)) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, v));
+        char* end = nullptr;
+        int64_t n = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, v));
+        expect_number(st, "sysfs " + st.str, n);
         break;
       }
       case Op::kExpectVmstat:
       case Op::kExpectCounter: {
         int64_t v = st.op == Op::kExpectVmstat ? sys_->vmstat(st.str) : sys_->counter(st.str);
         if (v < 0) fail(st, fmt::format("no {} named {}", st.op == Op::kExpectVmstat ? "vmstat item" : "counter", st.str));
-        if (v != st.value) fail(st, fmt::format("expected {} {} == {}, found {}", st.op == Op::kExpectVmstat ? "vmstat" : "counter", st.str, st.value, v));
+        expect_number(st, (st.op == Op::kExpectVmstat ? "vmstat " : "counter ") + st.str, v);
         break;
       }
       default: exec_expect_page(st); break;
@@ -321,38 +311,20 @@ class ModelRun final : public TestRun {
     Process* p = proc(st, st.p);
     uint64_t a = addr(st, st.addr);
     PageInfo pi = p->page_info(a);
-    std::string where = fmt::format("{} {}+{:#x}", st.p, st.addr.region, st.addr.offset);
     switch (st.op) {
       case Op::kExpectMapped: {
         static const char* lv[] = {"none", "pte", "pmd", "pud"};
-        if (st.str != lv[pi.level]) fail(st, fmt::format("expected {} mapped {}, found {}", where, st.str, lv[pi.level]));
+        expect_mapped(st, lv[pi.level]);
         break;
       }
-      case Op::kExpectOrder:
-        if (pi.level == 0) fail(st, fmt::format("expected {} order {}, found nothing mapped", where, st.value));
-        if (pi.order != st.value) fail(st, fmt::format("expected {} order {}, found {}", where, st.value, pi.order));
-        break;
-      case Op::kExpectExclusive:
-        if (pi.level == 0) fail(st, fmt::format("expected {} exclusive {}, found nothing mapped", where, yn(st.flag)));
-        if (pi.anon_exclusive != st.flag) fail(st, fmt::format("expected {} exclusive {}, found {}", where, yn(st.flag), yn(pi.anon_exclusive)));
-        break;
-      case Op::kExpectPinned:
-        if (pi.maybe_pinned != st.flag) fail(st, fmt::format("expected {} pinned {}, found {}", where, yn(st.flag), yn(pi.maybe_pinned)));
-        break;
-      case Op::kExpectZero: {
-        bool z = pi.level && pi.zero;
-        if (z != st.flag) fail(st, fmt::format("expected {} zero {}, found {}", where, yn(st.flag), yn(z)));
-        break;
-      }
-      case Op::kExpectSwapped:
-        if (pi.swap != st.flag) fail(st, fmt::format("expected {} swapped {}, found {}", where, yn(st.flag), yn(pi.swap)));
-        break;
+      case Op::kExpectOrder: expect_order(st, pi.level, pi.order); break;
+      case Op::kExpectExclusive: expect_yes_no(st, "exclusive", true, pi.level, pi.anon_exclusive); break;
+      case Op::kExpectPinned: expect_yes_no(st, "pinned", false, pi.level, pi.maybe_pinned); break;
+      case Op::kExpectZero: expect_yes_no(st, "zero", false, pi.level, pi.level && pi.zero); break;
+      case Op::kExpectSwapped: expect_yes_no(st, "swapped", false, pi.level, pi.swap); break;
       case Op::kExpectSame: {
         PageInfo other = proc(st, st.q)->page_info(addr(st, st.addr2));
-        bool same = pi.level && other.level && pi.pfn == other.pfn;
-        if (same != st.flag)
-          fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where, st.q, st.addr2.region,
-                               st.addr2.offset, st.flag ? "the same" : "different", same ? "the same frame" : "different frames"));
+        expect_same(st, pi.level && other.level && pi.pfn == other.pfn);
         break;
       }
       default: fail(st, "unknown expectation");

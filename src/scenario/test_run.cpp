@@ -23,34 +23,32 @@ bool TestRun::begin(const ScenarioFileAst& file, const TestCase& tc) {
   res_.name = tc.name;
   line_ = tc.line;
   try {
-    start(tc);
+    guarded([&] { start(tc); });
   } catch (const StartError& e) {
     res_.outcome = Outcome::kError;
     res_.diagnostics.push_back(e.msg);
     ended_ = errored_ = true;
-  } catch (const Failure& f) {
-    failure_ = f;
-    ended_ = true;
-  } catch (const SkipTest& sk) {
-    res_.outcome = Outcome::kSkip;
-    res_.reason = sk.reason;
-    skipped_ = ended_ = true;
   }
   return !ended_;
 }
 
-bool TestRun::step(const Stmt& st) {
-  if (ended_) return false;
+template <class F>
+void TestRun::guarded(F&& f) {
   try {
-    exec(st);
-  } catch (const Failure& f) {
-    failure_ = f;
+    f();
+  } catch (const Failure& fl) {
+    failure_ = fl;
     ended_ = true;
   } catch (const SkipTest& sk) {
     res_.outcome = Outcome::kSkip;
     res_.reason = sk.reason;
     skipped_ = ended_ = true;
   }
+}
+
+bool TestRun::step(const Stmt& st) {
+  if (ended_) return false;
+  guarded([&] { exec(st); });
   return !ended_;
 }
 
@@ -110,6 +108,57 @@ void TestRun::check_signal(const Stmt& st, const std::string& sig, uint64_t faul
     return;
   }
   if (!sig.empty()) fail(st, fmt::format("{} ended with {} at {:#x}", what, sig, fault_addr));
+}
+
+namespace {
+std::string yn(bool b) { return b ? "yes" : "no"; }
+std::string ret_text(long v) { return v < 0 ? fmt::format("-{}", errno_name(static_cast<int>(v))) : std::to_string(v); }
+std::string where(const Stmt& st) { return fmt::format("{} {}+{:#x}", st.p, st.addr.region, st.addr.offset); }
+}  // namespace
+
+void TestRun::expect_bytes(const Stmt& st, int64_t bad, uint8_t found) {
+  if (st.byte < 0 || bad < 0) return;
+  fail(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
+                       st.addr.offset, st.size, st.byte, found, st.addr.offset + static_cast<uint64_t>(bad)));
+}
+
+void TestRun::expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf) {
+  for (uint64_t i = 0; i < buf.size(); i++)
+    if (buf[i] != st.byte)
+      fail(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
+                           st.size2, st.size, st.byte, buf[i], st.size2 + i));
+}
+
+void TestRun::expect_handle_ret(const Stmt& st, long ret) {
+  if (ret != st.value) fail(st, fmt::format("expected {} {}, found {}", st.p, ret_text(st.value), ret_text(ret)));
+}
+
+void TestRun::expect_number(const Stmt& st, const std::string& what, int64_t found) {
+  if (found != st.value) fail(st, fmt::format("expected {} == {}, found {}", what, st.value, found));
+}
+
+void TestRun::expect_rss(const Stmt& st, uint64_t found) {
+  if (found != st.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", st.p, st.str, st.size, found));
+}
+
+void TestRun::expect_mapped(const Stmt& st, const char* found) {
+  if (st.str != found) fail(st, fmt::format("expected {} mapped {}, found {}", where(st), st.str, found));
+}
+
+void TestRun::expect_order(const Stmt& st, bool mapped, int order) {
+  if (!mapped) fail(st, fmt::format("expected {} order {}, found nothing mapped", where(st), st.value));
+  if (order != st.value) fail(st, fmt::format("expected {} order {}, found {}", where(st), st.value, order));
+}
+
+void TestRun::expect_yes_no(const Stmt& st, const char* what, bool need_mapped, bool mapped, bool found) {
+  if (need_mapped && !mapped) fail(st, fmt::format("expected {} {} {}, found nothing mapped", where(st), what, yn(st.flag)));
+  if (found != st.flag) fail(st, fmt::format("expected {} {} {}, found {}", where(st), what, yn(st.flag), yn(found)));
+}
+
+void TestRun::expect_same(const Stmt& st, bool same) {
+  if (same != st.flag)
+    fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where(st), st.q, st.addr2.region,
+                         st.addr2.offset, st.flag ? "the same" : "different", same ? "the same frame" : "different frames"));
 }
 
 bool TestRun::exec_outcome_stmt(const Stmt& st) {

@@ -64,6 +64,17 @@ class TestRun {
   void check_errno(const Stmt& st, long ret, const char* what);
   // CPU accesses: sig is "" when the access completed, else "SIGSEGV"/"SIGBUS".
   void check_signal(const Stmt& st, const std::string& sig, uint64_t fault_addr, const char* what);
+  // Expectations on observed values: one diagnostic text for both backends.
+  void expect_bytes(const Stmt& st, int64_t bad, uint8_t found);            // P read ADDR SIZE BYTE
+  void expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf);  // H read OFFSET SIZE BYTE
+  void expect_handle_ret(const Stmt& st, long ret);
+  void expect_number(const Stmt& st, const std::string& what, int64_t found);  // sysfs, vmstat, counter
+  void expect_rss(const Stmt& st, uint64_t found);
+  void expect_mapped(const Stmt& st, const char* found);  // none, pte, pmd, pud
+  void expect_order(const Stmt& st, bool mapped, int order);
+  // exclusive/pinned/zero/swapped; with need_mapped, nothing mapped fails.
+  void expect_yes_no(const Stmt& st, const char* what, bool need_mapped, bool mapped, bool found);
+  void expect_same(const Stmt& st, bool same);
   // skip/xfail; true if st was one of them.
   bool exec_outcome_stmt(const Stmt& st);
   // An expectation this backend cannot observe: counted, the test goes on.
@@ -74,6 +85,10 @@ class TestRun {
   ScenarioResult res_;
 
  private:
+  // Runs a backend call; a Failure or SkipTest ends the test.
+  template <class F>
+  void guarded(F&& f);
+
   std::map<std::string, char> kinds_;
   std::optional<Failure> failure_;
   int line_ = 0;
