@@ -196,4 +196,15 @@ std::unique_ptr<HostGupHandle> host_gup_iouring(Agent& a, uint64_t addr, long np
   return std::make_unique<IouringHandle>(a, addr, npages);
 }
 
+bool host_io_uring_available(std::string* why) {
+  io_uring ring;
+  int r = io_uring_queue_init(1, &ring, 0);
+  if (r < 0) {
+    *why = std::string("io_uring is not available on this kernel: ") + strerror(-r);
+    return false;
+  }
+  io_uring_queue_exit(&ring);
+  return true;
+}
+
 }  // namespace mmlab::host

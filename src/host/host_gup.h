@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "host/agent.h"
 
@@ -31,5 +32,8 @@ std::unique_ptr<HostGupHandle> host_gup_vmsplice(Agent& a, uint64_t addr, long n
 // process; read()/write() are IORING_OP_WRITE_FIXED/READ_FIXED against a
 // memfd of ours.
 std::unique_ptr<HostGupHandle> host_gup_iouring(Agent& a, uint64_t addr, long npages);
+// Whether this kernel lets us make a ring (io_uring may be compiled out or
+// disabled by kernel.io_uring_disabled); otherwise false and why.
+bool host_io_uring_available(std::string* why);
 
 }  // namespace mmlab::host
