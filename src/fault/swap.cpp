@@ -396,17 +396,6 @@ unsigned swap_pte_batch(const pte_t* ptep, unsigned max_nr, pte_t pte) {
   return nr;
 }
 
-bool folio_vma_range(const Folio* folio, const Vma* vma, uint64_t* start, uint64_t* end) {
-  const uint64_t pgoff = folio->page.index;
-  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
-  const uint64_t vstart = vma->vm_pgoff, vend = vma->vm_pgoff + vma->pages();
-  const uint64_t first = std::max(pgoff, vstart), last = std::min(pgoff + nr, vend);
-  if (first >= last) return false;
-  *start = vma->vm_start + ((first - vstart) << PAGE_SHIFT);
-  *end = vma->vm_start + ((last - vstart) << PAGE_SHIFT);
-  return true;
-}
-
 // ============================================================================
 // Reading and writing the device (mm/page_io.c)
 // ============================================================================
@@ -772,112 +761,51 @@ void folio_putback_lru(Folio* folio) {
   folio_put(folio);
 }
 
-// PTEs of one folio converted in a row: their rmap and references go together
-// (one folio_remove_rmap_ptes() per run, so that unmapping a whole folio does
-// not pass through a "partially mapped" state).
-struct UnmapRun {
-  Page* first = nullptr;
-  int nr = 0;
-};
-
-void unmap_run_flush(Folio* folio, Vma* vma, UnmapRun* run) {
-  if (!run->nr) return;
-  folio_remove_rmap_ptes(folio, run->first, run->nr, vma);
-  folio_put_refs(folio, run->nr);  // never the last: the caller holds one
-  *run = UnmapRun{};
-}
-
-void unmap_run_add(Folio* folio, Vma* vma, UnmapRun* run, Page* page) {
-  if (run->nr && page == run->first + run->nr) {
-    run->nr++;
-    return;
+// One present PTE of the folio (locked, in the swap cache) becomes a swap
+// entry. false: the page must stay mapped (no swap count, or maybe pinned).
+bool try_to_unmap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  Kernel* k = mm->kernel;
+  pte_t* pte = pvmw->pte;
+  const pfn_t pfn = pte_pfn(ptep_get(pte));
+  Page* subpage = mm->phys->pfn_to_page(pfn);
+  const bool anon_exclusive = PageAnonExclusive(subpage);
+  // Clear first (see folio_try_share_anon_rmap_pte); the TLB flush is batched.
+  pte_t pteval = entry_xchg(pte, pte_t{0});
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);
+  const swp_entry_t entry{folio_swap_entry(folio).val + (pfn - folio_pfn(folio))};
+  if (swap_duplicate(k, entry) < 0) {
+    entry_set(pte, pteval);
+    return false;
   }
-  unmap_run_flush(folio, vma, run);
-  run->first = page;
-  run->nr = 1;
+  if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+    // Maybe pinned: the page must stay mapped.
+    swap_free_nr(k, entry, 1);
+    entry_set(pte, pteval);
+    return false;
+  }
+  dec_mm_counter(mm, MM_ANONPAGES);
+  inc_mm_counter(mm, MM_SWAPENTS);
+  pte_t swp_pte = swp_entry_to_pte(entry);
+  if (anon_exclusive) swp_pte = pte_swp_mkexclusive(swp_pte);
+  batch->set_swp_pte(pte, pteval, swp_pte, subpage);
+  return true;
 }
 
 // try_to_unmap_one(TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH) on one VMA: every PTE
-// of vma mapping a page of the folio (in the swap cache, locked) becomes a
-// swap entry. false stops the rmap walk: a page could not be unmapped.
-bool try_to_unmap_one(Folio* folio, Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t start, end;
-  if (!folio_vma_range(folio, vma, &start, &end)) return true;
-  Mm* mm = vma->vm_mm;
-  PhysMem* phys = mm->phys;
-  Kernel* k = mm->kernel;
-  const pfn_t fpfn = folio_pfn(folio);
-  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
-  const swp_entry_t first_entry = folio_swap_entry(folio);
-  for (uint64_t addr = start, next; addr < end; addr = next) {
-    next = pmd_addr_end(addr, end);
-    pmd_t* pmd = mm_find_pmd(mm, addr);
-    if (!pmd) continue;
-    pmd_t pmdval = pmdp_get(pmd);
-    if (pmd_trans_huge(pmdval)) {
-      if (pmd_pfn(pmdval) != fpfn) continue;
-      if (vma->vm_flags & VM_LOCKED) return false;  // mlocked: not reclaimable
-      split_huge_pmd(vma, pmd, addr);
-    }
-    SpinLock* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-    if (!pte) continue;
-    UnmapRun run;
-    bool ok = true, cleared = false;
-    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
-      pte_t pteval = ptep_get(pte);
-      if (!pte_present(pteval) || pte_special(pteval)) continue;
-      const pfn_t pfn = pte_pfn(pteval);
-      if (pfn < fpfn || pfn >= fpfn + nr) continue;
-      if (vma->vm_flags & VM_LOCKED) {
-        ok = false;
-        break;
-      }
-      Page* subpage = phys->pfn_to_page(pfn);
-      const bool anon_exclusive = PageAnonExclusive(subpage);
-      // Clear first (see folio_try_share_anon_rmap_pte); the TLB flush is batched.
-      pteval = entry_xchg(pte, pte_t{0});
-      cleared = true;
-      if (pte_dirty(pteval)) folio_set_dirty(folio);
-      const swp_entry_t entry{first_entry.val + (pfn - fpfn)};
-      if (swap_duplicate(k, entry) < 0) {
-        entry_set(pte, pteval);
-        ok = false;
-        break;
-      }
-      if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
-        // Maybe pinned: the page must stay mapped.
-        swap_free_nr(k, entry, 1);
-        entry_set(pte, pteval);
-        ok = false;
-        break;
-      }
-      dec_mm_counter(mm, MM_ANONPAGES);
-      inc_mm_counter(mm, MM_SWAPENTS);
-      pte_t swp_pte = swp_entry_to_pte(entry);
-      if (anon_exclusive) swp_pte = pte_swp_mkexclusive(swp_pte);
-      if (pte_soft_dirty(pteval)) swp_pte = pte_swp_mksoft_dirty(swp_pte);
-      if (pte_uffd_wp(pteval)) swp_pte = pte_swp_mkuffd_wp(swp_pte);
-      entry_set(pte, swp_pte);
-      unmap_run_add(folio, vma, &run, subpage);
-    }
-    unmap_run_flush(folio, vma, &run);
-    if (cleared) flush_tlb_range(vma, addr, next);
-    ptl->unlock();
-    if (!ok) return false;
-  }
-  return true;
+// of vma mapping a page of the folio becomes a swap entry, a PMD mapping is
+// split first; an mlocked VMA keeps its pages. false stops the rmap walk: a
+// page could not be unmapped.
+bool try_to_unmap_one(Folio* folio, Vma* vma) {
+  return try_to_unmap_vma(folio, vma, 0,
+                          [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) { return try_to_unmap_pte(folio, w, b); });
 }
 
 // try_to_unmap: the rmap walk over the folio's anon_vma (read-locked).
 void try_to_unmap(Folio* folio) {
-  AnonVma* av = folio_anon_vma(folio);
-  if (!av) return;
-  ReadGuard rmap(&av->rwsem);
-  for (Vma* vma : av->vmas) {
-    if (!try_to_unmap_one(folio, vma)) break;
-    if (!folio_mapped(folio)) break;
-  }
+  rmap_walk(folio, {.rmap_one = [folio](Vma* vma) { return try_to_unmap_one(folio, vma); },
+                    .done = [folio] { return !folio_mapped(folio); }});
 }
 
 // __remove_mapping for the swap cache: a written-out folio held by nobody but

@@ -142,14 +142,4 @@ bool swap_cache_holds(Kernel* k, const Folio* folio);
 // swap_map value of one slot (white-box tests); 0 for a bad entry.
 unsigned swap_map_of(Kernel* k, swp_entry_t entry);
 
-// ---- the rmap walk of anonymous folios (mm/rmap.c rmap_walk_anon) ----
-// The anon_vma a folio's mapping names (nullptr if not anonymous).
-inline AnonVma* folio_anon_vma(const Folio* f) {
-  if (!folio_test_anon(f)) return nullptr;
-  return reinterpret_cast<AnonVma*>(aref(const_cast<uint64_t&>(f->page.mapping)).load(std::memory_order_acquire));
-}
-// The user addresses [*start, *end) at which vma may map pages of folio
-// (vma_address over the folio's index range, clipped to the VMA); false if none.
-bool folio_vma_range(const Folio* folio, const Vma* vma, uint64_t* start, uint64_t* end);
-
 }  // namespace mmlab

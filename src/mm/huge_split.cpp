@@ -54,16 +54,6 @@ bool can_split_folio(Folio* folio, int caller_pins, int* pextra_pins) {
 
 namespace {
 
-// The user addresses at which vma may map pages [index, index + nr).
-bool vma_range_of(const Vma* vma, uint64_t index, uint64_t nr, uint64_t* start, uint64_t* end) {
-  const uint64_t vstart = vma->vm_pgoff, vend = vma->vm_pgoff + vma->pages();
-  const uint64_t first = std::max(index, vstart), last = std::min(index + nr, vend);
-  if (first >= last) return false;
-  *start = vma->vm_start + ((first - vstart) << PAGE_SHIFT);
-  *end = vma->vm_start + ((last - vstart) << PAGE_SHIFT);
-  return true;
-}
-
 bool page_is_zero(PhysMem* phys, Page* page) {
   const auto* w = static_cast<const uint64_t*>(phys->page_address(page));
   for (uint64_t i = 0; i < PAGE_SIZE / sizeof(uint64_t); i++)
@@ -71,94 +61,44 @@ bool page_is_zero(PhysMem* phys, Page* page) {
   return true;
 }
 
-// The migration entries of one PTE table that map pages of the folio, in a
-// row: their rmap and references are dropped together, so that unmapping a
-// whole folio never passes through a "partially mapped" state.
-struct MigrateRun {
-  Page* first = nullptr;
-  int nr = 0;
-};
-
-void migrate_run_flush(Folio* folio, Vma* vma, MigrateRun* run) {
-  if (!run->nr) return;
-  folio_remove_rmap_ptes(folio, run->first, run->nr, vma);
-  folio_put_refs(folio, run->nr);  // the splitter holds a reference: never the last
-  *run = MigrateRun{};
+// One present PTE of the folio becomes a migration entry that remembers
+// write, exclusive, young, dirty, soft-dirty and uffd-wp. false: a page that
+// may be pinned cannot lose its exclusive mapping.
+bool try_to_migrate_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  pte_t* pte = pvmw->pte;
+  const pfn_t pfn = pte_pfn(ptep_get(pte));
+  Page* subpage = pvmw->vma->vm_mm->phys->pfn_to_page(pfn);
+  const bool anon_exclusive = PageAnonExclusive(subpage);
+  // Clear first (see folio_try_share_anon_rmap_pte); one flush per table.
+  pte_t pteval = entry_xchg(pte, pte_t{0});
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);
+  if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+    entry_set(pte, pteval);
+    return false;
+  }
+  unsigned type = pte_write(pteval) ? SWP_MIGRATION_WRITE
+                  : anon_exclusive  ? SWP_MIGRATION_READ_EXCLUSIVE
+                                    : SWP_MIGRATION_READ;
+  uint64_t off = pfn;
+  if (pte_young(pteval)) off |= SWP_MIG_YOUNG;
+  if (pte_dirty(pteval)) off |= SWP_MIG_DIRTY;
+  batch->set_swp_pte(pte, pteval, swp_entry_to_pte(make_migration_entry(type, off)), subpage);
+  return true;
 }
 
-// try_to_migrate_one(TTU_SPLIT_HUGE_PMD) for one VMA: each present PTE of vma
-// mapping a page of the folio becomes a migration entry that remembers write,
-// exclusive, young, dirty, soft-dirty and uffd-wp. false stops the walk (a
-// page that may be pinned cannot lose its exclusive mapping).
-bool try_to_migrate_one(Folio* folio, Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t start, end;
-  if (!folio_vma_range(folio, vma, &start, &end)) return true;
-  Mm* mm = vma->vm_mm;
-  PhysMem* phys = mm->phys;
-  const pfn_t fpfn = folio_pfn(folio);
-  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
-  for (uint64_t addr = start, next; addr < end; addr = next) {
-    next = pmd_addr_end(addr, end);
-    pmd_t* pmd = mm_find_pmd(mm, addr);
-    if (!pmd) continue;
-    pmd_t pmdval = pmdp_get(pmd);
-    if (pmd_trans_huge(pmdval)) {
-      if (pmd_pfn(pmdval) != fpfn) continue;
-      split_huge_pmd(vma, pmd, addr);
-    }
-    SpinLock* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-    if (!pte) continue;
-    MigrateRun run;
-    bool ok = true, cleared = false;
-    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
-      pte_t pteval = ptep_get(pte);
-      if (!pte_present(pteval) || pte_special(pteval)) continue;
-      const pfn_t pfn = pte_pfn(pteval);
-      if (pfn < fpfn || pfn >= fpfn + nr) continue;
-      Page* subpage = phys->pfn_to_page(pfn);
-      const bool anon_exclusive = PageAnonExclusive(subpage);
-      // Clear first (see folio_try_share_anon_rmap_pte); one flush per table.
-      pteval = entry_xchg(pte, pte_t{0});
-      cleared = true;
-      if (pte_dirty(pteval)) folio_set_dirty(folio);
-      if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
-        entry_set(pte, pteval);
-        ok = false;
-        break;
-      }
-      unsigned type = pte_write(pteval) ? SWP_MIGRATION_WRITE
-                      : anon_exclusive  ? SWP_MIGRATION_READ_EXCLUSIVE
-                                        : SWP_MIGRATION_READ;
-      uint64_t off = pfn;
-      if (pte_young(pteval)) off |= SWP_MIG_YOUNG;
-      if (pte_dirty(pteval)) off |= SWP_MIG_DIRTY;
-      pte_t swp_pte = swp_entry_to_pte(make_migration_entry(type, off));
-      if (pte_soft_dirty(pteval)) swp_pte = pte_swp_mksoft_dirty(swp_pte);
-      if (pte_uffd_wp(pteval)) swp_pte = pte_swp_mkuffd_wp(swp_pte);
-      entry_set(pte, swp_pte);
-      if (run.nr && subpage == run.first + run.nr) {
-        run.nr++;
-      } else {
-        migrate_run_flush(folio, vma, &run);
-        run.first = subpage;
-        run.nr = 1;
-      }
-    }
-    migrate_run_flush(folio, vma, &run);
-    if (cleared) flush_tlb_range(vma, addr, next);
-    ptl->unlock();
-    if (!ok) return false;
-  }
-  return true;
+// try_to_migrate_one(TTU_SPLIT_HUGE_PMD) for one VMA: a PMD mapping is split,
+// then every PTE mapping a page of the folio becomes a migration entry
+// (mlocked or not). false stops the walk.
+bool try_to_migrate_one(Folio* folio, Vma* vma) {
+  return try_to_unmap_vma(folio, vma, TTU_IGNORE_MLOCK,
+                          [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) { return try_to_migrate_pte(folio, w, b); });
 }
 
 // unmap_folio: try_to_migrate over the locked anon_vma.
 void unmap_folio(Folio* folio, AnonVma* av) REQUIRES(av->rwsem) {
-  for (Vma* vma : av->vmas) {
-    if (!try_to_migrate_one(folio, vma)) break;
-    if (!folio_mapped(folio)) break;
-  }
+  rmap_walk_locked(av, {.rmap_one = [folio](Vma* vma) { return try_to_migrate_one(folio, vma); },
+                        .done = [folio] { return !folio_mapped(folio); }});
 }
 
 // try_to_map_unused_to_zeropage: a zero-filled order-0 page of a split folio
@@ -176,48 +116,42 @@ bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t o
   return true;
 }
 
-// remove_migration_pte for one VMA: every migration entry pointing into
-// [fpfn, fpfn + nr) becomes a PTE of the page's (new) folio. Returns how many
-// entries it replaced.
-long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage)
-    NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t start, end;
-  if (!vma_range_of(vma, index, nr, &start, &end)) return 0;
-  Mm* mm = vma->vm_mm;
-  PhysMem* phys = mm->phys;
+// remove_migration_pte for one entry the walk found: it becomes a PTE of the
+// page's (new) folio, or of the zero page.
+void remove_migration_pte(PageVmaMappedWalk* pvmw, bool map_unused_to_zeropage) {
+  Vma* vma = pvmw->vma;
+  const uint64_t a = pvmw->address;
+  pte_t* pte = pvmw->pte;
+  const pte_t old = ptep_get(pte);
+  const swp_entry_t entry = pte_to_swp_entry(old);
+  const pfn_t pfn = swp_offset_pfn(entry);
+  Page* page = vma->vm_mm->phys->pfn_to_page(pfn);
+  Folio* folio = page_folio(page);
+  if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) return;
+  folio_get(folio);
+  pte_t ptev = pfn_pte(pfn, vma->vm_page_prot);
+  if (pte_swp_soft_dirty(old)) ptev = pte_mksoft_dirty(ptev);
+  ptev = is_migration_entry_young(entry) ? pte_mkyoung(ptev) : pte_mkold(ptev);
+  if (folio_test_dirty(folio) && is_migration_entry_dirty(entry)) ptev = pte_mkdirty(ptev);
+  if (is_writable_migration_entry(entry)) ptev = pte_mkwrite_novma(ptev);
+  else if (pte_swp_uffd_wp(old)) ptev = pte_mkuffd_wp(ptev);
+  rmap_t flags = RMAP_NONE;
+  if (folio_test_anon(folio) && !is_readable_migration_entry(entry)) flags |= RMAP_EXCLUSIVE;
+  folio_add_anon_rmap_ptes(folio, page, 1, vma, a, flags);
+  set_pte_at(vma->vm_mm, a, pte, ptev);
+}
+
+// remove_migration_ptes on one VMA: every migration entry pointing into
+// [fpfn, fpfn + nr) (the folio before the split) is replaced. Returns how
+// many it replaced.
+long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage) {
+  PageVmaMappedWalk pvmw{.pfn = fpfn, .nr_pages = nr, .pgoff = index, .vma = vma, .flags = PVMW_MIGRATION};
   long restored = 0;
-  for (uint64_t addr = start, next; addr < end; addr = next) {
-    next = pmd_addr_end(addr, end);
-    pmd_t* pmd = mm_find_pmd(mm, addr);
-    if (!pmd) continue;
-    SpinLock* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-    if (!pte) continue;
-    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
-      const pte_t old = ptep_get(pte);
-      if (!is_swap_pte(old)) continue;
-      const swp_entry_t entry = pte_to_swp_entry(old);
-      if (!is_migration_entry(entry)) continue;
-      const pfn_t pfn = swp_offset_pfn(entry);
-      if (pfn < fpfn || pfn >= fpfn + nr) continue;
-      restored++;
-      Page* page = phys->pfn_to_page(pfn);
-      Folio* folio = page_folio(page);
-      if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) continue;
-      folio_get(folio);
-      pte_t ptev = pfn_pte(pfn, vma->vm_page_prot);
-      if (pte_swp_soft_dirty(old)) ptev = pte_mksoft_dirty(ptev);
-      ptev = is_migration_entry_young(entry) ? pte_mkyoung(ptev) : pte_mkold(ptev);
-      if (folio_test_dirty(folio) && is_migration_entry_dirty(entry)) ptev = pte_mkdirty(ptev);
-      if (is_writable_migration_entry(entry)) ptev = pte_mkwrite_novma(ptev);
-      else if (pte_swp_uffd_wp(old)) ptev = pte_mkuffd_wp(ptev);
-      rmap_t flags = RMAP_NONE;
-      if (folio_test_anon(folio) && !is_readable_migration_entry(entry)) flags |= RMAP_EXCLUSIVE;
-      folio_add_anon_rmap_ptes(folio, page, 1, vma, a, flags);
-      set_pte_at(mm, a, pte, ptev);
-    }
-    ptl->unlock();
-  }
+  page_vma_mapped_walk(&pvmw, [&](PageVmaMappedWalk* w) {
+    remove_migration_pte(w, map_unused_to_zeropage);
+    restored++;
+    return true;
+  });
   return restored;
 }
 
@@ -226,7 +160,10 @@ void remap_page(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_u
     REQUIRES(av->rwsem) {
   for (;;) {
     long restored = 0;
-    for (Vma* vma : av->vmas) restored += remove_migration_ptes_vma(vma, fpfn, index, nr, map_unused_to_zeropage);
+    rmap_walk_locked(av, {.rmap_one = [&](Vma* vma) {
+      restored += remove_migration_ptes_vma(vma, fpfn, index, nr, map_unused_to_zeropage);
+      return true;
+    }});
     if (!restored) break;
   }
 }

@@ -26,32 +26,24 @@ struct Mapping {
   pte_t orig;  // the entry before migration
 };
 
-// Walk the anon rmap: every PTE in every VMA of the folio's anon_vma that maps a page of it.
-std::vector<Mapping> collect_mappings(Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+// The rmap walk (try_to_migrate's, before anything is replaced): every PTE in
+// every VMA of the folio's anon_vma that maps a page of it, PMD mappings
+// split first. Each entry is read under its PTE lock.
+std::vector<Mapping> collect_mappings(Folio* folio) {
   std::vector<Mapping> out;
-  auto* av = reinterpret_cast<AnonVma*>(aref(folio->page.mapping).load(std::memory_order_acquire));
-  if (!av) return out;
-  PhysMem* phys = PhysMem::of(&folio->page);
-  av->rwsem.down_read();
-  for (Vma* vma : av->vmas) {
-    for (long i = 0; i < folio_nr_pages(folio); i++) {
-      uint64_t pgoff = folio->page.index + static_cast<uint64_t>(i);
-      if (pgoff < vma->vm_pgoff) continue;
-      uint64_t addr = vma->vm_start + ((pgoff - vma->vm_pgoff) << PAGE_SHIFT);
-      if (addr < vma->vm_start || addr >= vma->vm_end) continue;
-      pmd_t* pmd = mm_find_pmd(vma->vm_mm, addr);
-      if (!pmd) continue;
-      pmd_t pmdval = pmdp_get(pmd);
-      if (pmd_trans_huge(pmdval)) {
-        if (phys->pfn_to_page(pmd_pfn(pmdval)) == &folio->page) split_huge_pmd(vma, pmd, addr);
-        pmdval = pmdp_get(pmd);
+  const pfn_t fpfn = folio_pfn(folio);
+  rmap_walk(folio, {.rmap_one = [&](Vma* vma) {
+    PageVmaMappedWalk pvmw = folio_vma_walk(folio, vma, 0);
+    return page_vma_mapped_walk(&pvmw, [&](PageVmaMappedWalk* w) {
+      if (!w->pte) {
+        split_huge_pmd(vma, w->pmd, w->address);
+        return true;
       }
-      if (pmd_none(pmdval) || pmd_leaf(pmdval)) continue;
-      pte_t pte = ptep_get(pte_offset(phys, pmdval, addr));
-      if (pte_present(pte) && phys->pfn_to_page(pte_pfn(pte)) == folio_page(folio, i)) out.push_back({vma, addr, i, pte});
-    }
-  }
-  av->rwsem.up_read();
+      const pte_t pte = ptep_get(w->pte);
+      out.push_back({vma, w->address, static_cast<long>(pte_pfn(pte) - fpfn), pte});
+      return true;
+    });
+  }});
   return out;
 }
 

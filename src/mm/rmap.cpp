@@ -1,10 +1,16 @@
 // Mapcount bookkeeping (mm/rmap.c). Counts are plain counts (no -1 bias).
+// The reverse-map walk (rmap_walk, page_vma_mapped_walk of
+// mm/page_vma_mapped.c) and the batch its unmapping callers share.
 #include "mm/rmap.h"
 
+#include <algorithm>
 #include <cassert>
 
+#include "fault/fault.h"
+#include "fault/swap.h"  // the migration-entry format (swapops.h)
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
+#include "pgtable/pgtable.h"
 
 namespace mmlab {
 namespace {
@@ -256,6 +262,144 @@ void folio_unqueue_deferred_split(Folio* folio) {
 
 bool folio_on_deferred_list(const Folio* folio) {
   return folio_order(folio) > 1 && test_bit(PG_deferred_list, folio_page(folio, 1));
+}
+
+// ---- the reverse-map walk ----
+
+bool vma_address_range(const Vma* vma, uint64_t pgoff, uint64_t nr_pages, uint64_t* start, uint64_t* end) {
+  const uint64_t vstart = vma->vm_pgoff, vend = vma->vm_pgoff + vma->pages();
+  const uint64_t first = std::max(pgoff, vstart), last = std::min(pgoff + nr_pages, vend);
+  if (first >= last) return false;
+  *start = vma->vm_start + ((first - vstart) << PAGE_SHIFT);
+  *end = vma->vm_start + ((last - vstart) << PAGE_SHIFT);
+  return true;
+}
+
+namespace {
+
+// check_pte: does this entry map (or, with PVMW_MIGRATION, stand for) a pfn
+// of the range? Special PTEs (the zero page) never map a folio's page.
+bool check_pte(const PageVmaMappedWalk* pvmw, pte_t pte) {
+  pfn_t pfn;
+  if (pvmw->flags & PVMW_MIGRATION) {
+    if (!is_swap_pte(pte)) return false;
+    const swp_entry_t entry = pte_to_swp_entry(pte);
+    if (!is_migration_entry(entry)) return false;
+    pfn = swp_offset_pfn(entry);
+  } else {
+    if (!pte_present(pte) || pte_special(pte)) return false;
+    pfn = pte_pfn(pte);
+  }
+  return pfn >= pvmw->pfn && pfn < pvmw->pfn + pvmw->nr_pages;
+}
+
+// The entries of [addr, end) (inside one PMD) in the PTE table under
+// pvmw->pmd, under that table's lock. The lock is held across the whole
+// table, not taken per entry, so that callers can batch what they replace.
+bool walk_pte_table(PageVmaMappedWalk* pvmw, uint64_t addr, uint64_t end, const PvmwFn& found,
+                    const PvmwTableFn& table_done) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* ptl;
+  pte_t* pte = pte_offset_map_lock(pvmw->vma->vm_mm, pvmw->pmd, addr, &ptl);
+  if (!pte) return true;  // no table (none, a leaf, or gone meanwhile): nothing mapped here
+  pvmw->ptl = ptl;
+  bool more = true;
+  for (uint64_t a = addr; a < end && more; a += PAGE_SIZE, pte++) {
+    if (!check_pte(pvmw, ptep_get(pte))) continue;
+    pvmw->address = a;
+    pvmw->pte = pte;
+    more = found(pvmw);
+  }
+  if (table_done) table_done(pvmw, addr, end);
+  pvmw->pte = nullptr;
+  pvmw->ptl = nullptr;
+  ptl->unlock();
+  return more;
+}
+
+}  // namespace
+
+bool page_vma_mapped_walk(PageVmaMappedWalk* pvmw, const PvmwFn& found, const PvmwTableFn& table_done) {
+  uint64_t start, end;
+  if (!vma_address_range(pvmw->vma, pvmw->pgoff, pvmw->nr_pages, &start, &end)) return true;
+  Mm* mm = pvmw->vma->vm_mm;
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pvmw->pmd = mm_find_pmd(mm, addr);
+    if (!pvmw->pmd) continue;
+    pvmw->address = addr;
+    // A PMD leaf is only peeked at: found() splits it with split_huge_pmd(),
+    // which takes the PMD lock and looks again. The model has no PMD
+    // migration entries (a split leaves PTE ones).
+    const pmd_t pmdval = pmdp_get(pvmw->pmd);
+    if (!(pvmw->flags & PVMW_MIGRATION) && pmd_trans_huge(pmdval)) {
+      if (pmd_pfn(pmdval) != pvmw->pfn) continue;  // another folio's leaf
+      if (!found(pvmw)) return false;
+    }
+    if (!walk_pte_table(pvmw, addr, next, found, table_done)) return false;
+  }
+  pvmw->pmd = nullptr;
+  return true;
+}
+
+void rmap_walk_locked(AnonVma* av, const RmapWalkControl& rwc) {
+  for (Vma* vma : av->vmas) {
+    if (!rwc.rmap_one(vma)) break;
+    if (rwc.done && rwc.done()) break;
+  }
+}
+
+void rmap_walk(Folio* folio, const RmapWalkControl& rwc) {
+  AnonVma* av = folio_anon_vma(folio);
+  if (!av) return;
+  ReadGuard rmap(&av->rwsem);
+  rmap_walk_locked(av, rwc);
+}
+
+void PteUnmapBatch::set_swp_pte(pte_t* pte, pte_t pteval, pte_t swp_pte, Page* page) {
+  if (pte_soft_dirty(pteval)) swp_pte = pte_swp_mksoft_dirty(swp_pte);
+  if (pte_uffd_wp(pteval)) swp_pte = pte_swp_mkuffd_wp(swp_pte);
+  entry_set(pte, swp_pte);
+  add(page);
+}
+
+void PteUnmapBatch::add(Page* page) {
+  if (nr_ && page == first_ + nr_) {
+    nr_++;
+    return;
+  }
+  flush_run();
+  first_ = page;
+  nr_ = 1;
+}
+
+void PteUnmapBatch::flush_run() {
+  if (!nr_) return;
+  folio_remove_rmap_ptes(folio_, first_, nr_, vma_);
+  folio_put_refs(folio_, nr_);  // never the last: the walker holds one
+  first_ = nullptr;
+  nr_ = 0;
+}
+
+void PteUnmapBatch::table_done(uint64_t start, uint64_t end) {
+  flush_run();
+  if (cleared_) flush_tlb_range(vma_, start, end);
+  cleared_ = false;
+}
+
+bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplacePteFn& replace) {
+  PteUnmapBatch batch(folio, vma);
+  PageVmaMappedWalk pvmw = folio_vma_walk(folio, vma, 0);
+  return page_vma_mapped_walk(
+      &pvmw,
+      [&](PageVmaMappedWalk* w) {
+        if (!(ttu_flags & TTU_IGNORE_MLOCK) && (vma->vm_flags & VM_LOCKED)) return false;
+        if (!w->pte) {
+          split_huge_pmd(vma, w->pmd, w->address);
+          return true;
+        }
+        return replace(w, &batch);
+      },
+      [&](PageVmaMappedWalk*, uint64_t start, uint64_t end) { batch.table_done(start, end); });
 }
 
 }  // namespace mmlab

@@ -1,6 +1,7 @@
 // Reverse-map bookkeeping of folio mappings (mm/rmap.c, include/linux/rmap.h):
 // mapcounts (small, large, entire, per page), the MM-ID slots, AnonExclusive,
-// and the deferred-split queue for partially mapped large anon folios.
+// and the deferred-split queue for partially mapped large anon folios; and
+// the reverse-map walk (rmap_walk, page_vma_mapped_walk).
 //
 // Callers hold the page-table lock of every entry they add or remove, and a
 // reference on the folio for each mapping (taken before adding, dropped after
@@ -8,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "mm/mm.h"
 #include "phys/page.h"
@@ -59,5 +61,124 @@ void deferred_split_folio(Folio* folio, bool partially_mapped);
 // Removes the folio from the queue if it is on it (on free or split).
 void folio_unqueue_deferred_split(Folio* folio);
 bool folio_on_deferred_list(const Folio* folio);
+
+// ---- the reverse-map walk (mm/rmap.c rmap_walk, mm/page_vma_mapped.c) ----
+// Swap-out (try_to_unmap), folio split (unmap_folio, remap_page) and the
+// long-term-pin migration find a folio's entries through these two and differ
+// only in what they install there.
+
+// The anon_vma a folio's mapping names (nullptr if not anonymous).
+inline AnonVma* folio_anon_vma(const Folio* f) {
+  if (!folio_test_anon(f)) return nullptr;
+  return reinterpret_cast<AnonVma*>(aref(const_cast<uint64_t&>(f->page.mapping)).load(std::memory_order_acquire));
+}
+
+// vma_address over the linear page indices [pgoff, pgoff + nr_pages): the
+// user addresses [*start, *end) at which vma may map them, clipped to the
+// VMA; false if none.
+bool vma_address_range(const Vma* vma, uint64_t pgoff, uint64_t nr_pages, uint64_t* start, uint64_t* end);
+inline bool folio_vma_range(const Folio* folio, const Vma* vma, uint64_t* start, uint64_t* end) {
+  return vma_address_range(vma, folio->page.index, static_cast<uint64_t>(folio_nr_pages(folio)), start, end);
+}
+
+// PageVmaMappedWalk::flags: look for migration entries pointing into the
+// range instead of present PTEs mapping it (remove_migration_pte).
+inline constexpr unsigned PVMW_MIGRATION = 1u << 1;
+
+// struct page_vma_mapped_walk: which pfns to look for in which VMA, and,
+// while a callback runs, where they were found.
+struct PageVmaMappedWalk {
+  pfn_t pfn = 0;          // the first pfn of the range
+  uint64_t nr_pages = 0;  // its length
+  uint64_t pgoff = 0;     // the linear page index pfn is mapped at
+  Vma* vma = nullptr;
+  unsigned flags = 0;
+  // Set by the walk for its callbacks.
+  uint64_t address = 0;
+  pmd_t* pmd = nullptr;
+  pte_t* pte = nullptr;     // nullptr: *pmd is a PMD leaf mapping the range
+  SpinLock* ptl = nullptr;  // the PTE table's lock, held while pte is set
+};
+
+// DEFINE_FOLIO_VMA_WALK: every page of folio in vma.
+inline PageVmaMappedWalk folio_vma_walk(const Folio* folio, Vma* vma, unsigned flags) {
+  return {.pfn = folio_pfn(folio),
+          .nr_pages = static_cast<uint64_t>(folio_nr_pages(folio)),
+          .pgoff = folio->page.index,
+          .vma = vma,
+          .flags = flags};
+}
+
+// Called for each mapping found; false stops the walk. For a PTE the table's
+// lock is held. A PMD leaf (pte == nullptr; present mappings only) is handed
+// over with no lock held, as the callers split it with split_huge_pmd(): the
+// walk then looks at the PTEs that replaced it.
+using PvmwFn = std::function<bool(PageVmaMappedWalk* pvmw)>;
+// Called before the walk unlocks a PTE table it looked at over [start, end),
+// also when found stopped the walk there: batched rmap removal and TLB
+// flushes must happen under that lock.
+using PvmwTableFn = std::function<void(PageVmaMappedWalk* pvmw, uint64_t start, uint64_t end)>;
+
+// page_vma_mapped_walk: every entry of pvmw->vma that maps the range (or,
+// with PVMW_MIGRATION, stands for it). Where the kernel's is an iterator the
+// caller loops on, ours calls found back (and table_done at each table's end). A table that went away or became a leaf meanwhile has nothing
+// to yield; the caller holds what keeps the folio's mappings from being added
+// (the folio lock) and the VMA alive (the anon_vma lock). Returns false when
+// found stopped it.
+bool page_vma_mapped_walk(PageVmaMappedWalk* pvmw, const PvmwFn& found, const PvmwTableFn& table_done = nullptr);
+
+// struct rmap_walk_control for anonymous folios.
+struct RmapWalkControl {
+  std::function<bool(Vma* vma)> rmap_one = nullptr;  // false stops the walk
+  std::function<bool()> done = nullptr;              // optional: true stops it after a VMA
+};
+// rmap_walk_locked: every VMA of av, whose rwsem the caller holds (read or write).
+void rmap_walk_locked(AnonVma* av, const RmapWalkControl& rwc) REQUIRES_SHARED(av->rwsem);
+// rmap_walk: the same under the folio's anon_vma lock taken for read; nothing
+// for a folio without one.
+void rmap_walk(Folio* folio, const RmapWalkControl& rwc);
+
+// The entries of one folio that try_to_unmap_one or try_to_migrate_one
+// replaced within one PTE table. Consecutive pages lose their rmap and
+// references together (one folio_remove_rmap_ptes()), so that unmapping a
+// whole folio never passes through "partially mapped" (which would queue it
+// for deferred split); the table's TLB is flushed once.
+class PteUnmapBatch {
+ public:
+  PteUnmapBatch(Folio* folio, Vma* vma) : folio_(folio), vma_(vma) {}
+  // An entry was cleared, even if it is then put back: the table needs a flush.
+  void cleared() { cleared_ = true; }
+  // The present entry pteval, cleared from pte, becomes swp_pte (a swap or
+  // migration entry) with pteval's soft-dirty and uffd-wp bits; page joins
+  // the run whose rmap and references go at the table's end.
+  void set_swp_pte(pte_t* pte, pte_t pteval, pte_t swp_pte, Page* page);
+  // Under the lock of the table walked over [start, end), before it is dropped.
+  void table_done(uint64_t start, uint64_t end);
+
+ private:
+  void add(Page* page);
+  void flush_run();
+  Folio* folio_;
+  Vma* vma_;
+  Page* first_ = nullptr;
+  int nr_ = 0;
+  bool cleared_ = false;
+};
+
+// ttu_flags: the one the model's callers differ by (TTU_SPLIT_HUGE_PMD is
+// what they all do).
+inline constexpr unsigned TTU_IGNORE_MLOCK = 0x8;  // an mlocked VMA's mappings go too
+
+// What try_to_unmap_one() or try_to_migrate_one() puts in place of one
+// present PTE of the folio (pvmw->pte, its table locked), telling batch what
+// it cleared and replaced. false leaves the page mapped and stops the walk.
+using ReplacePteFn = std::function<bool(PageVmaMappedWalk* pvmw, PteUnmapBatch* batch)>;
+
+// The walk try_to_unmap_one() and try_to_migrate_one() share over one VMA
+// (TTU_SPLIT_HUGE_PMD): a PMD mapping of the folio is split, then each PTE
+// mapping it goes to replace(), and the batch is flushed at each table's end.
+// Without TTU_IGNORE_MLOCK the first mapping found in an mlocked VMA stops
+// the walk before anything is split or cleared. false: stopped.
+bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplacePteFn& replace);
 
 }  // namespace mmlab
