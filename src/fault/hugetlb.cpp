@@ -17,6 +17,7 @@
 //     unreserved page, and when the owner cannot get one it unmaps the page
 //     from them (unmap_ref_private), marking them HPAGE_RESV_UNMAPPED so their
 //     next fault there gets SIGBUS.
+#include <atomic>
 #include "fault/hugetlb.h"
 
 #include <algorithm>
@@ -924,7 +925,8 @@ bool hugetlb_pte_stable(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
 
 // __vmf_anon_prepare: private faults need the VMA's anon_vma.
 vm_fault_t hugetlb_anon_prepare(HugeFault* f) {
-  if (f->vma->anon_vma) return 0;
+  // Another thread may attach it under mmap_lock while we hold only the VMA lock.
+  if (std::atomic_ref<AnonVma*>(f->vma->anon_vma).load(std::memory_order_acquire)) return 0;
   if (f->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
   return anon_vma_prepare(f->vma) ? VM_FAULT_OOM : 0;
 }

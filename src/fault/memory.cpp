@@ -2,6 +2,7 @@
 // handle_mm_fault and its dispatch, do_anonymous_page with mTHP order
 // selection (alloc_anon_folio), and write-protect faults (do_wp_page,
 // wp_can_reuse_anon_folio, wp_page_reuse, wp_page_copy).
+#include <atomic>
 #include <cstring>
 
 #include "fault/fault.h"
@@ -63,7 +64,8 @@ void folio_mark_accessed(Folio* folio) {
 
 static vm_fault_t vmf_anon_prepare(VmFault* vmf) {
   Vma* vma = vmf->vma;
-  if (vma->anon_vma) return 0;
+  // Another thread may attach it under mmap_lock while we hold only the VMA lock.
+  if (std::atomic_ref<AnonVma*>(vma->anon_vma).load(std::memory_order_acquire)) return 0;
   // Attaching an anon_vma may sleep on locks the per-VMA lock path must not
   // take: retry under mmap_lock (the kernel does the same).
   if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;

@@ -186,7 +186,9 @@ std::unique_ptr<Vma> vm_area_dup(const Vma* src) {
 
 Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   Vma* v = vma.get();
-  v->vm_mm = mm;
+  // fork sets vm_mm before anon_vma_fork() makes the VMA visible to rmap
+  // walkers, which read it: storing it again would race with them.
+  if (v->vm_mm != mm) v->vm_mm = mm;
   VM_WARN_ON(find_vma_intersection(mm, v->vm_start, v->vm_end), "vma_link over a mapped range");
   vma_start_write_mm(mm, v);
   std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
