@@ -49,6 +49,13 @@ struct VmFault {
 // retry the access" (the caller re-walks and faults again if needed).
 vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags);
 
+// __vmf_anon_prepare: an anon_vma for the anonymous page about to be
+// mapped. Attaching one may take locks the per-VMA-lock path must not, so
+// under FAULT_FLAG_VMA_LOCK the fault retries under mmap_lock. 0,
+// VM_FAULT_RETRY or VM_FAULT_OOM.
+vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags);
+inline vm_fault_t vmf_anon_prepare(VmFault* vmf) { return __vmf_anon_prepare(vmf->vma, vmf->flags); }
+
 // vm_fault_to_errno (mm/gup.c / include/linux/mm.h).
 int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags);
 

@@ -164,16 +164,6 @@ int file_install(Kernel* k, std::shared_ptr<File> f, const std::string& name) {
 
 // ---- faults ----
 
-// vmf_anon_prepare: an anon_vma for a CoW page; under the per-VMA lock the
-// fault retries under mmap_lock.
-vm_fault_t vmf_anon_prepare(VmFault* vmf) {
-  Vma* vma = vmf->vma;
-  if (vma->anon_vma) return 0;
-  if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
-  if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
-  return 0;
-}
-
 // Does the VMA's file have ->page_mkwrite (ext4-class files)?
 bool vma_has_page_mkwrite(const Vma* vma) { return vma->vm_file && file_needs_dirty_tracking(vma->vm_file.get()); }
 

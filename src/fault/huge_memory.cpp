@@ -117,10 +117,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   Mm* mm = vma->vm_mm;
   uint64_t haddr = vmf->address & PMD_MASK;
   if (!thp_vma_suitable_order(vma, haddr, PMD_ORDER)) return VM_FAULT_FALLBACK;
-  if (!vma->anon_vma) {
-    if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
-    if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
-  }
+  if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
 
   if (!(vmf->flags & FAULT_FLAG_WRITE) && mm->kernel->settings.use_zero_page.load()) {
     Page* table = pgtable_alloc(mm);

@@ -923,14 +923,6 @@ bool hugetlb_pte_stable(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
   return same;
 }
 
-// __vmf_anon_prepare: private faults need the VMA's anon_vma.
-vm_fault_t hugetlb_anon_prepare(HugeFault* f) {
-  // Another thread may attach it under mmap_lock while we hold only the VMA lock.
-  if (std::atomic_ref<AnonVma*>(f->vma->anon_vma).load(std::memory_order_acquire)) return 0;
-  if (f->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
-  return anon_vma_prepare(f->vma) ? VM_FAULT_OOM : 0;
-}
-
 // hugetlb_wp: a write (or unshare) fault on a read-only leaf. PTL held on
 // entry and on return; the fault mutex is held (dropped around
 // unmap_ref_private).
@@ -989,7 +981,7 @@ vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
       f->ptl = huge_pte_lock(mm, f->pte);
       return vmf_error(err);
     }
-    vm_fault_t ret = hugetlb_anon_prepare(f);
+    vm_fault_t ret = __vmf_anon_prepare(f->vma, f->flags);
     if (!ret) {
       copy_user_large_folio(new_folio, old_folio, mm->stats);
       folio_set_uptodate(new_folio);
@@ -1048,7 +1040,7 @@ vm_fault_t hugetlb_no_page(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
   if (!folio) {
     if (f->idx >= (i_size_read(f->file) >> f->h->shift())) return out();  // beyond EOF
     if (!(vma->vm_flags & VM_MAYSHARE)) {
-      if (vm_fault_t r = hugetlb_anon_prepare(f)) {
+      if (vm_fault_t r = __vmf_anon_prepare(f->vma, f->flags)) {
         ret = r;
         return out();
       }

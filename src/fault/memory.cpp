@@ -62,13 +62,11 @@ void folio_mark_accessed(Folio* folio) {
 
 // ---- helpers ----
 
-static vm_fault_t vmf_anon_prepare(VmFault* vmf) {
-  Vma* vma = vmf->vma;
-  // Another thread may attach it under mmap_lock while we hold only the VMA lock.
+vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags) {
+  // Another thread may attach one under mmap_lock while we hold only the
+  // VMA lock: anon_vma_prepare publishes it with release.
   if (std::atomic_ref<AnonVma*>(vma->anon_vma).load(std::memory_order_acquire)) return 0;
-  // Attaching an anon_vma may sleep on locks the per-VMA lock path must not
-  // take: retry under mmap_lock (the kernel does the same).
-  if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
+  if (flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
   if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
   return 0;
 }

@@ -625,10 +625,7 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   SwapDevice* si = swp_swap_info(k, entry);
   if (!si) return VM_FAULT_SIGBUS;
   // A swap PTE implies an anon_vma; keep the invariant folio_add_new_anon_rmap needs.
-  if (!vma->anon_vma) {
-    if (vmf->flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
-    if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
-  }
+  if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
 
   vm_fault_t ret = 0;
   bool fresh = false;
