@@ -126,10 +126,9 @@ class HostRun final : public TestRun {
     return ret;
   }
 
-  void add_proc(const Stmt& st, const std::string& name, std::unique_ptr<Agent> a, std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  void add_proc(const std::string& name, std::unique_ptr<Agent> a, std::vector<std::pair<uint64_t, uint64_t>> ranges) {
     host::register_host_pid(a->pid());
     procs_[name] = Proc{std::move(a), std::move(ranges)};
-    (void)st;
   }
 
   void exec(const Stmt& st) override {
@@ -141,7 +140,7 @@ class HostRun final : public TestRun {
         std::string err;
         auto a = Agent::spawn(st.p, &err);
         if (!a) fail(st, "cannot start a host process: " + err);
-        add_proc(st, st.p, std::move(a), {});
+        add_proc(st.p, std::move(a), {});
         break;
       }
       case Op::kFork: {
@@ -150,7 +149,7 @@ class HostRun final : public TestRun {
         long err = 0;
         auto c = parent.agent->fork(st.q, &err);
         check_errno(st, c ? 0 : sys(st, err), "fork");
-        if (c) add_proc(st, st.q, std::move(c), parent.ranges);
+        if (c) add_proc(st.q, std::move(c), parent.ranges);
         break;
       }
       case Op::kExit: agent(st, st.p).exit(); break;
