@@ -23,6 +23,10 @@ class Process;
 // (memfd/tmpfs, the default), hugetlbfs, or one that tracks dirty pages for
 // writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
 enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
+// What a swap device is (scenario `swap SIZE blkdev|file`): the kernel
+// allocates swap for a large folio whole only on a block device (SWP_BLKDEV);
+// on a swap file the folio is split first.
+enum class SwapKind : uint8_t { kBlkdev, kFile };
 const char* fs_class_name(FsClass c);
 // How this library was built (compiler, flags, sanitizer) and from which commit.
 const char* build_description();
@@ -93,7 +97,7 @@ class System {
 
   // ---- swap ----
   // Add an in-memory swap device of `bytes` (none by default). 0 or -errno.
-  int add_swap(uint64_t bytes);
+  int add_swap(uint64_t bytes, SwapKind kind = SwapKind::kBlkdev);
   // Run the model's shrinkers once (the deferred-split queue); returns the
   // number of folios split. Nothing splits behind a caller's back otherwise.
   long run_shrinkers();

@@ -54,7 +54,7 @@ namespace mmlab {
 // The device and its slots (mm/swapfile.c)
 // ============================================================================
 
-SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots) : type(t), max(nr_slots) {
+SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots, bool is_blkdev) : type(t), max(nr_slots), blkdev(is_blkdev) {
   data_len = nr_slots * PAGE_SIZE;
   void* p = ::mmap(nullptr, data_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p != MAP_FAILED) data = static_cast<uint8_t*>(p);
@@ -67,7 +67,7 @@ SwapDevice::~SwapDevice() {
 }
 
 // sys_swapon of an in-memory device of `bytes` (rounded down to pages).
-int System::add_swap(uint64_t bytes) {
+int System::add_swap(uint64_t bytes, SwapKind kind) {
   SwapState* ss = k_->swap.get();
   uint64_t nr = bytes >> PAGE_SHIFT;
   if (nr < 2) return -EINVAL;  // the header page and at least one slot
@@ -75,7 +75,7 @@ int System::add_swap(uint64_t bytes) {
   std::lock_guard<std::mutex> g(ss->swapon_mutex);
   unsigned type = ss->nr_swapfiles.load(std::memory_order_relaxed);
   if (type >= MAX_SWAPFILES) return -EPERM;
-  auto dev = std::make_unique<SwapDevice>(type, nr);
+  auto dev = std::make_unique<SwapDevice>(type, nr, kind == SwapKind::kBlkdev);
   if (!dev->data) return -ENOMEM;
   ss->devices[type] = std::move(dev);
   ss->nr_swapfiles.store(type + 1, std::memory_order_release);

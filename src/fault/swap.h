@@ -41,13 +41,14 @@ inline constexpr uint16_t SWAP_COUNT_MASK = 0x7fff;
 // struct swap_info_struct of an in-memory device. Slot 0 holds the swap
 // header and is never allocated, as in the kernel.
 struct SwapDevice {
-  SwapDevice(unsigned type, uint64_t nr_slots);
+  SwapDevice(unsigned type, uint64_t nr_slots, bool blkdev);
   ~SwapDevice();
   SwapDevice(const SwapDevice&) = delete;
   SwapDevice& operator=(const SwapDevice&) = delete;
 
   const unsigned type;   // swp_type() of its entries
   const uint64_t max;    // slots, header included
+  const bool blkdev;     // SWP_BLKDEV: only then can a large folio get its slots whole
   uint8_t* data = nullptr;  // max * PAGE_SIZE bytes of host memory, touched lazily
   uint64_t data_len = 0;
 

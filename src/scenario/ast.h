@@ -27,7 +27,7 @@ struct Stmt {
   int line = 0;
   std::string text;  // the source line, for diagnostics
   // Operands (which ones are used depends on op).
-  std::string p, q, name, name2, str, str2;  // processes, bound names, paths/keys/values/kinds
+  std::string p, q, name, name2, str, str2;  // processes, bound names, paths/keys/values/kinds (swap: blkdev|file)
   AddrExpr addr, addr2;
   uint64_t size = 0, size2 = 0, n = 0;
   int64_t value = 0;  // expected numbers (may be negative errno)

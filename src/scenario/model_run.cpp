@@ -146,7 +146,7 @@ class ModelRun final : public TestRun {
         if (fd >= 0) files_[st.name] = fd;
         break;
       }
-      case Op::kSwap: check_errno(st, sys_->add_swap(st.size), "swap"); break;
+      case Op::kSwap: check_errno(st, sys_->add_swap(st.size, st.str == "file" ? SwapKind::kFile : SwapKind::kBlkdev), "swap"); break;
       case Op::kMmap: exec_mmap(st); break;
       case Op::kMunmap: check_errno(st, proc(st, st.p)->munmap(addr(st, st.addr), st.size), "munmap"); break;
       case Op::kMprotect: check_errno(st, proc(st, st.p)->mprotect(addr(st, st.addr), st.size, st.prot), "mprotect"); break;

@@ -424,6 +424,13 @@ void parse_statement(LineParser& lp, Stmt* st) {
   } else if (w == "swap") {
     st->op = Op::kSwap;
     st->size = lp.size();
+    // The kind decides whether large folios swap out whole (a block device
+    // does; a swap file never does).
+    st->str = "blkdev";
+    if (!lp.done()) {
+      st->str = lp.word("blkdev or file");
+      if (st->str != "blkdev" && st->str != "file") lp.back(), lp.fail("blkdev or file");
+    }
   } else if (w == "khugepaged") {
     st->op = Op::kKhugepaged;
     st->n = lp.done() ? 1 : lp.number();
