@@ -10,7 +10,8 @@ void add_fake_probe_option(CLI::App* sub, std::vector<std::string>* out) {
   sub->add_option("--fake-probe", *out,
                   "host backend: take this probe's answer as 'missing' (e.g. zero_page, soft_dirty, blkdev_swap, or all), "
                   "to run the skip paths of a host without it; also MMLAB_HOST_FAKE_PROBES=NAME,...")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);  // one value per --fake-probe: the scenario files that follow are not probe names
 }
 
 int fake_host_probes(const std::vector<std::string>& names, std::string* err) {
