@@ -162,8 +162,12 @@ unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, u
 int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
 // Drop the swap-cache reference of a folio whose swap slots nobody uses any more.
 bool folio_free_swap(Folio* folio);
-// MADV_PAGEOUT of [start, end) in vma (madvise_pageout); without swap, nothing happens.
-void madvise_pageout_range(Vma* vma, uint64_t start, uint64_t end);
+// MADV_COLD (madvise_cold: deactivate) or MADV_PAGEOUT (madvise_pageout:
+// reclaim to swap, discard lazy-free folios) of [start, end) in vma, which
+// passed can_madv_lru_vma(). Large folios the range covers only in part are
+// split first; folios another process may map are left alone.
+enum class ColdOrPageout : uint8_t { kCold, kPageout };
+void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what);
 
 // ==== BEGIN swap layer (fault/swap.cpp, mm/huge_split.cpp; the swap
 // ==== engineer's block) ====
