@@ -219,6 +219,15 @@ void hugetlb_vm_op_open(const Vma* src, Vma* dst);
 // vm_ops->close before a hugetlb VMA is freed (munmap, exit): gives back the
 // unconsumed reservations of its range. Idempotent; safe for any VMA.
 void hugetlb_vm_op_close(Vma* vma);
+// mremap of a hugetlb VMA: after copy_vma (which opened new_vma on vma's
+// reserve map), vma lets go of its reservations (fixup_hugetlb_reservations
+// -> clear_vma_resv_huge_pages); those of vma's range that new_vma does not
+// cover are lost, as in the kernel.
+void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma);
+// move_hugetlb_page_tables: move the leaves of [old_addr, old_addr+len) of
+// vma to new_addr (huge-page aligned; new_vma covers it). Returns the bytes
+// it got through (len unless a table could not be allocated).
+uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uint64_t new_addr, uint64_t len);
 // The folio-free hook's hugetlb part (__folio_put -> free_huge_folio): true
 // when the folio was a hugetlb folio and went back to its pool.
 bool free_huge_folio(Kernel* k, Folio* folio);
