@@ -1079,21 +1079,17 @@ bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, Cold
 
 // madvise_cold_or_pageout_pte_range for [addr, end) inside one PMD.
 void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPageout what,
-                               std::vector<Folio*>* list) NO_THREAD_SAFETY_ANALYSIS {
+                               std::vector<Folio*>* list) {
   Mm* mm = vma->vm_mm;
   pmd_t* pmd = mm_find_pmd(mm, addr);
   if (!pmd) return;
   if (pmd_trans_huge(pmdp_get(pmd)) && cold_or_pageout_pmd(vma, pmd, addr, end, what, list)) return;
-
-  SpinLock* ptl;
-  pte_t* start_pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-  if (!start_pte) return;
-  pte_t* pte = start_pte;
-  bool flush = false;
+  MadvisePteWalk w(vma, pmd, addr, end);
+  if (!w.lock(addr)) return;
   unsigned nr;
-  for (; addr < end; pte += nr, addr += nr * PAGE_SIZE) {
+  for (; addr < end; w.advance(nr), addr += nr * PAGE_SIZE) {
     nr = 1;
-    pte_t ptent = ptep_get(pte);
+    pte_t ptent = ptep_get(w.pte());
     if (pte_none(ptent) || !pte_present(ptent)) continue;
     Page* page = vm_normal_page(vma, addr, ptent);
     if (!page) continue;
@@ -1102,38 +1098,19 @@ void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPage
     if (folio_test_large(folio)) {
       // Split a large folio only if it is not entirely mapped inside the
       // range; otherwise it is deactivated or reclaimed whole.
-      nr = folio_pte_batch_flags(folio, vma, pte, &ptent, static_cast<unsigned>((end - addr) >> PAGE_SHIFT),
-                                 FPB_MERGE_YOUNG_DIRTY);
-      if (static_cast<long>(nr) < folio_nr_pages(folio)) {
-        if (folio_maybe_mapped_shared(folio)) continue;
-        if (!folio_trylock(folio)) continue;
-        folio_get(folio);
-        if (flush) flush_tlb_range(vma, addr & PMD_MASK, end);
-        flush = false;
-        ptl->unlock();
-        start_pte = nullptr;
-        int err = split_folio(folio);
-        folio_unlock_swap(folio);
-        folio_put(folio);
-        start_pte = pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-        if (!start_pte) break;
-        if (!err) nr = 0;  // look at the same address again, now order 0
-        continue;
-      }
+      MadvisePteWalk::LargeFolio step = w.large_folio(folio, addr, &ptent, &nr);
+      if (step == MadvisePteWalk::LargeFolio::kStop) break;
+      if (step == MadvisePteWalk::LargeFolio::kNext) continue;
     }
     // Other mappings of this folio, and folios off the LRU, are left alone.
     // A large folio here is mapped entirely by this range, so mapcount ==
     // nr_pages means nobody else maps it.
     if (!folio_test_lru(folio) || folio_mapcount(folio) != folio_nr_pages(folio)) continue;
     if (what == ColdOrPageout::kCold && pte_young(ptent)) {
-      clear_young_dirty_ptes(mm, addr, pte, nr, CYDP_CLEAR_YOUNG);
-      flush = true;  // tlb_remove_tlb_entries: flushed before the lock goes
+      clear_young_dirty_ptes(mm, addr, w.pte(), nr, CYDP_CLEAR_YOUNG);
+      w.owe_flush();  // tlb_remove_tlb_entries
     }
     cold_or_pageout_folio(folio, what, list);
-  }
-  if (start_pte) {
-    if (flush) flush_tlb_range(vma, addr & PMD_MASK, end);
-    ptl->unlock();
   }
 }
 

@@ -115,18 +115,16 @@ bool madvise_dontneed_free_valid_vma(const Vma* vma, uint64_t start, uint64_t* e
 // every folio mapped only here is cleaned (young and dirty cleared in its
 // PTEs) and marked lazy-free. A large folio the range covers only in part is
 // split first, unless another process may map it or it is locked.
-void madvise_free_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) NO_THREAD_SAFETY_ANALYSIS {
+void madvise_free_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) {
   Mm* mm = vma->vm_mm;
   if (pmd_trans_huge(pmdp_get(pmd)) && madvise_free_huge_pmd(vma, pmd, addr, end)) return;
-  SpinLock* ptl;
-  pte_t* start_pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-  if (!start_pte) return;
-  pte_t* pte = start_pte;
+  MadvisePteWalk w(vma, pmd, addr, end);
+  if (!w.lock(addr)) return;
   long nr_swap = 0;
-  bool flush = false;
   unsigned nr;
-  for (; addr != end; pte += nr, addr += nr * PAGE_SIZE) {
+  for (; addr != end; w.advance(nr), addr += nr * PAGE_SIZE) {
     nr = 1;
+    pte_t* pte = w.pte();
     pte_t ptent = ptep_get(pte);
     if (pte_none(ptent)) continue;
     if (!pte_present(ptent)) {
@@ -146,24 +144,9 @@ void madvise_free_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) N
     Folio* folio = page_folio(page);
     if (folio_test_large(folio)) {
       // Mapped entirely inside the range: marked lazy-free whole.
-      nr = folio_pte_batch_flags(folio, vma, pte, &ptent, static_cast<unsigned>((end - addr) >> PAGE_SHIFT),
-                                 FPB_MERGE_YOUNG_DIRTY);
-      if (static_cast<long>(nr) < folio_nr_pages(folio)) {
-        if (folio_maybe_mapped_shared(folio)) continue;
-        if (!folio_trylock(folio)) continue;
-        folio_get(folio);
-        if (flush) flush_tlb_range(vma, addr & PMD_MASK, end);
-        flush = false;
-        ptl->unlock();
-        start_pte = nullptr;
-        int err = split_folio(folio);
-        folio_unlock_swap(folio);
-        folio_put(folio);
-        start_pte = pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-        if (!start_pte) break;
-        if (!err) nr = 0;  // look at the same address again, now order 0
-        continue;
-      }
+      MadvisePteWalk::LargeFolio step = w.large_folio(folio, addr, &ptent, &nr);
+      if (step == MadvisePteWalk::LargeFolio::kStop) break;
+      if (step == MadvisePteWalk::LargeFolio::kNext) continue;
     }
     if (folio_test_swapcache(folio) || folio_test_dirty(folio)) {
       if (!folio_trylock(folio)) continue;
@@ -180,15 +163,11 @@ void madvise_free_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) N
     }
     if (pte_young(ptent) || pte_dirty(ptent)) {
       clear_young_dirty_ptes(mm, addr, pte, nr, CYDP_CLEAR_YOUNG | CYDP_CLEAR_DIRTY);
-      flush = true;  // tlb_remove_tlb_entries
+      w.owe_flush();  // tlb_remove_tlb_entries
     }
     folio_mark_lazyfree(folio);
   }
   if (nr_swap) add_mm_counter(mm, MM_SWAPENTS, nr_swap);
-  if (start_pte) {
-    if (flush) flush_tlb_range(vma, addr & PMD_MASK, end);
-    ptl->unlock();
-  }
 }
 
 // madvise_free_single_vma: anonymous private memory only.
@@ -403,6 +382,34 @@ int madvise_populate(Mm* mm, uint64_t start, uint64_t end, int behavior) REQUIRE
 }
 
 }  // namespace
+
+bool MadvisePteWalk::lock(uint64_t addr) NO_THREAD_SAFETY_ANALYSIS {
+  pte_ = pte_offset_map_lock(vma_->vm_mm, pmd_, addr, &ptl_);
+  return pte_ != nullptr;
+}
+
+void MadvisePteWalk::unlock() NO_THREAD_SAFETY_ANALYSIS {
+  if (!pte_) return;
+  if (flush_) flush_tlb_range(vma_, start_, end_);
+  flush_ = false;
+  ptl_->unlock();
+  pte_ = nullptr;
+}
+
+MadvisePteWalk::LargeFolio MadvisePteWalk::large_folio(Folio* folio, uint64_t addr, pte_t* ptent, unsigned* nr) {
+  *nr = folio_pte_batch_flags(folio, vma_, pte_, ptent, static_cast<unsigned>((end_ - addr) >> PAGE_SHIFT),
+                              FPB_MERGE_YOUNG_DIRTY);
+  if (static_cast<long>(*nr) >= folio_nr_pages(folio)) return LargeFolio::kWhole;
+  if (folio_maybe_mapped_shared(folio) || !folio_trylock(folio)) return LargeFolio::kNext;
+  folio_get(folio);
+  unlock();
+  const int err = split_folio(folio);
+  folio_unlock_swap(folio);
+  folio_put(folio);
+  if (!lock(addr)) return LargeFolio::kStop;
+  if (!err) *nr = 0;  // look at the same address again, now order 0
+  return LargeFolio::kNext;
+}
 
 int do_madvise(Mm* mm, uint64_t start, uint64_t len_in, int behavior) {
   // madvise_should_skip

@@ -67,6 +67,12 @@ class HugetlbTest : public MmTest {
     return a > 0 ? static_cast<uint64_t>(a) : 0;
   }
   uint64_t map(uint64_t len, int flags = kPriv) { return map(p, len, flags); }
+  // A free, huge-page aligned range of len to move a mapping to.
+  uint64_t free_area(uint64_t len) {
+    uint64_t area = map_aligned(len);
+    EXPECT_EQ(p->munmap(area, len), 0);
+    return area;
+  }
 
   AccessResult write_byte(Process* q, uint64_t addr, uint8_t v) { return q->write(addr, &v, 1); }
   int read_byte(Process* q, uint64_t addr) {
@@ -943,8 +949,7 @@ TEST_F(HugetlbTest, MremapMovesAWholePrivateMapping) {
   ASSERT_TRUE(write_byte(p, a, 5).ok());
   const pfn_t pfn = pfn_at(p, a);
   EXPECT_EQ(resv(), 1);
-  uint64_t area = map_aligned(4 * PMD_SIZE);  // somewhere free and aligned to move to
-  ASSERT_EQ(p->munmap(area, 4 * PMD_SIZE), 0);
+  const uint64_t area = free_area(4 * PMD_SIZE);
   EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 2 * PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, area), static_cast<long>(area));
   EXPECT_EQ(entry_at(a).level, 0);
   EXPECT_EQ(read_byte(p, a), -SIGSEGV);
@@ -970,8 +975,7 @@ TEST_F(HugetlbTest, MremapMovingPartOfAPrivateMappingLeaksTheRest) {
   uint64_t a = map(2 * PMD_SIZE);
   ASSERT_TRUE(a);
   EXPECT_EQ(resv(), 2);
-  uint64_t area = map_aligned(2 * PMD_SIZE);
-  ASSERT_EQ(p->munmap(area, 2 * PMD_SIZE), 0);
+  const uint64_t area = free_area(2 * PMD_SIZE);
   EXPECT_EQ(p->mremap(a, PMD_SIZE, PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, area), static_cast<long>(area));
   EXPECT_EQ(resv(), 2);
   ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 7).ok());  // no reservation here any more
@@ -992,8 +996,7 @@ TEST_F(HugetlbTest, MremapMovesASharedMapping) {
   ASSERT_TRUE(a);
   ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 9).ok());
   EXPECT_EQ(resv(), 1);
-  uint64_t area = map_aligned(2 * PMD_SIZE);
-  ASSERT_EQ(p->munmap(area, 2 * PMD_SIZE), 0);
+  const uint64_t area = free_area(2 * PMD_SIZE);
   EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 2 * PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, area), static_cast<long>(area));
   EXPECT_EQ(read_byte(p, area + PMD_SIZE), 9);
   EXPECT_EQ(resv(), 1);
