@@ -186,6 +186,10 @@ class HostRun final : public TestRun {
         break;
       }
       case Op::kKhugepaged: throw SkipTest{"the host backend cannot run khugepaged scans on demand"};
+      case Op::kAdvance: throw SkipTest{"`advance` moves the model's virtual clock; the host's time is its own"};
+      case Op::kThpDisable:
+      case Op::kUffdRegister:
+      case Op::kUffdWp: throw SkipTest{"the host agent has no prctl or userfaultfd request"};
       case Op::kCountersReset: break;  // counter expectations are skipped on the host
       case Op::kWrite: {
         host::HostAccess r = agent(st, st.p).write(addr(st, st.addr), st.size, static_cast<uint8_t>(st.byte));
