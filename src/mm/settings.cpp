@@ -59,7 +59,6 @@ int khugepaged_knob_write(Settings& s, const std::string& knob, const std::strin
     s.khugepaged_defrag = n == 1;
     return 0;
   }
-  if (knob == "pages_collapsed" || knob == "full_scans") return -EACCES;  // read-only (0444)
   return -ENOENT;
 }
 

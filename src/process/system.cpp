@@ -80,6 +80,10 @@ int System::sysfs_write(const std::string& path, const std::string& value) {
   if (r != -ENOENT) return r;
   r = settings_write(k_->settings, path, value);
   if (!r) khugepaged_->sysfs_written(path);  // start_stop_khugepaged, the sleep stores' wakeup
+  // A file with no store is mode 0444: kernfs refuses to open it for
+  // writing, root included.
+  std::string ignored;
+  if (r == -ENOENT && sysfs_read(path, &ignored) == 0) return -EACCES;
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
+#include "mm/settings.h"
 #include "mmlab/gup.h"
 #include "test_util.h"
 
@@ -492,7 +493,11 @@ void KhugepagedTest::race_collapse_with_pins(const char* fast, bool use_khugepag
   std::atomic<bool> stop{false};
   std::atomic<long> collapsed{0}, refused{0}, pinned{0};
   std::thread collapser([&] {
-    for (int r = 0; r < rounds; r++) {
+    // The rounds go on until the pinner has pinned a few times and
+    // khugepaged has collapsed (either may not have run yet), within a bound
+    // so that one that never succeeds fails the test instead of hanging it.
+    auto waiting = [&] { return pinned.load() < 8 || (use_khugepaged && sys->collapse_timing().collapsed == 0); };
+    for (int r = 0; r < rounds || (waiting() && r < 1000 * rounds); r++) {
       for (uint64_t m = 0; m < nr_pmds; m++) {
         const uint64_t pmd = a + m * PMD_SIZE, victim = pmd + 3 * PAGE_SIZE;
         // PTE-map the range again (split the PMD), then collapse it.
@@ -566,16 +571,16 @@ void KhugepagedTest::race_collapse_with_pins(const char* fast, bool use_khugepag
 }
 
 TEST_F(KhugepagedTest, MadviseCollapseRacesGupFastPinsAndWriters) {
-  for (const char* fast : {"legacy", "batch"}) {
+  for (const std::string& fast : tune_values("gup.fast")) {
     SCOPED_TRACE(fast);
-    race_collapse_with_pins(fast, false);
+    race_collapse_with_pins(fast.c_str(), false);
   }
 }
 
 TEST_F(KhugepagedTest, KhugepagedThreadRacesGupFastPinsAndWriters) {
-  for (const char* fast : {"legacy", "batch"}) {
+  for (const std::string& fast : tune_values("gup.fast")) {
     SCOPED_TRACE(fast);
-    race_collapse_with_pins(fast, true);
+    race_collapse_with_pins(fast.c_str(), true);
   }
 }
 
