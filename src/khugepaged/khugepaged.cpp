@@ -783,7 +783,7 @@ int mthp_collapse(Mm* mm, uint64_t address, int referenced, int unmapped, Collap
             continue;  // the next candidate; nothing smaller inside this one
           // Results after which a smaller order may still succeed.
           case SCAN_ALLOC_HUGE_PAGE_FAIL:
-            alloc_failed = true;  // fix-up: reported, so khugepaged backs off (v19)
+            alloc_failed = true;  // fix-up: reported, so that khugepaged's alloc sleep happens
             [[fallthrough]];
           case SCAN_LACK_REFERENCED_PAGE:
           case SCAN_EXCEED_NONE_PTE:
@@ -810,8 +810,9 @@ int mthp_collapse(Mm* mm, uint64_t address, int referenced, int unmapped, Collap
       stack.push_back({r.offset, r.order - 1});
     }
   }
-  // fix-up: the scan's result as v19 reports it (v18 gave SCAN_FAIL for
-  // everything but a collapse).
+  // fix-up: a result khugepaged_do_scan() and madvise_collapse_errno() can
+  // act on (v18 gave SCAN_FAIL for everything but a collapse, so an
+  // allocation failure never started the alloc sleep).
   if (collapsed) return SCAN_SUCCEED;
   if (alloc_failed) return SCAN_ALLOC_HUGE_PAGE_FAIL;
   return last_result;
