@@ -126,6 +126,10 @@ Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd);
 // folio_mark_accessed (mm/swap.c): the classic LRU state machine.
 void folio_mark_accessed(Folio* folio);
 void folio_add_lru(Folio* folio);
+// folio_isolate_lru: false if the folio was not on the LRU; else off it, with
+// a reference the caller drops in folio_putback_lru.
+bool folio_isolate_lru(Folio* folio);
+void folio_putback_lru(Folio* folio);
 // mark_page_accessed-style helpers the CPU model uses for its A/D bits live in uaccess.
 
 // Write fault on a read-only PTE (FAULT_FLAG_WRITE or UNSHARE); PTL held on entry, released on return.

@@ -46,6 +46,18 @@ void folio_add_lru(Folio* folio) {
   folio_set_lru(folio);
 }
 
+// folio_isolate_lru (mm/vmscan.c): off the LRU, with a reference for the isolator.
+bool folio_isolate_lru(Folio* folio) {
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return false;
+  folio_get(folio);
+  return true;
+}
+
+void folio_putback_lru(Folio* folio) {
+  folio_set_lru(folio);
+  folio_put(folio);
+}
+
 void folio_mark_accessed(Folio* folio) {
   if (folio_test_dropbehind(folio)) return;
   if (!folio_test_referenced(folio)) {

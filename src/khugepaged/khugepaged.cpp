@@ -138,18 +138,6 @@ int folio_expected_ref_count(const Folio* folio) {
   return refs + folio_mapcount(folio);
 }
 
-// folio_isolate_lru: off the LRU, with a reference for the isolator.
-bool folio_isolate_lru(Folio* folio) {
-  if (!test_and_clear_bit(PG_lru, &folio->page)) return false;
-  folio_get(folio);
-  return true;
-}
-
-void folio_putback_lru(Folio* folio) {
-  folio_set_lru(folio);
-  folio_put(folio);
-}
-
 // free_swap_cache: a swap-cache folio nobody maps any more leaves the cache.
 void free_swap_cache(Folio* folio) {
   if (folio_test_swapcache(folio) && !folio_mapped(folio) && folio_trylock(folio)) {
