@@ -274,8 +274,9 @@ class HostRun final : public TestRun {
     constexpr long kScanSleepMs = 10;
     const bool lower = std::strtol(sleep_was.c_str(), nullptr, 10) > kScanSleepMs;
     if (lower) check_errno(st, guard_.write(sleep_file, std::to_string(kScanSleepMs)), "sysfs write");
-    // A full scan visits every registered mm on the machine: allow for many.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30 + 10 * st.n);
+    // A full scan visits every registered mm on the machine, and a wake may
+    // sit in compaction or an alloc sleep: allow for a busy machine.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60 + 30 * st.n);
     long now = start;
     while ((now = khugepaged_full_scans()) < start + static_cast<long>(st.n) + 1 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -1,7 +1,10 @@
 # Hand-written collapse scenarios: MADV_COLLAPSE and khugepaged on anonymous
 # private memory, as mm/khugepaged.c (v6.18) decides them. Every collapse is
 # followed by a check of the mapping and of every byte of the range; every
-# test ends with the checker.
+# test ends with the checker. khugepaged's scan statistics
+# (thp_scan_exceed_*) are counted in the unit tests: on the host, `khugepaged
+# N` waits for at least N scans and /proc/vmstat counts every mm on the
+# machine, so their values here would be the model's alone.
 
 # ---- MADV_COLLAPSE: the basic cases ----
 
@@ -70,7 +73,6 @@ expect P A order 4
 P madvise A 2M collapse
 expect P A mapped pmd
 P read A 2M 0x15
-expect sysfs transparent_hugepage/hugepages-64kB/stats/anon_fault_alloc 32
 
 test collapse-madvise-none-ptes-zero-filled
 # The limits on none PTEs are khugepaged's; MADV_COLLAPSE fills them with zeroes.
@@ -284,12 +286,10 @@ P fork Q
 khugepaged 1
 expect P A mapped pte
 expect Q A mapped pte
-expect vmstat thp_scan_exceed_share_pte 2
 # 512 shared PTEs exceed even the largest limit (511).
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 511
 khugepaged 1
 expect P A mapped pte
-expect vmstat thp_scan_exceed_share_pte 4
 # With one page gone from the child, P has 511; once P has collapsed, Q's
 # pages are its own and Q collapses too (one none PTE, zero-filled).
 Q madvise A 4K dontneed
@@ -391,7 +391,6 @@ P madvise A 4M hugepage
 khugepaged 1
 expect P A mapped pmd
 expect P A+2M mapped pte
-expect vmstat thp_scan_exceed_none_pte 1
 P read A 1M 0x61
 P read A+1M 1M 0
 P read A+2M 1020K 0x62
@@ -406,7 +405,6 @@ P madvise A 2M hugepage
 expect P A+2044K zero yes
 khugepaged 1
 expect P A mapped pte
-expect vmstat thp_scan_exceed_none_pte 1
 P madvise A 2M collapse
 expect P A mapped pmd
 P read A 2044K 0x63
@@ -452,7 +450,6 @@ P madvise A 260K pageout
 expect P A+256K swapped yes
 khugepaged 1
 expect P A+1M mapped pte
-expect vmstat thp_scan_exceed_swap_pte 1
 P read A+1M 4K 0x72
 P madvise A+256K 4K populate_read
 expect P A+256K swapped no
@@ -559,7 +556,6 @@ test collapse-khugepaged-clock-wakes
 proc P
 P mmap A 4M rw private align=2M
 P write A 4M 0x91
-expect sysfs transparent_hugepage/khugepaged/full_scans 0
 # The first mm to register wakes the idle thread at once.
 P madvise A 2M hugepage
 expect P A mapped pte
