@@ -14,9 +14,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "fmt/format.h"
 #include "host/agent.h"
