@@ -769,18 +769,6 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 
 namespace {
 
-// folio_isolate_lru: off the LRU, with a reference for the isolator.
-bool folio_isolate_lru(Folio* folio) {
-  if (!test_and_clear_bit(PG_lru, &folio->page)) return false;
-  folio_get(folio);
-  return true;
-}
-
-void folio_putback_lru(Folio* folio) {
-  folio_set_lru(folio);
-  folio_put(folio);
-}
-
 // One present PTE of a swap-backed folio (locked, in the swap cache)
 // becomes a swap entry. false: the page must stay mapped (no swap count, or
 // maybe pinned).

@@ -20,6 +20,9 @@ long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int fl
 int do_madvise(Mm* mm, uint64_t start, uint64_t len, int advice);
 // Tear down every VMA and page table (exit_mmap).
 void exit_mmap(Mm* mm);
+// The last user of mm is gone (mmput): mm_users drops to 0, khugepaged
+// lets go of the mm, then exit_mmap.
+void mmput(Mm* mm);
 
 // Split vma at addr (addr strictly inside it); the new VMA covers [addr, old end)
 // when new_below is false. Splits a PMD leaf that straddles addr first
@@ -130,6 +133,21 @@ class AnonVmaWriteLock {
 void get_anon_vma(AnonVma* av);
 void put_anon_vma(AnonVma* av);
 // ==== END vma-layer helpers ====
+
+// ---- kernel/sys.c, fs/userfaultfd.c + mm/userfaultfd.c (mm/mm.cpp, mm/userfaultfd.cpp) ----
+// prctl(PR_SET_THP_DISABLE): MMF_DISABLE_THP (flags 0) or
+// MMF_DISABLE_THP_EXCEPT_ADVISED (PR_THP_DISABLE_EXCEPT_ADVISED), both
+// cleared when enabling. 0 or -EINVAL (flags when enabling, unknown flags).
+int prctl_set_thp_disable(Mm* mm, bool disable, unsigned long flags);
+// UFFDIO_REGISTER: give every VMA piece of [start, start + len) the
+// VM_UFFD_* flags in uffd_flags (splitting and merging as madvise does).
+// 0, -EINVAL (unaligned, no VMA, a VMA userfaultfd cannot serve), -EPERM
+// (a VMA not VM_MAYWRITE), -ENOMEM.
+int userfaultfd_register(Mm* mm, uint64_t start, uint64_t len, vm_flags_t uffd_flags);
+// UFFDIO_WRITEPROTECT (mwriteprotect_range): set (or clear) uffd-wp on the
+// range's present and swap entries, write-protecting them. 0, -EINVAL,
+// -ENOENT (a VMA not registered for write-protection).
+int mwriteprotect_range(Mm* mm, uint64_t start, uint64_t len, bool enable_wp);
 
 // ---- layers of issue 3: each function's owner is named ----
 struct File;

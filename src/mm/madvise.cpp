@@ -7,16 +7,18 @@
 // MADV_POPULATE_*. MADV_COLD and MADV_PAGEOUT walk in fault/swap.cpp, next
 // to the reclaim they feed.
 //
+// MADV_COLLAPSE is khugepaged's (reached through mm/khugepaged.h).
+//
 // Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
 // (nothing to read ahead), MADV_REMOVE (-EINVAL: needs shmem files),
-// MADV_COLLAPSE (-EINVAL until khugepaged), MADV_GUARD_INSTALL/REMOVE
-// (-EINVAL), MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without
-// CONFIG_MEMORY_FAILURE).
+// MADV_GUARD_INSTALL/REMOVE (-EINVAL), MADV_HWPOISON/SOFT_OFFLINE (-EINVAL,
+// as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
 #include "fault/fault.h"
 #include "fault/swap.h"
 #include "mm/internal.h"
+#include "mm/khugepaged.h"
 #include "mm/rmap.h"
 
 namespace mmlab {
@@ -219,10 +221,15 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
       madvise_cold_or_pageout_range(vma, start, end,
                                     behavior == MADV_COLD ? ColdOrPageout::kCold : ColdOrPageout::kPageout);
       return 0;
-    case MADV_COLLAPSE:
+    case MADV_COLLAPSE: {
+      bool lock_dropped = false;
+      int err = madvise_collapse(vma, start, end, &lock_dropped);
+      if (lock_dropped) *pprev = nullptr;  // the VMA may be gone: the walk looks up again
+      return err;
+    }
     case MADV_GUARD_INSTALL:
     case MADV_GUARD_REMOVE:
-      return -EINVAL;  // TODO(khugepaged) for COLLAPSE; guard regions are not modelled
+      return -EINVAL;  // guard regions are not modelled
     default:
       return -EINVAL;
   }
@@ -246,11 +253,12 @@ int ksm_madvise(const Vma* vma, int advice, vm_flags_t* vm_flags) {
 }
 
 // hugepage_madvise
-int hugepage_madvise(int advice, vm_flags_t* vm_flags) {
+int hugepage_madvise(Vma* vma, int advice, vm_flags_t* vm_flags) {
   if (advice == MADV_HUGEPAGE) {
     *vm_flags &= ~VM_NOHUGEPAGE;
     *vm_flags |= VM_HUGEPAGE;
-    // TODO(khugepaged): khugepaged_enter_vma(vma, *vm_flags).
+    // Worth scanning now, without waiting for a fault that may never come.
+    khugepaged_enter_vma(vma, *vm_flags);
   } else {
     *vm_flags &= ~VM_HUGEPAGE;
     *vm_flags |= VM_NOHUGEPAGE;
@@ -313,7 +321,7 @@ int madvise_vma_write_behavior(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, ui
       break;
     case MADV_HUGEPAGE:
     case MADV_NOHUGEPAGE:
-      error = hugepage_madvise(behavior, &new_flags);
+      error = hugepage_madvise(vma, behavior, &new_flags);
       break;
     default:
       return -EINVAL;

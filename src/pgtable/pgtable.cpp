@@ -3,6 +3,7 @@
 #include "pgtable/pgtable.h"
 
 #include <cstring>
+#include <thread>
 
 #include "mm/kernel.h"
 #include "mm/mm.h"
@@ -91,6 +92,21 @@ void pgtable_reclaim_deferred(Mm* mm) {
     }
   }
   for (Page* t : ready) pgtable_release(k, t);
+}
+
+void tlb_remove_table_sync_one(Mm* mm) {
+  Kernel* k = mm->kernel;
+  // Walkers that start from now on publish a later epoch (and read the
+  // entries as they are now); only those with an epoch <= this one began
+  // before and may still hold what they read.
+  const uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
+  while (oldest_active_walker(k) <= epoch) std::this_thread::yield();
+}
+
+pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp) {
+  pmd_t old = entry_xchg(pmdp, pmd_t{0});
+  flush_tlb_range(vma, address, address + PMD_SIZE);
+  return old;
 }
 
 // ---- the walk down, allocating ----

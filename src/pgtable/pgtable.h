@@ -127,5 +127,13 @@ void lockless_walk_begin(Mm* mm);
 void lockless_walk_end(Mm* mm);
 // Free every deferred table whose grace period has passed (called on frees).
 void pgtable_reclaim_deferred(Mm* mm);
+// tlb_remove_table_sync_one (mm/mmu_gather.c): return once every lockless
+// walker that may have read a table entry before this call has ended (the
+// kernel's IPI to every CPU). Must not be called from inside a lockless walk.
+void tlb_remove_table_sync_one(Mm* mm);
+// pmdp_collapse_flush (mm/pgtable-generic.c): clear the PMD (a table entry)
+// and flush the range; returns the old value. PMD lock held. A GUP-fast
+// walker that read the old value sees the change at its re-check.
+pmd_t pmdp_collapse_flush(struct Vma* vma, uint64_t address, pmd_t* pmdp);
 
 }  // namespace mmlab
