@@ -72,6 +72,36 @@ void folio_mark_accessed(Folio* folio) {
   if (folio_test_idle(folio)) folio_clear_idle(folio);
 }
 
+// The kernel moves a folio between lists through a per-CPU batch: it takes
+// the folio off the LRU (PG_lru cleared), and the batch's move function
+// runs when the batch fills or is drained. The model runs it at once; a
+// folio that is not on the LRU (isolated by a reclaimer) is left alone, as
+// folio_test_clear_lru() makes the kernel do.
+
+void folio_deactivate(Folio* folio) {
+  if (folio_test_unevictable(folio) || !folio_test_active(folio)) return;
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
+  // lru_deactivate: to the head of the inactive list of its type.
+  folio_clear_active(folio);
+  folio_clear_referenced(folio);
+  folio_set_lru(folio);
+  kernel_of(&folio->page)->stats->count(VmStat::pgdeactivate, static_cast<uint64_t>(folio_nr_pages(folio)));
+}
+
+void folio_mark_lazyfree(Folio* folio) {
+  if (!folio_test_anon(folio) || !folio_test_swapbacked(folio) || folio_test_swapcache(folio) ||
+      folio_test_unevictable(folio))
+    return;
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
+  // lru_lazyfree: a clean anonymous folio without swap backing goes to the
+  // inactive file list, where reclaim may discard it instead of swapping.
+  folio_clear_active(folio);
+  folio_clear_referenced(folio);
+  folio_clear_swapbacked(folio);
+  folio_set_lru(folio);
+  kernel_of(&folio->page)->stats->count(VmStat::pglazyfree, static_cast<uint64_t>(folio_nr_pages(folio)));
+}
+
 // ---- helpers ----
 
 vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags) {

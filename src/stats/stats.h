@@ -29,7 +29,7 @@ namespace mmlab {
   X(nr_foll_pin_released) X(pswpin) X(pswpout) X(thp_swpout) X(thp_swpout_fallback)   \
   X(thp_migration_success) X(thp_migration_fail) X(pgmigrate_success) X(pgmigrate_fail) \
   X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
-  X(tlb_flush_range) X(tlb_flush_one)
+  X(tlb_flush_range) X(tlb_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed)
 
 enum class VmStat : uint16_t {
 #define X(n) n,
