@@ -1,6 +1,14 @@
-// The .mms scenario language, version 1 (docs/scenario-language.md in
-// shared/): parse files whole, then run each test on a fresh System and
-// report in kselftest TAP.
+// The .mms scenario language, version 1: parse files whole, then run each
+// test on a fresh System and report in kselftest TAP. Besides version 1's
+// statements this build has (docs/NOTES.md, "Scenario language"):
+//   advance DURATION                         virtual clock forward (ns/us/ms/s
+//                                            suffix required); runs the
+//                                            khugepaged wakes inside it
+//   P thp-disable yes|no [except-advised]    prctl(PR_SET_THP_DISABLE)
+//   P userfaultfd ADDR SIZE missing|wp|missing,wp   UFFDIO_REGISTER
+//   P uffd-wp ADDR SIZE on|off               UFFDIO_WRITEPROTECT
+// and `khugepaged [N]` runs N full scans of khugepaged over every
+// registered mm on that clock.
 #pragma once
 
 #include <functional>

@@ -5,7 +5,9 @@
 // negative errno; a CPU access returns the signal the kernel would deliver.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +20,7 @@ namespace mmlab {
 struct Kernel;
 struct Mm;
 class Process;
+class Khugepaged;
 
 // What kind of file system a file behaves as (scenario `fs=CLASS`): shmem
 // (memfd/tmpfs, the default), hugetlbfs, or one that tracks dirty pages for
@@ -36,6 +39,9 @@ bool build_is_instrumented();  // a debug or sanitizer build: no timings reporte
 bool tune_value_known(const std::string& key, const std::string& value);
 // Whether a sysfs path under /sys/kernel/mm is one the model has.
 bool sysfs_path_known(const std::string& path);
+// Whether value has the form path takes (a number for the khugepaged knobs);
+// values of the right form that the kernel's store rejects are run-time errors.
+bool sysfs_value_well_formed(const std::string& path, const std::string& value);
 bool fs_class_from_name(const std::string& name, FsClass* out);
 
 struct SystemConfig {
@@ -56,6 +62,24 @@ struct CheckReport {
   std::vector<Violation> violations;
   bool ok() const { return violations.empty(); }
   std::string to_string() const;
+};
+
+// What one khugepaged wake did (for a wake cost function).
+struct KhugepagedWakeStats {
+  uint64_t progress = 0;      // khugepaged_do_scan's progress (pages and VMAs)
+  uint64_t ptes_scanned = 0;
+  uint64_t collapsed = 0;     // ranges collapsed
+  uint64_t bytes_copied = 0;
+};
+
+// Host time spent in collapse_huge_page() so far (measured: not deterministic).
+struct CollapseTiming {
+  uint64_t attempts = 0;       // collapse_huge_page() calls (khugepaged and MADV_COLLAPSE)
+  uint64_t collapsed = 0;      // of which collapsed
+  uint64_t write_locked = 0;   // of which took mmap_lock for write
+  uint64_t total_ns = 0;       // inside collapse_huge_page()
+  uint64_t mmap_write_ns = 0;  // holding mmap_lock for write
+  uint64_t copy_ns = 0;        // copying (__collapse_huge_page_copy)
 };
 
 class System {
@@ -102,6 +126,29 @@ class System {
   // number of folios split. Nothing splits behind a caller's back otherwise.
   long run_shrinkers();
 
+  // ---- time and khugepaged ----
+  // The virtual clock, in ns since the System was made. Nothing but
+  // khugepaged's schedule lives on it.
+  uint64_t clock_ns() const;
+  // Move the clock by ns, running the khugepaged wakes that fall due (each
+  // costs no time unless a cost function is set; a sleep follows each).
+  // 0, -EBUSY while the khugepaged thread runs, -ELOOP if wakes would come
+  // without end (scan_sleep_millisecs 0 and wakes that cost nothing).
+  int advance_clock(uint64_t ns);
+  // Run khugepaged until every registered mm has had n more full scans (the
+  // clock moves over the sleeps between wakes). Returns at once when the
+  // khugepaged thread is not running (no THP size it serves is enabled) or
+  // no mm is registered. 0 or -ELOOP.
+  int run_khugepaged(unsigned full_scans);
+  // khugepaged's wakes on a thread (and simulated CPU) of their own, back to
+  // back, concurrently with the caller's threads; run_khugepaged() then
+  // waits for that thread. -EBUSY if it runs already.
+  int start_khugepaged_thread();
+  void stop_khugepaged_thread();
+  bool khugepaged_running() const;  // the khugepaged kthread exists
+  void set_khugepaged_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost_ns);
+  CollapseTiming collapse_timing() const;
+
   // The invariant checker over the whole system (linux-mm-semantics.md §15).
   // With processes gone, it also proves that nothing leaked.
   CheckReport check() const;
@@ -118,6 +165,8 @@ class System {
   friend class Process;
   std::unique_ptr<Kernel> k_;
   std::vector<std::unique_ptr<Process>> procs_;
+  std::unique_ptr<std::atomic<uint64_t>> clock_;  // virtual ns
+  std::unique_ptr<Khugepaged> khugepaged_;
 };
 
 // Flags describing one present entry in a page-table dump.
@@ -167,6 +216,17 @@ class Process {
   Process* fork(const std::string& child_name = "");
   // Writing 4 to /proc/PID/clear_refs: clear soft-dirty bits and write-protect.
   void clear_soft_dirty();
+  // prctl(PR_SET_THP_DISABLE, disable, flags): flags 0 or
+  // PR_THP_DISABLE_EXCEPT_ADVISED (only when disabling). 0 or -EINVAL.
+  static constexpr unsigned long PR_THP_DISABLE_EXCEPT_ADVISED = 1ul << 1;
+  int prctl_set_thp_disable(bool disable, unsigned long flags = 0);
+  // userfaultfd on [addr, addr + len): UFFDIO_REGISTER with the modes
+  // (kUffdMissing, kUffdWp), and UFFDIO_WRITEPROTECT. Nobody reads the
+  // model's userfaultfd: a fault that would be delivered to it ends with
+  // SIGBUS, as UFFD_FEATURE_SIGBUS makes it end. 0 or -errno.
+  static constexpr unsigned kUffdMissing = 1u << 0, kUffdWp = 1u << 1;
+  int uffd_register(uint64_t addr, uint64_t len, unsigned modes);
+  int uffd_writeprotect(uint64_t addr, uint64_t len, bool wp);
 
   // The process's CPU: loads and stores that walk the page tables, fault as
   // needed and move real bytes. The result names the signal, if any.

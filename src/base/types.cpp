@@ -24,7 +24,7 @@ constexpr ErrnoName kErrnoNames[] = {
     {ENOSPC, "ENOSPC"},         {EMLINK, "EMLINK"},       {ERANGE, "ERANGE"},
     {EDEADLK, "EDEADLK"},       {ENOSYS, "ENOSYS"},       {EOVERFLOW, "EOVERFLOW"},
     {EOPNOTSUPP, "EOPNOTSUPP"}, {ETIMEDOUT, "ETIMEDOUT"}, {EREMOTEIO, "EREMOTEIO"},
-    {EHWPOISON, "EHWPOISON"},
+    {EHWPOISON, "EHWPOISON"},   {ELOOP, "ELOOP"},
 };
 
 }  // namespace

@@ -66,8 +66,28 @@ Page* vm_normal_page(Vma* vma, uint64_t addr, pte_t pte);
 Page* vm_normal_page_pmd(Vma* vma, uint64_t addr, pmd_t pmd);
 bool is_zero_pfn(PhysMem* phys, pfn_t pfn);
 
-// Anonymous THP policy (mm/huge_memory.c): orders allowed for a page fault.
-uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, uint64_t orders);
+// Anonymous THP policy (mm/huge_memory.c). enum tva_type (v6.18): who asks.
+enum class TvaType : uint8_t {
+  kSmaps,          // TVA_SMAPS: "THPeligible:" in smaps
+  kPagefault,      // TVA_PAGEFAULT: serving a page fault
+  kKhugepaged,     // TVA_KHUGEPAGED: khugepaged's scan and registration
+  kForcedCollapse  // TVA_FORCED_COLLAPSE: MADV_COLLAPSE (ignores the sysfs controls)
+};
+// thp_vma_allowable_orders: the subset of orders this VMA may have, for type.
+uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type, uint64_t orders);
+inline bool thp_vma_allowable_order(Vma* vma, vm_flags_t vm_flags, TvaType type, unsigned order) {
+  return thp_vma_allowable_orders(vma, vm_flags, type, 1ull << order) != 0;
+}
+// The page-fault form (TVA_PAGEFAULT).
+inline uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, uint64_t orders) {
+  return thp_vma_allowable_orders(vma, vm_flags, TvaType::kPagefault, orders);
+}
+// hugepage_global_enabled / hugepage_global_always: transparent_hugepage/enabled.
+bool hugepage_global_enabled(const Settings& s);
+bool hugepage_global_always(const Settings& s);
+// VM_NO_KHUGEPAGED: special and hugetlb mappings are never collapsed.
+inline constexpr vm_flags_t VM_NO_KHUGEPAGED =
+    VM_IO | VM_DONTEXPAND | VM_PFNMAP | VM_MIXEDMAP | VM_HUGETLB;
 uint64_t thp_vma_suitable_orders(Vma* vma, uint64_t addr, uint64_t orders);
 inline bool thp_vma_suitable_order(Vma* vma, uint64_t addr, unsigned order) {
   return thp_vma_suitable_orders(vma, addr, BIT(order)) != 0;
@@ -79,6 +99,14 @@ inline unsigned next_order(uint64_t* orders, unsigned prev) {
 }
 
 // mm/huge_memory.c entry points used by memory.cpp and the mm layer.
+// map_anon_folio_pmd_nopf: map a new anon PMD-order folio at haddr (PMD
+// lock held, *pmd none, its deposit done); rmap, LRU, deferred-split queue,
+// no fault statistics and no rss (the caller accounts those).
+void map_anon_folio_pmd_nopf(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr);
+// map_anon_folio_pte_nopf (mm/memory.c): map a new anon folio by PTEs from
+// pte (addr aligned to it, the PTEs none and unreachable by others or
+// locked); one reference per PTE, exclusive rmap, LRU. No rss, no statistics.
+void map_anon_folio_pte_nopf(Folio* folio, pte_t* pte, Vma* vma, uint64_t addr, bool uffd_wp);
 vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf);
 vm_fault_t do_huge_pmd_wp_page(VmFault* vmf);
 void huge_pmd_set_accessed(VmFault* vmf);
@@ -90,6 +118,21 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr);
 long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable);
 // Move a whole PMD leaf (mremap); false if the source is not a leaf any more.
 bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t new_addr, pmd_t* old_pmd, pmd_t* new_pmd);
+// MADV_FREE of the PMD leaf at *pmd over [addr, next) (madvise_free_huge_pmd):
+// true when the whole leaf was marked lazy-free; false when the walk must
+// look at PTEs (the leaf was split because the range covers part of it, or
+// it was not a leaf to mark: gone, the huge zero folio, maybe shared, locked).
+bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next);
+// Reclaim of a lazy-free PMD-mapped THP (unmap_huge_pmd_locked): discard the
+// PMD mapping at *pmd if the folio is clean and nobody but the isolation and
+// its mappings holds it; a dirty folio is made swap-backed again and stays
+// mapped, as does one with another reference. The folio is locked.
+enum class PmdDiscard : uint8_t {
+  kDiscarded,  // the mapping is gone
+  kKept,       // it stays mapped (redirtied or referenced): stop unmapping
+  kNotLeaf,    // *pmd no longer maps the folio as a leaf: look at PTEs
+};
+PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio);
 
 // Allocating and freeing the PTE table deposited under a PMD leaf.
 void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table);
@@ -98,6 +141,18 @@ Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd);
 // folio_mark_accessed (mm/swap.c): the classic LRU state machine.
 void folio_mark_accessed(Folio* folio);
 void folio_add_lru(Folio* folio);
+// folio_isolate_lru: false if the folio was not on the LRU; else off it, with
+// a reference the caller drops in folio_putback_lru.
+bool folio_isolate_lru(Folio* folio);
+void folio_putback_lru(Folio* folio);
+// folio_deactivate (MADV_COLD): an active folio on the LRU moves to the
+// inactive list, losing PG_active and PG_referenced (pgdeactivate).
+void folio_deactivate(Folio* folio);
+// folio_mark_lazyfree (MADV_FREE): an anonymous, swap-backed folio that is
+// not in the swap cache and is on the LRU loses PG_swapbacked (moving to the
+// file LRU, where reclaim discards it while it stays clean), PG_active and
+// PG_referenced (pglazyfree).
+void folio_mark_lazyfree(Folio* folio);
 // mark_page_accessed-style helpers the CPU model uses for its A/D bits live in uaccess.
 
 // Write fault on a read-only PTE (FAULT_FLAG_WRITE or UNSHARE); PTL held on entry, released on return.

@@ -1,12 +1,16 @@
 // PMD-level transparent huge pages (mm/huge_memory.c): the THP policy,
 // anonymous PMD faults and the huge zero folio, write-protect faults on a
-// PMD leaf, splitting a PMD mapping, and the PMD-leaf cases of zap,
-// mprotect and mremap.
+// PMD leaf, splitting a PMD mapping, the PMD-leaf cases of zap, mprotect
+// and mremap, and MADV_FREE of a PMD leaf with its reclaim (lazy-free
+// discard without a split, as v6.18's try_to_unmap_one does).
+#include <atomic>
 #include <cstring>
 
 #include "fault/fault.h"
+#include "fault/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 
@@ -14,20 +18,67 @@ namespace mmlab {
 
 // ---- policy ----
 
-uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, uint64_t orders) {
-  if (!vma_is_anonymous(vma)) return 0;  // file and shmem THP arrive with file-backed memory
-  const Settings& s = vma->vm_mm->kernel->settings;
-  uint64_t mask = s.huge_anon_orders_always.load(std::memory_order_relaxed);
-  ThpEnabled global = s.thp_enabled.load(std::memory_order_relaxed);
-  if (vm_flags & VM_HUGEPAGE) mask |= s.huge_anon_orders_madvise.load(std::memory_order_relaxed);
-  if (global == ThpEnabled::kAlways || ((vm_flags & VM_HUGEPAGE) && global != ThpEnabled::kNever))
-    mask |= s.huge_anon_orders_inherit.load(std::memory_order_relaxed);
-  orders &= mask & THP_ORDERS_ALL_ANON;
+bool hugepage_global_enabled(const Settings& s) { return s.thp_enabled.load(std::memory_order_relaxed) != ThpEnabled::kNever; }
+bool hugepage_global_always(const Settings& s) { return s.thp_enabled.load(std::memory_order_relaxed) == ThpEnabled::kAlways; }
+
+namespace {
+
+// vma_thp_disabled (v6.18): MADV_NOHUGEPAGE, PR_SET_THP_DISABLE, and
+// PR_THP_DISABLE_EXCEPT_ADVISED unless the VMA or a forced collapse asks.
+bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse) {
+  if (vm_flags & VM_NOHUGEPAGE) return true;
+  if (vma->vm_mm->test_flag(MMF_DISABLE_THP)) return true;
+  if (vm_flags & VM_HUGEPAGE) return false;
+  if (forced_collapse) return false;  // MADV_COLLAPSE is advice enough
+  return vma->vm_mm->test_flag(MMF_DISABLE_THP_EXCEPT_ADVISED);
+}
+
+// __thp_vma_allowable_orders: the checks that do not depend on the sysfs
+// per-size controls. The model has no DAX, no ->huge_fault handlers, no
+// shmem THP (shmem_enabled is `never`, which a forced collapse overrides)
+// and no CONFIG_READ_ONLY_THP_FOR_FS (file_thp_enabled() is false).
+uint64_t __thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type, uint64_t orders) {
+  const bool smaps = type == TvaType::kSmaps;
+  const bool in_pf = type == TvaType::kPagefault;
+  const bool forced_collapse = type == TvaType::kForcedCollapse;
+  const uint64_t supported = vma_is_anonymous(vma) ? THP_ORDERS_ALL_ANON : (BIT(PMD_ORDER) | BIT(PUD_ORDER));
+  orders &= supported;
   if (!orders) return 0;
-  // vma_thp_disabled(): MADV_NOHUGEPAGE or prctl(PR_SET_THP_DISABLE).
-  if ((vm_flags & VM_NOHUGEPAGE) || vma->vm_mm->test_flag(MMF_DISABLE_THP)) return 0;
-  if (vm_flags & (VM_PFNMAP | VM_MIXEDMAP | VM_HUGETLB)) return 0;
+  if (vma_thp_disabled(vma, vm_flags, forced_collapse)) return 0;
+  if (!in_pf && !smaps && (vm_flags & VM_NO_KHUGEPAGED)) return 0;
+  if (!in_pf) {
+    // Drop the orders too large to fit at the VMA's end (size and, for
+    // files, alignment), highest first.
+    unsigned order = highest_order(orders);
+    while (orders && !thp_vma_suitable_order(vma, vma->vm_end - (PAGE_SIZE << order), order))
+      order = next_order(&orders, order);
+    if (!orders) return 0;
+  }
+  if (!vma_is_anonymous(vma)) {
+    // shmem_allowable_huge_orders: only a forced collapse gets a PMD.
+    if (!in_pf && vma_is_shmem(vma)) return forced_collapse ? orders & BIT(PMD_ORDER) : 0;
+    return 0;
+  }
+  // Page faults (and smaps) allow a VMA without an anon_vma yet: the first
+  // fault attaches one. Collapse needs it.
+  if (!vma->anon_vma) return (smaps || in_pf) ? orders : 0;
   return orders;
+}
+
+}  // namespace
+
+uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type, uint64_t orders) {
+  // The per-size sysfs controls, for everyone but a forced collapse.
+  if (type != TvaType::kForcedCollapse && vma_is_anonymous(vma)) {
+    const Settings& s = vma->vm_mm->kernel->settings;
+    uint64_t mask = s.huge_anon_orders_always.load(std::memory_order_relaxed);
+    if (vm_flags & VM_HUGEPAGE) mask |= s.huge_anon_orders_madvise.load(std::memory_order_relaxed);
+    if (hugepage_global_always(s) || ((vm_flags & VM_HUGEPAGE) && hugepage_global_enabled(s)))
+      mask |= s.huge_anon_orders_inherit.load(std::memory_order_relaxed);
+    orders &= mask;
+    if (!orders) return 0;
+  }
+  return __thp_vma_allowable_orders(vma, vm_flags, type, orders);
 }
 
 uint64_t thp_vma_suitable_orders(Vma* vma, uint64_t addr, uint64_t orders) {
@@ -97,19 +148,24 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   return f;
 }
 
-// map_anon_folio_pmd: PMD lock held, *pmd none (or the huge zero PMD just cleared).
-static void map_anon_folio_pmd(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr) {
-  Mm* mm = vma->vm_mm;
+void map_anon_folio_pmd_nopf(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr) {
   pmd_t entry = pfn_pmd(folio_pfn(folio), vma->vm_page_prot);
   entry = maybe_pmd_mkwrite(pmd_mkdirty(entry), vma);
   folio_add_new_anon_rmap(folio, vma, haddr, RMAP_EXCLUSIVE, RmapLevel::kPmd);
   folio_add_lru(folio);
   entry_set(pmd, entry);
+  deferred_split_folio(folio, false);  // for the underused-THP shrinker
+}
+
+// map_anon_folio_pmd_pf: the fault's mapping, with its rss and statistics.
+// PMD lock held, *pmd none (or the huge zero PMD just cleared).
+static void map_anon_folio_pmd(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr) {
+  Mm* mm = vma->vm_mm;
+  map_anon_folio_pmd_nopf(folio, pmd, vma, haddr);
   add_mm_counter(mm, MM_ANONPAGES, HPAGE_PMD_NR);
   mm->stats->count(VmStat::thp_fault_alloc);
   mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_alloc);
   mm->stats->count(Event::fault_anon);
-  deferred_split_folio(folio, false);  // for the underused-THP shrinker
 }
 
 vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
@@ -118,6 +174,10 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   uint64_t haddr = vmf->address & PMD_MASK;
   if (!thp_vma_suitable_order(vma, haddr, PMD_ORDER)) return VM_FAULT_FALLBACK;
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
+  khugepaged_enter_vma(vma, vma->vm_flags);
+  // handle_userfault(VM_UFFD_MISSING): with nobody reading the userfaultfd
+  // the model delivers what UFFD_FEATURE_SIGBUS does.
+  if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;
 
   if (!(vmf->flags & FAULT_FLAG_WRITE) && mm->kernel->settings.use_zero_page.load()) {
     Page* table = pgtable_alloc(mm);
@@ -195,6 +255,8 @@ vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
+  // wp_huge_pmd's handle_userfault(VM_UFFD_WP), as UFFD_FEATURE_SIGBUS ends it.
+  if (!unshare && (vma->vm_flags & VM_UFFD_WP) && pmd_uffd_wp(vmf->orig_pmd)) return VM_FAULT_SIGBUS;
   if (is_huge_zero_pmd(mm->phys, vmf->orig_pmd)) {
     vm_fault_t ret = do_huge_zero_wp_pmd(vmf);
     if (!(ret & VM_FAULT_FALLBACK)) return ret;
@@ -428,6 +490,95 @@ bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t*
   if (new_ptl != old_ptl) new_ptl->unlock();
   old_ptl->unlock();
   return moved;
+}
+
+// ---- MADV_FREE of a PMD leaf, and its discard by reclaim ----
+
+bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);  // pmd_trans_huge_lock
+  pmd_t orig = pmdp_get(pmd);
+  if (!pmd_trans_huge(orig) || is_huge_zero_pmd(mm->phys, orig)) {
+    ptl->unlock();
+    return false;
+  }
+  Folio* folio = page_folio(mm->phys->pfn_to_page(pmd_pfn(orig)));
+  // Another process mapping it would lose its data too: leave it alone
+  // unless every mapper gives the same advice.
+  if (folio_maybe_mapped_shared(folio) || !folio_trylock(folio)) {
+    ptl->unlock();
+    return false;
+  }
+  if (next - addr != PMD_SIZE) {
+    // Only part of the THP is advised: split it; the PTE walk then marks
+    // the pages of the range.
+    folio_get(folio);
+    ptl->unlock();
+    (void)split_folio(folio);  // on failure the leaf stays and the PTE walk finds no table
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return false;
+  }
+  folio_clear_dirty(folio);
+  folio_unlock(folio);
+  if (pmd_young(orig) || pmd_dirty(orig)) {
+    // pmdp_invalidate, then the entry comes back old and clean.
+    pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
+    flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    entry_set(pmd, pmd_mkclean(pmd_mkold(old)));
+  }
+  folio_mark_lazyfree(folio);
+  ptl->unlock();
+  return true;
+}
+
+// __discard_anon_folio_pmd_locked, with the PMD lock taken here: the rmap
+// walk hands a PMD leaf over unlocked.
+PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "lazy-free PMD discard of an unlocked folio");
+  VM_WARN_ON_FOLIO(!folio_test_anon(folio) || folio_test_swapbacked(folio), folio,
+                   "PMD discard of a folio that is not lazy-free");
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t orig = pmdp_get(pmd);
+  if (!pmd_trans_huge(orig) || pmd_pfn(orig) != folio_pfn(folio)) {
+    ptl->unlock();
+    return PmdDiscard::kNotLeaf;
+  }
+  // Redirtied through the PMD or through an earlier GUP reference: the data
+  // is wanted again, so the folio goes back to being swap-backed.
+  if (pmd_dirty(orig)) folio_set_dirty(folio);
+  if (folio_test_dirty(folio)) {
+    folio_set_swapbacked(folio);
+    ptl->unlock();
+    return PmdDiscard::kKept;
+  }
+  // pmdp_huge_clear_flush, then read the references: a GUP-fast that got in
+  // first shows in the refcount; one that comes later sees the PMD cleared.
+  orig = entry_xchg(pmd, pmd_t{0});
+  flush_tlb_range(vma, addr, addr + PMD_SIZE);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const int ref_count = folio_ref_count(folio);
+  const int map_count = folio_mapcount(folio);
+  if (pmd_dirty(orig)) folio_set_dirty(folio);
+  if (folio_test_dirty(folio)) {
+    folio_set_swapbacked(folio);
+    entry_set(pmd, orig);
+    ptl->unlock();
+    return PmdDiscard::kKept;
+  }
+  // Only the isolation's reference and the mappings' may be left.
+  if (ref_count != map_count + 1) {
+    entry_set(pmd, orig);
+    ptl->unlock();
+    return PmdDiscard::kKept;
+  }
+  folio_remove_rmap_pmd(folio, mm->phys->pfn_to_page(pmd_pfn(orig)), vma);
+  zap_deposited_table(mm, pmd);
+  add_mm_counter(mm, MM_ANONPAGES, -static_cast<long>(HPAGE_PMD_NR));
+  ptl->unlock();
+  folio_put(folio);  // the mapping's reference; the reclaimer still holds its own
+  return PmdDiscard::kDiscarded;
 }
 
 }  // namespace mmlab

@@ -46,6 +46,18 @@ void folio_add_lru(Folio* folio) {
   folio_set_lru(folio);
 }
 
+// folio_isolate_lru (mm/vmscan.c): off the LRU, with a reference for the isolator.
+bool folio_isolate_lru(Folio* folio) {
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return false;
+  folio_get(folio);
+  return true;
+}
+
+void folio_putback_lru(Folio* folio) {
+  folio_set_lru(folio);
+  folio_put(folio);
+}
+
 void folio_mark_accessed(Folio* folio) {
   if (folio_test_dropbehind(folio)) return;
   if (!folio_test_referenced(folio)) {
@@ -58,6 +70,36 @@ void folio_mark_accessed(Folio* folio) {
     folio_set_workingset(folio);
   }
   if (folio_test_idle(folio)) folio_clear_idle(folio);
+}
+
+// The kernel moves a folio between lists through a per-CPU batch: it takes
+// the folio off the LRU (PG_lru cleared), and the batch's move function
+// runs when the batch fills or is drained. The model runs it at once; a
+// folio that is not on the LRU (isolated by a reclaimer) is left alone, as
+// folio_test_clear_lru() makes the kernel do.
+
+void folio_deactivate(Folio* folio) {
+  if (folio_test_unevictable(folio) || !folio_test_active(folio)) return;
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
+  // lru_deactivate: to the head of the inactive list of its type.
+  folio_clear_active(folio);
+  folio_clear_referenced(folio);
+  folio_set_lru(folio);
+  kernel_of(&folio->page)->stats->count(VmStat::pgdeactivate, static_cast<uint64_t>(folio_nr_pages(folio)));
+}
+
+void folio_mark_lazyfree(Folio* folio) {
+  if (!folio_test_anon(folio) || !folio_test_swapbacked(folio) || folio_test_swapcache(folio) ||
+      folio_test_unevictable(folio))
+    return;
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
+  // lru_lazyfree: a clean anonymous folio without swap backing goes to the
+  // inactive file list, where reclaim may discard it instead of swapping.
+  folio_clear_active(folio);
+  folio_clear_referenced(folio);
+  folio_clear_swapbacked(folio);
+  folio_set_lru(folio);
+  kernel_of(&folio->page)->stats->count(VmStat::pglazyfree, static_cast<uint64_t>(folio_nr_pages(folio)));
 }
 
 // ---- helpers ----
@@ -134,6 +176,17 @@ static Folio* alloc_anon_folio(VmFault* vmf) {
   return folio_prealloc(mm, vmf->address, true);
 }
 
+void map_anon_folio_pte_nopf(Folio* folio, pte_t* pte, Vma* vma, uint64_t addr, bool uffd_wp) {
+  const unsigned nr = static_cast<unsigned>(folio_nr_pages(folio));
+  pte_t entry = pfn_pte(folio_pfn(folio), vma->vm_page_prot);
+  if (vma->vm_flags & VM_WRITE) entry = pte_mkwrite_novma(pte_mkdirty(entry));
+  if (uffd_wp) entry = pte_mkuffd_wp(entry);
+  folio_ref_add(folio, static_cast<int>(nr) - 1);  // one reference per PTE
+  folio_add_new_anon_rmap(folio, vma, addr, RMAP_EXCLUSIVE, RmapLevel::kPte);
+  folio_add_lru(folio);
+  set_ptes(vma->vm_mm, addr, pte, entry, nr);
+}
+
 static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
@@ -141,6 +194,9 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 
   // Shared anonymous memory is shmem and never gets here.
   if (vma->vm_flags & VM_SHARED) return VM_FAULT_SIGBUS;
+  // handle_userfault(VM_UFFD_MISSING): nobody reads the model's userfaultfd,
+  // so the fault ends as UFFD_FEATURE_SIGBUS makes it end.
+  if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;
   if (!pte_alloc(mm, vmf->pmd)) return VM_FAULT_OOM;
 
   if (!(vmf->flags & FAULT_FLAG_WRITE)) {
@@ -166,8 +222,6 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   unsigned nr = static_cast<unsigned>(folio_nr_pages(folio));
   uint64_t addr = round_down(vmf->address, nr * PAGE_SIZE);
   folio_set_uptodate(folio);
-  pte_t entry = pfn_pte(phys->page_to_pfn(&folio->page), vma->vm_page_prot);
-  if (vma->vm_flags & VM_WRITE) entry = pte_mkwrite_novma(pte_mkdirty(entry));
 
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, addr, &vmf->ptl);
   if (!vmf->pte) {
@@ -181,12 +235,9 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     mm->stats->count(Event::fault_retry);
     return 0;
   }
-  folio_ref_add(folio, static_cast<int>(nr) - 1);  // one reference per PTE
   add_mm_counter(mm, MM_ANONPAGES, nr);
   mm->stats->count_mthp(folio_order(folio), MthpStat::anon_fault_alloc);
-  folio_add_new_anon_rmap(folio, vma, addr, RMAP_EXCLUSIVE, RmapLevel::kPte);
-  folio_add_lru(folio);
-  set_ptes(mm, addr, vmf->pte, entry, nr);
+  map_anon_folio_pte_nopf(folio, vmf->pte, vma, addr, false);
   vmf->ptl->unlock();
   mm->stats->count(Event::fault_anon);
   return 0;
@@ -307,6 +358,13 @@ vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   vmf->page = vm_normal_page(vma, vmf->address, vmf->orig_pte);
   Folio* folio = vmf->page ? page_folio(vmf->page) : nullptr;
 
+  // handle_userfault(VM_UFFD_WP): a write to a userfaultfd write-protected
+  // page ends as UFFD_FEATURE_SIGBUS makes it end (nobody reads the model's
+  // userfaultfd). An unshare is no write and goes on.
+  if (!unshare && (vma->vm_flags & VM_UFFD_WP) && pte_uffd_wp(vmf->orig_pte)) {
+    vmf->ptl->unlock();
+    return VM_FAULT_SIGBUS;
+  }
   if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) return wp_page_shared(vmf, folio);  // shared mappings never CoW
   if (folio && folio_test_anon(folio) &&
       (PageAnonExclusive(vmf->page) || wp_can_reuse_anon_folio(folio, vma))) {

@@ -266,6 +266,10 @@ int SysfsGuard::apply_defaults(std::string* why) {
       {"transparent_hugepage/khugepaged/max_ptes_none", "511"},
       {"transparent_hugepage/khugepaged/max_ptes_shared", "256"},
       {"transparent_hugepage/khugepaged/max_ptes_swap", "64"},
+      {"transparent_hugepage/khugepaged/pages_to_scan", "4096"},
+      {"transparent_hugepage/khugepaged/scan_sleep_millisecs", "10000"},
+      {"transparent_hugepage/khugepaged/alloc_sleep_millisecs", "60000"},
+      {"transparent_hugepage/khugepaged/defrag", "1"},
       {"hugepages/hugepages-2048kB/nr_hugepages", "0"},
       {"hugepages/hugepages-1048576kB/nr_hugepages", "0"},
   };

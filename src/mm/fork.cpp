@@ -37,6 +37,7 @@
 #include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
@@ -47,12 +48,11 @@ namespace mmlab {
 namespace {
 
 // MMF_INIT_MASK: the mm flags a child inherits (mmf_init_flags). Of the
-// model's flags only the THP opt-out is inherited; MMF_HAS_PINNED and
-// MMF_HUGE_ZERO_PAGE describe what this mm did and start clear.
-constexpr uint64_t MMF_INIT_MASK = 1ull << MMF_DISABLE_THP;
+// model's flags only the THP opt-outs are inherited; MMF_HAS_PINNED,
+// MMF_HUGE_ZERO_PAGE and MMF_VM_HUGEPAGE describe what this mm did and start
+// clear (khugepaged_fork registers the child itself).
+constexpr uint64_t MMF_INIT_MASK = (1ull << MMF_DISABLE_THP) | (1ull << MMF_DISABLE_THP_EXCEPT_ADVISED);
 
-// __VM_UFFD_FLAGS as far as the model has them.
-constexpr vm_flags_t VM_UFFD_FLAGS = VM_UFFD_MISSING | VM_UFFD_WP;
 // VM_LOCKED_MASK: mlock() is not inherited.
 constexpr vm_flags_t VM_LOCKED_MASK = VM_LOCKED | VM_LOCKONFAULT;
 
@@ -405,7 +405,7 @@ int copy_page_range(Vma* dst_vma, Vma* src_vma) {
 
 // dup_mmap: copy oldmm's VMAs (and, through copy_page_range, their page
 // tables) into the new, empty mm. 0, or -ENOMEM with mm partly built (the
-// caller tears it down with exit_mmap).
+// caller tears it down with mmput).
 int dup_mmap(Mm* mm, Mm* oldmm) {
   mmap_write_lock(oldmm);
   // mmap_write_lock_nested(mm, SINGLE_DEPTH_NESTING): nobody else can reach
@@ -416,6 +416,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
     return -EINTR;
   }
   mm->flags.store(oldmm->flags.load(std::memory_order_relaxed) & MMF_INIT_MASK, std::memory_order_relaxed);
+  khugepaged_fork(mm, oldmm);
   mm->mmap_base = oldmm->mmap_base;
   mm->task_size = oldmm->task_size;
   uint64_t total_vm = oldmm->total_vm.load(std::memory_order_relaxed);
@@ -467,7 +468,7 @@ Process* Process::fork(const std::string& child_name) {
   if (!mm->pgd) return nullptr;  // -ENOMEM
   if (dup_mmap(mm.get(), mm_.get())) {
     // -ENOMEM: mmput() of the half-built child.
-    exit_mmap(mm.get());
+    mmput(mm.get());
     return nullptr;
   }
   std::string n = child_name.empty() ? fmt::format("p{}", id) : child_name;

@@ -18,6 +18,8 @@ namespace mmlab {
 struct Mm;
 
 struct FileTable;     // mm/file.h (page cache, files)
+struct KhugepagedHooks;  // mm/khugepaged.h (the call sites' way into khugepaged)
+class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
 struct SwapState;     // fault/swap.h (swap devices, swap cache)
 struct HugetlbState;  // fault/hugetlb.h (hugetlb pools)
 
@@ -47,6 +49,11 @@ struct Kernel {
   // for the underused shrinker), linked by set membership.
   std::mutex split_queue_lock;
   std::set<Folio*> split_queue;  // protected by split_queue_lock
+
+  // khugepaged and MADV_COLLAPSE live in a layer above this one: the System
+  // installs its hooks and state here at creation (null: neither exists).
+  const KhugepagedHooks* khugepaged_hooks = nullptr;
+  Khugepaged* khugepaged = nullptr;
 
   std::unique_ptr<FileTable> files;
   std::unique_ptr<SwapState> swap;

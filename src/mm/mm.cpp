@@ -1,7 +1,9 @@
 // mm_struct lifetime (kernel/fork.c's mm_alloc / __mmput) and rss helpers.
 #include "mm/mm.h"
 
+#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/khugepaged.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 
@@ -19,6 +21,24 @@ Mm::~Mm() {
   if (pgd) pgtable_free(this, table_page_of(phys, pgd));
   if (test_flag(MMF_HUGE_ZERO_PAGE)) phys->mm_put_huge_zero_folio();
   pgtable_reclaim_deferred(this);
+}
+
+void mmput(Mm* mm) {
+  mm->mm_users.store(0, std::memory_order_release);
+  khugepaged_exit(mm);
+  exit_mmap(mm);
+}
+
+int prctl_set_thp_disable(Mm* mm, bool disable, unsigned long flags) {
+  constexpr unsigned long PR_THP_DISABLE_EXCEPT_ADVISED = 1ul << 1;
+  // Flags only when disabling, and only the one there is.
+  if ((!disable && flags) || (flags & ~PR_THP_DISABLE_EXCEPT_ADVISED)) return -EINVAL;
+  mmap_write_lock(mm);
+  mm->clear_flag(MMF_DISABLE_THP);
+  mm->clear_flag(MMF_DISABLE_THP_EXCEPT_ADVISED);
+  if (disable) mm->set_flag((flags & PR_THP_DISABLE_EXCEPT_ADVISED) ? MMF_DISABLE_THP_EXCEPT_ADVISED : MMF_DISABLE_THP);
+  mmap_write_unlock(mm);
+  return 0;
 }
 
 MmCounter mm_counter_file(const Folio* folio) {

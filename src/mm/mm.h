@@ -48,11 +48,15 @@ inline constexpr vm_flags_t VM_MERGEABLE = 0x80000000;
 inline constexpr vm_flags_t VM_ACCESS_FLAGS = VM_READ | VM_WRITE | VM_EXEC;
 
 inline bool is_cow_mapping(vm_flags_t f) { return (f & (VM_SHARED | VM_MAYWRITE)) == VM_MAYWRITE; }
+// __VM_UFFD_FLAGS as far as the model has them (no minor faults).
+inline constexpr vm_flags_t VM_UFFD_FLAGS = VM_UFFD_MISSING | VM_UFFD_WP;
 
 // mm->flags bits (MMF_*).
 inline constexpr unsigned MMF_HAS_PINNED = 0;
 inline constexpr unsigned MMF_HUGE_ZERO_PAGE = 1;
-inline constexpr unsigned MMF_DISABLE_THP = 2;
+inline constexpr unsigned MMF_DISABLE_THP = 2;  // MMF_DISABLE_THP_COMPLETELY: PR_SET_THP_DISABLE without flags
+inline constexpr unsigned MMF_VM_HUGEPAGE = 3;  // registered with khugepaged (it has an mm_slot)
+inline constexpr unsigned MMF_DISABLE_THP_EXCEPT_ADVISED = 4;  // PR_SET_THP_DISABLE, PR_THP_DISABLE_EXCEPT_ADVISED
 
 enum MmCounter : uint8_t { MM_FILEPAGES = 0, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES, NR_MM_COUNTERS };
 
@@ -88,6 +92,9 @@ inline uint64_t linear_page_index(const Vma* vma, uint64_t addr) {
   return ((addr - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
 }
 inline bool vma_is_anonymous(const Vma* vma) { return !vma->vm_file; }
+// include/linux/userfaultfd_k.h: a VMA registered with userfaultfd.
+inline bool userfaultfd_armed(const Vma* vma) { return vma->vm_flags & VM_UFFD_FLAGS; }
+inline bool userfaultfd_missing(const Vma* vma) { return vma->vm_flags & VM_UFFD_MISSING; }
 bool vma_is_shmem(const Vma* vma);
 
 // A sequence count (seqcount_t), used for write_protect_seq.
@@ -131,6 +138,9 @@ struct Mm {
   mutable std::shared_mutex vma_tree_lock;
   std::atomic<uint64_t> mm_lock_seq{0};  // bumped by mmap_write_unlock: ends every VMA write lock
 
+  // mm_users: 1 while the process lives; 0 from the start of its teardown
+  // (mmput), which is what khugepaged's hpage_collapse_test_exit() looks at.
+  std::atomic<int> mm_users{1};
   std::atomic<long> rss_stat[NR_MM_COUNTERS] = {};
   std::atomic<long> pgtables_bytes{0};  // page-table pages of this mm (incl. deposited ones)
   std::atomic<uint64_t> flags{0};
@@ -144,6 +154,8 @@ struct Mm {
   void add_mm_counter(MmCounter c, long n) { rss_stat[c].fetch_add(n, std::memory_order_relaxed); }
   bool test_flag(unsigned bit) const { return flags.load(std::memory_order_acquire) & (1ull << bit); }
   void set_flag(unsigned bit) { flags.fetch_or(1ull << bit, std::memory_order_acq_rel); }
+  void clear_flag(unsigned bit) { flags.fetch_and(~(1ull << bit), std::memory_order_acq_rel); }
+  bool test_and_set_flag(unsigned bit) { return flags.fetch_or(1ull << bit, std::memory_order_acq_rel) & (1ull << bit); }
 };
 
 inline void inc_mm_counter(Mm* mm, MmCounter c) { mm->add_mm_counter(c, 1); }

@@ -14,6 +14,7 @@
 
 #include "mm/file.h"
 #include "mm/internal.h"
+#include "mm/khugepaged.h"
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
 
@@ -299,7 +300,8 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
   mm->total_vm.fetch_add(len >> PAGE_SHIFT, std::memory_order_relaxed);
   vma = vma_merge_neighbours(mm, vma);
   vma_set_page_prot(vma);  // write-notify for soft-dirty or file dirty tracking
-  // TODO(khugepaged): khugepaged_enter_vma(vma, vm_flags).
+  // __mmap_new_vma (a merge registered in vma_merge_neighbours already).
+  khugepaged_enter_vma(vma, vma->vm_flags);
   return static_cast<long>(addr);
 }
 

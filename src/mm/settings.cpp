@@ -3,6 +3,7 @@
 
 #include "mmlab/system.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -10,6 +11,56 @@ namespace mmlab {
 namespace {
 
 constexpr const char* kThpPrefix = "transparent_hugepage/";
+
+// kstrtoul/kstrtouint(s, 10, ...): an optional '+', decimal digits, and at
+// most one trailing newline; -EINVAL otherwise, -ERANGE beyond `max`.
+int kstrtoul(const std::string& s, uint64_t max, uint64_t* out) {
+  size_t i = s.size() && s[0] == '+' ? 1 : 0;
+  size_t end = s.size();
+  if (end > i && s[end - 1] == '\n') end--;
+  if (i == end) return -EINVAL;
+  uint64_t v = 0;
+  for (size_t k = i; k < end; k++) {
+    if (s[k] < '0' || s[k] > '9') return -EINVAL;
+    unsigned d = static_cast<unsigned>(s[k] - '0');
+    if (v > (max - d) / 10) return -ERANGE;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return 0;
+}
+
+constexpr uint64_t kUintMax = 0xffffffffull;
+
+// The stores of transparent_hugepage/khugepaged/ (mm/khugepaged.c): every
+// rejected value is -EINVAL, as the kernel's stores return it.
+int khugepaged_knob_write(Settings& s, const std::string& knob, const std::string& raw) {
+  uint64_t n;
+  if (knob == "max_ptes_none" || knob == "max_ptes_swap" || knob == "max_ptes_shared") {
+    if (kstrtoul(raw, ~0ull, &n) || n > HPAGE_PMD_NR - 1) return -EINVAL;
+    (knob == "max_ptes_none" ? s.max_ptes_none : knob == "max_ptes_swap" ? s.max_ptes_swap : s.max_ptes_shared) =
+        static_cast<int>(n);
+    return 0;
+  }
+  if (knob == "pages_to_scan") {
+    if (kstrtoul(raw, kUintMax, &n) || n == 0) return -EINVAL;
+    s.pages_to_scan = static_cast<int>(std::min<uint64_t>(n, 0x7fffffff));
+    return 0;
+  }
+  if (knob == "scan_sleep_millisecs" || knob == "alloc_sleep_millisecs") {
+    if (kstrtoul(raw, kUintMax, &n)) return -EINVAL;
+    (knob == "scan_sleep_millisecs" ? s.scan_sleep_millisecs : s.alloc_sleep_millisecs) = static_cast<unsigned>(n);
+    return 0;
+  }
+  if (knob == "defrag") {  // single_hugepage_flag_store
+    int err = kstrtoul(raw, ~0ull, &n);
+    if (err) return err;
+    if (n > 1) return -EINVAL;
+    s.khugepaged_defrag = n == 1;
+    return 0;
+  }
+  return -ENOENT;
+}
 
 bool parse_long(const std::string& s, long* out) {
   if (s.empty()) return false;
@@ -57,6 +108,7 @@ const char* kGupFastNames[] = {"legacy", "batch"};
 // and until then naming them is an error, never silently ignored.
 const char* kCowPolicyNames[] = {"base"};
 const char* kThpEnabledNames[] = {"always", "madvise", "never"};
+const char* kOffOnNames[] = {"off", "on"};
 
 }  // namespace
 
@@ -101,23 +153,7 @@ int settings_write(Settings& s, const std::string& path, const std::string& valu
       s.use_zero_page = n;
       return 0;
     }
-    if (rest.rfind("khugepaged/", 0) == 0) {
-      std::string knob = rest.substr(11);
-      long n;
-      if (!parse_long(v, &n) || n < 0) return -EINVAL;
-      if (knob == "max_ptes_none" || knob == "max_ptes_swap" || knob == "max_ptes_shared") {
-        if (n > HPAGE_PMD_NR - 1) return -EINVAL;
-        (knob == "max_ptes_none" ? s.max_ptes_none : knob == "max_ptes_swap" ? s.max_ptes_swap : s.max_ptes_shared) =
-            static_cast<int>(n);
-        return 0;
-      }
-      if (knob == "pages_to_scan") {
-        if (n == 0) return -EINVAL;
-        s.pages_to_scan = static_cast<int>(n);
-        return 0;
-      }
-      return -ENOENT;
-    }
+    if (rest.rfind("khugepaged/", 0) == 0) return khugepaged_knob_write(s, rest.substr(11), value);
     auto slash = rest.find('/');
     if (slash != std::string::npos && rest.substr(slash + 1) == "enabled") {
       int order = order_from_dir(rest.substr(0, slash));
@@ -151,6 +187,9 @@ int settings_read(const Settings& s, const std::string& path, std::string* out) 
     if (rest == "khugepaged/max_ptes_swap") { *out = std::to_string(s.max_ptes_swap); return 0; }
     if (rest == "khugepaged/max_ptes_shared") { *out = std::to_string(s.max_ptes_shared); return 0; }
     if (rest == "khugepaged/pages_to_scan") { *out = std::to_string(s.pages_to_scan); return 0; }
+    if (rest == "khugepaged/scan_sleep_millisecs") { *out = std::to_string(s.scan_sleep_millisecs); return 0; }
+    if (rest == "khugepaged/alloc_sleep_millisecs") { *out = std::to_string(s.alloc_sleep_millisecs); return 0; }
+    if (rest == "khugepaged/defrag") { *out = s.khugepaged_defrag ? "1" : "0"; return 0; }
     auto slash = rest.find('/');
     if (slash != std::string::npos && rest.substr(slash + 1) == "enabled") {
       int order = order_from_dir(rest.substr(0, slash));
@@ -185,6 +224,12 @@ int tune_write(Settings& s, const std::string& key, const std::string& value) {
     s.cow_policy = p;
     return 0;
   }
+  if (key == "khugepaged.mthp") {
+    bool on;
+    if (!parse_enum(kOffOnNames, value, &on)) return -EINVAL;
+    s.khugepaged_mthp = on;
+    return 0;
+  }
   return -ENOENT;
 }
 
@@ -192,15 +237,17 @@ int tune_read(const Settings& s, const std::string& key, std::string* out) {
   if (key == "gup.walk") { *out = gup_walk_name(s.gup_walk); return 0; }
   if (key == "gup.fast") { *out = gup_fast_name(s.gup_fast); return 0; }
   if (key == "cow.policy") { *out = cow_policy_name(s.cow_policy); return 0; }
+  if (key == "khugepaged.mthp") { *out = kOffOnNames[s.khugepaged_mthp ? 1 : 0]; return 0; }
   return -ENOENT;
 }
 
-std::vector<std::string> tune_keys() { return {"gup.walk", "gup.fast", "cow.policy"}; }
+std::vector<std::string> tune_keys() { return {"gup.walk", "gup.fast", "cow.policy", "khugepaged.mthp"}; }
 
 std::vector<std::string> tune_values(const std::string& key) {
   if (key == "gup.walk") return {std::begin(kGupWalkNames), std::end(kGupWalkNames)};
   if (key == "gup.fast") return {std::begin(kGupFastNames), std::end(kGupFastNames)};
   if (key == "cow.policy") return {std::begin(kCowPolicyNames), std::end(kCowPolicyNames)};
+  if (key == "khugepaged.mthp") return {std::begin(kOffOnNames), std::end(kOffOnNames)};
   return {};
 }
 
@@ -210,6 +257,9 @@ std::vector<std::string> settings_paths() {
                                 "transparent_hugepage/khugepaged/max_ptes_swap",
                                 "transparent_hugepage/khugepaged/max_ptes_shared",
                                 "transparent_hugepage/khugepaged/pages_to_scan",
+                                "transparent_hugepage/khugepaged/scan_sleep_millisecs",
+                                "transparent_hugepage/khugepaged/alloc_sleep_millisecs",
+                                "transparent_hugepage/khugepaged/defrag",
                                 "hugepages/hugepages-2048kB/nr_hugepages",
                                 "hugepages/hugepages-1048576kB/nr_hugepages"};
   for (unsigned o = 2; o <= PMD_ORDER; o++)
@@ -223,12 +273,25 @@ bool tune_value_known(const std::string& key, const std::string& value) {
   return false;
 }
 
+bool sysfs_value_well_formed(const std::string& path, const std::string& value) {
+  // The khugepaged knobs take numbers: a value that is no number is a
+  // mistake in the scenario, not something to hand the kernel.
+  if (path.rfind("transparent_hugepage/khugepaged/", 0) != 0) return true;
+  size_t i = value.size() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+  if (i == value.size()) return false;
+  for (; i < value.size(); i++)
+    if (value[i] < '0' || value[i] > '9') return false;
+  return true;
+}
+
 bool sysfs_path_known(const std::string& path) {
   for (auto& p : settings_paths())
     if (p == path) return true;
   // Read-only files and statistics: the per-size stats directories, pool counters.
   if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.find("kB/stats/") != std::string::npos) return true;
   if (path == "transparent_hugepage/hpage_pmd_size") return true;
+  if (path == "transparent_hugepage/khugepaged/pages_collapsed" || path == "transparent_hugepage/khugepaged/full_scans")
+    return true;
   for (const char* sz : {"hugepages/hugepages-2048kB/", "hugepages/hugepages-1048576kB/"})
     for (const char* f : {"nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages", "nr_overcommit_hugepages"})
       if (path == std::string(sz) + f) return true;

@@ -34,10 +34,14 @@ struct Settings {
   std::atomic<uint64_t> huge_anon_orders_inherit{1ull << 9};  // PMD order inherits
   std::atomic<uint64_t> huge_anon_orders_madvise{0};
   std::atomic<bool> use_zero_page{true};
+  // transparent_hugepage/khugepaged/ (mm/khugepaged.c's defaults)
   std::atomic<int> max_ptes_none{511};
   std::atomic<int> max_ptes_swap{64};
   std::atomic<int> max_ptes_shared{256};
   std::atomic<int> pages_to_scan{4096};
+  std::atomic<bool> khugepaged_defrag{true};  // khugepaged/defrag: GFP_TRANSHUGE rather than _LIGHT
+  std::atomic<unsigned> scan_sleep_millisecs{10000};
+  std::atomic<unsigned> alloc_sleep_millisecs{60000};
   // hugepages/hugepages-<N>kB/nr_hugepages (the pools themselves live in the hugetlb code)
   std::atomic<long> nr_hugepages_2m{0};
   std::atomic<long> nr_hugepages_1g{0};
@@ -46,6 +50,8 @@ struct Settings {
   std::atomic<GupWalk> gup_walk{GupWalk::kLegacy};
   std::atomic<GupFast> gup_fast{GupFast::kLegacy};
   std::atomic<CowPolicy> cow_policy{CowPolicy::kBase};
+  // khugepaged.mthp: "khugepaged: add mTHP collapse support" v18 (docs/VARIANTS.md).
+  std::atomic<bool> khugepaged_mthp{false};
 
   ThpOrderMode order_mode(unsigned order) const;
   void set_order_mode(unsigned order, ThpOrderMode m);

@@ -21,6 +21,7 @@
 
 #include "mm/file.h"
 #include "mm/internal.h"
+#include "mm/khugepaged.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {
@@ -332,6 +333,9 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
   }
 
   for (auto& v : gone) unlink_anon_vmas(v.get());
+  // vma_merge_existing_range / vma_merge_new_range: the merged VMA may be
+  // eligible where its parts were not (it may have an anon_vma now).
+  khugepaged_enter_vma(target, flags);
   return target;
 }
 

@@ -3,6 +3,7 @@
 #include "pgtable/pgtable.h"
 
 #include <cstring>
+#include <thread>
 
 #include "mm/kernel.h"
 #include "mm/mm.h"
@@ -91,6 +92,21 @@ void pgtable_reclaim_deferred(Mm* mm) {
     }
   }
   for (Page* t : ready) pgtable_release(k, t);
+}
+
+void tlb_remove_table_sync_one(Mm* mm) {
+  Kernel* k = mm->kernel;
+  // Walkers that start from now on publish a later epoch (and read the
+  // entries as they are now); only those with an epoch <= this one began
+  // before and may still hold what they read.
+  const uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
+  while (oldest_active_walker(k) <= epoch) std::this_thread::yield();
+}
+
+pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp) {
+  pmd_t old = entry_xchg(pmdp, pmd_t{0});
+  flush_tlb_range(vma, address, address + PMD_SIZE);
+  return old;
 }
 
 // ---- the walk down, allocating ----
@@ -239,6 +255,19 @@ pte_t clear_flush_ptes(Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr) {
 void wrprotect_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
   for (unsigned i = 0; i < nr; i++) {
     std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel);
+  }
+}
+
+void clear_young_dirty_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr, cydp_t flags) {
+  for (unsigned i = 0; i < nr; i++) {
+    if (flags == CYDP_CLEAR_YOUNG) {
+      std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_ACCESSED, std::memory_order_acq_rel);
+      continue;
+    }
+    pte_t e = entry_xchg(ptep + i, pte_t{0});
+    if (flags & CYDP_CLEAR_YOUNG) e = pte_mkold(e);
+    if (flags & CYDP_CLEAR_DIRTY) e = pte_mkclean(e);
+    entry_set(ptep + i, e);
   }
 }
 

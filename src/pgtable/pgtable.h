@@ -89,6 +89,14 @@ inline pte_t ptep_get_and_clear(Mm* mm, uint64_t addr, pte_t* ptep) { return get
 // Clear nr entries and flush the TLB range once if any was accessible.
 pte_t clear_flush_ptes(struct Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr);
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+// clear_young_dirty_ptes (the generic version x86 uses): the accessed bit
+// alone is cleared atomically in place (ptep_test_and_clear_young); with the
+// dirty bit, each entry is cleared and set again old and/or clean. The
+// caller flushes the TLB (MADV_COLD, MADV_FREE).
+using cydp_t = unsigned;
+inline constexpr cydp_t CYDP_CLEAR_YOUNG = 1u << 0;
+inline constexpr cydp_t CYDP_CLEAR_DIRTY = 1u << 1;
+void clear_young_dirty_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr, cydp_t flags);
 // TLB flush accounting (the model has no TLB of its own yet: flushes are counted).
 void flush_tlb_range(struct Vma* vma, uint64_t start, uint64_t end);
 
@@ -119,5 +127,13 @@ void lockless_walk_begin(Mm* mm);
 void lockless_walk_end(Mm* mm);
 // Free every deferred table whose grace period has passed (called on frees).
 void pgtable_reclaim_deferred(Mm* mm);
+// tlb_remove_table_sync_one (mm/mmu_gather.c): return once every lockless
+// walker that may have read a table entry before this call has ended (the
+// kernel's IPI to every CPU). Must not be called from inside a lockless walk.
+void tlb_remove_table_sync_one(Mm* mm);
+// pmdp_collapse_flush (mm/pgtable-generic.c): clear the PMD (a table entry)
+// and flush the range; returns the old value. PMD lock held. A GUP-fast
+// walker that read the old value sees the change at its re-check.
+pmd_t pmdp_collapse_flush(struct Vma* vma, uint64_t address, pmd_t* pmdp);
 
 }  // namespace mmlab

@@ -31,9 +31,22 @@ int Process::madvise(uint64_t addr, uint64_t len, int advice) {
   return mm_ ? do_madvise(mm_.get(), addr, len, advice) : -ESRCH;
 }
 
+int Process::prctl_set_thp_disable(bool disable, unsigned long flags) {
+  return mm_ ? mmlab::prctl_set_thp_disable(mm_.get(), disable, flags) : -ESRCH;
+}
+int Process::uffd_register(uint64_t addr, uint64_t len, unsigned modes) {
+  if (!mm_) return -ESRCH;
+  if (!modes || (modes & ~(kUffdMissing | kUffdWp))) return -EINVAL;
+  vm_flags_t f = ((modes & kUffdMissing) ? VM_UFFD_MISSING : 0) | ((modes & kUffdWp) ? VM_UFFD_WP : 0);
+  return userfaultfd_register(mm_.get(), addr, len, f);
+}
+int Process::uffd_writeprotect(uint64_t addr, uint64_t len, bool wp) {
+  return mm_ ? mwriteprotect_range(mm_.get(), addr, len, wp) : -ESRCH;
+}
+
 void Process::exit() {
   if (!mm_) return;
-  exit_mmap(mm_.get());
+  mmput(mm_.get());
   mm_.reset();
 }
 

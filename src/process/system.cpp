@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "fmt/format.h"
+#include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
@@ -47,11 +48,14 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
   sys->k_ = std::move(k);
+  sys->clock_ = std::make_unique<std::atomic<uint64_t>>(0);
+  sys->khugepaged_ = std::make_unique<Khugepaged>(kp, sys->clock_.get());
   if (err) *err = 0;
   return sys;
 }
 
 System::~System() {
+  if (khugepaged_) khugepaged_->stop_thread();
   for (auto& p : procs_) p->exit();
   procs_.clear();
 }
@@ -74,7 +78,13 @@ std::vector<Process*> System::processes() const {
 int System::sysfs_write(const std::string& path, const std::string& value) {
   int r = hugetlb_sysfs_write(k_.get(), path, value);
   if (r != -ENOENT) return r;
-  return settings_write(k_->settings, path, value);
+  r = settings_write(k_->settings, path, value);
+  if (!r) khugepaged_->sysfs_written(path);  // start_stop_khugepaged, the sleep stores' wakeup
+  // A file with no store is mode 0444: kernfs refuses to open it for
+  // writing, root included.
+  std::string ignored;
+  if (r == -ENOENT && sysfs_read(path, &ignored) == 0) return -EACCES;
+  return r;
 }
 
 int System::sysfs_read(const std::string& path, std::string* value) const {
@@ -86,7 +96,10 @@ int System::sysfs_read(const std::string& path, std::string* value) const {
       long kb = std::strtol(path.substr(pre.size(), kb_end - pre.size()).c_str(), nullptr, 10);
       for (unsigned o = 2; o <= PMD_ORDER; o++) {
         if (kb != static_cast<long>((PAGE_SIZE << o) / 1024)) continue;
-        int64_t v = mthp_stat(o, path.substr(kb_end + 9));
+        const std::string item = path.substr(kb_end + 9);
+        // The collapse statistics come with the mTHP collapse series.
+        if (item.rfind("collapse_", 0) == 0 && !k_->settings.khugepaged_mthp.load()) return -ENOENT;
+        int64_t v = mthp_stat(o, item);
         if (v < 0) return -ENOENT;
         *value = std::to_string(v);
         return 0;
@@ -96,8 +109,21 @@ int System::sysfs_read(const std::string& path, std::string* value) const {
   }
   int r = hugetlb_sysfs_read(k_.get(), path, value);
   if (r != -ENOENT) return r;
+  r = khugepaged_->sysfs_read(path, value);
+  if (r != -ENOENT) return r;
   return settings_read(k_->settings, path, value);
 }
+
+uint64_t System::clock_ns() const { return clock_->load(); }
+int System::advance_clock(uint64_t ns) { return khugepaged_->advance(ns); }
+int System::run_khugepaged(unsigned full_scans) { return khugepaged_->run_full_scans(full_scans); }
+int System::start_khugepaged_thread() { return khugepaged_->start_thread(); }
+void System::stop_khugepaged_thread() { khugepaged_->stop_thread(); }
+bool System::khugepaged_running() const { return khugepaged_->kthread_running(); }
+void System::set_khugepaged_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost_ns) {
+  khugepaged_->set_wake_cost(std::move(cost_ns));
+}
+CollapseTiming System::collapse_timing() const { return khugepaged_->timing(); }
 
 int System::tune(const std::string& key, const std::string& value) { return tune_write(k_->settings, key, value); }
 int System::tune_read(const std::string& key, std::string* value) const {

@@ -16,7 +16,8 @@ struct AddrExpr {
 
 enum class Op {
   kSysfs, kTune, kProc, kFork, kExit, kFile, kSwap, kMmap, kMunmap, kMprotect, kMremap, kMadvise,
-  kClearSoftDirty, kKhugepaged, kCountersReset, kWrite, kRead, kGup, kHandleWrite, kHandleRead, kUnpin, kDump,
+  kClearSoftDirty, kKhugepaged, kAdvance, kThpDisable, kUffdRegister, kUffdWp, kCountersReset, kWrite, kRead, kGup,
+  kHandleWrite, kHandleRead, kUnpin, kDump,
   kExpectHandle, kExpectDump, kExpectMapped, kExpectOrder, kExpectExclusive, kExpectPinned, kExpectZero,
   kExpectSwapped, kExpectSame, kExpectRss, kExpectSysfs, kExpectVmstat, kExpectCounter, kCheck, kSkip, kXfail,
 };

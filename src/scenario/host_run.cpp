@@ -13,14 +13,17 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "fmt/format.h"
 #include "host/agent.h"
@@ -242,7 +245,11 @@ class HostRun final : public TestRun {
         break;
       }
       case Op::kClearSoftDirty: exec_clear_soft_dirty(st); break;
-      case Op::kKhugepaged: throw SkipTest{"the host backend cannot run khugepaged scans on demand"};
+      case Op::kKhugepaged: exec_khugepaged(st); break;
+      case Op::kAdvance: throw SkipTest{"`advance` moves the model's virtual clock; the host's time is its own"};
+      case Op::kThpDisable:
+      case Op::kUffdRegister:
+      case Op::kUffdWp: throw SkipTest{"the host agent has no prctl or userfaultfd request"};
       case Op::kCountersReset: break;  // counter expectations are skipped on the host
       case Op::kWrite: {
         Proc& p = proc(st, st.p);
@@ -306,6 +313,49 @@ class HostRun final : public TestRun {
       if (got != st.str2)
         throw SkipTest{fmt::format("the host could allocate only {} of {} pages for {}", got, st.str2, st.str)};
     }
+  }
+
+  // The khugepaged kthread exists only while a THP size it serves is enabled
+  // (start_stop_khugepaged).
+  static bool khugepaged_thread_running() {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+      std::ifstream comm(e.path() / "comm");
+      std::string name;
+      if (comm && std::getline(comm, name) && name == "khugepaged") return true;
+    }
+    return false;
+  }
+
+  static long khugepaged_full_scans() {
+    std::string v;
+    return host::sysfs_read("transparent_hugepage/khugepaged/full_scans", &v) == 0 ? std::strtol(v.c_str(), nullptr, 10) : -1;
+  }
+
+  // `khugepaged N`: wait for N full scans the host's khugepaged starts after
+  // now (the one in progress may have passed the test's mm already, hence
+  // start + N + 1), with the scan sleep lowered meanwhile.
+  void exec_khugepaged(const Stmt& st) {
+    if (!st.n) return;
+    if (!khugepaged_thread_running())
+      throw SkipTest{"the host's khugepaged thread is not running (it runs only while a THP size it serves is enabled)"};
+    const std::string sleep_file = "transparent_hugepage/khugepaged/scan_sleep_millisecs";
+    std::string sleep_was;
+    if (host::sysfs_read(sleep_file, &sleep_was)) throw SkipTest{"the host kernel has no /sys/kernel/mm/" + sleep_file};
+    const long start = khugepaged_full_scans();
+    if (start < 0) throw SkipTest{"the host kernel has no khugepaged full_scans counter"};
+    constexpr long kScanSleepMs = 10;
+    const bool lower = std::strtol(sleep_was.c_str(), nullptr, 10) > kScanSleepMs;
+    if (lower) check_errno(st, guard_.write(sleep_file, std::to_string(kScanSleepMs)), "sysfs write");
+    // A full scan visits every registered mm on the machine, and a wake may
+    // sit in compaction or an alloc sleep: allow for a busy machine.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60 + 30 * st.n);
+    long now = start;
+    while ((now = khugepaged_full_scans()) < start + static_cast<long>(st.n) + 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (lower) guard_.write(sleep_file, sleep_was);
+    if (now < start + static_cast<long>(st.n) + 1)
+      fail(st, fmt::format("the host's khugepaged made {} of {} full scans before the timeout", now - start, st.n + 1));
   }
 
   void exec_file(const Stmt& st) {

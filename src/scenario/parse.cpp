@@ -73,6 +73,20 @@ class LineParser {
     i_++;
     return static_cast<int>(v);
   }
+  // DURATION: a number and a unit (ns, us, ms, s); the result in ns.
+  uint64_t duration() {
+    const char* what = "a DURATION (a number and ns, us, ms or s, e.g. 10ms)";
+    if (done()) fail(what);
+    const std::string& s = t_[i_].s;
+    size_t digits = 0;
+    while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) digits++;
+    const std::string unit = s.substr(digits);
+    uint64_t mult = unit == "ns" ? 1 : unit == "us" ? 1000 : unit == "ms" ? 1000000 : unit == "s" ? 1000000000 : 0;
+    uint64_t v;
+    if (!digits || !mult || !parse_number(s.substr(0, digits), &v) || v > ~0ull / mult) fail(what);
+    i_++;
+    return v * mult;
+  }
   AddrExpr addr() {
     if (done()) fail("an ADDR (R or R+SIZE)");
     const std::string& s = t_[i_].s;
@@ -290,7 +304,7 @@ void parse_expect(LineParser& lp, Stmt* st) {
 // Statements that start with a process or handle name.
 void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
   st->p = who;
-  std::string verb = lp.word("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, write, read, gup, dump)");
+  std::string verb = lp.word("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump)");
   const Token* nxt = lp.peek();
   bool numeric_next = nxt && std::isdigit(static_cast<unsigned char>(nxt->s[0]));
   if (verb == "fork") {
@@ -359,6 +373,26 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
     }
   } else if (verb == "clear-soft-dirty") {
     st->op = Op::kClearSoftDirty;
+  } else if (verb == "thp-disable") {  // prctl(PR_SET_THP_DISABLE)
+    st->op = Op::kThpDisable;
+    st->flag = lp.yes_no();
+    if (lp.accept("except-advised")) st->str = "except-advised";
+  } else if (verb == "userfaultfd") {  // UFFDIO_REGISTER
+    st->op = Op::kUffdRegister;
+    st->addr = lp.addr();
+    st->size = lp.size();
+    std::string modes = lp.word("MODES (missing, wp or missing,wp)");
+    if (modes == "missing") st->n = 1;
+    else if (modes == "wp") st->n = 2;
+    else if (modes == "missing,wp" || modes == "wp,missing") st->n = 3;
+    else lp.back(), lp.fail("MODES (missing, wp or missing,wp)");
+  } else if (verb == "uffd-wp") {  // UFFDIO_WRITEPROTECT
+    st->op = Op::kUffdWp;
+    st->addr = lp.addr();
+    st->size = lp.size();
+    std::string on = lp.word("on or off");
+    if (on != "on" && on != "off") lp.back(), lp.fail("on or off");
+    st->flag = on == "on";
   } else if ((verb == "write" || verb == "read") && numeric_next) {  // H write|read OFFSET SIZE BYTE
     st->op = verb == "write" ? Op::kHandleWrite : Op::kHandleRead;
     st->size2 = lp.number("an OFFSET");
@@ -381,7 +415,7 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
     st->addr = lp.addr();
     st->size = lp.size();
   } else {
-    lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, write, read, gup, dump), not '" + verb + "'");
+    lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump), not '" + verb + "'");
   }
 }
 
@@ -392,12 +426,13 @@ void parse_statement(LineParser& lp, Stmt* st) {
     st->str = lp.word("a sysfs PATH");
     if (!sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
     st->str2 = lp.word("a VALUE");
+    if (!sysfs_value_well_formed(st->str, st->str2)) lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
   } else if (w == "tune") {
     st->op = Op::kTune;
     st->str = lp.word("a tune KEY");
     if (!lp.done() && !tune_value_known(st->str, lp.peek()->s)) {
       lp.fail("a tune KEY and VALUE this build has (gup.walk v6.5|legacy|walk|batch|batch-ro, gup.fast legacy|batch, "
-              "cow.policy base)");
+              "cow.policy base, khugepaged.mthp off|on)");
     }
     st->str2 = lp.word("a VALUE");
   } else if (w == "proc") {
@@ -434,6 +469,9 @@ void parse_statement(LineParser& lp, Stmt* st) {
   } else if (w == "khugepaged") {
     st->op = Op::kKhugepaged;
     st->n = lp.done() ? 1 : lp.number();
+  } else if (w == "advance") {
+    st->op = Op::kAdvance;
+    st->n = lp.duration();
   } else if (w == "counters") {
     lp.keyword("reset");
     st->op = Op::kCountersReset;

@@ -24,11 +24,12 @@ namespace mmlab {
   X(pgfree) X(thp_fault_alloc) X(thp_fault_fallback) X(thp_fault_fallback_charge)     \
   X(thp_split_page) X(thp_split_page_failed) X(thp_deferred_split_page)              \
   X(thp_split_pmd) X(thp_split_pud) X(thp_zero_page_alloc) X(thp_zero_page_alloc_failed) \
-  X(thp_collapse_alloc) X(thp_collapse_alloc_failed) X(nr_foll_pin_acquired)          \
+  X(thp_collapse_alloc) X(thp_collapse_alloc_failed) X(thp_scan_exceed_none_pte)       \
+  X(thp_scan_exceed_swap_pte) X(thp_scan_exceed_share_pte) X(nr_foll_pin_acquired)      \
   X(nr_foll_pin_released) X(pswpin) X(pswpout) X(thp_swpout) X(thp_swpout_fallback)   \
   X(thp_migration_success) X(thp_migration_fail) X(pgmigrate_success) X(pgmigrate_fail) \
   X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
-  X(tlb_flush_range) X(tlb_flush_one)
+  X(tlb_flush_range) X(tlb_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed)
 
 enum class VmStat : uint16_t {
 #define X(n) n,
@@ -43,7 +44,9 @@ enum class VmStat : uint16_t {
   X(swpin) X(swpin_fallback) X(swpin_fallback_charge) X(swpout) X(swpout_fallback)      \
   X(shmem_alloc) X(shmem_fallback) X(shmem_fallback_charge) X(split) X(split_failed)    \
   X(split_deferred) X(nr_anon) X(nr_anon_partially_mapped)                              \
-  X(wp_fault_alloc) X(wp_fault_fallback) X(wp_fault_fallback_charge)
+  X(wp_fault_alloc) X(wp_fault_fallback) X(wp_fault_fallback_charge)                   \
+  X(collapse_alloc) X(collapse_alloc_failed) X(collapse_exceed_none_pte)                \
+  X(collapse_exceed_swap_pte) X(collapse_exceed_shared_pte)
 
 enum class MthpStat : uint16_t {
 #define X(n) n,
@@ -83,7 +86,16 @@ enum class MthpStat : uint16_t {
   X(zap_pte_batches, "zap.pte_batches", "batched zap_present_ptes() runs (n > 1)")                \
   X(tlb_flush, "tlb.flush", "TLB flushes issued (one per flushed range)")                         \
   X(copy_bytes, "bytes.copied", "bytes copied by CoW and fork")                                   \
-  X(zero_bytes, "bytes.zeroed", "bytes zeroed for new folios")
+  X(zero_bytes, "bytes.zeroed", "bytes zeroed for new folios")                                     \
+  X(collapse_scan_pmd, "collapse.scan_pmd", "PMD ranges examined by hpage_collapse_scan_pmd()")    \
+  X(collapse_ptes_scanned, "collapse.ptes_scanned", "PTEs read by the collapse scan")              \
+  X(collapse_attempt, "collapse.attempt", "collapse_huge_page() calls (one per target range)")     \
+  X(collapse_success, "collapse.success", "ranges collapsed into a new folio")                     \
+  X(collapse_copied, "collapse.bytes_copied", "bytes copied into collapsed folios")                \
+  X(collapse_zeroed, "collapse.bytes_zeroed", "bytes zeroed for none/zero-page slots of collapsed folios") \
+  X(collapse_flush, "collapse.pmd_flush", "pmdp_collapse_flush() calls (PMD cleared, TLB flushed)") \
+  X(collapse_table_sync, "collapse.table_sync", "tlb_remove_table_sync_one() waits for lockless walkers") \
+  X(khugepaged_wake, "khugepaged.wakes", "khugepaged_do_scan() runs (wakes of the khugepaged thread)")
 
 enum class Event : uint16_t {
 #define X(e, n, d) e,

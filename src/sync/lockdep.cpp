@@ -22,7 +22,10 @@ namespace {
 constexpr int kMaxSubclass = 4;  // subclasses 0..3
 constexpr int kNrClasses = static_cast<int>(LockClass::kNrClasses);
 constexpr int kNrKeys = kNrClasses * kMaxSubclass;
-constexpr int kMaxHeld = 48;
+// __collapse_huge_page_isolate holds every folio of a PMD range locked (up
+// to 512 folio locks) until the copy is done, which the kernel's lockdep
+// never sees (PG_locked is a bit lock) but this one tracks.
+constexpr int kMaxHeld = 512 + 48;
 
 const char* class_name(LockClass c) {
   switch (c) {

@@ -14730,6 +14730,8 @@ expect P A+2044K order 9
 P mprotect A+4K 4K r
 P mprotect A+4K 4K rw
 P madvise A 2M collapse
+expect P A mapped pmd
+P read A 2M 1
 P fork C
 P write A 2M 0xff
 C read A 2M 1
@@ -14747,6 +14749,9 @@ P mprotect A+4K 4K r
 P mprotect A+4K 4K rw
 P fork C
 P madvise A 2M collapse
+expect P A mapped pmd
+P read A 2M 1
+expect C A mapped pte
 P write A 2M 0xff
 C read A 2M 1
 C exit
@@ -14765,6 +14770,8 @@ P madvise A+1M 1M dontfork
 P fork C
 P madvise A 2M dofork
 P madvise A 2M collapse
+expect P A mapped pmd
+P read A 2M 1
 P write A 2M 0xff
 C read A 1M 1
 C exit
@@ -14783,6 +14790,8 @@ P madvise A 1M dontfork
 P fork C
 P madvise A 2M dofork
 P madvise A 2M collapse
+expect P A mapped pmd
+P read A 2M 1
 P write A 2M 0xff
 C read A+1M 1M 1
 C exit

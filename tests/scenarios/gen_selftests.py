@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Generates the replays of the kernel's cow.c and gup_longterm.c selftests
-as .mms scenario files (catalogued in shared/docs/selftests-catalog.md,
-sections 1 and 2). The matrix is data, as cow.c builds it: memory types x
-test functions. Run it from this directory; the generated files are
-committed beside it so a reader sees the tests.
+"""Generates the replays of the kernel's cow.c, gup_longterm.c and
+khugepaged.c selftests as .mms scenario files. The matrix is data, as the
+selftests build it: memory types x test functions (x collapse contexts x
+mTHP sizes for khugepaged.c). Run it from this directory; the generated
+files are committed beside it so a reader sees the tests.
 
-    ./gen_selftests.py        # writes cow.mms and gup_longterm.mms
+    ./gen_selftests.py        # writes cow.mms, gup_longterm.mms and khugepaged.mms
 """
 
 K = 1024
@@ -173,17 +173,22 @@ ANON_FUNCS = [
 
 # ---- the anon-THP collapse group (catalog 1.5)
 
+# After every MADV_COLLAPSE: the parent maps the range by a PMD and still
+# reads its data (cow.c checks only the child, at the end).
+COLLAPSED = ["expect P A mapped pmd", "P read A 2M 1"]
+
 COLLAPSE = [
     ("collapse-before-fork", "Basic COW after fork() when collapsing before fork()",
-     ["P madvise A 2M collapse", "P fork C", "P write A 2M 0xff", "C read A 2M 1", "C exit"]),
+     ["P madvise A 2M collapse"] + COLLAPSED + ["P fork C", "P write A 2M 0xff", "C read A 2M 1", "C exit"]),
     ("collapse-fully-shared", "Basic COW after fork() when collapsing after fork() (fully shared)",
-     ["P fork C", "P madvise A 2M collapse", "P write A 2M 0xff", "C read A 2M 1", "C exit"]),
+     ["P fork C", "P madvise A 2M collapse"] + COLLAPSED +
+     ["expect C A mapped pte", "P write A 2M 0xff", "C read A 2M 1", "C exit"]),
     ("collapse-lower-shared", "Basic COW after fork() when collapsing after fork() (lower shared)",
-     ["P madvise A+1M 1M dontfork", "P fork C", "P madvise A 2M dofork", "P madvise A 2M collapse",
-      "P write A 2M 0xff", "C read A 1M 1", "C exit"]),
+     ["P madvise A+1M 1M dontfork", "P fork C", "P madvise A 2M dofork", "P madvise A 2M collapse"] + COLLAPSED +
+     ["P write A 2M 0xff", "C read A 1M 1", "C exit"]),
     ("collapse-upper-shared", "Basic COW after fork() when collapsing after fork() (upper shared)",
-     ["P madvise A 1M dontfork", "P fork C", "P madvise A 2M dofork", "P madvise A 2M collapse",
-      "P write A 2M 0xff", "C read A+1M 1M 1", "C exit"]),
+     ["P madvise A 1M dontfork", "P fork C", "P madvise A 2M dofork", "P madvise A 2M collapse"] + COLLAPSED +
+     ["P write A 2M 0xff", "C read A+1M 1M 1", "C exit"]),
 ]
 
 # ---- non-anonymous memory types and functions (catalog 1.6, 1.7)
@@ -284,8 +289,268 @@ def gen_gup_longterm():
     return "\n".join(out)
 
 
+# ---- khugepaged.c (catalog 4): anonymous collapse in two contexts ----
+#
+# khugepaged.c's harness: mem_ops (anon, file, shmem) x collapse contexts
+# (khugepaged: MADV_HUGEPAGE, wait for two full scans, MADV_NOHUGEPAGE;
+# madvise: THP "never", MADV_HUGEPAGE to clear NOHUGEPAGE, MADV_COLLAPSE)
+# x the test functions, in the forms run_vmtests.sh runs (no -s, -s 2, -s 4:
+# anonymous faults allocate mTHPs of that order). Its check_huge() reads
+# AnonHugePages from smaps; here each PMD of the range is checked. Memory
+# is a per-256K stamp (validate_memory checks one per page).
+
+PMD = 2 * K * K
+PAGE = 4 * K
+HPAGE_PMD_NR = 512
+STAMP_PAGES = 64  # pages that share one stamp byte
+
+
+def stamp(page):
+    return 1 + (page // STAMP_PAGES) % 200
+
+
+def stamp_runs(start, end):
+    """[(offset, length, byte)] covering [start, end) by runs of one stamp."""
+    runs = []
+    off = start
+    while off < end:
+        nxt = min(end, (off // PAGE // STAMP_PAGES + 1) * STAMP_PAGES * PAGE)
+        runs.append((off, nxt - off, stamp(off // PAGE)))
+        off = nxt
+    return runs
+
+
+def at(region, off):
+    return f"{region}+{size(off)}" if off else region
+
+
+def khp_fill(start, end, who="P", region="A"):
+    """fill_memory(): one store per page of [start, end), the page's stamp."""
+    return [f"{who} write {at(region, o)} {size(n)} {b}" for o, n, b in stamp_runs(start, end)]
+
+
+def khp_validate(start, end, who="P", region="A"):
+    return [f"{who} read {at(region, o)} {size(n)} {b}" for o, n, b in stamp_runs(start, end)]
+
+
+def check_huge(nr, probe, who="P", region="A"):
+    """check_huge(p, nr): nr PMD mappings; with nr 0, `probe` is the offset of
+    a page known to be PTE-mapped (None: the range is empty)."""
+    if nr:
+        return [f"expect {who} {at(region, i * PMD)} mapped pmd" for i in range(nr)]
+    if probe is None:
+        return [f"expect {who} {region} mapped none"]
+    return [f"expect {who} {at(region, probe)} mapped pte"]
+
+
+class Ctx:
+    def __init__(self, name, enforce):
+        self.name, self.enforce = name, enforce
+
+    def collapse(self, nr, expect, probe, who="P", sanity=True, errno="EINVAL"):
+        """c->collapse(msg, p, nr, ops, expect) on region A."""
+        length = size(nr * PMD)
+        if self.name == "khugepaged":
+            return ([f"{who} madvise A {length} hugepage", "khugepaged 2", f"{who} madvise A {length} nohugepage"] +
+                    check_huge(nr if expect else 0, probe, who))
+        # __madvise_collapse: THP "never" proves MADV_COLLAPSE ignores it.
+        call = f"{who} madvise A {length} collapse"
+        return (["sysfs transparent_hugepage/enabled never", f"{who} madvise A {length} hugepage",
+                 call if expect else f"expect-error {errno} {call}"] +
+                check_huge(nr if expect else 0, probe, who) + ["sysfs transparent_hugepage/enabled madvise"])
+
+
+KHP_CTXS = [Ctx("khugepaged", True), Ctx("madvise", False)]
+
+
+def alloc_hpage():
+    """alloc_hpage(): a PMD THP made by MADV_COLLAPSE, then MADV_HUGEPAGE."""
+    return (["P mmap A 2M rw private align=2M"] + khp_fill(0, PMD) +
+            ["P madvise A 2M collapse", "expect P A mapped pmd", "P madvise A 2M hugepage"])
+
+
+def k_collapse_full(c, order):
+    return (["P mmap A 8M rw private align=2M"] + khp_fill(0, 4 * PMD) + c.collapse(4, True, 0) +
+            khp_validate(0, 4 * PMD))
+
+
+def k_collapse_empty(c, order):
+    # No fault: the VMA has no anon_vma, so MADV_COLLAPSE finds it ineligible.
+    return ["P mmap A 2M rw private align=2M"] + c.collapse(1, False, None)
+
+
+def k_collapse_single_pte_entry(c, order):
+    return ["P mmap A 2M rw private align=2M"] + khp_fill(0, PAGE) + c.collapse(1, True, 0) + khp_validate(0, PAGE)
+
+
+def k_collapse_max_ptes_none(c, order):
+    max_ptes_none = HPAGE_PMD_NR // 2
+    fault_nr = 1 << order
+    first = (HPAGE_PMD_NR - max_ptes_none - fault_nr) * PAGE
+    out = [f"sysfs transparent_hugepage/khugepaged/max_ptes_none {max_ptes_none}", "P mmap A 2M rw private align=2M"]
+    out += khp_fill(0, first) + c.collapse(1, not c.enforce, 0) + khp_validate(0, first)
+    if c.enforce:
+        second = (HPAGE_PMD_NR - max_ptes_none) * PAGE
+        out += khp_fill(0, second) + c.collapse(1, True, 0) + khp_validate(0, second)
+    return out + ["sysfs transparent_hugepage/khugepaged/max_ptes_none 511"]
+
+
+def swapped(n):
+    """check_swap(p, n pages): the first n pages are swapped out, the next not."""
+    return ["expect P A swapped yes", f"expect P {at('A', (n - 1) * PAGE)} swapped yes",
+            f"expect P {at('A', n * PAGE)} swapped no"]
+
+
+def k_collapse_swapin_single_pte(c, order):
+    return (["swap 64M", "P mmap A 2M rw private align=2M"] + khp_fill(0, PMD) +
+            ["P madvise A 4K pageout"] + swapped(1) + c.collapse(1, True, PAGE) + khp_validate(0, PMD))
+
+
+def k_collapse_max_ptes_swap(c, order):
+    max_ptes_swap = 64
+    out = ["swap 64M", "P mmap A 2M rw private align=2M"] + khp_fill(0, PMD)
+    out += [f"P madvise A {size((max_ptes_swap + 1) * PAGE)} pageout"] + swapped(max_ptes_swap + 1)
+    out += c.collapse(1, not c.enforce, (max_ptes_swap + 1) * PAGE) + khp_validate(0, PMD)
+    if c.enforce:
+        out += khp_fill(0, PMD) + [f"P madvise A {size(max_ptes_swap * PAGE)} pageout"] + swapped(max_ptes_swap)
+        out += c.collapse(1, True, 0) + khp_validate(0, PMD)
+    return out
+
+
+def k_collapse_single_pte_entry_compound(c, order):
+    return (alloc_hpage() + ["P madvise A 2M nohugepage", "P madvise A+4K 2044K dontneed"] + check_huge(0, 0) +
+            c.collapse(1, True, 0) + khp_validate(0, PAGE))
+
+
+def k_collapse_full_of_compound(c, order):
+    return (alloc_hpage() + ["P madvise A 4K nohugepage", "P madvise A 2M nohugepage"] + check_huge(0, 0) +
+            c.collapse(1, True, 0) + khp_validate(0, PMD))
+
+
+def k_collapse_compound_extreme(c, order):
+    """A table whose 512 PTEs map one page each of 512 different THPs, built
+    with two mremap()s per THP. BASE_ADDR is X+2M of a reservation X (the
+    language has no fixed-address mmap): the pages gather below BASE."""
+    out = ["P mmap X 8M rw private align=2M"]
+    for i in range(HPAGE_PMD_NR):
+        out += ["P madvise X+2M 2M hugepage", "P write X+2M 2M 1", "expect P X+2M mapped pmd",
+                "P madvise X+2M 2M nohugepage",
+                f"P mremap {at('X', PMD - i * PAGE)} {size(i * PAGE + PMD)} {size((i + 1) * PAGE)} T to=X+6M",
+                f"P mremap X+6M {size((i + 1) * PAGE)} {size((i + 1) * PAGE + PMD)} T to={at('X', PMD - (i + 1) * PAGE)}"]
+    # ops->cleanup_area(BASE_ADDR, 2M); p is BASE_ADDR - 2M: X.
+    out += ["P munmap X+2M 2M", "P mremap X 2M 2M A"]
+    out += khp_fill(0, PMD) + check_huge(0, 0) + c.collapse(1, True, 0) + khp_validate(0, PMD)
+    return out
+
+
+def k_collapse_fork(c, order):
+    out = ["P mmap A 2M rw private align=2M"] + khp_fill(0, PAGE) + check_huge(0, 0)
+    out += ["P fork C"] + check_huge(0, 0, "C") + khp_fill(PAGE, 2 * PAGE, "C")
+    out += c.collapse(1, True, 0, "C") + khp_validate(0, PAGE, "C") + ["C exit"]
+    return out + check_huge(0, 0) + khp_validate(0, PAGE)
+
+
+def k_collapse_fork_compound(c, order):
+    out = alloc_hpage() + ["P fork C"] + check_huge(1, 0, "C")
+    out += ["C madvise A 4K nohugepage", "C madvise A 2M nohugepage"] + check_huge(0, 0, "C") + khp_fill(0, PAGE, "C")
+    out += [f"sysfs transparent_hugepage/khugepaged/max_ptes_shared {HPAGE_PMD_NR - 1}"]
+    out += c.collapse(1, True, 0, "C") + ["sysfs transparent_hugepage/khugepaged/max_ptes_shared 256"]
+    out += khp_validate(0, PMD, "C") + ["C exit"]
+    return out + check_huge(1, 0) + khp_validate(0, PMD)
+
+
+def k_collapse_max_ptes_shared(c, order):
+    max_ptes_shared = 256
+    out = alloc_hpage() + ["P fork C"] + check_huge(1, 0, "C")
+    cow = HPAGE_PMD_NR - max_ptes_shared - 1
+    out += khp_fill(0, cow * PAGE, "C") + check_huge(0, 0, "C") + c.collapse(1, not c.enforce, 0, "C")
+    if c.enforce:
+        out += khp_fill(0, (cow + 1) * PAGE, "C") + check_huge(0, 0, "C") + c.collapse(1, True, 0, "C")
+    out += khp_validate(0, PMD, "C") + ["C exit"]
+    return out + check_huge(1, 0) + khp_validate(0, PMD)
+
+
+def k_madvise_collapse_existing_thps(c, order):
+    out = ["P mmap A 2M rw private align=2M"] + khp_fill(0, PMD) + c.collapse(1, True, 0) + khp_validate(0, PMD)
+    # __madvise_collapse directly: the range is PMD-mapped already.
+    out += ["sysfs transparent_hugepage/enabled never", "P madvise A 2M hugepage", "P madvise A 2M collapse",
+            "expect P A mapped pmd", "sysfs transparent_hugepage/enabled madvise"]
+    return out + khp_validate(0, PMD)
+
+
+# (function, description, contexts, memory types) in khugepaged.c's main() order.
+KHP_TESTS = [
+    ("collapse_full", "Collapse multiple fully populated PTE table", "all", "anon,file,shmem", k_collapse_full),
+    ("collapse_empty", "Do not collapse empty PTE table", "all", "anon", k_collapse_empty),
+    ("collapse_single_pte_entry", "Collapse PTE table with single PTE entry present", "all", "anon,file,shmem",
+     k_collapse_single_pte_entry),
+    ("collapse_max_ptes_none", "Maybe collapse with max_ptes_none exceeded", "all", "anon,file",
+     k_collapse_max_ptes_none),
+    ("collapse_single_pte_entry_compound", "Collapse PTE table with single PTE mapping compound page", "all",
+     "anon,file", k_collapse_single_pte_entry_compound),
+    ("collapse_full_of_compound", "Collapse PTE table full of compound pages", "all", "anon,file,shmem",
+     k_collapse_full_of_compound),
+    ("collapse_compound_extreme", "Collapse PTE table full of different compound pages", "all", "anon",
+     k_collapse_compound_extreme),
+    ("collapse_swapin_single_pte", "Collapse with swapping in single PTE entry", "all", "anon",
+     k_collapse_swapin_single_pte),
+    ("collapse_max_ptes_swap", "Maybe collapse with max_ptes_swap exceeded", "all", "anon", k_collapse_max_ptes_swap),
+    ("collapse_fork", "Collapse PTE table with single page shared with parent process", "all", "anon",
+     k_collapse_fork),
+    ("collapse_fork_compound", "Collapse PTE table full of compound pages in child", "all", "anon",
+     k_collapse_fork_compound),
+    ("collapse_max_ptes_shared", "Maybe collapse with max_ptes_shared exceeded", "all", "anon",
+     k_collapse_max_ptes_shared),
+    ("madvise_collapse_existing_thps", "Re-collapse PMD-mapped hugepage", "madvise", "anon,file,shmem",
+     k_madvise_collapse_existing_thps),
+    ("madvise_retracted_page_tables", "Install huge PMD from page cache", "madvise", "file,shmem", None),
+]
+
+# run_vmtests.sh's forms: (suffix, anon mTHP order of -s, memory types run).
+KHP_FORMS = [("", 0, ("anon", "file", "shmem")), ("-s2", 2, ("anon",)), ("-s4", 4, ("anon", "shmem"))]
+
+
+def gen_khugepaged():
+    out = ["# Generated by gen_selftests.py from tools/testing/selftests/mm/khugepaged.c.",
+           "# Do not edit by hand: change the generator and run it again.", "",
+           "# khugepaged.c's default_settings (THP enabled=madvise and the PMD size",
+           "# inherit are the model's defaults; defrag and shmem_enabled it has not).",
+           "proc P", "sysfs transparent_hugepage/use_zero_page 0", "sysfs transparent_hugepage/khugepaged/defrag 1",
+           "sysfs transparent_hugepage/khugepaged/alloc_sleep_millisecs 10",
+           "sysfs transparent_hugepage/khugepaged/scan_sleep_millisecs 10",
+           "sysfs transparent_hugepage/khugepaged/max_ptes_none 511",
+           "sysfs transparent_hugepage/khugepaged/max_ptes_swap 64",
+           "sysfs transparent_hugepage/khugepaged/max_ptes_shared 256",
+           "sysfs transparent_hugepage/khugepaged/pages_to_scan 4096", ""]
+    for sfx, order, mems in KHP_FORMS:
+        # hugepages[anon_order] = always (-s ORDER); order 0 has no control.
+        form = [f"sysfs transparent_hugepage/hugepages-{(4 << order)}kB/enabled always"] if order else []
+        flag = f" -s {order}" if order else ""
+        if "anon" in mems:
+            emit_test(out, f"khugepaged-alloc-at-fault{sfx}", f"alloc_at_fault (khugepaged{flag})",
+                      form + ["sysfs transparent_hugepage/enabled always", "P mmap A 2M rw private align=2M",
+                              "P write A 4K 1", "expect P A mapped pmd", "sysfs transparent_hugepage/enabled madvise",
+                              "P madvise A 4K dontneed", "expect P A+4K mapped pte"])
+        for fn, desc, ctxs, tmems, body in KHP_TESTS:
+            for c in KHP_CTXS:
+                if ctxs != "all" and ctxs != c.name:
+                    continue
+                for mem in tmems.split(","):
+                    if mem not in mems:
+                        continue
+                    name = f"khugepaged-{c.name}-{mem}-{fn.replace('_', '-')}{sfx}"
+                    title = f"{fn} ({c.name}:{mem}{flag}): {desc}"
+                    if mem != "anon":
+                        emit_test(out, name, title, ["skip file/shmem collapse not modelled"])
+                    else:
+                        emit_test(out, name, title, form + body(c, order))
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     with open("cow.mms", "w") as f:
         f.write(gen_cow())
     with open("gup_longterm.mms", "w") as f:
         f.write(gen_gup_longterm())
+    with open("khugepaged.mms", "w") as f:
+        f.write(gen_khugepaged())

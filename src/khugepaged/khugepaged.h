@@ -1,0 +1,142 @@
+// khugepaged and MADV_COLLAPSE (mm/khugepaged.c, v6.18): anonymous memory
+// collapsed into a PMD-order folio, or, with `tune khugepaged.mthp on`, into
+// mTHPs as "khugepaged: add mTHP collapse support" v18 posts it (with the
+// fix-ups docs/VARIANTS.md lists).
+//
+// The layer sits above gup/ and below process/. The call sites below it
+// (registration, fork, exit, MADV_COLLAPSE) reach it through the hooks of
+// mm/khugepaged.h, which the Khugepaged object installs in its Kernel.
+//
+// Time is virtual. The khugepaged thread's life is modelled as the kernel's
+// khugepaged() loop: a wake (khugepaged_do_scan), then a sleep of
+// scan_sleep_millisecs, or of alloc_sleep_millisecs inside a wake after an
+// allocation failure, or an untimed wait while no mm is registered. Nothing
+// runs until the System moves its clock (advance(), run_full_scans()); a wake
+// costs no virtual time unless a cost function says otherwise. On request
+// the wakes run instead on a thread of their own (start_thread()), back to
+// back, concurrently with the application's threads.
+//
+// Locking (sync/lock_order.h): mm_lock_ is khugepaged_mm_lock, a leaf lock
+// (the mm_slot list, the scan cursor, the counters and the wake schedule);
+// run_lock_ is held by whoever runs wakes (a caller of advance() or the
+// thread), outside every mm lock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "mmlab/system.h"  // KhugepagedWakeStats, CollapseTiming
+
+namespace mmlab {
+
+struct Kernel;
+struct Mm;
+
+class Khugepaged {
+ public:
+  // Installs the hooks in k; clock is the System's virtual clock (ns).
+  Khugepaged(Kernel* k, std::atomic<uint64_t>* clock);
+  ~Khugepaged();
+  Khugepaged(const Khugepaged&) = delete;
+  Khugepaged& operator=(const Khugepaged&) = delete;
+
+  // transparent_hugepage/khugepaged/{pages_collapsed,full_scans}; -ENOENT otherwise.
+  int sysfs_read(const std::string& path, std::string* out) const;
+  // After a successful sysfs store: enabled files start or stop the thread
+  // (start_stop_khugepaged), the sleep stores wake it.
+  void sysfs_written(const std::string& path);
+
+  // `khugepaged N`: run wakes (moving the clock as the sleeps between them
+  // would) until every registered mm has had N full scans: N passes, plus
+  // the rest of a pass that is under way. Returns at once when khugepaged
+  // is not running or no mm is registered. 0, or -ELOOP (see advance()).
+  int run_full_scans(unsigned n);
+  // `advance D`: move the clock by ns, running the wakes due meanwhile.
+  // -EBUSY while the thread runs; -ELOOP if wakes would come without end
+  // (scan_sleep_millisecs 0 and wakes that cost no time).
+  int advance(uint64_t ns);
+  // The virtual cost of a wake, in ns (default: none).
+  void set_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost);
+
+  // khugepaged on a thread (and simulated CPU) of its own: wakes back to
+  // back, the clock moved to each one's time. -EBUSY if already running.
+  int start_thread();
+  void stop_thread();
+
+  bool kthread_running() const;  // the khugepaged kthread exists (some THP size enabled)
+  unsigned full_scans() const { return full_scans_.load(std::memory_order_acquire); }
+  unsigned pages_collapsed() const { return pages_collapsed_.load(std::memory_order_acquire); }
+  CollapseTiming timing() const;
+
+  // ---- for the collapse code in khugepaged.cpp ----
+  void __khugepaged_enter(Mm* mm);
+  void __khugepaged_exit(Mm* mm);
+  void account_collapse(uint64_t total_ns, uint64_t write_ns, uint64_t copy_ns, bool write_locked, bool ok);
+
+ private:
+  struct MmSlot {
+    Mm* mm;
+  };
+  using SlotList = std::list<MmSlot>;
+  enum class Wait : uint8_t { kRunnable, kTimer, kEvent };
+  // khugepaged_do_scan's loop variables, kept across an alloc sleep.
+  struct DoScan {
+    bool active = false;
+    unsigned pages = 0, progress = 0, pass_through_head = 0;
+    bool wait = true;
+  };
+  enum class StepEnd : uint8_t { kDone, kAllocSleep };
+
+  bool hugepage_pmd_enabled() const;
+  bool khugepaged_has_work() const;  // mm_lock_ held
+  void wake_up_interruptible();      // mm_lock_ held
+  void start_stop_khugepaged();
+  void collect_mm_slot(SlotList::iterator slot);  // mm_lock_ held
+  unsigned khugepaged_scan_mm_slot(unsigned pages, int* result, std::unique_lock<std::mutex>& lk);
+  StepEnd khugepaged_do_scan();
+  void khugepaged_wait_work();  // mm_lock_ held
+  // One run of the khugepaged thread at the current clock (run_lock_ held).
+  void step();
+  // The time the next run is due, or false if it waits for an event.
+  bool next_run(uint64_t* at) const;  // mm_lock_ held
+  void thread_main();
+
+  Kernel* const k_;
+  std::atomic<uint64_t>* const clock_;
+
+  mutable std::mutex mm_lock_;  // khugepaged_mm_lock
+  std::condition_variable exit_cv_;   // a scan left an mm (exit waits for it)
+  std::condition_variable work_cv_;   // the thread's untimed wait
+  SlotList mm_head_;                                    // protected by mm_lock_
+  std::unordered_map<Mm*, SlotList::iterator> mm_slots_hash_;  // protected by mm_lock_
+  SlotList::iterator cursor_;   // khugepaged_scan.mm_slot (valid iff cursor_valid_); mm_lock_
+  bool cursor_valid_ = false;   // mm_lock_
+  uint64_t scan_address_ = 0;   // khugepaged_scan.address; mm_lock_
+  Mm* scanning_mm_ = nullptr;   // the mm a scan works on with mm_lock_ dropped; mm_lock_
+  std::atomic<unsigned> pages_collapsed_{0};
+  std::atomic<unsigned> full_scans_{0};
+  // The schedule of the khugepaged thread (mm_lock_).
+  bool kthread_ = false;
+  Wait wait_ = Wait::kEvent;
+  uint64_t wake_at_ = 0;
+  DoScan scan_;
+  KhugepagedWakeStats wake_stats_;  // of the wake under way (run_lock_)
+  std::function<uint64_t(const KhugepagedWakeStats&)> wake_cost_;  // run_lock_
+
+  std::mutex run_lock_;  // whoever runs wakes
+  std::thread thread_;
+  std::atomic<bool> stop_thread_{false};
+  bool threaded_ = false;  // mm_lock_
+
+  std::atomic<uint64_t> t_attempts_{0}, t_collapsed_{0}, t_write_locked_{0}, t_total_ns_{0}, t_write_ns_{0},
+      t_copy_ns_{0};
+};
+
+}  // namespace mmlab
