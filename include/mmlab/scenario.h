@@ -34,13 +34,23 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text
 enum class Outcome { kPass, kFail, kXfail, kXpass, kSkip, kError };
 const char* outcome_name(Outcome o);
 
+// Expectations of one kind a backend skipped, and why: "KEY: ..." or
+// "KEY (...)", where KEY is a host probe's name (zero_page, soft_dirty, ...),
+// `background` (machine-wide statistics other processes moved), or what the
+// host has no interface for (exclusive, pinned, counter, check).
+struct SkippedExpectations {
+  std::string key, why;
+  int count = 0;
+};
+
 struct ScenarioResult {
   std::string file, name;
   // Expectations the backend cannot observe (the host has no interface for
-  // PageAnonExclusive, pins, model counters or the invariant checker): each
+  // PageAnonExclusive, pins, model counters or the invariant checker) or
+  // whose meaning depends on a capability the host lacks (host probes): each
   // is skipped on its own and counted; the rest of the test still runs.
   int skipped_expectations = 0;
-  std::vector<std::string> skip_notes;  // why, once per kind
+  std::vector<SkippedExpectations> skips;  // per reason, in the order first seen
   std::string variant;  // "gup.walk=batch" when run under --variant
   Outcome outcome = Outcome::kPass;
   std::string reason;                    // skip/xfail reason
@@ -53,6 +63,20 @@ enum class Backend { kModel, kHost };
 
 // Whether the host backend can run here; otherwise false and why.
 bool scenario_host_available(std::string* why);
+
+// The host capability probes (measured once per process, under the host
+// lock; see docs/HOST.md), for reports.
+struct HostProbeReport {
+  std::string name;
+  bool available = false;
+  bool forced = false;  // forced "missing" by scenario_host_fake_probes / MMLAB_HOST_FAKE_PROBES
+  std::string detail;
+};
+std::vector<HostProbeReport> scenario_host_probes();
+// Forces host probes to "missing" (a comma list of probe names, or "all"):
+// the skip paths of a host without them, on a host that has them. 0, or -1
+// with *error naming an unknown probe.
+int scenario_host_fake_probes(const std::string& list, std::string* error);
 
 struct ScenarioOptions {
   std::string filter;  // glob over test names; empty: all

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
+#include "host/probe.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
 #include "scenario/test_run.h"
@@ -30,6 +31,7 @@ const KnownDifference* find_known(const std::vector<KnownDifference>& known, con
 struct Counts {
   int tests = 0, compared = 0, not_compared = 0, outcome_changes = 0, known = 0, state_diffs = 0, skipped_expectations = 0;
   int reruns = 0;
+  std::map<std::string, int> skips_by_key;
 };
 
 // The end state and counters that differ after one statement, as report lines.
@@ -84,7 +86,6 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
     if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &report, &diff_lines, n);
   }
   ScenarioResult rA = a->finish(), rB = b->finish();
-  n->skipped_expectations += rA.skipped_expectations + rB.skipped_expectations;
   if (rA.outcome == Outcome::kSkip || rB.outcome == Outcome::kSkip) {
     n->not_compared++;
     const ScenarioResult& s = rA.outcome == Outcome::kSkip ? rA : rB;
@@ -92,6 +93,14 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
     return;
   }
   n->compared++;
+  // What a side did not compare in a test compared, under the test's line and in the totals.
+  std::vector<std::string> skipped;
+  for (auto [r, name] : {std::pair{&rA, &opt.a.name}, std::pair{&rB, &opt.b.name}}) {
+    if (!r->skipped_expectations) continue;
+    n->skipped_expectations += r->skipped_expectations;
+    for (auto& k : r->skips) n->skips_by_key[k.key] += k.count;
+    skipped.push_back(fmt::format("  {}: {}", *name, skipped_line(*r)));
+  }
   bool outcome_changed = rA.outcome != rB.outcome;
   const KnownDifference* known = outcome_changed ? find_known(opt.known, tc.name) : nullptr;
   if (known)
@@ -100,6 +109,7 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
     n->outcome_changes++;
   if (!outcome_changed && report.empty()) {
     out << "ok " << tc.name << "\n";
+    for (auto& l : skipped) out << l << "\n";
     return;
   }
   out << (known ? "KNOWN " : outcome_changed ? "OUTCOME " : "differs ") << tc.name << ": " << opt.a.name << " "
@@ -107,6 +117,7 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
   if (known) out << "  known difference: " << known->reason << "\n";
   if (!first_divergence.empty()) out << "  first divergence: " << first_divergence << "\n";
   for (auto& l : report) out << l << "\n";
+  for (auto& l : skipped) out << l << "\n";
 }
 
 }  // namespace
@@ -143,7 +154,10 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
     return 0;
   }
   std::optional<host::HostLock> lock;
-  if (host) lock.emplace();
+  if (host) {
+    lock.emplace();
+    for (auto& l : host::host_probe_lines(host::host_probes())) out << l << "\n";
+  }
   Counts n;
   for (auto& f : prog.files)
     for (auto& tc : f.tests) {
@@ -175,8 +189,8 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
       "differences, {} statements with end-state differences{}\n",
       n.tests, n.compared, n.compared - n.outcome_changes - n.known, n.not_compared, n.outcome_changes, n.known, n.state_diffs, opt.expect_nfc ? " (--expect-nfc)" : "");
   if (host)
-    out << fmt::format("# diff: {} expectations skipped on the host (not observable there); {} tests agreed only when re-run\n",
-                       n.skipped_expectations, n.reruns);
+    out << fmt::format("# diff: {} expectations skipped on the host in the tests compared{}; {} tests agreed only when re-run\n",
+                       n.skipped_expectations, skip_totals(n.skips_by_key), n.reruns);
   if (n.outcome_changes) return 1;
   return opt.expect_nfc && n.state_diffs ? 1 : 0;
 }

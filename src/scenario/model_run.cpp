@@ -77,7 +77,7 @@ class ModelRun final : public TestRun {
   }
 
  private:
-  void start(const TestCase&) override {
+  void start(const std::vector<const Stmt*>&) override {
     SystemConfig cfg;
     cfg.ram_bytes = opt_.ram_bytes;
     int err = 0;

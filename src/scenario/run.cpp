@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "fmt/format.h"
+#include "host/probe.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
 #include "scenario/test_run.h"
@@ -44,9 +45,13 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   const bool host = opt.backend == Backend::kHost;
   const bool host_ok = host && scenario_host_available(&host_why);
   std::optional<host::HostLock> lock;  // settings and vmstat deltas are machine-wide
-  if (host_ok) lock.emplace();
+  if (host_ok) {
+    lock.emplace();
+    for (auto& l : host::host_probe_lines(host::host_probes())) tap << l << "\n";
+  }
   std::vector<ScenarioResult> results;
   int n = 0, skipped_expectations = 0;
+  std::map<std::string, int> skips_by_key;
   for (auto& j : jobs) {
     ScenarioResult r;
     if (host && (!host_ok || !j.key.empty())) {
@@ -74,23 +79,50 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     }
     if (r.outcome != Outcome::kPass)
       for (auto& d : r.diagnostics) tap << "# " << d << "\n";
-    if (r.skipped_expectations) {
-      tap << "# " << r.skipped_expectations << " expectation(s) skipped:";
-      for (auto& why : r.skip_notes) tap << " " << why << ";";
-      tap << "\n";
-    }
+    if (r.skipped_expectations) tap << "# " << skipped_line(r) << "\n";
     skipped_expectations += r.skipped_expectations;
+    for (auto& k : r.skips) skips_by_key[k.key] += k.count;
     tap.flush();
     results.push_back(std::move(r));
   }
   int cnt[6] = {};
   for (auto& r : results) cnt[static_cast<int>(r.outcome)]++;
   tap << fmt::format("# Totals: pass:{} fail:{} xfail:{} xpass:{} skip:{} error:{}\n", cnt[0], cnt[1], cnt[2], cnt[3], cnt[4], cnt[5]);
-  if (host) tap << fmt::format("# host: {} expectations skipped (not observable on a real kernel)\n", skipped_expectations);
+  if (host)
+    tap << fmt::format("# host: {} expectations skipped{}\n", skipped_expectations, skip_totals(skips_by_key));
   return results;
 }
 
+std::string skipped_line(const ScenarioResult& r) {
+  std::string s = fmt::format("{} expectation(s) skipped:", r.skipped_expectations);
+  for (auto& k : r.skips) s += fmt::format(" {} [{}];", k.why, k.count);
+  return s;
+}
+
+std::string skip_totals(const std::map<std::string, int>& by_key) {
+  std::string s;
+  for (auto& [k, n] : by_key) s += fmt::format("{}{} {}", s.empty() ? " (" : ", ", k, n);
+  return s.empty() ? s : s + ")";
+}
+
 bool scenario_host_available(std::string* why) { return host::host_available(why); }
+
+std::vector<HostProbeReport> scenario_host_probes() {
+  std::string why;
+  if (!host::host_available(&why)) return {};
+  host::HostLock lock;
+  host::HostProbes p = host::host_probes();
+  std::vector<HostProbeReport> out;
+  for (int i = 0; i < host::kNumCaps; i++) {
+    auto c = static_cast<host::Cap>(i);
+    out.push_back({host::cap_name(c), p.have(c), p[c].faked, p[c].detail});
+  }
+  return out;
+}
+
+int scenario_host_fake_probes(const std::string& list, std::string* error) {
+  return host::set_fake_probes(list, error) ? -1 : 0;
+}
 
 int scenario_exit_status(const std::vector<ScenarioResult>& results) {
   for (auto& r : results)

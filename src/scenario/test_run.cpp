@@ -22,8 +22,11 @@ bool TestRun::begin(const ScenarioFileAst& file, const TestCase& tc) {
   res_.file = file.path;
   res_.name = tc.name;
   line_ = tc.line;
+  std::vector<const Stmt*> stmts;
+  for (auto& st : file.prelude) stmts.push_back(&st);
+  for (auto& st : tc.stmts) stmts.push_back(&st);
   try {
-    guarded([&] { start(tc); });
+    guarded([&] { start(stmts); });
   } catch (const StartError& e) {
     res_.outcome = Outcome::kError;
     res_.diagnostics.push_back(e.msg);
@@ -171,9 +174,12 @@ bool TestRun::exec_outcome_stmt(const Stmt& st) {
 
 void TestRun::skip_expectation(const std::string& why) {
   res_.skipped_expectations++;
-  for (auto& n : res_.skip_notes)
-    if (n == why) return;
-  res_.skip_notes.push_back(why);
+  for (auto& n : res_.skips)
+    if (n.why == why) {
+      n.count++;
+      return;
+    }
+  res_.skips.push_back({why.substr(0, why.find_first_of(" :")), why, 1});
 }
 
 }  // namespace mmlab

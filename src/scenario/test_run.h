@@ -51,7 +51,9 @@ class TestRun {
   virtual std::map<std::string, int64_t> counters() { return {}; }
 
  protected:
-  virtual void start(const TestCase& tc) = 0;  // a fresh system; may throw Failure, SkipTest, StartError
+  // A fresh system for the test whose statements (prelude first) are
+  // `stmts`; may throw Failure, SkipTest, StartError.
+  virtual void start(const std::vector<const Stmt*>& stmts) = 0;
   virtual void exec(const Stmt& st) = 0;
   virtual std::vector<std::string> teardown() = 0;  // what leaked or outlived the test
 
@@ -78,6 +80,7 @@ class TestRun {
   // skip/xfail; true if st was one of them.
   bool exec_outcome_stmt(const Stmt& st);
   // An expectation this backend cannot observe: counted, the test goes on.
+  // `why` begins with its key ("zero_page: ...", "exclusive (...)").
   void skip_expectation(const std::string& why);
 
   const ScenarioOptions& opt_;
@@ -96,6 +99,11 @@ class TestRun {
   bool xfail_ = false;
   std::string xfail_reason_;
 };
+
+// "N expectation(s) skipped: WHY [COUNT]; ...", as TAP and diff print it.
+std::string skipped_line(const ScenarioResult& r);
+// " (KEY N, KEY N)" for a run's totals, or "".
+std::string skip_totals(const std::map<std::string, int>& by_key);
 
 // The model backend, with `tunes` applied before the test's first statement.
 std::unique_ptr<TestRun> make_model_run(const ScenarioOptions& opt, TuneList tunes);

@@ -11,7 +11,7 @@ namespace {
 
 struct DiffCli {
   std::string a = "model", b = "model", filter, known;
-  std::vector<std::string> files;
+  std::vector<std::string> files, fake_probes;
   bool expect_nfc = false;
 };
 
@@ -50,7 +50,7 @@ int run_diff(const DiffCli& o) {
   d.expect_nfc = o.expect_nfc;
   std::string err;
   if (!parse_config(o.a, &d.a, &err) || !parse_config(o.b, &d.b, &err) ||
-      (!o.known.empty() && load_known_differences(o.known, &d.known, &err))) {
+      (!o.known.empty() && load_known_differences(o.known, &d.known, &err)) || fake_host_probes(o.fake_probes, &err)) {
     std::cerr << "mmlab diff: " << err << "\n";
     return 2;
   }
@@ -72,6 +72,7 @@ void add_diff(CLI::App& app) {
   sub->add_option("--known", o->known, "file of known, documented differences: GLOB REASON... per line");
   sub->add_option("--filter", o->filter, "only tests whose name matches this glob");
   sub->add_flag("--expect-nfc", o->expect_nfc, "fail on any end-state difference (a 'no functional change' check)");
+  add_fake_probe_option(sub, &o->fake_probes);
   sub->add_option("files", o->files, "scenario files")->required();
   register_action(sub, [o] { return run_diff(*o); });
 }
