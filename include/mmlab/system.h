@@ -47,8 +47,8 @@ bool fs_class_from_name(const std::string& name, FsClass* out);
 struct SystemConfig {
   uint64_t ram_bytes = 4ull << 30;  // simulated RAM (default 4 GiB, touched lazily)
   uint64_t movable_bytes = 0;       // ZONE_MOVABLE share (top of RAM); default none
-  bool prefault = false;            // touch the frame store up front (benchmarks)
-  int host_thp = 0;                 // 0 host default, 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE on the frame store
+  bool prefault = false;            // touch the frame store up front (once per recycled store; benchmarks)
+  int host_thp = 0;                 // frame store: 0 host default (no advice), 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE
 };
 
 // One finding of the invariant checker.

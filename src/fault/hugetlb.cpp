@@ -750,7 +750,7 @@ void folio_zero_huge(Folio* folio, Stats* st) {
 
 void copy_user_large_folio(Folio* dst, Folio* src, Stats* st) {
   const uint64_t bytes = static_cast<uint64_t>(folio_nr_pages(src)) * PAGE_SIZE;
-  user_memcpy(folio_address(dst), folio_address(src), bytes);
+  user_memcpy(PhysMem::of(&src->page), folio_address(dst), folio_address(src), bytes);
   st->count(Event::copy_bytes, bytes);
 }
 

@@ -280,7 +280,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     return VM_FAULT_OOM;
   }
   if (!from_zero) {
-    copy_user_page(phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
+    copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
     mm->stats->count(Event::copy_bytes, PAGE_SIZE);
   }
   folio_set_uptodate(new_folio);
