@@ -149,6 +149,10 @@ class FrameStorePool {
   Counters counters_;
 };
 
+// Host memory a System with ram_bytes of RAM may come to use: its frames
+// and their memmap.
+inline uint64_t frame_store_footprint(uint64_t ram_bytes) { return ram_bytes + ram_bytes / PAGE_SIZE * 64; }
+
 // The host's MemAvailable (/proc/meminfo), or 0 if unknown.
 uint64_t host_available_memory();
 

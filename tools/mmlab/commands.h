@@ -1,7 +1,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <string>
 
 namespace mmlab::cli {
 
@@ -15,5 +17,16 @@ void add_calibrate(CLI::App& app);
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);
 int run_selected(CLI::App& app);
+
+// A byte size: a number with an optional K, M or G suffix ("4G"). False if malformed.
+bool parse_size(const std::string& s, uint64_t* out);
+// The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.
+struct ParallelCli {
+  int jobs = 0;  // 0: one per CPU
+  std::string ram = "4G", mem_budget;
+};
+void add_parallel_options(CLI::App* sub, ParallelCli* o);
+// Fills jobs, ram and budget from the options; false (and a message on stderr) if malformed.
+bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget);
 
 }  // namespace mmlab::cli
