@@ -29,12 +29,12 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 namespace {

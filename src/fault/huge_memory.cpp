@@ -10,6 +10,7 @@
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -138,8 +139,8 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   uint64_t haddr = addr & PMD_MASK;
   long target = static_cast<long>((addr - haddr) >> PAGE_SHIFT);
   for (long i = 0; i < HPAGE_PMD_NR; i++)
-    if (i != target) std::memset(phys->page_address(folio_page(f, i)), 0, PAGE_SIZE);
-  std::memset(phys->page_address(folio_page(f, target)), 0, PAGE_SIZE);
+    if (i != target) zero_frames(phys, phys->page_address(folio_page(f, i)), PAGE_SIZE);
+  zero_frames(phys, phys->page_address(folio_page(f, target)), PAGE_SIZE);
   mm->stats->count(Event::zero_bytes, PMD_SIZE);
   folio_set_uptodate(f);
   return f;

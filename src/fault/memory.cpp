@@ -6,11 +6,11 @@
 #include <cstring>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -97,8 +97,8 @@ static void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_ad
   if (target < 0 || target >= nr) target = 0;
   PhysMem* phys = PhysMem::of(&folio->page);
   for (long i = 0; i < nr; i++)
-    if (i != target) std::memset(phys->page_address(folio_page(folio, i)), 0, PAGE_SIZE);
-  std::memset(phys->page_address(folio_page(folio, target)), 0, PAGE_SIZE);
+    if (i != target) zero_frames(phys, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+  zero_frames(phys, phys->page_address(folio_page(folio, target)), PAGE_SIZE);
   st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 

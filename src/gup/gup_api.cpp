@@ -1,8 +1,8 @@
 // The public face of GUP (include/mmlab/gup.h).
-#include "fault/user_copy.h"
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mmlab/gup.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 

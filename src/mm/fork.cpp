@@ -33,7 +33,6 @@
 #include <string>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -42,6 +41,7 @@
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_copy.h"
 #include "sync/lock_order.h"
 
 namespace mmlab {

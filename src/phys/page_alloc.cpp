@@ -16,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "phys/frame_copy.h"
 #include "phys/phys.h"
 
 namespace mmlab {
@@ -373,7 +374,7 @@ void PhysMem::prep_new_page(Page* p, unsigned order, gfp_t gfp, PrepCompound com
   reset_page(p, 0);
   for (uint64_t i = 1; i < nr; i++) reset_page(p + i, tail_link);
   if (gfp & __GFP_ZERO) {
-    std::memset(page_address(p), 0, nr * PAGE_SIZE);
+    zero_frames(this, page_address(p), nr * PAGE_SIZE);
     count(Event::zero_bytes, nr * PAGE_SIZE);
   }
   if (large) st(p->flags, (1ull << PG_head) | (uint64_t{order} << PG_ORDER_SHIFT));

@@ -9,9 +9,9 @@
 // held: layout changes and fork write-lock the VMA, which stands in for the
 // TLB shootdown that stops a real CPU from writing through a stale entry.
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "phys/frame_copy.h"
 #include "process/process_internal.h"
 
 namespace mmlab {

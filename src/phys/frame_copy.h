@@ -1,6 +1,7 @@
-// Moving user data in and out of frames: the CPU model's loads and stores,
-// device access through GUP handles, file read/write, and the kernel-side
-// copies (CoW, fork's eager copies, swap I/O, migration).
+// Moving bytes in and out of frames: the CPU model's loads and stores,
+// device access through GUP handles, file read/write (user_*), the
+// kernel-side copies (copy_frames: CoW, fork's eager copies, swap I/O,
+// migration) and zeroing new folios (zero_frames).
 //
 // Two paths (PhysMem::data_begin_plain() picks one per move):
 // - plain: memcpy/memset and a memcmp-class scan, vectorised, at memory
@@ -18,6 +19,9 @@
 //   device pinned).
 // Zeroing a new folio (folio_zero_user, __GFP_ZERO) is always plain: nothing
 // else can reach a folio before it is mapped.
+//
+// With Stats::data_timing() on (benchmarks), each move's TSC ticks are added
+// to its mechanism's DataTime.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +31,7 @@
 
 #include "mmlab/types.h"
 #include "phys/phys.h"
+#include "stats/stats.h"
 
 namespace mmlab {
 
@@ -106,8 +111,26 @@ inline int64_t plain_find_not(const uint8_t* p, uint8_t byte, uint64_t len) {
 
 }  // namespace user_copy_detail
 
-// Copy between a frame of `phys` and any memory (frame or caller's buffer).
-inline void user_memcpy(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+// Times one move for Stats::data_timing().
+class DataTimeScope {
+ public:
+  DataTimeScope(PhysMem* phys, DataTime what)
+      : st_(phys->stats()), what_(what), t0_(st_ && st_->data_timing() ? tsc_now() : 0) {}
+  ~DataTimeScope() {
+    if (t0_) st_->add_data_ticks(what_, tsc_now() - t0_);
+  }
+  DataTimeScope(const DataTimeScope&) = delete;
+  DataTimeScope& operator=(const DataTimeScope&) = delete;
+
+ private:
+  Stats* st_;
+  DataTime what_;
+  uint64_t t0_;
+};
+
+namespace user_copy_detail {
+
+inline void move(PhysMem* phys, void* dst, const void* src, uint64_t len) {
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
   if (phys->data_begin_plain()) {
@@ -115,10 +138,19 @@ inline void user_memcpy(PhysMem* phys, void* dst, const void* src, uint64_t len)
     phys->data_end_plain();
     return;
   }
-  user_copy_detail::atomic_memcpy(d, s, len);
+  atomic_memcpy(d, s, len);
+}
+
+}  // namespace user_copy_detail
+
+// User data between a frame of `phys` and any memory (a frame or the caller's buffer).
+inline void user_memcpy(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kUser);
+  user_copy_detail::move(phys, dst, src, len);
 }
 
 inline void user_memset(PhysMem* phys, void* dst, uint8_t byte, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kUser);
   auto* d = static_cast<uint8_t*>(dst);
   if (phys->data_begin_plain()) {
     std::memset(d, byte, len);
@@ -131,6 +163,7 @@ inline void user_memset(PhysMem* phys, void* dst, uint8_t byte, uint64_t len) {
 // Verification: the offset of the first byte of [src, src+len) that is not
 // `byte` (and that byte in *found), or -1.
 inline int64_t user_find_not(PhysMem* phys, const void* src, uint8_t byte, uint64_t len, uint8_t* found) {
+  DataTimeScope t(phys, DataTime::kUser);
   const auto* s = static_cast<const uint8_t*>(src);
   if (phys->data_begin_plain()) {
     const int64_t bad = user_copy_detail::plain_find_not(s, byte, len);
@@ -141,7 +174,20 @@ inline int64_t user_find_not(PhysMem* phys, const void* src, uint8_t byte, uint6
   return user_copy_detail::atomic_find_not(s, byte, len, found);
 }
 
+// A kernel-side copy into a new, private folio (or the swap device) from a
+// frame another thread may still write.
+inline void copy_frames(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kCopy);
+  user_copy_detail::move(phys, dst, src, len);
+}
+
+// Zeroing a new folio's frames: nothing else can reach them yet.
+inline void zero_frames(PhysMem* phys, void* dst, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kZero);
+  std::memset(dst, 0, len);
+}
+
 // copy_user_highpage: the destination is a new, private frame.
-inline void copy_user_page(PhysMem* phys, void* dst, const void* src) { user_memcpy(phys, dst, src, PAGE_SIZE); }
+inline void copy_user_page(PhysMem* phys, void* dst, const void* src) { copy_frames(phys, dst, src, PAGE_SIZE); }
 
 }  // namespace mmlab
