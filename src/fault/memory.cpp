@@ -96,9 +96,7 @@ static void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_ad
   long target = static_cast<long>((fault_addr - folio_addr) >> PAGE_SHIFT);
   if (target < 0 || target >= nr) target = 0;
   PhysMem* phys = PhysMem::of(&folio->page);
-  for (long i = 0; i < nr; i++)
-    if (i != target) zero_frames(phys, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
-  zero_frames(phys, phys->page_address(folio_page(folio, target)), PAGE_SIZE);
+  zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), nr, target);
   st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 

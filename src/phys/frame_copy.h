@@ -24,6 +24,8 @@
 // to its mechanism's DataTime.
 #pragma once
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -117,7 +119,12 @@ class DataTimeScope {
   DataTimeScope(PhysMem* phys, DataTime what)
       : st_(phys->stats()), what_(what), t0_(st_ && st_->data_timing() ? tsc_now() : 0) {}
   ~DataTimeScope() {
-    if (t0_) st_->add_data_ticks(what_, tsc_now() - t0_);
+    if (!t0_) return;
+    // Stores retire into the store buffer long before they reach memory:
+    // wait for them, so that their cost is the move's and not whatever
+    // locked instruction comes next.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    st_->add_data_ticks(what_, tsc_now() - t0_);
   }
   DataTimeScope(const DataTimeScope&) = delete;
   DataTimeScope& operator=(const DataTimeScope&) = delete;
@@ -181,10 +188,50 @@ inline void copy_frames(PhysMem* phys, void* dst, const void* src, uint64_t len)
   user_copy_detail::move(phys, dst, src, len);
 }
 
+namespace user_copy_detail {
+
+// Zeroes with non-temporal stores: no read for ownership, and the lines do
+// not displace the cache (what will be touched next is elsewhere).
+inline void stream_zero(uint8_t* d, uint64_t len) {
+  if (!aligned8(d) || len % 64) {
+    std::memset(d, 0, len);
+    return;
+  }
+  const __m128i z = _mm_setzero_si128();
+  for (uint64_t i = 0; i < len; i += 64) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), z);
+  }
+  _mm_sfence();
+}
+
+}  // namespace user_copy_detail
+
 // Zeroing a new folio's frames: nothing else can reach them yet.
 inline void zero_frames(PhysMem* phys, void* dst, uint64_t len) {
   DataTimeScope t(phys, DataTime::kZero);
   std::memset(dst, 0, len);
+}
+
+// folio_zero_user: all nr pages of a new folio whose frames start at base,
+// the page the fault will touch (target; -1 for none) last and through the
+// cache, the others with non-temporal stores.
+inline void zero_folio_frames(PhysMem* phys, uint8_t* base, long nr, long target) {
+  DataTimeScope t(phys, DataTime::kZero);
+  if (nr == 1) {
+    std::memset(base, 0, PAGE_SIZE);
+    return;
+  }
+  if (target < 0 || target >= nr) {
+    user_copy_detail::stream_zero(base, static_cast<uint64_t>(nr) * PAGE_SIZE);
+    return;
+  }
+  user_copy_detail::stream_zero(base, static_cast<uint64_t>(target) * PAGE_SIZE);
+  user_copy_detail::stream_zero(base + static_cast<uint64_t>(target + 1) * PAGE_SIZE,
+                                static_cast<uint64_t>(nr - target - 1) * PAGE_SIZE);
+  std::memset(base + static_cast<uint64_t>(target) * PAGE_SIZE, 0, PAGE_SIZE);
 }
 
 // copy_user_highpage: the destination is a new, private frame.
