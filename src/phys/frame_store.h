@@ -74,7 +74,6 @@ class FrameStore {
   // Host memory the store may hold: every block any System used (frames and
   // memmap) and the populated prefix.
   uint64_t resident_bound() const;
-  bool recycled() const { return uses_ > 1; }
   bool thp_advised() const { return thp_advised_; }
   uint64_t populated_bytes() const { return populated_; }
 

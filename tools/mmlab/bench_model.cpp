@@ -199,7 +199,14 @@ struct FaultSample {
   long pgtables_bytes = 0;
   int64_t faults = 0;
   long host_faults = 0;
+  FrameStoreInfo store;
 };
+
+// What the host gave the frame store (how the report says which backing it had).
+std::string store_text(const FrameStoreInfo& fs) {
+  return fmt::format("frame store of the last run: served {} Systems, {} MiB resident, {} MiB of it in host huge pages{}",
+                     fs.uses, fs.rss >> 20, fs.anon_huge >> 20, fs.thp_advised ? " (MADV_HUGEPAGE)" : "");
+}
 
 // First touch of every page of `size`: one byte written per base page.
 FaultSample fault_in_once(const FolioCase& c, uint64_t size, bool time_data, int* err) {
@@ -230,6 +237,7 @@ FaultSample fault_in_once(const FolioCase& c, uint64_t size, bool time_data, int
   s.zero_ns = static_cast<double>(sys->data_time_ns("zero"));
   s.pgtables_bytes = p->pgtables_bytes();
   s.faults = sys->vmstat("pgfault") - faults0;
+  s.store = sys->frame_store_info();
   p->exit();
   return s;
 }
@@ -305,6 +313,7 @@ int suite_fault(const BenchOptions& o, Report* rep) {
                                           {"host_faults", host},
                                           {"pgtables_bytes", samples[i].back().pgtables_bytes}};
   }
+  rep->add("\n" + store_text(samples.back().back().store) + "\n");
   if (rep->profile) {
     std::vector<int64_t> faults;
     for (auto& s : samples) faults.push_back(s.back().faults);
@@ -453,7 +462,7 @@ struct DataRow {
 // The CPU model's passes over a pre-faulted region: fill (memset through the
 // page tables), verifying read, write from and read into a user buffer.
 int data_passes(const FolioCase& c, uint64_t size, long repeats, NativeBuffer& nat, NativeBuffer& user,
-                std::vector<DataRow>* rows) {
+                std::vector<DataRow>* rows, FrameStoreInfo* store) {
   int err = 0;
   auto sys = bench_system(size + (256ull << 20), c, &err);
   if (!sys) return err;
@@ -514,6 +523,7 @@ int data_passes(const FolioCase& c, uint64_t size, long repeats, NativeBuffer& n
       rows->push_back(row);
     }
   }
+  *store = sys->frame_store_info();
   p->exit();
   return ok ? 0 : -EFAULT;
 }
@@ -526,9 +536,10 @@ int suite_data(const BenchOptions& o, Report* rep) {
   NativeBuffer nat(size), user(size);
   if (!nat.data() || !user.data()) return 1;
   std::vector<DataRow> rows;
+  FrameStoreInfo store;
   for (const FolioCase& c : {kCases[0], kCases[2]}) {
     progress(fmt::format("data {}", c.name));
-    if (int e = data_passes(c, size, repeats, nat, user, &rows)) {
+    if (int e = data_passes(c, size, repeats, nat, user, &rows, &store)) {
       progress_done();
       std::fprintf(stderr, "mmlab bench: data %s: %s\n", c.name, errno_name(e));
       return 1;
@@ -551,6 +562,7 @@ int suite_data(const BenchOptions& o, Report* rep) {
     rep->json["data"][r.folio][r.path][r.op] = {
         {"model_s", r.model_s}, {"native_s", r.native_s}, {"bytes", size}, {"host_faults", r.host_faults}};
   }
+  rep->add("\n" + store_text(store) + "\n");
   return 0;
 }
 
