@@ -165,7 +165,7 @@ FrameStorePool& FrameStorePool::instance() {
 
 FrameStorePool::FrameStorePool() {
   const uint64_t avail = host_available_memory();
-  idle_budget_ = avail ? avail / 4 : 4ull << 30;
+  idle_budget_ = avail ? avail / 4 * 3 : 4ull << 30;
 }
 
 uint64_t host_available_memory() {

@@ -122,8 +122,10 @@ class FrameStorePool {
 
   // Idle stores kept for reuse: at most max_idle (at least 1) of them,
   // holding at most idle_budget bytes of host memory between them (by
-  // resident_bound(); default a quarter of the host's available memory when
-  // the pool was first used). The least recently released go first.
+  // resident_bound(); default three quarters of the host's available memory
+  // when the pool was first used: a run's stores are what it needs again
+  // next, and unmapping one means touching fresh memory for the next test).
+  // The least recently released go first.
   void set_max_idle(unsigned n);
   unsigned max_idle() const;
   void set_idle_budget(uint64_t bytes);

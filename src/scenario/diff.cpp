@@ -182,7 +182,8 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
           out << text[i];
           out.flush();
           n += counts[i];
-        });
+        },
+        2);
   }
   for (auto& [fp, tcp] : host ? tests : decltype(tests){}) {
     const ScenarioFileAst& f = *fp;

@@ -29,7 +29,17 @@ int parallel_width(int jobs, uint64_t bytes_per_test, uint64_t budget, std::stri
   return static_cast<int>(fit);
 }
 
-void run_ordered(size_t n, int width, const std::function<void(size_t)>& run, const std::function<void(size_t)>& emit) {
+void run_ordered(size_t n, int width, const std::function<void(size_t)>& run, const std::function<void(size_t)>& emit,
+                 unsigned stores_per_run) {
+  // Each thread's Systems keep their frame stores warm for its next test.
+  FrameStorePool& pool = FrameStorePool::instance();
+  const unsigned idle_before = pool.max_idle();
+  pool.set_max_idle(std::max(idle_before, static_cast<unsigned>(std::max(width, 1)) * stores_per_run));
+  struct Restore {
+    FrameStorePool& pool;
+    unsigned idle;
+    ~Restore() { pool.set_max_idle(idle); }
+  } restore{pool, idle_before};
   if (width <= 1 || n <= 1) {
     for (size_t i = 0; i < n; i++) {
       run(i);
@@ -60,10 +70,6 @@ void run_ordered(size_t n, int width, const std::function<void(size_t)>& run, co
       cv.notify_all();
     }
   };
-  // Each worker keeps its System's frame store warm for its next test.
-  FrameStorePool& pool = FrameStorePool::instance();
-  const unsigned idle_before = pool.max_idle();
-  pool.set_max_idle(std::max(idle_before, static_cast<unsigned>(width)));
   std::vector<std::thread> threads;
   const size_t nthreads = std::min(n, static_cast<size_t>(width));
   for (size_t t = 0; t < nthreads; t++) threads.emplace_back(worker);
@@ -81,7 +87,6 @@ void run_ordered(size_t n, int width, const std::function<void(size_t)>& run, co
   }
   stop = true;
   for (auto& t : threads) t.join();
-  pool.set_max_idle(idle_before);
   if (failed) std::rethrow_exception(failed);
 }
 
