@@ -63,12 +63,6 @@ void progress_done() {
   if (isatty(STDOUT_FILENO)) std::fprintf(stderr, "\r\033[K");
 }
 
-long host_faults_now() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_minflt + ru.ru_majflt;
-}
-
 std::string first_touch_note(long host_faults, uint64_t pages) {
   if (pages == 0 || static_cast<uint64_t>(host_faults) * 100 <= pages) return "";
   return " (host first touch: not the model's time)";

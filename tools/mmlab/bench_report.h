@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gup_bench.h"
 #include "mmlab/calibrate.h"
 #include "nlohmann/json.hpp"
 
@@ -32,10 +33,6 @@ struct Report {
 void progress(const std::string& what);
 void progress_done();
 
-// Host page faults of the process so far (getrusage's minor faults): taken
-// around a timed region, the difference is how often the host had to
-// provide memory meanwhile (a frame store touched for the first time).
-long host_faults_now();
 // A row whose timed region took host faults on more than 1% of the pages it
 // touched is marked: its time is the host's first-touch cost, not the model's.
 std::string first_touch_note(long host_faults, uint64_t pages);

@@ -132,8 +132,8 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
              const std::string& key) {
   rep->add(fmt::format("\n## {}\n\n", title));
   rep->add("| case | variant | n | median get us | median put us | get vs " + base_variant +
-           " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | kernel |\n"
-           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+           " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | host faults | kernel |\n"
+           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   std::vector<PinRow> pins;
   for (auto& row : rows) {
     progress(row.label);
@@ -148,12 +148,13 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
     }
     Stat base;
     for (auto& v : res.variants) {
-      std::vector<double> g, p, fl;
+      std::vector<double> g, p, fl, hf;
       std::map<std::string, double> ctr;
       for (auto& it : res.iters)
         if (it.variant == v) {
           g.push_back(it.get_us);
           p.push_back(it.put_us);
+          hf.push_back(static_cast<double>(it.host_faults));
           if (it.floor_us >= 0) fl.push_back(it.floor_us);
           for (auto& [c, n] : it.counters) ctr[c] += static_cast<double>(n);
         }
@@ -163,16 +164,18 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
       auto per = [&](const char* c) { return pages ? ctr[c] / pages : 0.0; };
       std::string vname = v.substr(v.find('=') + 1);
       double floor_med = median_of(fl);
-      rep->add(fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} | {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.3f} | {:.4f} | {} |\n",
+      const long host = static_cast<long>(median_of(hf));
+      rep->add(fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} | {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.3f} | {:.4f} | {}{} | {} |\n",
                            row.label, vname, sg.n, sg.median, median_of(p), sg.median > 0 ? base.median / sg.median : 0.0,
                            &v == &res.variants.front() ? "-" : diff_ci(base, sg), sg.median * 1000.0 / static_cast<double>(res.region_pages),
                            floor_med > 0 ? fmt::format("{:.1f}x", sg.median / floor_med) : std::string("-"),
                            per("gup.descents"), per("gup.pte_lock"), per("gup.grab"), per("gup.mark_accessed"),
-                           per("gup.cache_flush"), per("gup.fast_speculative"), row.kernel_note));
+                           per("gup.cache_flush"), per("gup.fast_speculative"), host,
+                           first_touch_note(host, res.region_pages), row.kernel_note));
       if (&v == &res.variants.back()) {
         std::string fs;
         for (auto& [sz, n] : res.folios_by_size) fs += fmt::format("{}{} x {}", fs.empty() ? "" : ", ", n, sz);
-        rep->add(fmt::format("|  | folios obtained (anon_fault_alloc): {} |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n",
+        rep->add(fmt::format("|  | folios obtained (anon_fault_alloc): {} |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n",
                              fs.empty() ? std::string("4K pages only") : fs));
       }
       rep->json[key][row.label][vname] = {{"get_us", g}, {"put_us", p}, {"median_get_us", sg.median}, {"floor_us", fl},
