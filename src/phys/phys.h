@@ -107,7 +107,7 @@ class PhysMem {
   Folio* huge_zero_folio() const { return huge_zero_.load(std::memory_order_acquire); }
   bool is_huge_zero_pfn(pfn_t pfn) const;
 
-  // ---- moving frame bytes (fault/user_copy.h) ----
+  // ---- moving frame bytes (phys/frame_copy.h) ----
   // While one simulated thread alone has moved user bytes in this System, it
   // moves them with plain memcpy/memset/memcmp; the first access by a second
   // thread switches the System, for good, to relaxed atomic word accesses,
