@@ -42,6 +42,11 @@
 
 namespace mmlab::cli {
 
+uint64_t folio_bytes_of(const std::string& label) {
+  uint64_t n = std::strtoull(label.c_str(), nullptr, 10);
+  return label.find('M') != std::string::npos ? n << 20 : n << 10;
+}
+
 const char* const kFrameStorePreparation =
     "recycled: every case runs once untimed first, so its timed rounds reuse that round's frame store (the same "
     "frames: allocation is deterministic); MADV_HUGEPAGE on the store; host faults counted per timed region";
@@ -139,11 +144,6 @@ double time_median(long repeats, F&& f) {
 }
 
 // ---- modelled time: the model's counts times a host cost profile ----
-
-uint64_t folio_bytes_of(const std::string& label) {  // "4K", "64K", "2M"
-  uint64_t n = std::strtoull(label.c_str(), nullptr, 10);
-  return label.find('M') != std::string::npos ? n << 20 : n << 10;
-}
 
 void modelled_fault_in(uint64_t size, const std::vector<int64_t>& faults, Report* rep) {
   rep->add(fmt::format("\n### modelled (profile {}): fault-in of {} MiB = model faults x host first-touch ns/fault\n\n",

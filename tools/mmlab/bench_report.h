@@ -37,6 +37,9 @@ void progress_done();
 // touched is marked: its time is the host's first-touch cost, not the model's.
 std::string first_touch_note(long host_faults, uint64_t pages);
 
+// Bytes of a folio-size label: "4K", "64K", "2M".
+uint64_t folio_bytes_of(const std::string& label);
+
 // How every suite prepares the frame store, for the report.
 extern const char* const kFrameStorePreparation;
 

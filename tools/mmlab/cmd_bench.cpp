@@ -47,11 +47,6 @@
 namespace mmlab::cli {
 namespace {
 
-uint64_t folio_bytes_of(const std::string& label) {  // "4K", "64K", "2M"
-  uint64_t n = std::strtoull(label.c_str(), nullptr, 10);
-  return label.find('M') != std::string::npos ? n << 20 : n << 10;
-}
-
 void modelled_heading(const std::string& what, Report* rep) {
   rep->add(fmt::format("\n### modelled (profile {}): {}\n\n", rep->profile->name, what));
 }
