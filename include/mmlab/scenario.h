@@ -55,6 +55,7 @@ struct ScenarioResult {
   Outcome outcome = Outcome::kPass;
   std::string reason;                    // skip/xfail reason
   std::vector<std::string> diagnostics;  // "file:line: expected ..., found ..."
+  double seconds = 0;                    // wall time of the test
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -84,10 +85,18 @@ struct ScenarioOptions {
   // --variant KEY=V1,V2: each file runs once per value (in order).
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;
   uint64_t ram_bytes = 4ull << 30;
+  // Model tests run this many at a time, each on a thread and a System of
+  // its own (0: one per CPU), no more than fit mem_budget bytes of frame
+  // store (0: the host's available memory). The host backend runs one at a
+  // time: its settings are machine-wide.
+  int jobs = 1;
+  uint64_t mem_budget = 0;
+  bool times = false;  // a "# time" comment line per test and a total
 };
 
-// Runs the tests, printing TAP to `tap` as they finish (plan line first).
-// Returns the results; the exit status is scenario_exit_status(results).
+// Runs the tests, printing TAP to `tap` in file order as they finish (plan
+// line first); the output is the same whatever opt.jobs, but for the "# time"
+// lines. Returns the results; the exit status is scenario_exit_status(results).
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap);
 int scenario_exit_status(const std::vector<ScenarioResult>& results);
 
@@ -116,6 +125,8 @@ struct DiffOptions {
   bool expect_nfc = false;
   uint64_t ram_bytes = 4ull << 30;
   int max_lines_per_test = 12;
+  int jobs = 1;  // model against model: as ScenarioOptions::jobs; with the host, one at a time
+  uint64_t mem_budget = 0;
 };
 int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out);
 

@@ -13,6 +13,7 @@
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -140,9 +141,7 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   PhysMem* phys = mm->phys;
   uint64_t haddr = addr & PMD_MASK;
   long target = static_cast<long>((addr - haddr) >> PAGE_SHIFT);
-  for (long i = 0; i < HPAGE_PMD_NR; i++)
-    if (i != target) std::memset(phys->page_address(folio_page(f, i)), 0, PAGE_SIZE);
-  std::memset(phys->page_address(folio_page(f, target)), 0, PAGE_SIZE);
+  zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&f->page)), HPAGE_PMD_NR, target);
   mm->stats->count(Event::zero_bytes, PMD_SIZE);
   folio_set_uptodate(f);
   return f;

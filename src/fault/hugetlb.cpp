@@ -31,7 +31,6 @@
 #include <thread>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -39,6 +38,7 @@
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_copy.h"
 #include "sync/lock_order.h"
 
 namespace mmlab {
@@ -749,13 +749,13 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
 
 void folio_zero_huge(Folio* folio, Stats* st) {
   const uint64_t bytes = static_cast<uint64_t>(folio_nr_pages(folio)) * PAGE_SIZE;
-  std::memset(folio_address(folio), 0, bytes);
+  zero_folio_frames(PhysMem::of(&folio->page), static_cast<uint8_t*>(folio_address(folio)), folio_nr_pages(folio), -1);
   st->count(Event::zero_bytes, bytes);
 }
 
 void copy_user_large_folio(Folio* dst, Folio* src, Stats* st) {
   const uint64_t bytes = static_cast<uint64_t>(folio_nr_pages(src)) * PAGE_SIZE;
-  user_memcpy(folio_address(dst), folio_address(src), bytes);
+  copy_frames(PhysMem::of(&src->page), folio_address(dst), folio_address(src), bytes);
   st->count(Event::copy_bytes, bytes);
 }
 

@@ -6,11 +6,11 @@
 #include <cstring>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -126,9 +126,7 @@ static void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_ad
   long target = static_cast<long>((fault_addr - folio_addr) >> PAGE_SHIFT);
   if (target < 0 || target >= nr) target = 0;
   PhysMem* phys = PhysMem::of(&folio->page);
-  for (long i = 0; i < nr; i++)
-    if (i != target) std::memset(phys->page_address(folio_page(folio, i)), 0, PAGE_SIZE);
-  std::memset(phys->page_address(folio_page(folio, target)), 0, PAGE_SIZE);
+  zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), nr, target);
   st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 
@@ -310,7 +308,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     return VM_FAULT_OOM;
   }
   if (!from_zero) {
-    copy_user_page(phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
+    copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
     mm->stats->count(Event::copy_bytes, PAGE_SIZE);
   }
   folio_set_uptodate(new_folio);

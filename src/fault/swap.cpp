@@ -60,12 +60,12 @@
 #include <thread>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -429,7 +429,7 @@ void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
   PhysMem* phys = k->phys.get();
   const long nr = folio_nr_pages(folio);
   for (long i = 0; i < nr; i++)
-    user_memcpy(phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
+    copy_frames(phys, phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
                 PAGE_SIZE);
   k->stats->count(VmStat::pswpin, static_cast<uint64_t>(nr));
   if (folio_test_large(folio)) k->stats->count_mthp(folio_order(folio), MthpStat::swpin);
@@ -444,7 +444,7 @@ void swap_writeout(Kernel* k, Folio* folio) {
   const long nr = folio_nr_pages(folio);
   uint8_t* dst = si->data + swp_offset(entry) * PAGE_SIZE;
   for (long i = 0; i < nr; i++)
-    user_memcpy(dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+    copy_frames(phys, dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
   if (folio_order(folio) == PMD_ORDER) k->stats->count(VmStat::thp_swpout);
   k->stats->count_mthp(folio_order(folio), MthpStat::swpout);
   k->stats->count(VmStat::pswpout, static_cast<uint64_t>(nr));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -13,6 +14,8 @@
 #include "host/probe.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
+#include "phys/frame_store.h"
+#include "scenario/parallel.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -32,6 +35,18 @@ struct Counts {
   int tests = 0, compared = 0, not_compared = 0, outcome_changes = 0, known = 0, state_diffs = 0, skipped_expectations = 0;
   int reruns = 0;
   std::map<std::string, int> skips_by_key;
+  Counts& operator+=(const Counts& o) {
+    tests += o.tests;
+    compared += o.compared;
+    not_compared += o.not_compared;
+    outcome_changes += o.outcome_changes;
+    known += o.known;
+    state_diffs += o.state_diffs;
+    skipped_expectations += o.skipped_expectations;
+    reruns += o.reruns;
+    for (auto& [k, v] : o.skips_by_key) skips_by_key[k] += v;
+    return *this;
+  }
 };
 
 // The end state and counters that differ after one statement, as report lines.
@@ -158,17 +173,44 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
     lock.emplace();
     for (auto& l : host::host_probe_lines(host::host_probes())) out << l << "\n";
   }
-  Counts n;
+  std::vector<std::pair<const ScenarioFileAst*, const TestCase*>> tests;
   for (auto& f : prog.files)
-    for (auto& tc : f.tests) {
-      if (!opt.filter.empty() && fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) != 0) continue;
+    for (auto& tc : f.tests)
+      if (opt.filter.empty() || fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) == 0) tests.push_back({&f, &tc});
+  Counts n;
+  if (!host) {
+    // Model against model: independent tests, each on Systems of its own,
+    // several at a time (two Systems per test), reported in order.
+    std::string narrowed;
+    const int width = parallel_width(opt.jobs, 2 * frame_store_footprint(opt.ram_bytes), opt.mem_budget, &narrowed);
+    if (!narrowed.empty()) std::cerr << "mmlab: " << narrowed << "\n";
+    std::vector<std::string> text(tests.size());
+    std::vector<Counts> counts(tests.size());
+    run_ordered(
+        tests.size(), width,
+        [&](size_t i) {
+          std::ostringstream o;
+          diff_test(opt, so, *tests[i].first, *tests[i].second, o, &counts[i]);
+          text[i] = o.str();
+        },
+        [&](size_t i) {
+          out << text[i];
+          out.flush();
+          n += counts[i];
+        },
+        2);
+  }
+  for (auto& [fp, tcp] : host ? tests : decltype(tests){}) {
+    const ScenarioFileAst& f = *fp;
+    const TestCase& tc = *tcp;
+    {
       std::ostringstream first;
       Counts before = n;
       diff_test(opt, so, f, tc, first, &n);
       // The host's statistics and pools are machine-wide: another process
       // can fault a THP or take a huge page meanwhile. A changed outcome is
       // run once more, and both runs are shown.
-      if (host && n.outcome_changes > before.outcome_changes) {
+      if (n.outcome_changes > before.outcome_changes) {
         std::ostringstream again;
         Counts retry = before;
         diff_test(opt, so, f, tc, again, &retry);
@@ -184,6 +226,7 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
       }
       out << first.str();
     }
+  }
   out << fmt::format(
       "# diff: {} tests, {} compared ({} agree), {} not compared (skipped by a side), {} outcome changes, {} known "
       "differences, {} statements with end-state differences{}\n",

@@ -2,6 +2,8 @@
 // host kernel), TAP output as kselftest prints it.
 #include <fnmatch.h>
 
+#include <chrono>
+#include <iostream>
 #include <memory>
 #include <optional>
 
@@ -9,6 +11,8 @@
 #include "host/probe.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
+#include "phys/frame_store.h"
+#include "scenario/parallel.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -24,6 +28,25 @@ const char* outcome_name(Outcome o) {
   }
   return "?";
 }
+
+namespace {
+
+void print_tap(std::ostream& tap, int n, const ScenarioResult& r) {
+  std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
+  switch (r.outcome) {
+    case Outcome::kPass: tap << "ok " << n << " " << name << "\n"; break;
+    case Outcome::kSkip: tap << "ok " << n << " " << name << " # SKIP " << r.reason << "\n"; break;
+    case Outcome::kXfail: tap << "ok " << n << " " << name << " # XFAIL " << r.reason << "\n"; break;
+    case Outcome::kXpass: tap << "ok " << n << " " << name << " # XPASS " << r.reason << "\n"; break;
+    case Outcome::kFail:
+    case Outcome::kError: tap << "not ok " << n << " " << name << "\n"; break;
+  }
+  if (r.outcome != Outcome::kPass)
+    for (auto& d : r.diagnostics) tap << "# " << d << "\n";
+  if (r.skipped_expectations) tap << "# " << skipped_line(r) << "\n";
+}
+
+}  // namespace
 
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap) {
   struct Job {
@@ -49,10 +72,14 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     lock.emplace();
     for (auto& l : host::host_probe_lines(host::host_probes())) tap << l << "\n";
   }
-  std::vector<ScenarioResult> results;
-  int n = 0, skipped_expectations = 0;
-  std::map<std::string, int> skips_by_key;
-  for (auto& j : jobs) {
+  std::string narrowed;
+  const int width = host ? 1 : parallel_width(opt.jobs, frame_store_footprint(opt.ram_bytes), opt.mem_budget, &narrowed);
+  if (!narrowed.empty()) std::cerr << "mmlab: " << narrowed << "\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<ScenarioResult> results(jobs.size());
+  auto run_one = [&](size_t i) {
+    const Job& j = jobs[i];
+    const auto start = std::chrono::steady_clock::now();
     ScenarioResult r;
     if (host && (!host_ok || !j.key.empty())) {
       r.file = j.file->path;
@@ -67,29 +94,28 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
       r = run->run(*j.file, *j.tc);
     }
     if (!j.key.empty()) r.variant = j.key + "=" + j.value;
-    std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
-    n++;
-    switch (r.outcome) {
-      case Outcome::kPass: tap << "ok " << n << " " << name << "\n"; break;
-      case Outcome::kSkip: tap << "ok " << n << " " << name << " # SKIP " << r.reason << "\n"; break;
-      case Outcome::kXfail: tap << "ok " << n << " " << name << " # XFAIL " << r.reason << "\n"; break;
-      case Outcome::kXpass: tap << "ok " << n << " " << name << " # XPASS " << r.reason << "\n"; break;
-      case Outcome::kFail:
-      case Outcome::kError: tap << "not ok " << n << " " << name << "\n"; break;
-    }
-    if (r.outcome != Outcome::kPass)
-      for (auto& d : r.diagnostics) tap << "# " << d << "\n";
-    if (r.skipped_expectations) tap << "# " << skipped_line(r) << "\n";
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    results[i] = std::move(r);
+  };
+  int skipped_expectations = 0;
+  std::map<std::string, int> skips_by_key;
+  auto emit = [&](size_t i) {
+    const ScenarioResult& r = results[i];
+    print_tap(tap, static_cast<int>(i + 1), r);
+    if (opt.times) tap << fmt::format("# time {:.3f} s {}\n", r.seconds, r.name);
     skipped_expectations += r.skipped_expectations;
     for (auto& k : r.skips) skips_by_key[k.key] += k.count;
     tap.flush();
-    results.push_back(std::move(r));
-  }
+  };
+  run_ordered(jobs.size(), width, run_one, emit);
   int cnt[6] = {};
   for (auto& r : results) cnt[static_cast<int>(r.outcome)]++;
   tap << fmt::format("# Totals: pass:{} fail:{} xfail:{} xpass:{} skip:{} error:{}\n", cnt[0], cnt[1], cnt[2], cnt[3], cnt[4], cnt[5]);
   if (host)
     tap << fmt::format("# host: {} expectations skipped{}\n", skipped_expectations, skip_totals(skips_by_key));
+  if (opt.times)
+    tap << fmt::format("# time {:.3f} s total, {} test(s) at a time\n",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), width);
   return results;
 }
 

@@ -69,6 +69,7 @@ class TestRun {
   // Expectations on observed values: one diagnostic text for both backends.
   void expect_bytes(const Stmt& st, int64_t bad, uint8_t found);            // P read ADDR SIZE BYTE
   void expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf);  // H read OFFSET SIZE BYTE
+  void expect_handle_mismatch(const Stmt& st, int64_t bad, uint8_t found);   // the same, first mismatch known
   void expect_handle_ret(const Stmt& st, long ret);
   void expect_number(const Stmt& st, const std::string& what, int64_t found);  // sysfs, vmstat, counter
   void expect_rss(const Stmt& st, uint64_t found);

@@ -106,6 +106,16 @@ enum class Event : uint16_t {
 
 inline constexpr unsigned kMthpOrders = PMD_ORDER + 1;  // orders 0..9; order 0 is never counted
 
+// Time spent moving bytes, by mechanism, for the benchmarks' per-mechanism
+// tables; measured only while enabled (System::set_data_timing), in TSC
+// ticks converted to ns on read.
+enum class DataTime : uint8_t {
+  kZero,  // zeroing new folios (folio_zero_user, hugetlb, __GFP_ZERO)
+  kCopy,  // kernel-side copies (CoW, fork's eager copies, migration, swap I/O)
+  kUser,  // the CPU model's loads and stores, device access, file read/write
+  kNr
+};
+
 const char* vmstat_name(VmStat s);
 const char* mthp_stat_name(MthpStat s);
 const char* event_name(Event e);
@@ -132,11 +142,18 @@ class Stats {
   // kernel statistics are never reset, as in the kernel.
   void reset_events();
 
+  void set_data_timing(bool on) { data_timing_.store(on, std::memory_order_relaxed); }
+  bool data_timing() const { return data_timing_.load(std::memory_order_relaxed); }
+  void add_data_ticks(DataTime t, uint64_t ticks) { add(cpu_block().data_ticks[idx(t)], static_cast<int64_t>(ticks)); }
+  uint64_t read_data_ns(DataTime t) const;
+  void reset_data_time();
+
  private:
   struct alignas(64) CpuBlock {
     std::array<int64_t, static_cast<size_t>(Event::kNr)> events{};
     std::array<int64_t, static_cast<size_t>(VmStat::kNr)> vmstat{};
     std::array<std::array<int64_t, static_cast<size_t>(MthpStat::kNr)>, kMthpOrders> mthp{};
+    std::array<int64_t, static_cast<size_t>(DataTime::kNr)> data_ticks{};
   };
   template <typename E>
   static constexpr size_t idx(E e) { return static_cast<size_t>(e); }
@@ -149,6 +166,11 @@ class Stats {
       r.fetch_add(n, std::memory_order_relaxed);
   }
   std::vector<CpuBlock> cpus_;
+  std::atomic<bool> data_timing_{false};
 };
+
+// The TSC, and its rate measured once against the steady clock.
+uint64_t tsc_now();
+double tsc_ns_per_tick();
 
 }  // namespace mmlab

@@ -607,9 +607,12 @@ TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
   std::latch start(4);
   std::atomic<bool> stop{false};
   std::atomic<long> errors{0};
+  std::atomic<unsigned> last_iter{0};
   std::thread writer([&] {
     start.arrive_and_wait();
-    for (unsigned iter = 0; iter < 60; iter++) {
+    // At least 60 rounds, and on until pages went out and came back in
+    // meanwhile (however fast the writer is), within a bound.
+    for (unsigned iter = 0;; iter++) {
       for (unsigned i = 0; i < kPages; i++) {
         uint8_t v = static_cast<uint8_t>(iter * 7 + i);
         if (!p->fill(data + i * PAGE_SIZE, v, PAGE_SIZE).ok()) errors++;
@@ -617,6 +620,9 @@ TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
         uint8_t found = 0;
         if (!p->read_expect(data + i * PAGE_SIZE, v, PAGE_SIZE, &bad, &found).ok() || bad != -1) errors++;
       }
+      last_iter = iter;
+      const bool swapped = sys->vmstat("pswpout") > 0 && sys->vmstat("pswpin") > 0;
+      if (iter + 1 >= 60 && (swapped || iter + 1 >= 100000)) break;
     }
     stop = true;
   });
@@ -663,7 +669,8 @@ TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
   churner.join();
   forker.join();
   EXPECT_EQ(errors.load(), 0);
-  for (unsigned i = 0; i < kPages; i++) expect_bytes(p, data + i * PAGE_SIZE, PAGE_SIZE, static_cast<uint8_t>(59 * 7 + i));
+  for (unsigned i = 0; i < kPages; i++)
+    expect_bytes(p, data + i * PAGE_SIZE, PAGE_SIZE, static_cast<uint8_t>(last_iter.load() * 7 + i));
   // Fault every swap entry back in, so that no folio is left in the swap
   // cache only (reclaim lost a race with a transient reference): such a
   // folio is legitimate, but the checker may not know the swap cache yet.

@@ -16,13 +16,16 @@ struct RunOptions {
   std::vector<std::string> variants;
   std::string backend = "model";
   std::vector<std::string> fake_probes;
-  bool tap = false;
+  bool tap = false, times = false;
+  ParallelCli par;
 };
 
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
   so.filter = o.filter;
   so.backend = o.backend == "host" ? Backend::kHost : Backend::kModel;
+  so.times = o.times;
+  if (!parse_parallel_options("run", o.par, &so.jobs, &so.ram_bytes, &so.mem_budget)) return 2;
   for (auto& v : o.variants) {
     auto eq = v.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
@@ -95,6 +98,8 @@ void add_run(CLI::App& app) {
   sub->add_option("--json", o->json, "write the results as JSON to this file (with the host probes' results)");
   add_fake_probe_option(sub, &o->fake_probes);
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
+  sub->add_flag("--times", o->times, "a '# time' comment line after each test, and the total");
+  add_parallel_options(sub, &o->par);
   register_action(sub, [o] { return run_run(*o); });
 }
 

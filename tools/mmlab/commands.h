@@ -1,6 +1,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,5 +23,16 @@ int fake_host_probes(const std::vector<std::string>& names, std::string* err);
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);
 int run_selected(CLI::App& app);
+
+// A byte size: a number with an optional K, M or G suffix ("4G"). False if malformed.
+bool parse_size(const std::string& s, uint64_t* out);
+// The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.
+struct ParallelCli {
+  int jobs = 0;  // 0: one per CPU
+  std::string ram = "4G", mem_budget;
+};
+void add_parallel_options(CLI::App* sub, ParallelCli* o);
+// Fills jobs, ram and budget from the options; false (and a message on stderr) if malformed.
+bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget);
 
 }  // namespace mmlab::cli
