@@ -45,6 +45,9 @@ struct ScenarioResult {
   Outcome outcome = Outcome::kPass;
   std::string reason;                    // skip/xfail reason
   std::vector<std::string> diagnostics;  // "file:line: expected ..., found ..."
+  // Under `expect violation`: every violation detected (checker, data
+  // checks, the model's recorded findings, the leak check), in order.
+  std::vector<std::string> violations;
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -54,12 +57,23 @@ enum class Backend { kModel, kHost };
 // Whether the host backend can run here; otherwise false and why.
 bool scenario_host_available(std::string* why);
 
+// A test whose outcome differs for a documented reason: between the model
+// and a host kernel (tests/scenarios/host-known.txt, `mmlab diff --known`),
+// or under a model variant (`mmlab run --known`): GLOB REASON...
+struct KnownDifference {
+  std::string glob, reason;
+};
+
 struct ScenarioOptions {
   std::string filter;  // glob over test names; empty: all
   Backend backend = Backend::kModel;
   // --variant KEY=V1,V2: each file runs once per value (in order).
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;
   uint64_t ram_bytes = 4ull << 30;
+  // Tests this run expects to fail (`mmlab run --known`): a listed test that
+  // fails is reported as XFAIL with the listed reason; one that passes, and
+  // an entry that names no test, fail the run (the list must stay true).
+  std::vector<KnownDifference> known;
 };
 
 // Runs the tests, printing TAP to `tap` as they finish (plan line first).
@@ -77,11 +91,6 @@ struct DiffConfig {
   std::string name = "model";
   Backend backend = Backend::kModel;
   std::vector<std::pair<std::string, std::string>> tunes;  // model variants
-};
-// A test whose outcome differs between the model and a host kernel for a
-// documented reason (tests/scenarios/host-known.txt): GLOB REASON...
-struct KnownDifference {
-  std::string glob, reason;
 };
 int load_known_differences(const std::string& path, std::vector<KnownDifference>* out, std::string* err);
 

@@ -24,6 +24,27 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
+namespace {
+
+// `mmlab run --known`: a listed failure is an XFAIL with the list's reason;
+// a listed test that passes fails, so that the list stays true.
+void apply_known(const std::vector<KnownDifference>& known, std::vector<bool>* used, ScenarioResult* r) {
+  for (size_t i = 0; i < known.size(); i++) {
+    if (fnmatch(known[i].glob.c_str(), r->name.c_str(), 0) != 0) continue;
+    (*used)[i] = true;
+    if (r->outcome == Outcome::kFail || r->outcome == Outcome::kError) {
+      r->outcome = Outcome::kXfail;
+      r->reason = "known: " + known[i].reason;
+    } else if (r->outcome == Outcome::kPass) {
+      r->outcome = Outcome::kFail;
+      r->diagnostics.push_back("listed as a known failure (" + known[i].reason + ") but it passed: update the list");
+    }
+    return;
+  }
+}
+
+}  // namespace
+
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap) {
   struct Job {
     const ScenarioFileAst* file;
@@ -46,6 +67,7 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   std::optional<host::HostLock> lock;  // settings and vmstat deltas are machine-wide
   if (host_ok) lock.emplace();
   std::vector<ScenarioResult> results;
+  std::vector<bool> known_used(opt.known.size(), false);
   int n = 0, skipped_expectations = 0;
   for (auto& j : jobs) {
     ScenarioResult r;
@@ -62,6 +84,7 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
       r = run->run(*j.file, *j.tc);
     }
     if (!j.key.empty()) r.variant = j.key + "=" + j.value;
+    apply_known(opt.known, &known_used, &r);
     std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
     n++;
     switch (r.outcome) {
@@ -74,6 +97,7 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     }
     if (r.outcome != Outcome::kPass)
       for (auto& d : r.diagnostics) tap << "# " << d << "\n";
+    for (auto& v : r.violations) tap << "# violation detected (expected): " << v.substr(0, v.find('\n')) << "\n";
     if (r.skipped_expectations) {
       tap << "# " << r.skipped_expectations << " expectation(s) skipped:";
       for (auto& why : r.skip_notes) tap << " " << why << ";";
@@ -81,6 +105,15 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     }
     skipped_expectations += r.skipped_expectations;
     tap.flush();
+    results.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < opt.known.size(); i++) {
+    if (known_used[i] || !opt.filter.empty()) continue;
+    ScenarioResult r;
+    r.name = "known-failures:" + opt.known[i].glob;
+    r.outcome = Outcome::kFail;
+    r.diagnostics.push_back("this known-failure entry names no test of the run: remove or correct it");
+    tap << "not ok " << ++n << " " << r.name << "\n# " << r.diagnostics.front() << "\n";
     results.push_back(std::move(r));
   }
   int cnt[6] = {};

@@ -12,7 +12,7 @@ namespace {
 
 struct RunOptions {
   std::vector<std::string> files;
-  std::string filter, json;
+  std::string filter, json, known;
   std::vector<std::string> variants;
   std::string backend = "model";
   bool tap = false;
@@ -45,6 +45,10 @@ int run_run(const RunOptions& o) {
     so.variants.push_back({v.substr(0, eq), vals});
   }
   std::string err;
+  if (!o.known.empty() && load_known_differences(o.known, &so.known, &err)) {
+    std::cerr << "mmlab run: " << err << "\n";
+    return 2;
+  }
   auto prog = scenario_parse(o.files, &err);
   if (!prog) {
     std::cerr << err << "\n";
@@ -55,7 +59,7 @@ int run_run(const RunOptions& o) {
     nlohmann::json j;
     for (auto& r : results)
       j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
-                            {"reason", r.reason}, {"diagnostics", r.diagnostics},
+                            {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
                             {"skipped_expectations", r.skipped_expectations}, {"skip_notes", r.skip_notes}});
     std::ofstream out(o.json);
     out << j.dump(2) << "\n";
@@ -80,6 +84,8 @@ void add_run(CLI::App& app) {
                   "are restored)")
       ->check(CLI::IsMember({"model", "host"}));
   sub->add_option("--json", o->json, "write the results as JSON to this file");
+  sub->add_option("--known", o->known,
+                  "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
   register_action(sub, [o] { return run_run(*o); });
 }
