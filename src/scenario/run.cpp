@@ -30,7 +30,7 @@ namespace {
 // a listed test that passes fails, so that the list stays true.
 void apply_known(const std::vector<KnownDifference>& known, std::vector<bool>* used, ScenarioResult* r) {
   for (size_t i = 0; i < known.size(); i++) {
-    if (fnmatch(known[i].glob.c_str(), r->name.c_str(), 0) != 0) continue;
+    if (fnmatch(known[i].glob.c_str(), r->name.c_str(), FNM_EXTMATCH) != 0) continue;
     (*used)[i] = true;
     if (r->outcome == Outcome::kFail || r->outcome == Outcome::kError) {
       r->outcome = Outcome::kXfail;
