@@ -7,6 +7,9 @@
 //   P thp-disable yes|no [except-advised]    prctl(PR_SET_THP_DISABLE)
 //   P userfaultfd ADDR SIZE missing|wp|missing,wp   UFFDIO_REGISTER
 //   P uffd-wp ADDR SIZE on|off               UFFDIO_WRITEPROTECT
+//   when KEY=V1[,V2...] STATEMENT            STATEMENT only under those values of a tune key
+//   expect violation TEXT                    violations are collected, one must contain TEXT
+//   expect P ADDR soft-dirty|uffd-wp yes|no  the PTE's bits
 // and `khugepaged [N]` runs N full scans of khugepaged over every
 // registered mm on that clock.
 #pragma once
