@@ -1,8 +1,14 @@
 // Micro-benchmarks (Google Benchmark) of the hot helpers behind the GUP
 // numbers: one descent, one PTE-lock round trip, folio_pte_batch over 16 and
-// 512 entries, try_grab_folio. Run by the mmlab_microbench target, never by
-// the tests.
+// 512 entries, try_grab_folio; and bulk data through the CPU model (fill,
+// verifying read, CoW-style copy) beside native memset/memcmp/memcpy of the
+// same bytes (compare the bytes_per_second of a Model row with its Native
+// row, run in the same process). Run by the mmlab_microbench target, never
+// by the tests.
 #include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <vector>
 
 #include "gup/gup.h"
 #include "mm/kernel.h"
@@ -74,6 +80,96 @@ void BM_TryGrabFolio(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_TryGrabFolio);
+
+// ---- bulk data: the CPU model against native passes over the same bytes ----
+
+constexpr uint64_t kDataBytes = 64ull << 20;
+
+// A pre-faulted region of 4K pages (range 0) or 2M THPs (range 1).
+struct DataFixture {
+  std::unique_ptr<System> sys;
+  Process* p = nullptr;
+  uint64_t addr = 0;
+  explicit DataFixture(bool thp) {
+    SystemConfig cfg;
+    cfg.ram_bytes = kDataBytes + (128ull << 20);
+    sys = System::create(cfg);
+    sys->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", thp ? "always" : "never");
+    p = sys->new_process("bench");
+    long raw = p->mmap(0, kDataBytes + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
+    if (thp) p->madvise(addr, kDataBytes, MADV_HUGEPAGE);
+    p->madvise(addr, kDataBytes, MADV_POPULATE_WRITE);
+    (void)p->fill(addr, 1, kDataBytes).ok();  // touched once before timing
+  }
+};
+
+std::vector<uint8_t>& native_buffer() {
+  static std::vector<uint8_t> buf(kDataBytes, 1);  // touched at construction
+  return buf;
+}
+
+void BM_ModelFill(benchmark::State& state) {
+  DataFixture f(state.range(0));
+  uint8_t b = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(f.p->fill(f.addr, ++b, kDataBytes));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kDataBytes));
+}
+BENCHMARK(BM_ModelFill)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_NativeMemset(benchmark::State& state) {
+  auto& buf = native_buffer();
+  uint8_t b = 0;
+  for (auto _ : state) {
+    std::memset(buf.data(), ++b, kDataBytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kDataBytes));
+}
+BENCHMARK(BM_NativeMemset)->Unit(benchmark::kMillisecond);
+
+void BM_ModelVerify(benchmark::State& state) {
+  DataFixture f(state.range(0));
+  int64_t bad = 0;
+  uint8_t found = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(f.p->read_expect(f.addr, 1, kDataBytes, &bad, &found));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kDataBytes));
+}
+BENCHMARK(BM_ModelVerify)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// memcmp against a 4 KiB block of the expected byte (what the model's plain path does).
+void BM_NativeMemcmp(benchmark::State& state) {
+  auto& buf = native_buffer();
+  std::memset(buf.data(), 1, kDataBytes);
+  std::vector<uint8_t> pattern(4096, 1);
+  for (auto _ : state) {
+    int diff = 0;
+    for (uint64_t off = 0; off < kDataBytes; off += pattern.size()) diff |= std::memcmp(buf.data() + off, pattern.data(), pattern.size());
+    benchmark::DoNotOptimize(diff);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kDataBytes));
+}
+BENCHMARK(BM_NativeMemcmp)->Unit(benchmark::kMillisecond);
+
+// Write from a user buffer (memcpy through the page tables) beside native memcpy.
+void BM_ModelWrite(benchmark::State& state) {
+  DataFixture f(state.range(0));
+  auto& src = native_buffer();
+  for (auto _ : state) benchmark::DoNotOptimize(f.p->write(f.addr, src.data(), kDataBytes));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kDataBytes));
+}
+BENCHMARK(BM_ModelWrite)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_NativeMemcpy(benchmark::State& state) {
+  auto& src = native_buffer();
+  static std::vector<uint8_t> dst(kDataBytes, 2);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), kDataBytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kDataBytes));
+}
+BENCHMARK(BM_NativeMemcpy)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace mmlab

@@ -56,6 +56,10 @@ class GupPages {
   // Returns 0, or -EFAULT beyond what is held.
   int read(uint64_t off, void* buf, uint64_t len) const;
   int write(uint64_t off, const void* buf, uint64_t len) const;
+  int fill(uint64_t off, uint8_t byte, uint64_t len) const;  // write len copies of byte
+  // Read and report the first byte that differs from `byte` (offset from
+  // off, or -1 in *first_mismatch; the byte read in *found).
+  int read_expect(uint64_t off, uint8_t byte, uint64_t len, int64_t* first_mismatch, uint8_t* found) const;
   uint64_t pfn(long i) const;
   // gup_test's untimed check: every folio maybe-DMA-pinned (and long-term pinnable).
   bool all_maybe_dma_pinned() const;

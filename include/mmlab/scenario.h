@@ -37,13 +37,23 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text
 enum class Outcome { kPass, kFail, kXfail, kXpass, kSkip, kError };
 const char* outcome_name(Outcome o);
 
+// Expectations of one kind a backend skipped, and why: "KEY: ..." or
+// "KEY (...)", where KEY is a host probe's name (zero_page, soft_dirty, ...),
+// `background` (machine-wide statistics other processes moved), or what the
+// host has no interface for (exclusive, pinned, counter, check).
+struct SkippedExpectations {
+  std::string key, why;
+  int count = 0;
+};
+
 struct ScenarioResult {
   std::string file, name;
   // Expectations the backend cannot observe (the host has no interface for
-  // PageAnonExclusive, pins, model counters or the invariant checker): each
+  // PageAnonExclusive, pins, model counters or the invariant checker) or
+  // whose meaning depends on a capability the host lacks (host probes): each
   // is skipped on its own and counted; the rest of the test still runs.
   int skipped_expectations = 0;
-  std::vector<std::string> skip_notes;  // why, once per kind
+  std::vector<SkippedExpectations> skips;  // per reason, in the order first seen
   std::string variant;  // "gup.walk=batch" when run under --variant
   Outcome outcome = Outcome::kPass;
   std::string reason;                    // skip/xfail reason
@@ -51,6 +61,7 @@ struct ScenarioResult {
   // Under `expect violation`: every violation detected (checker, data
   // checks, the model's recorded findings, the leak check), in order.
   std::vector<std::string> violations;
+  double seconds = 0;                    // wall time of the test
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -66,6 +77,19 @@ bool scenario_host_available(std::string* why);
 struct KnownDifference {
   std::string glob, reason;
 };
+// The host capability probes (measured once per process, under the host
+// lock; see docs/HOST.md), for reports.
+struct HostProbeReport {
+  std::string name;
+  bool available = false;
+  bool forced = false;  // forced "missing" by scenario_host_fake_probes / MMLAB_HOST_FAKE_PROBES
+  std::string detail;
+};
+std::vector<HostProbeReport> scenario_host_probes();
+// Forces host probes to "missing" (a comma list of probe names, or "all"):
+// the skip paths of a host without them, on a host that has them. 0, or -1
+// with *error naming an unknown probe.
+int scenario_host_fake_probes(const std::string& list, std::string* error);
 
 struct ScenarioOptions {
   std::string filter;  // glob over test names; empty: all
@@ -77,10 +101,18 @@ struct ScenarioOptions {
   // fails is reported as XFAIL with the listed reason; one that passes, and
   // an entry that names no test, fail the run (the list must stay true).
   std::vector<KnownDifference> known;
+  // Model tests run this many at a time, each on a thread and a System of
+  // its own (0: one per CPU), no more than fit mem_budget bytes of frame
+  // store (0: the host's available memory). The host backend runs one at a
+  // time: its settings are machine-wide.
+  int jobs = 1;
+  uint64_t mem_budget = 0;
+  bool times = false;  // a "# time" comment line per test and a total
 };
 
-// Runs the tests, printing TAP to `tap` as they finish (plan line first).
-// Returns the results; the exit status is scenario_exit_status(results).
+// Runs the tests, printing TAP to `tap` in file order as they finish (plan
+// line first); the output is the same whatever opt.jobs, but for the "# time"
+// lines. Returns the results; the exit status is scenario_exit_status(results).
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap);
 int scenario_exit_status(const std::vector<ScenarioResult>& results);
 
@@ -104,6 +136,8 @@ struct DiffOptions {
   bool expect_nfc = false;
   uint64_t ram_bytes = 4ull << 30;
   int max_lines_per_test = 12;
+  int jobs = 1;  // model against model: as ScenarioOptions::jobs; with the host, one at a time
+  uint64_t mem_budget = 0;
 };
 int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out);
 

@@ -53,11 +53,19 @@ bool sysfs_path_known(const std::string& path);
 bool sysfs_value_well_formed(const std::string& path, const std::string& value);
 bool fs_class_from_name(const std::string& name, FsClass* out);
 
+// The host memory behind a System's RAM (frame stores are recycled across
+// Systems of one process; see src/phys/frame_store.h).
+struct FrameStoreInfo {
+  uint64_t uses = 0;            // Systems this store has served, this one included (1: fresh host memory)
+  bool thp_advised = false;     // MADV_HUGEPAGE in force on it
+  uint64_t rss = 0, anon_huge = 0;  // host resident bytes, and how many in host huge pages
+};
+
 struct SystemConfig {
   uint64_t ram_bytes = 4ull << 30;  // simulated RAM (default 4 GiB, touched lazily)
   uint64_t movable_bytes = 0;       // ZONE_MOVABLE share (top of RAM); default none
-  bool prefault = false;            // touch the frame store up front (benchmarks)
-  int host_thp = 0;                 // 0 host default, 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE on the frame store
+  bool prefault = false;            // touch the frame store up front (once per recycled store; benchmarks)
+  int host_thp = 0;                 // frame store: 0 host default (no advice), 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE
 };
 
 // One finding of the invariant checker.
@@ -172,6 +180,13 @@ class System {
 
   uint64_t nr_free_pages() const;
   uint64_t nr_total_pages() const;
+
+  // Benchmarks: time the model spends moving bytes, per mechanism: "zero"
+  // (new folios), "copy" (CoW, fork, migration, swap I/O), "user" (CPU
+  // loads/stores, device access, file I/O); counted only while enabled.
+  void set_data_timing(bool on);
+  uint64_t data_time_ns(const std::string& mechanism) const;  // 0 if unknown
+  FrameStoreInfo frame_store_info() const;
   Kernel* kernel() const { return k_.get(); }  // for the layers below the API and white-box tests
 
  private:

@@ -121,6 +121,21 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr);
 long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable);
 // Move a whole PMD leaf (mremap); false if the source is not a leaf any more.
 bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t new_addr, pmd_t* old_pmd, pmd_t* new_pmd);
+// MADV_FREE of the PMD leaf at *pmd over [addr, next) (madvise_free_huge_pmd):
+// true when the whole leaf was marked lazy-free; false when the walk must
+// look at PTEs (the leaf was split because the range covers part of it, or
+// it was not a leaf to mark: gone, the huge zero folio, maybe shared, locked).
+bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next);
+// Reclaim of a lazy-free PMD-mapped THP (unmap_huge_pmd_locked): discard the
+// PMD mapping at *pmd if the folio is clean and nobody but the isolation and
+// its mappings holds it; a dirty folio is made swap-backed again and stays
+// mapped, as does one with another reference. The folio is locked.
+enum class PmdDiscard : uint8_t {
+  kDiscarded,  // the mapping is gone
+  kKept,       // it stays mapped (redirtied or referenced): stop unmapping
+  kNotLeaf,    // *pmd no longer maps the folio as a leaf: look at PTEs
+};
+PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio);
 
 // Allocating and freeing the PTE table deposited under a PMD leaf.
 void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table);
@@ -133,6 +148,14 @@ void folio_add_lru(Folio* folio);
 // a reference the caller drops in folio_putback_lru.
 bool folio_isolate_lru(Folio* folio);
 void folio_putback_lru(Folio* folio);
+// folio_deactivate (MADV_COLD): an active folio on the LRU moves to the
+// inactive list, losing PG_active and PG_referenced (pgdeactivate).
+void folio_deactivate(Folio* folio);
+// folio_mark_lazyfree (MADV_FREE): an anonymous, swap-backed folio that is
+// not in the swap cache and is on the LRU loses PG_swapbacked (moving to the
+// file LRU, where reclaim discards it while it stays clean), PG_active and
+// PG_referenced (pglazyfree).
+void folio_mark_lazyfree(Folio* folio);
 // mark_page_accessed-style helpers the CPU model uses for its A/D bits live in uaccess.
 
 // Write fault on a read-only PTE (FAULT_FLAG_WRITE or UNSHARE); PTL held on entry, released on return.

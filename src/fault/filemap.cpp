@@ -29,12 +29,12 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 namespace {
@@ -336,7 +336,7 @@ vm_fault_t do_cow_fault(VmFault* vmf, uint64_t pgoff) {
     folio_put(new_folio);
     return ret;
   }
-  copy_user_page(mm->phys->page_address(&new_folio->page), mm->phys->page_address(page));
+  copy_user_page(mm->phys, mm->phys->page_address(&new_folio->page), mm->phys->page_address(page));
   mm->stats->count(Event::copy_bytes, PAGE_SIZE);
   folio_set_uptodate(new_folio);
   ret = finish_fault(vmf, new_folio, &new_folio->page, true);
@@ -562,10 +562,10 @@ long System::file_pread(int fd, uint64_t off, void* buf, uint64_t len) {
     }
     if (folio) {
       const auto* src = static_cast<const uint8_t*>(phys->page_address(folio_page(folio, static_cast<long>(index - start))));
-      user_memcpy(out + done, src + in_page, n);
+      user_memcpy(phys, out + done, src + in_page, n);
       folio_put(folio);
     } else {
-      user_memset(out + done, 0, n);
+      std::memset(out + done, 0, n);  // the caller's buffer
     }
     done += n;
   }
@@ -597,7 +597,7 @@ long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
     }
     folio_lock(folio);
     auto* dst = static_cast<uint8_t*>(phys->page_address(folio_page(folio, static_cast<long>(index - start))));
-    user_memcpy(dst + in_page, in + done, n);
+    user_memcpy(phys, dst + in_page, in + done, n);
     // write_end: the folio is uptodate (the rest of a new page is zero) and dirty.
     folio_set_uptodate(folio);
     folio_set_dirty(folio);

@@ -1,15 +1,19 @@
 // PMD-level transparent huge pages (mm/huge_memory.c): the THP policy,
 // anonymous PMD faults and the huge zero folio, write-protect faults on a
-// PMD leaf, splitting a PMD mapping, and the PMD-leaf cases of zap,
-// mprotect and mremap.
+// PMD leaf, splitting a PMD mapping, the PMD-leaf cases of zap, mprotect
+// and mremap, and MADV_FREE of a PMD leaf with its reclaim (lazy-free
+// discard without a split, as v6.18's try_to_unmap_one does).
+#include <atomic>
 #include <cstring>
 
 #include "fault/fault.h"
+#include "fault/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -151,9 +155,7 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   PhysMem* phys = mm->phys;
   uint64_t haddr = addr & PMD_MASK;
   long target = static_cast<long>((addr - haddr) >> PAGE_SHIFT);
-  for (long i = 0; i < HPAGE_PMD_NR; i++)
-    if (i != target) std::memset(phys->page_address(folio_page(f, i)), 0, PAGE_SIZE);
-  std::memset(phys->page_address(folio_page(f, target)), 0, PAGE_SIZE);
+  zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&f->page)), HPAGE_PMD_NR, target);
   mm->stats->count(Event::zero_bytes, PMD_SIZE);
   folio_set_uptodate(f);
   return f;
@@ -503,6 +505,95 @@ bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t*
   if (new_ptl != old_ptl) new_ptl->unlock();
   old_ptl->unlock();
   return moved;
+}
+
+// ---- MADV_FREE of a PMD leaf, and its discard by reclaim ----
+
+bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);  // pmd_trans_huge_lock
+  pmd_t orig = pmdp_get(pmd);
+  if (!pmd_trans_huge(orig) || is_huge_zero_pmd(mm->phys, orig)) {
+    ptl->unlock();
+    return false;
+  }
+  Folio* folio = page_folio(mm->phys->pfn_to_page(pmd_pfn(orig)));
+  // Another process mapping it would lose its data too: leave it alone
+  // unless every mapper gives the same advice.
+  if (folio_maybe_mapped_shared(folio) || !folio_trylock(folio)) {
+    ptl->unlock();
+    return false;
+  }
+  if (next - addr != PMD_SIZE) {
+    // Only part of the THP is advised: split it; the PTE walk then marks
+    // the pages of the range.
+    folio_get(folio);
+    ptl->unlock();
+    (void)split_folio(folio);  // on failure the leaf stays and the PTE walk finds no table
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return false;
+  }
+  folio_clear_dirty(folio);
+  folio_unlock(folio);
+  if (pmd_young(orig) || pmd_dirty(orig)) {
+    // pmdp_invalidate, then the entry comes back old and clean.
+    pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
+    flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    entry_set(pmd, pmd_mkclean(pmd_mkold(old)));
+  }
+  folio_mark_lazyfree(folio);
+  ptl->unlock();
+  return true;
+}
+
+// __discard_anon_folio_pmd_locked, with the PMD lock taken here: the rmap
+// walk hands a PMD leaf over unlocked.
+PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "lazy-free PMD discard of an unlocked folio");
+  VM_WARN_ON_FOLIO(!folio_test_anon(folio) || folio_test_swapbacked(folio), folio,
+                   "PMD discard of a folio that is not lazy-free");
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t orig = pmdp_get(pmd);
+  if (!pmd_trans_huge(orig) || pmd_pfn(orig) != folio_pfn(folio)) {
+    ptl->unlock();
+    return PmdDiscard::kNotLeaf;
+  }
+  // Redirtied through the PMD or through an earlier GUP reference: the data
+  // is wanted again, so the folio goes back to being swap-backed.
+  if (pmd_dirty(orig)) folio_set_dirty(folio);
+  if (folio_test_dirty(folio)) {
+    folio_set_swapbacked(folio);
+    ptl->unlock();
+    return PmdDiscard::kKept;
+  }
+  // pmdp_huge_clear_flush, then read the references: a GUP-fast that got in
+  // first shows in the refcount; one that comes later sees the PMD cleared.
+  orig = entry_xchg(pmd, pmd_t{0});
+  flush_tlb_range(vma, addr, addr + PMD_SIZE);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const int ref_count = folio_ref_count(folio);
+  const int map_count = folio_mapcount(folio);
+  if (pmd_dirty(orig)) folio_set_dirty(folio);
+  if (folio_test_dirty(folio)) {
+    folio_set_swapbacked(folio);
+    entry_set(pmd, orig);
+    ptl->unlock();
+    return PmdDiscard::kKept;
+  }
+  // Only the isolation's reference and the mappings' may be left.
+  if (ref_count != map_count + 1) {
+    entry_set(pmd, orig);
+    ptl->unlock();
+    return PmdDiscard::kKept;
+  }
+  folio_remove_rmap_pmd(folio, mm->phys->pfn_to_page(pmd_pfn(orig)), vma);
+  zap_deposited_table(mm, pmd);
+  add_mm_counter(mm, MM_ANONPAGES, -static_cast<long>(HPAGE_PMD_NR));
+  ptl->unlock();
+  folio_put(folio);  // the mapping's reference; the reclaimer still holds its own
+  return PmdDiscard::kDiscarded;
 }
 
 }  // namespace mmlab

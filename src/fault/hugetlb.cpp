@@ -1,7 +1,8 @@
 // hugetlb (mm/hugetlb.c, fs/hugetlbfs/inode.c): the pools, reservations,
 // hugetlbfs files and their page cache, hugetlb faults (hugetlb_fault,
-// hugetlb_no_page, hugetlb_wp with unmap_ref_private), zap, fork and
-// mprotect of PMD (2 MiB) and PUD (1 GiB) leaves.
+// hugetlb_no_page, hugetlb_wp with unmap_ref_private), zap, fork, mprotect
+// and mremap (move_hugetlb_page_tables, clear_vma_resv_huge_pages) of PMD
+// (2 MiB) and PUD (1 GiB) leaves.
 //
 // Reservations follow the kernel's resv_map scheme:
 //   - shared mappings (VM_MAYSHARE) and fallocate use the file's region map:
@@ -17,6 +18,10 @@
 //     unreserved page, and when the owner cannot get one it unmaps the page
 //     from them (unmap_ref_private), marking them HPAGE_RESV_UNMAPPED so their
 //     next fault there gets SIGBUS.
+//   - mremap moves a private mapping's reserve map with it (the new VMA
+//     shares it; the source lets go of it). Moving only part of a private
+//     mapping loses the reservations of the part left behind for good, as
+//     in the kernel (clear_vma_resv_huge_pages).
 #include <atomic>
 #include "fault/hugetlb.h"
 
@@ -26,7 +31,6 @@
 #include <thread>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -34,6 +38,7 @@
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_copy.h"
 #include "sync/lock_order.h"
 
 namespace mmlab {
@@ -744,13 +749,13 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
 
 void folio_zero_huge(Folio* folio, Stats* st) {
   const uint64_t bytes = static_cast<uint64_t>(folio_nr_pages(folio)) * PAGE_SIZE;
-  std::memset(folio_address(folio), 0, bytes);
+  zero_folio_frames(PhysMem::of(&folio->page), static_cast<uint8_t*>(folio_address(folio)), folio_nr_pages(folio), -1);
   st->count(Event::zero_bytes, bytes);
 }
 
 void copy_user_large_folio(Folio* dst, Folio* src, Stats* st) {
   const uint64_t bytes = static_cast<uint64_t>(folio_nr_pages(src)) * PAGE_SIZE;
-  user_memcpy(folio_address(dst), folio_address(src), bytes);
+  copy_frames(PhysMem::of(&src->page), folio_address(dst), folio_address(src), bytes);
   st->count(Event::copy_bytes, bytes);
 }
 
@@ -1387,6 +1392,37 @@ void hugetlb_vm_op_close(Vma* vma) {
   free_folios(mm->kernel, to_free);
 }
 
+// clear_vma_resv_huge_pages, for mremap (fixup_hugetlb_reservations): the
+// source VMA of a move lets go of its reserve map, which lives on in the
+// new VMA (vm_ops->open shared it), and its HPAGE_RESV_* flags
+// (hugetlb_dup_vma_private). The kernel calls this on the whole source VMA,
+// so when only part of a private mapping moved, the unconsumed reservations
+// of the part left behind stay in a map whose remaining user never covers
+// them: nobody gives them back, and the global count keeps them
+// (HugePages_Rsvd) for good. The model forgets them the same way.
+void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma) {
+  if (!is_vm_hugetlb_page(vma) || !is_hugetlb_file(vma->vm_file.get()) || (vma->vm_flags & VM_MAYSHARE)) return;
+  HugetlbState* hs = hugetlb_state(vma->vm_mm->kernel);
+  std::vector<Folio*> to_free;
+  {
+    SpinGuard g(&hs->lock);
+    HugetlbVmaInfo* vi = vma_info(hs, vma, &to_free);
+    if (std::shared_ptr<HugetlbResvMap> m = std::move(vi->resv)) {
+      const HugetlbVmaInfo* ni = vma_info(hs, new_vma, &to_free);
+      for (auto r = m->reserved.lower_bound(vi->from); r != m->reserved.end() && *r < vi->to;) {
+        if (ni->resv == m && *r >= ni->from && *r < ni->to) {
+          ++r;
+        } else {
+          r = m->reserved.erase(r);  // leaked: resv_huge_pages keeps it
+        }
+      }
+      if (--m->refs == 0) release_resv_map(hs, m.get(), &to_free);
+    }
+    vi->unmapped = false;
+  }
+  free_folios(vma->vm_mm->kernel, to_free);
+}
+
 // ---- fault entry ----
 
 vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) NO_THREAD_SAFETY_ANALYSIS {
@@ -1566,6 +1602,44 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSI
     src->write_protect_seq.write_end();
   }
   return ret;
+}
+
+// move_huge_pte: both entries' locks held (destination, then source
+// nested); the leaf moves as it is, without the soft-dirty bit move_ptes
+// sets, and loses uffd-wp as move_ptes' entries do.
+static void move_huge_pte(Mm* mm, HPte src, HPte dst) NO_THREAD_SAFETY_ANALYSIS {
+  SpinLock* dst_ptl = huge_pte_lock(mm, dst);
+  SpinLock* src_lockp = src.pmd ? pmd_lockptr(mm, src.pmd) : pud_lockptr(mm, src.pud);
+  SpinLock* src_ptl = src_lockp != dst_ptl ? huge_pte_lock_nested(mm, src) : nullptr;
+  pmd_t pte = hclear(src);
+  if (pmd_present(pte)) pte = pmd_clear_uffd_wp(pte);
+  hset(dst, pte);
+  if (src_ptl) src_ptl->unlock();
+  dst_ptl->unlock();
+}
+
+uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uint64_t new_addr, uint64_t len) {
+  (void)new_vma;
+  Mm* mm = vma->vm_mm;
+  const Hstate* h = hstate_vma(vma);
+  const uint64_t sz = h->size();
+  const uint64_t last_addr_mask = hugetlb_mask_last_page(h);
+  const uint64_t old_end = old_addr + len;
+  for (; old_addr < old_end; old_addr += sz, new_addr += sz) {
+    HPte src = hugetlb_walk(mm, old_addr, h);
+    if (!src) {
+      old_addr |= last_addr_mask;
+      new_addr |= last_addr_mask;
+      continue;
+    }
+    if (pmd_none(hget(src))) continue;
+    // (huge_pmd_unshare: PMD sharing is not modelled.)
+    HPte dst = huge_pte_alloc(mm, new_addr, h);
+    if (!dst) break;
+    move_huge_pte(mm, src, dst);
+  }
+  flush_tlb_range(vma, old_end - len, old_end);
+  return len + old_addr - old_end;
 }
 
 long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot) NO_THREAD_SAFETY_ANALYSIS {

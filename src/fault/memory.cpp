@@ -8,12 +8,12 @@
 #include <cstring>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "fault/wp_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -75,6 +75,36 @@ void folio_mark_accessed(Folio* folio) {
   if (folio_test_idle(folio)) folio_clear_idle(folio);
 }
 
+// The kernel moves a folio between lists through a per-CPU batch: it takes
+// the folio off the LRU (PG_lru cleared), and the batch's move function
+// runs when the batch fills or is drained. The model runs it at once; a
+// folio that is not on the LRU (isolated by a reclaimer) is left alone, as
+// folio_test_clear_lru() makes the kernel do.
+
+void folio_deactivate(Folio* folio) {
+  if (folio_test_unevictable(folio) || !folio_test_active(folio)) return;
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
+  // lru_deactivate: to the head of the inactive list of its type.
+  folio_clear_active(folio);
+  folio_clear_referenced(folio);
+  folio_set_lru(folio);
+  kernel_of(&folio->page)->stats->count(VmStat::pgdeactivate, static_cast<uint64_t>(folio_nr_pages(folio)));
+}
+
+void folio_mark_lazyfree(Folio* folio) {
+  if (!folio_test_anon(folio) || !folio_test_swapbacked(folio) || folio_test_swapcache(folio) ||
+      folio_test_unevictable(folio))
+    return;
+  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
+  // lru_lazyfree: a clean anonymous folio without swap backing goes to the
+  // inactive file list, where reclaim may discard it instead of swapping.
+  folio_clear_active(folio);
+  folio_clear_referenced(folio);
+  folio_clear_swapbacked(folio);
+  folio_set_lru(folio);
+  kernel_of(&folio->page)->stats->count(VmStat::pglazyfree, static_cast<uint64_t>(folio_nr_pages(folio)));
+}
+
 // ---- helpers ----
 
 vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags) {
@@ -99,9 +129,7 @@ void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Sta
   long target = static_cast<long>((fault_addr - folio_addr) >> PAGE_SHIFT);
   if (target < 0 || target >= nr) target = 0;
   PhysMem* phys = PhysMem::of(&folio->page);
-  for (long i = 0; i < nr; i++)
-    if (i != target) std::memset(phys->page_address(folio_page(folio, i)), 0, PAGE_SIZE);
-  std::memset(phys->page_address(folio_page(folio, target)), 0, PAGE_SIZE);
+  zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), nr, target);
   st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 
@@ -290,7 +318,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     return VM_FAULT_OOM;
   }
   if (!from_zero) {
-    copy_user_page(phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
+    copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
     count_wp_copy_bytes(mm, PAGE_SIZE);
   }
   folio_set_uptodate(new_folio);

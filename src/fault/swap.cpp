@@ -1,9 +1,20 @@
 // Swap: the in-memory swap device and its slots (mm/swapfile.c), the swap
 // cache (mm/swap_state.c), swap-in faults (do_swap_page, mm/memory.c), swap
-// and migration entries in zap and fork, MADV_PAGEOUT's reclaim
-// (madvise_cold_or_pageout_pte_range in mm/madvise.c, shrink_folio_list in
-// mm/vmscan.c, try_to_unmap_one in mm/rmap.c), and clearing soft-dirty bits
-// (clear_refs_write in fs/proc/task_mmu.c).
+// and migration entries in zap and fork, the reclaim that MADV_COLD and
+// MADV_PAGEOUT drive (madvise_cold_or_pageout_pte_range in mm/madvise.c,
+// folio_deactivate in mm/swap.c, shrink_folio_list in mm/vmscan.c,
+// try_to_unmap_one in mm/rmap.c), including the discard of MADV_FREE's
+// lazy-free folios, and clearing soft-dirty bits (clear_refs_write in
+// fs/proc/task_mmu.c).
+//
+// Reclaim follows shrink_folio_list's order: a swap-backed folio gets swap
+// space first (a large folio whole from a block device; a swap file, no
+// room or no swap at all splits it, counting the fallback, and a small
+// folio that gets none is activated), then it is unmapped, written and
+// freed; a lazy-free folio needs no swap: try_to_unmap_one discards its
+// mappings while it is clean and nobody else holds it (a PMD mapping whole,
+// without a split), else makes it swap-backed again (redirtied) or leaves it
+// (another reference), and it is freed once unmapped.
 //
 // Where the model departs from the kernel:
 //  - Writeback completes at once: pageout() copies the folio to the device
@@ -24,29 +35,37 @@
 //    holding a folio reference meanwhile; pageout()'s is_page_cache_freeable
 //    test (no references but the isolation's and the swap cache's) is what
 //    keeps such a store from racing with the write to the device, where the
-//    kernel relies on try_to_unmap_flush_dirty().
+//    kernel relies on try_to_unmap_flush_dirty(). The lazy-free discard's
+//    reference check catches such a store the same way.
+//  - MADV_PAGEOUT reclaims anonymous folios only: page-cache and shmem
+//    folios (file reclaim, shmem swap-out) are not modelled, so the walk
+//    skips them (MADV_COLD deactivates them all the same).
+//  - The LRU is the classic one, kept as folio flags only (PG_lru, PG_active,
+//    PG_referenced, PG_workingset; a lazy-free folio's list is implied by
+//    !PG_swapbacked), with no list order and no per-CPU batches: a move
+//    between lists happens at once, as if the batch were drained.
 //  - Swap-in is order 0 only (no mTHP swap-in: that needs SWP_SYNCHRONOUS_IO
 //    devices); a large folio still in the swap cache is mapped whole when its
 //    swap PTEs allow, as the kernel does.
 //  - No readahead, no zswap, no swap cgroup accounting, no swapoff.
-//  - Without any swap device MADV_PAGEOUT does nothing (the kernel would still
-//    split large folios that fail to get swap space).
 #include "fault/swap.h"
 
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -218,6 +237,9 @@ int folio_alloc_swap(Folio* folio) {
   // without a priority a lower one than the last, so the first fills first.
   for (unsigned t = 0; t < nr_dev; t++) {
     SwapDevice* si = k->swap->devices[t].get();
+    // cluster_alloc_swap_entry: a swap file (not SWP_BLKDEV) cannot do the
+    // large contiguous I/O, so it never gives a large folio its slots.
+    if (nr > 1 && !si->blkdev) continue;
     SpinGuard g(&si->lock);
     uint64_t off = swap_alloc_slots(si, static_cast<uint64_t>(nr));
     if (!off) continue;
@@ -407,7 +429,7 @@ void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
   PhysMem* phys = k->phys.get();
   const long nr = folio_nr_pages(folio);
   for (long i = 0; i < nr; i++)
-    user_memcpy(phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
+    copy_frames(phys, phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
                 PAGE_SIZE);
   k->stats->count(VmStat::pswpin, static_cast<uint64_t>(nr));
   if (folio_test_large(folio)) k->stats->count_mthp(folio_order(folio), MthpStat::swpin);
@@ -422,7 +444,7 @@ void swap_writeout(Kernel* k, Folio* folio) {
   const long nr = folio_nr_pages(folio);
   uint8_t* dst = si->data + swp_offset(entry) * PAGE_SIZE;
   for (long i = 0; i < nr; i++)
-    user_memcpy(dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+    copy_frames(phys, dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
   if (folio_order(folio) == PMD_ORDER) k->stats->count(VmStat::thp_swpout);
   k->stats->count_mthp(folio_order(folio), MthpStat::swpout);
   k->stats->count(VmStat::pswpout, static_cast<uint64_t>(nr));
@@ -741,14 +763,16 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // ============================================================================
-// MADV_PAGEOUT: isolate, then reclaim (mm/madvise.c, mm/vmscan.c, mm/rmap.c)
+// MADV_COLD and MADV_PAGEOUT: deactivate or isolate, then reclaim
+// (mm/madvise.c, mm/swap.c, mm/vmscan.c, mm/rmap.c)
 // ============================================================================
 
 namespace {
 
-// One present PTE of the folio (locked, in the swap cache) becomes a swap
-// entry. false: the page must stay mapped (no swap count, or maybe pinned).
-bool try_to_unmap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+// One present PTE of a swap-backed folio (locked, in the swap cache)
+// becomes a swap entry. false: the page must stay mapped (no swap count, or
+// maybe pinned).
+bool try_to_unmap_swap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
   Mm* mm = pvmw->vma->vm_mm;
   Kernel* k = mm->kernel;
   pte_t* pte = pvmw->pte;
@@ -778,13 +802,76 @@ bool try_to_unmap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batc
   return true;
 }
 
-// try_to_unmap_one(TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH) on one VMA: every PTE
-// of vma mapping a page of the folio becomes a swap entry, a PMD mapping is
-// split first; an mlocked VMA keeps its pages. false stops the rmap walk: a
-// page could not be unmapped.
+// folio_unmap_pte_batch: a lazy-free large folio is unmapped a run of PTEs
+// at a time, within one page table and VMA; everything else one by one.
+unsigned folio_unmap_pte_batch(Folio* folio, const PageVmaMappedWalk* pvmw, pte_t pte) {
+  if (!folio_test_large(folio)) return 1;
+  if (!folio_test_anon(folio) || folio_test_swapbacked(folio)) return 1;
+  const uint64_t end_addr = pmd_addr_end(pvmw->address, pvmw->vma->vm_end);
+  return folio_pte_batch(folio, pvmw->pte, pte, static_cast<unsigned>((end_addr - pvmw->address) >> PAGE_SHIFT));
+}
+
+// try_to_unmap_one's MADV_FREE check for the run of PTEs at pvmw->pte of a
+// lazy-free folio: a clean folio nobody else holds is discarded (its PTEs
+// stay none, so the next access faults in a zeroed page); one redirtied
+// through a PTE or a GUP reference is swap-backed again and keeps its PTEs;
+// one with another reference keeps them too and stays lazy-free. false
+// stops the walk (walk_abort).
+bool try_to_unmap_lazyfree_ptes(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  const pte_t first = ptep_get(pvmw->pte);
+  Page* subpage = mm->phys->pfn_to_page(pte_pfn(first));
+  const unsigned nr = folio_unmap_pte_batch(folio, pvmw, first);
+  pte_t pteval = get_and_clear_full_ptes(mm, pvmw->address, pvmw->pte, nr);
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);  // folio_mark_dirty
+  // Synchronize with GUP-fast: clear the PTEs, then read the refcount; it
+  // takes its reference, then reads the PTE again.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const int ref_count = folio_ref_count(folio);
+  const int map_count = folio_mapcount(folio);
+  if (folio_test_dirty(folio)) {
+    set_ptes(mm, pvmw->address, pvmw->pte, pteval, nr);
+    folio_set_swapbacked(folio);
+    return false;
+  }
+  // The cleared PTEs still count in both (their rmap goes at the table's
+  // end), so only the isolation's reference may be left over.
+  if (ref_count != 1 + map_count) {
+    set_ptes(mm, pvmw->address, pvmw->pte, pteval, nr);
+    return false;
+  }
+  add_mm_counter(mm, MM_ANONPAGES, -static_cast<long>(nr));
+  batch->discarded(subpage, nr);
+  return true;
+}
+
+// try_to_unmap_one(TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH) on one VMA: every
+// PTE of vma mapping a page of the folio becomes a swap entry, or, for a
+// lazy-free folio, is discarded. A PMD mapping is split first, except that
+// of a lazy-free folio, which is discarded or kept whole. An mlocked VMA
+// keeps its pages. false stops the rmap walk: a page could not be unmapped.
 bool try_to_unmap_one(Folio* folio, Vma* vma) {
-  return try_to_unmap_vma(folio, vma, 0,
-                          [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) { return try_to_unmap_pte(folio, w, b); });
+  return try_to_unmap_vma(
+      folio, vma, 0,
+      [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
+        VM_WARN_ON_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
+                         "unmapping an anonymous folio that is swap-backed but not in the swap cache");
+        if (!folio_test_swapbacked(folio)) return try_to_unmap_lazyfree_ptes(folio, w, b);
+        return try_to_unmap_swap_pte(folio, w, b);
+      },
+      [folio, vma](PageVmaMappedWalk* w) {
+        if (folio_test_swapbacked(folio)) return PmdLeafAction::kSplit;
+        switch (unmap_huge_pmd_locked(vma, w->address, w->pmd, folio)) {
+          case PmdDiscard::kDiscarded:
+            return PmdLeafAction::kDone;
+          case PmdDiscard::kKept:
+            return PmdLeafAction::kAbort;
+          case PmdDiscard::kNotLeaf:
+            break;
+        }
+        return PmdLeafAction::kLookAtPtes;
+      });
 }
 
 // try_to_unmap: the rmap walk over the folio's anon_vma (read-locked).
@@ -816,36 +903,54 @@ bool remove_mapping(Kernel* k, Folio* folio) {
 
 enum class Reclaim : uint8_t { kKeep, kActivate, kFreed };
 
-// shrink_folio_list() for one locked anonymous folio.
-Reclaim reclaim_anon_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
-  // Lazyfree (MADV_FREE) folios are not modelled; file folios are not swapped.
-  if (!folio_test_anon(folio) || !folio_test_swapbacked(folio)) return Reclaim::kKeep;
-  if (!folio_test_swapcache(folio)) {
-    if (folio_maybe_dma_pinned(folio)) return Reclaim::kKeep;
-    if (folio_test_large(folio)) {
-      // cannot split folio, skip it
-      if (!can_split_folio(folio, 1, nullptr)) return Reclaim::kActivate;
-      // Split partially mapped folios right away: the unmapped pages are freed without I/O.
-      if (folio_on_deferred_list(folio) && folio_test_partially_mapped(folio) && split_folio_to_list(folio, list))
-        return Reclaim::kActivate;
-    }
-    if (folio_alloc_swap(folio)) {
-      if (!folio_test_large(folio)) return Reclaim::kActivate;
-      // No contiguous room: fall back to swapping the pages one by one.
-      const unsigned order = folio_order(folio);
-      if (split_folio_to_list(folio, list)) return Reclaim::kActivate;
-      if (order >= PMD_ORDER) k->stats->count(VmStat::thp_swpout_fallback);
-      k->stats->count_mthp(order, MthpStat::swpout_fallback);
-      if (folio_alloc_swap(folio)) return Reclaim::kActivate;
-    }
-    // A fresh slot holds nothing yet: the folio must be written.
-    folio_set_dirty(folio);
+// The swap-space part of shrink_folio_list for a swap-backed folio not in
+// the swap cache yet: slots for the folio whole, or, when there are none
+// (no room, no swap at all, or a swap file, which never takes a large folio
+// whole), split it and get a slot for its first page; the other pages join
+// the list. kActivate/kKeep when it cannot be swapped; nullopt to go on.
+std::optional<Reclaim> add_to_swap(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
+  if (folio_maybe_dma_pinned(folio)) return Reclaim::kKeep;
+  if (folio_test_large(folio)) {
+    // cannot split folio, skip it
+    if (!can_split_folio(folio, 1, nullptr)) return Reclaim::kActivate;
+    // Split partially mapped folios right away: the unmapped pages are freed without I/O.
+    if (folio_on_deferred_list(folio) && folio_test_partially_mapped(folio) && split_folio_to_list(folio, list))
+      return Reclaim::kActivate;
+  }
+  if (folio_alloc_swap(folio)) {
+    if (!folio_test_large(folio)) return Reclaim::kActivate;
+    // Fall back to swapping the pages one by one.
+    const unsigned order = folio_order(folio);
+    if (split_folio_to_list(folio, list)) return Reclaim::kActivate;
+    if (order >= PMD_ORDER) k->stats->count(VmStat::thp_swpout_fallback);
+    k->stats->count_mthp(order, MthpStat::swpout_fallback);
+    if (folio_alloc_swap(folio)) return Reclaim::kActivate;
+  }
+  // A fresh slot holds nothing yet: the folio must be written.
+  folio_set_dirty(folio);
+  return std::nullopt;
+}
+
+// shrink_folio_list() for one locked folio.
+Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
+  // Page-cache folios are not reclaimed by the model (the walk does not
+  // isolate them for MADV_PAGEOUT).
+  if (!folio_test_anon(folio)) return Reclaim::kKeep;
+  // Anonymous memory needs backing store; a lazy-free folio is discarded
+  // instead and needs none.
+  if (folio_test_swapbacked(folio) && !folio_test_swapcache(folio)) {
+    if (std::optional<Reclaim> r = add_to_swap(k, folio, list)) return *r;
   }
   if (folio_mapped(folio)) {
     try_to_unmap(folio);
     if (folio_mapped(folio)) return Reclaim::kActivate;
   }
+  // Unmapped, so it cannot be newly pinned; a pinned folio is not freed.
+  if (folio_maybe_dma_pinned(folio)) return Reclaim::kActivate;
   if (folio_test_dirty(folio)) {
+    // A lazy-free folio sits on the file LRU, where a dirty folio waits
+    // for writeback instead.
+    if (!folio_test_swapbacked(folio)) return Reclaim::kActivate;
     // pageout(): is_page_cache_freeable - nobody but the isolation and the
     // swap cache may hold the folio, or it is kept. (In the model this is
     // also what try_to_unmap_flush_dirty() guarantees in the kernel: a CPU
@@ -855,6 +960,14 @@ Reclaim reclaim_anon_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
     // folio_clear_dirty_for_io, then the write completes at once.
     folio_clear_dirty(folio);
     swap_writeout(k, folio);
+  }
+  if (!folio_test_swapbacked(folio)) {
+    // folio_test_lazyfree: unmapped and clean; freed if only the isolation
+    // holds it (folio_ref_freeze(folio, 1)). Nothing can find it to take a
+    // new reference: it is in no page table and no cache.
+    if (folio_ref_count(folio) != 1) return Reclaim::kKeep;
+    k->stats->count(VmStat::pglazyfreed, static_cast<uint64_t>(folio_nr_pages(folio)));
+    return Reclaim::kFreed;
   }
   return remove_mapping(k, folio) ? Reclaim::kFreed : Reclaim::kKeep;
 }
@@ -868,7 +981,7 @@ void shrink_folio_list(Kernel* k, std::vector<Folio*>* list) {
       folio_putback_lru(folio);
       continue;
     }
-    switch (reclaim_anon_folio(k, folio, list)) {
+    switch (reclaim_folio(k, folio, list)) {
       case Reclaim::kFreed:
         folio_unlock(folio);
         folio_put(folio);  // the last reference: the folio is freed
@@ -889,10 +1002,16 @@ void shrink_folio_list(Kernel* k, std::vector<Folio*>* list) {
   }
 }
 
-// Deactivate a folio for reclaim (the part of the walk shared with MADV_COLD).
-void pageout_isolate(Folio* folio, std::vector<Folio*>* list) {
+// The end of madvise_cold_or_pageout_pte_range for one folio: clear the
+// reference bits (page-idle tracking's PG_young is not modelled), then
+// deactivate it (MADV_COLD) or isolate it for reclaim (MADV_PAGEOUT).
+void cold_or_pageout_folio(Folio* folio, ColdOrPageout what, std::vector<Folio*>* list) {
   folio_clear_referenced(folio);
   if (folio_test_active(folio)) folio_set_workingset(folio);
+  if (what == ColdOrPageout::kCold) {
+    folio_deactivate(folio);
+    return;
+  }
   if (!folio_isolate_lru(folio)) return;
   if (folio_test_unevictable(folio)) {
     folio_putback_lru(folio);
@@ -901,97 +1020,103 @@ void pageout_isolate(Folio* folio, std::vector<Folio*>* list) {
   list->push_back(folio);
 }
 
-// madvise_cold_or_pageout_pte_range(pageout) for [addr, end) inside one PMD.
-void pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, std::vector<Folio*>* list) NO_THREAD_SAFETY_ANALYSIS {
+// A folio the walk leaves alone: MADV_PAGEOUT reclaims anonymous folios
+// only (file reclaim is not modelled); MADV_COLD deactivates any folio.
+bool skip_folio(const Folio* folio, ColdOrPageout what) {
+  return what == ColdOrPageout::kPageout && !folio_test_anon(folio);
+}
+
+// The PMD-leaf part of madvise_cold_or_pageout_pte_range. true: done with
+// this PMD; false: look at the PTEs (the leaf was split, or is gone).
+bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, ColdOrPageout what,
+                         std::vector<Folio*>* list) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t orig = pmdp_get(pmd);
+  if (!pmd_trans_huge(orig)) {
+    ptl->unlock();
+    return pmd_none(orig);
+  }
+  Page* page = vm_normal_page_pmd(vma, addr, orig);
+  Folio* folio = page ? page_folio(page) : nullptr;  // nullptr: the huge zero folio
+  // Do not interfere with other mappings of this folio.
+  if (!folio || folio_maybe_mapped_shared(folio) || skip_folio(folio, what)) {
+    ptl->unlock();
+    return true;
+  }
+  if (end - addr != PMD_SIZE) {
+    // Only part of the THP is advised: split it, then work on the pages.
+    folio_get(folio);
+    ptl->unlock();
+    folio_lock(folio);
+    int err = split_folio(folio);
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return err != 0;
+  }
+  if (what == ColdOrPageout::kCold && pmd_young(orig)) {
+    // pmdp_invalidate, then the entry comes back old.
+    pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
+    flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    entry_set(pmd, pmd_mkold(old));
+  }
+  cold_or_pageout_folio(folio, what, list);
+  ptl->unlock();
+  return true;
+}
+
+// madvise_cold_or_pageout_pte_range for [addr, end) inside one PMD.
+void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPageout what,
+                               std::vector<Folio*>* list) {
   Mm* mm = vma->vm_mm;
   pmd_t* pmd = mm_find_pmd(mm, addr);
   if (!pmd) return;
-  if (pmd_trans_huge(pmdp_get(pmd))) {
-    SpinLock* ptl = pmd_lock(mm, pmd);
-    pmd_t orig = pmdp_get(pmd);
-    if (!pmd_trans_huge(orig)) {
-      ptl->unlock();
-      if (pmd_none(orig)) return;
-    } else {
-      Page* page = vm_normal_page_pmd(vma, addr, orig);
-      Folio* folio = page ? page_folio(page) : nullptr;  // nullptr: the huge zero folio
-      // Do not interfere with other mappings of this folio; anon only.
-      if (!folio || folio_maybe_mapped_shared(folio) || !folio_test_anon(folio)) {
-        ptl->unlock();
-        return;
-      }
-      if (end - addr != PMD_SIZE) {
-        // Only part of the THP is advised: split it, then work on the pages.
-        folio_get(folio);
-        ptl->unlock();
-        folio_lock(folio);
-        int err = split_folio(folio);
-        folio_unlock_swap(folio);
-        folio_put(folio);
-        if (err) return;
-      } else {
-        pageout_isolate(folio, list);
-        ptl->unlock();
-        return;
-      }
-    }
-  }
-
-  SpinLock* ptl;
-  pte_t* start_pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-  if (!start_pte) return;
-  pte_t* pte = start_pte;
+  if (pmd_trans_huge(pmdp_get(pmd)) && cold_or_pageout_pmd(vma, pmd, addr, end, what, list)) return;
+  MadvisePteWalk w(vma, pmd, addr, end);
+  if (!w.lock(addr)) return;
   unsigned nr;
-  for (; addr < end; pte += nr, addr += nr * PAGE_SIZE) {
+  for (; addr < end; w.advance(nr), addr += nr * PAGE_SIZE) {
     nr = 1;
-    pte_t ptent = ptep_get(pte);
+    pte_t ptent = ptep_get(w.pte());
     if (pte_none(ptent) || !pte_present(ptent)) continue;
     Page* page = vm_normal_page(vma, addr, ptent);
     if (!page) continue;
     Folio* folio = page_folio(page);
-    if (!folio_test_anon(folio)) continue;  // pageout_anon_only_filter: no file reclaim
+    if (skip_folio(folio, what)) continue;
     if (folio_test_large(folio)) {
       // Split a large folio only if it is not entirely mapped inside the
-      // range; otherwise it is swapped out whole.
-      nr = folio_pte_batch(folio, pte, ptent, static_cast<unsigned>((end - addr) >> PAGE_SHIFT));
-      if (static_cast<long>(nr) < folio_nr_pages(folio)) {
-        if (folio_maybe_mapped_shared(folio)) continue;
-        if (!folio_trylock(folio)) continue;
-        folio_get(folio);
-        ptl->unlock();
-        start_pte = nullptr;
-        int err = split_folio(folio);
-        folio_unlock_swap(folio);
-        folio_put(folio);
-        start_pte = pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-        if (!start_pte) break;
-        if (!err) nr = 0;  // look at the same address again, now order 0
-        continue;
-      }
+      // range; otherwise it is deactivated or reclaimed whole.
+      MadvisePteWalk::LargeFolio step = w.large_folio(folio, addr, &ptent, &nr);
+      if (step == MadvisePteWalk::LargeFolio::kStop) break;
+      if (step == MadvisePteWalk::LargeFolio::kNext) continue;
     }
     // Other mappings of this folio, and folios off the LRU, are left alone.
     // A large folio here is mapped entirely by this range, so mapcount ==
     // nr_pages means nobody else maps it.
     if (!folio_test_lru(folio) || folio_mapcount(folio) != folio_nr_pages(folio)) continue;
-    pageout_isolate(folio, list);
+    if (what == ColdOrPageout::kCold && pte_young(ptent)) {
+      clear_young_dirty_ptes(mm, addr, w.pte(), nr, CYDP_CLEAR_YOUNG);
+      w.owe_flush();  // tlb_remove_tlb_entries
+    }
+    cold_or_pageout_folio(folio, what, list);
   }
-  if (start_pte) ptl->unlock();
 }
 
 }  // namespace
 
-// madvise_pageout for [start, end) of vma (mmap_lock held for read).
-void madvise_pageout_range(Vma* vma, uint64_t start, uint64_t end) {
+// madvise_cold / madvise_pageout for [start, end) of vma (mmap_lock held
+// for read), after can_madv_lru_vma().
+void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what) {
   Kernel* k = vma->vm_mm->kernel;
-  if (!k->swap->nr_swapfiles.load(std::memory_order_acquire)) return;  // no swap: nothing to do
-  // Shared mappings hold page cache or shmem, which the model does not swap.
-  if (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) return;
+  // Shared mappings hold page cache or shmem, which the model does not
+  // reclaim; MADV_COLD still deactivates their folios.
+  if (what == ColdOrPageout::kPageout && (vma->vm_flags & (VM_SHARED | VM_MAYSHARE))) return;
   end = std::min(end, vma->vm_end);
   for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
     next = pmd_addr_end(addr, end);
     std::vector<Folio*> list;
-    pageout_pmd_range(vma, addr, next, &list);
-    shrink_folio_list(k, &list);  // reclaim_pages()
+    cold_or_pageout_pmd_range(vma, addr, next, what, &list);
+    shrink_folio_list(k, &list);  // reclaim_pages(); empty for MADV_COLD
   }
 }
 

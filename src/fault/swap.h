@@ -2,9 +2,10 @@
 // do_swap_page of mm/memory.c): an in-memory swap device, the swap cache,
 // swap-in faults, and the migration entries that splitting a folio uses.
 //
-// The model's device is an ordinary block device held in host memory (not a
-// SWP_SYNCHRONOUS_IO one such as zram): every swap-in goes through the swap
-// cache, as swapin_readahead() does.
+// The model's device is held in host memory and is an ordinary block device
+// (not a SWP_SYNCHRONOUS_IO one such as zram) or a swap file, which differs
+// only in never giving a large folio its slots whole: every swap-in goes
+// through the swap cache, as swapin_readahead() does.
 //
 // Locking (see sync/lock_order.h): each device's `lock` stands for the
 // kernel's si->lock, the swap cluster locks and the swap cache's xarray lock

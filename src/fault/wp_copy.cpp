@@ -19,7 +19,7 @@
 #include <array>
 #include <cstring>
 
-#include "fault/user_copy.h"
+#include "phys/frame_copy.h"
 #include "fmt/format.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
@@ -186,7 +186,7 @@ void copy_user_large_folio(Folio* dst, Folio* src, long offset, Mm* mm) {
       std::memset(to, 0, PAGE_SIZE);
       continue;
     }
-    copy_user_page(to, phys->pfn_address(static_cast<pfn_t>(pfn)));
+    copy_user_page(phys, to, phys->pfn_address(static_cast<pfn_t>(pfn)));
   }
 }
 
@@ -260,7 +260,7 @@ vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
                                 : -1;
   if (!pfn_is_zero) {
     if (nr == 1)  // __wp_page_copy_user: the page, or the user address without one
-      copy_user_page(phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
+      copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
     else
       copy_user_large_folio(new_folio, old_folio, old_pfn - static_cast<long>(folio_pfn(old_folio)), mm);
     count_wp_copy_bytes(mm, nr * PAGE_SIZE);
@@ -447,7 +447,7 @@ void wp_copy_run(VmFault* vmf, Folio* new_folio, const WpRun& run) {
     return;
   }
   for (unsigned i = 0; i < run.nr(); i++)
-    copy_user_page(phys->page_address(folio_page(new_folio, i)), phys->pfn_address(pte_pfn(run.snap[i])));
+    copy_user_page(phys, phys->page_address(folio_page(new_folio, i)), phys->pfn_address(pte_pfn(run.snap[i])));
   count_wp_copy_bytes(mm, run.nr() * PAGE_SIZE);
 }
 

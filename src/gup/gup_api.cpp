@@ -1,8 +1,8 @@
 // The public face of GUP (include/mmlab/gup.h).
-#include "fault/user_copy.h"
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mmlab/gup.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -42,6 +42,8 @@ void GupPages::release(bool dirty) {
   pages_.clear();
 }
 
+// The device's view of the pinned pages: runs of consecutive frames move as
+// one block.
 template <typename Op>
 static int device_access(const std::vector<Page*>& pages, long count, uint64_t off, uint64_t len, Op&& op) {
   if (off + len < off || off + len > static_cast<uint64_t>(count) * PAGE_SIZE) return -EFAULT;
@@ -50,7 +52,10 @@ static int device_access(const std::vector<Page*>& pages, long count, uint64_t o
     uint64_t cur = off + done;
     Page* page = pages[cur >> PAGE_SHIFT];
     uint64_t n = std::min(len - done, PAGE_SIZE - (cur & ~PAGE_MASK));
-    op(static_cast<uint8_t*>(PhysMem::of(page)->page_address(page)) + (cur & ~PAGE_MASK), done, n);
+    for (uint64_t i = (cur >> PAGE_SHIFT) + 1; done + n < len && pages[i] == page + (i - (cur >> PAGE_SHIFT)); i++)
+      n += std::min(len - done - n, PAGE_SIZE);
+    PhysMem* phys = PhysMem::of(page);
+    op(phys, static_cast<uint8_t*>(phys->page_address(page)) + (cur & ~PAGE_MASK), done, n);
     done += n;
   }
   return 0;
@@ -58,12 +63,28 @@ static int device_access(const std::vector<Page*>& pages, long count, uint64_t o
 
 int GupPages::read(uint64_t off, void* buf, uint64_t len) const {
   auto* out = static_cast<uint8_t*>(buf);
-  return device_access(pages_, count_, off, len, [&](uint8_t* frame, uint64_t d, uint64_t n) { user_memcpy(out + d, frame, n); });
+  return device_access(pages_, count_, off, len,
+                       [&](PhysMem* phys, uint8_t* frame, uint64_t d, uint64_t n) { user_memcpy(phys, out + d, frame, n); });
 }
 
 int GupPages::write(uint64_t off, const void* buf, uint64_t len) const {
   auto* in = static_cast<const uint8_t*>(buf);
-  return device_access(pages_, count_, off, len, [&](uint8_t* frame, uint64_t d, uint64_t n) { user_memcpy(frame, in + d, n); });
+  return device_access(pages_, count_, off, len,
+                       [&](PhysMem* phys, uint8_t* frame, uint64_t d, uint64_t n) { user_memcpy(phys, frame, in + d, n); });
+}
+
+int GupPages::fill(uint64_t off, uint8_t byte, uint64_t len) const {
+  return device_access(pages_, count_, off, len,
+                       [&](PhysMem* phys, uint8_t* frame, uint64_t, uint64_t n) { user_memset(phys, frame, byte, n); });
+}
+
+int GupPages::read_expect(uint64_t off, uint8_t byte, uint64_t len, int64_t* first_mismatch, uint8_t* found) const {
+  *first_mismatch = -1;
+  return device_access(pages_, count_, off, len, [&](PhysMem* phys, uint8_t* frame, uint64_t d, uint64_t n) {
+    if (*first_mismatch >= 0) return;
+    const int64_t bad = user_find_not(phys, frame, byte, n, found);
+    if (bad >= 0) *first_mismatch = static_cast<int64_t>(d) + bad;
+  });
 }
 
 uint64_t GupPages::pfn(long i) const { return page_to_pfn(pages_[static_cast<size_t>(i)]); }

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -27,11 +28,13 @@
 namespace mmlab::host {
 
 namespace wire {
-enum class Op : uint32_t { kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kExit };
+enum class Op : uint32_t {
+  kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kPinCpu, kExit
+};
 
 struct Request {  // no padding: no stray bytes go over the socket
   Op op = Op::kExit;
-  int32_t arg = 0;  // prot, advice, the byte to write, or the expected byte
+  int32_t arg = 0;  // prot, advice, the byte to write, the expected byte, or a CPU
   int32_t flags = 0;
   int32_t peer_pid = 0, peer_fd = -1;  // a descriptor to take with pidfd_getfd (see register_buffer)
   int32_t unused = 0;
@@ -234,6 +237,13 @@ long run_syscall(const Request& rq, int fd) {
       return sys_result(::vmsplice(fd, &iov, 1, 0));
     }
     case Op::kIoUringRegister: return register_buffer(rq);
+    case Op::kPinCpu: {
+      if (rq.arg < 0 || rq.arg >= CPU_SETSIZE) return -EINVAL;
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(rq.arg, &set);
+      return sys_result(::sched_setaffinity(0, sizeof(set), &set));
+    }
     default: return -ENOSYS;
   }
 }
@@ -476,6 +486,8 @@ long Agent::mremap(uint64_t old_addr, uint64_t old_len, uint64_t new_len, int fl
 }
 
 long Agent::madvise(uint64_t addr, uint64_t len, int advice) { return simple(make(Op::kMadvise, addr, len, advice), -1); }
+
+long Agent::pin_cpu(int cpu) { return simple(make(Op::kPinCpu, 0, 0, cpu), -1); }
 
 long Agent::vmsplice(int pipe_wfd, uint64_t addr, uint64_t len) { return simple(make(Op::kVmsplice, addr, len), pipe_wfd); }
 

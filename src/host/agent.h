@@ -49,6 +49,11 @@ class Agent {
   long mprotect(uint64_t addr, uint64_t len, int prot);
   long mremap(uint64_t old_addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr);
   long madvise(uint64_t addr, uint64_t len, int advice);
+  // sched_setaffinity to that one CPU (a fork inherits it). lru_add_drain()
+  // drains only the local CPU's LRU batches: MADV_COLD, MADV_PAGEOUT and
+  // MADV_FREE see a folio still in another CPU's batch as not on the LRU
+  // and skip it, so a process that uses them runs on one CPU throughout.
+  long pin_cpu(int cpu);
   // fork(2) in the process; the child runs the command loop too. nullptr
   // and *err = -errno on failure.
   std::unique_ptr<Agent> fork(const std::string& child_name, long* err);

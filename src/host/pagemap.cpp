@@ -16,8 +16,6 @@
 namespace mmlab::host {
 namespace {
 
-// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
-constexpr uint64_t kPmPresent = 1ull << 63, kPmSwap = 1ull << 62, kPmPfnMask = (1ull << 55) - 1;
 // kpageflags bits (include/uapi/linux/kernel-page-flags.h).
 constexpr unsigned KPF_ANON = 12, KPF_SWAPBACKED = 14, KPF_COMPOUND_HEAD = 15, KPF_COMPOUND_TAIL = 16, KPF_HUGE = 17,
                    KPF_ZERO_PAGE = 24;
@@ -44,23 +42,39 @@ long pread_file(const std::string& path, uint64_t off, void* buf, size_t len) {
   return ret;
 }
 
-// The categories of the page at addr, from PAGEMAP_SCAN. 0 or -errno.
-int pagemap_scan_categories(int pid, uint64_t addr, uint64_t* cats) {
+// PAGEMAP_SCAN over [start, end): regions of pages with equal categories
+// (those in `mask`) into *out. The walk may stop early when the vector is
+// full; *walk_end says where. 0 or -errno.
+int pagemap_scan(int pid, uint64_t start, uint64_t end, uint64_t mask, std::vector<PageRegion>* out,
+                 uint64_t* walk_end) {
   int fd = open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
-  PageRegion region = {};
+  out->assign(64, PageRegion{});
   PmScanArg arg = {};
   arg.size = sizeof(arg);
-  arg.start = addr & PAGE_MASK;
-  arg.end = arg.start + PAGE_SIZE;
-  arg.vec = reinterpret_cast<uint64_t>(&region);
-  arg.vec_len = 1;
-  arg.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_HUGE;
+  arg.start = start;
+  arg.end = end;
+  arg.vec = reinterpret_cast<uint64_t>(out->data());
+  arg.vec_len = out->size();
+  arg.return_mask = mask;
   long n = ioctl(fd, kPagemapScan, &arg);
   int err = n < 0 ? -errno : 0;
   close(fd);
   if (err) return err;
-  *cats = n > 0 ? region.categories : 0;
+  out->resize(static_cast<size_t>(n));
+  *walk_end = arg.walk_end;
+  return 0;
+}
+
+// The categories of the page at addr, from PAGEMAP_SCAN. 0 or -errno.
+int pagemap_scan_categories(int pid, uint64_t addr, uint64_t* cats) {
+  std::vector<PageRegion> regions;
+  uint64_t walk_end = 0;
+  uint64_t start = addr & PAGE_MASK;
+  if (int err = pagemap_scan(pid, start, start + PAGE_SIZE, PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_HUGE, &regions,
+                             &walk_end))
+    return err;
+  *cats = regions.empty() ? 0 : regions[0].categories;
   return 0;
 }
 
@@ -106,6 +120,34 @@ int pagemap_entries(int pid, uint64_t addr, uint64_t npages, std::vector<uint64_
   out->assign(npages, 0);
   long r = pread_file("/proc/" + std::to_string(pid) + "/pagemap", (addr >> PAGE_SHIFT) * 8, out->data(), npages * 8);
   return r < 0 ? static_cast<int>(r) : static_cast<uint64_t>(r) == npages * 8 ? 0 : -EIO;
+}
+
+int pagemap_huge(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out) {
+  out->assign(npages, false);
+  const uint64_t end = addr + npages * PAGE_SIZE;
+  for (uint64_t at = addr; at < end;) {
+    std::vector<PageRegion> regions;
+    uint64_t walk_end = end;
+    if (int err = pagemap_scan(pid, at, end, PAGE_IS_HUGE, &regions, &walk_end)) return err;
+    for (auto& r : regions)
+      if (r.categories & PAGE_IS_HUGE)
+        for (uint64_t a = std::max(r.start, at); a < std::min(r.end, end); a += PAGE_SIZE) (*out)[(a - addr) >> PAGE_SHIFT] = true;
+    if (walk_end <= at) break;  // no progress: the rest is unmapped
+    at = walk_end;
+  }
+  return 0;
+}
+
+int pagemap_large_folio(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out) {
+  out->assign(npages, false);
+  std::vector<uint64_t> pm, f;
+  if (int err = pagemap_entries(pid, addr, npages, &pm)) return err;
+  for (uint64_t i = 0; i < npages; i++) {
+    if (!(pm[i] & kPmPresent)) continue;
+    if (int err = kpageflags(pm[i] & kPmPfnMask, 1, &f)) return err;
+    (*out)[i] = !bit(f[0], KPF_HUGE) && (bit(f[0], KPF_COMPOUND_HEAD) || bit(f[0], KPF_COMPOUND_TAIL));
+  }
+  return 0;
 }
 
 int kpageflags(uint64_t pfn, uint64_t n, std::vector<uint64_t>* out) {

@@ -9,6 +9,10 @@
 
 namespace mmlab::host {
 
+// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
+constexpr uint64_t kPmPresent = 1ull << 63, kPmSwap = 1ull << 62, kPmSoftDirty = 1ull << 55,
+                   kPmPfnMask = (1ull << 55) - 1;
+
 struct HostPageInfo {
   bool present = false, swapped = false;
   uint64_t pfn = 0;
@@ -25,6 +29,14 @@ int host_page_info(int pid, uint64_t addr, HostPageInfo* out, std::string* why);
 
 // Raw pagemap entries of [addr, addr + npages pages).
 int pagemap_entries(int pid, uint64_t addr, uint64_t npages, std::vector<uint64_t>* out);
+
+// Which pages of [addr, addr + npages pages) a leaf above the PTE level
+// maps (PAGEMAP_SCAN's PAGE_IS_HUGE: a PMD-mapped THP or hugetlb). 0 or -errno.
+int pagemap_huge(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out);
+
+// Which pages of [addr, addr + npages pages) are present and part of a
+// large folio (an mTHP or THP, not hugetlb). 0 or -errno.
+int pagemap_large_folio(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out);
 
 // /proc/kpageflags of [pfn, pfn + n).
 int kpageflags(uint64_t pfn, uint64_t n, std::vector<uint64_t>* out);

@@ -1,6 +1,8 @@
 #include "host/swapfile.h"
 
 #include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/swap.h>
 #include <unistd.h>
 
@@ -14,6 +16,9 @@
 namespace mmlab::host {
 namespace {
 
+// Ours before any swap device the host has: the highest priority there is.
+constexpr int kSwapFlags = SWAP_FLAG_PREFER | SWAP_FLAG_PRIO_MASK;
+
 // The version-1 swap header swapon reads from the first page: the version
 // and the last usable page at byte 1024, the magic in the page's last bytes.
 void write_swap_header(uint8_t* page, uint64_t npages) {
@@ -23,10 +28,12 @@ void write_swap_header(uint8_t* page, uint64_t npages) {
   memcpy(page + PAGE_SIZE - 10, "SWAPSPACE2", 10);
 }
 
-int write_swap_file(int fd, uint64_t size) {
-  std::vector<uint8_t> buf(1 << 20, 0);
+// The header, and with `whole` every byte of the rest written: swapon
+// refuses a swap file with holes, a block device does not care.
+int write_swap_area(int fd, uint64_t size, bool whole) {
+  std::vector<uint8_t> buf(whole ? 1 << 20 : PAGE_SIZE, 0);
   write_swap_header(buf.data(), size >> PAGE_SHIFT);
-  for (uint64_t off = 0; off < size;) {
+  for (uint64_t off = 0; off < (whole ? size : PAGE_SIZE);) {
     size_t n = std::min<uint64_t>(buf.size(), size - off);
     ssize_t w = pwrite(fd, buf.data(), n, static_cast<off_t>(off));
     if (w < 0) return -errno;
@@ -36,26 +43,115 @@ int write_swap_file(int fd, uint64_t size) {
   return fsync(fd) ? -errno : 0;
 }
 
+// A free loop device bound to `image_fd`, clearing itself when its last
+// opener closes it. Returns the device's descriptor (keep it open until
+// swapon holds the device) and *dev, or -errno.
+int attach_loop(int image_fd, const std::string& image, std::string* dev) {
+  int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+  if (ctl < 0) return -errno;
+  int err = -EBUSY;
+  for (int attempt = 0; attempt < 8 && err == -EBUSY; attempt++) {  // another process may take the free one first
+    int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+    if (n < 0) {
+      err = -errno;
+      break;
+    }
+    *dev = fmt::format("/dev/loop{}", n);
+    int fd = open(dev->c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      err = -errno;
+      break;
+    }
+    loop_config cfg = {};
+    cfg.fd = static_cast<uint32_t>(image_fd);
+    cfg.block_size = PAGE_SIZE;
+    cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;  // direct I/O: swap is not cached twice
+    snprintf(reinterpret_cast<char*>(cfg.info.lo_file_name), LO_NAME_SIZE, "%s", image.c_str());
+    int r = ioctl(fd, LOOP_CONFIGURE, &cfg);
+    if (r < 0 && errno == EINVAL) {  // a backing file system without direct I/O
+      cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+      r = ioctl(fd, LOOP_CONFIGURE, &cfg);
+    }
+    if (r == 0) {
+      close(ctl);
+      return fd;
+    }
+    err = -errno;
+    close(fd);
+  }
+  close(ctl);
+  return err;
+}
+
 }  // namespace
 
-int HostSwap::add(uint64_t size, std::string* why) {
+int HostSwap::add(uint64_t size, HostSwapKind kind, std::string* why) {
   if (on_) {
     *why = "a second swap device is not supported by the host backend";
     return -EBUSY;
   }
-  path_ = fmt::format("/var/tmp/mmlab-swap.{}", getpid());
-  int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    *why = "cannot create " + path_;
-    return -errno;
+  if (size < 2 * PAGE_SIZE) {
+    *why = "a swap device needs a header page and at least one slot";
+    return -EINVAL;
   }
-  int err = write_swap_file(fd, size);
+  int err = kind == HostSwapKind::kBlkdev ? add_blkdev(size, why) : add_file(size, why);
+  if (err) remove();
+  return err;
+}
+
+int HostSwap::add_file(uint64_t size, std::string* why) {
+  dev_ = image_ = fmt::format("/var/tmp/mmlab-swap.{}", getpid());
+  int fd = open(dev_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = -errno;
+    *why = "cannot create " + dev_;
+    dev_.clear();
+    image_.clear();
+    return err;
+  }
+  register_host_swap(dev_.c_str(), image_.c_str());
+  int err = write_swap_area(fd, size, true);
   close(fd);
-  register_host_swapfile(path_.c_str());
-  if (!err && swapon(path_.c_str(), 0) != 0) err = -errno;
+  if (!err && swapon(dev_.c_str(), kSwapFlags) != 0) err = -errno;
   if (err) {
-    *why = fmt::format("swapon {}: {}", path_, errno_name(err));
-    remove();
+    *why = fmt::format("swapon {}: {}", dev_, errno_name(err));
+    return err;
+  }
+  on_ = true;
+  return 0;
+}
+
+int HostSwap::add_blkdev(uint64_t size, std::string* why) {
+  image_ = fmt::format("/var/tmp/mmlab-swap.{}.img", getpid());
+  int fd = open(image_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = -errno;
+    *why = "cannot create " + image_;
+    image_.clear();
+    return err;
+  }
+  // Journaled before the device exists: a run killed from here on leaves
+  // an image to delete, and the loop device clears itself as our
+  // descriptor closes.
+  register_host_swap("", image_.c_str());
+  int err = ftruncate(fd, static_cast<off_t>(size)) ? -errno : write_swap_area(fd, size, false);
+  if (err) {
+    close(fd);
+    *why = fmt::format("cannot write the swap image {}: {}", image_, errno_name(err));
+    return err;
+  }
+  int loop_fd = attach_loop(fd, image_, &dev_);
+  close(fd);
+  if (loop_fd < 0) {
+    *why = fmt::format("cannot set up a loop device over {}: {}", image_, errno_name(loop_fd));
+    dev_.clear();
+    return loop_fd;
+  }
+  register_host_swap(dev_.c_str(), image_.c_str());
+  if (swapon(dev_.c_str(), kSwapFlags) != 0) err = -errno;
+  close(loop_fd);  // swapon holds the device now; without it, this clears the device
+  if (err) {
+    *why = fmt::format("swapon {}: {}", dev_, errno_name(err));
     return err;
   }
   on_ = true;
@@ -63,12 +159,13 @@ int HostSwap::add(uint64_t size, std::string* why) {
 }
 
 void HostSwap::remove() {
-  if (path_.empty()) return;
-  if (on_) swapoff(path_.c_str());
-  unlink(path_.c_str());
-  unregister_host_swapfile();
+  if (dev_.empty() && image_.empty()) return;
+  if (on_) swapoff(dev_.c_str());
+  if (!image_.empty()) unlink(image_.c_str());
+  unregister_host_swap();
   on_ = false;
-  path_.clear();
+  dev_.clear();
+  image_.clear();
 }
 
 }  // namespace mmlab::host

@@ -1,12 +1,19 @@
-// A swap device for one host-backend test: a swap file on the root file
-// system, swapon'd for the test and swapoff'd and deleted afterwards (also
-// from the interrupt handler in sysfs.cpp).
+// A swap device for one host-backend test, of the kind the scenario names:
+// a block device (a loop device over a sparse image in /var/tmp, SWP_BLKDEV:
+// it takes a large folio whole; not SWP_SYNCHRONOUS_IO, so swap-in stays
+// order 0, as in the model) or a swap file in /var/tmp (a large folio is
+// split before it is swapped out). swapon'd with the highest priority so
+// that a swap device the host has of its own takes nothing while the test
+// runs; swapoff'd and deleted when the test ends, also from the interrupt
+// handler and the crash journal in sysfs.cpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace mmlab::host {
+
+enum class HostSwapKind { kBlkdev, kFile };
 
 class HostSwap {
  public:
@@ -15,16 +22,25 @@ class HostSwap {
   HostSwap(const HostSwap&) = delete;
   HostSwap& operator=(const HostSwap&) = delete;
 
-  int add(uint64_t size, std::string* why);  // 0 or -errno
+  // 0, or -errno with *why (nothing is left behind).
+  [[nodiscard]] int add(uint64_t size, HostSwapKind kind, std::string* why);
   void remove();
+  bool on() const { return on_; }
+  // The device swapon was given: /dev/loopN or the file.
+  const std::string& device() const { return dev_; }
 
  private:
-  std::string path_;
+  int add_blkdev(uint64_t size, std::string* why);
+  int add_file(uint64_t size, std::string* why);
+  std::string dev_, image_;  // image_: the loop device's backing file
   bool on_ = false;
 };
 
-// For the interrupt handler (sysfs.cpp): the swap file to swapoff and delete.
-void register_host_swapfile(const char* path);
-void unregister_host_swapfile();
+// For the interrupt handler and the journal (sysfs.cpp): what to swapoff
+// and what to delete. For a swap file both are the file; for a loop device
+// the device and its image (the loop device clears itself when swapoff
+// closes it: LO_FLAGS_AUTOCLEAR).
+void register_host_swap(const char* dev, const char* image);
+void unregister_host_swap();
 
 }  // namespace mmlab::host

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -40,8 +41,10 @@ constexpr int kMaxPending = 128, kMaxPids = 256;
 PendingRestore g_pending[kMaxPending];
 std::atomic<int> g_npending{0};
 std::atomic<int> g_pids[kMaxPids];
-char g_swapfile[160];
-std::atomic<bool> g_swapfile_set{false};
+// The test's swap device: what to swapoff ("" before it exists) and the
+// file to delete (the swap file itself, or a loop device's image).
+char g_swap_dev[160], g_swap_image[160];
+std::atomic<bool> g_swap_set{false};
 struct Extra {
   char kind[8];  // "umount" (then rmdir) or "unlink"
   char path[160];
@@ -72,9 +75,9 @@ void restore_from_handler(int sig) {
     (void)r;
     close(fd);
   }
-  if (g_swapfile_set.load()) {
-    swapoff(g_swapfile);
-    unlink(g_swapfile);
+  if (g_swap_set.load()) {
+    if (g_swap_dev[0]) swapoff(g_swap_dev);
+    unlink(g_swap_image);
   }
   for (int i = g_nextras.load() - 1; i >= 0; i--) undo_extra(g_extras[i].kind, g_extras[i].path);
   unlink(kJournal);
@@ -92,10 +95,24 @@ void install_handlers() {
 }
 
 
+// A journaled swap device. A loop device is swapped off only while it is
+// still bound to our image: after a reboot its number may be another's.
+void undo_swap(const std::string& dev, const std::string& image) {
+  if (dev.rfind("/dev/loop", 0) == 0) {
+    std::ifstream backing("/sys/block/" + dev.substr(5) + "/loop/backing_file");
+    std::string bound;
+    std::getline(backing, bound);
+    if (bound.rfind(image, 0) == 0) swapoff(dev.c_str());
+  } else if (!dev.empty()) {
+    swapoff(dev.c_str());
+  }
+  unlink(image.c_str());
+}
+
 void write_journal() {
   std::string text;
   for (int i = 0; i < g_npending.load(); i++) text += std::string(g_pending[i].path) + "\t" + g_pending[i].value + "\n";
-  if (g_swapfile_set.load()) text += std::string("swapfile\t") + g_swapfile + "\n";
+  if (g_swap_set.load()) text += std::string("swap\t") + g_swap_dev + "\t" + g_swap_image + "\n";
   for (int i = 0; i < g_nextras.load(); i++) text += std::string(g_extras[i].kind) + "\t" + g_extras[i].path + "\n";
   if (text.empty()) {
     unlink(kJournal);
@@ -113,9 +130,13 @@ void replay_journal() {
     if (tab != std::string::npos) lines.push_back({l.substr(0, tab), l.substr(tab + 1)});
   }
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    if (it->first == "swapfile") {
-      swapoff(it->second.c_str());
-      unlink(it->second.c_str());
+    if (it->first == "swap") {
+      auto tab = it->second.find('\t');
+      if (tab != std::string::npos) undo_swap(it->second.substr(0, tab), it->second.substr(tab + 1));
+      continue;
+    }
+    if (it->first == "swapfile") {  // journaled by an older mmlab
+      undo_swap(it->second, it->second);
       continue;
     }
     if (it->first == "umount" || it->first == "unlink") {
@@ -166,15 +187,19 @@ int persistent_value(const std::string& rel, std::string* out) {
 
 // Huge pages a previous test's processes or rings still hold are freed
 // moments after they exit; a test that sized its pool before then would
-// find it short. Wait (a bounded time) until both pools are really empty.
-void wait_for_empty_pools() {
+// find it short. Wait (a bounded time) until no page of either pool is in
+// use. (Not until the pools are empty: a reservation nothing owns any more,
+// which a kernel can leak, keeps a free surplus page there for good; the
+// test that needs the pool skips, see pool_outside_reservations.)
+void wait_for_unused_pools() {
   for (int i = 0; i < 5000; i++) {
-    bool empty = true;
-    for (const char* pool : {"hugepages/hugepages-2048kB/nr_hugepages", "hugepages/hugepages-1048576kB/nr_hugepages"}) {
-      std::string v;
-      empty &= sysfs_read(pool, &v) != 0 || v == "0";
+    bool unused = true;
+    for (const char* pool : {"hugepages/hugepages-2048kB/", "hugepages/hugepages-1048576kB/"}) {
+      std::string nr, free;
+      if (sysfs_read(std::string(pool) + "nr_hugepages", &nr) == 0 && sysfs_read(std::string(pool) + "free_hugepages", &free) == 0)
+        unused &= nr == free;
     }
-    if (empty) return;
+    if (unused) return;
     usleep(1000);
   }
 }
@@ -263,19 +288,27 @@ int SysfsGuard::apply_defaults(std::string* why) {
       return err;
     }
   }
-  wait_for_empty_pools();
+  wait_for_unused_pools();
   return 0;
 }
 
-void register_host_swapfile(const char* path) {
+long pool_outside_reservations(const std::string& pool_dir) {
+  std::string v;
+  if (sysfs_read(pool_dir + "resv_hugepages", &v)) return 0;
+  return std::strtol(v.c_str(), nullptr, 10);
+}
+
+void register_host_swap(const char* dev, const char* image) {
   install_handlers();
-  snprintf(g_swapfile, sizeof(g_swapfile), "%s", path);
-  g_swapfile_set.store(true);
+  g_swap_set.store(false);  // the handler never sees half-written paths
+  snprintf(g_swap_dev, sizeof(g_swap_dev), "%s", dev);
+  snprintf(g_swap_image, sizeof(g_swap_image), "%s", image);
+  g_swap_set.store(true);
   write_journal();
 }
 
-void unregister_host_swapfile() {
-  g_swapfile_set.store(false);
+void unregister_host_swap() {
+  g_swap_set.store(false);
   write_journal();
 }
 

@@ -34,12 +34,18 @@ class SysfsGuard {
   void restore();
   // The model's state of a fresh system for every setting a scenario can
   // change or the model assumes (THP sizes, zero page, khugepaged knobs,
-  // shmem THP off, empty hugetlb pools). 0 or -errno with *why.
+  // shmem THP off, empty hugetlb pools), once no huge page is in use any
+  // more. 0 or -errno with *why.
   int apply_defaults(std::string* why);
 
  private:
   std::vector<std::pair<std::string, std::string>> saved_;  // rel, original value
 };
+
+// Reservations of the pool in "hugepages/hugepages-<N>kB/" (resv_hugepages).
+// Right after apply_defaults, with no process of the test alive, they are
+// someone else's: a pool sized for a test has that many pages fewer to give.
+long pool_outside_reservations(const std::string& pool_dir);
 
 // Something else a run made that must not outlive it, undone by the
 // interrupt handler and the journal: "umount" DIR (then rmdir) or "unlink"

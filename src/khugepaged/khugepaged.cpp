@@ -29,13 +29,13 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 namespace {
@@ -460,11 +460,11 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, Vma* vma, uint64_t addre
     const pte_t pteval = ptep_get(pte + i);
     void* dst = phys->page_address(folio_page(folio, i));
     if (pte_none_or_zero(phys, pteval)) {
-      std::memset(dst, 0, PAGE_SIZE);  // clear_user_highpage
+      zero_frames(phys, dst, PAGE_SIZE);  // clear_user_highpage
       mm->stats->count(Event::collapse_zeroed, PAGE_SIZE);
       continue;
     }
-    copy_user_page(dst, phys->pfn_address(pte_pfn(pteval)));
+    copy_user_page(phys, dst, phys->pfn_address(pte_pfn(pteval)));
     mm->stats->count(Event::collapse_copied, PAGE_SIZE);
     cc->bytes_copied += PAGE_SIZE;
   }

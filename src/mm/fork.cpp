@@ -33,7 +33,6 @@
 #include <string>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -42,6 +41,7 @@
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_copy.h"
 #include "sync/lock_order.h"
 
 namespace mmlab {
@@ -92,7 +92,7 @@ int copy_present_page(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte
   Mm* dst_mm = dst_vma->vm_mm;
   PhysMem* phys = dst_mm->phys;
   // copy_mc_user_highpage: the model has no machine-check failures (-EHWPOISON).
-  copy_user_page(phys->page_address(&new_folio->page), phys->page_address(page));
+  copy_user_page(phys, phys->page_address(&new_folio->page), phys->page_address(page));
   src_vma->vm_mm->stats->count(Event::copy_bytes, PAGE_SIZE);
   src_vma->vm_mm->stats->count(Event::fork_copied_pages);
   *prealloc = nullptr;

@@ -41,6 +41,7 @@
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "mmlab/system.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 
@@ -55,10 +56,8 @@ bool can_split_folio(Folio* folio, int caller_pins, int* pextra_pins) {
 namespace {
 
 bool page_is_zero(PhysMem* phys, Page* page) {
-  const auto* w = static_cast<const uint64_t*>(phys->page_address(page));
-  for (uint64_t i = 0; i < PAGE_SIZE / sizeof(uint64_t); i++)
-    if (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(w[i])).load(std::memory_order_relaxed)) return false;
-  return true;
+  uint8_t found = 0;
+  return user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) < 0;
 }
 
 // One present PTE of the folio becomes a migration entry that remembers

@@ -180,8 +180,47 @@ unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, u
 int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
 // Drop the swap-cache reference of a folio whose swap slots nobody uses any more.
 bool folio_free_swap(Folio* folio);
-// MADV_PAGEOUT of [start, end) in vma (madvise_pageout); without swap, nothing happens.
-void madvise_pageout_range(Vma* vma, uint64_t start, uint64_t end);
+// MADV_COLD (madvise_cold: deactivate) or MADV_PAGEOUT (madvise_pageout:
+// reclaim to swap, discard lazy-free folios) of [start, end) in vma, which
+// passed can_madv_lru_vma(). Large folios the range covers only in part are
+// split first; folios another process may map are left alone.
+enum class ColdOrPageout : uint8_t { kCold, kPageout };
+void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what);
+// The PTE-table part that the madvise walkers over [start, end) inside one
+// PMD share (madvise_cold_or_pageout_pte_range, madvise_free_pte_range,
+// mm/madvise.cpp): the table's lock, the TLB flush owed for the entries
+// made old or clean under it, and the step for a large folio.
+class MadvisePteWalk {
+ public:
+  MadvisePteWalk(Vma* vma, pmd_t* pmd, uint64_t start, uint64_t end) : vma_(vma), pmd_(pmd), start_(start), end_(end) {}
+  ~MadvisePteWalk() { unlock(); }
+  MadvisePteWalk(const MadvisePteWalk&) = delete;
+  MadvisePteWalk& operator=(const MadvisePteWalk&) = delete;
+  // Map and lock the table at addr (pte_offset_map_lock); false if none.
+  bool lock(uint64_t addr);
+  // Flush what is owed, then unlock (nothing if not locked).
+  void unlock();
+  pte_t* pte() const { return pte_; }
+  void advance(unsigned nr) { pte_ += nr; }
+  // An entry under the lock was made old or clean: flush before unlocking.
+  void owe_flush() { flush_ = true; }
+  // The large folio mapped from pte() at addr (*ptent its PTE): with the
+  // run of PTEs that map it inside the range in *nr (young and dirty bits
+  // merged into *ptent), kWhole when the range maps all of it; otherwise it
+  // is split, unless another mm may map it or it is locked (kNext: go on
+  // after *nr entries, 0 to look at addr again after a split), and kStop if
+  // the table went away meanwhile.
+  enum class LargeFolio : uint8_t { kWhole, kNext, kStop };
+  LargeFolio large_folio(Folio* folio, uint64_t addr, pte_t* ptent, unsigned* nr);
+
+ private:
+  Vma* vma_;
+  pmd_t* pmd_;
+  uint64_t start_, end_;
+  pte_t* pte_ = nullptr;
+  SpinLock* ptl_ = nullptr;
+  bool flush_ = false;
+};
 
 // ==== BEGIN swap layer (fault/swap.cpp, mm/huge_split.cpp; the swap
 // ==== engineer's block) ====
@@ -233,6 +272,15 @@ void hugetlb_vm_op_open(const Vma* src, Vma* dst);
 // vm_ops->close before a hugetlb VMA is freed (munmap, exit): gives back the
 // unconsumed reservations of its range. Idempotent; safe for any VMA.
 void hugetlb_vm_op_close(Vma* vma);
+// mremap of a hugetlb VMA: after copy_vma (which opened new_vma on vma's
+// reserve map), vma lets go of its reservations (fixup_hugetlb_reservations
+// -> clear_vma_resv_huge_pages); those of vma's range that new_vma does not
+// cover are lost, as in the kernel.
+void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma);
+// move_hugetlb_page_tables: move the leaves of [old_addr, old_addr+len) of
+// vma to new_addr (huge-page aligned; new_vma covers it). Returns the bytes
+// it got through (len unless a table could not be allocated).
+uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uint64_t new_addr, uint64_t len);
 // The folio-free hook's hugetlb part (__folio_put -> free_huge_folio): true
 // when the folio was a hugetlb folio and went back to its pool.
 bool free_huge_folio(Kernel* k, Folio* folio);

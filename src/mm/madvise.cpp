@@ -1,19 +1,25 @@
 // madvise() (mm/madvise.c): argument checks, the lock each behaviour needs,
 // the walk over the VMAs of the range (holes are skipped and reported as
 // -ENOMEM at the end), the behaviours that change vm_flags (splitting and
-// merging VMAs as mprotect does), MADV_DONTNEED/FREE, and MADV_POPULATE_*.
+// merging VMAs as mprotect does), MADV_DONTNEED (with the huge-page
+// alignment rules of hugetlb VMAs), MADV_FREE's lazy freeing
+// (madvise_free_pte_range; the PMD leaf in fault/huge_memory.cpp), and
+// MADV_POPULATE_*. MADV_COLD and MADV_PAGEOUT walk in fault/swap.cpp, next
+// to the reclaim they feed.
 //
 // MADV_COLLAPSE is khugepaged's (reached through mm/khugepaged.h).
 //
-// Not modelled yet (they succeed as no-ops or fail as noted): MADV_FREE's
-// lazy freeing, MADV_COLD/PAGEOUT (no swap device), MADV_WILLNEED (nothing to
-// read ahead), MADV_REMOVE (-EINVAL: needs shmem files),
+// Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
+// (nothing to read ahead), MADV_REMOVE (-EINVAL: needs shmem files),
 // MADV_GUARD_INSTALL/REMOVE (-EINVAL), MADV_HWPOISON/SOFT_OFFLINE (-EINVAL,
 // as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
+#include "fault/fault.h"
+#include "fault/swap.h"
 #include "mm/internal.h"
 #include "mm/khugepaged.h"
+#include "mm/rmap.h"
 
 namespace mmlab {
 namespace {
@@ -88,25 +94,106 @@ MadviseLock get_lock_mode(int behavior) {
 
 // ---- behaviours that only read the VMA set (mmap_lock read or VMA lock) ----
 
-// madvise_dontneed_free_valid_vma. TODO(hugetlb): huge-page aligned ranges.
-bool madvise_dontneed_free_valid_vma(const Vma* vma, int behavior) {
-  vm_flags_t forbidden = VM_PFNMAP;
-  if (behavior != MADV_DONTNEED_LOCKED) forbidden |= VM_LOCKED;
-  return !(vma->vm_flags & forbidden);
+// madvise_dontneed_free_valid_vma, for the part [start, *end) of vma. A
+// hugetlb VMA takes MADV_DONTNEED only, from a huge-page aligned start, and
+// *end is aligned down to the huge page size: a caller who rounded the
+// length up to PAGE_SIZE may not know the VMA maps huge pages, and must not
+// lose the page that only partly fits.
+bool madvise_dontneed_free_valid_vma(const Vma* vma, uint64_t start, uint64_t* end, int behavior) {
+  if (!is_vm_hugetlb_page(vma)) {
+    vm_flags_t forbidden = VM_PFNMAP;
+    if (behavior != MADV_DONTNEED_LOCKED) forbidden |= VM_LOCKED;
+    return !(vma->vm_flags & forbidden);
+  }
+  if (behavior != MADV_DONTNEED && behavior != MADV_DONTNEED_LOCKED) return false;
+  const uint64_t hsize = vma_kernel_pagesize(vma);
+  if (start & (hsize - 1)) return false;
+  *end = round_down(*end, hsize);
+  return true;
+}
+
+// madvise_free_pte_range for [addr, end) inside one PMD: swap entries are
+// dropped (a zeroed page is cheaper than a swap-in), poison markers too;
+// every folio mapped only here is cleaned (young and dirty cleared in its
+// PTEs) and marked lazy-free. A large folio the range covers only in part is
+// split first, unless another process may map it or it is locked.
+void madvise_free_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) {
+  Mm* mm = vma->vm_mm;
+  if (pmd_trans_huge(pmdp_get(pmd)) && madvise_free_huge_pmd(vma, pmd, addr, end)) return;
+  MadvisePteWalk w(vma, pmd, addr, end);
+  if (!w.lock(addr)) return;
+  long nr_swap = 0;
+  unsigned nr;
+  for (; addr != end; w.advance(nr), addr += nr * PAGE_SIZE) {
+    nr = 1;
+    pte_t* pte = w.pte();
+    pte_t ptent = ptep_get(pte);
+    if (pte_none(ptent)) continue;
+    if (!pte_present(ptent)) {
+      const swp_entry_t entry = pte_to_swp_entry(ptent);
+      if (!non_swap_entry(entry)) {
+        nr = swap_pte_batch(pte, static_cast<unsigned>((end - addr) >> PAGE_SHIFT), ptent);
+        nr_swap -= nr;
+        free_swap_and_cache_nr(mm->kernel, entry, nr);
+        for (unsigned i = 0; i < nr; i++) ptep_get_and_clear(mm, addr + i * PAGE_SIZE, pte + i);
+      } else if (is_pte_marker_entry(entry) && (swp_offset(entry) & PTE_MARKER_POISONED)) {
+        ptep_get_and_clear(mm, addr, pte);
+      }
+      continue;
+    }
+    Page* page = vm_normal_page(vma, addr, ptent);
+    if (!page) continue;
+    Folio* folio = page_folio(page);
+    if (folio_test_large(folio)) {
+      // Mapped entirely inside the range: marked lazy-free whole.
+      MadvisePteWalk::LargeFolio step = w.large_folio(folio, addr, &ptent, &nr);
+      if (step == MadvisePteWalk::LargeFolio::kStop) break;
+      if (step == MadvisePteWalk::LargeFolio::kNext) continue;
+    }
+    if (folio_test_swapcache(folio) || folio_test_dirty(folio)) {
+      if (!folio_trylock(folio)) continue;
+      // Shared with another mapping: its PG_dirty cannot be cleared. (A
+      // large folio here is mapped entirely by this range, so mapcount ==
+      // nr_pages means exclusive.)
+      if (folio_mapcount(folio) != folio_nr_pages(folio) ||
+          (folio_test_swapcache(folio) && !folio_free_swap(folio))) {
+        folio_unlock(folio);
+        continue;
+      }
+      folio_clear_dirty(folio);
+      folio_unlock(folio);
+    }
+    if (pte_young(ptent) || pte_dirty(ptent)) {
+      clear_young_dirty_ptes(mm, addr, pte, nr, CYDP_CLEAR_YOUNG | CYDP_CLEAR_DIRTY);
+      w.owe_flush();  // tlb_remove_tlb_entries
+    }
+    folio_mark_lazyfree(folio);
+  }
+  if (nr_swap) add_mm_counter(mm, MM_SWAPENTS, nr_swap);
+}
+
+// madvise_free_single_vma: anonymous private memory only.
+int madvise_free_single_vma(Vma* vma, uint64_t start, uint64_t end) {
+  if (!vma_is_anonymous(vma)) return -EINVAL;
+  Mm* mm = vma->vm_mm;
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) continue;
+    madvise_free_pte_range(vma, pmd, addr, next);
+  }
+  return 0;
 }
 
 int madvise_dontneed_free(Vma* vma, uint64_t start, uint64_t end, int behavior) {
-  if (!madvise_dontneed_free_valid_vma(vma, behavior)) return -EINVAL;
   end = std::min(end, vma->vm_end);
+  if (!madvise_dontneed_free_valid_vma(vma, start, &end, behavior)) return -EINVAL;
+  if (start == end) return 0;
   if (behavior == MADV_DONTNEED || behavior == MADV_DONTNEED_LOCKED) {
     zap_vma_range(vma, start, end);  // madvise_dontneed_single_vma
     return 0;
   }
-  // MADV_FREE (madvise_free_single_vma): anonymous private memory only.
-  if (!vma->is_anonymous()) return -EINVAL;
-  // TODO(reclaim): mark the folios lazyfree (clean PTEs, split partly covered
-  // large folios). Keeping the data is one of the outcomes MADV_FREE allows.
-  return 0;
+  return madvise_free_single_vma(vma, start, end);
 }
 
 // can_madv_lru_vma
@@ -131,9 +218,8 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
     case MADV_COLD:
     case MADV_PAGEOUT:
       if (!can_madv_lru_vma(vma)) return -EINVAL;
-      // MADV_COLD only deactivates (the model keeps no LRU order to change);
-      // MADV_PAGEOUT reclaims the range's private anonymous folios to swap.
-      if (behavior == MADV_PAGEOUT) madvise_pageout_range(vma, start, end);
+      madvise_cold_or_pageout_range(vma, start, end,
+                                    behavior == MADV_COLD ? ColdOrPageout::kCold : ColdOrPageout::kPageout);
       return 0;
     case MADV_COLLAPSE: {
       bool lock_dropped = false;
@@ -304,6 +390,34 @@ int madvise_populate(Mm* mm, uint64_t start, uint64_t end, int behavior) REQUIRE
 }
 
 }  // namespace
+
+bool MadvisePteWalk::lock(uint64_t addr) NO_THREAD_SAFETY_ANALYSIS {
+  pte_ = pte_offset_map_lock(vma_->vm_mm, pmd_, addr, &ptl_);
+  return pte_ != nullptr;
+}
+
+void MadvisePteWalk::unlock() NO_THREAD_SAFETY_ANALYSIS {
+  if (!pte_) return;
+  if (flush_) flush_tlb_range(vma_, start_, end_);
+  flush_ = false;
+  ptl_->unlock();
+  pte_ = nullptr;
+}
+
+MadvisePteWalk::LargeFolio MadvisePteWalk::large_folio(Folio* folio, uint64_t addr, pte_t* ptent, unsigned* nr) {
+  *nr = folio_pte_batch_flags(folio, vma_, pte_, ptent, static_cast<unsigned>((end_ - addr) >> PAGE_SHIFT),
+                              FPB_MERGE_YOUNG_DIRTY);
+  if (static_cast<long>(*nr) >= folio_nr_pages(folio)) return LargeFolio::kWhole;
+  if (folio_maybe_mapped_shared(folio) || !folio_trylock(folio)) return LargeFolio::kNext;
+  folio_get(folio);
+  unlock();
+  const int err = split_folio(folio);
+  folio_unlock_swap(folio);
+  folio_put(folio);
+  if (!lock(addr)) return LargeFolio::kStop;
+  if (!err) *nr = 0;  // look at the same address again, now order 0
+  return LargeFolio::kNext;
+}
 
 int do_madvise(Mm* mm, uint64_t start, uint64_t len_in, int behavior) {
   // madvise_should_skip

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 namespace {
@@ -109,7 +109,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
   }
   // Move the contents and the folio state.
   for (long i = 0; i < folio_nr_pages(src); i++)
-    user_memcpy(phys->page_address(folio_page(dst, i)), phys->page_address(folio_page(src, i)), PAGE_SIZE);
+    copy_frames(phys, phys->page_address(folio_page(dst, i)), phys->page_address(folio_page(src, i)), PAGE_SIZE);
   k->stats->count(Event::copy_bytes, static_cast<uint64_t>(folio_nr_pages(src)) * PAGE_SIZE);
   for (unsigned bit : {PG_dirty, PG_referenced, PG_active, PG_workingset, PG_swapbacked, PG_uptodate, PG_anon})
     if (test_bit(bit, &src->page)) set_bit(bit, &dst->page);

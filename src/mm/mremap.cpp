@@ -1,4 +1,5 @@
-// The page-table half of mremap (mm/mremap.c): move_page_tables().
+// The page-table half of mremap (mm/mremap.c): move_page_tables(); hugetlb
+// VMAs go to move_hugetlb_page_tables() (fault/hugetlb.cpp).
 #include "fault/fault.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -45,9 +46,9 @@ void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pm
 
 uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t new_addr, uint64_t len) {
   Mm* mm = vma->vm_mm;
+  if (is_vm_hugetlb_page(vma)) return move_hugetlb_page_tables(vma, new_vma, old_addr, new_addr, len);
   uint64_t old_end = old_addr + len;
   uint64_t moved = 0;
-  (void)new_vma;
   while (old_addr < old_end) {
     uint64_t extent = pmd_addr_end(old_addr, old_end) - old_addr;
     extent = std::min(extent, pmd_addr_end(new_addr, new_addr + extent) - new_addr);

@@ -1,6 +1,13 @@
-// mremap(): the VMA part (mm/mremap.c: check_mremap_params, resize_is_valid,
-// shrink_vma, expand_vma, mremap_to, move_vma; mm/vma.c's copy_vma). The
-// entries move with move_page_tables() (mremap.cpp).
+// mremap(): the VMA part (mm/mremap.c: check_mremap_params, check_prep_vma
+// with align_hugetlb and resize_is_valid, shrink_vma, expand_vma, mremap_to,
+// move_vma; mm/vma.c's copy_vma). The entries move with move_page_tables()
+// (mremap.cpp), hugetlb ones with move_hugetlb_page_tables().
+//
+// hugetlb mappings (since v5.16): both lengths are rounded up to the huge
+// page size, the old and the new address must be huge-page aligned, and a
+// mapping never grows (the reservation map cannot be split); a move keeps
+// the file offsets, so the moved VMA takes over the reservation map
+// (clear_vma_resv_huge_pages on the source).
 #include <algorithm>
 #include <mutex>
 #include <shared_mutex>
@@ -23,17 +30,37 @@ struct RemapRequest {
 
 bool implies_new_addr(const RemapRequest& r) { return r.flags & (MREMAP_FIXED | MREMAP_DONTUNMAP); }
 
-// check_mremap_params: the checks that need no VMA.
-int check_mremap_params(const RemapRequest& r) {
+// vrm_overlaps: do the old and the new range intersect?
+bool overlaps(const RemapRequest& r) {
+  return r.addr + r.old_len > r.new_addr && r.new_addr + r.new_len > r.addr;
+}
+
+// check_mremap_params: the checks that need no VMA, on page-aligned lengths.
+int check_mremap_params(const Mm* mm, const RemapRequest& r) {
   if (r.flags & ~(MREMAP_FIXED | MREMAP_MAYMOVE | MREMAP_DONTUNMAP)) return -EINVAL;
   if (r.addr & ~PAGE_MASK) return -EINVAL;
   // A zero old_len duplicates a shared mapping; a zero new_len is nonsense.
-  if (!round_up(r.new_len, PAGE_SIZE)) return -EINVAL;
+  if (!r.new_len) return -EINVAL;
+  if (r.new_len > mm->task_size) return -EINVAL;
   if (!implies_new_addr(r)) return 0;
+  if (r.new_addr > mm->task_size - r.new_len) return -EINVAL;
   if (r.new_addr & ~PAGE_MASK) return -EINVAL;
   if (!(r.flags & MREMAP_MAYMOVE)) return -EINVAL;  // a fixed address implies a move
   if ((r.flags & MREMAP_DONTUNMAP) && r.old_len != r.new_len) return -EINVAL;
+  if (overlaps(r)) return -EINVAL;
   return 0;
+}
+
+// align_hugetlb: whole huge pages, from huge-page aligned addresses (the
+// new address is checked as given, even when no move was asked for), and
+// no growth. false: -EINVAL.
+bool align_hugetlb(RemapRequest& r, const Vma* vma) {
+  const uint64_t hsize = vma_kernel_pagesize(vma);
+  r.old_len = round_up(r.old_len, hsize);
+  r.new_len = round_up(r.new_len, hsize);
+  if (r.addr & (hsize - 1)) return false;
+  if (r.new_addr & (hsize - 1)) return false;
+  return r.new_len <= r.old_len;
 }
 
 // resize_is_valid: may vma's [addr, addr+old_len) become new_len long?
@@ -46,11 +73,6 @@ int resize_is_valid(const RemapRequest& r, const Vma* vma) {
   if (pgoff + (r.new_len >> PAGE_SHIFT) < pgoff) return -EINVAL;
   if (vma->vm_flags & (VM_DONTEXPAND | VM_PFNMAP)) return -EFAULT;
   return 0;
-}
-
-// vrm_overlaps: do the old and the new range intersect?
-bool overlaps(const RemapRequest& r) {
-  return r.addr + r.old_len > r.new_addr && r.new_addr + r.new_len > r.addr;
 }
 
 // vma_expandable: is there room for vma to grow by delta in place?
@@ -69,7 +91,10 @@ long set_new_addr(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
   if (r.flags & MREMAP_FIXED) map_flags |= MAP_FIXED;
   if (vma->vm_flags & VM_MAYSHARE) map_flags |= MAP_SHARED;
   uint64_t hint = implies_new_addr(r) ? r.new_addr : 0;
-  long res = get_unmapped_area(mm, hint, r.new_len, linear_page_index(vma, r.addr), map_flags, vma->vm_flags);
+  const uint64_t pgoff = linear_page_index(vma, r.addr);
+  long res = is_vm_hugetlb_page(vma)
+                 ? hugetlb_get_unmapped_area(mm, vma->vm_file.get(), hint, r.new_len, pgoff, map_flags)
+                 : get_unmapped_area(mm, hint, r.new_len, pgoff, map_flags, vma->vm_flags);
   if (res < 0) return res;
   r.new_addr = static_cast<uint64_t>(res);
   return 0;
@@ -81,6 +106,7 @@ long set_new_addr(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
 Vma* copy_vma(Mm* mm, Vma* vma, uint64_t new_addr, uint64_t new_len, uint64_t pgoff) REQUIRES(mm->mmap_lock) {
   if (vma->is_anonymous() && !vma->anon_vma) pgoff = new_addr >> PAGE_SHIFT;
   std::unique_ptr<Vma> nv = vm_area_dup(vma);
+  if (is_vm_hugetlb_page(vma)) hugetlb_vm_op_open(vma, nv.get());  // vm_ops->open: shares the reserve map
   nv->vm_start = new_addr;
   nv->vm_end = new_addr + new_len;
   nv->vm_pgoff = pgoff;
@@ -103,6 +129,9 @@ long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
   VM_WARN_ON(!vma && r.old_len, "mremap source vanished");
 
   uint64_t moved = r.old_len ? move_page_tables(vma, r.addr, new_vma, r.new_addr, r.old_len) : 0;
+  // fixup_hugetlb_reservations: the reservation map now lives on in the new
+  // VMA; the source gives nothing back when it is unmapped.
+  if (is_vm_hugetlb_page(vma)) clear_vma_resv_huge_pages(vma, new_vma);
   if (moved < r.old_len) {
     // Put back what moved and unmap the new area instead of the old one.
     move_page_tables(new_vma, r.new_addr, vma, r.addr, moved);
@@ -157,8 +186,6 @@ long expand_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
 
 // mremap_to: MREMAP_FIXED / MREMAP_DONTUNMAP.
 long mremap_to(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
-  if (r.new_len > mm->task_size || r.new_addr > mm->task_size - r.new_len) return -EINVAL;
-  if (overlaps(r)) return -EINVAL;
   if (r.flags & MREMAP_FIXED) {
     int err = do_vmi_munmap(mm, r.new_addr, r.new_len);
     if (err) return err;
@@ -183,7 +210,7 @@ long mremap_to(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
 long mremap_locked(Mm* mm, RemapRequest& r) REQUIRES(mm->mmap_lock) {
   Vma* vma = vma_lookup(mm, r.addr);
   if (!vma) return -EFAULT;
-  if (vma->vm_flags & VM_HUGETLB) return -EINVAL;  // TODO(hugetlb): align_hugetlb
+  if (is_vm_hugetlb_page(vma) && !align_hugetlb(r, vma)) return -EINVAL;
   if (implies_new_addr(r)) return mremap_to(mm, r, vma);
   if (r.new_len == r.old_len) return static_cast<long>(r.addr);  // MREMAP_NO_RESIZE
   if (r.new_len < r.old_len) {                                   // shrink_vma: always in place
@@ -197,11 +224,9 @@ long mremap_locked(Mm* mm, RemapRequest& r) REQUIRES(mm->mmap_lock) {
 }  // namespace
 
 long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr) {
-  RemapRequest r{addr, old_len, new_len, flags, new_addr};
-  int err = check_mremap_params(r);
+  RemapRequest r{addr, round_up(old_len, PAGE_SIZE), round_up(new_len, PAGE_SIZE), flags, new_addr};
+  int err = check_mremap_params(mm, r);
   if (err) return err;
-  r.old_len = round_up(r.old_len, PAGE_SIZE);
-  r.new_len = round_up(r.new_len, PAGE_SIZE);
 
   mmap_write_lock(mm);
   long ret = mremap_locked(mm, r);

@@ -362,6 +362,10 @@ void PteUnmapBatch::set_swp_pte(pte_t* pte, pte_t pteval, pte_t swp_pte, Page* p
   add(page);
 }
 
+void PteUnmapBatch::discarded(Page* page, unsigned nr) {
+  for (unsigned i = 0; i < nr; i++) add(page + i);
+}
+
 void PteUnmapBatch::add(Page* page) {
   if (nr_ && page == first_ + nr_) {
     nr_++;
@@ -386,20 +390,33 @@ void PteUnmapBatch::table_done(uint64_t start, uint64_t end) {
   cleared_ = false;
 }
 
-bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplacePteFn& replace) {
+bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplacePteFn& replace,
+                      const PmdLeafFn& pmd_leaf) {
   PteUnmapBatch batch(folio, vma);
   PageVmaMappedWalk pvmw = folio_vma_walk(folio, vma, 0);
-  return page_vma_mapped_walk(
+  bool done = false;
+  bool walked = page_vma_mapped_walk(
       &pvmw,
       [&](PageVmaMappedWalk* w) {
         if (!(ttu_flags & TTU_IGNORE_MLOCK) && (vma->vm_flags & VM_LOCKED)) return false;
         if (!w->pte) {
-          split_huge_pmd(vma, w->pmd, w->address);
-          return true;
+          switch (pmd_leaf ? pmd_leaf(w) : PmdLeafAction::kSplit) {
+            case PmdLeafAction::kSplit:
+              split_huge_pmd(vma, w->pmd, w->address);
+              return true;
+            case PmdLeafAction::kDone:
+              done = true;
+              return false;
+            case PmdLeafAction::kAbort:
+              return false;
+            case PmdLeafAction::kLookAtPtes:
+              return true;
+          }
         }
         return replace(w, &batch);
       },
       [&](PageVmaMappedWalk*, uint64_t start, uint64_t end) { batch.table_done(start, end); });
+  return walked || done;
 }
 
 }  // namespace mmlab

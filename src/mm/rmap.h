@@ -152,6 +152,9 @@ class PteUnmapBatch {
   // migration entry) with pteval's soft-dirty and uffd-wp bits; page joins
   // the run whose rmap and references go at the table's end.
   void set_swp_pte(pte_t* pte, pte_t pteval, pte_t swp_pte, Page* page);
+  // nr consecutive pages from page, whose entries were cleared and stay
+  // none (a discarded lazy-free run), join the run likewise.
+  void discarded(Page* page, unsigned nr);
   // Under the lock of the table walked over [start, end), before it is dropped.
   void table_done(uint64_t start, uint64_t end);
 
@@ -174,11 +177,24 @@ inline constexpr unsigned TTU_IGNORE_MLOCK = 0x8;  // an mlocked VMA's mappings 
 // it cleared and replaced. false leaves the page mapped and stops the walk.
 using ReplacePteFn = std::function<bool(PageVmaMappedWalk* pvmw, PteUnmapBatch* batch)>;
 
-// The walk try_to_unmap_one() and try_to_migrate_one() share over one VMA
-// (TTU_SPLIT_HUGE_PMD): a PMD mapping of the folio is split, then each PTE
-// mapping it goes to replace(), and the batch is flushed at each table's end.
-// Without TTU_IGNORE_MLOCK the first mapping found in an mlocked VMA stops
-// the walk before anything is split or cleared. false: stopped.
-bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplacePteFn& replace);
+// What the walk does with a PMD leaf mapping the folio (pvmw->pte nullptr,
+// no lock held): split it and look at the PTEs (TTU_SPLIT_HUGE_PMD), or let
+// the caller deal with it whole (try_to_unmap_one's lazy-free discard).
+enum class PmdLeafAction : uint8_t {
+  kSplit,       // split_huge_pmd(), then the PTEs go to replace()
+  kDone,        // the leaf is gone: this VMA is done (walk_done)
+  kAbort,       // the folio must stay mapped: stop (walk_abort)
+  kLookAtPtes,  // it is not a leaf of this folio any more: look at the PTEs
+};
+using PmdLeafFn = std::function<PmdLeafAction(PageVmaMappedWalk* pvmw)>;
+
+// The walk try_to_unmap_one() and try_to_migrate_one() share over one VMA:
+// a PMD mapping of the folio goes to pmd_leaf (default: split it,
+// TTU_SPLIT_HUGE_PMD), then each PTE mapping it goes to replace(), and the
+// batch is flushed at each table's end. Without TTU_IGNORE_MLOCK the first
+// mapping found in an mlocked VMA stops the walk before anything is split or
+// cleared. false: stopped (walk_abort).
+bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplacePteFn& replace,
+                      const PmdLeafFn& pmd_leaf = nullptr);
 
 }  // namespace mmlab

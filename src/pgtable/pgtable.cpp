@@ -258,6 +258,19 @@ void wrprotect_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
   }
 }
 
+void clear_young_dirty_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr, cydp_t flags) {
+  for (unsigned i = 0; i < nr; i++) {
+    if (flags == CYDP_CLEAR_YOUNG) {
+      std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_ACCESSED, std::memory_order_acq_rel);
+      continue;
+    }
+    pte_t e = entry_xchg(ptep + i, pte_t{0});
+    if (flags & CYDP_CLEAR_YOUNG) e = pte_mkold(e);
+    if (flags & CYDP_CLEAR_DIRTY) e = pte_mkclean(e);
+    entry_set(ptep + i, e);
+  }
+}
+
 static uint64_t fpb_mask(fpb_t flags) {
   uint64_t ignore = _PAGE_ACCESSED;
   if (!(flags & FPB_RESPECT_DIRTY)) ignore |= _PAGE_DIRTY;

@@ -89,6 +89,14 @@ inline pte_t ptep_get_and_clear(Mm* mm, uint64_t addr, pte_t* ptep) { return get
 // Clear nr entries and flush the TLB range once if any was accessible.
 pte_t clear_flush_ptes(struct Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr);
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+// clear_young_dirty_ptes (the generic version x86 uses): the accessed bit
+// alone is cleared atomically in place (ptep_test_and_clear_young); with the
+// dirty bit, each entry is cleared and set again old and/or clean. The
+// caller flushes the TLB (MADV_COLD, MADV_FREE).
+using cydp_t = unsigned;
+inline constexpr cydp_t CYDP_CLEAR_YOUNG = 1u << 0;
+inline constexpr cydp_t CYDP_CLEAR_DIRTY = 1u << 1;
+void clear_young_dirty_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr, cydp_t flags);
 // TLB flush accounting (the model has no TLB of its own yet: flushes are counted).
 void flush_tlb_range(struct Vma* vma, uint64_t start, uint64_t end);
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "phys/frame_copy.h"
 #include "phys/phys.h"
 
 namespace mmlab {
@@ -33,6 +34,7 @@ namespace {
     }                                 \
   } while (0)
 constexpr bool kDebugVm = true;
+constexpr uint8_t kPagePoison = 0xaa;  // PAGE_POISON
 #else
 #define PHYS_VM_WARN(cond, what, pfn) \
   do {                                \
@@ -40,6 +42,7 @@ constexpr bool kDebugVm = true;
     (void)(pfn);                      \
   } while (0)
 constexpr bool kDebugVm = false;
+constexpr uint8_t kPagePoison = 0;
 #endif
 
 inline Page* to_page(uint64_t v) { return reinterpret_cast<Page*>(v); }
@@ -198,6 +201,7 @@ Page* PhysMem::rmqueue_buddy(Zone& z, unsigned order) {
     if (!l.head) continue;
     Page* p = to_page(l.head);
     del_page_from_free_list(z, p, cur);
+    if (cur == MAX_PAGE_ORDER) frame_store_->mark_block_used(page_to_pfn(p));
     expand(z, p, order, cur);
     return p;
   }
@@ -369,7 +373,7 @@ void PhysMem::prep_new_page(Page* p, unsigned order, gfp_t gfp, PrepCompound com
   reset_page(p, 0);
   for (uint64_t i = 1; i < nr; i++) reset_page(p + i, tail_link);
   if (gfp & __GFP_ZERO) {
-    std::memset(page_address(p), 0, nr * PAGE_SIZE);
+    zero_frames(this, page_address(p), nr * PAGE_SIZE);
     count(Event::zero_bytes, nr * PAGE_SIZE);
   }
   if (large) st(p->flags, (1ull << PG_head) | (uint64_t{order} << PG_ORDER_SHIFT));
@@ -426,8 +430,10 @@ Page* PhysMem::alloc_contig_pages(gfp_t gfp, unsigned order) {
     ZoneLockGuard g(&z.lock, stats_);
     for (pfn_t start = round_up(z.start_pfn, nr); start + nr <= z.end_pfn; start += nr) {
       if (!contig_range_free(z, start, nr)) continue;
-      for (pfn_t pfn = start; pfn < start + nr; pfn += 1ull << MAX_PAGE_ORDER)
+      for (pfn_t pfn = start; pfn < start + nr; pfn += 1ull << MAX_PAGE_ORDER) {
         del_page_from_free_list(z, pfn_to_page(pfn), MAX_PAGE_ORDER);
+        frame_store_->mark_block_used(pfn);
+      }
       return pfn_to_page(start);
     }
   }
@@ -472,6 +478,10 @@ bool PhysMem::free_pages_prepare(Page* p, unsigned order) {
     }
     for (uint64_t i = 0; i < (1ull << order); i++)
       PHYS_VM_WARN(ld(p[i].mapcount) != 0, "freeing a mapped page", pfn + i);
+    // CONFIG_PAGE_POISONING: a frame is handed out again only through a
+    // path that zeroes or overwrites it; one that does not reads the poison,
+    // never another test's bytes from the recycled frame store.
+    std::memset(page_address(p), kPagePoison, PAGE_SIZE << order);
   }
   for (uint64_t i = 0; i < (1ull << order); i++) reset_page(p + i, 0);
   return true;

@@ -1,52 +1,16 @@
-// PhysMem creation and teardown: the frame store, the memmap reservation that
-// lets PhysMem::of() find its owner from a Page address, the zones' initial
-// free lists, the shared zero page and the huge zero folio
+// PhysMem creation and teardown: a frame store from the pool (its memmap
+// window lets PhysMem::of() find the owner from a Page address), the zones'
+// initial free lists, the shared zero page and the huge zero folio
 // (mm/huge_memory.c: mm_get_huge_zero_folio()), and accounting.
 #include "phys/phys.h"
 
-// Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
-// include/mmlab/types.h declares the model's constants under the same names.
-#include <sys/mman.h>
-#include <unistd.h>
+#include <cstring>
+#include <thread>
 
 namespace mmlab {
 namespace {
-
-// The host's own values (identical to the model's on x86-64 Linux).
-constexpr int kHostMadvPopulateWrite = 23;
-constexpr int kHostMadvHugepage = 14;
-constexpr int kHostMadvNohugepage = 15;
-constexpr uint64_t kStoreAlign = PMD_SIZE;  // lets the host back the store with its own THPs
 constexpr uint64_t kMaxOrderBytes = PAGE_SIZE << MAX_PAGE_ORDER;
-
-void* host_map(uint64_t len, int prot) {
-  void* p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
-// Maps len bytes aligned to align: over-reserve, then trim both ends.
-void* host_map_aligned(uint64_t len, uint64_t align, int prot) {
-  const uint64_t span = len + align;
-  void* r = host_map(span, prot);
-  if (!r) return nullptr;
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(r);
-  const uintptr_t base = round_up(lo, align);
-  if (base > lo) munmap(r, base - lo);
-  const uintptr_t end = base + len, hi = lo + span;
-  if (hi > end) munmap(reinterpret_cast<void*>(end), hi - end);
-  return reinterpret_cast<void*>(base);
-}
-
 }  // namespace
-
-const char* host_thp_name(HostThp h) {
-  switch (h) {
-    case HostThp::kDefault: return "default";
-    case HostThp::kHugepage: return "hugepage";
-    case HostThp::kNohugepage: return "nohugepage";
-  }
-  return "?";
-}
 
 const char* zone_name(ZoneType z) {
   switch (z) {
@@ -69,8 +33,11 @@ std::unique_ptr<PhysMem> PhysMem::create(const PhysConfig& cfg, Stats* stats, in
   pm->cfg_ = cfg;
   pm->nr_frames_ = cfg.ram_bytes >> PAGE_SHIFT;
   pm->movable_start_pfn_ = (cfg.ram_bytes - cfg.movable_bytes) >> PAGE_SHIFT;
-  *err = -ENOMEM;
-  if (!pm->map_store() || !pm->map_memmap()) return nullptr;
+  pm->frame_store_ = FrameStorePool::instance().acquire(cfg.ram_bytes, cfg.host_thp, cfg.prefault, err);
+  if (!pm->frame_store_) return nullptr;
+  pm->store_ = pm->frame_store_->data();
+  pm->memmap_ = pm->frame_store_->memmap();
+  pm->frame_store_->set_owner(pm.get());
   for (auto& pcp : pm->pcp_) pcp = std::make_unique<PerCpuPages[]>(NR_CPUS);
   pm->init_zone(pm->zones_[ZONE_NORMAL], ZONE_NORMAL, 0, pm->movable_start_pfn_);
   pm->init_zone(pm->zones_[ZONE_MOVABLE], ZONE_MOVABLE, pm->movable_start_pfn_, pm->nr_frames_);
@@ -78,42 +45,6 @@ std::unique_ptr<PhysMem> PhysMem::create(const PhysConfig& cfg, Stats* stats, in
   pm->stats_ = stats;  // set last: building the machine is not counted as allocator work
   *err = 0;
   return pm;
-}
-
-// The frame store: RAM-sized, lazily touched unless the benchmark asked for prefaulting.
-bool PhysMem::map_store() {
-  void* s = host_map_aligned(cfg_.ram_bytes, kStoreAlign, PROT_READ | PROT_WRITE);
-  if (!s) return false;
-  store_ = static_cast<uint8_t*>(s);
-  store_len_ = cfg_.ram_bytes;
-  // Advice first, so that prefaulting already gets (or avoids) host huge pages.
-  // Failure (host without THP) only loses the advice.
-  if (cfg_.host_thp == HostThp::kHugepage) madvise(store_, store_len_, kHostMadvHugepage);
-  if (cfg_.host_thp == HostThp::kNohugepage) madvise(store_, store_len_, kHostMadvNohugepage);
-  if (cfg_.prefault && madvise(store_, store_len_, kHostMadvPopulateWrite) != 0) {
-    // Hosts older than 5.14: touch each page by hand.
-    for (uint64_t off = 0; off < store_len_; off += PAGE_SIZE) *reinterpret_cast<volatile uint8_t*>(store_ + off) = 0;
-  }
-  return true;
-}
-
-// The memmap lives at a kMemmapAlign-aligned base (+kMemmapOffset) and the
-// base word points back at this PhysMem. The window is reserved PROT_NONE and
-// only the part in use is made writable, so the large alignment costs only
-// address space; every PhysMem gets its own aligned window.
-bool PhysMem::map_memmap() {
-  const uint64_t len = kMemmapOffset + round_up(nr_frames_ * sizeof(Page), PAGE_SIZE);
-  void* base = host_map_aligned(len, kMemmapAlign, PROT_NONE);
-  if (!base) return false;
-  if (mprotect(base, len, PROT_READ | PROT_WRITE) != 0) {
-    munmap(base, len);
-    return false;
-  }
-  memmap_region_ = base;
-  memmap_region_len_ = len;
-  *static_cast<PhysMem**>(base) = this;
-  memmap_ = reinterpret_cast<Page*>(static_cast<uint8_t*>(base) + kMemmapOffset);
-  return true;
 }
 
 // Every MAX_PAGE_ORDER-aligned block of the zone starts free. Only the block
@@ -131,8 +62,8 @@ void PhysMem::init_zone(Zone& z, ZoneType id, pfn_t start, pfn_t end) {
 }
 
 // ZERO_PAGE: one reserved frame, taken from the buddy lists directly so that
-// no per-CPU list is left holding a refilled batch after creation. A fresh
-// anonymous host mapping reads as zeroes, so no memset is needed.
+// no per-CPU list is left holding a refilled batch after creation, and
+// cleared (a recycled frame store holds an earlier System's bytes).
 void PhysMem::init_zero_page() {
   Zone& z = zones_[ZONE_NORMAL];
   Page* p;
@@ -141,6 +72,7 @@ void PhysMem::init_zero_page() {
     p = rmqueue_buddy(z, 0);
   }
   prep_new_page(p, 0, 0, PrepCompound::kNo);
+  std::memset(page_address(p), 0, PAGE_SIZE);
   set_bit(PG_reserved, p);
   zero_page_ = p;
   zero_pfn_ = page_to_pfn(p);
@@ -153,8 +85,7 @@ PhysMem::~PhysMem() {
     aref(f->page.refcount).store(0, std::memory_order_relaxed);
     free_pages(&f->page, folio_order(f));
   }
-  if (memmap_region_) munmap(memmap_region_, memmap_region_len_);
-  if (store_) munmap(store_, store_len_);
+  FrameStorePool::instance().release(frame_store_, nr_frames_);
 }
 
 // ---- the huge zero folio ----------------------------------------------------
@@ -194,6 +125,38 @@ bool PhysMem::is_huge_zero_pfn(pfn_t pfn) const {
   if (!f) return false;
   const pfn_t start = page_to_pfn(&f->page);
   return pfn >= start && pfn < start + HPAGE_PMD_NR;
+}
+
+// ---- moving frame bytes --------------------------------------------------------
+
+// A Dekker handshake on (data_owner_, data_in_plain_): the owner announces a
+// plain move, then re-reads the owner; a second thread publishes kDataShared,
+// then waits out a move in progress. Whichever order they run in, either the
+// owner sees the switch and takes the atomic path, or the second thread sees
+// the move and waits for its release store, which orders the owner's plain
+// accesses before everything the second thread does next.
+bool PhysMem::data_begin_plain() {
+  const CpuSlot& me = this_cpu();
+  int owner = data_owner_.load(std::memory_order_relaxed);
+  if (owner != me.id) {
+    if (owner == kDataShared) return false;
+    // A thread sharing its CPU id (beyond NR_CPUS live threads) never owns.
+    if (owner != kDataNoOwner || !me.exclusive ||
+        !data_owner_.compare_exchange_strong(owner, me.id, std::memory_order_relaxed)) {
+      data_share();
+      return false;
+    }
+  }
+  data_in_plain_.store(true, std::memory_order_seq_cst);
+  if (data_owner_.load(std::memory_order_seq_cst) == me.id) return true;
+  data_end_plain();
+  return false;
+}
+
+void PhysMem::data_share() {
+  data_owner_.store(kDataShared, std::memory_order_seq_cst);
+  for (unsigned spins = 0; data_in_plain_.load(std::memory_order_acquire); spins++)
+    if (spins > 64) std::this_thread::yield();
 }
 
 // ---- accounting -------------------------------------------------------------

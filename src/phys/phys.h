@@ -1,5 +1,6 @@
-// Simulated physical memory: the frame store (one large host reservation,
-// touched lazily), the memmap (one Page per frame), the zones and the page
+// Simulated physical memory: the frame store (host memory for the frames and
+// the memmap, recycled across Systems: phys/frame_store.h), the memmap (one
+// Page per frame), the zones and the page
 // allocator (mm/page_alloc.c), the shared zero page (mm/memory.c's
 // ZERO_PAGE) and the huge zero folio (mm/huge_memory.c).
 //
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "phys/frame_store.h"
 #include "phys/page.h"
 #include "stats/stats.h"
 #include "sync/annotations.h"
@@ -25,14 +27,10 @@
 
 namespace mmlab {
 
-// What the frame store asks of the host's own THP (recorded in reports).
-enum class HostThp : uint8_t { kDefault, kHugepage, kNohugepage };
-const char* host_thp_name(HostThp h);
-
 struct PhysConfig {
   uint64_t ram_bytes = 4ull << 30;  // simulated RAM
   uint64_t movable_bytes = 0;       // share of RAM given to ZONE_MOVABLE (top of the store)
-  bool prefault = false;            // touch the whole store at creation (benchmarks)
+  bool prefault = false;            // touch the whole store at creation (once per store; benchmarks)
   HostThp host_thp = HostThp::kDefault;
 };
 
@@ -83,6 +81,7 @@ class PhysMem {
   bool pfn_valid(pfn_t pfn) const { return pfn < nr_frames_; }
   void* page_address(const Page* p) const { return store_ + page_to_pfn(p) * PAGE_SIZE; }
   void* pfn_address(pfn_t pfn) const { return store_ + pfn * PAGE_SIZE; }
+  const FrameStore& frame_store() const { return *frame_store_; }
   ZoneType page_zonenum(const Page* p) const {
     return page_to_pfn(p) >= movable_start_pfn_ ? ZONE_MOVABLE : ZONE_NORMAL;
   }
@@ -119,6 +118,18 @@ class PhysMem {
   Folio* huge_zero_folio() const { return huge_zero_.load(std::memory_order_acquire); }
   bool is_huge_zero_pfn(pfn_t pfn) const;
 
+  // ---- moving frame bytes (phys/frame_copy.h) ----
+  // While one simulated thread alone has moved user bytes in this System, it
+  // moves them with plain memcpy/memset/memcmp; the first access by a second
+  // thread switches the System, for good, to relaxed atomic word accesses,
+  // so that racing user threads stay well defined. data_begin_plain() says
+  // which path the calling thread takes; when true, the plain move must be
+  // closed by data_end_plain(), with no lock taken in between (a switching
+  // thread waits for it).
+  bool data_begin_plain();
+  void data_end_plain() { data_in_plain_.store(false, std::memory_order_release); }
+  bool data_shared() const { return data_owner_.load(std::memory_order_relaxed) == kDataShared; }
+
   // ---- accounting ----
   uint64_t nr_free_pages() const;                  // buddy + pcp
   uint64_t nr_free_pages(ZoneType z) const;
@@ -132,11 +143,6 @@ class PhysMem {
 
  private:
   PhysMem() = default;
-
-  // The memmap reservation is aligned to kMemmapAlign and its first word is
-  // the owning PhysMem*, so of() needs nothing but the Page address.
-  static constexpr uint64_t kMemmapAlign = 1ull << 36;
-  static constexpr uint64_t kMemmapOffset = PAGE_SIZE;  // pfn 0's Page is at base + kMemmapOffset
 
   // An intrusive doubly-linked list of free blocks through Page::lru (Page
   // addresses, 0-terminated at both ends). Protected by the lock of the
@@ -180,8 +186,6 @@ class PhysMem {
   static void list_splice(PageList& dst, PageList& src);
 
   void init_zone(Zone& z, ZoneType id, pfn_t start, pfn_t end);
-  bool map_store();
-  bool map_memmap();
   void init_zero_page();
   void count(Event e, uint64_t n = 1) {
     if (stats_) stats_->count(e, n);
@@ -217,11 +221,9 @@ class PhysMem {
   Stats* stats_ = nullptr;
   uint64_t nr_frames_ = 0;
   pfn_t movable_start_pfn_ = 0;
-  uint8_t* store_ = nullptr;
-  uint64_t store_len_ = 0;
-  void* memmap_region_ = nullptr;  // aligned reservation: [PhysMem* back pointer][pad][memmap]
-  uint64_t memmap_region_len_ = 0;
-  Page* memmap_ = nullptr;
+  FrameStore* frame_store_ = nullptr;  // from FrameStorePool, returned by ~PhysMem
+  uint8_t* store_ = nullptr;           // frame_store_->data()
+  Page* memmap_ = nullptr;             // frame_store_->memmap()
   std::array<Zone, MAX_NR_ZONES> zones_;
   std::unique_ptr<PerCpuPages[]> pcp_[MAX_NR_ZONES];
   Page* zero_page_ = nullptr;
@@ -231,6 +233,10 @@ class PhysMem {
   long huge_zero_users_ = 0;  // protected by huge_zero_mutex_
   FolioFreeHook free_hook_;
   std::function<bool(const std::string&)> bad_page_hook_;
+  static constexpr int kDataNoOwner = -1, kDataShared = -2;
+  void data_share();
+  std::atomic<int> data_owner_{kDataNoOwner};  // CPU id of the one thread moving bytes, or kDataShared
+  std::atomic<bool> data_in_plain_{false};     // the owner is inside a plain move
 };
 
 inline PhysMem* PhysMem::of(const Page* p) {

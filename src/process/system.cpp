@@ -192,6 +192,24 @@ CheckReport System::check_with_refs(const std::map<uint64_t, long>& refs) const 
 }
 
 uint64_t System::nr_free_pages() const { return k_->phys->nr_free_pages(); }
+
+void System::set_data_timing(bool on) {
+  k_->stats->reset_data_time();
+  k_->stats->set_data_timing(on);
+}
+
+uint64_t System::data_time_ns(const std::string& mechanism) const {
+  if (mechanism == "zero") return k_->stats->read_data_ns(DataTime::kZero);
+  if (mechanism == "copy") return k_->stats->read_data_ns(DataTime::kCopy);
+  if (mechanism == "user") return k_->stats->read_data_ns(DataTime::kUser);
+  return 0;
+}
+
+FrameStoreInfo System::frame_store_info() const {
+  const FrameStore& fs = k_->phys->frame_store();
+  FrameStore::Residency r = fs.residency();
+  return {fs.uses(), fs.thp_advised(), r.rss, r.anon_huge};
+}
 uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }
 
 std::string CheckReport::to_string() const {

@@ -9,9 +9,9 @@
 // held: layout changes and fork write-lock the VMA, which stands in for the
 // TLB shootdown that stops a real CPU from writing through a stale entry.
 #include "fault/fault.h"
-#include "fault/user_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "phys/frame_copy.h"
 #include "process/process_internal.h"
 
 namespace mmlab {
@@ -25,10 +25,13 @@ bool access_error(const Vma* vma, Access a) {
   return !(vma->vm_flags & (VM_READ | VM_EXEC | VM_WRITE));
 }
 
-// One translated page: the frame and a reference keeping it alive.
+// One translation: the frame and a reference keeping it alive, and how many
+// bytes from the address on the same leaf entry maps (the rest of the page,
+// or of a PMD/PUD leaf: one folio, contiguous frames).
 struct Translation {
   pfn_t pfn = 0;
   Folio* held = nullptr;  // nullptr for the zero page (never freed)
+  uint64_t span = 0;
 };
 
 template <typename T>
@@ -62,6 +65,7 @@ bool hold_frame(PhysMem* phys, pfn_t pfn, Translation* t) {
 // Returns true with the frame held, false if a fault is needed.
 bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
   PhysMem* phys = mm->phys;
+  t->span = PAGE_SIZE - (addr & ~PAGE_MASK);
   for (int attempt = 0; attempt < 8; attempt++) {
     pgd_t g = pgdp_get(pgd_offset(mm, addr));
     if (!pgd_present(g)) return false;
@@ -71,7 +75,10 @@ bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
     if (pud_leaf(u)) {
       if (!entry_permits(u, a)) return false;
       if (!hold_frame(phys, pud_pfn(u) + ((addr & ~PUD_MASK) >> PAGE_SHIFT), t)) continue;
-      if (mark_young_dirty(pudp, u, a)) return true;
+      if (mark_young_dirty(pudp, u, a)) {
+        t->span = PUD_SIZE - (addr & ~PUD_MASK);
+        return true;
+      }
     } else {
       pmd_t* pmdp = pmd_offset(phys, u, addr);
       pmd_t m = pmdp_get(pmdp);
@@ -79,7 +86,10 @@ bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
       if (pmd_leaf(m)) {
         if (!entry_permits(m, a)) return false;
         if (!hold_frame(phys, pmd_pfn(m) + ((addr & ~PMD_MASK) >> PAGE_SHIFT), t)) continue;
-        if (mark_young_dirty(pmdp, m, a)) return true;
+        if (mark_young_dirty(pmdp, m, a)) {
+          t->span = PMD_SIZE - (addr & ~PMD_MASK);
+          return true;
+        }
       } else {
         pte_t* ptep = pte_offset(phys, m, addr);
         pte_t p = ptep_get(ptep);
@@ -100,9 +110,17 @@ Signal fault_signal(vm_fault_t ret) {
   return Signal::kSigsegv;
 }
 
-// Access one page-bounded chunk; `op` moves the bytes given the frame address.
+// Pages translated before any of their bytes move: a locked instruction (a
+// reference taken or dropped) waits for every store before it to complete,
+// so moving page by page would serialise the stores of each page; a batch
+// moves back to back, like a CPU's string store.
+constexpr int kTranslateBatch = 16;
+
+// Access up to len bytes at addr, as far as a batch of leaf entries of one
+// VMA maps them; `op` moves the bytes given the frame address, the offset
+// from addr and the length, and *moved says how far it got.
 template <typename Op>
-AccessResult access_chunk(Mm* mm, uint64_t addr, Access a, Op&& op) NO_THREAD_SAFETY_ANALYSIS {
+AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op, uint64_t* moved) NO_THREAD_SAFETY_ANALYSIS {
   Stats* st = mm->stats;
   fault_flags_t flags = FAULT_FLAG_USER | (a == Access::kWrite ? FAULT_FLAG_WRITE : 0);
   Vma* vma = lock_vma_under_rcu(mm, addr);
@@ -125,10 +143,22 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, Access a, Op&& op) NO_THREAD_SA
     return {Signal::kSigsegv, addr};
   }
   for (int faults = 0;; faults++) {
-    Translation t;
-    if (cpu_translate(mm, addr, a, &t)) {
-      op(static_cast<uint8_t*>(mm->phys->pfn_address(t.pfn)) + (addr & ~PAGE_MASK));
-      if (t.held) folio_put(t.held);
+    Translation t[kTranslateBatch];
+    uint64_t lens[kTranslateBatch];
+    int n = 0;
+    uint64_t done = 0;
+    while (n < kTranslateBatch && done < len && addr + done < vma->vm_end && cpu_translate(mm, addr + done, a, &t[n])) {
+      lens[n] = std::min(len - done, t[n].span);
+      done += lens[n++];
+    }
+    if (n) {
+      for (int i = 0, off = 0; i < n; off += static_cast<int>(lens[i]), i++) {
+        const uint64_t at = addr + static_cast<uint64_t>(off);
+        op(static_cast<uint8_t*>(mm->phys->pfn_address(t[i].pfn)) + (at & ~PAGE_MASK), static_cast<uint64_t>(off), lens[i]);
+      }
+      for (int i = 0; i < n; i++)
+        if (t[i].held) folio_put(t[i].held);
+      *moved = done;
       unlock();
       return {};
     }
@@ -162,9 +192,10 @@ AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
   if (addr + len < addr || addr + len > TASK_SIZE) return {Signal::kSigsegv, addr};
   uint64_t done = 0;
   while (done < len) {
-    uint64_t cur = addr + done;
-    uint64_t chunk = std::min(len - done, PAGE_SIZE - (cur & ~PAGE_MASK));
-    AccessResult r = access_chunk(mm, cur, a, [&](uint8_t* frame) { op(frame, done, chunk); });
+    uint64_t chunk = 0;
+    AccessResult r = access_chunk(
+        mm, addr + done, len - done, a, [&](uint8_t* frame, uint64_t off, uint64_t n) { op(mm->phys, frame, done + off, n); },
+        &chunk);
     if (!r.ok()) return r;
     done += chunk;
   }
@@ -176,33 +207,29 @@ AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
 AccessResult user_read(Mm* mm, uint64_t addr, void* buf, uint64_t len) {
   auto* out = static_cast<uint8_t*>(buf);
   return access_range(mm, addr, len, Access::kRead,
-                      [&](uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(out + off, frame, n); });
+                      [&](PhysMem* phys, uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(phys, out + off, frame, n); });
 }
 
 AccessResult user_write(Mm* mm, uint64_t addr, const void* buf, uint64_t len) {
   auto* in = static_cast<const uint8_t*>(buf);
   return access_range(mm, addr, len, Access::kWrite,
-                      [&](uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(frame, in + off, n); });
+                      [&](PhysMem* phys, uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(phys, frame, in + off, n); });
 }
 
 AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len) {
   return access_range(mm, addr, len, Access::kWrite,
-                      [&](uint8_t* frame, uint64_t, uint64_t n) { user_memset(frame, byte, n); });
+                      [&](PhysMem* phys, uint8_t* frame, uint64_t, uint64_t n) { user_memset(phys, frame, byte, n); });
 }
 
+// The whole range is loaded (and faulted in) even after a mismatch, as the
+// selftests' loops do; the first mismatch is what is reported.
 AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch,
                               uint8_t* found) {
   *first_mismatch = -1;
-  return access_range(mm, addr, len, Access::kRead, [&](uint8_t* frame, uint64_t off, uint64_t n) {
+  return access_range(mm, addr, len, Access::kRead, [&](PhysMem* phys, uint8_t* frame, uint64_t off, uint64_t n) {
     if (*first_mismatch >= 0) return;
-    for (uint64_t i = 0; i < n; i++) {
-      uint8_t v = std::atomic_ref<uint8_t>(frame[i]).load(std::memory_order_relaxed);
-      if (v != byte) {
-        *first_mismatch = static_cast<int64_t>(off + i);
-        *found = v;
-        return;
-      }
-    }
+    const int64_t bad = user_find_not(phys, frame, byte, n, found);
+    if (bad >= 0) *first_mismatch = static_cast<int64_t>(off) + bad;
   });
 }
 

@@ -4,14 +4,18 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include "fmt/format.h"
+#include "host/probe.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
+#include "phys/frame_store.h"
+#include "scenario/parallel.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -30,6 +34,19 @@ const KnownDifference* find_known(const std::vector<KnownDifference>& known, con
 struct Counts {
   int tests = 0, compared = 0, not_compared = 0, outcome_changes = 0, known = 0, state_diffs = 0, skipped_expectations = 0;
   int reruns = 0;
+  std::map<std::string, int> skips_by_key;
+  Counts& operator+=(const Counts& o) {
+    tests += o.tests;
+    compared += o.compared;
+    not_compared += o.not_compared;
+    outcome_changes += o.outcome_changes;
+    known += o.known;
+    state_diffs += o.state_diffs;
+    skipped_expectations += o.skipped_expectations;
+    reruns += o.reruns;
+    for (auto& [k, v] : o.skips_by_key) skips_by_key[k] += v;
+    return *this;
+  }
 };
 
 // The end state and counters that differ after one statement, as report lines.
@@ -84,7 +101,6 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
     if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &report, &diff_lines, n);
   }
   ScenarioResult rA = a->finish(), rB = b->finish();
-  n->skipped_expectations += rA.skipped_expectations + rB.skipped_expectations;
   if (rA.outcome == Outcome::kSkip || rB.outcome == Outcome::kSkip) {
     n->not_compared++;
     const ScenarioResult& s = rA.outcome == Outcome::kSkip ? rA : rB;
@@ -92,6 +108,14 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
     return;
   }
   n->compared++;
+  // What a side did not compare in a test compared, under the test's line and in the totals.
+  std::vector<std::string> skipped;
+  for (auto [r, name] : {std::pair{&rA, &opt.a.name}, std::pair{&rB, &opt.b.name}}) {
+    if (!r->skipped_expectations) continue;
+    n->skipped_expectations += r->skipped_expectations;
+    for (auto& k : r->skips) n->skips_by_key[k.key] += k.count;
+    skipped.push_back(fmt::format("  {}: {}", *name, skipped_line(*r)));
+  }
   bool outcome_changed = rA.outcome != rB.outcome;
   const KnownDifference* known = outcome_changed ? find_known(opt.known, tc.name) : nullptr;
   if (known)
@@ -100,6 +124,7 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
     n->outcome_changes++;
   if (!outcome_changed && report.empty()) {
     out << "ok " << tc.name << "\n";
+    for (auto& l : skipped) out << l << "\n";
     return;
   }
   out << (known ? "KNOWN " : outcome_changed ? "OUTCOME " : "differs ") << tc.name << ": " << opt.a.name << " "
@@ -107,6 +132,7 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
   if (known) out << "  known difference: " << known->reason << "\n";
   if (!first_divergence.empty()) out << "  first divergence: " << first_divergence << "\n";
   for (auto& l : report) out << l << "\n";
+  for (auto& l : skipped) out << l << "\n";
 }
 
 }  // namespace
@@ -143,18 +169,48 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
     return 0;
   }
   std::optional<host::HostLock> lock;
-  if (host) lock.emplace();
-  Counts n;
+  if (host) {
+    lock.emplace();
+    for (auto& l : host::host_probe_lines(host::host_probes())) out << l << "\n";
+  }
+  std::vector<std::pair<const ScenarioFileAst*, const TestCase*>> tests;
   for (auto& f : prog.files)
-    for (auto& tc : f.tests) {
-      if (!opt.filter.empty() && fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) != 0) continue;
+    for (auto& tc : f.tests)
+      if (opt.filter.empty() || fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) == 0) tests.push_back({&f, &tc});
+  Counts n;
+  if (!host) {
+    // Model against model: independent tests, each on Systems of its own,
+    // several at a time (two Systems per test), reported in order.
+    std::string narrowed;
+    const int width = parallel_width(opt.jobs, 2 * frame_store_footprint(opt.ram_bytes), opt.mem_budget, &narrowed);
+    if (!narrowed.empty()) std::cerr << "mmlab: " << narrowed << "\n";
+    std::vector<std::string> text(tests.size());
+    std::vector<Counts> counts(tests.size());
+    run_ordered(
+        tests.size(), width,
+        [&](size_t i) {
+          std::ostringstream o;
+          diff_test(opt, so, *tests[i].first, *tests[i].second, o, &counts[i]);
+          text[i] = o.str();
+        },
+        [&](size_t i) {
+          out << text[i];
+          out.flush();
+          n += counts[i];
+        },
+        2);
+  }
+  for (auto& [fp, tcp] : host ? tests : decltype(tests){}) {
+    const ScenarioFileAst& f = *fp;
+    const TestCase& tc = *tcp;
+    {
       std::ostringstream first;
       Counts before = n;
       diff_test(opt, so, f, tc, first, &n);
       // The host's statistics and pools are machine-wide: another process
       // can fault a THP or take a huge page meanwhile. A changed outcome is
       // run once more, and both runs are shown.
-      if (host && n.outcome_changes > before.outcome_changes) {
+      if (n.outcome_changes > before.outcome_changes) {
         std::ostringstream again;
         Counts retry = before;
         diff_test(opt, so, f, tc, again, &retry);
@@ -170,13 +226,14 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
       }
       out << first.str();
     }
+  }
   out << fmt::format(
       "# diff: {} tests, {} compared ({} agree), {} not compared (skipped by a side), {} outcome changes, {} known "
       "differences, {} statements with end-state differences{}\n",
       n.tests, n.compared, n.compared - n.outcome_changes - n.known, n.not_compared, n.outcome_changes, n.known, n.state_diffs, opt.expect_nfc ? " (--expect-nfc)" : "");
   if (host)
-    out << fmt::format("# diff: {} expectations skipped on the host (not observable there); {} tests agreed only when re-run\n",
-                       n.skipped_expectations, n.reruns);
+    out << fmt::format("# diff: {} expectations skipped on the host in the tests compared{}; {} tests agreed only when re-run\n",
+                       n.skipped_expectations, skip_totals(n.skips_by_key), n.reruns);
   if (n.outcome_changes) return 1;
   return opt.expect_nfc && n.state_diffs ? 1 : 0;
 }

@@ -3,9 +3,13 @@
 // /sys/kernel/mm files (restored when the test ends), expectations are read
 // from pagemap, PAGEMAP_SCAN and kpageflags. What the host cannot do makes
 // the test SKIP with the reason; what it cannot observe (PageAnonExclusive,
-// pins, model counters, the invariant checker) is skipped expectation by
-// expectation and counted.
+// pins, model counters, the invariant checker), what depends on a
+// capability its kernel lacks (host/probe.h: the zero page, soft-dirty, the
+// swap device's kind, ...; the pages concerned are tracked in HostPages)
+// and machine-wide statistics that other processes moved meanwhile are
+// skipped expectation by expectation and counted.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -14,7 +18,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -23,16 +30,19 @@
 #include "host/host_file.h"
 #include "host/host_gup.h"
 #include "host/pagemap.h"
+#include "host/probe.h"
 #include "host/swapfile.h"
 #include "host/sysfs.h"
 #include "mmlab/gup.h"
 #include "mmlab/types.h"
+#include "scenario/host_pages.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
 namespace {
 
 using host::Agent;
+using host::Cap;
 
 std::map<std::string, int64_t> read_vmstat() {
   // Node and zone items (nr_foll_pin_acquired, ...) sit in per-CPU diffs
@@ -50,6 +60,22 @@ std::map<std::string, int64_t> read_vmstat() {
 // around the test. Pool sizes and settings are compared as they are.
 bool sysfs_is_counter(const std::string& path) { return path.find("/stats/") != std::string::npos; }
 
+// Statistics of swap I/O, which zswap counts elsewhere (zswpout, zswpin).
+// A fallback (no swap space for a large folio) happens before zswap.
+bool is_swap_io_stat(const std::string& name) {
+  return name.find("swp") != std::string::npos && name.find("fallback") == std::string::npos;
+}
+
+// A statistic as `vmstat NAME` or `sysfs PATH`: the keys of the baselines.
+std::string vmstat_key(const std::string& name) { return "vmstat " + name; }
+std::string sysfs_key(const std::string& path) { return "sysfs " + path; }
+
+// The hugetlb pools (2M, 1G) as /sys/kernel/mm paths.
+constexpr const char* kPools[2] = {"hugepages/hugepages-2048kB/", "hugepages/hugepages-1048576kB/"};
+
+// The advices whose reclaim starts with lru_add_drain(): the local CPU's batches only.
+bool drains_local_lru(int advice) { return advice == MADV_COLD || advice == MADV_PAGEOUT || advice == MADV_FREE; }
+
 // SIGKILL: the process died or hung during the access (agent.h).
 const char* sig_name(int sig) {
   return sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGKILL ? "SIGKILL" : sig ? "SIG?" : "";
@@ -58,16 +84,30 @@ const char* sig_name(int sig) {
 class HostRun final : public TestRun {
  public:
   static constexpr unsigned kTestTimeoutSec = 600;
+  // How long the runner watches the machine's statistics with the test's
+  // processes idle: before the test (when it expects statistics) and again
+  // when such an expectation does not hold.
+  static constexpr useconds_t kIdleBeforeUs = 100'000, kIdleAfterUs = 500'000;
 
   explicit HostRun(const ScenarioOptions& opt) : TestRun(opt) {}
 
  private:
   struct Proc {
     std::unique_ptr<Agent> agent;
-    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // what the test mapped: rss is counted there
+    HostPages pages;  // what the test mapped, and which pages may differ from upstream
+  };
+  struct Handle {
+    std::unique_ptr<host::HostGupHandle> gup;
+    // What it holds differs from what upstream's would: the zero page
+    // (upstream's handle keeps it when the process writes) or pages whose
+    // write fault does not happen here.
+    uint8_t taint = 0;
+    std::string proc;
+    uint64_t addr = 0, len = 0;
   };
 
-  void start(const TestCase& tc) override {
+  void start(const std::vector<const Stmt*>& stmts) override {
+    probes_ = host::host_probes();
     // mmlab's own allocations must not fault THPs and count in the test's
     // statistics; the host processes clear this for themselves (agent.cpp).
     prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
@@ -75,12 +115,38 @@ class HostRun final : public TestRun {
     alarm(kTestTimeoutSec);
     std::string why;
     if (guard_.apply_defaults(&why)) throw StartError{"cannot reset the host's settings: " + why};
-    vmstat_base_ = read_vmstat();
-    for (auto& st : tc.stmts)
-      if (st.op == Op::kExpectSysfs && sysfs_is_counter(st.str)) {
-        std::string v;
-        if (host::sysfs_read(st.str, &v) == 0) sysfs_base_[st.str] = std::strtoll(v.c_str(), nullptr, 10);
+    for (const char* pool : kPools) outside_resv_[pool] = host::pool_outside_reservations(pool);
+    std::set<std::string> counters;
+    bool drains = false;
+    for (const Stmt* st : stmts) {
+      if (st->op == Op::kMadvise && drains_local_lru(st->advice)) drains = true;
+      if (st->op == Op::kExpectVmstat) counters.insert(vmstat_key(st->str));
+      if (st->op == Op::kExpectSysfs && sysfs_is_counter(st->str)) counters.insert(sysfs_key(st->str));
+    }
+    if (drains) pin_to_one_cpu();
+    // Activity the test does not cause, seen while nothing of the test runs.
+    std::map<std::string, int64_t> before;
+    for (auto& k : counters) before[k] = read_counter(k);
+    if (!counters.empty()) usleep(kIdleBeforeUs);
+    for (auto& k : counters) {
+      base_[k] = read_counter(k);
+      if (before[k] != std::numeric_limits<int64_t>::min()) idle_before_[k] = base_[k] - before[k];
+    }
+  }
+
+  // The runner too (it fills files' page cache, which MADV_PAGEOUT and
+  // MADV_COLD reclaim); its processes are pinned by pin_cpu() (agent.h).
+  void pin_to_one_cpu() {
+    if (sched_getaffinity(0, sizeof(saved_affinity_), &saved_affinity_) != 0) return;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || !CPU_ISSET(cpu, &saved_affinity_))
+      for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved_affinity_); cpu++) {
       }
+    if (cpu >= CPU_SETSIZE) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) cpu_ = cpu;
   }
 
   std::vector<std::string> teardown() override {
@@ -95,6 +161,8 @@ class HostRun final : public TestRun {
     files_.clear();
     swap_.remove();
     guard_.restore();
+    if (cpu_ >= 0) sched_setaffinity(0, sizeof(saved_affinity_), &saved_affinity_);
+    cpu_ = -1;
     alarm(0);
     std::vector<std::string> leaks;
     for (int pid : pids) {
@@ -129,9 +197,10 @@ class HostRun final : public TestRun {
     return ret;
   }
 
-  void add_proc(const std::string& name, std::unique_ptr<Agent> a, std::vector<std::pair<uint64_t, uint64_t>> ranges) {
+  void add_proc(const Stmt& st, const std::string& name, std::unique_ptr<Agent> a, HostPages pages) {
     host::register_host_pid(a->pid());
-    procs_[name] = Proc{std::move(a), std::move(ranges)};
+    if (cpu_ >= 0) sys(st, a->pin_cpu(cpu_));
+    procs_[name] = Proc{std::move(a), std::move(pages)};
   }
 
   void exec(const Stmt& st) override {
@@ -143,51 +212,39 @@ class HostRun final : public TestRun {
         std::string err;
         auto a = Agent::spawn(st.p, &err);
         if (!a) fail(st, "cannot start a host process: " + err);
-        add_proc(st.p, std::move(a), {});
+        add_proc(st, st.p, std::move(a), {});
         break;
       }
-      case Op::kFork: {
-        bind(st, st.q, 'p');
-        Proc& parent = proc(st, st.p);
-        long err = 0;
-        auto c = parent.agent->fork(st.q, &err);
-        check_errno(st, c ? 0 : sys(st, err), "fork");
-        if (c) add_proc(st.q, std::move(c), parent.ranges);
-        break;
-      }
+      case Op::kFork: exec_fork(st); break;
       case Op::kExit: agent(st, st.p).exit(); break;
       case Op::kFile: exec_file(st); break;
-      case Op::kSwap: {
-        std::string why;
-        if (swap_.add(st.size, &why)) throw SkipTest{"no swap device on the host: " + why};
+      case Op::kSwap: exec_swap(st); break;
+      case Op::kMmap: exec_mmap(st); break;
+      case Op::kMunmap: {
+        Proc& p = proc(st, st.p);
+        long r = sys(st, p.agent->munmap(addr(st, st.addr), st.size));
+        check_errno(st, r, "munmap");
+        if (r == 0) p.pages.unmap(addr(st, st.addr), st.size);
         break;
       }
-      case Op::kMmap: exec_mmap(st); break;
-      case Op::kMunmap: check_errno(st, sys(st, agent(st, st.p).munmap(addr(st, st.addr), st.size)), "munmap"); break;
       case Op::kMprotect:
         check_errno(st, sys(st, agent(st, st.p).mprotect(addr(st, st.addr), st.size, st.prot)), "mprotect");
         break;
-      case Op::kMadvise:
-        check_errno(st, sys(st, agent(st, st.p).madvise(addr(st, st.addr), st.size, st.advice)), ("madvise " + st.str).c_str());
-        break;
+      case Op::kMadvise: exec_madvise(st); break;
       case Op::kMremap: {
         int flags = MREMAP_MAYMOVE | (st.has_to ? MREMAP_FIXED : 0);
         Proc& p = proc(st, st.p);
-        long r = sys(st, p.agent->mremap(addr(st, st.addr), st.size, st.size2, flags, st.has_to ? addr(st, st.addr2) : 0));
+        const uint64_t old = addr(st, st.addr);
+        long r = sys(st, p.agent->mremap(old, st.size, st.size2, flags, st.has_to ? addr(st, st.addr2) : 0));
         check_errno(st, r, "mremap");
         bind(st, st.name, 'r');
         if (r >= 0) {
           regions_[st.name] = static_cast<uint64_t>(r);
-          p.ranges.push_back({static_cast<uint64_t>(r), st.size2});
+          p.pages.remap(old, st.size, static_cast<uint64_t>(r), st.size2);
         }
         break;
       }
-      case Op::kClearSoftDirty: {
-        std::ofstream f("/proc/" + std::to_string(agent(st, st.p).pid()) + "/clear_refs");
-        f << "4";
-        if (!f.flush()) fail(st, "cannot write clear_refs");
-        break;
-      }
+      case Op::kClearSoftDirty: exec_clear_soft_dirty(st); break;
       case Op::kKhugepaged: exec_khugepaged(st); break;
       case Op::kAdvance: throw SkipTest{"`advance` moves the model's virtual clock; the host's time is its own"};
       case Op::kThpDisable:
@@ -195,7 +252,11 @@ class HostRun final : public TestRun {
       case Op::kUffdWp: throw SkipTest{"the host agent has no prctl or userfaultfd request"};
       case Op::kCountersReset: break;  // counter expectations are skipped on the host
       case Op::kWrite: {
-        host::HostAccess r = agent(st, st.p).write(addr(st, st.addr), st.size, static_cast<uint8_t>(st.byte));
+        Proc& p = proc(st, st.p);
+        const uint64_t at = addr(st, st.addr);
+        host::HostAccess r = p.agent->write(at, st.size, static_cast<uint8_t>(st.byte));
+        // A written page is no zero page upstream either (CoW from it).
+        p.pages.clear(at, r.sig ? std::min(r.fault_addr - std::min(r.fault_addr, at), st.size) : st.size, kTaintZero);
         check_signal(st, sig_name(r.sig), r.fault_addr, "write");
         break;
       }
@@ -224,10 +285,22 @@ class HostRun final : public TestRun {
 
   void exec_sysfs(const Stmt& st) {
     require_sysfs_file(st.str);
+    const bool pool = st.str.find("/nr_hugepages") != std::string::npos;
+    for (int i = 0; i < 2; i++) {
+      if (!pool || st.str.rfind(kPools[i], 0) != 0 || st.str2 == "0") continue;
+      // A pool the probe found this host cannot fill at all: skipped at once.
+      const Cap cap = i == 0 ? Cap::kHugetlb2M : Cap::kHugetlb1G;
+      if (!probes_.have(cap)) throw SkipTest{probes_.reason(cap)};
+      if (long resv = outside_resv_[kPools[i]])
+        throw SkipTest{fmt::format("{}resv_hugepages was {} before the test began, with none of its processes alive: a "
+                                   "reservation no test process owns (leaked by an earlier one?) takes pages of any pool "
+                                   "the test sizes",
+                                   kPools[i], resv)};
+    }
     int r = guard_.write(st.str, st.str2);
     check_errno(st, r, "sysfs write");
     // A pool the host could not fill: the selftests skip when short of huge pages.
-    if (r == 0 && st.str.find("/nr_hugepages") != std::string::npos) {
+    if (r == 0 && pool) {
       std::string got;
       if (host::sysfs_read(st.str, &got) == 0 && got != st.str2) {
         // Gigantic pages need contiguous memory: drop clean page cache,
@@ -292,6 +365,20 @@ class HostRun final : public TestRun {
     if (fd == host::kNoSuchFs) throw SkipTest{why};
     check_errno(st, fd, "file");
     if (fd >= 0) files_[st.name] = fd;
+    if (fd >= 0 && st.hugetlb_shift) hugetlb_files_.insert(st.name);
+  }
+
+  // The kind the test names when the host can make it (probe blkdev_swap /
+  // file_swap); else the other kind, and expectations on the large folios
+  // that it then swaps out differently are skipped (kTaintSwapKind).
+  void exec_swap(const Stmt& st) {
+    const bool blkdev = st.str != "file";
+    const Cap want = blkdev ? Cap::kBlkdevSwap : Cap::kFileSwap;
+    const bool other = !probes_.have(want);
+    if (other) swap_kind_reason_ = probes_.reason(want);
+    auto kind = blkdev != other ? host::HostSwapKind::kBlkdev : host::HostSwapKind::kFile;
+    std::string why;
+    if (swap_.add(st.size, kind, &why)) throw SkipTest{"no swap device on the host: " + why};
   }
 
   void exec_mmap(const Stmt& st) {
@@ -328,12 +415,161 @@ class HostRun final : public TestRun {
     check_errno(st, r, "mmap");
     if (r >= 0) {
       regions_[st.name] = static_cast<uint64_t>(r);
-      p.ranges.push_back({static_cast<uint64_t>(r), st.size});
+      HostRangeKind kind = HostRangeKind::kOther;
+      if (st.hugetlb_shift || hugetlb_files_.count(st.file_ref))
+        kind = HostRangeKind::kHugetlb;
+      else if (fd < 0 && !st.flag)
+        kind = HostRangeKind::kAnonPrivate;
+      p.pages.map(static_cast<uint64_t>(r), st.size, kind);
+    }
+  }
+
+  void exec_fork(const Stmt& st) {
+    bind(st, st.q, 'p');
+    Proc& parent = proc(st, st.p);
+    long err = 0;
+    auto c = parent.agent->fork(st.q, &err);
+    check_errno(st, c ? 0 : sys(st, err), "fork");
+    if (!c) return;
+    // The child has what the parent had, but for what it did not inherit
+    // (MADV_DONTFORK, MADV_WIPEONFORK): its pagemap says.
+    HostPages pages = parent.pages;
+    for (auto& [from, t] : parent.pages.taints()) {
+      std::vector<uint64_t> pm;
+      if (host::pagemap_entries(c->pid(), from, (t.end - from) >> PAGE_SHIFT, &pm)) fail(st, "cannot read the host's pagemap");
+      for (uint64_t i = 0, run = 0; i <= pm.size(); i++) {  // clear runs of pages the child lacks
+        if (i < pm.size() && !(pm[i] & (host::kPmPresent | host::kPmSwap))) continue;
+        if (i > run) pages.clear(from + run * PAGE_SIZE, (i - run) * PAGE_SIZE, 0xff);
+        run = i + 1;
+      }
+    }
+    add_proc(st, st.q, std::move(c), std::move(pages));
+  }
+
+  void exec_madvise(const Stmt& st) {
+    Proc& p = proc(st, st.p);
+    const uint64_t at = addr(st, st.addr);
+    if (st.advice == MADV_PAGEOUT && !swap_.on() && !probes_.have(Cap::kNoHostSwap))
+      throw SkipTest{probes_.reason(Cap::kNoHostSwap)};
+    if (st.advice == MADV_PAGEOUT && swap_.on()) {
+      if (!probes_.have(Cap::kZswapOff)) zswap_used_ = true;
+      if (!swap_kind_reason_.empty()) mark_large_folios(st, p, at, st.size);
+    }
+    ReadWatch w;
+    if (st.advice == MADV_POPULATE_READ) w = watch_read(st, p, at, st.size);
+    long r = sys(st, p.agent->madvise(at, st.size, st.advice));
+    check_errno(st, r, ("madvise " + st.str).c_str());
+    if (r != 0) return;
+    switch (st.advice) {
+      case MADV_DONTNEED: p.pages.clear(at, st.size, 0xff); break;  // the pages are gone
+      case MADV_POPULATE_READ: taint_read(st, p, w, at, st.size); break;
+      case MADV_POPULATE_WRITE: p.pages.clear(at, st.size, kTaintZero); break;
+      // Reclaim takes the fresh pages this host mapped; upstream's zero page stays.
+      case MADV_PAGEOUT:
+      case MADV_FREE: p.pages.add_where(at, st.size, kTaintZeroPte | kTaintZeroPmd, kTaintZeroMapped); break;
+      default: break;
+    }
+  }
+
+  // Before MADV_PAGEOUT on the other kind of swap device than the test
+  // asked for: the pages of large folios, which that device splits or keeps whole.
+  void mark_large_folios(const Stmt& st, Proc& p, uint64_t at, uint64_t len) {
+    for (auto& [from, to] : p.pages.pieces(at, len)) {
+      std::vector<bool> large;
+      if (host::pagemap_large_folio(p.agent->pid(), from, (to - from) >> PAGE_SHIFT, &large))
+        fail(st, "cannot read the host's pagemap");
+      for (uint64_t i = 0; i < large.size(); i++)
+        if (large[i]) {
+          p.pages.set(from + i * PAGE_SIZE, PAGE_SIZE, kTaintSwapKind);
+          swap_kind_used_ = true;
+        }
+    }
+  }
+
+  // clear_refs 4 does nothing on a kernel without soft-dirty tracking: the
+  // statement is skipped (counted), and what depends on the write-protection
+  // it would have made is skipped where it is read (kTaintSoftDirty). Not
+  // hugetlb: clear_refs never walks it, and mprotect never maps it writable
+  // ahead of a write fault, on any kernel.
+  void exec_clear_soft_dirty(const Stmt& st) {
+    Proc& p = proc(st, st.p);
+    if (!probes_.have(Cap::kSoftDirty)) {
+      bool changed = false;  // upstream would have changed anything
+      for (auto& [from, r] : p.pages.ranges())
+        if (r.kind != HostRangeKind::kHugetlb) {
+          p.pages.set(from, r.end - from, kTaintSoftDirty);
+          changed = true;
+        }
+      if (!changed) return;
+      skip_expectation(probes_.reason(Cap::kSoftDirty));
+      for (auto& [n, h] : handles_)
+        if (h.proc == st.p) h.taint |= p.pages.in(h.addr, h.len) & kTaintSoftDirty;
+      soft_dirty_used_ = true;
+      return;
+    }
+    std::ofstream f("/proc/" + std::to_string(p.agent->pid()) + "/clear_refs");
+    f << "4";
+    if (!f.flush()) fail(st, "cannot write clear_refs");
+  }
+
+  // A read-type fault (a load, MADV_POPULATE_READ, GUP without FOLL_WRITE)
+  // maps the zero page upstream where it finds nothing. On a host that does
+  // not (probes zero_page, huge_zero_page), the pages that became present
+  // meanwhile in private anonymous memory are told apart: the fault's folio
+  // (an mTHP or THP) may map more than the range read.
+  struct ReadWatch {
+    std::vector<std::pair<uint64_t, uint64_t>> pieces;
+    std::vector<std::vector<uint64_t>> before;  // pagemap entries
+  };
+
+  ReadWatch watch_read(const Stmt& st, Proc& p, uint64_t at, uint64_t len) {
+    ReadWatch w;
+    if ((probes_.have(Cap::kZeroPage) && probes_.have(Cap::kHugeZeroPage)) || !len) return w;
+    const uint64_t from = round_down(at, PMD_SIZE), to = round_up(at + len, PMD_SIZE);
+    w.pieces = p.pages.pieces(from, to - from, HostRangeKind::kAnonPrivate);
+    for (auto& [a, b] : w.pieces) {
+      w.before.emplace_back();
+      if (host::pagemap_entries(p.agent->pid(), a, (b - a) >> PAGE_SHIFT, &w.before.back()))
+        fail(st, "cannot read the host's pagemap");
+    }
+    return w;
+  }
+
+  void taint_read(const Stmt& st, Proc& p, const ReadWatch& w, uint64_t at, uint64_t len) {
+    for (size_t i = 0; i < w.pieces.size(); i++) {
+      auto [from, to] = w.pieces[i];
+      const uint64_t n = (to - from) >> PAGE_SHIFT;
+      std::vector<uint64_t> now;
+      std::vector<bool> huge;
+      if (host::pagemap_entries(p.agent->pid(), from, n, &now) || host::pagemap_huge(p.agent->pid(), from, n, &huge))
+        fail(st, "cannot read the host's pagemap");
+      std::optional<bool> use_zero_page;
+      for (uint64_t j = 0; j < n; j++) {
+        if ((w.before[i][j] & (host::kPmPresent | host::kPmSwap)) || !(now[j] & host::kPmPresent)) continue;
+        uint8_t bits = 0;
+        if (huge[j]) {
+          if (!use_zero_page) {
+            std::string v;
+            use_zero_page = host::sysfs_read("transparent_hugepage/use_zero_page", &v) == 0 && v == "1";
+          }
+          if (!probes_.have(Cap::kHugeZeroPage) && *use_zero_page) bits = kTaintZeroPmd;
+        } else if (!probes_.have(Cap::kZeroPage)) {
+          bits = kTaintZeroPte;
+        }
+        const uint64_t page = from + j * PAGE_SIZE;
+        if (bits && (page + PAGE_SIZE <= at || page >= at + len)) bits |= kTaintZeroMapped;
+        p.pages.set(page, PAGE_SIZE, bits);
+        zero_used_ |= bits;
+      }
     }
   }
 
   void exec_read(const Stmt& st) {
-    host::HostAccess r = agent(st, st.p).read(addr(st, st.addr), st.size, st.byte);
+    Proc& p = proc(st, st.p);
+    const uint64_t at = addr(st, st.addr);
+    ReadWatch w = watch_read(st, p, at, st.size);
+    host::HostAccess r = p.agent->read(at, st.size, st.byte);
+    taint_read(st, p, w, at, st.size);
     check_signal(st, sig_name(r.sig), r.fault_addr, "read");
     expect_bytes(st, r.bad, r.found);
   }
@@ -344,50 +580,132 @@ class HostRun final : public TestRun {
   void exec_gup(const Stmt& st) {
     bind(st, st.name, 'h');
     auto entry = static_cast<GupEntry>(st.gup_entry);
-    Agent& a = agent(st, st.p);
+    Proc& p = proc(st, st.p);
     uint64_t at = addr(st, st.addr);
-    std::unique_ptr<host::HostGupHandle> h;
-    if (entry == GupEntry::kGetUserPagesFast && st.gup_flags == 0)
-      h = host::host_gup_vmsplice(a, at, static_cast<long>(st.n));
-    else if (entry == GupEntry::kPinUserPagesFast && st.gup_flags == (foll::WRITE | foll::LONGTERM)) {
-      std::string why;
-      if (!host::host_io_uring_available(&why)) throw SkipTest{why};
-      h = host::host_gup_iouring(a, at, static_cast<long>(st.n));
-    }
-    else
+    const uint64_t len = st.n * PAGE_SIZE;
+    Handle h{nullptr, 0, st.p, at, len};
+    if (entry == GupEntry::kGetUserPagesFast && st.gup_flags == 0) {
+      ReadWatch w = watch_read(st, p, at, len);
+      h.gup = host::host_gup_vmsplice(*p.agent, at, static_cast<long>(st.n));
+      taint_read(st, p, w, at, len);
+      h.taint = p.pages.in(at, len) & (kTaintZero | kTaintSoftDirty);
+    } else if (entry == GupEntry::kPinUserPagesFast && st.gup_flags == (foll::WRITE | foll::LONGTERM)) {
+      if (!probes_.have(Cap::kIoUring)) throw SkipTest{probes_.reason(Cap::kIoUring)};
+      h.gup = host::host_gup_iouring(*p.agent, at, static_cast<long>(st.n));
+      // FOLL_WRITE unshares a zero page upstream: a page of its own, as here.
+      if (h.gup->ret > 0) p.pages.clear(at, static_cast<uint64_t>(h.gup->ret) * PAGE_SIZE, kTaintZero);
+      h.taint = p.pages.in(at, len) & kTaintSoftDirty;
+    } else {
       throw SkipTest{fmt::format("the host has no interface for {} with these flags (it would need gup_test)", gup_entry_name(entry))};
-    if (h->ret == -EPIPE || h->ret == -ETIMEDOUT) sys(st, h->ret);
+    }
+    if (h.gup->ret == -EPIPE || h.gup->ret == -ETIMEDOUT) sys(st, h.gup->ret);
     handles_[st.name] = std::move(h);
   }
 
-  host::HostGupHandle& handle(const Stmt& st, const std::string& name) {
+  Handle& handle(const Stmt& st, const std::string& name) {
     auto it = handles_.find(name);
     if (it == handles_.end()) fail(st, fmt::format("no GUP handle named {}", name));
-    return *it->second;
+    return it->second;
   }
 
   void exec_handle_io(const Stmt& st) {
-    host::HostGupHandle& h = handle(st, st.p);
+    Handle& h = handle(st, st.p);
     std::vector<uint8_t> buf(st.size, static_cast<uint8_t>(st.byte));
     if (st.op == Op::kHandleWrite) {
-      int r = h.write(st.size2, buf.data(), st.size);
+      int r = h.gup->write(st.size2, buf.data(), st.size);
       if (r == -EOPNOTSUPP) throw SkipTest{"a vmsplice() handle cannot be written through on the host"};
       check_errno(st, r, "write through the handle");
       return;
     }
-    int r = h.read(st.size2, buf.data(), st.size);
+    int r = h.gup->read(st.size2, buf.data(), st.size);
     check_errno(st, r, "read through the handle");
+    if (h.taint) {
+      skip_expectation(taint_reason(h.taint));
+      return;
+    }
     expect_handle_bytes(st, buf);
+  }
+
+  // The probe a page's taint comes from, as the skip reason.
+  std::string taint_reason(uint8_t bits) const {
+    if (bits & kTaintZeroPte) return probes_.reason(Cap::kZeroPage);
+    if (bits & kTaintZeroPmd) return probes_.reason(Cap::kHugeZeroPage);
+    if (bits & kTaintSoftDirty) return probes_.reason(Cap::kSoftDirty);
+    return swap_kind_reason_;
+  }
+
+  // Whether a page-state expectation is skipped: the page has one of `mask`.
+  bool skip_for(uint8_t bits, uint8_t mask) {
+    if (!(bits & mask)) return false;
+    skip_expectation(taint_reason(bits & mask));
+    return true;
+  }
+
+  // A machine-wide statistic the test's statements may not alone have
+  // moved: after a zero-page stand-in, a clear-soft-dirty that did nothing,
+  // or swap-out to the other kind of device, every statistic may differ;
+  // with zswap, the swap I/O ones.
+  std::optional<std::string> statistic_skip(const std::string& name) const {
+    if (zero_used_ & kTaintZeroPte) return probes_.reason(Cap::kZeroPage);
+    if (zero_used_ & kTaintZeroPmd) return probes_.reason(Cap::kHugeZeroPage);
+    if (soft_dirty_used_) return probes_.reason(Cap::kSoftDirty);
+    if (swap_kind_used_) return swap_kind_reason_;
+    if (zswap_used_ && is_swap_io_stat(name)) return probes_.reason(Cap::kZswapOff);
+    return std::nullopt;
+  }
+
+  // A value, or INT64_MIN if the statistic cannot be read.
+  static int64_t read_counter(const std::string& key) {
+    if (key.rfind("vmstat ", 0) == 0) {
+      auto m = read_vmstat();
+      auto it = m.find(key.substr(7));
+      return it == m.end() ? std::numeric_limits<int64_t>::min() : it->second;
+    }
+    std::string v;
+    if (host::sysfs_read(key.substr(6), &v)) return std::numeric_limits<int64_t>::min();
+    return std::strtoll(v.c_str(), nullptr, 10);
+  }
+
+  // found != expected: whether the machine moved the statistic the same
+  // way on its own while the test's processes were idle (before the test,
+  // or now). Only then is the expectation skipped; on a quiet machine it fails.
+  std::optional<std::string> background(const std::string& key, int64_t found, int64_t expected) {
+    auto same_way = [&](int64_t moved) { return (moved > 0 && found > expected) || (moved < 0 && found < expected); };
+    int64_t moved = idle_before_[key];
+    useconds_t us = kIdleBeforeUs;
+    if (!same_way(moved)) {
+      int64_t a = read_counter(key);
+      usleep(kIdleAfterUs);
+      moved = read_counter(key) - a;
+      us = kIdleAfterUs;
+    }
+    if (!same_way(moved)) return std::nullopt;
+    return fmt::format("background: {} moved by {} in {} ms with the test's processes idle (found {}, expected {})", key,
+                       moved, us / 1000, found, expected);
+  }
+
+  void expect_statistic(const Stmt& st, const std::string& key, const std::string& what, int64_t found) {
+    if (auto why = statistic_skip(key)) {
+      skip_expectation(*why);
+      return;
+    }
+    if (found != st.value)
+      if (auto why = background(key, found, st.value)) {
+        skip_expectation(*why);
+        return;
+      }
+    expect_number(st, what, found);
   }
 
   void exec_expect(const Stmt& st) {
     switch (st.op) {
-      case Op::kExpectHandle: expect_handle_ret(st, handle(st, st.p).ret); break;
+      case Op::kExpectHandle: expect_handle_ret(st, handle(st, st.p).gup->ret); break;
       case Op::kExpectRss: {
         Proc& p = proc(st, st.p);
+        if (skip_for(p.pages.any(), kTaintZero)) break;  // upstream's zero page is not counted
         uint64_t anon = 0, file = 0, shmem = 0;
-        for (auto& [a, len] : p.ranges)
-          if (host::host_rss(p.agent->pid(), a, len, &anon, &file, &shmem)) fail(st, "cannot read the host's pagemap");
+        for (auto& [a, r] : p.pages.ranges())
+          if (host::host_rss(p.agent->pid(), a, r.end - a, &anon, &file, &shmem)) fail(st, "cannot read the host's pagemap");
         expect_rss(st, st.str == "anon" ? anon : st.str == "file" ? file : shmem);
         break;
       }
@@ -398,19 +716,21 @@ class HostRun final : public TestRun {
         char* end = nullptr;
         int64_t n = std::strtoll(v.c_str(), &end, 10);
         if (v.empty() || *end) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, v));
-        if (sysfs_is_counter(st.str)) n -= sysfs_base_[st.str];
-        expect_number(st, "sysfs " + st.str + (sysfs_is_counter(st.str) ? " (since the test began)" : ""), n);
+        if (!sysfs_is_counter(st.str)) {
+          expect_number(st, "sysfs " + st.str, n);
+          break;
+        }
+        expect_statistic(st, sysfs_key(st.str), "sysfs " + st.str + " (since the test began)", n - base_[sysfs_key(st.str)]);
         break;
       }
       case Op::kExpectVmstat: {
         auto now = read_vmstat();
         auto it = now.find(st.str);
         if (it == now.end()) {
-          skip_expectation("vmstat items this kernel does not have");
+          skip_expectation("vmstat-absent (vmstat items this kernel does not have)");
           break;
         }
-        int64_t n = it->second - vmstat_base_[st.str];
-        expect_number(st, "vmstat " + st.str + " (since the test began)", n);
+        expect_statistic(st, vmstat_key(st.str), "vmstat " + st.str + " (since the test began)", it->second - base_[vmstat_key(st.str)]);
         break;
       }
       case Op::kExpectCounter: skip_expectation("counter (the model's event counters)"); break;
@@ -434,6 +754,24 @@ class HostRun final : public TestRun {
   }
 
   void exec_expect_page(const Stmt& st) {
+    const uint8_t bits = proc(st, st.p).pages.at(addr(st, st.addr));
+    // Which taints change which answer (docs/HOST.md has the table).
+    switch (st.op) {
+      case Op::kExpectMapped:
+        if (skip_for(bits, kTaintZeroMapped | kTaintSoftDirty)) return;
+        break;
+      case Op::kExpectOrder:
+        if (skip_for(bits, kTaintZero | kTaintSoftDirty | kTaintSwapKind)) return;
+        break;
+      case Op::kExpectZero:
+      case Op::kExpectSwapped:
+        if (skip_for(bits, kTaintZero)) return;
+        break;
+      case Op::kExpectSame:
+        if (skip_for(bits | proc(st, st.q).pages.at(addr(st, st.addr2)), kTaintZero | kTaintSoftDirty)) return;
+        break;
+      default: break;
+    }
     host::HostPageInfo pi = page(st, st.p, st.addr);
     switch (st.op) {
       case Op::kExpectMapped:
@@ -451,12 +789,22 @@ class HostRun final : public TestRun {
     }
   }
 
+  host::HostProbes probes_;
   host::SysfsGuard guard_;
   host::HostSwap swap_;
   std::map<std::string, Proc> procs_;
-  std::map<std::string, std::unique_ptr<host::HostGupHandle>> handles_;
+  std::map<std::string, Handle> handles_;
   std::map<std::string, int> files_;
-  std::map<std::string, int64_t> vmstat_base_, sysfs_base_;
+  std::set<std::string> hugetlb_files_;
+  std::map<std::string, long> outside_resv_;  // by pool: reservations when the test began
+  std::map<std::string, int64_t> base_, idle_before_;  // by statistic key: value when the test began, idle drift before
+  int cpu_ = -1;  // the CPU the test runs on, or -1 (not pinned)
+  cpu_set_t saved_affinity_{};
+  // What happened in this test that makes every later statistic differ
+  // from upstream's (statistic_skip).
+  uint8_t zero_used_ = 0;
+  bool soft_dirty_used_ = false, swap_kind_used_ = false, zswap_used_ = false;
+  std::string swap_kind_reason_;  // the swap device is not the kind asked for: the probe's reason
 };
 
 }  // namespace

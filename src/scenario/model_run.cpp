@@ -80,7 +80,7 @@ class ModelRun final : public TestRun {
   }
 
  private:
-  void start(const TestCase&) override {
+  void start(const std::vector<const Stmt*>&) override {
     SystemConfig cfg;
     cfg.ram_bytes = opt_.ram_bytes;
     int err = 0;
@@ -297,14 +297,15 @@ class ModelRun final : public TestRun {
 
   void exec_handle_io(const Stmt& st) {
     Handle& h = handle(st, st.p);
-    std::vector<uint8_t> buf(st.size, static_cast<uint8_t>(st.byte));
     if (st.op == Op::kHandleWrite) {
-      check_errno(st, h.pages.write(st.size2, buf.data(), st.size), "write through the handle");
+      check_errno(st, h.pages.fill(st.size2, static_cast<uint8_t>(st.byte), st.size), "write through the handle");
       return;
     }
-    int r = h.pages.read(st.size2, buf.data(), st.size);
+    int64_t bad = -1;
+    uint8_t found = 0;
+    int r = h.pages.read_expect(st.size2, static_cast<uint8_t>(st.byte), st.size, &bad, &found);
     check_errno(st, r, "read through the handle");
-    expect_handle_bytes(st, buf);
+    expect_handle_mismatch(st, bad, found);
   }
 
   void exec_expect(const Stmt& st) {

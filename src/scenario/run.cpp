@@ -2,12 +2,17 @@
 // host kernel), TAP output as kselftest prints it.
 #include <fnmatch.h>
 
+#include <chrono>
+#include <iostream>
 #include <memory>
 #include <optional>
 
 #include "fmt/format.h"
+#include "host/probe.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
+#include "phys/frame_store.h"
+#include "scenario/parallel.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -43,6 +48,22 @@ void apply_known(const std::vector<KnownDifference>& known, std::vector<bool>* u
   }
 }
 
+void print_tap(std::ostream& tap, int n, const ScenarioResult& r) {
+  std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
+  switch (r.outcome) {
+    case Outcome::kPass: tap << "ok " << n << " " << name << "\n"; break;
+    case Outcome::kSkip: tap << "ok " << n << " " << name << " # SKIP " << r.reason << "\n"; break;
+    case Outcome::kXfail: tap << "ok " << n << " " << name << " # XFAIL " << r.reason << "\n"; break;
+    case Outcome::kXpass: tap << "ok " << n << " " << name << " # XPASS " << r.reason << "\n"; break;
+    case Outcome::kFail:
+    case Outcome::kError: tap << "not ok " << n << " " << name << "\n"; break;
+  }
+  if (r.outcome != Outcome::kPass)
+    for (auto& d : r.diagnostics) tap << "# " << d << "\n";
+  for (auto& v : r.violations) tap << "# violation detected (expected): " << v.substr(0, v.find('\n')) << "\n";
+  if (r.skipped_expectations) tap << "# " << skipped_line(r) << "\n";
+}
+
 }  // namespace
 
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap) {
@@ -65,11 +86,19 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   const bool host = opt.backend == Backend::kHost;
   const bool host_ok = host && scenario_host_available(&host_why);
   std::optional<host::HostLock> lock;  // settings and vmstat deltas are machine-wide
-  if (host_ok) lock.emplace();
-  std::vector<ScenarioResult> results;
+  if (host_ok) {
+    lock.emplace();
+    for (auto& l : host::host_probe_lines(host::host_probes())) tap << l << "\n";
+  }
+  std::string narrowed;
+  const int width = host ? 1 : parallel_width(opt.jobs, frame_store_footprint(opt.ram_bytes), opt.mem_budget, &narrowed);
+  if (!narrowed.empty()) std::cerr << "mmlab: " << narrowed << "\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<ScenarioResult> results(jobs.size());
   std::vector<bool> known_used(opt.known.size(), false);
-  int n = 0, skipped_expectations = 0;
-  for (auto& j : jobs) {
+  auto run_one = [&](size_t i) {
+    const Job& j = jobs[i];
+    const auto start = std::chrono::steady_clock::now();
     ScenarioResult r;
     if (host && (!host_ok || !j.key.empty())) {
       r.file = j.file->path;
@@ -84,46 +113,71 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
       r = run->run(*j.file, *j.tc);
     }
     if (!j.key.empty()) r.variant = j.key + "=" + j.value;
-    apply_known(opt.known, &known_used, &r);
-    std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
-    n++;
-    switch (r.outcome) {
-      case Outcome::kPass: tap << "ok " << n << " " << name << "\n"; break;
-      case Outcome::kSkip: tap << "ok " << n << " " << name << " # SKIP " << r.reason << "\n"; break;
-      case Outcome::kXfail: tap << "ok " << n << " " << name << " # XFAIL " << r.reason << "\n"; break;
-      case Outcome::kXpass: tap << "ok " << n << " " << name << " # XPASS " << r.reason << "\n"; break;
-      case Outcome::kFail:
-      case Outcome::kError: tap << "not ok " << n << " " << name << "\n"; break;
-    }
-    if (r.outcome != Outcome::kPass)
-      for (auto& d : r.diagnostics) tap << "# " << d << "\n";
-    for (auto& v : r.violations) tap << "# violation detected (expected): " << v.substr(0, v.find('\n')) << "\n";
-    if (r.skipped_expectations) {
-      tap << "# " << r.skipped_expectations << " expectation(s) skipped:";
-      for (auto& why : r.skip_notes) tap << " " << why << ";";
-      tap << "\n";
-    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    results[i] = std::move(r);
+  };
+  int skipped_expectations = 0;
+  std::map<std::string, int> skips_by_key;
+  auto emit = [&](size_t i) {
+    ScenarioResult& r = results[i];
+    apply_known(opt.known, &known_used, &r);  // here: emit runs on one thread, in order
+    print_tap(tap, static_cast<int>(i + 1), r);
+    if (opt.times) tap << fmt::format("# time {:.3f} s {}\n", r.seconds, r.name);
     skipped_expectations += r.skipped_expectations;
+    for (auto& k : r.skips) skips_by_key[k.key] += k.count;
     tap.flush();
-    results.push_back(std::move(r));
-  }
+  };
+  run_ordered(jobs.size(), width, run_one, emit);
   for (size_t i = 0; i < opt.known.size(); i++) {
     if (known_used[i] || !opt.filter.empty()) continue;
     ScenarioResult r;
     r.name = "known-failures:" + opt.known[i].glob;
     r.outcome = Outcome::kFail;
     r.diagnostics.push_back("this known-failure entry names no test of the run: remove or correct it");
-    tap << "not ok " << ++n << " " << r.name << "\n# " << r.diagnostics.front() << "\n";
+    tap << "not ok " << results.size() + 1 << " " << r.name << "\n# " << r.diagnostics.front() << "\n";
     results.push_back(std::move(r));
   }
   int cnt[6] = {};
   for (auto& r : results) cnt[static_cast<int>(r.outcome)]++;
   tap << fmt::format("# Totals: pass:{} fail:{} xfail:{} xpass:{} skip:{} error:{}\n", cnt[0], cnt[1], cnt[2], cnt[3], cnt[4], cnt[5]);
-  if (host) tap << fmt::format("# host: {} expectations skipped (not observable on a real kernel)\n", skipped_expectations);
+  if (host)
+    tap << fmt::format("# host: {} expectations skipped{}\n", skipped_expectations, skip_totals(skips_by_key));
+  if (opt.times)
+    tap << fmt::format("# time {:.3f} s total, {} test(s) at a time\n",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), width);
   return results;
 }
 
+std::string skipped_line(const ScenarioResult& r) {
+  std::string s = fmt::format("{} expectation(s) skipped:", r.skipped_expectations);
+  for (auto& k : r.skips) s += fmt::format(" {} [{}];", k.why, k.count);
+  return s;
+}
+
+std::string skip_totals(const std::map<std::string, int>& by_key) {
+  std::string s;
+  for (auto& [k, n] : by_key) s += fmt::format("{}{} {}", s.empty() ? " (" : ", ", k, n);
+  return s.empty() ? s : s + ")";
+}
+
 bool scenario_host_available(std::string* why) { return host::host_available(why); }
+
+std::vector<HostProbeReport> scenario_host_probes() {
+  std::string why;
+  if (!host::host_available(&why)) return {};
+  host::HostLock lock;
+  host::HostProbes p = host::host_probes();
+  std::vector<HostProbeReport> out;
+  for (int i = 0; i < host::kNumCaps; i++) {
+    auto c = static_cast<host::Cap>(i);
+    out.push_back({host::cap_name(c), p.have(c), p[c].faked, p[c].detail});
+  }
+  return out;
+}
+
+int scenario_host_fake_probes(const std::string& list, std::string* error) {
+  return host::set_fake_probes(list, error) ? -1 : 0;
+}
 
 int scenario_exit_status(const std::vector<ScenarioResult>& results) {
   for (auto& r : results)

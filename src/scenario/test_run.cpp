@@ -25,8 +25,11 @@ bool TestRun::begin(const ScenarioFileAst& file, const TestCase& tc) {
   res_.file = file.path;
   res_.name = tc.name;
   line_ = tc.line;
+  std::vector<const Stmt*> stmts;
+  for (auto& st : file.prelude) stmts.push_back(&st);
+  for (auto& st : tc.stmts) stmts.push_back(&st);
   try {
-    guarded([&] { start(tc); });
+    guarded([&] { start(stmts); });
   } catch (const StartError& e) {
     res_.outcome = Outcome::kError;
     res_.diagnostics.push_back(e.msg);
@@ -174,9 +177,13 @@ void TestRun::expect_bytes(const Stmt& st, int64_t bad, uint8_t found) {
 
 void TestRun::expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf) {
   for (uint64_t i = 0; i < buf.size(); i++)
-    if (buf[i] != st.byte)
-      violation(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
-                           st.size2, st.size, st.byte, buf[i], st.size2 + i));
+    if (buf[i] != st.byte) expect_handle_mismatch(st, static_cast<int64_t>(i), buf[i]);
+}
+
+void TestRun::expect_handle_mismatch(const Stmt& st, int64_t bad, uint8_t found) {
+  if (bad < 0) return;
+  violation(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
+                       st.size2, st.size, st.byte, found, st.size2 + static_cast<uint64_t>(bad)));
 }
 
 void TestRun::expect_handle_ret(const Stmt& st, long ret) {
@@ -221,9 +228,12 @@ bool TestRun::exec_outcome_stmt(const Stmt& st) {
 
 void TestRun::skip_expectation(const std::string& why) {
   res_.skipped_expectations++;
-  for (auto& n : res_.skip_notes)
-    if (n == why) return;
-  res_.skip_notes.push_back(why);
+  for (auto& n : res_.skips)
+    if (n.why == why) {
+      n.count++;
+      return;
+    }
+  res_.skips.push_back({why.substr(0, why.find_first_of(" :")), why, 1});
 }
 
 }  // namespace mmlab

@@ -56,7 +56,9 @@ class TestRun {
   virtual std::map<std::string, int64_t> counters() { return {}; }
 
  protected:
-  virtual void start(const TestCase& tc) = 0;  // a fresh system; may throw Failure, SkipTest, StartError
+  // A fresh system for the test whose statements (prelude first) are
+  // `stmts`; may throw Failure, SkipTest, StartError.
+  virtual void start(const std::vector<const Stmt*>& stmts) = 0;
   virtual void exec(const Stmt& st) = 0;
   virtual std::vector<std::string> teardown() = 0;  // what leaked or outlived the test
   // Violations the backend detected during the statement just run (the
@@ -78,6 +80,7 @@ class TestRun {
   // Expectations on observed values: one diagnostic text for both backends.
   void expect_bytes(const Stmt& st, int64_t bad, uint8_t found);            // P read ADDR SIZE BYTE
   void expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf);  // H read OFFSET SIZE BYTE
+  void expect_handle_mismatch(const Stmt& st, int64_t bad, uint8_t found);   // the same, first mismatch known
   void expect_handle_ret(const Stmt& st, long ret);
   void expect_number(const Stmt& st, const std::string& what, int64_t found);  // sysfs, vmstat, counter
   void expect_rss(const Stmt& st, uint64_t found);
@@ -94,6 +97,7 @@ class TestRun {
   // A detected violation: collected under `expect violation`, else it fails the test.
   [[noreturn]] void violation(const Stmt& st, const std::string& msg);
   // An expectation this backend cannot observe: counted, the test goes on.
+  // `why` begins with its key ("zero_page: ...", "exclusive (...)").
   void skip_expectation(const std::string& why);
 
   const ScenarioOptions& opt_;
@@ -119,6 +123,11 @@ class TestRun {
   bool xfail_ = false;
   std::string xfail_reason_;
 };
+
+// "N expectation(s) skipped: WHY [COUNT]; ...", as TAP and diff print it.
+std::string skipped_line(const ScenarioResult& r);
+// " (KEY N, KEY N)" for a run's totals, or "".
+std::string skip_totals(const std::map<std::string, int>& by_key);
 
 // The model backend, with `tunes` applied before the test's first statement.
 std::unique_ptr<TestRun> make_model_run(const ScenarioOptions& opt, TuneList tunes);

@@ -1,5 +1,9 @@
 #include "stats/stats.h"
 
+#include <x86intrin.h>
+
+#include <chrono>
+
 #include <cstring>
 
 namespace mmlab {
@@ -101,6 +105,32 @@ uint64_t Stats::read_cow(unsigned order, CowStat s) const {
   int64_t sum = 0;
   for (const auto& c : cpus_) sum += load(c.cow[order][idx(s)]);
   return static_cast<uint64_t>(sum);
+}
+
+uint64_t Stats::read_data_ns(DataTime t) const {
+  int64_t sum = 0;
+  for (const auto& c : cpus_) sum += load(c.data_ticks[idx(t)]);
+  return static_cast<uint64_t>(static_cast<double>(sum) * tsc_ns_per_tick());
+}
+
+void Stats::reset_data_time() {
+  for (auto& c : cpus_)
+    for (auto& v : c.data_ticks) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
+}
+
+uint64_t tsc_now() { return __rdtsc(); }
+
+double tsc_ns_per_tick() {
+  static const double rate = [] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t c0 = __rdtsc();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {
+    }
+    const uint64_t c1 = __rdtsc();
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    return c1 > c0 ? ns / static_cast<double>(c1 - c0) : 1.0;
+  }();
+  return rate;
 }
 
 void Stats::reset_events() {

@@ -29,7 +29,7 @@ namespace mmlab {
   X(nr_foll_pin_released) X(pswpin) X(pswpout) X(thp_swpout) X(thp_swpout_fallback)   \
   X(thp_migration_success) X(thp_migration_fail) X(pgmigrate_success) X(pgmigrate_fail) \
   X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
-  X(tlb_flush_range) X(tlb_flush_one)
+  X(tlb_flush_range) X(tlb_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed)
 
 enum class VmStat : uint16_t {
 #define X(n) n,
@@ -126,6 +126,16 @@ enum class CowStat : uint16_t {
 
 inline constexpr unsigned kMthpOrders = PMD_ORDER + 1;  // orders 0..9; order 0 is never counted
 
+// Time spent moving bytes, by mechanism, for the benchmarks' per-mechanism
+// tables; measured only while enabled (System::set_data_timing), in TSC
+// ticks converted to ns on read.
+enum class DataTime : uint8_t {
+  kZero,  // zeroing new folios (folio_zero_user, hugetlb, __GFP_ZERO)
+  kCopy,  // kernel-side copies (CoW, fork's eager copies, migration, swap I/O)
+  kUser,  // the CPU model's loads and stores, device access, file read/write
+  kNr
+};
+
 const char* vmstat_name(VmStat s);
 const char* mthp_stat_name(MthpStat s);
 const char* event_name(Event e);
@@ -160,12 +170,19 @@ class Stats {
   // kernel statistics are never reset, as in the kernel.
   void reset_events();
 
+  void set_data_timing(bool on) { data_timing_.store(on, std::memory_order_relaxed); }
+  bool data_timing() const { return data_timing_.load(std::memory_order_relaxed); }
+  void add_data_ticks(DataTime t, uint64_t ticks) { add(cpu_block().data_ticks[idx(t)], static_cast<int64_t>(ticks)); }
+  uint64_t read_data_ns(DataTime t) const;
+  void reset_data_time();
+
  private:
   struct alignas(64) CpuBlock {
     std::array<int64_t, static_cast<size_t>(Event::kNr)> events{};
     std::array<int64_t, static_cast<size_t>(VmStat::kNr)> vmstat{};
     std::array<std::array<int64_t, static_cast<size_t>(MthpStat::kNr)>, kMthpOrders> mthp{};
     std::array<std::array<int64_t, static_cast<size_t>(CowStat::kNr)>, kMthpOrders> cow{};
+    std::array<int64_t, static_cast<size_t>(DataTime::kNr)> data_ticks{};
   };
   template <typename E>
   static constexpr size_t idx(E e) { return static_cast<size_t>(e); }
@@ -178,6 +195,11 @@ class Stats {
       r.fetch_add(n, std::memory_order_relaxed);
   }
   std::vector<CpuBlock> cpus_;
+  std::atomic<bool> data_timing_{false};
 };
+
+// The TSC, and its rate measured once against the steady clock.
+uint64_t tsc_now();
+double tsc_ns_per_tick();
 
 }  // namespace mmlab

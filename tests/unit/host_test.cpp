@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -167,6 +168,28 @@ TEST_F(HostTest, RunnerLeaksNoDescriptors) {
     b->exit();
   }
   EXPECT_EQ(open_fds(::getpid()).size(), before);
+}
+
+// The CPU a process may run on, from /proc/PID/status.
+std::string cpus_allowed(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string l; std::getline(status, l);)
+    if (l.rfind("Cpus_allowed_list:", 0) == 0) return l.substr(l.find_first_not_of(" \t", 18));
+  return "";
+}
+
+TEST_F(HostTest, PinCpuHoldsForTheProcessAndItsForks) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &set)) cpu++;
+  ASSERT_EQ(a->pin_cpu(cpu), 0);
+  EXPECT_EQ(cpus_allowed(a->pid()), std::to_string(cpu));
+  long err = 0;
+  auto child = a->fork("c", &err);
+  ASSERT_TRUE(child) << err;
+  EXPECT_EQ(cpus_allowed(child->pid()), std::to_string(cpu));
+  EXPECT_EQ(a->pin_cpu(CPU_SETSIZE), -EINVAL);
 }
 
 TEST_F(HostTest, TwoProcessesAreIndependent) {

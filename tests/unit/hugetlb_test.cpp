@@ -67,6 +67,12 @@ class HugetlbTest : public MmTest {
     return a > 0 ? static_cast<uint64_t>(a) : 0;
   }
   uint64_t map(uint64_t len, int flags = kPriv) { return map(p, len, flags); }
+  // A free, huge-page aligned range of len to move a mapping to.
+  uint64_t free_area(uint64_t len) {
+    uint64_t area = map_aligned(len);
+    EXPECT_EQ(p->munmap(area, len), 0);
+    return area;
+  }
 
   AccessResult write_byte(Process* q, uint64_t addr, uint8_t v) { return q->write(addr, &v, 1); }
   int read_byte(Process* q, uint64_t addr) {
@@ -855,6 +861,149 @@ TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
   EXPECT_EQ(resv(), 1);
   EXPECT_EQ(read_byte(p, a), 0);
   EXPECT_EQ(resv(), 0);
+}
+
+// ---- madvise and mremap of hugetlb mappings ----
+
+// madvise_dontneed_free_valid_vma: a hugetlb VMA takes MADV_DONTNEED from a
+// huge-page aligned start only; the end is aligned down, and a range that
+// becomes empty zaps nothing.
+TEST_F(HugetlbTest, DontneedNeedsAnAlignedStartAndRoundsTheEndDown) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 2).ok());
+  EXPECT_EQ(p->madvise(a + PAGE_SIZE, PMD_SIZE, MADV_DONTNEED), -EINVAL);
+  EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0);  // [a, a) after rounding down
+  EXPECT_EQ(read_byte(p, a), 1);
+  EXPECT_EQ(p->madvise(a, PMD_SIZE + PAGE_SIZE, MADV_DONTNEED), 0);  // zaps [a, a + 2M)
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), 2);
+  EXPECT_EQ(read_byte(p, a), 0);
+  EXPECT_EQ(p->madvise(a + PMD_SIZE, PMD_SIZE, 24 /* MADV_DONTNEED_LOCKED */), 0);
+  EXPECT_EQ(entry_at(a + PMD_SIZE).level, 0);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  expect_idle(2);
+}
+
+// MADV_FREE is not for hugetlb (madvise_dontneed_free_valid_vma), nor are
+// MADV_COLD and MADV_PAGEOUT (can_madv_lru_vma).
+TEST_F(HugetlbTest, FreeColdAndPageoutAreEinval) {
+  set_pool(1);
+  uint64_t a = map(PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 3).ok());
+  EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_FREE), -EINVAL);
+  EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_COLD), -EINVAL);
+  EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), -EINVAL);
+  EXPECT_EQ(read_byte(p, a), 3);
+}
+
+// align_hugetlb: lengths round up to the huge page size; the old and the
+// new address must be huge-page aligned (the new one as passed, even
+// without MREMAP_FIXED); a hugetlb mapping never grows; MREMAP_DONTUNMAP is
+// refused (VM_DONTEXPAND).
+TEST_F(HugetlbTest, MremapArgumentRules) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 3 * PMD_SIZE, MREMAP_MAYMOVE), -EINVAL);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 2 * PMD_SIZE + PAGE_SIZE, MREMAP_MAYMOVE), -EINVAL);  // 3 huge pages
+  EXPECT_EQ(p->mremap(a + PAGE_SIZE, PMD_SIZE, PMD_SIZE, MREMAP_MAYMOVE), -EINVAL);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, PMD_SIZE, 0, 0x1234000), -EINVAL);
+  const uint64_t t = a + 8 * PMD_SIZE;
+  EXPECT_EQ(p->mremap(a, PMD_SIZE, PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, t + PAGE_SIZE), -EINVAL);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 2 * PMD_SIZE, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, t), -EINVAL);
+  // Both lengths round to two huge pages: no change.
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE - PAGE_SIZE, 2 * PMD_SIZE - 2 * PAGE_SIZE, 0), static_cast<long>(a));
+  EXPECT_EQ(resv(), 2);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  expect_idle(2);
+}
+
+// Shrinking unmaps the tail in place; the tail's reservation goes back.
+TEST_F(HugetlbTest, MremapShrinksInPlace) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 4).ok());
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, PMD_SIZE + PAGE_SIZE, 0), static_cast<long>(a));  // rounds to 2M: as it was
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, PMD_SIZE, 0), static_cast<long>(a));
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(read_byte(p, a), 4);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), -SIGSEGV);
+  EXPECT_EQ(p->munmap(a, PMD_SIZE), 0);
+  expect_idle(2);
+}
+
+// A move takes the leaves (not copies) and the reservation map along: the
+// page at the new place is the old frame, the unfaulted page still has its
+// reservation there, and nothing is given back or leaked.
+TEST_F(HugetlbTest, MremapMovesAWholePrivateMapping) {
+  set_pool(3);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 5).ok());
+  const pfn_t pfn = pfn_at(p, a);
+  EXPECT_EQ(resv(), 1);
+  const uint64_t area = free_area(4 * PMD_SIZE);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 2 * PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, area), static_cast<long>(area));
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(read_byte(p, a), -SIGSEGV);
+  EXPECT_EQ(entry_at(area).level, 2);
+  EXPECT_EQ(pfn_at(p, area), pfn);
+  EXPECT_EQ(read_byte(p, area), 5);
+  EXPECT_EQ(resv(), 1);
+  ASSERT_TRUE(write_byte(p, area + PMD_SIZE, 6).ok());  // consumes the moved reservation
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), 2 * 512);
+  EXPECT_EQ(p->munmap(area, 2 * PMD_SIZE), 0);
+  expect_idle(3);
+}
+
+// Moving part of a private mapping: the kernel clears the reservation map
+// of the whole source VMA (clear_vma_resv_huge_pages), so the part left
+// behind loses its reservations: they are never given back
+// (HugePages_Rsvd stays raised; seen on the host too) and a fault there
+// needs a page nobody reserved.
+TEST_F(HugetlbTest, MremapMovingPartOfAPrivateMappingLeaksTheRest) {
+  set_pool(3);
+  uint64_t a = map(2 * PMD_SIZE);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 2);
+  const uint64_t area = free_area(2 * PMD_SIZE);
+  EXPECT_EQ(p->mremap(a, PMD_SIZE, PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, area), static_cast<long>(area));
+  EXPECT_EQ(resv(), 2);
+  ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 7).ok());  // no reservation here any more
+  EXPECT_EQ(resv(), 2);
+  EXPECT_EQ(free_pages(), 2);
+  ASSERT_TRUE(write_byte(p, area, 8).ok());  // the moved part still has its own
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(p->munmap(a + PMD_SIZE, PMD_SIZE), 0);
+  EXPECT_EQ(p->munmap(area, PMD_SIZE), 0);
+  EXPECT_EQ(free_pages(), 3);
+  EXPECT_EQ(resv(), 1);  // leaked for good, as in the kernel
+}
+
+// A shared mapping moves without touching the file's reservations.
+TEST_F(HugetlbTest, MremapMovesASharedMapping) {
+  set_pool(2);
+  uint64_t a = map(2 * PMD_SIZE, kShared);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 9).ok());
+  EXPECT_EQ(resv(), 1);
+  const uint64_t area = free_area(2 * PMD_SIZE);
+  EXPECT_EQ(p->mremap(a, 2 * PMD_SIZE, 2 * PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, area), static_cast<long>(area));
+  EXPECT_EQ(read_byte(p, area + PMD_SIZE), 9);
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(p->mremap(area, 2 * PMD_SIZE, PMD_SIZE, 0), static_cast<long>(area));  // shrink: the file keeps its pages
+  EXPECT_EQ(p->munmap(area, PMD_SIZE), 0);
+  p->exit();
+  expect_idle(2);
 }
 
 }  // namespace

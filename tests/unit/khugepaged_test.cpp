@@ -8,12 +8,12 @@
 #include <thread>
 #include <vector>
 
-#include "fault/user_copy.h"
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/settings.h"
 #include "mmlab/gup.h"
+#include "phys/frame_copy.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -525,7 +525,7 @@ void KhugepagedTest::race_collapse_with_pins(const char* fast, bool use_khugepag
       for (long i = 0; i < n; i += 4) {
         // The device writes through what it holds.
         Page* page = pg[static_cast<size_t>(i)];
-        user_memset(PhysMem::of(page)->page_address(page), v, PAGE_SIZE);
+        user_memset(PhysMem::of(page), PhysMem::of(page)->page_address(page), v, PAGE_SIZE);
         expect[first + static_cast<uint64_t>(i)] = v;
       }
       if (n > 0) {

@@ -190,3 +190,69 @@ TEST(ScenarioRunTest, KnownFailuresStayTrue) {
 
 }  // namespace
 }  // namespace mmlab
+
+namespace mmlab {
+namespace {
+
+// -j: the same TAP whatever the number of threads (tests finish out of
+// order; output stays in file order), and the Systems of concurrent tests
+// share nothing (the TSan build runs this too).
+TEST(ScenarioRunTest, ParallelRunPrintsWhatASerialRunPrints) {
+  std::string text = "proc P\n";
+  for (int i = 0; i < 12; i++) {
+    const std::string b = std::to_string(i + 1);
+    text += "test t" + std::to_string(i) + "\nP mmap A " + std::to_string(16 * (i % 4 + 1)) +
+            "K rw private\nP write A 16K " + b + "\nP fork C\nP write A 4K 0xff\nC read A 16K " + b +
+            "\nP read A+4K 12K " + b + "\nexpect counter fault.wp_copy 1\n";
+    if (i == 5) text += "P read A 4K 7\n";  // one failure, reported in place
+  }
+  ScenarioOptions serial;
+  RunOut one = run(text, serial);
+  ScenarioOptions par;
+  par.jobs = 4;
+  par.mem_budget = 64ull << 30;  // never the limit here
+  RunOut four = run(text, par);
+  EXPECT_EQ(one.tap, four.tap);
+  ASSERT_EQ(four.results.size(), 12u);
+  EXPECT_EQ(four.results[5].outcome, Outcome::kFail);
+  EXPECT_EQ(four.results[11].outcome, Outcome::kPass);
+}
+
+}  // namespace
+}  // namespace mmlab
+
+#include "scenario/parallel.h"
+
+namespace mmlab {
+namespace {
+
+// -j is cut to what fits the memory budget, never below one test.
+TEST(ScenarioRunTest, ParallelWidthFitsTheMemoryBudget) {
+  std::string why;
+  EXPECT_EQ(parallel_width(4, 4ull << 30, 64ull << 30, &why), 4);
+  EXPECT_TRUE(why.empty());
+  EXPECT_EQ(parallel_width(4, 4ull << 30, 9ull << 30, &why), 2);
+  EXPECT_NE(why.find("2 test(s) at a time"), std::string::npos) << why;
+  EXPECT_EQ(parallel_width(4, 4ull << 30, 1ull << 30, &why), 1);
+  EXPECT_GE(parallel_width(0, 1, 1ull << 40, nullptr), 1);  // 0: one per CPU
+}
+
+// run_ordered: emit() in order on the calling thread, whatever order run() finishes in.
+TEST(ScenarioRunTest, RunOrderedEmitsInOrder) {
+  std::vector<int> ran(50, 0);
+  std::vector<size_t> emitted;
+  run_ordered(
+      ran.size(), 3, [&](size_t i) { ran[i] = static_cast<int>(i) * 2; },
+      [&](size_t i) {
+        EXPECT_EQ(ran[i], static_cast<int>(i) * 2);
+        emitted.push_back(i);
+      });
+  ASSERT_EQ(emitted.size(), ran.size());
+  for (size_t i = 0; i < emitted.size(); i++) EXPECT_EQ(emitted[i], i);
+  EXPECT_THROW(run_ordered(
+                   8, 2, [](size_t i) { if (i == 3) throw std::runtime_error("boom"); }, [](size_t) {}),
+               std::runtime_error);
+}
+
+}  // namespace
+}  // namespace mmlab

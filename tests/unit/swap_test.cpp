@@ -9,9 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "fault/fault.h"
 #include "fault/swap.h"
 #include "mm/internal.h"
 #include "mm/rmap.h"
+#include "mmlab/gup.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -19,6 +21,7 @@ namespace {
 
 constexpr uint64_t kSwapBytes = 64ull << 20;
 constexpr uint64_t k64K = 64 * 1024;
+constexpr int MAP_LOCKED_UAPI = 0x2000;  // MAP_LOCKED (not in the public header)
 
 class SwapFixture : public MmTest {
  protected:
@@ -85,6 +88,29 @@ class SwapFixture : public MmTest {
 class SwapTest : public SwapFixture {};
 class SoftDirtyTest : public SwapFixture {};
 class SplitTest : public SwapFixture {};
+class ColdTest : public SwapFixture {};
+
+// MADV_FREE: lazy-free folios and their reclaim.
+class LazyFreeTest : public SwapFixture {
+ protected:
+  static bool lazyfree(const Folio* f) { return folio_test_anon(f) && !folio_test_swapbacked(f); }
+  // `pages` base pages (no THP), each filled with its pattern byte.
+  uint64_t map_base_pages(unsigned pages) {
+    long a = p->mmap(0, pages * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    EXPECT_GT(a, 0);
+    EXPECT_EQ(p->madvise(static_cast<uint64_t>(a), pages * PAGE_SIZE, MADV_NOHUGEPAGE), 0);
+    fill_pattern(static_cast<uint64_t>(a), pages);
+    return static_cast<uint64_t>(a);
+  }
+  // The sum of a field of /proc/PID/smaps over every VMA, in kB.
+  long smaps_kb(const std::string& field) {
+    const std::string text = p->smaps(), key = field + ":";
+    long sum = 0;
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1))
+      sum += std::stol(text.substr(at + key.size()));
+    return sum;
+  }
+};
 
 // ============================================================================
 // SwapTest
@@ -97,15 +123,118 @@ TEST_F(SwapTest, AddSwapNeedsAHeaderAndASlot) {
   EXPECT_EQ(swap_inuse_pages(k()), 0u);
 }
 
-TEST_F(SwapTest, PageoutWithoutSwapDoesNothing) {
+// Without swap a small folio cannot be reclaimed: folio_alloc_swap fails
+// and shrink_folio_list activates it.
+TEST_F(SwapTest, PageoutWithoutSwapActivatesSmallFolio) {
   uint64_t a = map_base_page(0x5a);
+  ASSERT_FALSE(p->page_info(a).active);
   EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
   PteDumpEntry e = entry_at(a);
   EXPECT_EQ(e.level, 1);
   EXPECT_FALSE(e.swap);
+  PageInfo pi = p->page_info(a);
+  EXPECT_TRUE(pi.active);
+  EXPECT_TRUE(pi.lru);
   EXPECT_EQ(p->rss_anon(), 4096);
   EXPECT_EQ(sys->vmstat("pswpout"), 0);
   expect_bytes(p, a, PAGE_SIZE, 0x5a);
+}
+
+// Without swap a PMD THP still goes through reclaim: folio_alloc_swap fails,
+// the folio is split (its PMD first), the fallback is counted, and the pages
+// stay mapped by PTEs, activated.
+TEST_F(SwapTest, PageoutWithoutSwapSplitsPmdThp) {
+  uint64_t a = map_pmd_thp();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 1);
+  EXPECT_EQ(order_at(a), 0);
+  EXPECT_EQ(order_at(a + PMD_SIZE - PAGE_SIZE), 0);
+  EXPECT_EQ(sys->vmstat("thp_swpout_fallback"), 1);
+  EXPECT_EQ(sys->vmstat("thp_split_pmd"), 1);
+  EXPECT_EQ(sys->vmstat("thp_split_page"), 1);
+  EXPECT_EQ(sys->mthp_stat(9, "swpout_fallback"), 1);
+  EXPECT_EQ(sys->mthp_stat(9, "split"), 1);
+  EXPECT_EQ(sys->vmstat("pswpout"), 0);
+  EXPECT_EQ(count_swap_ptes(p, a, PMD_SIZE), 0);
+  EXPECT_TRUE(p->page_info(a).active);
+  EXPECT_TRUE(p->page_info(a + PMD_SIZE - PAGE_SIZE).active);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(PMD_SIZE));
+  expect_pattern(p, a, 0, HPAGE_PMD_NR);
+}
+
+// The same for an mTHP: its size's swpout_fallback and split; the
+// thp_swpout_fallback event is for PMD-sized folios only.
+TEST_F(SwapTest, PageoutWithoutSwapSplitsMthp) {
+  uint64_t a = map_mthp_64k();
+  ASSERT_EQ(p->madvise(a, k64K, MADV_PAGEOUT), 0);
+  EXPECT_EQ(order_at(a), 0);
+  EXPECT_EQ(order_at(a + k64K - PAGE_SIZE), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "swpout_fallback"), 1);
+  EXPECT_EQ(sys->mthp_stat(4, "split"), 1);
+  EXPECT_EQ(sys->vmstat("thp_swpout_fallback"), 0);
+  expect_pattern(p, a, 0, 16);
+}
+
+// A folio already partially mapped (on the deferred list) is split before
+// swap space is looked for, here by the walk (the range maps only part of
+// it): that split is no swap-out fallback.
+TEST_F(SwapTest, PageoutOfPartiallyMappedFolioCountsNoFallback) {
+  uint64_t a = map_mthp_64k();
+  ASSERT_EQ(p->madvise(a + k64K / 2, k64K / 2, MADV_DONTNEED), 0);
+  ASSERT_EQ(sys->mthp_stat(4, "nr_anon_partially_mapped"), 1);
+  ASSERT_EQ(p->madvise(a, k64K / 2, MADV_PAGEOUT), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "split"), 1);
+  EXPECT_EQ(sys->mthp_stat(4, "swpout_fallback"), 0);
+  EXPECT_EQ(order_at(a), 0);
+  EXPECT_EQ(entry_at(a + k64K / 2).level, 0);
+  expect_pattern(p, a, 0, 8);
+}
+
+// A swap file never gives a large folio its slots whole
+// (cluster_alloc_swap_entry needs SWP_BLKDEV for order > 0): the THP is
+// split and its pages go out one by one.
+TEST_F(SwapTest, SwapFileSplitsPmdThpBeforeSwapOut) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kFile), 0);
+  uint64_t a = map_pmd_thp();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(count_swap_ptes(p, a, PMD_SIZE), 512);
+  EXPECT_EQ(sys->vmstat("thp_swpout"), 0);
+  EXPECT_EQ(sys->vmstat("thp_swpout_fallback"), 1);
+  EXPECT_EQ(sys->mthp_stat(9, "swpout"), 0);
+  EXPECT_EQ(sys->mthp_stat(9, "swpout_fallback"), 1);
+  EXPECT_EQ(sys->mthp_stat(9, "split"), 1);
+  EXPECT_EQ(sys->vmstat("pswpout"), 512);
+  EXPECT_EQ(p->rss_anon(), 0);
+  expect_pattern(p, a, 0, HPAGE_PMD_NR);
+}
+
+TEST_F(SwapTest, SwapFileSplitsMthpBeforeSwapOut) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kFile), 0);
+  uint64_t a = map_mthp_64k();
+  ASSERT_EQ(p->madvise(a, k64K, MADV_PAGEOUT), 0);
+  EXPECT_EQ(count_swap_ptes(p, a, k64K), 16);
+  EXPECT_EQ(sys->mthp_stat(4, "swpout"), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "swpout_fallback"), 1);
+  EXPECT_EQ(sys->vmstat("pswpout"), 16);
+  expect_pattern(p, a, 0, 16);
+}
+
+// The devices are tried in order: a swap file refuses the large folio, the
+// block device after it takes it whole.
+TEST_F(SwapTest, BlockDeviceAfterSwapFileTakesLargeFolioWhole) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kFile), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kBlkdev), 0);
+  uint64_t a = map_pmd_thp();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(sys->vmstat("thp_swpout"), 1);
+  EXPECT_EQ(sys->vmstat("thp_swpout_fallback"), 0);
+  EXPECT_EQ(swp_type(swap_entry_at(p, a)), 1u);
+  // A small folio still goes to the first device.
+  uint64_t b = map_base_page(0x33);
+  ASSERT_EQ(p->madvise(b, PAGE_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(swp_type(swap_entry_at(p, b)), 0u);
+  expect_pattern(p, a, 0, HPAGE_PMD_NR);
+  expect_bytes(p, b, PAGE_SIZE, 0x33);
 }
 
 // BASE-SWAP: a swap PTE with the exclusive marker; the read brings the data
@@ -478,9 +607,12 @@ TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
   std::latch start(4);
   std::atomic<bool> stop{false};
   std::atomic<long> errors{0};
+  std::atomic<unsigned> last_iter{0};
   std::thread writer([&] {
     start.arrive_and_wait();
-    for (unsigned iter = 0; iter < 60; iter++) {
+    // At least 60 rounds, and on until pages went out and came back in
+    // meanwhile (however fast the writer is), within a bound.
+    for (unsigned iter = 0;; iter++) {
       for (unsigned i = 0; i < kPages; i++) {
         uint8_t v = static_cast<uint8_t>(iter * 7 + i);
         if (!p->fill(data + i * PAGE_SIZE, v, PAGE_SIZE).ok()) errors++;
@@ -488,6 +620,9 @@ TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
         uint8_t found = 0;
         if (!p->read_expect(data + i * PAGE_SIZE, v, PAGE_SIZE, &bad, &found).ok() || bad != -1) errors++;
       }
+      last_iter = iter;
+      const bool swapped = sys->vmstat("pswpout") > 0 && sys->vmstat("pswpin") > 0;
+      if (iter + 1 >= 60 && (swapped || iter + 1 >= 100000)) break;
     }
     stop = true;
   });
@@ -534,7 +669,8 @@ TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
   churner.join();
   forker.join();
   EXPECT_EQ(errors.load(), 0);
-  for (unsigned i = 0; i < kPages; i++) expect_bytes(p, data + i * PAGE_SIZE, PAGE_SIZE, static_cast<uint8_t>(59 * 7 + i));
+  for (unsigned i = 0; i < kPages; i++)
+    expect_bytes(p, data + i * PAGE_SIZE, PAGE_SIZE, static_cast<uint8_t>(last_iter.load() * 7 + i));
   // Fault every swap entry back in, so that no folio is left in the swap
   // cache only (reclaim lost a race with a transient reference): such a
   // folio is legitimate, but the checker may not know the swap cache yet.
@@ -830,6 +966,354 @@ TEST_F(SplitTest, SplitOfFolioSharedWithChild) {
   ASSERT_TRUE(p->fill(a, 0x01, PAGE_SIZE).ok());
   EXPECT_EQ(sys->counter("fault.wp_copy"), 1);
   expect_pattern(child, a, 0, 1);
+}
+
+// ============================================================================
+// ColdTest (MADV_COLD)
+// ============================================================================
+
+// The reproducer: MADV_COLD on half a 64K mTHP splits it (nobody
+// else maps it), then deactivates the advised pages: their PTEs become old;
+// the other half keeps its young bits.
+TEST_F(ColdTest, SplitsPartlyCoveredMthp) {
+  uint64_t a = map_mthp_64k();
+  ASSERT_TRUE(p->page_info(a).young);
+  ASSERT_EQ(p->madvise(a, k64K / 2, MADV_COLD), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "split"), 1);
+  for (unsigned i = 0; i < 16; i++) {
+    PageInfo pi = p->page_info(a + i * PAGE_SIZE);
+    EXPECT_EQ(pi.level, 1) << i;
+    EXPECT_EQ(pi.order, 0) << i;
+    EXPECT_EQ(pi.young, i >= 8) << i;
+  }
+  expect_pattern(p, a, 0, 16);
+}
+
+// An active folio loses PG_active and PG_referenced (pgdeactivate); an
+// inactive one only its referenced bit and young PTEs.
+TEST_F(ColdTest, DeactivatesWhatTheRangeCovers) {
+  uint64_t a = map_base_page(0x11);
+  uint64_t b = map_base_page(0x12);
+  Folio* fa = folio_at(p, a);
+  Folio* fb = folio_at(p, b);
+  folio_mark_accessed(fa);
+  folio_mark_accessed(fa);  // referenced, then activated
+  folio_mark_accessed(fb);  // referenced only
+  ASSERT_TRUE(folio_test_active(fa));
+  ASSERT_TRUE(folio_test_referenced(fb));
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_COLD), 0);
+  ASSERT_EQ(p->madvise(b, PAGE_SIZE, MADV_COLD), 0);
+  EXPECT_FALSE(folio_test_active(fa));
+  EXPECT_FALSE(folio_test_referenced(fa));
+  EXPECT_TRUE(folio_test_workingset(fa));
+  EXPECT_TRUE(folio_test_lru(fa));
+  EXPECT_FALSE(folio_test_referenced(fb));
+  EXPECT_FALSE(folio_test_active(fb));
+  EXPECT_EQ(sys->vmstat("pgdeactivate"), 1);
+  EXPECT_FALSE(p->page_info(a).young);
+  EXPECT_FALSE(p->page_info(b).young);
+  expect_bytes(p, a, PAGE_SIZE, 0x11);
+}
+
+// A PMD THP advised whole stays PMD-mapped; its PMD becomes old and the
+// folio is deactivated (512 pages).
+TEST_F(ColdTest, WholePmdThpIsDeactivatedNotSplit) {
+  uint64_t a = map_pmd_thp();
+  Folio* f = folio_at(p, a);
+  folio_mark_accessed(f);
+  folio_mark_accessed(f);
+  ASSERT_TRUE(folio_test_active(f));
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLD), 0);
+  EXPECT_EQ(entry_at(a).level, 2);
+  EXPECT_FALSE(p->page_info(a).young);
+  EXPECT_FALSE(folio_test_active(f));
+  EXPECT_EQ(sys->vmstat("pgdeactivate"), 512);
+  EXPECT_EQ(sys->vmstat("thp_split_pmd"), 0);
+  EXPECT_EQ(sys->mthp_stat(9, "split"), 0);
+  // Half of it: split, then the advised half is made old.
+  ASSERT_EQ(p->madvise(a, PMD_SIZE / 2, MADV_COLD), 0);
+  EXPECT_EQ(sys->mthp_stat(9, "split"), 1);
+  EXPECT_EQ(order_at(a), 0);
+  expect_pattern(p, a, 0, HPAGE_PMD_NR);
+}
+
+// Folios another process maps are left alone: a shared small folio keeps
+// its state, a shared large one is not split.
+TEST_F(ColdTest, LeavesFoliosOfOtherProcessesAlone) {
+  uint64_t a = map_mthp_64k();
+  uint64_t b = map_base_page(0x21);
+  Folio* fb = folio_at(p, b);
+  folio_mark_accessed(fb);
+  folio_mark_accessed(fb);
+  Process* child = p->fork("child");
+  ASSERT_TRUE(child);
+  ASSERT_EQ(p->madvise(a, k64K / 2, MADV_COLD), 0);
+  ASSERT_EQ(p->madvise(b, PAGE_SIZE, MADV_COLD), 0);
+  EXPECT_EQ(order_at(a), 4);
+  EXPECT_EQ(sys->mthp_stat(4, "split"), 0);
+  EXPECT_TRUE(folio_test_active(fb));
+  EXPECT_EQ(sys->vmstat("pgdeactivate"), 0);
+  expect_pattern(child, a, 0, 16);
+}
+
+// can_madv_lru_vma: mlocked, PFN-map and hugetlb VMAs are refused.
+TEST_F(ColdTest, LockedVmaIsEinval) {
+  long a = p->mmap(0, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_LOCKED_UAPI);
+  ASSERT_GT(a, 0);
+  EXPECT_EQ(p->madvise(static_cast<uint64_t>(a), PAGE_SIZE, MADV_COLD), -EINVAL);
+  EXPECT_EQ(p->madvise(static_cast<uint64_t>(a), PAGE_SIZE, MADV_PAGEOUT), -EINVAL);
+  EXPECT_EQ(p->madvise(static_cast<uint64_t>(a), PAGE_SIZE, MADV_FREE), -EINVAL);
+}
+
+// ============================================================================
+// LazyFreeTest (MADV_FREE and reclaim of lazy-free folios)
+// ============================================================================
+
+// The reproducer: write 16K, MADV_FREE, MADV_PAGEOUT: the clean
+// lazy-free folios are discarded without swap (none configured, none
+// needed): the range reads back as zeros from fresh pages.
+TEST_F(LazyFreeTest, FreeThenPageoutDiscards) {
+  uint64_t a = map_base_pages(4);
+  uint64_t free_before = sys->nr_free_pages();
+  ASSERT_EQ(p->madvise(a, 4 * PAGE_SIZE, MADV_FREE), 0);
+  for (unsigned i = 0; i < 4; i++) {
+    Folio* f = folio_at(p, a + i * PAGE_SIZE);
+    ASSERT_TRUE(f);
+    EXPECT_TRUE(lazyfree(f)) << i;
+    EXPECT_FALSE(folio_test_active(f)) << i;
+    PageInfo pi = p->page_info(a + i * PAGE_SIZE);
+    EXPECT_FALSE(pi.dirty) << i;
+    EXPECT_FALSE(pi.young) << i;
+  }
+  EXPECT_EQ(sys->vmstat("pglazyfree"), 4);
+  EXPECT_EQ(smaps_kb("LazyFree"), 16);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(4 * PAGE_SIZE));  // still mapped, still anonymous
+  ASSERT_EQ(p->madvise(a, 4 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  for (unsigned i = 0; i < 4; i++) EXPECT_EQ(entry_at(a + i * PAGE_SIZE).level, 0) << i;
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 4);
+  EXPECT_EQ(sys->vmstat("pswpout"), 0);
+  EXPECT_EQ(p->rss_anon(), 0);
+  EXPECT_EQ(smaps_kb("LazyFree"), 0);
+  EXPECT_EQ(sys->nr_free_pages(), free_before + 4);
+  expect_bytes(p, a, 4 * PAGE_SIZE, 0);
+}
+
+// A write after MADV_FREE dirties the PTE: reclaim sees it, puts the PTE
+// back and makes the folio swap-backed again; the other pages go.
+TEST_F(LazyFreeTest, WriteAfterFreeKeepsTheData) {
+  uint64_t a = map_base_pages(4);
+  ASSERT_EQ(p->madvise(a, 4 * PAGE_SIZE, MADV_FREE), 0);
+  ASSERT_TRUE(p->fill(a + PAGE_SIZE, 0x66, PAGE_SIZE).ok());
+  ASSERT_EQ(p->madvise(a, 4 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(entry_at(a + PAGE_SIZE).level, 1);
+  EXPECT_EQ(entry_at(a + 2 * PAGE_SIZE).level, 0);
+  Folio* f = folio_at(p, a + PAGE_SIZE);
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(lazyfree(f));
+  EXPECT_TRUE(folio_test_dirty(f));
+  EXPECT_TRUE(folio_test_active(f));  // activate_locked
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 3);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(PAGE_SIZE));
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 0x66);
+  expect_bytes(p, a, PAGE_SIZE, 0);
+}
+
+// With swap present a lazy-free folio still needs no slot: it is discarded.
+TEST_F(LazyFreeTest, LazyFreeFolioNeedsNoSwap) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_base_pages(2);
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_FREE), 0);
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(sys->vmstat("pswpout"), 0);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
+  EXPECT_EQ(count_swap_ptes(p, a, 2 * PAGE_SIZE), 0);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 2);
+}
+
+// A GUP reference makes reclaim keep the folio (ref_count != 1 + mapcount):
+// mapped and still lazy-free; once the reference is gone it is discarded.
+TEST_F(LazyFreeTest, GupReferenceKeepsTheFolio) {
+  uint64_t a = map_base_pages(1);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_FREE), 0);
+  GupPages h;
+  ASSERT_EQ(gup(p, GupEntry::kGetUserPagesFast, a, 1, 0, &h), 1);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 1);
+  Folio* f = folio_at(p, a);
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(lazyfree(f));
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 0);
+  uint8_t byte = 0;
+  ASSERT_EQ(h.read(0, &byte, 1), 0);
+  EXPECT_EQ(byte, pattern(0));
+  h.release();
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 1);
+}
+
+// A device write through a GUP reference, released dirty, redirties the
+// folio: reclaim then keeps the data and makes the folio swap-backed.
+TEST_F(LazyFreeTest, DirtyGupReleaseKeepsTheData) {
+  uint64_t a = map_base_pages(1);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_FREE), 0);
+  GupPages h;
+  ASSERT_EQ(gup(p, GupEntry::kGetUserPagesFast, a, 1, foll::WRITE, &h), 1);
+  const uint8_t v = 0x77;
+  ASSERT_EQ(h.write(0, &v, 1), 0);
+  h.release(/*dirty=*/true);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 1);
+  EXPECT_FALSE(lazyfree(folio_at(p, a)));
+  uint8_t got = 0;
+  ASSERT_TRUE(p->read(a, &got, 1).ok());
+  EXPECT_EQ(got, 0x77);
+}
+
+// The PMD reproducer: a THP freed whole stays PMD-mapped and
+// lazy-free; reclaim discards it at the PMD level, without splitting
+// (v6.18: "mm/vmscan: avoid split lazyfree THP during shrink_folio_list()").
+TEST_F(LazyFreeTest, WholePmdThpDiscardedWithoutSplit) {
+  uint64_t a = map_pmd_thp();
+  uint64_t free_before = sys->nr_free_pages();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_FREE), 0);
+  EXPECT_EQ(entry_at(a).level, 2);
+  EXPECT_TRUE(lazyfree(folio_at(p, a)));
+  EXPECT_FALSE(p->page_info(a).dirty);
+  EXPECT_EQ(sys->vmstat("pglazyfree"), 512);
+  EXPECT_EQ(smaps_kb("LazyFree"), 2048);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(sys->vmstat("thp_split_pmd"), 0);
+  EXPECT_EQ(sys->vmstat("thp_split_page"), 0);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 512);
+  EXPECT_EQ(sys->vmstat("nr_anon_transparent_hugepages"), 0);
+  EXPECT_EQ(p->rss_anon(), 0);
+  EXPECT_EQ(sys->nr_free_pages(), free_before + 512 + 1);  // the folio and its deposited table
+  expect_bytes(p, a, PAGE_SIZE, 0);
+}
+
+// A write after freeing a PMD THP: the PMD is dirty, so reclaim makes the
+// folio swap-backed again and leaves the PMD as it is.
+TEST_F(LazyFreeTest, RedirtiedPmdThpStaysMapped) {
+  uint64_t a = map_pmd_thp();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_FREE), 0);
+  ASSERT_TRUE(p->fill(a + 5, 0x99, 1).ok());
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 2);
+  EXPECT_FALSE(lazyfree(folio_at(p, a)));
+  EXPECT_EQ(sys->vmstat("thp_split_pmd"), 0);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 0);
+  expect_bytes(p, a + 5, 1, 0x99);
+  expect_pattern(p, a, 1, HPAGE_PMD_NR - 1);
+}
+
+// MADV_FREE of half a PMD THP splits it; only the advised half becomes
+// lazy-free, and only it is discarded.
+TEST_F(LazyFreeTest, HalfPmdThpIsSplit) {
+  uint64_t a = map_pmd_thp();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE / 2, MADV_FREE), 0);
+  EXPECT_EQ(sys->vmstat("thp_split_page"), 1);
+  EXPECT_EQ(sys->mthp_stat(9, "split"), 1);
+  EXPECT_EQ(sys->vmstat("pglazyfree"), 256);
+  EXPECT_TRUE(lazyfree(folio_at(p, a)));
+  EXPECT_FALSE(lazyfree(folio_at(p, a + PMD_SIZE / 2)));
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(entry_at(a + PMD_SIZE / 2).level, 1);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 256);
+  expect_pattern(p, a, 256, 256);
+}
+
+// A large folio mapped whole inside the range is marked lazy-free whole and
+// discarded in one batch of PTEs; one covered in part is split first.
+TEST_F(LazyFreeTest, MthpWholeOrSplit) {
+  uint64_t a = map_mthp_64k();
+  ASSERT_EQ(p->madvise(a, k64K, MADV_FREE), 0);
+  EXPECT_EQ(order_at(a), 4);
+  EXPECT_TRUE(lazyfree(folio_at(p, a)));
+  ASSERT_EQ(p->madvise(a, k64K, MADV_PAGEOUT), 0);
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(entry_at(a + k64K - PAGE_SIZE).level, 0);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 16);
+  EXPECT_EQ(sys->mthp_stat(4, "split"), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "split_deferred"), 0);  // never partially mapped on the way
+
+  uint64_t b = map_aligned(k64K, k64K);
+  fill_pattern(b, 16);
+  ASSERT_EQ(order_at(b), 4);
+  ASSERT_EQ(p->madvise(b, k64K / 2, MADV_FREE), 0);
+  EXPECT_EQ(order_at(b), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "split"), 1);
+  EXPECT_TRUE(lazyfree(folio_at(p, b)));
+  EXPECT_FALSE(lazyfree(folio_at(p, b + k64K / 2)));
+}
+
+// A large folio another process maps is not split, and not marked.
+TEST_F(LazyFreeTest, SharedMthpIsLeftAlone) {
+  uint64_t a = map_mthp_64k();
+  Process* child = p->fork("child");
+  ASSERT_TRUE(child);
+  ASSERT_EQ(p->madvise(a, k64K / 2, MADV_FREE), 0);
+  EXPECT_EQ(order_at(a), 4);
+  EXPECT_FALSE(lazyfree(folio_at(p, a)));
+  EXPECT_EQ(sys->vmstat("pglazyfree"), 0);
+  expect_pattern(child, a, 0, 16);
+}
+
+// Swap entries in the range are dropped (a zeroed page is cheaper than a
+// swap-in), with their slots.
+TEST_F(LazyFreeTest, SwapEntriesAreDropped) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_base_pages(2);
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  ASSERT_EQ(count_swap_ptes(p, a, 2 * PAGE_SIZE), 2);
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_FREE), 0);
+  EXPECT_EQ(count_swap_ptes(p, a, 2 * PAGE_SIZE), 0);
+  EXPECT_EQ(entry_at(a).level, 0);
+  EXPECT_EQ(swapents(p), 0);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
+  expect_bytes(p, a, 2 * PAGE_SIZE, 0);
+}
+
+// A swap-cache folio is made lazy-free only when this mm maps all of it
+// and its swap space can be freed: not while a fork child's swap PTE still
+// uses the slot; once the child is gone, it is.
+TEST_F(LazyFreeTest, SwapCacheFolioNeedsItsSlotFree) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_base_pages(1);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  Process* child = p->fork("child");
+  ASSERT_TRUE(child);
+  expect_pattern(p, a, 0, 1);  // swap-in: the folio stays in the swap cache for the child's entry
+  Folio* f = folio_at(p, a);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE(folio_test_swapcache(f));
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_FREE), 0);
+  EXPECT_FALSE(lazyfree(f));
+  EXPECT_TRUE(folio_test_swapcache(f));
+  child->exit();
+  sys->run_shrinkers();
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_FREE), 0);
+  f = folio_at(p, a);
+  EXPECT_FALSE(folio_test_swapcache(f));
+  EXPECT_TRUE(lazyfree(f));
+  EXPECT_FALSE(folio_test_dirty(f));
+}
+
+// MADV_FREE is for anonymous private memory: a shared anonymous or a file
+// mapping is -EINVAL.
+TEST_F(LazyFreeTest, NonAnonymousVmaIsEinval) {
+  long a = p->mmap(0, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
+  ASSERT_GT(a, 0);
+  EXPECT_EQ(p->madvise(static_cast<uint64_t>(a), PAGE_SIZE, MADV_FREE), -EINVAL);
+  int fd = sys->create_file(PAGE_SIZE);
+  ASSERT_GE(fd, 0);
+  long b = p->mmap_file(0, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd);
+  ASSERT_GT(b, 0);
+  EXPECT_EQ(p->madvise(static_cast<uint64_t>(b), PAGE_SIZE, MADV_FREE), -EINVAL);
+  EXPECT_EQ(sys->close_file(fd), 0);
 }
 
 }  // namespace

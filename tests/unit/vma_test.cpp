@@ -512,6 +512,20 @@ TEST_F(VmaTest, MremapErrnos) {
   EXPECT_EQ(vmas(p_).size(), 2u);
 }
 
+// check_mremap_params looks at the lengths after PAGE_ALIGN and checks the
+// new range against TASK_SIZE before any VMA is looked up.
+TEST_F(VmaTest, MremapChecksPageAlignedLengthsFirst) {
+  uint64_t a = map(2 * P);
+  const uint64_t t = a + 16 * P;
+  // 4095 and 4096 are one page each: not a resize.
+  long r = p_->mremap(a, P - 1, P, MREMAP_DONTUNMAP | MREMAP_MAYMOVE, t);
+  EXPECT_EQ(r, static_cast<long>(t));
+  // A new range beyond TASK_SIZE is -EINVAL even where nothing is mapped.
+  const uint64_t task_size = p_->mm()->task_size;
+  EXPECT_EQ(p_->mremap(0x300000000ull, P, P, MREMAP_FIXED | MREMAP_MAYMOVE, task_size), -EINVAL);
+  EXPECT_EQ(p_->mremap(a, P, task_size + P, MREMAP_MAYMOVE), -EINVAL);
+}
+
 TEST_F(VmaTest, MremapShrinkAndSameSize) {
   uint64_t a = map(4 * P);
   ASSERT_TRUE(p_->fill(a, 0x42, 4 * P).ok());

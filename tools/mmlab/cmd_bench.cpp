@@ -1,7 +1,10 @@
 // `mmlab bench`: mmlab's main job. Runs the standard suites and prints
 // their tables (and writes them as Markdown and JSON into --out):
-//   fault     fault-in of a region with 4K, 64K and 2M folios (the foundation)
+//   fault     fault-in of a region with 4K, 64K and 2M folios (the foundation),
+//             zeroing and bookkeeping apart (bench_model.cpp)
 //   fork      fork of a populated region, then CoW faults, per folio size
+//   data      bulk loads and stores through the CPU model beside native passes
+//   corpus    a fixed subset of cow.mms on the model and on the host kernel
 //   gup       gup-batch-follow-page-mask v5's tables (patches 7 and 8):
 //             gup_test -L -m 256 -n 65536 -r 16 -t on 4K, 64K mTHP and 2M THP,
 //             legacy / walk / batch / batch-ro interleaved per repeat
@@ -13,6 +16,7 @@
 //   threads   two threads pinning disjoint halves against one thread
 //   collapse  MADV_COLLAPSE of 256 MiB of 4K pages and of 64K mTHPs: time per
 //             2M, the copy's share, mmap_lock write-hold time, bytes copied
+//             (bench_model.cpp)
 // Every GUP row also shows the physical floor: a plain loop reading the
 // entries and filling pages[] for the same request.
 // With --profile (a cost profile from `mmlab calibrate`), the fault, fork,
@@ -32,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_report.h"
 #include "commands.h"
 #include "fmt/format.h"
 #include "gup_bench.h"
@@ -42,132 +47,8 @@
 namespace mmlab::cli {
 namespace {
 
-struct BenchOptions {
-  bool quick = false;
-  uint64_t size_mb = 0;  // 0: the suite's own size
-  long repeats = 0;      // 0: the suite's own count
-  std::vector<std::string> suites;
-  std::string out = "bench-out";
-  std::string profile;  // cost profile file, or empty
-};
-
-// ---- the fault-in suite ----
-
-struct FolioCase {
-  const char* name;
-  const char* sysfs_dir;  // hugepages-<N>kB to set to always, or nullptr for base pages
-};
-const FolioCase kCases[] = {{"4K", nullptr}, {"64K", "hugepages-64kB"}, {"2M", "hugepages-2048kB"}};
-
-struct FaultSample {
-  double seconds;
-  long pgtables_bytes;
-  int64_t faults;
-};
-
-FaultSample fault_in_once(const FolioCase& c, uint64_t size, int* err) {
-  SystemConfig cfg;
-  cfg.ram_bytes = size + (256ull << 20);
-  cfg.prefault = true;  // do not time the host's own first-touch faults of the frame store
-  auto sys = System::create(cfg, err);
-  if (!sys) return {};
-  if (c.sysfs_dir) sys->sysfs_write(std::string("transparent_hugepage/") + c.sysfs_dir + "/enabled", "always");
-  if (c.sysfs_dir && std::string(c.sysfs_dir) != "hugepages-2048kB")
-    sys->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "never");
-  Process* p = sys->new_process("bench");
-  long raw = p->mmap(0, size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
-  if (raw < 0) {
-    *err = static_cast<int>(raw);
-    return {};
-  }
-  uint64_t addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
-  if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
-  int64_t faults0 = sys->vmstat("pgfault");
-  auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t off = 0; off < size; off += PAGE_SIZE) {
-    uint8_t b = 1;
-    if (!p->write(addr + off, &b, 1).ok()) {
-      *err = -EFAULT;
-      return {};
-    }
-  }
-  auto t1 = std::chrono::steady_clock::now();
-  FaultSample s{std::chrono::duration<double>(t1 - t0).count(), p->pgtables_bytes(), sys->vmstat("pgfault") - faults0};
-  p->exit();
-  return s;
-}
-
-struct Report {
-  std::string text;  // terminal and Markdown share one table format
-  nlohmann::json json;
-  const host::CostProfile* profile = nullptr;  // --profile: add the modelled tables
-  void add(const std::string& s) {
-    text += s;
-    std::fputs(s.c_str(), stdout);
-    std::fflush(stdout);
-  }
-};
-
-void progress(const std::string& what) {
-  if (isatty(STDOUT_FILENO)) {
-    std::fprintf(stderr, "\r\033[K  running %s ...", what.c_str());
-    std::fflush(stderr);
-  }
-}
-void progress_done() {
-  if (isatty(STDOUT_FILENO)) std::fprintf(stderr, "\r\033[K");
-}
-
-// ---- modelled time: the model's counts times a host cost profile ----
-
-uint64_t folio_bytes_of(const std::string& label) {  // "4K", "64K", "2M"
-  uint64_t n = std::strtoull(label.c_str(), nullptr, 10);
-  return label.find('M') != std::string::npos ? n << 20 : n << 10;
-}
-
 void modelled_heading(const std::string& what, Report* rep) {
   rep->add(fmt::format("\n### modelled (profile {}): {}\n\n", rep->profile->name, what));
-}
-
-// Fault-in: the model's faults x the host's first-touch ns per fault.
-void modelled_fault_in(uint64_t size, const std::vector<int64_t>& faults, Report* rep) {
-  modelled_heading(fmt::format("fault-in of {} MiB = model faults x host first-touch ns/fault", size >> 20), rep);
-  rep->add("| folio | model faults | host ns/fault | modelled ms | modelled ns/page |\n|---|---:|---:|---:|---:|\n");
-  for (size_t i = 0; i < std::size(kCases); i++) {
-    const host::FaultCost* fc = rep->profile->fault_cost(folio_bytes_of(kCases[i].name));
-    auto& j = rep->json["modelled"]["fault"][kCases[i].name];
-    j["faults"] = faults[i];
-    if (!fc) {
-      rep->add(fmt::format("| {} | {} | n/a | n/a | n/a |\n", kCases[i].name, faults[i]));
-      j["modelled_s"] = nullptr;
-      continue;
-    }
-    double ns = static_cast<double>(faults[i]) * fc->ns_per_fault;
-    rep->add(fmt::format("| {} | {} | {:.0f} | {:.2f} | {:.1f} |\n", kCases[i].name, faults[i], fc->ns_per_fault, ns / 1e6,
-                         ns / static_cast<double>(size / PAGE_SIZE)));
-    j["host_ns_per_fault"] = fc->ns_per_fault;
-    j["modelled_s"] = ns / 1e9;
-  }
-}
-
-// CoW: the model's CoW copies x the host's ns per CoW fault.
-void modelled_cow(const std::vector<int64_t>& copies, Report* rep) {
-  modelled_heading("CoW faults = model CoW copies x host ns/CoW fault", rep);
-  rep->add("| folio | model CoW faults | host ns/CoW fault | modelled ms |\n|---|---:|---:|---:|\n");
-  for (size_t i = 0; i < std::size(kCases); i++) {
-    const host::FaultCost* fc = rep->profile->fault_cost(folio_bytes_of(kCases[i].name));
-    auto& j = rep->json["modelled"]["fork"][kCases[i].name];
-    j["cow_faults"] = copies[i];
-    if (!fc) {
-      rep->add(fmt::format("| {} | {} | n/a | n/a |\n", kCases[i].name, copies[i]));
-      j["modelled_cow_s"] = nullptr;
-      continue;
-    }
-    double ns = static_cast<double>(copies[i]) * fc->cow_ns_per_fault;
-    rep->add(fmt::format("| {} | {} | {:.0f} | {:.2f} |\n", kCases[i].name, copies[i], fc->cow_ns_per_fault, ns / 1e6));
-    j["host_ns_per_cow_fault"] = fc->cow_ns_per_fault;
-    j["modelled_cow_s"] = ns / 1e9;
-  }
 }
 
 // A long-term pin row: its pages x the host's per-page cost of io_uring
@@ -210,148 +91,6 @@ void modelled_pins(const std::vector<PinRow>& rows, const std::string& key, Repo
     rep->add("\n\\* the host measured another size: scaled linearly, but the host's cost per page grows with the buffer\n");
 }
 
-int suite_fault(const BenchOptions& o, Report* rep) {
-  uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 256 : 1024)) << 20;
-  long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
-  std::vector<std::vector<FaultSample>> samples(std::size(kCases));
-  for (long r = 0; r < repeats; r++) {
-    for (size_t i = 0; i < std::size(kCases); i++) {  // variants interleaved per repeat
-      progress(fmt::format("fault-in {} ({}/{})", kCases[i].name, r + 1, repeats));
-      int err = 0;
-      FaultSample s = fault_in_once(kCases[i], size, &err);
-      if (err) {
-        std::fprintf(stderr, "mmlab bench: fault-in %s failed: %s\n", kCases[i].name, errno_name(err));
-        return 1;
-      }
-      samples[i].push_back(s);
-    }
-  }
-  progress_done();
-  rep->add(fmt::format("\n## fault-in: first touch of every page of {} MiB (median of {} runs; per-frame metadata {} bytes)\n\n",
-                       size >> 20, repeats, 64));
-  rep->add("| folio | median ms | ns/page | vs 4K | faults | page tables |\n|---|---:|---:|---:|---:|---:|\n");
-  double base = 0;
-  for (size_t i = 0; i < std::size(kCases); i++) {
-    std::vector<double> t;
-    for (auto& s : samples[i]) t.push_back(s.seconds);
-    double m = median_of(t);
-    if (i == 0) base = m;
-    rep->add(fmt::format("| {} | {:.2f} | {:.1f} | {:.2f}x | {} | {} KiB |\n", kCases[i].name, m * 1e3,
-                         m * 1e9 / static_cast<double>(size / PAGE_SIZE), base / m, samples[i].back().faults,
-                         samples[i].back().pgtables_bytes / 1024));
-    rep->json["fault"][kCases[i].name] = {{"median_s", m}, {"samples", t}, {"faults", samples[i].back().faults},
-                                          {"pgtables_bytes", samples[i].back().pgtables_bytes}};
-  }
-  if (rep->profile) {
-    std::vector<int64_t> faults;
-    for (auto& s : samples) faults.push_back(s.back().faults);
-    modelled_fault_in(size, faults, rep);
-  }
-  return 0;
-}
-
-// ---- fork and CoW faults (issue: fork, copy-on-write) ----
-
-struct ForkSample {
-  double fork_s = 0, cow_ns_per_fault = 0;
-  int64_t pte_batches = 0, wp_copies = 0;
-};
-
-// Populate `size` with folios of one size, fork, then write one byte into
-// every page of the parent: every write is a CoW fault that copies 4K.
-ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, int* err) {
-  SystemConfig cfg;
-  cfg.ram_bytes = round_up(size * 3 + (256ull << 20), 4ull << 20);
-  cfg.prefault = true;
-  auto sys = System::create(cfg, err);
-  if (!sys) return {};
-  if (c.sysfs_dir) sys->sysfs_write(std::string("transparent_hugepage/") + c.sysfs_dir + "/enabled", "always");
-  if (c.sysfs_dir && std::string(c.sysfs_dir) != "hugepages-2048kB")
-    sys->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "never");
-  Process* p = sys->new_process("parent");
-  long raw = p->mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
-  if (raw < 0) {
-    *err = static_cast<int>(raw);
-    return {};
-  }
-  uint64_t addr = static_cast<uint64_t>(raw);
-  if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
-  if (p->madvise(addr, size, MADV_POPULATE_WRITE)) {
-    *err = -ENOMEM;
-    return {};
-  }
-  ForkSample s;
-  sys->reset_counters();
-  auto t0 = std::chrono::steady_clock::now();
-  Process* child = p->fork("child");
-  s.fork_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!child) {
-    *err = -ENOMEM;
-    return {};
-  }
-  s.pte_batches = sys->counter("fork.pte_batches");
-  sys->reset_counters();
-  t0 = std::chrono::steady_clock::now();
-  for (uint64_t off = 0; off < cow_bytes; off += PAGE_SIZE) {
-    uint8_t b = 2;
-    if (!p->write(addr + off, &b, 1).ok()) {
-      *err = -EFAULT;
-      return {};
-    }
-  }
-  double cow_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  s.wp_copies = sys->counter("fault.wp_copy");
-  s.cow_ns_per_fault = s.wp_copies ? cow_s * 1e9 / static_cast<double>(s.wp_copies) : 0;
-  child->exit();
-  p->exit();
-  return s;
-}
-
-int suite_fork(const BenchOptions& o, Report* rep) {
-  uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 128 : 1024)) << 20;
-  uint64_t cow_bytes = std::min<uint64_t>(size, 64ull << 20);
-  long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
-  std::vector<std::vector<ForkSample>> samples(std::size(kCases));
-  for (long r = 0; r < repeats; r++) {
-    for (size_t i = 0; i < std::size(kCases); i++) {
-      progress(fmt::format("fork {} ({}/{})", kCases[i].name, r + 1, repeats));
-      int err = 0;
-      ForkSample s = fork_once(kCases[i], size, cow_bytes, &err);
-      if (err) {
-        progress_done();
-        std::fprintf(stderr, "mmlab bench: fork %s failed: %s\n", kCases[i].name, errno_name(err));
-        return 1;
-      }
-      samples[i].push_back(s);
-    }
-  }
-  progress_done();
-  rep->add(fmt::format("\n## fork of {} MiB of anonymous memory, then CoW write faults on the first {} MiB (median of {} runs; cow.policy base)\n\n",
-                       size >> 20, cow_bytes >> 20, repeats));
-  rep->add("| folio | fork ms | fork vs 4K | PTE batches | CoW faults | ns per CoW fault (4K copied) |\n|---|---:|---:|---:|---:|---:|\n");
-  double base = 0;
-  for (size_t i = 0; i < std::size(kCases); i++) {
-    std::vector<double> f, c;
-    for (auto& s : samples[i]) {
-      f.push_back(s.fork_s);
-      c.push_back(s.cow_ns_per_fault);
-    }
-    double mf = median_of(f);
-    if (i == 0) base = mf;
-    rep->add(fmt::format("| {} | {:.2f} | {:.2f}x | {} | {} | {:.0f} |\n", kCases[i].name, mf * 1e3, base / mf,
-                         samples[i].back().pte_batches, samples[i].back().wp_copies, median_of(c)));
-    rep->json["fork"][kCases[i].name] = {{"fork_s", f}, {"cow_ns_per_fault", c},
-                                         {"pte_batches", samples[i].back().pte_batches},
-                                         {"wp_copies", samples[i].back().wp_copies}};
-  }
-  if (rep->profile) {
-    std::vector<int64_t> copies;
-    for (auto& s : samples) copies.push_back(s.back().wp_copies);
-    modelled_cow(copies, rep);
-  }
-  return 0;
-}
-
 // ---- GUP suites over the gup_test engine ----
 
 struct Stat {
@@ -388,8 +127,8 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
              const std::string& key) {
   rep->add(fmt::format("\n## {}\n\n", title));
   rep->add("| case | variant | n | median get us | median put us | get vs " + base_variant +
-           " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | kernel |\n"
-           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+           " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | host faults | kernel |\n"
+           "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   std::vector<PinRow> pins;
   for (auto& row : rows) {
     progress(row.label);
@@ -404,12 +143,13 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
     }
     Stat base;
     for (auto& v : res.variants) {
-      std::vector<double> g, p, fl;
+      std::vector<double> g, p, fl, hf;
       std::map<std::string, double> ctr;
       for (auto& it : res.iters)
         if (it.variant == v) {
           g.push_back(it.get_us);
           p.push_back(it.put_us);
+          hf.push_back(static_cast<double>(it.host_faults));
           if (it.floor_us >= 0) fl.push_back(it.floor_us);
           for (auto& [c, n] : it.counters) ctr[c] += static_cast<double>(n);
         }
@@ -419,16 +159,18 @@ int run_rows(const std::string& title, std::vector<GupRow> rows, const std::stri
       auto per = [&](const char* c) { return pages ? ctr[c] / pages : 0.0; };
       std::string vname = v.substr(v.find('=') + 1);
       double floor_med = median_of(fl);
-      rep->add(fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} | {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.3f} | {:.4f} | {} |\n",
+      const long host = static_cast<long>(median_of(hf));
+      rep->add(fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} | {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.3f} | {:.4f} | {}{} | {} |\n",
                            row.label, vname, sg.n, sg.median, median_of(p), sg.median > 0 ? base.median / sg.median : 0.0,
                            &v == &res.variants.front() ? "-" : diff_ci(base, sg), sg.median * 1000.0 / static_cast<double>(res.region_pages),
                            floor_med > 0 ? fmt::format("{:.1f}x", sg.median / floor_med) : std::string("-"),
                            per("gup.descents"), per("gup.pte_lock"), per("gup.grab"), per("gup.mark_accessed"),
-                           per("gup.cache_flush"), per("gup.fast_speculative"), row.kernel_note));
+                           per("gup.cache_flush"), per("gup.fast_speculative"), host,
+                           first_touch_note(host, res.region_pages), row.kernel_note));
       if (&v == &res.variants.back()) {
         std::string fs;
         for (auto& [sz, n] : res.folios_by_size) fs += fmt::format("{}{} x {}", fs.empty() ? "" : ", ", n, sz);
-        rep->add(fmt::format("|  | folios obtained (anon_fault_alloc): {} |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n",
+        rep->add(fmt::format("|  | folios obtained (anon_fault_alloc): {} |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n",
                              fs.empty() ? std::string("4K pages only") : fs));
       }
       rep->json[key][row.label][vname] = {{"get_us", g}, {"put_us", p}, {"median_get_us", sg.median}, {"floor_us", fl},
@@ -620,95 +362,6 @@ int suite_threads(const BenchOptions& o, Report* rep) {
   return 0;
 }
 
-// ---- MADV_COLLAPSE (khugepaged's collapse_huge_page) ----
-
-struct CollapseSample {
-  double us_per_2m = 0, copy_share = 0, write_hold_us = 0;
-  int64_t bytes_copied = 0, collapses = 0;
-};
-
-// Fault `size` in with folios of one size, then MADV_COLLAPSE it one PMD at
-// a time. The System's collapse timing splits collapse_huge_page() into its
-// mmap_lock write-held part and the copy.
-CollapseSample collapse_once(const FolioCase& c, uint64_t size, int* err) {
-  SystemConfig cfg;
-  cfg.ram_bytes = round_up(size * 2 + (256ull << 20), 4ull << 20);
-  cfg.prefault = true;
-  auto sys = System::create(cfg, err);
-  if (!sys) return {};
-  if (c.sysfs_dir) sys->sysfs_write(std::string("transparent_hugepage/") + c.sysfs_dir + "/enabled", "always");
-  Process* p = sys->new_process("bench");
-  long raw = p->mmap(0, size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
-  if (raw < 0) {
-    *err = static_cast<int>(raw);
-    return {};
-  }
-  const uint64_t addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
-  if (p->madvise(addr, size, MADV_POPULATE_WRITE)) {
-    *err = -ENOMEM;
-    return {};
-  }
-  sys->reset_counters();
-  const CollapseTiming t0 = sys->collapse_timing();
-  const auto w0 = std::chrono::steady_clock::now();
-  for (uint64_t off = 0; off < size; off += PMD_SIZE) {
-    if (int r = p->madvise(addr + off, PMD_SIZE, MADV_COLLAPSE)) {
-      *err = r;
-      return {};
-    }
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  const CollapseTiming t1 = sys->collapse_timing();
-  CollapseSample s;
-  s.collapses = static_cast<int64_t>(t1.collapsed - t0.collapsed);
-  s.us_per_2m = wall * 1e6 / static_cast<double>(size / PMD_SIZE);
-  const double total = static_cast<double>(t1.total_ns - t0.total_ns);
-  s.copy_share = total > 0 ? static_cast<double>(t1.copy_ns - t0.copy_ns) / total : 0;
-  const uint64_t locked = t1.write_locked - t0.write_locked;
-  s.write_hold_us = locked ? static_cast<double>(t1.mmap_write_ns - t0.mmap_write_ns) / 1e3 / static_cast<double>(locked) : 0;
-  s.bytes_copied = sys->counter("collapse.bytes_copied");
-  p->exit();
-  return s;
-}
-
-int suite_collapse(const BenchOptions& o, Report* rep) {
-  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 64 : 256)) << 20;
-  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
-  const FolioCase cases[] = {kCases[0], kCases[1]};  // 4K pages and 64K mTHPs
-  std::vector<std::vector<CollapseSample>> samples(std::size(cases));
-  for (long r = 0; r < repeats; r++) {
-    for (size_t i = 0; i < std::size(cases); i++) {  // the cases interleaved per repeat
-      progress(fmt::format("collapse {} ({}/{})", cases[i].name, r + 1, repeats));
-      int err = 0;
-      CollapseSample s = collapse_once(cases[i], size, &err);
-      if (err) {
-        progress_done();
-        std::fprintf(stderr, "mmlab bench: collapse of %s folios failed: %s\n", cases[i].name, errno_name(err));
-        return 1;
-      }
-      samples[i].push_back(s);
-    }
-  }
-  progress_done();
-  rep->add(fmt::format("\n## MADV_COLLAPSE of {} MiB, one 2M range per call (median of {} runs)\n\n", size >> 20, repeats));
-  rep->add("| source folios | us per 2M | copy share | mmap_lock write-held per collapse (us) | bytes copied | collapses |\n"
-           "|---|---:|---:|---:|---:|---:|\n");
-  for (size_t i = 0; i < std::size(cases); i++) {
-    std::vector<double> us, share, hold;
-    for (auto& s : samples[i]) {
-      us.push_back(s.us_per_2m);
-      share.push_back(s.copy_share);
-      hold.push_back(s.write_hold_us);
-    }
-    const CollapseSample& last = samples[i].back();
-    rep->add(fmt::format("| {} | {:.1f} | {:.0f}% | {:.1f} | {} | {} |\n", cases[i].name, median_of(us), median_of(share) * 100,
-                         median_of(hold), last.bytes_copied, last.collapses));
-    rep->json["collapse"][cases[i].name] = {{"us_per_2m", us}, {"copy_share", share}, {"write_hold_us", hold},
-                                            {"bytes_copied", last.bytes_copied}, {"collapses", last.collapses}};
-  }
-  return 0;
-}
-
 std::string environment_text(nlohmann::json* env) {
   std::string cpu = "unknown";
   std::ifstream ci("/proc/cpuinfo");
@@ -730,9 +383,9 @@ std::string environment_text(nlohmann::json* env) {
   (*env)["build"] = build_description();
   (*env)["commit"] = build_commit();
   (*env)["profile"] = "baseline v6.18 defaults; gup.walk/gup.fast variants as listed per row; classic LRU";
-  (*env)["frame_store"] = "prefaulted before timing; GUP suites back it with host THP (MADV_HUGEPAGE)";
-  return fmt::format("CPU: {} ({} cores); host kernel {}; host THP {}\nframe store: prefaulted before timing; GUP suites back it with host THP\nbuild: {} (commit {})\n", cpu,
-                     sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, build_description(), build_commit());
+  (*env)["frame_store"] = kFrameStorePreparation;
+  return fmt::format("CPU: {} ({} cores); host kernel {}; host THP {}\nframe store: {}\nbuild: {} (commit {})\n", cpu,
+                     sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, kFrameStorePreparation, build_description(), build_commit());
 }
 
 // Where the modelled tables' host costs come from.
@@ -785,9 +438,9 @@ int run_bench(const BenchOptions& o) {
     return 2;
   }
   static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
-      {"fault", suite_fault}, {"fork", suite_fork}, {"gup", suite_gup}, {"unify", suite_unify},
+      {"fault", suite_fault}, {"fork", suite_fork}, {"data", suite_data}, {"gup", suite_gup}, {"unify", suite_unify},
       {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep},
-      {"scaling", suite_scaling}, {"threads", suite_threads}, {"collapse", suite_collapse}};
+      {"scaling", suite_scaling}, {"threads", suite_threads}, {"collapse", suite_collapse}, {"corpus", suite_corpus}};
   std::vector<std::string> chosen = o.suites;
   if (chosen.empty())
     for (auto& [n, f] : kSuites) chosen.push_back(n);
@@ -846,7 +499,10 @@ void add_bench(CLI::App& app) {
   sub->add_flag("--quick", o->quick, "smaller regions and fewer repeats: a run under a minute");
   sub->add_option("--size-mb", o->size_mb, "region size in MiB for every suite")->check(CLI::Range(4, 65536));
   sub->add_option("--repeats", o->repeats, "repeats per variant")->check(CLI::Range(1, 1000));
-  sub->add_option("--suite", o->suites, "suites to run: fault, fork, gup, unify, fast, ro-pin, sweep, scaling, threads, collapse (default: all)");
+  sub->add_option("--suite", o->suites,
+                  "suites to run: fault, fork, data, gup, unify, fast, ro-pin, sweep, scaling, threads, collapse, corpus "
+                  "(default: all)");
+  sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)");
   sub->add_option("--out", o->out, "directory for report.md and report.json");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
   register_action(sub, [o] { return run_bench(*o); });

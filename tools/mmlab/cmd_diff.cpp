@@ -11,8 +11,9 @@ namespace {
 
 struct DiffCli {
   std::string a = "model", b = "model", filter, known;
-  std::vector<std::string> files;
+  std::vector<std::string> files, fake_probes;
   bool expect_nfc = false;
+  ParallelCli par;
 };
 
 // "model", "model:gup.walk=batch,gup.fast=batch" or "host".
@@ -48,9 +49,10 @@ int run_diff(const DiffCli& o) {
   DiffOptions d;
   d.filter = o.filter;
   d.expect_nfc = o.expect_nfc;
+  if (!parse_parallel_options("diff", o.par, &d.jobs, &d.ram_bytes, &d.mem_budget)) return 2;
   std::string err;
   if (!parse_config(o.a, &d.a, &err) || !parse_config(o.b, &d.b, &err) ||
-      (!o.known.empty() && load_known_differences(o.known, &d.known, &err))) {
+      (!o.known.empty() && load_known_differences(o.known, &d.known, &err)) || fake_host_probes(o.fake_probes, &err)) {
     std::cerr << "mmlab diff: " << err << "\n";
     return 2;
   }
@@ -72,7 +74,9 @@ void add_diff(CLI::App& app) {
   sub->add_option("--known", o->known, "file of known, documented differences: GLOB REASON... per line");
   sub->add_option("--filter", o->filter, "only tests whose name matches this glob");
   sub->add_flag("--expect-nfc", o->expect_nfc, "fail on any end-state difference (a 'no functional change' check)");
+  add_fake_probe_option(sub, &o->fake_probes);
   sub->add_option("files", o->files, "scenario files")->required();
+  add_parallel_options(sub, &o->par);
   register_action(sub, [o] { return run_diff(*o); });
 }
 

@@ -15,13 +15,17 @@ struct RunOptions {
   std::string filter, json, known;
   std::vector<std::string> variants;
   std::string backend = "model";
-  bool tap = false;
+  std::vector<std::string> fake_probes;
+  bool tap = false, times = false;
+  ParallelCli par;
 };
 
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
   so.filter = o.filter;
   so.backend = o.backend == "host" ? Backend::kHost : Backend::kModel;
+  so.times = o.times;
+  if (!parse_parallel_options("run", o.par, &so.jobs, &so.ram_bytes, &so.mem_budget)) return 2;
   for (auto& v : o.variants) {
     auto eq = v.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
@@ -49,6 +53,10 @@ int run_run(const RunOptions& o) {
     std::cerr << "mmlab run: " << err << "\n";
     return 2;
   }
+  if (fake_host_probes(o.fake_probes, &err)) {
+    std::cerr << "mmlab run: " << err << "\n";
+    return 2;
+  }
   auto prog = scenario_parse(o.files, &err);
   if (!prog) {
     std::cerr << err << "\n";
@@ -57,10 +65,18 @@ int run_run(const RunOptions& o) {
   auto results = scenario_run(*prog, so, std::cout);
   if (!o.json.empty()) {
     nlohmann::json j;
-    for (auto& r : results)
+    if (so.backend == Backend::kHost) {
+      j["host_probes"] = nlohmann::json::array();
+      for (auto& p : scenario_host_probes())
+        j["host_probes"].push_back({{"name", p.name}, {"available", p.available}, {"forced", p.forced}, {"detail", p.detail}});
+    }
+    for (auto& r : results) {
+      nlohmann::json skips = nlohmann::json::array();
+      for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
       j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
                             {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
-                            {"skipped_expectations", r.skipped_expectations}, {"skip_notes", r.skip_notes}});
+                            {"skipped_expectations", r.skipped_expectations}, {"skips", skips}});
+    }
     std::ofstream out(o.json);
     out << j.dump(2) << "\n";
     if (!out) {
@@ -83,10 +99,13 @@ void add_run(CLI::App& app) {
                   "model (default), or host: real processes and system calls on this machine's kernel (root; settings "
                   "are restored)")
       ->check(CLI::IsMember({"model", "host"}));
-  sub->add_option("--json", o->json, "write the results as JSON to this file");
+  sub->add_option("--json", o->json, "write the results as JSON to this file (with the host probes' results)");
+  add_fake_probe_option(sub, &o->fake_probes);
   sub->add_option("--known", o->known,
                   "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
+  sub->add_flag("--times", o->times, "a '# time' comment line after each test, and the total");
+  add_parallel_options(sub, &o->par);
   register_action(sub, [o] { return run_run(*o); });
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace mmlab::cli {
 
@@ -12,8 +15,24 @@ void add_run(CLI::App& app);
 void add_diff(CLI::App& app);
 void add_calibrate(CLI::App& app);
 
+// --fake-probe NAME[,NAME...] of `run` and `diff` (docs/HOST.md), and
+// applying it with MMLAB_HOST_FAKE_PROBES: 0, or -1 with *err.
+void add_fake_probe_option(CLI::App* sub, std::vector<std::string>* out);
+int fake_host_probes(const std::vector<std::string>& names, std::string* err);
+
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);
 int run_selected(CLI::App& app);
+
+// A byte size: a number with an optional K, M or G suffix ("4G"). False if malformed.
+bool parse_size(const std::string& s, uint64_t* out);
+// The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.
+struct ParallelCli {
+  int jobs = 0;  // 0: one per CPU
+  std::string ram = "4G", mem_budget;
+};
+void add_parallel_options(CLI::App* sub, ParallelCli* o);
+// Fills jobs, ram and budget from the options; false (and a message on stderr) if malformed.
+bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget);
 
 }  // namespace mmlab::cli

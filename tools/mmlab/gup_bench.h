@@ -46,6 +46,7 @@ struct GupIteration {
   std::map<std::string, int64_t> counters;  // event counters for this iteration (get + put)
   double wall_us = 0;   // the whole ioctl round, all threads (for the thread-scaling suite)
   double floor_us = -1;  // the physical floor for the same request, if asked
+  long host_faults = 0;  // host page faults of the process during the round (first touches)
 };
 
 struct GupBenchResult {
@@ -62,6 +63,10 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
 std::string format_gup_summary(const GupBenchResult& res);
 nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res);
 double median_of(std::vector<double> v);
+// Host page faults of the process so far (getrusage's minor and major
+// faults): taken around a timed region, the difference is how often the host
+// had to provide memory meanwhile (a frame store touched for the first time).
+long host_faults_now();
 const char* gup_cmd_name(GupCmd c);
 
 }  // namespace mmlab::cli

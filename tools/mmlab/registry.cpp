@@ -1,3 +1,4 @@
+#include <iostream>
 #include <map>
 
 #include "commands.h"
@@ -16,6 +17,46 @@ int run_selected(CLI::App& app) {
   for (auto* sub : app.get_subcommands())
     if (auto it = actions().find(sub); it != actions().end()) return it->second();
   return 2;
+}
+
+bool parse_size(const std::string& s, uint64_t* out) {
+  if (s.empty()) return false;
+  unsigned shift = 0;
+  std::string body = s;
+  switch (body.back()) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    default: break;
+  }
+  if (shift) body.pop_back();
+  if (body.empty() || body.size() > 12 || body.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoull(body) << shift;
+  return true;
+}
+
+void add_parallel_options(CLI::App* sub, ParallelCli* o) {
+  sub->add_option("-j,--jobs", o->jobs, "tests run at once on the model, each on its own thread and System (default: one per CPU)")
+      ->check(CLI::Range(0, 1024));
+  sub->add_option("--ram", o->ram, "simulated RAM of each test's System (default 4G)");
+  sub->add_option("--mem-budget", o->mem_budget,
+                  "host memory the tests' frame stores may use at once (default: the host's available memory); "
+                  "fewer tests run at once where they would not fit");
+}
+
+bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget) {
+  *jobs = o.jobs;
+  *budget = 0;
+  constexpr uint64_t kBlock = 4ull << 20;  // the page allocator's largest block
+  if (!parse_size(o.ram, ram) || *ram == 0 || *ram % kBlock) {
+    std::cerr << "mmlab " << cmd << ": --ram " << o.ram << ": expected a size that is a multiple of 4M (e.g. 4G)\n";
+    return false;
+  }
+  if (!o.mem_budget.empty() && (!parse_size(o.mem_budget, budget) || *budget == 0)) {
+    std::cerr << "mmlab " << cmd << ": --mem-budget " << o.mem_budget << ": expected a size (e.g. 8G)\n";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace mmlab::cli

@@ -1,0 +1,240 @@
+// Moving bytes in and out of frames: the CPU model's loads and stores,
+// device access through GUP handles, file read/write (user_*), the
+// kernel-side copies (copy_frames: CoW, fork's eager copies, swap I/O,
+// migration) and zeroing new folios (zero_frames).
+//
+// Two paths (PhysMem::data_begin_plain() picks one per move):
+// - plain: memcpy/memset and a memcmp-class scan, vectorised, at memory
+//   bandwidth. Taken while a single simulated thread has moved bytes in the
+//   System (every scenario run, every single-threaded test and benchmark):
+//   then nothing can touch the bytes concurrently.
+// - atomic: relaxed atomic 8-byte words (bytes at unaligned edges), so that
+//   user threads racing on the same memory, or a device writing through a
+//   pin while the kernel copies the page, are well defined and
+//   ThreadSanitizer-clean, as such races are on real hardware. Taken for
+//   good once a second thread has moved bytes in the System. Holding the
+//   folio lock or the PTL is not enough for the plain path: the source of a
+//   copy can still be written by another thread (a page-cache page written
+//   through a MAP_SHARED mapping while do_cow_fault copies it; a page a
+//   device pinned).
+// Zeroing a new folio (folio_zero_user, __GFP_ZERO) is always plain: nothing
+// else can reach a folio before it is mapped.
+//
+// With Stats::data_timing() on (benchmarks), each move's TSC ticks are added
+// to its mechanism's DataTime.
+#pragma once
+
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "mmlab/types.h"
+#include "phys/phys.h"
+#include "stats/stats.h"
+
+namespace mmlab {
+
+namespace user_copy_detail {
+
+inline bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7) == 0; }
+inline uint64_t load64(const uint8_t* p) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(p))).load(std::memory_order_relaxed);
+}
+inline uint8_t load8(const uint8_t* p) {
+  return std::atomic_ref<uint8_t>(*const_cast<uint8_t*>(p)).load(std::memory_order_relaxed);
+}
+
+inline void atomic_memcpy(uint8_t* d, const uint8_t* s, uint64_t len) {
+  uint64_t i = 0;
+  if (aligned8(d) && aligned8(s)) {
+    for (; i + 8 <= len; i += 8)
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(d + i)).store(load64(s + i), std::memory_order_relaxed);
+  }
+  for (; i < len; i++) std::atomic_ref<uint8_t>(d[i]).store(load8(s + i), std::memory_order_relaxed);
+}
+
+inline void atomic_memset(uint8_t* d, uint8_t byte, uint64_t len) {
+  uint64_t i = 0;
+  const uint64_t word = 0x0101010101010101ull * byte;
+  if (aligned8(d))
+    for (; i + 8 <= len; i += 8) std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(d + i)).store(word, std::memory_order_relaxed);
+  for (; i < len; i++) std::atomic_ref<uint8_t>(d[i]).store(byte, std::memory_order_relaxed);
+}
+
+// Offset of the first byte of [p, p+len) that is not `byte` (the byte read
+// in *found), or -1.
+inline int64_t atomic_find_not(const uint8_t* p, uint8_t byte, uint64_t len, uint8_t* found) {
+  uint64_t i = 0;
+  const uint64_t word = 0x0101010101010101ull * byte;
+  auto one = [&](uint64_t at) {
+    const uint8_t v = load8(p + at);
+    if (v == byte) return false;
+    *found = v;
+    return true;
+  };
+  for (; i < len && !aligned8(p + i); i++)
+    if (one(i)) return static_cast<int64_t>(i);
+  for (; i + 8 <= len; i += 8) {
+    const uint64_t x = load64(p + i) ^ word;
+    if (!x) continue;
+    const unsigned k = static_cast<unsigned>(__builtin_ctzll(x)) / 8;  // little-endian: lowest byte first
+    *found = static_cast<uint8_t>(byte ^ (x >> (8 * k)));
+    return static_cast<int64_t>(i + k);
+  }
+  for (; i < len; i++)
+    if (one(i)) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// The plain scan: memcmp against a block of `byte` (one per thread, kept
+// for the next call with the same byte), which stays in L1.
+inline int64_t plain_find_not(const uint8_t* p, uint8_t byte, uint64_t len) {
+  constexpr uint64_t kBlock = 4096;
+  struct Pattern {
+    alignas(64) uint8_t bytes[kBlock];
+    int byte = -1;
+  };
+  thread_local Pattern pat;
+  if (pat.byte != byte) {
+    std::memset(pat.bytes, byte, kBlock);
+    pat.byte = byte;
+  }
+  for (uint64_t off = 0; off < len; off += kBlock) {
+    const uint64_t n = std::min(kBlock, len - off);
+    if (std::memcmp(p + off, pat.bytes, n) == 0) continue;
+    for (uint64_t i = 0; i < n; i++)
+      if (p[off + i] != byte) return static_cast<int64_t>(off + i);
+  }
+  return -1;
+}
+
+}  // namespace user_copy_detail
+
+// Times one move for Stats::data_timing().
+class DataTimeScope {
+ public:
+  DataTimeScope(PhysMem* phys, DataTime what)
+      : st_(phys->stats()), what_(what), t0_(st_ && st_->data_timing() ? tsc_now() : 0) {}
+  ~DataTimeScope() {
+    if (!t0_) return;
+    // Stores retire into the store buffer long before they reach memory:
+    // wait for them, so that their cost is the move's and not whatever
+    // locked instruction comes next.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    st_->add_data_ticks(what_, tsc_now() - t0_);
+  }
+  DataTimeScope(const DataTimeScope&) = delete;
+  DataTimeScope& operator=(const DataTimeScope&) = delete;
+
+ private:
+  Stats* st_;
+  DataTime what_;
+  uint64_t t0_;
+};
+
+namespace user_copy_detail {
+
+inline void move(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  if (phys->data_begin_plain()) {
+    std::memcpy(d, s, len);
+    phys->data_end_plain();
+    return;
+  }
+  atomic_memcpy(d, s, len);
+}
+
+}  // namespace user_copy_detail
+
+// User data between a frame of `phys` and any memory (a frame or the caller's buffer).
+inline void user_memcpy(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kUser);
+  user_copy_detail::move(phys, dst, src, len);
+}
+
+inline void user_memset(PhysMem* phys, void* dst, uint8_t byte, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kUser);
+  auto* d = static_cast<uint8_t*>(dst);
+  if (phys->data_begin_plain()) {
+    std::memset(d, byte, len);
+    phys->data_end_plain();
+    return;
+  }
+  user_copy_detail::atomic_memset(d, byte, len);
+}
+
+// Verification: the offset of the first byte of [src, src+len) that is not
+// `byte` (and that byte in *found), or -1.
+inline int64_t user_find_not(PhysMem* phys, const void* src, uint8_t byte, uint64_t len, uint8_t* found) {
+  DataTimeScope t(phys, DataTime::kUser);
+  const auto* s = static_cast<const uint8_t*>(src);
+  if (phys->data_begin_plain()) {
+    const int64_t bad = user_copy_detail::plain_find_not(s, byte, len);
+    if (bad >= 0) *found = s[bad];
+    phys->data_end_plain();
+    return bad;
+  }
+  return user_copy_detail::atomic_find_not(s, byte, len, found);
+}
+
+// A kernel-side copy into a new, private folio (or the swap device) from a
+// frame another thread may still write.
+inline void copy_frames(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kCopy);
+  user_copy_detail::move(phys, dst, src, len);
+}
+
+namespace user_copy_detail {
+
+// Zeroes with non-temporal stores: no read for ownership, and the lines do
+// not displace the cache (what will be touched next is elsewhere).
+inline void stream_zero(uint8_t* d, uint64_t len) {
+  if (!aligned8(d) || len % 64) {
+    std::memset(d, 0, len);
+    return;
+  }
+  const __m128i z = _mm_setzero_si128();
+  for (uint64_t i = 0; i < len; i += 64) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), z);
+  }
+  _mm_sfence();
+}
+
+}  // namespace user_copy_detail
+
+// Zeroing a new folio's frames: nothing else can reach them yet.
+inline void zero_frames(PhysMem* phys, void* dst, uint64_t len) {
+  DataTimeScope t(phys, DataTime::kZero);
+  std::memset(dst, 0, len);
+}
+
+// folio_zero_user: all nr pages of a new folio whose frames start at base,
+// the page the fault will touch (target; -1 for none) last and through the
+// cache, the others with non-temporal stores.
+inline void zero_folio_frames(PhysMem* phys, uint8_t* base, long nr, long target) {
+  DataTimeScope t(phys, DataTime::kZero);
+  if (nr == 1) {
+    std::memset(base, 0, PAGE_SIZE);
+    return;
+  }
+  if (target < 0 || target >= nr) {
+    user_copy_detail::stream_zero(base, static_cast<uint64_t>(nr) * PAGE_SIZE);
+    return;
+  }
+  user_copy_detail::stream_zero(base, static_cast<uint64_t>(target) * PAGE_SIZE);
+  user_copy_detail::stream_zero(base + static_cast<uint64_t>(target + 1) * PAGE_SIZE,
+                                static_cast<uint64_t>(nr - target - 1) * PAGE_SIZE);
+  std::memset(base + static_cast<uint64_t>(target) * PAGE_SIZE, 0, PAGE_SIZE);
+}
+
+// copy_user_highpage: the destination is a new, private frame.
+inline void copy_user_page(PhysMem* phys, void* dst, const void* src) { copy_frames(phys, dst, src, PAGE_SIZE); }
+
+}  // namespace mmlab

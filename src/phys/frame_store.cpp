@@ -1,0 +1,300 @@
+// The frame store and its process-wide pool (see frame_store.h).
+#include "phys/frame_store.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "fmt/format.h"
+#include "phys/page.h"
+
+// Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
+// include/mmlab/types.h declares the model's constants under the same names.
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace mmlab {
+namespace {
+
+// The host's own values (identical to the model's on x86-64 Linux).
+constexpr int kHostMadvPopulateWrite = 23;
+constexpr int kHostMadvHugepage = 14;
+constexpr int kHostMadvNohugepage = 15;
+constexpr uint64_t kStoreAlign = PMD_SIZE;  // lets the host back the store with its own THPs
+constexpr uint64_t kBlockBytes = kStoreBlockPages * PAGE_SIZE;
+
+void* host_map(uint64_t len, int prot) {
+  void* p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Maps len bytes aligned to align: over-reserve, then trim both ends.
+void* host_map_aligned(uint64_t len, uint64_t align, int prot) {
+  const uint64_t span = len + align;
+  void* r = host_map(span, prot);
+  if (!r) return nullptr;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(r);
+  const uintptr_t base = round_up(lo, align);
+  if (base > lo) munmap(r, base - lo);
+  const uintptr_t end = base + len, hi = lo + span;
+  if (hi > end) munmap(reinterpret_cast<void*>(end), hi - end);
+  return reinterpret_cast<void*>(base);
+}
+
+uint64_t memmap_bytes(uint64_t capacity) { return round_up((capacity >> PAGE_SHIFT) * sizeof(Page), PAGE_SIZE); }
+
+}  // namespace
+
+const char* host_thp_name(HostThp h) {
+  switch (h) {
+    case HostThp::kDefault: return "default";
+    case HostThp::kHugepage: return "hugepage";
+    case HostThp::kNohugepage: return "nohugepage";
+  }
+  return "?";
+}
+
+// ---- FrameStore ---------------------------------------------------------------
+
+bool FrameStore::map(uint64_t capacity) {
+  void* d = host_map_aligned(capacity, kStoreAlign, PROT_READ | PROT_WRITE);
+  if (!d) return false;
+  // The memmap window is reserved PROT_NONE and only the part in use made
+  // writable, so the large alignment costs only address space.
+  const uint64_t len = kMemmapOffset + memmap_bytes(capacity);
+  void* base = host_map_aligned(len, kMemmapAlign, PROT_NONE);
+  if (!base || mprotect(base, len, PROT_READ | PROT_WRITE) != 0) {
+    if (base) munmap(base, len);
+    munmap(d, capacity);
+    return false;
+  }
+  capacity_ = capacity;
+  data_ = static_cast<uint8_t*>(d);
+  memmap_region_ = base;
+  memmap_region_len_ = len;
+  memmap_ = reinterpret_cast<Page*>(static_cast<uint8_t*>(base) + kMemmapOffset);
+  used_blocks_.assign((capacity / kBlockBytes + 63) / 64, 0);
+  ever_used_.assign(used_blocks_.size(), 0);
+  return true;
+}
+
+FrameStore::~FrameStore() {
+  if (memmap_region_) munmap(memmap_region_, memmap_region_len_);
+  if (data_) munmap(data_, capacity_);
+}
+
+void FrameStore::set_owner(PhysMem* pm) { *static_cast<PhysMem**>(memmap_region_) = pm; }
+
+// Advice first, so that populating already gets (or avoids) host huge pages.
+// It applies to host pages faulted from now on; failure (a host without THP)
+// only loses the advice.
+// The host has no advice that undoes either: a store asked for the default
+// keeps what it was given before (the pool prefers stores whose advice matches).
+void FrameStore::advise(HostThp h) {
+  if (h == advice_ || h == HostThp::kDefault) return;
+  if (h == HostThp::kHugepage && madvise(data_, capacity_, kHostMadvHugepage) == 0) thp_advised_ = true;
+  if (h == HostThp::kNohugepage && madvise(data_, capacity_, kHostMadvNohugepage) == 0) thp_advised_ = false;
+  advice_ = h;
+}
+
+void FrameStore::populate(uint64_t bytes) {
+  if (bytes <= populated_) return;
+  uint8_t* from = data_ + populated_;
+  const uint64_t len = bytes - populated_;
+  if (madvise(from, len, kHostMadvPopulateWrite) != 0) {
+    // Hosts older than 5.14: touch each page by hand.
+    for (uint64_t off = 0; off < len; off += PAGE_SIZE) *reinterpret_cast<volatile uint8_t*>(from + off) = 0;
+  }
+  populated_ = bytes;
+}
+
+// Every block the last System took off the free lists gets an all-zero
+// memmap again; the others were written only at their head (the free-list
+// entry the zone's initialisation made), which is cleared too.
+void FrameStore::reset(uint64_t nr_frames) {
+  const uint64_t blocks = nr_frames / kStoreBlockPages;
+  for (uint64_t b = 0; b < blocks; b++) {
+    Page* first = memmap_ + b * kStoreBlockPages;
+    const bool used = used_blocks_[b / 64] & (1ull << (b % 64));
+    if (!used) {
+      std::memset(static_cast<void*>(first), 0, sizeof(Page));
+      continue;
+    }
+    std::memset(static_cast<void*>(first), 0, kStoreBlockPages * sizeof(Page));
+  }
+  for (size_t w = 0; w < used_blocks_.size(); w++) {
+    ever_used_count_ += static_cast<uint64_t>(__builtin_popcountll(used_blocks_[w] & ~ever_used_[w]));
+    ever_used_[w] |= used_blocks_[w];
+    used_blocks_[w] = 0;
+  }
+  set_owner(nullptr);
+}
+
+uint64_t FrameStore::resident_bound() const {
+  const uint64_t blocks = ever_used_count_ * (kBlockBytes + kStoreBlockPages * sizeof(Page));
+  return std::max(blocks, populated_ + memmap_bytes(populated_));
+}
+
+FrameStore::Residency FrameStore::residency() const {
+  Residency r;
+  std::ifstream in("/proc/self/smaps");
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data_), end = start + capacity_;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 17) {
+      inside = lo >= start && hi <= end;
+      continue;
+    }
+    if (!inside) continue;
+    unsigned long kb = 0;
+    if (std::sscanf(line.c_str(), "Rss: %lu kB", &kb) == 1) r.rss += kb << 10, r.known = true;
+    if (std::sscanf(line.c_str(), "AnonHugePages: %lu kB", &kb) == 1) r.anon_huge += kb << 10;
+  }
+  return r;
+}
+
+// ---- the pool -------------------------------------------------------------------
+
+FrameStorePool& FrameStorePool::instance() {
+  static FrameStorePool* pool = new FrameStorePool;  // never destroyed: Systems may outlive static destructors
+  return *pool;
+}
+
+FrameStorePool::FrameStorePool() {
+  const uint64_t avail = host_available_memory();
+  idle_budget_ = avail ? avail / 4 * 3 : 4ull << 30;
+}
+
+uint64_t host_available_memory() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    unsigned long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %lu kB", &kb) == 1) return static_cast<uint64_t>(kb) << 10;
+  }
+  return 0;
+}
+
+bool FrameStorePool::host_thp_enabled() {
+  static const bool enabled = [] {
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string s;
+    std::getline(in, s);
+    return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
+  }();
+  return enabled;
+}
+
+FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, bool prefault, int* err) {
+  FrameStore* s = nullptr;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    // The smallest idle store that is large enough, one with the same advice
+    // first; the most recently released among equals (its memory is warm).
+    auto better = [&](FrameStore* c) {
+      if (!s) return true;
+      const bool cm = c->advice_ == thp, sm = s->advice_ == thp;
+      if (cm != sm) return cm;
+      return c->capacity() < s->capacity();
+    };
+    for (size_t i = idle_.size(); i-- > 0;)
+      if (idle_[i]->capacity() >= ram_bytes && better(idle_[i])) s = idle_[i];
+    if (s) {
+      idle_.erase(std::find(idle_.begin(), idle_.end(), s));
+      counters_.recycled++;
+      counters_.idle--;
+    }
+    counters_.live++;
+  }
+  if (!s) {
+    s = new FrameStore;
+    if (!s->map(ram_bytes)) {
+      delete s;
+      std::lock_guard<std::mutex> g(lock_);
+      counters_.live--;
+      if (err) *err = -ENOMEM;
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> g(lock_);
+    counters_.created++;
+  }
+  s->uses_++;
+  s->advise(thp);
+  if (prefault) s->populate(ram_bytes);
+  if (err) *err = 0;
+  return s;
+}
+
+void FrameStorePool::release(FrameStore* s, uint64_t nr_frames_used) {
+  if (!s) return;
+  s->reset(nr_frames_used);
+  std::vector<FrameStore*> evict;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    counters_.live--;
+    idle_.push_back(s);
+    counters_.idle++;
+    evict = trim_locked();
+  }
+  for (FrameStore* e : evict) delete e;
+}
+
+std::vector<FrameStore*> FrameStorePool::trim_locked() {
+  std::vector<FrameStore*> evict;
+  uint64_t bytes = 0;
+  for (FrameStore* s : idle_) bytes += s->resident_bound();
+  // The most recently released store always stays: the next System wants it.
+  while (idle_.size() > 1 && (idle_.size() > max_idle_ || bytes > idle_budget_)) {
+    bytes -= idle_.front()->resident_bound();
+    evict.push_back(idle_.front());
+    idle_.erase(idle_.begin());
+    counters_.idle--;
+    counters_.unmapped++;
+  }
+  return evict;
+}
+
+void FrameStorePool::set_max_idle(unsigned n) {
+  std::vector<FrameStore*> evict;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    max_idle_ = std::max(1u, n);
+    evict = trim_locked();
+  }
+  for (FrameStore* s : evict) delete s;
+}
+
+void FrameStorePool::set_idle_budget(uint64_t bytes) {
+  std::vector<FrameStore*> evict;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    idle_budget_ = bytes;
+    evict = trim_locked();
+  }
+  for (FrameStore* s : evict) delete s;
+}
+
+unsigned FrameStorePool::max_idle() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return max_idle_;
+}
+
+void FrameStorePool::drain() {
+  std::vector<FrameStore*> evict;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    evict.swap(idle_);
+    counters_.unmapped += evict.size();
+    counters_.idle = 0;
+  }
+  for (FrameStore* s : evict) delete s;
+}
+
+FrameStorePool::Counters FrameStorePool::counters() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return counters_;
+}
+
+}  // namespace mmlab

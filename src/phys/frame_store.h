@@ -1,0 +1,160 @@
+// The frame store: the host memory behind a System's simulated RAM (the
+// frames' bytes and the memmap), kept across Systems by a process-wide pool.
+//
+// Touching host memory for the first time is the expensive part of a short
+// test on a paravirtualised host (a host page fault per 4 KiB, several
+// microseconds each), so a process that builds many Systems (mmlab run, diff,
+// the unit tests, bench) hands each new System a store an earlier System
+// released. What a System can observe is reset on release: the memmap of
+// every block the System used goes back to all-zero bytes, exactly the state
+// of a fresh mapping. Frame bytes are not scrubbed: the model zeroes what the
+// kernel zeroes (__GFP_ZERO, folio_zero_user, page tables, the zero page),
+// and every other allocation is overwritten whole (copy, swap-in, migration)
+// before anything maps it, as in the kernel. Debug builds (MMLAB_DEBUG_VM)
+// poison every frame the allocator gets back (page_alloc.cpp), so a path
+// that would read a frame it never initialised reads 0xaa, not the bytes of
+// an earlier test.
+//
+// Concurrency: the pool is shared by every thread (one mutex); a store
+// belongs to one System at a time. Memory is bounded by the number of stores:
+// live ones (one per System) plus at most max_idle() idle ones.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "mmlab/types.h"
+
+namespace mmlab {
+
+class PhysMem;
+struct Page;
+
+// What a System asks of the host's THP for its frame store (recorded in
+// reports): no advice (the host's default), MADV_HUGEPAGE or MADV_NOHUGEPAGE.
+// The default gives no advice: on a paravirtualised host the first touch of
+// guest memory costs the same per byte whatever the page size, and a host
+// huge page touches 2 MiB where a test may use 4 KiB (the unit tests take
+// 3.6 s on host 4 KiB pages and 9.8 s with MADV_HUGEPAGE on this project's
+// machine; recycled memory is as fast either way). Benchmarks advise it
+// before their warm-up round.
+enum class HostThp : uint8_t { kDefault, kHugepage, kNohugepage };
+const char* host_thp_name(HostThp h);
+
+// The memmap reservation is aligned to kMemmapAlign and its first word is the
+// owning PhysMem*, so PhysMem::of() needs nothing but a Page's address.
+inline constexpr uint64_t kMemmapAlign = 1ull << 36;
+inline constexpr uint64_t kMemmapOffset = PAGE_SIZE;  // pfn 0's Page is at base + kMemmapOffset
+inline constexpr uint64_t kStoreBlockPages = 1ull << MAX_PAGE_ORDER;  // memmap reset granularity
+
+class FrameStore {
+ public:
+  ~FrameStore();
+  FrameStore(const FrameStore&) = delete;
+  FrameStore& operator=(const FrameStore&) = delete;
+
+  uint64_t capacity() const { return capacity_; }  // bytes of frames mapped
+  uint8_t* data() const { return data_; }
+  Page* memmap() const { return memmap_; }
+  void set_owner(PhysMem* pm);  // the back pointer PhysMem::of() reads
+
+  // Every memmap write happens inside a MAX_PAGE_ORDER block that the
+  // allocator took off its free lists whole; it marks the block here.
+  void mark_block_used(uint64_t pfn) {
+    const uint64_t b = pfn / kStoreBlockPages;
+    std::atomic_ref<uint64_t> w(used_blocks_[b / 64]);
+    const uint64_t bit = 1ull << (b % 64);
+    if (!(w.load(std::memory_order_relaxed) & bit)) w.fetch_or(bit, std::memory_order_relaxed);
+  }
+
+  uint64_t uses() const { return uses_; }  // Systems served, this one included
+  // Host memory the store may hold: every block any System used (frames and
+  // memmap) and the populated prefix.
+  uint64_t resident_bound() const;
+  bool thp_advised() const { return thp_advised_; }
+  uint64_t populated_bytes() const { return populated_; }
+
+  // Host residency of the store's frame bytes (from /proc/self/smaps):
+  // resident bytes and how many of them are in host huge pages.
+  struct Residency {
+    uint64_t rss = 0, anon_huge = 0;
+    bool known = false;
+  };
+  Residency residency() const;
+
+ private:
+  friend class FrameStorePool;
+  FrameStore() = default;
+  bool map(uint64_t capacity);
+  void advise(HostThp h);
+  void populate(uint64_t bytes);
+  // Back to the state of a fresh mapping for everything a System can see.
+  void reset(uint64_t nr_frames);
+
+  uint64_t capacity_ = 0;
+  uint8_t* data_ = nullptr;
+  void* memmap_region_ = nullptr;  // [PhysMem* back pointer][pad][memmap]
+  uint64_t memmap_region_len_ = 0;
+  Page* memmap_ = nullptr;
+  std::vector<uint64_t> used_blocks_;  // bitmap over MAX_PAGE_ORDER blocks; atomic_ref access
+  std::vector<uint64_t> ever_used_;    // the same, over every System served
+  uint64_t ever_used_count_ = 0;
+  uint64_t uses_ = 0;
+  uint64_t populated_ = 0;  // prefix populated with MADV_POPULATE_WRITE
+  HostThp advice_ = HostThp::kDefault;  // the last advice given
+  bool thp_advised_ = false;            // MADV_HUGEPAGE is in force
+};
+
+class FrameStorePool {
+ public:
+  static FrameStorePool& instance();
+
+  // A store of at least ram_bytes, recycled where one is idle; its memmap
+  // reads as zero bytes. prefault: populate the first ram_bytes (once per
+  // store). nullptr (and *err = -ENOMEM) when the host refuses the mapping.
+  // The caller owns the store until it calls release().
+  FrameStore* acquire(uint64_t ram_bytes, HostThp thp, bool prefault, int* err);
+  // nr_frames_used: the frames the System used (the start of the store).
+  void release(FrameStore* s, uint64_t nr_frames_used);
+
+  // Idle stores kept for reuse: at most max_idle (at least 1) of them,
+  // holding at most idle_budget bytes of host memory between them (by
+  // resident_bound(); default three quarters of the host's available memory
+  // when the pool was first used: a run's stores are what it needs again
+  // next, and unmapping one means touching fresh memory for the next test).
+  // The least recently released go first.
+  void set_max_idle(unsigned n);
+  unsigned max_idle() const;
+  void set_idle_budget(uint64_t bytes);
+  void drain();  // unmap every idle store
+
+  struct Counters {
+    uint64_t created = 0, recycled = 0, unmapped = 0;
+    unsigned live = 0, idle = 0;
+  };
+  Counters counters() const;
+
+  // Whether the host's THP would back a MADV_HUGEPAGE store ("always" or "madvise").
+  static bool host_thp_enabled();
+
+ private:
+  FrameStorePool();
+  std::vector<FrameStore*> trim_locked();  // what exceeds the limits, to unmap outside the lock
+  mutable std::mutex lock_;
+  std::vector<FrameStore*> idle_;  // most recently released last
+  unsigned max_idle_ = 4;
+  uint64_t idle_budget_ = 0;
+  Counters counters_;
+};
+
+// Host memory a System with ram_bytes of RAM may come to use: its frames
+// and their memmap.
+inline uint64_t frame_store_footprint(uint64_t ram_bytes) { return ram_bytes + ram_bytes / PAGE_SIZE * 64; }
+
+// The host's MemAvailable (/proc/meminfo), or 0 if unknown.
+uint64_t host_available_memory();
+
+}  // namespace mmlab

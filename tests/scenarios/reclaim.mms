@@ -1,0 +1,331 @@
+# Hand-written scenarios: reclaim as MADV_PAGEOUT, MADV_COLD and MADV_FREE
+# drive it (mm/madvise.c madvise_cold_or_pageout_pte_range and
+# madvise_free_pte_range, mm/vmscan.c shrink_folio_list, mm/rmap.c
+# try_to_unmap_one, mm/swapfile.c's cluster allocation), without swap, with a
+# swap file and with a block device. Statistics are read after the
+# MADV_PAGEOUT that drains the host's per-CPU LRU batches.
+
+# ---- MADV_PAGEOUT without swap: large folios are split, pages stay ----
+
+test pageout-pmd-thp-without-swap
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x11
+expect P A mapped pmd
+P madvise A 2M pageout
+expect P A mapped pte
+expect P A order 0
+expect P A+2044K order 0
+expect P A swapped no
+expect vmstat thp_swpout_fallback 1
+expect vmstat thp_split_pmd 1
+expect vmstat thp_split_page 1
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/swpout_fallback 1
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/split 1
+expect P rss anon 2M
+P read A 2M 0x11
+
+test pageout-mthp-without-swap
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x12
+expect P A order 4
+P madvise A 64K pageout
+expect P A order 0
+expect P A+60K order 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 1
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 1
+expect vmstat thp_swpout_fallback 0
+P read A 64K 0x12
+
+test pageout-small-without-swap
+proc P
+P mmap A 16K rw private
+P madvise A 16K nohugepage
+P write A 16K 0x13
+P madvise A 16K pageout
+expect P A mapped pte
+expect P A+12K swapped no
+expect P rss anon 16K
+P read A 16K 0x13
+
+# ---- the swap kind: a swap file never takes a large folio whole ----
+
+test pageout-pmd-thp-swap-file
+swap 64M file
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x21
+P madvise A 2M pageout
+expect P A swapped yes
+expect P A+2044K swapped yes
+expect vmstat thp_swpout 0
+expect vmstat thp_swpout_fallback 1
+expect vmstat pswpout 512
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/swpout 0
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/swpout_fallback 1
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/split 1
+expect P rss anon 0
+P read A 2M 0x21
+expect P rss anon 2M
+
+test pageout-mthp-swap-file
+swap 64M file
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x22
+P madvise A 64K pageout
+expect P A swapped yes
+expect P A+60K swapped yes
+expect vmstat pswpout 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 1
+P read A 64K 0x22
+
+test pageout-pmd-thp-swap-blkdev
+swap 64M blkdev
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x23
+P madvise A 2M pageout
+expect P A swapped yes
+expect P A+2044K swapped yes
+expect vmstat thp_swpout 1
+expect vmstat thp_swpout_fallback 0
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/swpout 1
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/split 0
+P read A 2M 0x23
+
+test pageout-mthp-swap-blkdev
+swap 64M blkdev
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x24
+P madvise A 64K pageout
+expect P A swapped yes
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 1
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 0
+P read A 64K 0x24
+
+# ---- MADV_COLD: split what the range covers in part, deactivate ----
+
+test cold-splits-partly-covered-mthp
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x31
+expect P A order 4
+P madvise A 32K cold
+expect P A mapped pte
+expect P A order 0
+expect P A+32K order 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 1
+P read A 64K 0x31
+
+test cold-whole-mthp-keeps-it
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x32
+P madvise A 64K cold
+expect P A order 4
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 0
+P read A 64K 0x32
+
+test cold-half-pmd-thp-splits
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x33
+P madvise A 1M cold
+expect P A order 0
+expect P A+1M order 0
+expect vmstat thp_split_page 1
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/split 1
+P madvise A+1M 1M cold
+P read A 2M 0x33
+
+test cold-whole-pmd-thp-keeps-it
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x34
+P madvise A 2M cold
+expect P A mapped pmd
+expect vmstat thp_split_pmd 0
+P read A 2M 0x34
+
+test cold-leaves-shared-mthp-alone
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x35
+P fork C
+P madvise A 32K cold
+expect P A order 4
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 0
+C read A 64K 0x35
+C exit
+
+# ---- MADV_FREE: lazy-free folios, discarded by reclaim while clean ----
+
+test free-then-pageout-discards
+proc P
+P mmap A 16K rw private
+P madvise A 16K nohugepage
+P write A 16K 0x41
+P madvise A 16K free
+expect P A mapped pte
+expect P rss anon 16K
+P madvise A 16K pageout
+expect P A mapped none
+expect P A+12K mapped none
+expect P rss anon 0
+expect vmstat pglazyfree 4
+expect vmstat pglazyfreed 4
+expect vmstat pswpout 0
+P read A 16K 0
+
+test free-write-after-free-keeps-data
+proc P
+P mmap A 16K rw private
+P madvise A 16K nohugepage
+P write A 16K 0x42
+P madvise A 16K free
+P write A+4K 4K 0x66
+P madvise A 16K pageout
+expect P A mapped none
+expect P A+4K mapped pte
+expect P A+8K mapped none
+expect vmstat pglazyfreed 3
+P read A+4K 4K 0x66
+P read A 4K 0
+
+test free-then-pageout-with-swap-needs-no-slot
+swap 64M
+proc P
+P mmap A 8K rw private
+P madvise A 8K nohugepage
+P write A 8K 0x43
+P madvise A 8K free
+P madvise A 8K pageout
+expect P A mapped none
+expect P A+4K swapped no
+expect vmstat pswpout 0
+expect vmstat pglazyfreed 2
+P read A 8K 0
+
+test free-gup-reference-keeps-folio
+proc P
+P mmap A 4K rw private
+P madvise A 4K nohugepage
+P write A 4K 0x44
+P madvise A 4K free
+P gup H A 1 get,fast
+expect H 1
+P madvise A 4K pageout
+expect P A mapped pte
+unpin H
+P madvise A 4K pageout
+expect P A mapped none
+P read A 4K 0
+
+test free-whole-pmd-thp-discarded-without-split
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x45
+P madvise A 2M free
+expect P A mapped pmd
+P madvise A 2M pageout
+expect P A mapped none
+expect P rss anon 0
+expect vmstat thp_split_pmd 0
+expect vmstat thp_split_page 0
+expect vmstat pglazyfree 512
+expect vmstat pglazyfreed 512
+P read A 4K 0
+
+test free-redirtied-pmd-thp-is-kept
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x46
+P madvise A 2M free
+P write A 4K 0x47
+P madvise A 2M pageout
+expect P rss anon 2M
+expect vmstat pglazyfreed 0
+P read A 4K 0x47
+P read A+4K 2044K 0x46
+
+test free-half-pmd-thp-splits
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0x48
+P madvise A 1M free
+expect P A order 0
+expect vmstat thp_split_page 1
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/split 1
+P madvise A 2M pageout
+expect P A mapped none
+expect P A+1M mapped pte
+expect vmstat pglazyfreed 256
+P read A+1M 1M 0x48
+P read A 4K 0
+
+test free-whole-mthp-discarded
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x49
+P madvise A 64K free
+expect P A order 4
+P madvise A 64K pageout
+expect P A mapped none
+expect P A+60K mapped none
+expect vmstat pglazyfreed 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 0
+P read A 64K 0
+
+test free-leaves-shared-mthp-alone
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x4a
+P fork C
+P madvise A 32K free
+expect P A order 4
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 0
+C read A 64K 0x4a
+P read A 64K 0x4a
+C exit
+
+test free-drops-swap-entries
+swap 64M
+proc P
+P mmap A 8K rw private
+P madvise A 8K nohugepage
+P write A 8K 0x4b
+P madvise A 8K pageout
+expect P A swapped yes
+P madvise A 8K free
+expect P A swapped no
+expect P A mapped none
+P read A 8K 0
+
+test free-needs-private-anonymous-memory
+proc P
+P mmap S 8K rw shared
+P write S 8K 1
+expect-error EINVAL P madvise S 8K free
+file F 8K
+P mmap M 8K rw private file=F
+expect-error EINVAL P madvise M 8K free

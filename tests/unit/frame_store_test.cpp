@@ -1,0 +1,267 @@
+// The frame store pool: a System built on a recycled store sees what a System
+// on fresh host memory sees, the pool stays within its bounds, and bytes move
+// on the plain path only while one thread uses a System.
+#include "phys/frame_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fmt/format.h"
+#include "mm/kernel.h"
+#include "mmlab/system.h"
+#include "phys/phys.h"
+
+namespace mmlab {
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t kRam = 64 * MiB;
+
+std::unique_ptr<PhysMem> make_phys(Stats* stats, uint64_t ram = kRam, HostThp thp = HostThp::kDefault) {
+  PhysConfig cfg;
+  cfg.ram_bytes = ram;
+  cfg.host_thp = thp;
+  int err = 1;
+  auto pm = PhysMem::create(cfg, stats, &err);
+  EXPECT_NE(pm, nullptr);
+  EXPECT_EQ(err, 0);
+  return pm;
+}
+
+// Every Page of the memmap as text, with the fields that hold Page
+// addresses (free-list links, tail pages' head) as pfns, so that two stores
+// at different addresses compare equal when their states are the same.
+std::vector<std::string> memmap_state(const PhysMem& pm) {
+  const Page* base = pm.pfn_to_page(0);
+  auto pfn_of = [&](uint64_t addr) -> long long {
+    if (!addr) return -1;
+    return static_cast<long long>((reinterpret_cast<const Page*>(addr & ~1ull) - base));
+  };
+  std::vector<std::string> v;
+  for (pfn_t pfn = 0; pfn < pm.nr_frames(); pfn++) {
+    const Page* p = pm.pfn_to_page(pfn);
+    v.push_back(fmt::format("{} flags={:#x} head={}{} lru={},{} mapping={:#x} index={:#x} private={:#x} map={} ref={}", pfn,
+                            p->flags, pfn_of(p->compound_head), (p->compound_head & 1) ? "|1" : "", pfn_of(p->lru.next),
+                            pfn_of(p->lru.prev), p->mapping, p->index, p->private_, p->mapcount, p->refcount));
+  }
+  return v;
+}
+
+// The pfns the allocator hands out, order by order, until it runs dry
+// (everything is given back afterwards).
+std::vector<pfn_t> allocation_order(PhysMem& pm) {
+  std::vector<pfn_t> seq;
+  std::vector<std::pair<Page*, unsigned>> held;
+  for (unsigned order : {9u, 3u, 0u, 10u, 2u}) {
+    for (int i = 0; i < 40; i++) {
+      Page* p = pm.alloc_pages(GFP_KERNEL, order);
+      if (!p) break;
+      seq.push_back(pm.page_to_pfn(p));
+      held.push_back({p, order});
+    }
+  }
+  while (Page* p = pm.alloc_pages(GFP_KERNEL, 0)) {
+    seq.push_back(pm.page_to_pfn(p));
+    held.push_back({p, 0});
+  }
+  for (auto& [p, order] : held) {
+    folio_ref_sub_and_test(reinterpret_cast<Folio*>(p), 1);
+    pm.free_pages(p, order);
+  }
+  return seq;
+}
+
+// A System that used every frame, scribbled over every byte of every frame
+// and of its memmap, and never gave anything back: the next System on its
+// store still starts exactly as one on fresh host memory.
+TEST(FrameStoreTest, RecycledStoreLooksFresh) {
+  FrameStorePool& pool = FrameStorePool::instance();
+  pool.drain();
+  Stats stats;
+  std::vector<std::string> fresh_state;
+  const uint8_t* store = nullptr;
+  {
+    auto pm = make_phys(&stats);
+    ASSERT_EQ(pm->frame_store().uses(), 1u);
+    fresh_state = memmap_state(*pm);
+    store = static_cast<const uint8_t*>(pm->pfn_address(0));
+    // Every frame allocated (every block marked used), its bytes and its Page scribbled on.
+    std::vector<Page*> all;
+    for (unsigned order : {10u, 3u, 0u})
+      while (Page* p = pm->alloc_pages(GFP_KERNEL, order)) all.push_back(p);
+    EXPECT_EQ(pm->nr_free_pages(), 0u);
+    std::memset(pm->pfn_address(0), 0x5a, kRam);
+    std::memset(static_cast<void*>(pm->pfn_to_page(0)), 0xa5, pm->nr_frames() * sizeof(Page));
+  }
+  std::vector<pfn_t> recycled_order;
+  {
+    auto pm = make_phys(&stats);
+    ASSERT_EQ(pm->frame_store().uses(), 2u);
+    ASSERT_EQ(static_cast<const uint8_t*>(pm->pfn_address(0)), store) << "not the same store";
+    EXPECT_EQ(memmap_state(*pm), fresh_state);
+    EXPECT_EQ(pm->nr_free_pages(), pm->nr_frames() - pm->nr_reserved_pages());
+    // The zero page is zeroed on every System: the model zeroes what the kernel zeroes.
+    const auto* zero = static_cast<const uint8_t*>(pm->page_address(pm->zero_page()));
+    for (uint64_t i = 0; i < PAGE_SIZE; i++) ASSERT_EQ(zero[i], 0) << i;
+    // __GFP_ZERO zeroes a frame an earlier System left full of 0x5a.
+    Page* z = pm->alloc_pages(__GFP_ZERO, 2);
+    ASSERT_NE(z, nullptr);
+    const auto* zb = static_cast<const uint8_t*>(pm->page_address(z));
+    for (uint64_t i = 0; i < 4 * PAGE_SIZE; i++) ASSERT_EQ(zb[i], 0) << i;
+    folio_ref_sub_and_test(reinterpret_cast<Folio*>(z), 1);
+    pm->free_pages(z, 2);
+    recycled_order = allocation_order(*pm);
+  }
+  pool.drain();
+  auto fresh = make_phys(&stats);
+  ASSERT_EQ(fresh->frame_store().uses(), 1u);
+  EXPECT_EQ(allocation_order(*fresh), recycled_order);
+}
+
+// The same through the public API: what one System wrote is not what the
+// next one reads; its statistics and free memory are those of a new System.
+TEST(FrameStoreTest, RecycledSystemReadsWhatAFreshOneReads) {
+  FrameStorePool::instance().drain();
+  SystemConfig cfg;
+  cfg.ram_bytes = kRam;
+  std::string fresh_vmstat;
+  {
+    auto sys = System::create(cfg);
+    ASSERT_TRUE(sys);
+    fresh_vmstat = sys->vmstat_text();
+    ASSERT_EQ(sys->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "always"), 0);
+    Process* p = sys->new_process("dirty");
+    const uint64_t len = 48 * MiB;
+    long a = p->mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    ASSERT_GT(a, 0);
+    ASSERT_EQ(p->madvise(static_cast<uint64_t>(a), len, MADV_HUGEPAGE), 0);
+    ASSERT_TRUE(p->fill(static_cast<uint64_t>(a), 0xaa, len).ok());
+    Process* c = p->fork("child");
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->fill(static_cast<uint64_t>(a), 0xbb, 4 * MiB).ok());  // CoW copies
+    int fd = sys->create_file(4 * MiB);
+    ASSERT_GE(fd, 0);
+    std::vector<uint8_t> buf(4 * MiB, 0xcc);
+    ASSERT_EQ(sys->file_pwrite(fd, 0, buf.data(), buf.size()), static_cast<long>(buf.size()));
+    sys->close_file(fd);
+    c->exit();
+    p->exit();
+    EXPECT_TRUE(sys->check().ok());
+  }
+  auto sys = System::create(cfg);
+  ASSERT_TRUE(sys);
+  EXPECT_EQ(sys->kernel()->phys->frame_store().uses(), 2u);
+  EXPECT_EQ(sys->vmstat_text(), fresh_vmstat);
+  Process* p = sys->new_process("clean");
+  const uint64_t len = 56 * MiB;  // nearly all of RAM, 4K pages
+  long a = p->mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(a, 0);
+  ASSERT_TRUE(p->fill(static_cast<uint64_t>(a), 0, 1).ok());  // one write fault, the rest read faults
+  int64_t bad = -2;
+  uint8_t found = 0;
+  ASSERT_TRUE(p->read_expect(static_cast<uint64_t>(a), 0, len, &bad, &found).ok());
+  EXPECT_EQ(bad, -1) << "found " << int(found);
+  ASSERT_EQ(p->madvise(static_cast<uint64_t>(a), len, MADV_POPULATE_WRITE), 0);  // write faults zero new frames
+  ASSERT_TRUE(p->read_expect(static_cast<uint64_t>(a), 0, len, &bad, &found).ok());
+  EXPECT_EQ(bad, -1) << "found " << int(found);
+  int fd = sys->create_file(4 * MiB);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> buf(4 * MiB, 0xff);
+  ASSERT_EQ(sys->file_pread(fd, 0, buf.data(), buf.size()), static_cast<long>(buf.size()));
+  for (size_t i = 0; i < buf.size(); i++) ASSERT_EQ(buf[i], 0) << i;
+  sys->close_file(fd);
+  p->exit();
+  EXPECT_TRUE(sys->check().ok());
+}
+
+// Live stores are never shared; idle ones are bounded by count and bytes.
+TEST(FrameStoreTest, PoolBounds) {
+  FrameStorePool& pool = FrameStorePool::instance();
+  pool.drain();
+  const unsigned max_idle = pool.max_idle();
+  pool.set_max_idle(2);
+  Stats stats;
+  {
+    auto c = make_phys(&stats, 2 * kRam);  // released last: stays
+    auto a = make_phys(&stats);            // stays
+    auto b = make_phys(&stats);            // released first: unmapped
+    EXPECT_NE(a->pfn_address(0), b->pfn_address(0));
+    EXPECT_EQ(pool.counters().live, 3u);
+  }
+  FrameStorePool::Counters n = pool.counters();
+  EXPECT_EQ(n.live, 0u);
+  EXPECT_EQ(n.idle, 2u);
+  {
+    auto big = make_phys(&stats, 2 * kRam);  // the 128 MiB store, not one of the 64 MiB ones
+    EXPECT_EQ(big->frame_store().uses(), 2u);
+    auto small = make_phys(&stats);  // a 64 MiB one is idle
+    EXPECT_EQ(small->frame_store().uses(), 2u);
+  }
+  pool.set_idle_budget(0);  // only the most recently released store stays
+  EXPECT_EQ(pool.counters().idle, 1u);
+  pool.set_idle_budget(1ull << 40);
+  pool.set_max_idle(max_idle);
+  pool.drain();
+  EXPECT_EQ(pool.counters().idle, 0u);
+}
+
+// Host THP on request, reported from the host's own accounting.
+TEST(FrameStoreTest, HostThpAdvice) {
+  FrameStorePool::instance().drain();
+  Stats stats;
+  PhysConfig cfg;
+  cfg.ram_bytes = kRam;
+  cfg.host_thp = HostThp::kHugepage;
+  cfg.prefault = true;
+  int err = 0;
+  auto pm = PhysMem::create(cfg, &stats, &err);
+  ASSERT_NE(pm, nullptr);
+  EXPECT_EQ(pm->frame_store().populated_bytes(), kRam);
+  FrameStore::Residency r = pm->frame_store().residency();
+  EXPECT_TRUE(r.known);
+  EXPECT_GE(r.rss, kRam / 2);  // populated
+  if (FrameStorePool::host_thp_enabled()) {
+    EXPECT_TRUE(pm->frame_store().thp_advised());
+  }
+  EXPECT_STREQ(host_thp_name(HostThp::kHugepage), "hugepage");
+  pm.reset();
+  FrameStorePool::instance().drain();
+}
+
+// Bytes move with plain memcpy/memset while one thread alone uses a System;
+// a second thread switches it to atomic words for good, and what both wrote
+// reads back.
+TEST(FrameStoreTest, SecondThreadSwitchesToAtomicWords) {
+  SystemConfig cfg;
+  cfg.ram_bytes = kRam;
+  auto sys = System::create(cfg);
+  ASSERT_TRUE(sys);
+  PhysMem* phys = sys->kernel()->phys.get();
+  Process* p = sys->new_process("p");
+  long a = p->mmap(0, 2 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(a, 0);
+  const uint64_t addr = static_cast<uint64_t>(a);
+  ASSERT_TRUE(p->fill(addr, 1, MiB).ok());
+  EXPECT_FALSE(phys->data_shared());
+  std::thread t([&] { EXPECT_TRUE(p->fill(addr + MiB, 2, MiB).ok()); });
+  t.join();
+  EXPECT_TRUE(phys->data_shared());
+  int64_t bad = -2;
+  uint8_t found = 0;
+  ASSERT_TRUE(p->read_expect(addr, 1, MiB, &bad, &found).ok());
+  EXPECT_EQ(bad, -1);
+  ASSERT_TRUE(p->read_expect(addr + MiB, 2, MiB - 3, &bad, &found).ok());
+  EXPECT_EQ(bad, -1);
+  ASSERT_TRUE(p->read_expect(addr + MiB - 5, 1, 64, &bad, &found).ok());  // unaligned, across the boundary
+  EXPECT_EQ(bad, 5);
+  EXPECT_EQ(found, 2);
+  p->exit();
+  EXPECT_TRUE(sys->check().ok());
+}
+
+}  // namespace
+}  // namespace mmlab
