@@ -94,7 +94,8 @@ void add_run(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
   sub->add_option("files", o->files, "scenario files")->required();
   sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
-  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)");
+  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)")
+      ->allow_extra_args(false);  // one KEY=VALUES per --variant: the scenario files that follow are not variants
   sub->add_option("--backend", o->backend,
                   "model (default), or host: real processes and system calls on this machine's kernel (root; settings "
                   "are restored)")
