@@ -65,9 +65,10 @@ class GupPages {
   bool all_maybe_dma_pinned() const;
   bool all_longterm_pinnable() const;
   // Add the references this handle holds, per folio (head pfn), as the
-  // invariant checker counts them: one per page for FOLL_GET; for a pin, one
-  // per page on a large folio (its pincount is counted apart) or
-  // GUP_PIN_COUNTING_BIAS per page on a small one; nothing for the zero page.
+  // invariant checker counts them: one per page for FOLL_GET;
+  // GUP_PIN_COUNTING_BIAS per page for a pin of a small folio; nothing for a
+  // pin of a large folio (the checker counts those references from the
+  // pincount) or of the zero page.
   void add_refs(std::map<uint64_t, long>* refs) const;
 
  private:

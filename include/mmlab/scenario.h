@@ -7,6 +7,9 @@
 //   P thp-disable yes|no [except-advised]    prctl(PR_SET_THP_DISABLE)
 //   P userfaultfd ADDR SIZE missing|wp|missing,wp   UFFDIO_REGISTER
 //   P uffd-wp ADDR SIZE on|off               UFFDIO_WRITEPROTECT
+//   when KEY=V1[,V2...] STATEMENT            STATEMENT only under those values of a tune key
+//   expect violation TEXT                    violations are collected, one must contain TEXT
+//   expect P ADDR soft-dirty|uffd-wp yes|no  the PTE's bits
 // and `khugepaged [N]` runs N full scans of khugepaged over every
 // registered mm on that clock.
 #pragma once
@@ -55,6 +58,9 @@ struct ScenarioResult {
   Outcome outcome = Outcome::kPass;
   std::string reason;                    // skip/xfail reason
   std::vector<std::string> diagnostics;  // "file:line: expected ..., found ..."
+  // Under `expect violation`: every violation detected (checker, data
+  // checks, the model's recorded findings, the leak check), in order.
+  std::vector<std::string> violations;
   double seconds = 0;                    // wall time of the test
 };
 
@@ -65,6 +71,12 @@ enum class Backend { kModel, kHost };
 // Whether the host backend can run here; otherwise false and why.
 bool scenario_host_available(std::string* why);
 
+// A test whose outcome differs for a documented reason: between the model
+// and a host kernel (tests/scenarios/host-known.txt, `mmlab diff --known`),
+// or under a model variant (`mmlab run --known`): GLOB REASON...
+struct KnownDifference {
+  std::string glob, reason;
+};
 // The host capability probes (measured once per process, under the host
 // lock; see docs/HOST.md), for reports.
 struct HostProbeReport {
@@ -85,6 +97,10 @@ struct ScenarioOptions {
   // --variant KEY=V1,V2: each file runs once per value (in order).
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;
   uint64_t ram_bytes = 4ull << 30;
+  // Tests this run expects to fail (`mmlab run --known`): a listed test that
+  // fails is reported as XFAIL with the listed reason; one that passes, and
+  // an entry that names no test, fail the run (the list must stay true).
+  std::vector<KnownDifference> known;
   // Model tests run this many at a time, each on a thread and a System of
   // its own (0: one per CPU), no more than fit mem_budget bytes of frame
   // store (0: the host's available memory). The host backend runs one at a
@@ -110,11 +126,6 @@ struct DiffConfig {
   std::string name = "model";
   Backend backend = Backend::kModel;
   std::vector<std::pair<std::string, std::string>> tunes;  // model variants
-};
-// A test whose outcome differs between the model and a host kernel for a
-// documented reason (tests/scenarios/host-known.txt): GLOB REASON...
-struct KnownDifference {
-  std::string glob, reason;
 };
 int load_known_differences(const std::string& path, std::vector<KnownDifference>* out, std::string* err);
 

@@ -37,6 +37,15 @@ const char* build_commit();
 bool build_is_instrumented();  // a debug or sanitizer build: no timings reported
 // Whether the build has this `tune` key and value (scenario parsing refuses unknown ones).
 bool tune_value_known(const std::string& key, const std::string& value);
+// The values of a tune key for messages ("legacy|walk|...", "0..8"); "" if the build has no such key.
+std::string tune_values_text(const std::string& key);
+// Every tune key with its values: "gup.walk v6.5|legacy|..., cow.max_order 0..8, ...".
+std::string tune_choices_text();
+// The value a fresh System has for a tune key ("" if none).
+std::string tune_default(const std::string& key);
+// Every name System::counter() knows: the event counters and the per-order
+// `cow.<item>.order<N>` ones.
+std::vector<std::string> counter_names();
 // Whether a sysfs path under /sys/kernel/mm is one the model has.
 bool sysfs_path_known(const std::string& path);
 // Whether value has the form path takes (a number for the khugepaged knobs);
@@ -156,6 +165,11 @@ class System {
   bool khugepaged_running() const;  // the khugepaged kthread exists
   void set_khugepaged_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost_ns);
   CollapseTiming collapse_timing() const;
+
+  // Violations the model recorded and went on from instead of aborting:
+  // under `cow.policy rfc`, what the posting does that would corrupt the
+  // kernel, and its VM_WARN_ON_FOLIO sites (docs/NOTES.md). Empty otherwise.
+  std::vector<std::string> warnings() const;
 
   // The invariant checker over the whole system (linux-mm-semantics.md §15).
   // With processes gone, it also proves that nothing leaked.

@@ -759,7 +759,7 @@ class Checker {
     // (after fork and a CoW, the old folio stays in the swap cache while the
     // other process's swap entry still uses the slot).
     long cache = (folio_test_swapcache(f) || (!folio_test_anon(f) && ld(f->page.mapping) != 0)) ? folio_nr_pages(f) : 0;
-    if (ext <= 0 && cache == 0) return false;
+    if (ext <= 0 && cache == 0 && pins == 0) return false;
     if (folio_ref_count(f) != pins + cache + ext)
       rep_.add("folio_ref_count(folio) != expected (refcount floor)", fmt::format("unmapped folio pfn {:#x}", folio_pfn(f)),
                fmt::format("refcount {} != 0 mappings + {} pins + {} cache + {} held elsewhere\n{}", folio_ref_count(f),

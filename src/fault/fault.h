@@ -92,6 +92,9 @@ uint64_t thp_vma_suitable_orders(Vma* vma, uint64_t addr, uint64_t orders);
 inline bool thp_vma_suitable_order(Vma* vma, uint64_t addr, unsigned order) {
   return thp_vma_suitable_orders(vma, addr, BIT(order)) != 0;
 }
+// vma_thp_gfp_mask: the gfp of a THP allocation for vma under
+// transparent_hugepage/defrag (whether it may reclaim and compact directly).
+gfp_t vma_thp_gfp_mask(const Vma* vma);
 inline unsigned highest_order(uint64_t orders) { return 63 - static_cast<unsigned>(__builtin_clzll(orders)); }
 inline unsigned next_order(uint64_t* orders, unsigned prev) {
   *orders &= ~BIT(prev);
@@ -167,8 +170,5 @@ vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio);  // PTL held on entry, re
 vm_fault_t do_swap_page(VmFault* vmf);
 // fault/hugetlb.cpp
 vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags);
-
-// Pick the order a write-protect copy allocates (cow.policy); order 0 for `base`.
-unsigned wp_copy_order(VmFault* vmf, Folio* old_folio);
 
 }  // namespace mmlab

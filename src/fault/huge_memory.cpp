@@ -96,6 +96,20 @@ uint64_t thp_vma_suitable_orders(Vma* vma, uint64_t addr, uint64_t orders) {
   return out;
 }
 
+// vma_thp_gfp_mask: how hard a THP allocation for vma may try, by
+// transparent_hugepage/defrag (synchronous compaction is direct reclaim).
+gfp_t vma_thp_gfp_mask(const Vma* vma) {
+  const bool madvised = vma && (vma->vm_flags & VM_HUGEPAGE);
+  switch (vma->vm_mm->kernel->settings.thp_defrag.load(std::memory_order_relaxed)) {
+    case ThpDefrag::kAlways: return GFP_TRANSHUGE_LIGHT | __GFP_DIRECT_RECLAIM | (madvised ? 0 : __GFP_NORETRY);
+    case ThpDefrag::kDefer: return GFP_TRANSHUGE_LIGHT | __GFP_KSWAPD_RECLAIM;
+    case ThpDefrag::kDeferMadvise: return GFP_TRANSHUGE_LIGHT | (madvised ? __GFP_DIRECT_RECLAIM : __GFP_KSWAPD_RECLAIM);
+    case ThpDefrag::kMadvise: return GFP_TRANSHUGE_LIGHT | (madvised ? __GFP_DIRECT_RECLAIM : 0);
+    case ThpDefrag::kNever: break;
+  }
+  return GFP_TRANSHUGE_LIGHT;
+}
+
 // ---- deposited page tables (pgtable_trans_huge_deposit/withdraw) ----
 // A PMD leaf keeps a preallocated PTE table for its split; the deposits of
 // one PMD table are a list headed in that table page's metadata. PMD lock held.
@@ -305,6 +319,8 @@ vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
       entry_set(vmf->pmd, entry);
       mm->stats->count(VmStat::pgreuse);
       mm->stats->count(Event::fault_wp_reuse);
+      mm->stats->count_cow(PMD_ORDER, CowStat::reuse);
+      mm->stats->count(Event::cow_reuse_pages, HPAGE_PMD_NR);
     } else {
       mm->stats->count(Event::fault_unshare);
     }

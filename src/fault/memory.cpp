@@ -1,11 +1,14 @@
 // Page-fault handling for PTE-level anonymous memory (mm/memory.c):
 // handle_mm_fault and its dispatch, do_anonymous_page with mTHP order
 // selection (alloc_anon_folio), and write-protect faults (do_wp_page,
-// wp_can_reuse_anon_folio, wp_page_reuse, wp_page_copy).
+// wp_can_reuse_anon_folio, wp_page_reuse, wp_page_copy at order 0; the
+// large-CoW policies of `tune cow.policy` and `cow.reuse` are in
+// fault/wp_copy.cpp).
 #include <atomic>
 #include <cstring>
 
 #include "fault/fault.h"
+#include "fault/wp_copy.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
@@ -121,7 +124,7 @@ static bool pte_range_none(pte_t* pte, unsigned nr) {
 
 // Zero a new folio, the page containing the faulting address last so it is
 // cache-hot (folio_zero_user).
-static void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Stats* st) {
+void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Stats* st) {
   long nr = folio_nr_pages(folio);
   long target = static_cast<long>((fault_addr - folio_addr) >> PAGE_SHIFT);
   if (target < 0 || target >= nr) target = 0;
@@ -130,7 +133,7 @@ static void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_ad
   st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 
-static Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {
+Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {
   Folio* f = mm->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
   if (f && need_zero) folio_zero_user(f, addr, addr, mm->stats);
   return f;
@@ -270,24 +273,23 @@ bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma) {
   return true;
 }
 
-static vm_fault_t wp_page_reuse(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
   Vma* vma = vmf->vma;
+  Stats* st = vma->vm_mm->stats;
   pte_t entry = pte_mkyoung(vmf->orig_pte);
   entry = maybe_mkwrite(pte_mkdirty(entry), vma);
   entry_set(vmf->pte, entry);
   vmf->ptl->unlock();
-  vma->vm_mm->stats->count(VmStat::pgreuse);
-  vma->vm_mm->stats->count(Event::fault_wp_reuse);
-  return 0;
-}
-
-unsigned wp_copy_order(VmFault*, Folio*) {
-  // cow.policy `base`: the kernel copies one page. Larger CoW orders are a
-  // policy of their own (mthp-cow-wp-rfc), decided here.
+  st->count(VmStat::pgreuse);
+  st->count(Event::fault_wp_reuse);
+  st->count_cow(folio_order(folio), CowStat::reuse);
+  st->count(Event::cow_reuse_pages);
   return 0;
 }
 
 // Entered without the PTL, holding a reference on the old folio (if any).
+// The order-0 copy of v6.18; `cow.policy` rfc and fixed decide first
+// (fault/wp_copy.cpp).
 static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
@@ -295,12 +297,20 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   Folio* old_folio = vmf->page ? page_folio(vmf->page) : nullptr;
 
+  wp_copy_window(mm, Kernel::WpCopyPoint::kEnter);
+  switch (mm->kernel->settings.cow_policy.load(std::memory_order_relaxed)) {
+    case CowPolicy::kRfc: return rfc::wp_page_copy(vmf);
+    case CowPolicy::kFixed: {
+      vm_fault_t ret;
+      if (wp_page_copy_large(vmf, &ret)) return ret;
+      break;
+    }
+    case CowPolicy::kBase: break;
+  }
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) {
     if (old_folio) folio_put(old_folio);
     return ret;
   }
-  unsigned order = wp_copy_order(vmf, old_folio);
-  VM_WARN_ON(order != 0, "larger CoW orders are not modelled yet");
   bool from_zero = phys->is_zero_pfn(pte_pfn(vmf->orig_pte));
   Folio* new_folio = folio_prealloc(mm, vmf->address, from_zero);
   if (!new_folio) {
@@ -309,10 +319,11 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   }
   if (!from_zero) {
     copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
-    mm->stats->count(Event::copy_bytes, PAGE_SIZE);
+    count_wp_copy_bytes(mm, PAGE_SIZE);
   }
   folio_set_uptodate(new_folio);
 
+  wp_copy_before_revalidate(mm);
   bool copied = false;
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
   if (vmf->pte && ptep_get(vmf->pte) == vmf->orig_pte) {
@@ -324,19 +335,9 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     } else {
       inc_mm_counter(mm, MM_ANONPAGES);
     }
-    pte_t entry = pfn_pte(phys->page_to_pfn(&new_folio->page), vma->vm_page_prot);
-    if (unshare) {
-      if (pte_soft_dirty(vmf->orig_pte)) entry = pte_mksoft_dirty(entry);
-      if (pte_uffd_wp(vmf->orig_pte)) entry = pte_mkuffd_wp(entry);
-    } else {
-      entry = maybe_mkwrite(pte_mkdirty(entry), vma);
-    }
     // The old entry goes (and the TLB is flushed) before the new one appears.
     clear_flush_ptes(vma, vmf->address, vmf->pte, 1);
-    folio_add_new_anon_rmap(new_folio, vma, vmf->address, RMAP_EXCLUSIVE, RmapLevel::kPte);
-    folio_add_lru(new_folio);
-    set_pte_at(mm, vmf->address, vmf->pte, entry);
-    VM_WARN_ON(unshare && pte_write(entry), "unshare produced a writable PTE");
+    wp_install_new_folio(vmf, new_folio, vmf->pte, vmf->address, 1);
     if (old_folio) folio_remove_rmap_pte(old_folio, vmf->page, vma);
     new_folio = old_folio;  // drop the old PTE's reference below
     copied = true;
@@ -344,7 +345,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   if (vmf->pte) vmf->ptl->unlock();
   if (new_folio) folio_put(new_folio);
   if (old_folio) folio_put(old_folio);  // the fault's own reference
-  if (copied) mm->stats->count(unshare ? Event::fault_unshare : Event::fault_wp_copy);
+  if (copied) count_wp_copy(mm, 0, unshare);
   else mm->stats->count(Event::fault_retry);
   return 0;
 }
@@ -372,7 +373,10 @@ vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
       vma->vm_mm->stats->count(Event::fault_unshare);
       return 0;
     }
-    return wp_page_reuse(vmf);
+    if (vma->vm_mm->kernel->settings.cow_reuse.load(std::memory_order_relaxed) == CowReuse::kWhole &&
+        wp_page_reuse_run(vmf, folio))
+      return 0;
+    return wp_page_reuse(vmf, folio);
   }
   if (folio) folio_get(folio);
   vmf->ptl->unlock();

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "mm/settings.h"
@@ -58,6 +60,32 @@ struct Kernel {
   std::unique_ptr<FileTable> files;
   std::unique_ptr<SwapState> swap;
   std::unique_ptr<HugetlbState> hugetlb;
+
+  // Violations the model detected and went on from instead of aborting:
+  // what the `rfc` CoW path does that the kernel would only survive
+  // corrupted, and, under that policy, every VM_WARN_ON_FOLIO site
+  // (mm/vmdebug.h). The scenario runner fails the test with them.
+  bool vm_warn_records() const { return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc; }
+  void vm_warn(std::string msg) {
+    std::lock_guard<std::mutex> g(warn_lock);
+    warnings.push_back(std::move(msg));
+  }
+  mutable std::mutex warn_lock;
+  std::vector<std::string> warnings;  // protected by warn_lock
+
+  // ---- test hooks: null except in white-box unit tests ----
+  // Called by wp_page_copy with no lock but the fault's (mmap_lock or the
+  // VMA lock) held, at the points where the kernel's fault can sleep or be
+  // preempted: on entry (the PTL dropped by do_wp_page) and after the copy,
+  // before the PTE lock is taken again to re-validate.
+  enum class WpCopyPoint : uint8_t { kEnter, kBeforeRevalidate };
+  std::function<void(WpCopyPoint)> wp_copy_hook;
+  // Fault injection for the write-fault allocation of a large folio
+  // (should_fail_alloc_page, the kernel's fail_page_alloc) and for its
+  // memory-cgroup charge (the model has no memcg: a charge never fails
+  // otherwise). Return true to fail that order.
+  std::function<bool(unsigned order)> should_fail_alloc;
+  std::function<bool(unsigned order)> mem_cgroup_charge_fails;
 };
 
 }  // namespace mmlab

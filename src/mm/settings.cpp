@@ -104,9 +104,9 @@ bool parse_enum(const char* const (&names)[N], const std::string& v, E* out) {
 
 const char* kGupWalkNames[] = {"v6.5", "legacy", "walk", "batch", "batch-ro"};
 const char* kGupFastNames[] = {"legacy", "batch"};
-// Only the policies this build has: `rfc` and `fixed` arrive with the mTHP CoW work,
-// and until then naming them is an error, never silently ignored.
-const char* kCowPolicyNames[] = {"base"};
+const char* kCowPolicyNames[] = {"base", "rfc", "fixed"};
+const char* kCowReuseNames[] = {"page", "whole"};
+const char* kThpDefragNames[] = {"always", "defer", "defer+madvise", "madvise", "never"};
 const char* kThpEnabledNames[] = {"always", "madvise", "never"};
 const char* kOffOnNames[] = {"off", "on"};
 
@@ -147,6 +147,12 @@ int settings_write(Settings& s, const std::string& path, const std::string& valu
       s.thp_enabled = e;
       return 0;
     }
+    if (rest == "defrag") {
+      ThpDefrag d;
+      if (!parse_enum(kThpDefragNames, v, &d)) return -EINVAL;
+      s.thp_defrag = d;
+      return 0;
+    }
     if (rest == "use_zero_page") {
       long n;
       if (!parse_long(v, &n) || (n != 0 && n != 1)) return -EINVAL;
@@ -182,6 +188,11 @@ int settings_read(const Settings& s, const std::string& path, std::string* out) 
       return 0;
     }
     if (rest == "use_zero_page") { *out = s.use_zero_page ? "1" : "0"; return 0; }
+    if (rest == "defrag") {
+      *out = bracketed({std::begin(kThpDefragNames), std::end(kThpDefragNames)},
+                       kThpDefragNames[static_cast<int>(s.thp_defrag.load())]);
+      return 0;
+    }
     if (rest == "hpage_pmd_size") { *out = std::to_string(PMD_SIZE); return 0; }
     if (rest == "khugepaged/max_ptes_none") { *out = std::to_string(s.max_ptes_none); return 0; }
     if (rest == "khugepaged/max_ptes_swap") { *out = std::to_string(s.max_ptes_swap); return 0; }
@@ -224,6 +235,18 @@ int tune_write(Settings& s, const std::string& key, const std::string& value) {
     s.cow_policy = p;
     return 0;
   }
+  if (key == "cow.max_order") {
+    uint64_t n;
+    if (kstrtoul(value, kCowMaxOrderLimit, &n) || n > kCowMaxOrderLimit) return -EINVAL;
+    s.cow_max_order = static_cast<unsigned>(n);
+    return 0;
+  }
+  if (key == "cow.reuse") {
+    CowReuse r;
+    if (!parse_enum(kCowReuseNames, value, &r)) return -EINVAL;
+    s.cow_reuse = r;
+    return 0;
+  }
   if (key == "khugepaged.mthp") {
     bool on;
     if (!parse_enum(kOffOnNames, value, &on)) return -EINVAL;
@@ -237,22 +260,33 @@ int tune_read(const Settings& s, const std::string& key, std::string* out) {
   if (key == "gup.walk") { *out = gup_walk_name(s.gup_walk); return 0; }
   if (key == "gup.fast") { *out = gup_fast_name(s.gup_fast); return 0; }
   if (key == "cow.policy") { *out = cow_policy_name(s.cow_policy); return 0; }
+  if (key == "cow.max_order") { *out = std::to_string(s.cow_max_order.load()); return 0; }
+  if (key == "cow.reuse") { *out = kCowReuseNames[static_cast<int>(s.cow_reuse.load())]; return 0; }
   if (key == "khugepaged.mthp") { *out = kOffOnNames[s.khugepaged_mthp ? 1 : 0]; return 0; }
   return -ENOENT;
 }
 
-std::vector<std::string> tune_keys() { return {"gup.walk", "gup.fast", "cow.policy", "khugepaged.mthp"}; }
+std::vector<std::string> tune_keys() {
+  return {"gup.walk", "gup.fast", "cow.policy", "cow.max_order", "cow.reuse", "khugepaged.mthp"};
+}
 
 std::vector<std::string> tune_values(const std::string& key) {
   if (key == "gup.walk") return {std::begin(kGupWalkNames), std::end(kGupWalkNames)};
   if (key == "gup.fast") return {std::begin(kGupFastNames), std::end(kGupFastNames)};
   if (key == "cow.policy") return {std::begin(kCowPolicyNames), std::end(kCowPolicyNames)};
+  if (key == "cow.max_order") {
+    std::vector<std::string> v;
+    for (unsigned o = 0; o <= kCowMaxOrderLimit; o++) v.push_back(std::to_string(o));
+    return v;
+  }
+  if (key == "cow.reuse") return {std::begin(kCowReuseNames), std::end(kCowReuseNames)};
   if (key == "khugepaged.mthp") return {std::begin(kOffOnNames), std::end(kOffOnNames)};
   return {};
 }
 
 std::vector<std::string> settings_paths() {
-  std::vector<std::string> v = {"transparent_hugepage/enabled", "transparent_hugepage/use_zero_page",
+  std::vector<std::string> v = {"transparent_hugepage/enabled", "transparent_hugepage/defrag",
+                                "transparent_hugepage/use_zero_page",
                                 "transparent_hugepage/khugepaged/max_ptes_none",
                                 "transparent_hugepage/khugepaged/max_ptes_swap",
                                 "transparent_hugepage/khugepaged/max_ptes_shared",
@@ -265,6 +299,28 @@ std::vector<std::string> settings_paths() {
   for (unsigned o = 2; o <= PMD_ORDER; o++)
     v.push_back("transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << o) / 1024) + "kB/enabled");
   return v;
+}
+
+std::string tune_values_text(const std::string& key) {
+  std::vector<std::string> vals = tune_values(key);
+  if (vals.empty()) return "";
+  if (key == "cow.max_order") return vals.front() + ".." + vals.back();
+  std::string list;
+  for (auto& v : vals) list += (list.empty() ? "" : "|") + v;
+  return list;
+}
+
+std::string tune_default(const std::string& key) {
+  static const Settings defaults;
+  std::string v;
+  tune_read(defaults, key, &v);
+  return v;
+}
+
+std::string tune_choices_text() {
+  std::string out;
+  for (auto& k : tune_keys()) out += (out.empty() ? "" : ", ") + k + " " + tune_values_text(k);
+  return out;
 }
 
 bool tune_value_known(const std::string& key, const std::string& value) {

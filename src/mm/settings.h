@@ -20,9 +20,18 @@ enum class ThpOrderMode : uint8_t { kNever, kAlways, kInherit, kMadvise };
 enum class GupWalk : uint8_t { kV65, kLegacy, kWalk, kBatch, kBatchRo };
 // gup.fast: GUP-fast PTE handling.
 enum class GupFast : uint8_t { kLegacy, kBatch };
-// cow.policy: the order of the folio a write-protect fault copies into.
-// Only `base` (order 0, the kernel today) exists so far.
-enum class CowPolicy : uint8_t { kBase };
+// cow.policy: the order of the folio a write-protect fault copies into:
+// `base` (order 0, v6.18), `rfc` ("mm: memory: add mTHP support for wp" as
+// posted, flaws included) and `fixed` (our correction); docs/VARIANTS.md.
+enum class CowPolicy : uint8_t { kBase, kRfc, kFixed };
+// cow.reuse: how much a reusing write fault makes writable: `page` (v6.18:
+// the faulting page) or `whole` (the folio's whole read-only run).
+enum class CowReuse : uint8_t { kPage, kWhole };
+// cow.max_order: the largest order `fixed` copies (a model-only sweep axis,
+// never proposed as ABI); the PMD order is never a CoW order.
+inline constexpr unsigned kCowMaxOrderLimit = 8;
+// transparent_hugepage/defrag.
+enum class ThpDefrag : uint8_t { kAlways, kDefer, kDeferMadvise, kMadvise, kNever };
 
 struct Settings {
   Settings();
@@ -34,6 +43,7 @@ struct Settings {
   std::atomic<uint64_t> huge_anon_orders_inherit{1ull << 9};  // PMD order inherits
   std::atomic<uint64_t> huge_anon_orders_madvise{0};
   std::atomic<bool> use_zero_page{true};
+  std::atomic<ThpDefrag> thp_defrag{ThpDefrag::kMadvise};
   // transparent_hugepage/khugepaged/ (mm/khugepaged.c's defaults)
   std::atomic<int> max_ptes_none{511};
   std::atomic<int> max_ptes_swap{64};
@@ -50,6 +60,8 @@ struct Settings {
   std::atomic<GupWalk> gup_walk{GupWalk::kLegacy};
   std::atomic<GupFast> gup_fast{GupFast::kLegacy};
   std::atomic<CowPolicy> cow_policy{CowPolicy::kBase};
+  std::atomic<unsigned> cow_max_order{kCowMaxOrderLimit};
+  std::atomic<CowReuse> cow_reuse{CowReuse::kPage};
   // khugepaged.mthp: "khugepaged: add mTHP collapse support" v18 (docs/VARIANTS.md).
   std::atomic<bool> khugepaged_mthp{false};
 

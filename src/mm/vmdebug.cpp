@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "fmt/format.h"
+#include "mm/kernel.h"
 #include "phys/phys.h"
 
 namespace mmlab {
@@ -39,6 +40,11 @@ std::string dump_folio(const Folio* f) {
 }
 
 void vm_bug(const char* cond, const char* msg, const Folio* f, const char* file, int line) {
+  Kernel* k = f ? kernel_of(&f->page) : nullptr;
+  if (k && k->vm_warn_records()) {
+    k->vm_warn(fmt::format("VM_WARN_ON_FOLIO({}) at {}:{}: {}\n{}", cond, file, line, msg, dump_folio(f)));
+    return;
+  }
   std::fprintf(stderr, "VM_WARN_ON_FOLIO(%s) at %s:%d: %s\n%s\n", cond, file, line, msg, dump_folio(f).c_str());
   std::abort();
 }

@@ -22,17 +22,16 @@
 namespace mmlab {
 namespace {
 
-// VM_WARN_ON_ONCE-style checks: abort with a message in MMLAB_DEBUG_VM
-// builds, compiled out otherwise.
+// free_pages_prepare()'s bad-page checks: in MMLAB_DEBUG_VM builds a bad
+// page is reported (PhysMem::bad_page) and left unfreed, as the kernel's
+// bad_page() leaves it; compiled out otherwise.
 #if defined(MMLAB_DEBUG_VM)
-[[noreturn]] void vm_warn_fail(const char* what, pfn_t pfn) {
-  std::fprintf(stderr, "mmlab: VM_WARN: page allocator: %s (pfn %#llx)\n", what,
-               static_cast<unsigned long long>(pfn));
-  std::abort();
-}
 #define PHYS_VM_WARN(cond, what, pfn) \
   do {                                \
-    if (cond) vm_warn_fail(what, pfn); \
+    if (cond) {                       \
+      bad_page(what, pfn);            \
+      return false;                   \
+    }                                 \
   } while (0)
 constexpr bool kDebugVm = true;
 constexpr uint8_t kPagePoison = 0xaa;  // PAGE_POISON
@@ -504,5 +503,12 @@ void PhysMem::free_pages(Page* p, unsigned order) {
 }
 
 void PhysMem::free_folio(Folio* f) { free_pages(&f->page, folio_order(f)); }
+
+void PhysMem::bad_page(const char* what, pfn_t pfn) {
+  std::string msg = std::string("page allocator: ") + what + " (pfn " + std::to_string(pfn) + ")";
+  if (bad_page_hook_ && bad_page_hook_(msg)) return;
+  std::fprintf(stderr, "mmlab: VM_WARN: %s\n", msg.c_str());
+  std::abort();
+}
 
 }  // namespace mmlab

@@ -43,9 +43,16 @@ inline constexpr gfp_t __GFP_MOVABLE = 1u << 0;   // may come from ZONE_MOVABLE
 inline constexpr gfp_t __GFP_ZERO = 1u << 1;      // clear the frames
 inline constexpr gfp_t __GFP_NOWARN = 1u << 2;
 inline constexpr gfp_t __GFP_PINNABLE = 1u << 3;  // memalloc_pin scope: avoid ZONE_MOVABLE
+// The reclaim bits are carried for callers that model vma_thp_gfp_mask();
+// the allocator has no reclaim or compaction and ignores them, so the
+// model's GFP_TRANSHUGE leaves __GFP_DIRECT_RECLAIM out.
+inline constexpr gfp_t __GFP_DIRECT_RECLAIM = 1u << 4;
+inline constexpr gfp_t __GFP_KSWAPD_RECLAIM = 1u << 5;
+inline constexpr gfp_t __GFP_NORETRY = 1u << 6;
 inline constexpr gfp_t GFP_KERNEL = 0;
 inline constexpr gfp_t GFP_HIGHUSER_MOVABLE = __GFP_MOVABLE;
-inline constexpr gfp_t GFP_TRANSHUGE = __GFP_MOVABLE | __GFP_NOWARN;
+inline constexpr gfp_t GFP_TRANSHUGE_LIGHT = __GFP_MOVABLE | __GFP_NOWARN;
+inline constexpr gfp_t GFP_TRANSHUGE = GFP_TRANSHUGE_LIGHT;
 inline constexpr gfp_t GFP_PGTABLE_USER = __GFP_ZERO;
 
 // Orders that have per-CPU lists (the kernel's pcp orders: <= PAGE_ALLOC_COSTLY_ORDER and the THP order).
@@ -92,6 +99,10 @@ class PhysMem {
   void free_pages(Page* p, unsigned order);
   void free_folio(Folio* f);  // called on the last reference (via the hook)
   void set_folio_free_hook(FolioFreeHook h) { free_hook_ = std::move(h); }
+  // A bad page at free time (debug builds): the hook may record it and
+  // return true, leaving the frames unfreed as the kernel's bad_page() does;
+  // without a hook, or when it returns false, the model aborts.
+  void set_bad_page_hook(std::function<bool(const std::string&)> h) { bad_page_hook_ = std::move(h); }
   const FolioFreeHook& folio_free_hook() const { return free_hook_; }
   // Give every per-CPU list back to the buddy lists (drain_all_pages).
   void drain_all_pages();
@@ -202,6 +213,7 @@ class PhysMem {
   void free_contig_range(Page* p, unsigned order);
   void prep_new_page(Page* p, unsigned order, gfp_t gfp, PrepCompound compound);
   bool free_pages_prepare(Page* p, unsigned order);
+  void bad_page(const char* what, pfn_t pfn);  // report (the hook) or abort
   Zone& zone_of(const Page* p) { return zones_[page_zonenum(p)]; }
   PerCpuPages& this_cpu_pcp(const Zone& z) { return pcp_[z.id][this_cpu().id]; }
 
@@ -220,6 +232,7 @@ class PhysMem {
   std::atomic<Folio*> huge_zero_{nullptr};
   long huge_zero_users_ = 0;  // protected by huge_zero_mutex_
   FolioFreeHook free_hook_;
+  std::function<bool(const std::string&)> bad_page_hook_;
   static constexpr int kDataNoOwner = -1, kDataShared = -2;
   void data_share();
   std::atomic<int> data_owner_{kDataNoOwner};  // CPU id of the one thread moving bytes, or kDataShared

@@ -47,6 +47,12 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
   k->walkers = std::make_unique<Kernel::WalkerSlot[]>(NR_CPUS);
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
+  // Under cow.policy rfc a bad page is a recorded finding, not an abort.
+  k->phys->set_bad_page_hook([kp](const std::string& msg) {
+    if (!kp->vm_warn_records()) return false;
+    kp->vm_warn("bad page: " + msg);
+    return true;
+  });
   sys->k_ = std::move(k);
   sys->clock_ = std::make_unique<std::atomic<uint64_t>>(0);
   sys->khugepaged_ = std::make_unique<Khugepaged>(kp, sys->clock_.get());
@@ -97,8 +103,11 @@ int System::sysfs_read(const std::string& path, std::string* value) const {
       for (unsigned o = 2; o <= PMD_ORDER; o++) {
         if (kb != static_cast<long>((PAGE_SIZE << o) / 1024)) continue;
         const std::string item = path.substr(kb_end + 9);
-        // The collapse statistics come with the mTHP collapse series.
+        // The collapse statistics come with the mTHP collapse series; the
+        // write-fault ones with the mTHP CoW policies (a model extension:
+        // the posting declares them without sysfs files).
         if (item.rfind("collapse_", 0) == 0 && !k_->settings.khugepaged_mthp.load()) return -ENOENT;
+        if (item.rfind("wp_fault_", 0) == 0 && k_->settings.cow_policy.load() == CowPolicy::kBase) return -ENOENT;
         int64_t v = mthp_stat(o, item);
         if (v < 0) return -ENOENT;
         *value = std::to_string(v);
@@ -138,14 +147,24 @@ int64_t System::vmstat(const std::string& name) const {
 
 int64_t System::counter(const std::string& name) const {
   Event e;
-  if (!event_from_name(name, &e)) return -1;
-  return static_cast<int64_t>(k_->stats->read(e));
+  if (event_from_name(name, &e)) return static_cast<int64_t>(k_->stats->read(e));
+  CowStat c;
+  unsigned order;
+  if (cow_stat_from_name(name, &c, &order)) return static_cast<int64_t>(k_->stats->read_cow(order, c));
+  return -1;
 }
 
 int64_t System::mthp_stat(unsigned order, const std::string& name) const {
   MthpStat s;
   if (!mthp_stat_from_name(name, &s)) return -1;
   return k_->stats->read_mthp(order, s);
+}
+
+std::vector<std::string> counter_names() {
+  std::vector<std::string> v;
+  for (unsigned i = 0; i < static_cast<unsigned>(Event::kNr); i++) v.push_back(event_name(static_cast<Event>(i)));
+  for (auto& n : cow_stat_names()) v.push_back(n);
+  return v;
 }
 
 void System::reset_counters() { k_->stats->reset_events(); }
@@ -156,6 +175,11 @@ std::string System::vmstat_text() const {
     out += fmt::format("{} {}\n", vmstat_name(static_cast<VmStat>(i)), k_->stats->read(static_cast<VmStat>(i)));
   out += fmt::format("nr_free_pages {}\n", k_->phys->nr_free_pages());
   return out;
+}
+
+std::vector<std::string> System::warnings() const {
+  std::lock_guard<std::mutex> g(k_->warn_lock);
+  return k_->warnings;
 }
 
 CheckReport System::check() const { return check_system(*this); }

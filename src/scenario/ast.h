@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mmlab {
@@ -20,6 +21,14 @@ enum class Op {
   kHandleWrite, kHandleRead, kUnpin, kDump,
   kExpectHandle, kExpectDump, kExpectMapped, kExpectOrder, kExpectExclusive, kExpectPinned, kExpectZero,
   kExpectSwapped, kExpectSame, kExpectRss, kExpectSysfs, kExpectVmstat, kExpectCounter, kCheck, kSkip, kXfail,
+  kExpectSoftDirty, kExpectUffdWp, kExpectViolation,
+};
+
+// `when KEY=V1[,V2...]`: the statement runs only while the tune key has one
+// of the values.
+struct WhenCond {
+  std::string key;
+  std::vector<std::string> values;
 };
 
 struct Stmt {
@@ -44,6 +53,7 @@ struct Stmt {
   uint64_t file_off = 0;
   uint64_t align = 0;
   int advice = 0;
+  std::vector<WhenCond> when;  // all must hold
   // expect-error: the errno (negative) or signal name, and the statement.
   bool expect_error = false;
   int expect_errno = 0;

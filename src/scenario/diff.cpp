@@ -27,7 +27,7 @@ std::unique_ptr<TestRun> make_run(const ScenarioOptions& so, const DiffConfig& c
 
 const KnownDifference* find_known(const std::vector<KnownDifference>& known, const std::string& name) {
   for (auto& k : known)
-    if (fnmatch(k.glob.c_str(), name.c_str(), 0) == 0) return &k;
+    if (fnmatch(k.glob.c_str(), name.c_str(), FNM_EXTMATCH) == 0) return &k;
   return nullptr;
 }
 

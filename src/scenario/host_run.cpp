@@ -767,6 +767,9 @@ class HostRun final : public TestRun {
         skip_expectation("exclusive (no host interface shows PageAnonExclusive; pagemap bit 56 is another thing)");
         break;
       case Op::kExpectPinned: skip_expectation("pinned (no host interface shows folio_maybe_dma_pinned)"); break;
+      case Op::kExpectSoftDirty:
+      case Op::kExpectUffdWp: skip_expectation("soft-dirty/uffd-wp (not read from the host's pagemap yet)"); break;
+      case Op::kExpectViolation: skip_expectation("violation (the model's checker and recorded findings)"); break;
       case Op::kExpectDump: fail(st, "no dump to check");
       default: exec_expect_page(st); break;
     }

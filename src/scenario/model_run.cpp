@@ -63,7 +63,8 @@ class ModelRun final : public TestRun {
     for (std::string l; std::getline(vm, l);) out.push_back("vmstat " + l);
     for (unsigned o = 2; o <= 9; o++)
       for (const char* item : {"anon_fault_alloc", "anon_fault_fallback", "split", "split_deferred", "nr_anon",
-                               "nr_anon_partially_mapped", "swpout", "swpin"})
+                               "nr_anon_partially_mapped", "swpout", "swpin", "wp_fault_alloc", "wp_fault_fallback",
+                               "wp_fault_fallback_charge"})
         out.push_back(fmt::format("mthp order{} {} {}", o, item, sys_->mthp_stat(o, item)));
     return out;
   }
@@ -71,8 +72,10 @@ class ModelRun final : public TestRun {
     std::map<std::string, int64_t> c;
     for (const char* n : {"gup.descents", "gup.pte_lock", "gup.pmd_lock", "gup.grab", "gup.mark_accessed", "gup.cache_flush",
                           "gup.fast_speculative", "gup.fast_fallback", "fault.anon", "fault.wp_copy", "fault.wp_reuse",
-                          "fault.unshare"})
+                          "fault.unshare", "bytes.copied", "cow.reuse_pages"})
       c[n] = sys_->counter(n);
+    for (const std::string& n : counter_names())
+      if (n.rfind("cow.", 0) == 0) c[n] = sys_->counter(n);
     return c;
   }
 
@@ -96,7 +99,22 @@ class ModelRun final : public TestRun {
     for (auto& [n, fd] : files_) sys_->close_file(fd);
     CheckReport rep = sys_->check();
     for (auto& v : rep.violations) leaks.push_back(v.invariant + " at " + v.where);
+    for (auto& w : new_violations()) leaks.push_back(w);  // found while tearing down
     return leaks;
+  }
+
+  std::vector<std::string> new_violations() override {
+    if (!sys_) return {};
+    std::vector<std::string> all = sys_->warnings();
+    std::vector<std::string> fresh(all.begin() + static_cast<long>(std::min(warnings_seen_, all.size())), all.end());
+    warnings_seen_ = all.size();
+    return fresh;
+  }
+
+  std::string tune_value(const std::string& key) override {
+    std::string v;
+    if (!sys_ || sys_->tune_read(key, &v)) return TestRun::tune_value(key);
+    return v;
   }
 
   void check_access(const Stmt& st, const AccessResult& r, const char* what) {
@@ -203,9 +221,13 @@ class ModelRun final : public TestRun {
         std::map<uint64_t, long> refs;  // what the handles hold is not a leak
         for (auto& [n, h] : handles_) h.pages.add_refs(&refs);
         CheckReport r = sys_->check_with_refs(refs);
-        if (!r.ok()) fail(st, fmt::format("invariant checker: {} at {}", r.violations.front().invariant, r.violations.front().where));
+        if (!r.ok())
+          violation(st, fmt::format("invariant checker: {} at {}{}", r.violations.front().invariant,
+                                    r.violations.front().where,
+                                    r.violations.size() > 1 ? fmt::format(" (and {} more)", r.violations.size() - 1) : ""));
         break;
       }
+      case Op::kExpectViolation: expect_violation(st); break;
       case Op::kSkip:
       case Op::kXfail: exec_outcome_stmt(st); break;
       default: exec_expect(st); break;
@@ -338,6 +360,8 @@ class ModelRun final : public TestRun {
       case Op::kExpectPinned: expect_yes_no(st, "pinned", false, pi.level, pi.maybe_pinned); break;
       case Op::kExpectZero: expect_yes_no(st, "zero", false, pi.level, pi.level && pi.zero); break;
       case Op::kExpectSwapped: expect_yes_no(st, "swapped", false, pi.level, pi.swap); break;
+      case Op::kExpectSoftDirty: expect_yes_no(st, "soft-dirty", true, pi.level, pi.soft_dirty); break;
+      case Op::kExpectUffdWp: expect_yes_no(st, "uffd-wp", true, pi.level, pi.uffd_wp); break;
       case Op::kExpectSame: {
         PageInfo other = proc(st, st.q)->page_info(addr(st, st.addr2));
         expect_same(st, pi.level && other.level && pi.pfn == other.pfn);
@@ -354,6 +378,7 @@ class ModelRun final : public TestRun {
   std::map<std::string, DumpResult> dumps_;
   std::map<std::string, int> files_;
   std::map<std::string, uint64_t> prev_;  // snapshot(): the frame each address mapped last time
+  size_t warnings_seen_ = 0;              // System::warnings() already reported
 };
 
 }  // namespace

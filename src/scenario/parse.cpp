@@ -1,6 +1,7 @@
 // Parsing .mms files (scenario language v1). Every file is parsed whole
 // before anything runs; the first error names file:line:column and what was
 // expected there.
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -244,6 +245,12 @@ void parse_expect(LineParser& lp, Stmt* st) {
     st->value = static_cast<int64_t>(lp.number());
     return;
   }
+  if (first == "violation") {  // expect violation TEXT...
+    st->op = Op::kExpectViolation;
+    st->str = lp.rest();
+    if (st->str.empty()) lp.fail("the TEXT a detected violation must contain");
+    return;
+  }
   if (!LineParser::is_name(first)) lp.fail("a NAME");
   st->p = first;
   const Token* t = lp.peek();
@@ -287,9 +294,11 @@ void parse_expect(LineParser& lp, Stmt* st) {
   } else if (what == "order") {
     st->op = Op::kExpectOrder;
     st->value = static_cast<int64_t>(lp.number());
-  } else if (what == "exclusive" || what == "pinned" || what == "zero" || what == "swapped") {
+  } else if (what == "exclusive" || what == "pinned" || what == "zero" || what == "swapped" || what == "soft-dirty" ||
+             what == "uffd-wp") {
     st->op = what == "exclusive" ? Op::kExpectExclusive : what == "pinned" ? Op::kExpectPinned
-             : what == "zero" ? Op::kExpectZero : Op::kExpectSwapped;
+             : what == "zero" ? Op::kExpectZero : what == "swapped" ? Op::kExpectSwapped
+             : what == "soft-dirty" ? Op::kExpectSoftDirty : Op::kExpectUffdWp;
     st->flag = lp.yes_no();
   } else if (what == "same" || what == "differ") {
     st->op = Op::kExpectSame;
@@ -297,7 +306,7 @@ void parse_expect(LineParser& lp, Stmt* st) {
     st->q = lp.name();
     st->addr2 = lp.addr();
   } else {
-    lp.fail("mapped, order, exclusive, pinned, zero, swapped, same or differ");
+    lp.fail("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, same or differ");
   }
 }
 
@@ -419,6 +428,18 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
   }
 }
 
+// `tune KEY VALUE`: a key and value this build has, else an error naming
+// what it has (a value at the value, an unknown key at the key).
+void parse_tune(LineParser& lp, std::string* key, std::string* value) {
+  const std::string all = "a tune KEY and VALUE this build has (" + tune_choices_text() + ")";
+  *key = lp.word("a tune KEY");
+  const std::string values = tune_values_text(*key);
+  if (values.empty()) lp.back(), lp.fail(all);
+  if (lp.done()) lp.fail("a VALUE for " + *key + " (" + values + ")");
+  if (!tune_value_known(*key, lp.peek()->s)) lp.fail("a VALUE for " + *key + " (" + values + "), not '" + lp.peek()->s + "'");
+  *value = lp.word("a VALUE");
+}
+
 void parse_statement(LineParser& lp, Stmt* st) {
   std::string w = lp.word("a statement");
   if (w == "sysfs") {
@@ -429,12 +450,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
     if (!sysfs_value_well_formed(st->str, st->str2)) lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
   } else if (w == "tune") {
     st->op = Op::kTune;
-    st->str = lp.word("a tune KEY");
-    if (!lp.done() && !tune_value_known(st->str, lp.peek()->s)) {
-      lp.fail("a tune KEY and VALUE this build has (gup.walk v6.5|legacy|walk|batch|batch-ro, gup.fast legacy|batch, "
-              "cow.policy base, khugepaged.mthp off|on)");
-    }
-    st->str2 = lp.word("a VALUE");
+    parse_tune(lp, &st->str, &st->str2);
   } else if (w == "proc") {
     st->op = Op::kProc;
     st->p = lp.name();
@@ -486,6 +502,30 @@ void parse_statement(LineParser& lp, Stmt* st) {
   } else if (w == "skip" || w == "xfail") {
     st->op = w == "skip" ? Op::kSkip : Op::kXfail;
     st->str = lp.rest();
+  } else if (w == "when") {  // when KEY=V1[,V2...] STATEMENT
+    WhenCond c;
+    const std::string cond = lp.word("KEY=VALUE[,VALUE...] (a tune key and its values)");
+    const auto eq = cond.find('=');
+    c.key = cond.substr(0, eq == std::string::npos ? cond.size() : eq);
+    const std::string values = tune_values_text(c.key);
+    if (eq == std::string::npos || values.empty())
+      lp.back(), lp.fail("KEY=VALUE[,VALUE...] naming a tune key this build has (" + tune_choices_text() + ")");
+    for (size_t pos = eq + 1; pos <= cond.size();) {
+      size_t comma = std::min(cond.find(',', pos), cond.size());
+      c.values.push_back(cond.substr(pos, comma - pos));
+      if (!tune_value_known(c.key, c.values.back()))
+        lp.back(), lp.fail("values of " + c.key + " (" + values + "), not '" + c.values.back() + "'");
+      pos = comma + 1;
+    }
+    Stmt inner;
+    inner.file = st->file;
+    inner.line = st->line;
+    inner.text = st->text;
+    parse_statement(lp, &inner);
+    if (inner.op == Op::kTune) lp.fail("a statement other than `tune` after `when` (a variant does not choose variants)");
+    inner.when.insert(inner.when.begin(), c);
+    *st = inner;
+    return;
   } else if (w == "expect-error") {
     std::string e = lp.word("an ERRNO or SIGNAL");
     if (e == "SIGSEGV" || e == "SIGBUS" || e == "SIGKILL") {

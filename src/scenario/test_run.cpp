@@ -1,7 +1,10 @@
 // The backend-independent half of running one test.
 #include "scenario/test_run.h"
 
+#include <algorithm>
+
 #include "fmt/format.h"
+#include "mmlab/system.h"
 #include "mmlab/types.h"
 
 namespace mmlab {
@@ -40,6 +43,10 @@ void TestRun::guarded(F&& f) {
   try {
     f();
   } catch (const Failure& fl) {
+    if (fl.violation && !expected_violations_.empty()) {
+      found_violations_.push_back(fl.msg);
+      return;
+    }
     failure_ = fl;
     ended_ = true;
   } catch (const SkipTest& sk) {
@@ -51,8 +58,45 @@ void TestRun::guarded(F&& f) {
 
 bool TestRun::step(const Stmt& st) {
   if (ended_) return false;
+  if (!when_holds(st)) return true;
   guarded([&] { exec(st); });
+  if (!ended_) guarded([&] { collect_violations(st, new_violations()); });
   return !ended_;
+}
+
+std::string TestRun::tune_value(const std::string& key) { return tune_default(key); }
+
+bool TestRun::when_holds(const Stmt& st) {
+  for (const WhenCond& c : st.when)
+    if (std::find(c.values.begin(), c.values.end(), tune_value(c.key)) == c.values.end()) return false;
+  return true;
+}
+
+void TestRun::expect_violation(const Stmt& st) {
+  expected_violations_.push_back({st.str, fmt::format("{}:{}", st.file, st.line)});
+}
+
+void TestRun::violation(const Stmt& st, const std::string& msg) {
+  throw Failure{fmt::format("{}:{}: {}", st.file, st.line, msg), true};
+}
+
+void TestRun::collect_violations(const Stmt& st, const std::vector<std::string>& msgs) {
+  if (msgs.empty()) return;
+  if (expected_violations_.empty())
+    violation(st, msgs.size() == 1 ? msgs.front() : fmt::format("{} (and {} more)", msgs.front(), msgs.size() - 1));
+  for (auto& m : msgs) found_violations_.push_back(fmt::format("{}:{}: {}", st.file, st.line, m));
+}
+
+std::optional<Failure> TestRun::check_expected_violations() {
+  for (auto& [text, where] : expected_violations_) {
+    bool found = std::any_of(found_violations_.begin(), found_violations_.end(),
+                             [&](const std::string& v) { return v.find(text) != std::string::npos; });
+    if (found) continue;
+    if (found_violations_.empty()) return Failure{fmt::format("{}: expected a violation containing '{}', none was detected", where, text)};
+    return Failure{fmt::format("{}: expected a violation containing '{}'; detected only: {}", where, text,
+                               found_violations_.front())};
+  }
+  return std::nullopt;
 }
 
 ScenarioResult TestRun::finish() {
@@ -61,11 +105,17 @@ ScenarioResult TestRun::finish() {
   if (errored_) return res;
   std::optional<Failure> failure = failure_;
   if (!leaks.empty() && !skipped_) {
-    if (!failure)
-      failure = Failure{fmt::format("{}:{}: after teardown: {} ({} violations)", res.file, line_, leaks.front(), leaks.size())};
-    res.diagnostics.insert(res.diagnostics.end(), leaks.begin(), leaks.end());
+    if (!expected_violations_.empty()) {
+      for (auto& l : leaks) found_violations_.push_back(fmt::format("{}:{}: after teardown: {}", res.file, line_, l));
+    } else {
+      if (!failure)
+        failure = Failure{fmt::format("{}:{}: after teardown: {} ({} violations)", res.file, line_, leaks.front(), leaks.size())};
+      res.diagnostics.insert(res.diagnostics.end(), leaks.begin(), leaks.end());
+    }
   }
   if (skipped_) return res;
+  if (!failure && !expected_violations_.empty()) failure = check_expected_violations();
+  res.violations = found_violations_;
   if (failure) {
     res.diagnostics.insert(res.diagnostics.begin(), failure->msg);
     res.outcome = xfail_ ? Outcome::kXfail : Outcome::kFail;
@@ -121,7 +171,7 @@ std::string where(const Stmt& st) { return fmt::format("{} {}+{:#x}", st.p, st.a
 
 void TestRun::expect_bytes(const Stmt& st, int64_t bad, uint8_t found) {
   if (st.byte < 0 || bad < 0) return;
-  fail(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
+  violation(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
                        st.addr.offset, st.size, st.byte, found, st.addr.offset + static_cast<uint64_t>(bad)));
 }
 
@@ -132,7 +182,7 @@ void TestRun::expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& bu
 
 void TestRun::expect_handle_mismatch(const Stmt& st, int64_t bad, uint8_t found) {
   if (bad < 0) return;
-  fail(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
+  violation(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
                        st.size2, st.size, st.byte, found, st.size2 + static_cast<uint64_t>(bad)));
 }
 

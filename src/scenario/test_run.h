@@ -16,8 +16,13 @@
 
 namespace mmlab {
 
-struct Failure {  // ends the test
+// Ends the test, unless it is a violation (the invariant checker, a data
+// check, a violation the model recorded instead of aborting, the leak check)
+// and the test declared `expect violation`: then it is collected and the
+// test goes on.
+struct Failure {
   std::string msg;
+  bool violation = false;
 };
 struct SkipTest {
   std::string reason;
@@ -56,6 +61,12 @@ class TestRun {
   virtual void start(const std::vector<const Stmt*>& stmts) = 0;
   virtual void exec(const Stmt& st) = 0;
   virtual std::vector<std::string> teardown() = 0;  // what leaked or outlived the test
+  // Violations the backend detected during the statement just run (the
+  // model's recorded findings); each is reported as a violation.
+  virtual std::vector<std::string> new_violations() { return {}; }
+  // The value of a tune key for `when`: the build's default unless the
+  // backend runs a variant (the host kernel is the default, v6.18).
+  virtual std::string tune_value(const std::string& key);
 
   [[noreturn]] void fail(const Stmt& st, const std::string& msg);
   // Processes, regions, handles, dumps and files share one namespace per
@@ -80,6 +91,11 @@ class TestRun {
   void expect_same(const Stmt& st, bool same);
   // skip/xfail; true if st was one of them.
   bool exec_outcome_stmt(const Stmt& st);
+  // `expect violation TEXT`: the test passes only if a violation containing
+  // TEXT is detected; violations no longer end it.
+  void expect_violation(const Stmt& st);
+  // A detected violation: collected under `expect violation`, else it fails the test.
+  [[noreturn]] void violation(const Stmt& st, const std::string& msg);
   // An expectation this backend cannot observe: counted, the test goes on.
   // `why` begins with its key ("zero_page: ...", "exclusive (...)").
   void skip_expectation(const std::string& why);
@@ -93,7 +109,14 @@ class TestRun {
   template <class F>
   void guarded(F&& f);
 
+  bool when_holds(const Stmt& st);
+  // Violations found so far and the texts expected among them.
+  void collect_violations(const Stmt& st, const std::vector<std::string>& msgs);
+  std::optional<Failure> check_expected_violations();
+
   std::map<std::string, char> kinds_;
+  std::vector<std::pair<std::string, std::string>> expected_violations_;  // (TEXT, where declared)
+  std::vector<std::string> found_violations_;
   std::optional<Failure> failure_;
   int line_ = 0;
   bool ended_ = false, skipped_ = false, errored_ = false;

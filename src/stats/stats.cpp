@@ -41,6 +41,12 @@ bool lookup(const char* const (&names)[N], std::string_view name, E* out) {
   return false;
 }
 
+const char* const kCowNames[] = {
+#define X(n, d) #n,
+    MMLAB_COW_ITEMS(X)
+#undef X
+};
+
 int64_t load(const int64_t& v) { return std::atomic_ref<int64_t>(const_cast<int64_t&>(v)).load(std::memory_order_relaxed); }
 
 }  // namespace
@@ -52,6 +58,26 @@ const char* event_description(Event e) { return kEventDescriptions[static_cast<s
 bool vmstat_from_name(std::string_view n, VmStat* out) { return lookup(kVmstatNames, n, out); }
 bool mthp_stat_from_name(std::string_view n, MthpStat* out) { return lookup(kMthpNames, n, out); }
 bool event_from_name(std::string_view n, Event* out) { return lookup(kEventNames, n, out); }
+
+bool cow_stat_from_name(std::string_view n, CowStat* out, unsigned* order) {
+  constexpr std::string_view kPre = "cow.", kOrder = ".order";
+  if (n.substr(0, kPre.size()) != kPre) return false;
+  n.remove_prefix(kPre.size());
+  auto dot = n.find(kOrder);
+  if (dot == std::string_view::npos) return false;
+  std::string_view digits = n.substr(dot + kOrder.size());
+  if (digits.empty() || digits.size() > 1 || digits[0] < '0' || digits[0] > '9') return false;
+  if (!lookup(kCowNames, n.substr(0, dot), out)) return false;
+  *order = static_cast<unsigned>(digits[0] - '0');
+  return *order < kMthpOrders;
+}
+
+std::vector<std::string> cow_stat_names() {
+  std::vector<std::string> v;
+  for (const char* item : kCowNames)
+    for (unsigned o = 0; o < kMthpOrders; o++) v.push_back(std::string("cow.") + item + ".order" + std::to_string(o));
+  return v;
+}
 
 Stats::Stats() : cpus_(NR_CPUS) {}
 
@@ -72,6 +98,13 @@ int64_t Stats::read_mthp(unsigned order, MthpStat s) const {
   int64_t sum = 0;
   for (const auto& c : cpus_) sum += load(c.mthp[order][idx(s)]);
   return sum;
+}
+
+uint64_t Stats::read_cow(unsigned order, CowStat s) const {
+  if (order >= kMthpOrders) return 0;
+  int64_t sum = 0;
+  for (const auto& c : cpus_) sum += load(c.cow[order][idx(s)]);
+  return static_cast<uint64_t>(sum);
 }
 
 uint64_t Stats::read_data_ns(DataTime t) const {
@@ -101,8 +134,11 @@ double tsc_ns_per_tick() {
 }
 
 void Stats::reset_events() {
-  for (auto& c : cpus_)
+  for (auto& c : cpus_) {
     for (auto& v : c.events) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
+    for (auto& per_order : c.cow)
+      for (auto& v : per_order) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace mmlab

@@ -86,6 +86,11 @@ enum class MthpStat : uint16_t {
   X(zap_pte_batches, "zap.pte_batches", "batched zap_present_ptes() runs (n > 1)")                \
   X(tlb_flush, "tlb.flush", "TLB flushes issued (one per flushed range)")                         \
   X(copy_bytes, "bytes.copied", "bytes copied by CoW and fork")                                   \
+  X(cow_bytes, "cow.bytes_copied", "bytes copied by write-protect faults (wp_page_copy, write and unshare)") \
+  X(cow_reuse_pages, "cow.reuse_pages", "PTEs made writable in place by reusing write faults")      \
+  X(cow_notifier, "cow.notifier_ranges", "MMU-notifier invalidations by write-protect copies (one per copy)") \
+  X(cow_direct_reclaim, "cow.alloc_direct_reclaim",                                                \
+    "large-folio allocations by write-protect faults whose gfp allows direct reclaim and compaction (vma_thp_gfp_mask; the model's allocator does neither)") \
   X(zero_bytes, "bytes.zeroed", "bytes zeroed for new folios")                                     \
   X(collapse_scan_pmd, "collapse.scan_pmd", "PMD ranges examined by hpage_collapse_scan_pmd()")    \
   X(collapse_ptes_scanned, "collapse.ptes_scanned", "PTEs read by the collapse scan")              \
@@ -100,6 +105,21 @@ enum class MthpStat : uint16_t {
 enum class Event : uint16_t {
 #define X(e, n, d) e,
   MMLAB_EVENT_ITEMS(X)
+#undef X
+  kNr
+};
+
+// The model's per-order write-protect fault counters, `cow.<item>.order<N>`
+// (event counters: `counters reset` zeroes them). N is the order of the
+// folio the fault copied into (copy, unshare) or reused a page of (reuse).
+#define MMLAB_COW_ITEMS(X)                                                  \
+  X(copy, "write faults that copied into a new folio of this order")       \
+  X(unshare, "unshare faults that copied into a new folio of this order")  \
+  X(reuse, "write faults that made a page of a folio of this order writable in place")
+
+enum class CowStat : uint16_t {
+#define X(n, d) n,
+  MMLAB_COW_ITEMS(X)
 #undef X
   kNr
 };
@@ -123,6 +143,10 @@ const char* event_description(Event e);
 bool vmstat_from_name(std::string_view name, VmStat* out);
 bool mthp_stat_from_name(std::string_view name, MthpStat* out);
 bool event_from_name(std::string_view name, Event* out);
+// "cow.copy.order4" -> (copy, 4); false if not such a name.
+bool cow_stat_from_name(std::string_view name, CowStat* out, unsigned* order);
+// Every `cow.<item>.order<N>` name, in order.
+std::vector<std::string> cow_stat_names();
 
 class Stats {
  public:
@@ -130,6 +154,9 @@ class Stats {
   void count(Event e, uint64_t n = 1) { add(cpu_block().events[idx(e)], n); }
   void count(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], n); }
   void uncount(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], -static_cast<int64_t>(n)); }
+  void count_cow(unsigned order, CowStat s) {
+    if (order < kMthpOrders) add(cpu_block().cow[order][idx(s)], 1);
+  }
   void count_mthp(unsigned order, MthpStat s, int64_t n = 1) {
     if (order == 0 || order >= kMthpOrders) return;  // order 0 is never counted
     add(cpu_block().mthp[order][idx(s)], n);
@@ -138,6 +165,7 @@ class Stats {
   uint64_t read(Event e) const;
   int64_t read(VmStat s) const;
   int64_t read_mthp(unsigned order, MthpStat s) const;
+  uint64_t read_cow(unsigned order, CowStat s) const;
   // Zero the model's event counters (the scenario's `counters reset`);
   // kernel statistics are never reset, as in the kernel.
   void reset_events();
@@ -153,6 +181,7 @@ class Stats {
     std::array<int64_t, static_cast<size_t>(Event::kNr)> events{};
     std::array<int64_t, static_cast<size_t>(VmStat::kNr)> vmstat{};
     std::array<std::array<int64_t, static_cast<size_t>(MthpStat::kNr)>, kMthpOrders> mthp{};
+    std::array<std::array<int64_t, static_cast<size_t>(CowStat::kNr)>, kMthpOrders> cow{};
     std::array<int64_t, static_cast<size_t>(DataTime::kNr)> data_ticks{};
   };
   template <typename E>

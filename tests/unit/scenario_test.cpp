@@ -37,10 +37,28 @@ RunOut run(const std::string& text, ScenarioOptions opt = {}) {
 TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 3K rw private\n"), "t.mms:3:10: expected a SIZE that is a multiple of 4K");
   EXPECT_EQ(parse_error("test a\nP mmap A 4K rwz private\n"), "t.mms:2:13: expected a PROT (none, r, rw, rx, rwx)");
-  EXPECT_EQ(parse_error("tune gup.walk fancy\n").substr(0, 24), "t.mms:1:15: expected a t");
-  // Variants the build does not have yet are errors, never silently ignored.
-  EXPECT_EQ(parse_error("tune cow.policy rfc\n").substr(0, 24), "t.mms:1:17: expected a t");
-  EXPECT_EQ(parse_error("tune cow.max_order 4\n").substr(0, 24), "t.mms:1:20: expected a t");
+  EXPECT_EQ(parse_error("tune gup.walk fancy\n"),
+            "t.mms:1:15: expected a VALUE for gup.walk (v6.5|legacy|walk|batch|batch-ro), not 'fancy'");
+  // Variants the build does not have are errors, never silently ignored.
+  EXPECT_EQ(parse_error("tune cow.policy rfc2\n"), "t.mms:1:17: expected a VALUE for cow.policy (base|rfc|fixed), not 'rfc2'");
+  EXPECT_EQ(parse_error("tune cow.max_order 9\n"), "t.mms:1:20: expected a VALUE for cow.max_order (0..8), not '9'");
+  EXPECT_EQ(parse_error("tune cow.max_order -1\n"), "t.mms:1:20: expected a VALUE for cow.max_order (0..8), not '-1'");
+  EXPECT_EQ(parse_error("tune cow.max_order 04\n"), "t.mms:1:20: expected a VALUE for cow.max_order (0..8), not '04'");
+  EXPECT_EQ(parse_error("tune cow.reuse most\n"), "t.mms:1:16: expected a VALUE for cow.reuse (page|whole), not 'most'");
+  EXPECT_EQ(parse_error("tune cow.reuse\n"), "t.mms:1:16: expected a VALUE for cow.reuse (page|whole)");
+  EXPECT_EQ(parse_error("tune cow.order 4\n").substr(0, 58), "t.mms:1:6: expected a tune KEY and VALUE this build has (g");
+  EXPECT_EQ(parse_error("sysfs transparent_hugepage/defrag\n"), "t.mms:1:35: expected a VALUE");
+  // when KEY=VALUES STATEMENT and expect violation TEXT.
+  EXPECT_EQ(parse_error("test a\nwhen cow.policy=rfc,fixd check\n"),
+            "t.mms:2:6: expected values of cow.policy (base|rfc|fixed), not 'fixd'");
+  EXPECT_EQ(parse_error("test a\nwhen cow.colour=rfc check\n").substr(0, 58),
+            "t.mms:2:6: expected KEY=VALUE[,VALUE...] naming a tune key");
+  EXPECT_EQ(parse_error("test a\nwhen cow.policy check\n").substr(0, 30), "t.mms:2:6: expected KEY=VALUE[");
+  EXPECT_EQ(parse_error("test a\nwhen cow.policy=rfc\n"), "t.mms:2:21: expected a statement");
+  EXPECT_EQ(parse_error("test a\nwhen cow.policy=rfc tune cow.policy fixed\n").substr(0, 45),
+            "t.mms:2:43: expected a statement other than `");
+  EXPECT_EQ(parse_error("test a\nexpect violation\n"), "t.mms:2:18: expected the TEXT a detected violation must contain");
+  EXPECT_EQ(parse_error("test a\nproc P\nexpect P A soft-dirty maybe\n"), "t.mms:3:23: expected 'yes' or 'no'");
   EXPECT_EQ(parse_error("test 9abc\n"), "t.mms:1:6: expected a NAME (a letter, then letters, digits, '_' or '-')");
   EXPECT_EQ(parse_error("test a\nP gup H A 1 write\n").substr(0, 19), "t.mms:2:13: expecte");
   EXPECT_EQ(parse_error("test a\nP write A 4K 256\n"), "t.mms:2:14: expected a BYTE (0..255)");
@@ -102,6 +120,72 @@ TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {
   RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nP gup H A 2 pin\nexpect H 2\ncheck\n");
   ASSERT_EQ(r.results.size(), 1u);
   EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+}
+
+// `when` runs a statement only under the listed values of a tune key; the
+// default values hold when the run sets none.
+TEST(ScenarioRunTest, WhenFollowsTheTuneKeys) {
+  const std::string text =
+      "test a\nproc P\nP mmap A 4K rw private\nP write A 4K 1\n"
+      "when cow.policy=base P read A 4K 1\nwhen cow.policy=rfc,fixed P read A 4K 2\n"
+      "when cow.reuse=whole P read A 4K 3\n";
+  ScenarioOptions opt;
+  opt.variants.push_back({"cow.policy", {"base", "rfc", "fixed"}});
+  RunOut r = run(text, opt);
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+  EXPECT_EQ(r.results[1].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[1].diagnostics.front(), "t.mms:6: expected every byte of A+0x0..+0x1000 == 0x02, found 0x01 at +0x0");
+  EXPECT_EQ(r.results[2].outcome, Outcome::kFail);
+  // A `tune` inside the test is what `when` sees afterwards.
+  RunOut t = run("test a\nproc P\nP mmap A 4K rw private\ntune cow.reuse whole\nwhen cow.reuse=page P read A 4K 9\n");
+  EXPECT_EQ(t.results[0].outcome, Outcome::kPass) << t.tap;
+}
+
+// `expect violation TEXT`: violations (the checker, data checks, the leak
+// check) no longer end the test; it passes only if one contains TEXT.
+TEST(ScenarioRunTest, ExpectViolation) {
+  const std::string bad_data = "proc P\nP mmap A 4K rw private\nP read A 4K 1\nP write A 4K 2\nP read A 4K 2\n";
+  RunOut r = run("test found\nexpect violation found 0x00 at +0x0\n" + bad_data +
+                 "test missing\nexpect violation mapcount\nproc P\n"
+                 "test other\nexpect violation mapcount\n" + bad_data +
+                 "test unexpected\n" + bad_data +
+                 "test leak\nexpect violation frame leaked\nproc P\nP mmap A 4K rw private\nP gup H A 1 get\n");
+  ASSERT_EQ(r.results.size(), 5u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+  ASSERT_EQ(r.results[0].violations.size(), 1u);
+  EXPECT_EQ(r.results[0].violations[0], "t.mms:5: expected every byte of A+0x0..+0x1000 == 0x01, found 0x00 at +0x0");
+  EXPECT_NE(r.tap.find("ok 1 found\n# violation detected (expected): t.mms:5: expected every byte"), std::string::npos) << r.tap;
+  EXPECT_EQ(r.results[1].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[1].diagnostics.front(), "t.mms:9: expected a violation containing 'mapcount', none was detected");
+  EXPECT_EQ(r.results[2].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[2].diagnostics.front().substr(0, 71),
+            "t.mms:12: expected a violation containing 'mapcount'; detected only: t.");
+  // Without the expectation a violation ends the test as before.
+  EXPECT_EQ(r.results[3].outcome, Outcome::kFail);
+  // The end-of-test leak check is one of the detectors; the interpreter
+  // releases what handles hold first, so nothing leaks here and the
+  // expectation fails.
+  EXPECT_EQ(r.results[4].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[4].diagnostics.front(), "t.mms:25: expected a violation containing 'frame leaked', none was detected");
+}
+
+// `mmlab run --known`: a listed failure is an XFAIL with its reason; a
+// listed test that passes and an entry that names no test fail the run.
+TEST(ScenarioRunTest, KnownFailuresStayTrue) {
+  ScenarioOptions opt;
+  opt.known = {{"fails-*", "documented reason"}, {"passes", "stale"}, {"gone", "renamed"}};
+  RunOut r = run("test fails-a\nproc P\nP mmap A 4K rw private\nP read A 4K 1\ntest passes\nproc P\n"
+                 "test other\nproc P\n", opt);
+  ASSERT_EQ(r.results.size(), 4u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kXfail);
+  EXPECT_EQ(r.results[0].reason, "known: documented reason");
+  EXPECT_EQ(r.results[1].outcome, Outcome::kFail);
+  EXPECT_EQ(r.results[1].diagnostics.back(), "listed as a known failure (stale) but it passed: update the list");
+  EXPECT_EQ(r.results[2].outcome, Outcome::kPass);
+  EXPECT_EQ(r.results[3].name, "known-failures:gone");
+  EXPECT_EQ(r.results[3].outcome, Outcome::kFail);
+  EXPECT_EQ(scenario_exit_status(r.results), 1);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace {
 
 struct RunOptions {
   std::vector<std::string> files;
-  std::string filter, json;
+  std::string filter, json, known;
   std::vector<std::string> variants;
   std::string backend = "model";
   std::vector<std::string> fake_probes;
@@ -49,6 +49,10 @@ int run_run(const RunOptions& o) {
     so.variants.push_back({v.substr(0, eq), vals});
   }
   std::string err;
+  if (!o.known.empty() && load_known_differences(o.known, &so.known, &err)) {
+    std::cerr << "mmlab run: " << err << "\n";
+    return 2;
+  }
   if (fake_host_probes(o.fake_probes, &err)) {
     std::cerr << "mmlab run: " << err << "\n";
     return 2;
@@ -70,7 +74,7 @@ int run_run(const RunOptions& o) {
       nlohmann::json skips = nlohmann::json::array();
       for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
       j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
-                            {"reason", r.reason}, {"diagnostics", r.diagnostics},
+                            {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
                             {"skipped_expectations", r.skipped_expectations}, {"skips", skips}});
     }
     std::ofstream out(o.json);
@@ -90,13 +94,16 @@ void add_run(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
   sub->add_option("files", o->files, "scenario files")->required();
   sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
-  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)");
+  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)")
+      ->allow_extra_args(false);  // one KEY=VALUES per --variant: the scenario files that follow are not variants
   sub->add_option("--backend", o->backend,
                   "model (default), or host: real processes and system calls on this machine's kernel (root; settings "
                   "are restored)")
       ->check(CLI::IsMember({"model", "host"}));
   sub->add_option("--json", o->json, "write the results as JSON to this file (with the host probes' results)");
   add_fake_probe_option(sub, &o->fake_probes);
+  sub->add_option("--known", o->known,
+                  "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
   sub->add_flag("--times", o->times, "a '# time' comment line after each test, and the total");
   add_parallel_options(sub, &o->par);
