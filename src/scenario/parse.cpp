@@ -3,7 +3,9 @@
 // expected there.
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "mmlab/gup.h"
@@ -56,23 +58,32 @@ class LineParser {
   uint64_t number(const std::string& what = "a number (decimal or 0x hex, optional K/M/G suffix)") {
     if (done()) fail(what);
     uint64_t v;
-    if (!parse_number(t_[i_].s, &v)) fail(what);
+    if (!checked_number(t_[i_].s, &v)) fail(what);
     i_++;
     return v;
   }
   uint64_t size() {
     if (done()) fail("a SIZE");
     uint64_t v;
-    if (!parse_number(t_[i_].s, &v) || (v % 4096) != 0) fail("a SIZE that is a multiple of 4K");
+    if (!checked_number(t_[i_].s, &v) || (v % 4096) != 0) fail("a SIZE that is a multiple of 4K");
     i_++;
     return v;
   }
   int byte() {
     if (done()) fail("a BYTE (0..255)");
     uint64_t v;
-    if (!parse_number(t_[i_].s, &v) || v > 255) fail("a BYTE (0..255)");
+    if (!checked_number(t_[i_].s, &v) || v > 255) fail("a BYTE (0..255)");
     i_++;
     return static_cast<int>(v);
+  }
+  // parse_number() for a token at the current position (or inside it, as
+  // `file=F+OFFSET`): a number too large for 64 bits is an error of its
+  // own, since wrapping it would run a different scenario than written.
+  bool checked_number(const std::string& s, uint64_t* out) const {
+    bool overflow = false;
+    if (parse_number(s, out, &overflow)) return true;
+    if (overflow) fail("a number below 2^64, not '" + s + "'");
+    return false;
   }
   // DURATION: a number and a unit (ns, us, ms, s); the result in ns.
   uint64_t duration() {
@@ -84,7 +95,7 @@ class LineParser {
     const std::string unit = s.substr(digits);
     uint64_t mult = unit == "ns" ? 1 : unit == "us" ? 1000 : unit == "ms" ? 1000000 : unit == "s" ? 1000000000 : 0;
     uint64_t v;
-    if (!digits || !mult || !parse_number(s.substr(0, digits), &v) || v > ~0ull / mult) fail(what);
+    if (!digits || !mult || !checked_number(s.substr(0, digits), &v) || v > ~0ull / mult) fail(what);
     i_++;
     return v * mult;
   }
@@ -95,7 +106,7 @@ class LineParser {
     AddrExpr a;
     a.region = s.substr(0, plus);
     if (!is_name(a.region)) fail("an ADDR (R or R+SIZE)");
-    if (plus != std::string::npos && !parse_number(s.substr(plus + 1), &a.offset)) fail("an ADDR (R or R+SIZE)");
+    if (plus != std::string::npos && !checked_number(s.substr(plus + 1), &a.offset)) fail("an ADDR (R or R+SIZE)");
     i_++;
     return a;
   }
@@ -131,7 +142,8 @@ class LineParser {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
     return true;
   }
-  static bool parse_number(const std::string& s, uint64_t* out) {
+  // False if malformed, or (with *overflow set) too large for 64 bits.
+  static bool parse_number(const std::string& s, uint64_t* out, bool* overflow = nullptr) {
     if (s.empty()) return false;
     std::string body = s;
     uint64_t mult = 1;
@@ -153,9 +165,16 @@ class LineParser {
               : (base == 16 && std::isxdigit(static_cast<unsigned char>(body[k]))) ? std::tolower(body[k]) - 'a' + 10
                                                                                     : -1;
       if (d < 0) return false;
-      v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+      if (__builtin_mul_overflow(v, static_cast<uint64_t>(base), &v) ||
+          __builtin_add_overflow(v, static_cast<uint64_t>(d), &v)) {
+        if (overflow) *overflow = true;
+        return false;
+      }
     }
-    *out = v * mult;
+    if (__builtin_mul_overflow(v, mult, out)) {
+      if (overflow) *overflow = true;
+      return false;
+    }
     return true;
   }
   size_t pos() const { return i_; }
@@ -235,6 +254,8 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
 
 void parse_statement(LineParser& lp, Stmt* st);
 
+constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
+
 // `expect ...`
 void parse_expect(LineParser& lp, Stmt* st) {
   std::string first = lp.word("an expectation");
@@ -280,7 +301,9 @@ void parse_expect(LineParser& lp, Stmt* st) {
       st->value = -e;
     } else {
       uint64_t n;
-      if (!LineParser::parse_number(v, &n)) lp.fail("N or -ERRNO");
+      lp.back();
+      if (!lp.checked_number(v, &n)) lp.fail("N or -ERRNO");
+      lp.word("N");
       st->value = static_cast<int64_t>(n);
     }
     return;
@@ -336,12 +359,12 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
         auto plus = ref.find('+');
         st->file_ref = ref.substr(0, plus);
         if (!LineParser::is_name(st->file_ref)) lp.fail("file=F[+OFFSET]");
-        if (plus != std::string::npos && !LineParser::parse_number(ref.substr(plus + 1), &st->file_off))
+        if (plus != std::string::npos && !lp.checked_number(ref.substr(plus + 1), &st->file_off))
           lp.fail("file=F[+OFFSET]");
       } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
         st->hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
       } else if (opt.rfind("align=", 0) == 0) {
-        if (!LineParser::parse_number(opt.substr(6), &st->align) || !st->align || (st->align & (st->align - 1)) ||
+        if (!lp.checked_number(opt.substr(6), &st->align) || !st->align || (st->align & (st->align - 1)) ||
             st->align % 4096)
           lp.fail("align=SIZE (a power of two, at least 4K)");
       } else {
@@ -417,6 +440,9 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
     st->name = lp.name();
     st->addr = lp.addr();
     st->n = lp.number("NPAGES");
+    // No range of a 47-bit user address space holds more pages; a larger
+    // count is a typo, and would not fit the pages array of any caller.
+    if (st->n > kMaxGupPages) lp.back(), lp.fail("NPAGES up to " + std::to_string(kMaxGupPages) + " (the pages of a 128 TiB user address space)");
     parse_gup_flags(lp, st);
   } else if (verb == "dump") {
     st->op = Op::kDump;
@@ -502,6 +528,8 @@ void parse_statement(LineParser& lp, Stmt* st) {
   } else if (w == "skip" || w == "xfail") {
     st->op = w == "skip" ? Op::kSkip : Op::kXfail;
     st->str = lp.rest();
+    // The reason is what the TAP line reports (`# SKIP REASON`, `# XFAIL REASON`).
+    if (st->str.empty()) lp.fail("a REASON after '" + w + "' (why the test is " + (w == "skip" ? "skipped" : "expected to fail") + ")");
   } else if (w == "when") {  // when KEY=V1[,V2...] STATEMENT
     WhenCond c;
     const std::string cond = lp.word("KEY=VALUE[,VALUE...] (a tune key and its values)");
@@ -567,6 +595,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
     if (toks[0].s == "test") {
       lp.word("test");
       TestCase tc;
+      if (const Token* t = lp.peek()) tc.col = t->col;
       tc.name = lp.name();
       lp.end();
       tc.file = path;
@@ -586,10 +615,30 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
 
 static void free_program(ScenarioProgram* p) { delete p; }
 
+// Test names identify results (TAP lines, --known, mmlab diff, JSON): a name
+// used twice in one run would make two results indistinguishable.
+static bool check_unique_test_names(const ScenarioProgram& prog, std::string* error) {
+  std::map<std::string, const TestCase*> first;
+  for (auto& f : prog.files)
+    for (auto& tc : f.tests) {
+      auto [it, fresh] = first.emplace(tc.name, &tc);
+      if (fresh) continue;
+      *error = tc.file + ":" + std::to_string(tc.line) + ":" + std::to_string(tc.col) + ": expected a test NAME not used before in this run; '" +
+               tc.name + "' is also at " + it->second->file + ":" + std::to_string(it->second->line);
+      return false;
+    }
+  return true;
+}
+
 std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(const std::vector<std::string>& paths,
                                                                              std::string* error) {
   std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> prog(new ScenarioProgram, free_program);
   for (auto& path : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {  // an ifstream opens a directory, and reads nothing
+      *error = path + ": is a directory, not a scenario file (name the .mms files, e.g. " + path + "/*.mms)";
+      return {nullptr, free_program};
+    }
     std::ifstream in(path);
     if (!in) {
       *error = path + ": cannot read the file";
@@ -604,6 +653,7 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(cons
     }
     prog->files.push_back(std::move(f));
   }
+  if (!check_unique_test_names(*prog, error)) return {nullptr, free_program};
   return prog;
 }
 
@@ -620,6 +670,7 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text
     return {nullptr, free_program};
   }
   prog->files.push_back(std::move(f));
+  if (!check_unique_test_names(*prog, error)) return {nullptr, free_program};
   return prog;
 }
 

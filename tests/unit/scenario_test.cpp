@@ -67,6 +67,51 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/nope 1\n").substr(0, 19), "t.mms:2:7: expected");
 }
 
+TEST(ScenarioParseTest, BadInputIsAParseError) {
+  // Numbers that do not fit 64 bits wrap to something else: refused.
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP write A 18446744073709555712 1\n"),
+            "t.mms:4:11: expected a number below 2^64, not '18446744073709555712'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 18446744073709551616 rw private\n"),
+            "t.mms:3:10: expected a number below 2^64, not '18446744073709551616'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 17179869184G rw private\n"),
+            "t.mms:3:10: expected a number below 2^64, not '17179869184G'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP read A+0x10000000000000000 4K\n"),
+            "t.mms:3:8: expected a number below 2^64, not '0x10000000000000000'");
+  EXPECT_EQ(parse_error("test a\nexpect H 99999999999999999999\n"),
+            "t.mms:2:10: expected a number below 2^64, not '99999999999999999999'");
+  EXPECT_EQ(parse_error("test a\nadvance 99999999999999999999s\n"),
+            "t.mms:2:9: expected a number below 2^64, not '99999999999999999999'");
+  // The largest number still parses.
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", "test a\nexpect counter gup.grab 0xffffffffffffffff\n", &err)) << err;
+  // A GUP count no user range holds.
+  EXPECT_EQ(parse_error("test a\nP gup H A 100000000000 get\n"),
+            "t.mms:2:11: expected NPAGES up to 34359738368 (the pages of a 128 TiB user address space)");
+  // skip and xfail report their reason.
+  EXPECT_EQ(parse_error("test a\nxfail\n"), "t.mms:2:7: expected a REASON after 'xfail' (why the test is expected to fail)");
+  EXPECT_EQ(parse_error("test a\nskip   # why\n"), "t.mms:2:6: expected a REASON after 'skip' (why the test is skipped)");
+  // Test names identify results: unique in a run.
+  EXPECT_EQ(parse_error("test a\nproc P\ntest  a\n"),
+            "t.mms:3:7: expected a test NAME not used before in this run; 'a' is also at t.mms:1");
+}
+
+TEST(ScenarioParseTest, FilesThatAreNotScenarios) {
+  std::string err;
+  EXPECT_FALSE(scenario_parse({"/"}, &err));
+  EXPECT_EQ(err, "/: is a directory, not a scenario file (name the .mms files, e.g. //*.mms)");
+  EXPECT_FALSE(scenario_parse({"/nonexistent/x.mms"}, &err));
+  EXPECT_EQ(err, "/nonexistent/x.mms: cannot read the file");
+}
+
+TEST(ScenarioParseTest, CountTestsFollowsTheFilter) {
+  std::string err;
+  auto prog = scenario_parse_text("t.mms", "proc P\ntest keep-a\ntest keep-b\ntest drop\n", &err);
+  ASSERT_TRUE(prog) << err;
+  EXPECT_EQ(scenario_count_tests(*prog, ""), 3u);
+  EXPECT_EQ(scenario_count_tests(*prog, "keep-*"), 2u);
+  EXPECT_EQ(scenario_count_tests(*prog, "nothing*"), 0u);
+}
+
 TEST(ScenarioParseTest, NumbersCommentsAndPrelude) {
   RunOut r = run("# comment\nproc P   # prelude\n\ntest a\nP mmap A 0x2000 rw private\nP write A+0x1000 1K 0x7f\n"
               "P read A+4K 1K 127\ntest b\nP mmap A 64K rw private\n");
@@ -113,6 +158,20 @@ TEST(ScenarioRunTest, FilterAndVariants) {
   EXPECT_EQ(r.results[0].variant, "gup.walk=legacy");
   EXPECT_EQ(r.results[1].variant, "gup.walk=batch");
   EXPECT_NE(r.tap.find("ok 2 keep-one [gup.walk=batch]"), std::string::npos);
+}
+
+TEST(ScenarioRunTest, GupCountBeyondAnyPagesArrayIsATestError) {
+  // Checked before the pages array is allocated (it used to throw bad_alloc).
+  RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP gup H A 10000000000 get\n"
+                 "test b\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nP gup H A 100 get\nexpect H 2\n");
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kFail) << r.tap;
+  ASSERT_FALSE(r.results[0].diagnostics.empty());
+  EXPECT_EQ(r.results[0].diagnostics.front(),
+            "t.mms:4: NPAGES 10000000000: a pages array of 80000000000 bytes is larger than a caller could allocate "
+            "(268435456 bytes: kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)");
+  // A count beyond the mapping but within bounds returns what the range holds.
+  EXPECT_EQ(r.results[1].outcome, Outcome::kPass) << r.tap;
 }
 
 TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {
