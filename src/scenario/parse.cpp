@@ -65,7 +65,8 @@ class LineParser {
   uint64_t size() {
     if (done()) fail("a SIZE");
     uint64_t v;
-    if (!checked_number(t_[i_].s, &v) || (v % 4096) != 0) fail("a SIZE that is a multiple of 4K");
+    if (!checked_number(t_[i_].s, &v)) fail("a SIZE (a number with an optional K, M or G suffix), not '" + t_[i_].s + "'");
+    if (v % 4096) fail("a SIZE that is a multiple of 4K");
     i_++;
     return v;
   }
@@ -580,6 +581,96 @@ void parse_statement(LineParser& lp, Stmt* st) {
   lp.end();
 }
 
+// Names resolved at parse time: every name a statement uses must have been
+// bound, as that kind, by an earlier statement of the test or the prelude
+// (the runner would fail the test there with "no process named Q"). One
+// namespace per test; processes and files are bound once, regions,
+// handles and dumps may be bound again as the same kind. A statement under
+// `when` may not run: its bindings count as made, and it may rebind.
+class NameTable {
+ public:
+  void resolve(const Stmt& st, const std::string& file, int line, const std::vector<Token>& toks) {
+    file_ = &file;
+    line_ = line;
+    toks_ = &toks;
+    const bool conditional = !st.when.empty();
+    auto region = [&](const AddrExpr& a) { use(a.region, 'r'); };
+    switch (st.op) {
+      case Op::kProc: bind(st.p, 'p', conditional); break;
+      case Op::kFork: use(st.p, 'p'), bind(st.q, 'p', conditional); break;
+      case Op::kExit: case Op::kClearSoftDirty: case Op::kThpDisable: case Op::kExpectRss: use(st.p, 'p'); break;
+      case Op::kFile: bind(st.name, 'f', conditional); break;
+      case Op::kMmap:
+        use(st.p, 'p');
+        if (!st.file_ref.empty()) use(st.file_ref, 'f');
+        bind(st.name, 'r', conditional);
+        break;
+      case Op::kMunmap: case Op::kMprotect: case Op::kMadvise: case Op::kUffdRegister: case Op::kUffdWp:
+      case Op::kWrite: case Op::kRead: case Op::kExpectMapped: case Op::kExpectOrder: case Op::kExpectExclusive:
+      case Op::kExpectPinned: case Op::kExpectZero: case Op::kExpectSwapped: case Op::kExpectSoftDirty:
+      case Op::kExpectUffdWp:
+        use(st.p, 'p'), region(st.addr);
+        break;
+      case Op::kMremap:
+        use(st.p, 'p'), region(st.addr);
+        if (st.has_to) region(st.addr2);
+        bind(st.name, 'r', conditional);
+        break;
+      case Op::kGup: use(st.p, 'p'), region(st.addr), bind(st.name, 'h', conditional); break;
+      case Op::kDump: use(st.p, 'p'), region(st.addr), bind(st.name, 'd', conditional); break;
+      case Op::kHandleWrite: case Op::kHandleRead: case Op::kExpectHandle: use(st.p, 'h'); break;
+      case Op::kUnpin: use(st.name, 'h'); break;
+      case Op::kExpectDump: use(st.p, 'd'); break;
+      case Op::kExpectSame: use(st.p, 'p'), region(st.addr), use(st.q, 'p'), region(st.addr2); break;
+      default: break;
+    }
+  }
+
+ private:
+  static const char* kind_name(char k) {
+    return k == 'p' ? "a process" : k == 'r' ? "a region" : k == 'h' ? "a GUP handle" : k == 'd' ? "a dump" : "a file";
+  }
+  static const char* binders(char k) {
+    return k == 'p' ? "proc or fork" : k == 'r' ? "mmap or mremap" : k == 'h' ? "gup" : k == 'd' ? "dump" : "file";
+  }
+  // The column of the token that names `name` (alone, as R+OFFSET, or after
+  // file= or to=): the first such token for a use, the last for a binding
+  // (`P mmap P ...` binds the second P).
+  int column_of(const std::string& name, bool last) const {
+    int col = 1;
+    for (const Token& t : *toks_)
+      for (const char* pre : {"", "file=", "to="}) {
+        const std::string p = pre;
+        if (t.s.compare(0, p.size(), p) != 0 || t.s.compare(p.size(), name.size(), name) != 0) continue;
+        const size_t end = p.size() + name.size();
+        if (end != t.s.size() && t.s[end] != '+') continue;
+        col = t.col + static_cast<int>(p.size());
+        if (!last) return col;
+      }
+    return col;
+  }
+  [[noreturn]] void fail(const std::string& name, bool binding, const std::string& what) const {
+    throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, binding)) + ": expected " + what};
+  }
+  void use(const std::string& name, char kind) const {
+    auto it = kinds_.find(name);
+    if (it == kinds_.end())
+      fail(name, false, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
+    if (it->second != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(it->second) + ")");
+  }
+  void bind(const std::string& name, char kind, bool conditional) {
+    auto [it, fresh] = kinds_.emplace(name, kind);
+    if (fresh || conditional) return;
+    if (it->second != kind || kind == 'p' || kind == 'f')
+      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(it->second) + ")");
+  }
+
+  std::map<std::string, char> kinds_;
+  const std::string* file_ = nullptr;
+  int line_ = 0;
+  const std::vector<Token>* toks_ = nullptr;
+};
+
 }  // namespace
 
 static void parse_text(const std::string& path, std::istream& in, ScenarioFileAst* out) {
@@ -587,6 +678,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   std::string line;
   int lineno = 0;
   TestCase* cur = nullptr;
+  NameTable prelude_names, names;  // a test starts with the prelude's names
   while (std::getline(in, line)) {
     lineno++;
     auto toks = tokenize(line);
@@ -602,6 +694,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
       tc.line = lineno;
       out->tests.push_back(std::move(tc));
       cur = &out->tests.back();
+      names = prelude_names;
       continue;
     }
     Stmt st;
@@ -609,6 +702,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
     st.line = lineno;
     st.text = line;
     parse_statement(lp, &st);
+    (cur ? names : prelude_names).resolve(st, path, lineno, toks);
     (cur ? cur->stmts : out->prelude).push_back(std::move(st));
   }
 }

@@ -84,6 +84,8 @@ TEST(ScenarioParseTest, BadInputIsAParseError) {
   // The largest number still parses.
   std::string err;
   EXPECT_TRUE(scenario_parse_text("t.mms", "test a\nexpect counter gup.grab 0xffffffffffffffff\n", &err)) << err;
+  // Suffixes are K, M and G only.
+  EXPECT_EQ(parse_error("test a\nswap 100T\n"), "t.mms:2:6: expected a SIZE (a number with an optional K, M or G suffix), not '100T'");
   // A GUP count no user range holds.
   EXPECT_EQ(parse_error("test a\nP gup H A 100000000000 get\n"),
             "t.mms:2:11: expected NPAGES up to 34359738368 (the pages of a 128 TiB user address space)");
@@ -93,6 +95,39 @@ TEST(ScenarioParseTest, BadInputIsAParseError) {
   // Test names identify results: unique in a run.
   EXPECT_EQ(parse_error("test a\nproc P\ntest  a\n"),
             "t.mms:3:7: expected a test NAME not used before in this run; 'a' is also at t.mms:1");
+}
+
+TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
+  EXPECT_EQ(parse_error("test a\nproc P\nQ mmap A 4K rw private\n"),
+            "t.mms:3:1: expected a process bound before this line (by proc or fork), not 'Q'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP read B+4K 4K\n"),
+            "t.mms:3:8: expected a region bound before this line (by mmap or mremap), not 'B'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw shared file=F+4K\n"),
+            "t.mms:3:28: expected a file bound before this line (by file), not 'F'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 8K rw private\nP mremap A 4K 4K B to=C\n"),
+            "t.mms:4:23: expected a region bound before this line (by mmap or mremap), not 'C'");
+  EXPECT_EQ(parse_error("test a\nunpin H\n"), "t.mms:2:7: expected a GUP handle bound before this line (by gup), not 'H'");
+  EXPECT_EQ(parse_error("test a\nexpect D pages 1 holes 0\n"),
+            "t.mms:2:8: expected a dump bound before this line (by dump), not 'D'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nexpect P A same Q A\n"),
+            "t.mms:4:17: expected a process bound before this line (by proc or fork), not 'Q'");
+  // One namespace: a name is one kind; processes and files are bound once.
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nA write 0 4K 1\n"),
+            "t.mms:4:1: expected a GUP handle, not 'A' (a region)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap P 4K rw private\n"),
+            "t.mms:3:8: expected a NAME not bound yet in this test, not 'P' (a process)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP fork P\n"), "t.mms:3:8: expected a NAME not bound yet in this test, not 'P' (a process)");
+  // Names do not carry from one test to the next; the prelude's do.
+  EXPECT_EQ(parse_error("proc P\ntest a\nP mmap A 4K rw private\ntest b\nP read A 4K\n"),
+            "t.mms:5:8: expected a region bound before this line (by mmap or mremap), not 'A'");
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms",
+                                  "proc P\ntest a\nP mmap A 4K rw private\nP mmap A 8K rw private\nP gup H A 1 get\n"
+                                  "unpin H\nP gup H A 1 get\n"
+                                  // A statement under `when` may not run: it may bind again.
+                                  "when gup.walk=batch P fork C\nwhen gup.walk=legacy P fork C\nwhen gup.walk=batch C exit\n",
+                                  &err))
+      << err;
 }
 
 TEST(ScenarioParseTest, FilesThatAreNotScenarios) {
