@@ -467,6 +467,37 @@ void parse_tune(LineParser& lp, std::string* key, std::string* value) {
   *value = lp.word("a VALUE");
 }
 
+// The form of a value a writable sysfs file takes: a word of a fixed set
+// (the kernel's stores compare with sysfs_streq and refuse anything else:
+// another word is a mistake in the scenario, a parse error) or a number
+// (kstrtoul: a number the store then rejects, such as use_zero_page 2, is
+// EINVAL at run time, which `expect-error EINVAL sysfs ...` can assert).
+const char* const* sysfs_words(const std::string& path) {
+  static const char* const kEnabled[] = {"always", "madvise", "never", nullptr};
+  static const char* const kSizeEnabled[] = {"always", "inherit", "madvise", "never", nullptr};
+  static const char* const kDefrag[] = {"always", "defer", "defer+madvise", "madvise", "never", nullptr};
+  if (path == "transparent_hugepage/enabled") return kEnabled;
+  if (path == "transparent_hugepage/defrag") return kDefrag;
+  if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 8 &&
+      path.compare(path.size() - 8, 8, "/enabled") == 0)
+    return kSizeEnabled;
+  return nullptr;
+}
+bool sysfs_value_is_word(const char* const* words, const std::string& v) {
+  for (; *words; words++)
+    if (v == *words) return true;
+  return false;
+}
+std::string join_words(const char* const* words) {
+  std::string out;
+  for (; *words; words++) out += (out.empty() ? "" : ", ") + std::string(*words);
+  return out;
+}
+bool sysfs_takes_number(const std::string& path) {
+  return path == "transparent_hugepage/use_zero_page" ||
+         (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
+}
+
 void parse_statement(LineParser& lp, Stmt* st) {
   std::string w = lp.word("a statement");
   if (w == "sysfs") {
@@ -475,6 +506,10 @@ void parse_statement(LineParser& lp, Stmt* st) {
     if (!sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
     st->str2 = lp.word("a VALUE");
     if (!sysfs_value_well_formed(st->str, st->str2)) lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
+    if (const char* const* words = sysfs_words(st->str); words && !sysfs_value_is_word(words, st->str2))
+      lp.back(), lp.fail("a VALUE for " + st->str + " (" + join_words(words) + "), not '" + st->str2 + "'");
+    if (sysfs_takes_number(st->str) && !std::all_of(st->str2.begin(), st->str2.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
   } else if (w == "tune") {
     st->op = Op::kTune;
     parse_tune(lp, &st->str, &st->str2);

@@ -84,6 +84,20 @@ TEST(ScenarioParseTest, BadInputIsAParseError) {
   // The largest number still parses.
   std::string err;
   EXPECT_TRUE(scenario_parse_text("t.mms", "test a\nexpect counter gup.grab 0xffffffffffffffff\n", &err)) << err;
+  // A sysfs value of the wrong form; one of the right form that the store
+  // rejects is EINVAL at run time (collapse.mms asserts those).
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/enabled sometimes\n"),
+            "t.mms:2:36: expected a VALUE for transparent_hugepage/enabled (always, madvise, never), not 'sometimes'");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/hugepages-64kB/enabled on\n"),
+            "t.mms:2:51: expected a VALUE for transparent_hugepage/hugepages-64kB/enabled (always, inherit, madvise, never), not 'on'");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/defrag sometimes\n"),
+            "t.mms:2:35: expected a VALUE for transparent_hugepage/defrag (always, defer, defer+madvise, madvise, never), "
+            "not 'sometimes'");
+  EXPECT_EQ(parse_error("test a\nsysfs hugepages/hugepages-2048kB/nr_hugepages many\n"),
+            "t.mms:2:47: expected a number for hugepages/hugepages-2048kB/nr_hugepages, not 'many'");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/use_zero_page yes\n"),
+            "t.mms:2:42: expected a number for transparent_hugepage/use_zero_page, not 'yes'");
+  EXPECT_EQ(run("test a\nexpect-error EINVAL sysfs transparent_hugepage/use_zero_page 2\n").results.at(0).outcome, Outcome::kPass);
   // Suffixes are K, M and G only.
   EXPECT_EQ(parse_error("test a\nswap 100T\n"), "t.mms:2:6: expected a SIZE (a number with an optional K, M or G suffix), not '100T'");
   // A GUP count no user range holds.
