@@ -1,6 +1,7 @@
 // The .mms scenario language, version 1: parse files whole, then run each
-// test on a fresh System and report in kselftest TAP. Besides version 1's
-// statements this build has (docs/NOTES.md, "Scenario language"):
+// test on a fresh System and report in kselftest TAP. The reference for
+// users (every statement, its errors, `mmlab run` and `mmlab diff`) is
+// docs/scenario-language.md. Besides version 1's statements this build has:
 //   advance DURATION                         virtual clock forward (ns/us/ms/s
 //                                            suffix required); runs the
 //                                            khugepaged wakes inside it
@@ -14,6 +15,7 @@
 // registered mm on that clock.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -33,6 +35,10 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(cons
 std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text(const std::string& name,
                                                                                   const std::string& text,
                                                                                   std::string* error);
+
+// The tests of prog whose name matches the glob (all with an empty one).
+// `mmlab run` and `mmlab diff` refuse to run none (exit 2).
+size_t scenario_count_tests(const ScenarioProgram& prog, const std::string& filter);
 
 enum class Outcome { kPass, kFail, kXfail, kXpass, kSkip, kError };
 const char* outcome_name(Outcome o);

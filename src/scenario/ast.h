@@ -63,7 +63,7 @@ struct Stmt {
 struct TestCase {
   std::string name;
   std::string file;
-  int line = 0;
+  int line = 0, col = 0;  // of NAME in `test NAME`
   std::vector<Stmt> stmts;
 };
 

@@ -1,5 +1,7 @@
 // The model backend: each test on a fresh System, every statement through
 // the model's real mechanisms (System, Process, the GUP entry points).
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -202,6 +204,14 @@ class ModelRun final : public TestRun {
       case Op::kRead: exec_read(st); break;
       case Op::kGup: {
         bind(st, st.name, 'h');
+        // The caller's pages array (one pointer per page, as gup_test's
+        // kvcalloc) must be one the kernel could allocate: kvmalloc refuses
+        // more than INT_MAX bytes, and it must fit the simulated RAM.
+        // Checked before the model allocates it on the host.
+        if (const uint64_t limit = std::min<uint64_t>(INT_MAX, opt_.ram_bytes); st.n * sizeof(void*) > limit)
+          fail(st, fmt::format("NPAGES {}: a pages array of {} bytes is larger than a caller could allocate ({} bytes: "
+                               "kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)",
+                               st.n, st.n * sizeof(void*), limit));
         Handle& h = handles_[st.name];
         h.ret = gup(proc(st, st.p), static_cast<GupEntry>(st.gup_entry), addr(st, st.addr), static_cast<long>(st.n),
                     st.gup_flags, &h.pages);

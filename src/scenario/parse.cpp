@@ -3,7 +3,9 @@
 // expected there.
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "mmlab/gup.h"
@@ -56,23 +58,33 @@ class LineParser {
   uint64_t number(const std::string& what = "a number (decimal or 0x hex, optional K/M/G suffix)") {
     if (done()) fail(what);
     uint64_t v;
-    if (!parse_number(t_[i_].s, &v)) fail(what);
+    if (!checked_number(t_[i_].s, &v)) fail(what);
     i_++;
     return v;
   }
   uint64_t size() {
     if (done()) fail("a SIZE");
     uint64_t v;
-    if (!parse_number(t_[i_].s, &v) || (v % 4096) != 0) fail("a SIZE that is a multiple of 4K");
+    if (!checked_number(t_[i_].s, &v)) fail("a SIZE (a number with an optional K, M or G suffix), not '" + t_[i_].s + "'");
+    if (v % 4096) fail("a SIZE that is a multiple of 4K");
     i_++;
     return v;
   }
   int byte() {
     if (done()) fail("a BYTE (0..255)");
     uint64_t v;
-    if (!parse_number(t_[i_].s, &v) || v > 255) fail("a BYTE (0..255)");
+    if (!checked_number(t_[i_].s, &v) || v > 255) fail("a BYTE (0..255)");
     i_++;
     return static_cast<int>(v);
+  }
+  // parse_number() for a token at the current position (or inside it, as
+  // `file=F+OFFSET`): a number too large for 64 bits is an error of its
+  // own, since wrapping it would run a different scenario than written.
+  bool checked_number(const std::string& s, uint64_t* out) const {
+    bool overflow = false;
+    if (parse_number(s, out, &overflow)) return true;
+    if (overflow) fail("a number below 2^64, not '" + s + "'");
+    return false;
   }
   // DURATION: a number and a unit (ns, us, ms, s); the result in ns.
   uint64_t duration() {
@@ -84,7 +96,7 @@ class LineParser {
     const std::string unit = s.substr(digits);
     uint64_t mult = unit == "ns" ? 1 : unit == "us" ? 1000 : unit == "ms" ? 1000000 : unit == "s" ? 1000000000 : 0;
     uint64_t v;
-    if (!digits || !mult || !parse_number(s.substr(0, digits), &v) || v > ~0ull / mult) fail(what);
+    if (!digits || !mult || !checked_number(s.substr(0, digits), &v) || v > ~0ull / mult) fail(what);
     i_++;
     return v * mult;
   }
@@ -95,7 +107,7 @@ class LineParser {
     AddrExpr a;
     a.region = s.substr(0, plus);
     if (!is_name(a.region)) fail("an ADDR (R or R+SIZE)");
-    if (plus != std::string::npos && !parse_number(s.substr(plus + 1), &a.offset)) fail("an ADDR (R or R+SIZE)");
+    if (plus != std::string::npos && !checked_number(s.substr(plus + 1), &a.offset)) fail("an ADDR (R or R+SIZE)");
     i_++;
     return a;
   }
@@ -131,7 +143,8 @@ class LineParser {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
     return true;
   }
-  static bool parse_number(const std::string& s, uint64_t* out) {
+  // False if malformed, or (with *overflow set) too large for 64 bits.
+  static bool parse_number(const std::string& s, uint64_t* out, bool* overflow = nullptr) {
     if (s.empty()) return false;
     std::string body = s;
     uint64_t mult = 1;
@@ -153,9 +166,16 @@ class LineParser {
               : (base == 16 && std::isxdigit(static_cast<unsigned char>(body[k]))) ? std::tolower(body[k]) - 'a' + 10
                                                                                     : -1;
       if (d < 0) return false;
-      v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+      if (__builtin_mul_overflow(v, static_cast<uint64_t>(base), &v) ||
+          __builtin_add_overflow(v, static_cast<uint64_t>(d), &v)) {
+        if (overflow) *overflow = true;
+        return false;
+      }
     }
-    *out = v * mult;
+    if (__builtin_mul_overflow(v, mult, out)) {
+      if (overflow) *overflow = true;
+      return false;
+    }
     return true;
   }
   size_t pos() const { return i_; }
@@ -235,6 +255,8 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
 
 void parse_statement(LineParser& lp, Stmt* st);
 
+constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
+
 // `expect ...`
 void parse_expect(LineParser& lp, Stmt* st) {
   std::string first = lp.word("an expectation");
@@ -280,7 +302,9 @@ void parse_expect(LineParser& lp, Stmt* st) {
       st->value = -e;
     } else {
       uint64_t n;
-      if (!LineParser::parse_number(v, &n)) lp.fail("N or -ERRNO");
+      lp.back();
+      if (!lp.checked_number(v, &n)) lp.fail("N or -ERRNO");
+      lp.word("N");
       st->value = static_cast<int64_t>(n);
     }
     return;
@@ -336,12 +360,12 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
         auto plus = ref.find('+');
         st->file_ref = ref.substr(0, plus);
         if (!LineParser::is_name(st->file_ref)) lp.fail("file=F[+OFFSET]");
-        if (plus != std::string::npos && !LineParser::parse_number(ref.substr(plus + 1), &st->file_off))
+        if (plus != std::string::npos && !lp.checked_number(ref.substr(plus + 1), &st->file_off))
           lp.fail("file=F[+OFFSET]");
       } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
         st->hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
       } else if (opt.rfind("align=", 0) == 0) {
-        if (!LineParser::parse_number(opt.substr(6), &st->align) || !st->align || (st->align & (st->align - 1)) ||
+        if (!lp.checked_number(opt.substr(6), &st->align) || !st->align || (st->align & (st->align - 1)) ||
             st->align % 4096)
           lp.fail("align=SIZE (a power of two, at least 4K)");
       } else {
@@ -417,6 +441,9 @@ void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
     st->name = lp.name();
     st->addr = lp.addr();
     st->n = lp.number("NPAGES");
+    // No range of a 47-bit user address space holds more pages; a larger
+    // count is a typo, and would not fit the pages array of any caller.
+    if (st->n > kMaxGupPages) lp.back(), lp.fail("NPAGES up to " + std::to_string(kMaxGupPages) + " (the pages of a 128 TiB user address space)");
     parse_gup_flags(lp, st);
   } else if (verb == "dump") {
     st->op = Op::kDump;
@@ -440,6 +467,37 @@ void parse_tune(LineParser& lp, std::string* key, std::string* value) {
   *value = lp.word("a VALUE");
 }
 
+// The form of a value a writable sysfs file takes: a word of a fixed set
+// (the kernel's stores compare with sysfs_streq and refuse anything else:
+// another word is a mistake in the scenario, a parse error) or a number
+// (kstrtoul: a number the store then rejects, such as use_zero_page 2, is
+// EINVAL at run time, which `expect-error EINVAL sysfs ...` can assert).
+const char* const* sysfs_words(const std::string& path) {
+  static const char* const kEnabled[] = {"always", "madvise", "never", nullptr};
+  static const char* const kSizeEnabled[] = {"always", "inherit", "madvise", "never", nullptr};
+  static const char* const kDefrag[] = {"always", "defer", "defer+madvise", "madvise", "never", nullptr};
+  if (path == "transparent_hugepage/enabled") return kEnabled;
+  if (path == "transparent_hugepage/defrag") return kDefrag;
+  if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 8 &&
+      path.compare(path.size() - 8, 8, "/enabled") == 0)
+    return kSizeEnabled;
+  return nullptr;
+}
+bool sysfs_value_is_word(const char* const* words, const std::string& v) {
+  for (; *words; words++)
+    if (v == *words) return true;
+  return false;
+}
+std::string join_words(const char* const* words) {
+  std::string out;
+  for (; *words; words++) out += (out.empty() ? "" : ", ") + std::string(*words);
+  return out;
+}
+bool sysfs_takes_number(const std::string& path) {
+  return path == "transparent_hugepage/use_zero_page" ||
+         (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
+}
+
 void parse_statement(LineParser& lp, Stmt* st) {
   std::string w = lp.word("a statement");
   if (w == "sysfs") {
@@ -448,6 +506,10 @@ void parse_statement(LineParser& lp, Stmt* st) {
     if (!sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
     st->str2 = lp.word("a VALUE");
     if (!sysfs_value_well_formed(st->str, st->str2)) lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
+    if (const char* const* words = sysfs_words(st->str); words && !sysfs_value_is_word(words, st->str2))
+      lp.back(), lp.fail("a VALUE for " + st->str + " (" + join_words(words) + "), not '" + st->str2 + "'");
+    if (sysfs_takes_number(st->str) && !std::all_of(st->str2.begin(), st->str2.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
   } else if (w == "tune") {
     st->op = Op::kTune;
     parse_tune(lp, &st->str, &st->str2);
@@ -502,6 +564,8 @@ void parse_statement(LineParser& lp, Stmt* st) {
   } else if (w == "skip" || w == "xfail") {
     st->op = w == "skip" ? Op::kSkip : Op::kXfail;
     st->str = lp.rest();
+    // The reason is what the TAP line reports (`# SKIP REASON`, `# XFAIL REASON`).
+    if (st->str.empty()) lp.fail("a REASON after '" + w + "' (why the test is " + (w == "skip" ? "skipped" : "expected to fail") + ")");
   } else if (w == "when") {  // when KEY=V1[,V2...] STATEMENT
     WhenCond c;
     const std::string cond = lp.word("KEY=VALUE[,VALUE...] (a tune key and its values)");
@@ -552,6 +616,96 @@ void parse_statement(LineParser& lp, Stmt* st) {
   lp.end();
 }
 
+// Names resolved at parse time: every name a statement uses must have been
+// bound, as that kind, by an earlier statement of the test or the prelude
+// (the runner would fail the test there with "no process named Q"). One
+// namespace per test; processes and files are bound once, regions,
+// handles and dumps may be bound again as the same kind. A statement under
+// `when` may not run: its bindings count as made, and it may rebind.
+class NameTable {
+ public:
+  void resolve(const Stmt& st, const std::string& file, int line, const std::vector<Token>& toks) {
+    file_ = &file;
+    line_ = line;
+    toks_ = &toks;
+    const bool conditional = !st.when.empty();
+    auto region = [&](const AddrExpr& a) { use(a.region, 'r'); };
+    switch (st.op) {
+      case Op::kProc: bind(st.p, 'p', conditional); break;
+      case Op::kFork: use(st.p, 'p'), bind(st.q, 'p', conditional); break;
+      case Op::kExit: case Op::kClearSoftDirty: case Op::kThpDisable: case Op::kExpectRss: use(st.p, 'p'); break;
+      case Op::kFile: bind(st.name, 'f', conditional); break;
+      case Op::kMmap:
+        use(st.p, 'p');
+        if (!st.file_ref.empty()) use(st.file_ref, 'f');
+        bind(st.name, 'r', conditional);
+        break;
+      case Op::kMunmap: case Op::kMprotect: case Op::kMadvise: case Op::kUffdRegister: case Op::kUffdWp:
+      case Op::kWrite: case Op::kRead: case Op::kExpectMapped: case Op::kExpectOrder: case Op::kExpectExclusive:
+      case Op::kExpectPinned: case Op::kExpectZero: case Op::kExpectSwapped: case Op::kExpectSoftDirty:
+      case Op::kExpectUffdWp:
+        use(st.p, 'p'), region(st.addr);
+        break;
+      case Op::kMremap:
+        use(st.p, 'p'), region(st.addr);
+        if (st.has_to) region(st.addr2);
+        bind(st.name, 'r', conditional);
+        break;
+      case Op::kGup: use(st.p, 'p'), region(st.addr), bind(st.name, 'h', conditional); break;
+      case Op::kDump: use(st.p, 'p'), region(st.addr), bind(st.name, 'd', conditional); break;
+      case Op::kHandleWrite: case Op::kHandleRead: case Op::kExpectHandle: use(st.p, 'h'); break;
+      case Op::kUnpin: use(st.name, 'h'); break;
+      case Op::kExpectDump: use(st.p, 'd'); break;
+      case Op::kExpectSame: use(st.p, 'p'), region(st.addr), use(st.q, 'p'), region(st.addr2); break;
+      default: break;
+    }
+  }
+
+ private:
+  static const char* kind_name(char k) {
+    return k == 'p' ? "a process" : k == 'r' ? "a region" : k == 'h' ? "a GUP handle" : k == 'd' ? "a dump" : "a file";
+  }
+  static const char* binders(char k) {
+    return k == 'p' ? "proc or fork" : k == 'r' ? "mmap or mremap" : k == 'h' ? "gup" : k == 'd' ? "dump" : "file";
+  }
+  // The column of the token that names `name` (alone, as R+OFFSET, or after
+  // file= or to=): the first such token for a use, the last for a binding
+  // (`P mmap P ...` binds the second P).
+  int column_of(const std::string& name, bool last) const {
+    int col = 1;
+    for (const Token& t : *toks_)
+      for (const char* pre : {"", "file=", "to="}) {
+        const std::string p = pre;
+        if (t.s.compare(0, p.size(), p) != 0 || t.s.compare(p.size(), name.size(), name) != 0) continue;
+        const size_t end = p.size() + name.size();
+        if (end != t.s.size() && t.s[end] != '+') continue;
+        col = t.col + static_cast<int>(p.size());
+        if (!last) return col;
+      }
+    return col;
+  }
+  [[noreturn]] void fail(const std::string& name, bool binding, const std::string& what) const {
+    throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, binding)) + ": expected " + what};
+  }
+  void use(const std::string& name, char kind) const {
+    auto it = kinds_.find(name);
+    if (it == kinds_.end())
+      fail(name, false, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
+    if (it->second != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(it->second) + ")");
+  }
+  void bind(const std::string& name, char kind, bool conditional) {
+    auto [it, fresh] = kinds_.emplace(name, kind);
+    if (fresh || conditional) return;
+    if (it->second != kind || kind == 'p' || kind == 'f')
+      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(it->second) + ")");
+  }
+
+  std::map<std::string, char> kinds_;
+  const std::string* file_ = nullptr;
+  int line_ = 0;
+  const std::vector<Token>* toks_ = nullptr;
+};
+
 }  // namespace
 
 static void parse_text(const std::string& path, std::istream& in, ScenarioFileAst* out) {
@@ -559,6 +713,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   std::string line;
   int lineno = 0;
   TestCase* cur = nullptr;
+  NameTable prelude_names, names;  // a test starts with the prelude's names
   while (std::getline(in, line)) {
     lineno++;
     auto toks = tokenize(line);
@@ -567,12 +722,14 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
     if (toks[0].s == "test") {
       lp.word("test");
       TestCase tc;
+      if (const Token* t = lp.peek()) tc.col = t->col;
       tc.name = lp.name();
       lp.end();
       tc.file = path;
       tc.line = lineno;
       out->tests.push_back(std::move(tc));
       cur = &out->tests.back();
+      names = prelude_names;
       continue;
     }
     Stmt st;
@@ -580,16 +737,37 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
     st.line = lineno;
     st.text = line;
     parse_statement(lp, &st);
+    (cur ? names : prelude_names).resolve(st, path, lineno, toks);
     (cur ? cur->stmts : out->prelude).push_back(std::move(st));
   }
 }
 
 static void free_program(ScenarioProgram* p) { delete p; }
 
+// Test names identify results (TAP lines, --known, mmlab diff, JSON): a name
+// used twice in one run would make two results indistinguishable.
+static bool check_unique_test_names(const ScenarioProgram& prog, std::string* error) {
+  std::map<std::string, const TestCase*> first;
+  for (auto& f : prog.files)
+    for (auto& tc : f.tests) {
+      auto [it, fresh] = first.emplace(tc.name, &tc);
+      if (fresh) continue;
+      *error = tc.file + ":" + std::to_string(tc.line) + ":" + std::to_string(tc.col) + ": expected a test NAME not used before in this run; '" +
+               tc.name + "' is also at " + it->second->file + ":" + std::to_string(it->second->line);
+      return false;
+    }
+  return true;
+}
+
 std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(const std::vector<std::string>& paths,
                                                                              std::string* error) {
   std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> prog(new ScenarioProgram, free_program);
   for (auto& path : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {  // an ifstream opens a directory, and reads nothing
+      *error = path + ": is a directory, not a scenario file (name the .mms files, e.g. " + path + "/*.mms)";
+      return {nullptr, free_program};
+    }
     std::ifstream in(path);
     if (!in) {
       *error = path + ": cannot read the file";
@@ -604,6 +782,7 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(cons
     }
     prog->files.push_back(std::move(f));
   }
+  if (!check_unique_test_names(*prog, error)) return {nullptr, free_program};
   return prog;
 }
 
@@ -620,6 +799,7 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text
     return {nullptr, free_program};
   }
   prog->files.push_back(std::move(f));
+  if (!check_unique_test_names(*prog, error)) return {nullptr, free_program};
   return prog;
 }
 

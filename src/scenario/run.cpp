@@ -66,6 +66,13 @@ void print_tap(std::ostream& tap, int n, const ScenarioResult& r) {
 
 }  // namespace
 
+size_t scenario_count_tests(const ScenarioProgram& prog, const std::string& filter) {
+  size_t n = 0;
+  for (auto& f : prog.files)
+    for (auto& tc : f.tests) n += filter.empty() || fnmatch(filter.c_str(), tc.name.c_str(), 0) == 0;
+  return n;
+}
+
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap) {
   struct Job {
     const ScenarioFileAst* file;

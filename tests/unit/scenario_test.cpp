@@ -67,6 +67,100 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/nope 1\n").substr(0, 19), "t.mms:2:7: expected");
 }
 
+TEST(ScenarioParseTest, BadInputIsAParseError) {
+  // Numbers that do not fit 64 bits wrap to something else: refused.
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP write A 18446744073709555712 1\n"),
+            "t.mms:4:11: expected a number below 2^64, not '18446744073709555712'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 18446744073709551616 rw private\n"),
+            "t.mms:3:10: expected a number below 2^64, not '18446744073709551616'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 17179869184G rw private\n"),
+            "t.mms:3:10: expected a number below 2^64, not '17179869184G'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP read A+0x10000000000000000 4K\n"),
+            "t.mms:3:8: expected a number below 2^64, not '0x10000000000000000'");
+  EXPECT_EQ(parse_error("test a\nexpect H 99999999999999999999\n"),
+            "t.mms:2:10: expected a number below 2^64, not '99999999999999999999'");
+  EXPECT_EQ(parse_error("test a\nadvance 99999999999999999999s\n"),
+            "t.mms:2:9: expected a number below 2^64, not '99999999999999999999'");
+  // The largest number still parses.
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", "test a\nexpect counter gup.grab 0xffffffffffffffff\n", &err)) << err;
+  // A sysfs value of the wrong form; one of the right form that the store
+  // rejects is EINVAL at run time (collapse.mms asserts those).
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/enabled sometimes\n"),
+            "t.mms:2:36: expected a VALUE for transparent_hugepage/enabled (always, madvise, never), not 'sometimes'");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/hugepages-64kB/enabled on\n"),
+            "t.mms:2:51: expected a VALUE for transparent_hugepage/hugepages-64kB/enabled (always, inherit, madvise, never), not 'on'");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/defrag sometimes\n"),
+            "t.mms:2:35: expected a VALUE for transparent_hugepage/defrag (always, defer, defer+madvise, madvise, never), "
+            "not 'sometimes'");
+  EXPECT_EQ(parse_error("test a\nsysfs hugepages/hugepages-2048kB/nr_hugepages many\n"),
+            "t.mms:2:47: expected a number for hugepages/hugepages-2048kB/nr_hugepages, not 'many'");
+  EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/use_zero_page yes\n"),
+            "t.mms:2:42: expected a number for transparent_hugepage/use_zero_page, not 'yes'");
+  EXPECT_EQ(run("test a\nexpect-error EINVAL sysfs transparent_hugepage/use_zero_page 2\n").results.at(0).outcome, Outcome::kPass);
+  // Suffixes are K, M and G only.
+  EXPECT_EQ(parse_error("test a\nswap 100T\n"), "t.mms:2:6: expected a SIZE (a number with an optional K, M or G suffix), not '100T'");
+  // A GUP count no user range holds.
+  EXPECT_EQ(parse_error("test a\nP gup H A 100000000000 get\n"),
+            "t.mms:2:11: expected NPAGES up to 34359738368 (the pages of a 128 TiB user address space)");
+  // skip and xfail report their reason.
+  EXPECT_EQ(parse_error("test a\nxfail\n"), "t.mms:2:7: expected a REASON after 'xfail' (why the test is expected to fail)");
+  EXPECT_EQ(parse_error("test a\nskip   # why\n"), "t.mms:2:6: expected a REASON after 'skip' (why the test is skipped)");
+  // Test names identify results: unique in a run.
+  EXPECT_EQ(parse_error("test a\nproc P\ntest  a\n"),
+            "t.mms:3:7: expected a test NAME not used before in this run; 'a' is also at t.mms:1");
+}
+
+TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
+  EXPECT_EQ(parse_error("test a\nproc P\nQ mmap A 4K rw private\n"),
+            "t.mms:3:1: expected a process bound before this line (by proc or fork), not 'Q'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP read B+4K 4K\n"),
+            "t.mms:3:8: expected a region bound before this line (by mmap or mremap), not 'B'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw shared file=F+4K\n"),
+            "t.mms:3:28: expected a file bound before this line (by file), not 'F'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 8K rw private\nP mremap A 4K 4K B to=C\n"),
+            "t.mms:4:23: expected a region bound before this line (by mmap or mremap), not 'C'");
+  EXPECT_EQ(parse_error("test a\nunpin H\n"), "t.mms:2:7: expected a GUP handle bound before this line (by gup), not 'H'");
+  EXPECT_EQ(parse_error("test a\nexpect D pages 1 holes 0\n"),
+            "t.mms:2:8: expected a dump bound before this line (by dump), not 'D'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nexpect P A same Q A\n"),
+            "t.mms:4:17: expected a process bound before this line (by proc or fork), not 'Q'");
+  // One namespace: a name is one kind; processes and files are bound once.
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nA write 0 4K 1\n"),
+            "t.mms:4:1: expected a GUP handle, not 'A' (a region)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap P 4K rw private\n"),
+            "t.mms:3:8: expected a NAME not bound yet in this test, not 'P' (a process)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP fork P\n"), "t.mms:3:8: expected a NAME not bound yet in this test, not 'P' (a process)");
+  // Names do not carry from one test to the next; the prelude's do.
+  EXPECT_EQ(parse_error("proc P\ntest a\nP mmap A 4K rw private\ntest b\nP read A 4K\n"),
+            "t.mms:5:8: expected a region bound before this line (by mmap or mremap), not 'A'");
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms",
+                                  "proc P\ntest a\nP mmap A 4K rw private\nP mmap A 8K rw private\nP gup H A 1 get\n"
+                                  "unpin H\nP gup H A 1 get\n"
+                                  // A statement under `when` may not run: it may bind again.
+                                  "when gup.walk=batch P fork C\nwhen gup.walk=legacy P fork C\nwhen gup.walk=batch C exit\n",
+                                  &err))
+      << err;
+}
+
+TEST(ScenarioParseTest, FilesThatAreNotScenarios) {
+  std::string err;
+  EXPECT_FALSE(scenario_parse({"/"}, &err));
+  EXPECT_EQ(err, "/: is a directory, not a scenario file (name the .mms files, e.g. //*.mms)");
+  EXPECT_FALSE(scenario_parse({"/nonexistent/x.mms"}, &err));
+  EXPECT_EQ(err, "/nonexistent/x.mms: cannot read the file");
+}
+
+TEST(ScenarioParseTest, CountTestsFollowsTheFilter) {
+  std::string err;
+  auto prog = scenario_parse_text("t.mms", "proc P\ntest keep-a\ntest keep-b\ntest drop\n", &err);
+  ASSERT_TRUE(prog) << err;
+  EXPECT_EQ(scenario_count_tests(*prog, ""), 3u);
+  EXPECT_EQ(scenario_count_tests(*prog, "keep-*"), 2u);
+  EXPECT_EQ(scenario_count_tests(*prog, "nothing*"), 0u);
+}
+
 TEST(ScenarioParseTest, NumbersCommentsAndPrelude) {
   RunOut r = run("# comment\nproc P   # prelude\n\ntest a\nP mmap A 0x2000 rw private\nP write A+0x1000 1K 0x7f\n"
               "P read A+4K 1K 127\ntest b\nP mmap A 64K rw private\n");
@@ -113,6 +207,20 @@ TEST(ScenarioRunTest, FilterAndVariants) {
   EXPECT_EQ(r.results[0].variant, "gup.walk=legacy");
   EXPECT_EQ(r.results[1].variant, "gup.walk=batch");
   EXPECT_NE(r.tap.find("ok 2 keep-one [gup.walk=batch]"), std::string::npos);
+}
+
+TEST(ScenarioRunTest, GupCountBeyondAnyPagesArrayIsATestError) {
+  // Checked before the pages array is allocated (it used to throw bad_alloc).
+  RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP gup H A 10000000000 get\n"
+                 "test b\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nP gup H A 100 get\nexpect H 2\n");
+  ASSERT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kFail) << r.tap;
+  ASSERT_FALSE(r.results[0].diagnostics.empty());
+  EXPECT_EQ(r.results[0].diagnostics.front(),
+            "t.mms:4: NPAGES 10000000000: a pages array of 80000000000 bytes is larger than a caller could allocate "
+            "(268435456 bytes: kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)");
+  // A count beyond the mapping but within bounds returns what the range holds.
+  EXPECT_EQ(r.results[1].outcome, Outcome::kPass) << r.tap;
 }
 
 TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {

@@ -61,6 +61,12 @@ int run_diff(const DiffCli& o) {
     std::cerr << err << "\n";
     return 2;
   }
+  if (!scenario_count_tests(*prog, o.filter)) {
+    // Nothing to run is a mistake (a glob that matches no test, files with
+    // none), never a pass.
+    std::cerr << "mmlab diff: " << (o.filter.empty() ? std::string("the files hold no test") : "no test matches --filter " + o.filter) << "\n";
+    return 2;
+  }
   return scenario_diff(*prog, d, std::cout);
 }
 

@@ -62,6 +62,12 @@ int run_run(const RunOptions& o) {
     std::cerr << err << "\n";
     return 2;
   }
+  if (!scenario_count_tests(*prog, o.filter)) {
+    // Nothing to run is a mistake (a glob that matches no test, files with
+    // none), never a pass.
+    std::cerr << "mmlab run: " << (o.filter.empty() ? std::string("the files hold no test") : "no test matches --filter " + o.filter) << "\n";
+    return 2;
+  }
   auto results = scenario_run(*prog, so, std::cout);
   if (!o.json.empty()) {
     nlohmann::json j;

@@ -1,6 +1,7 @@
 // mmlab: the command-line program. One file per subcommand.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 
@@ -12,6 +13,19 @@ int main(int argc, char** argv) {
   mmlab::cli::add_run(app);
   mmlab::cli::add_diff(app);
   mmlab::cli::add_calibrate(app);
+  // A first token that is neither a subcommand nor one of mmlab's own
+  // options: name it (CLI11 would report only that a subcommand is required).
+  std::string names;
+  bool is_subcommand = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    is_subcommand |= argc > 1 && sub->get_name() == argv[1];
+  }
+  if (argc > 1 && !is_subcommand && !(argv[1][0] == '-' && app.get_option_no_throw(argv[1]))) {
+    std::fprintf(stderr, "mmlab: unknown %s '%s' (expected a subcommand: %s; or --help)\n",
+                 argv[1][0] == '-' ? "option" : "subcommand", argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
