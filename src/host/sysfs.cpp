@@ -258,7 +258,17 @@ void SysfsGuard::restore() {
   saved_.clear();
 }
 
-int SysfsGuard::apply_defaults(std::string* why) {
+namespace {
+// Never destroyed: restored by the outermost HostLock, before exit.
+SysfsGuard& kept_pools() {
+  static SysfsGuard* g = new SysfsGuard;
+  return *g;
+}
+}  // namespace
+
+int keep_pool_write(const std::string& rel, const std::string& value) { return kept_pools().write(rel, value); }
+
+int SysfsGuard::apply_defaults(std::string* why, bool keep_gigantic) {
   std::vector<std::pair<std::string, std::string>> defaults = {
       {"transparent_hugepage/enabled", "madvise"},
       {"transparent_hugepage/use_zero_page", "1"},
@@ -271,7 +281,6 @@ int SysfsGuard::apply_defaults(std::string* why) {
       {"transparent_hugepage/khugepaged/alloc_sleep_millisecs", "60000"},
       {"transparent_hugepage/khugepaged/defrag", "1"},
       {"hugepages/hugepages-2048kB/nr_hugepages", "0"},
-      {"hugepages/hugepages-1048576kB/nr_hugepages", "0"},
   };
   for (unsigned order = 1; order <= PMD_ORDER; order++) {
     std::string dir = "transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << order) / 1024) + "kB/";
@@ -287,6 +296,14 @@ int SysfsGuard::apply_defaults(std::string* why) {
       *why = "cannot write " + rel + ": " + errno_name(err);
       return err;
     }
+  }
+  if (!keep_gigantic && access((std::string(kSysMm) + kGiganticPool).c_str(), F_OK) == 0) {
+    std::string cur;
+    if (sysfs_read(kGiganticPool, &cur) == 0 && cur != "0")
+      if (int err = keep_pool_write(kGiganticPool, "0")) {
+        *why = std::string("cannot write ") + kGiganticPool + ": " + errno_name(err);
+        return err;
+      }
   }
   wait_for_unused_pools();
   return 0;
@@ -357,6 +374,7 @@ HostLock::HostLock() {
 
 HostLock::~HostLock() {
   if (--g_lock_depth || g_lock_fd < 0) return;
+  kept_pools().restore();
   loopfs_teardown();
   close(g_lock_fd);
   g_lock_fd = -1;

@@ -36,11 +36,21 @@ class SysfsGuard {
   // change or the model assumes (THP sizes, zero page, khugepaged knobs,
   // shmem THP off, empty hugetlb pools), once no huge page is in use any
   // more. 0 or -errno with *why.
-  int apply_defaults(std::string* why);
+  // keep_gigantic: leave the 1G pool as the run's previous test sized it
+  // (the test sizes it itself; see keep_pool_write).
+  int apply_defaults(std::string* why, bool keep_gigantic = false);
 
  private:
   std::vector<std::pair<std::string, std::string>> saved_;  // rel, original value
 };
+
+// The gigantic pool's size (kGigantic) is set through one guard for the
+// whole run, not per test: allocating 1 GiB pages takes contiguous memory and
+// seconds of compaction, so a run keeps the size a test gave the pool for the
+// next test that asks the same. The outermost HostLock restores it when the
+// run ends (the interrupt handler and the journal too, as for every write).
+inline constexpr const char* kGiganticPool = "hugepages/hugepages-1048576kB/nr_hugepages";
+int keep_pool_write(const std::string& rel, const std::string& value);  // 0 or -errno
 
 // Reservations of the pool in "hugepages/hugepages-<N>kB/" (resv_hugepages).
 // Right after apply_defaults, with no process of the test alive, they are

@@ -115,7 +115,9 @@ class HostRun final : public TestRun {
     // A hung test ends the run through the restoring SIGALRM handler (host/sysfs.h).
     alarm(kTestTimeoutSec);
     std::string why;
-    if (guard_.apply_defaults(&why)) throw StartError{"cannot reset the host's settings: " + why};
+    bool sizes_gigantic = false;
+    for (const Stmt* st : stmts) sizes_gigantic |= st->op == Op::kSysfs && st->str == host::kGiganticPool && st->str2 != "0";
+    if (guard_.apply_defaults(&why, sizes_gigantic)) throw StartError{"cannot reset the host's settings: " + why};
     for (const char* pool : kPools) outside_resv_[pool] = host::pool_outside_reservations(pool);
     std::set<std::string> counters;
     bool drains = false;
@@ -317,7 +319,8 @@ class HostRun final : public TestRun {
         if (*end == '\0' && n >= 0) value = std::to_string(n + resv);
       }
     }
-    int r = guard_.write(st.str, value);
+    auto write = [&] { return st.str == host::kGiganticPool ? host::keep_pool_write(st.str, value) : guard_.write(st.str, value); };
+    int r = write();
     check_errno(st, r, "sysfs write");
     // A pool the host could not fill: the selftests skip when short of huge pages.
     if (r == 0 && pool) {
@@ -327,7 +330,7 @@ class HostRun final : public TestRun {
         // compact, and try once more.
         std::ofstream("/proc/sys/vm/drop_caches") << "1";
         std::ofstream("/proc/sys/vm/compact_memory") << "1";
-        guard_.write(st.str, value);
+        write();
         host::sysfs_read(st.str, &got);
       }
       if (got != value)
