@@ -462,10 +462,9 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
 // copy, and the child Process registered with the System as new_process() does.
 Process* Process::fork(const std::string& child_name) {
   if (!mm_) return nullptr;
-  Kernel* k = mm_->kernel;
-  int id = k->next_mm_id.fetch_add(1);
-  auto mm = std::make_unique<Mm>(k, id);
-  if (!mm->pgd) return nullptr;  // -ENOMEM
+  auto mm = mm_alloc(mm_->kernel);
+  if (!mm) return nullptr;  // -ENOMEM
+  const int id = mm->mm_id;
   if (dup_mmap(mm.get(), mm_.get())) {
     // -ENOMEM: mmput() of the half-built child.
     mmput(mm.get());

@@ -44,7 +44,6 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return nullptr;
   }
   k->phys->owner = k.get();
-  k->walkers = std::make_unique<Kernel::WalkerSlot[]>(NR_CPUS);
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
   // Under cow.policy rfc a bad page is a recorded finding, not an abort.
@@ -67,9 +66,9 @@ System::~System() {
 }
 
 Process* System::new_process(const std::string& name) {
-  int id = k_->next_mm_id.fetch_add(1);
-  auto mm = std::make_unique<Mm>(k_.get(), id);
-  if (!mm->pgd) return nullptr;
+  auto mm = mm_alloc(k_.get());
+  if (!mm) return nullptr;
+  const int id = mm->mm_id;
   std::string n = name.empty() ? fmt::format("p{}", id) : name;
   procs_.push_back(std::unique_ptr<Process>(new Process(this, std::move(mm), n, id)));
   return procs_.back().get();
