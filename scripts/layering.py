@@ -126,14 +126,15 @@ def nm_symbols(obj):
     return defined, undefined
 
 
-def up_calls(objdir, ranks):
+def up_calls(root, objdir, ranks):
     """Yields (source, symbol, from_layer, to_layer) for each up-call."""
     objs = []
     for dirpath, _, names in os.walk(objdir):
         for n in names:
             if n.endswith(".cpp.o"):
                 layer, src = object_layer(os.path.join(dirpath, n), ranks)
-                if layer is not None:
+                # Skip objects a build left behind for a source since moved.
+                if layer is not None and os.path.exists(os.path.join(root, src)):
                     objs.append((layer, src, os.path.join(dirpath, n)))
     definer = {}
     refs = []
@@ -182,8 +183,8 @@ def up_declared(root, objdir, ranks, extra):
         for n in names:
             if not n.endswith(".cpp.o"):
                 continue
-            layer, _ = object_layer(os.path.join(dirpath, n), ranks)
-            if layer is None:
+            layer, src = object_layer(os.path.join(dirpath, n), ranks)
+            if layer is None or not os.path.exists(os.path.join(root, src)):
                 continue
             defined, _ = nm_symbols(os.path.join(dirpath, n))
             for s in defined:
@@ -219,13 +220,13 @@ def main():
     ap.add_argument("--allow", default=os.path.join(here, "layering-allow.txt"))
     ap.add_argument("--objects", help="build directory whose *.o files to read for up-calls")
     ap.add_argument("--report", action="store_true")
-    ap.add_argument("--write-allow", action="store_true",
-                    help="write the current violations as the allow-list")
+    ap.add_argument("--prune", action="store_true",
+                    help="remove the allow-list lines that no longer occur (needs --objects)")
     args = ap.parse_args()
 
     ranks, extra = read_layers(args.layers)
     incs = list(up_includes(args.root, ranks, extra))
-    calls = list(up_calls(args.objects, ranks)) if args.objects else []
+    calls = list(up_calls(args.root, args.objects, ranks)) if args.objects else []
 
     found = {}
     for rel, lineno, dst, a, b in incs:
@@ -257,13 +258,16 @@ def main():
                 print(f"  {a} -> {b}: {n}")
         return 0
 
-    if args.write_allow:
+    if args.prune:
+        if not args.objects:
+            ap.error("--prune needs --objects")
+        with open(args.allow) as f:
+            lines = f.readlines()
         with open(args.allow, "w") as f:
-            f.write("# Up-pointing dependencies that existed when scripts/layering.py was\n"
-                    "# introduced. This list may only shrink: the check fails on an entry\n"
-                    "# that no longer occurs. Never add a line.\n")
-            for key in sorted(found):
-                f.write(key + "\n")
+            for line in lines:
+                key = line.split("#", 1)[0].strip()
+                if not key or key in found:
+                    f.write(line)
         return 0
 
     allow = read_allow(args.allow)

@@ -64,7 +64,6 @@
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
-#include "mmlab/system.h"
 #include "phys/frame_copy.h"
 
 namespace mmlab {
@@ -86,8 +85,8 @@ SwapDevice::~SwapDevice() {
 }
 
 // sys_swapon of an in-memory device of `bytes` (rounded down to pages).
-int System::add_swap(uint64_t bytes, SwapKind kind) {
-  SwapState* ss = k_->swap.get();
+int swapon(Kernel* k, uint64_t bytes, SwapKind kind) {
+  SwapState* ss = k->swap.get();
   uint64_t nr = bytes >> PAGE_SHIFT;
   if (nr < 2) return -EINVAL;  // the header page and at least one slot
   nr = std::min<uint64_t>(nr, SWP_MIG_YOUNG);  // offsets must fit a swap PTE
@@ -1118,99 +1117,6 @@ void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdO
     cold_or_pageout_pmd_range(vma, addr, next, what, &list);
     shrink_folio_list(k, &list);  // reclaim_pages(); empty for MADV_COLD
   }
-}
-
-// ============================================================================
-// /proc/PID/clear_refs <- 4 (fs/proc/task_mmu.c)
-// ============================================================================
-
-namespace {
-
-// pte_is_pinned: a writable PTE of a maybe-pinned page keeps its state: the
-// pinning device may write it without the page tables noticing.
-bool pte_is_pinned(Vma* vma, uint64_t addr, pte_t pte) {
-  if (!pte_write(pte)) return false;
-  if (!is_cow_mapping(vma->vm_flags)) return false;
-  if (!vma->vm_mm->test_flag(MMF_HAS_PINNED)) return false;
-  Page* page = vm_normal_page(vma, addr, pte);
-  return page && folio_maybe_dma_pinned(page_folio(page));
-}
-
-// clear_refs_pte_range(CLEAR_REFS_SOFT_DIRTY) over the whole VMA:
-// clear_soft_dirty_pmd / clear_soft_dirty write-protect every present entry
-// and clear its soft-dirty bit; swap PTEs lose their soft-dirty bit.
-void clear_soft_dirty_vma(Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
-  Mm* mm = vma->vm_mm;
-  bool flush = false;
-  for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
-    next = pmd_addr_end(addr, vma->vm_end);
-    pmd_t* pmd = mm_find_pmd(mm, addr);
-    if (!pmd) {
-      next = pud_addr_end(addr, vma->vm_end);  // no PMD table here at all
-      continue;
-    }
-    pmd_t v = pmdp_get(pmd);
-    if (pmd_none(v)) continue;
-    if (pmd_trans_huge(v)) {
-      SpinLock* ptl = pmd_lock(mm, pmd);
-      pmd_t cur = pmdp_get(pmd);
-      if (pmd_trans_huge(cur)) {
-        // Invalidate first (see change_huge_pmd), keeping the A/D bits the
-        // hardware may set meanwhile.
-        pmd_t old = entry_xchg(pmd, pmd_mkinvalid(cur));
-        flush_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
-        entry_set(pmd, pmd_clear_soft_dirty(pmd_wrprotect(old)));
-        ptl->unlock();
-        continue;
-      }
-      ptl->unlock();
-      if (pmd_none(cur)) continue;
-    }
-    SpinLock* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-    if (!pte) continue;
-    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
-      pte_t ptent = ptep_get(pte);
-      if (pte_none(ptent)) continue;
-      if (pte_present(ptent)) {
-        if (pte_is_pinned(vma, a, ptent)) continue;
-        // ptep_modify_prot_start/commit.
-        pte_t old = entry_xchg(pte, pte_t{0});
-        entry_set(pte, pte_clear_soft_dirty(pte_wrprotect(old)));
-        flush |= pte_write(old);
-      } else {
-        entry_set(pte, pte_swp_clear_soft_dirty(ptent));
-      }
-    }
-    ptl->unlock();
-  }
-  if (flush) flush_tlb_range(vma, vma->vm_start, vma->vm_end);
-}
-
-}  // namespace
-
-// clear_refs_write(CLEAR_REFS_SOFT_DIRTY): mmap_lock for write; every VMA
-// loses VM_SOFTDIRTY (so soft-dirty tracking is on and mprotect() keeps
-// clean PTEs read-only), and every entry is write-protected and cleaned.
-void Process::clear_soft_dirty() {
-  if (!mm_) return;
-  Mm* mm = mm_.get();
-  mmap_write_lock(mm);
-  for (auto& kv : mm->vmas) {
-    Vma* vma = kv.second.get();
-    if (!(vma->vm_flags & VM_SOFTDIRTY)) continue;
-    mmap_assert_write_locked(vma->vm_mm);
-    vma_start_write(vma);  // vm_flags_clear
-    vma->vm_flags &= ~VM_SOFTDIRTY;
-    vma_set_page_prot(vma);
-  }
-  for (auto& kv : mm->vmas) {
-    Vma* vma = kv.second.get();
-    // clear_refs_test_walk skips PFN maps; the walk has no hugetlb callback.
-    if (vma->vm_flags & (VM_PFNMAP | VM_HUGETLB)) continue;
-    clear_soft_dirty_vma(vma);
-  }
-  mmap_write_unlock(mm);
 }
 
 }  // namespace mmlab

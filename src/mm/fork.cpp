@@ -33,13 +33,11 @@
 #include <string>
 
 #include "fault/fault.h"
-#include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
-#include "mmlab/system.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
@@ -458,21 +456,16 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
   return retval;
 }
 
-// kernel_clone(), the address-space part (copy_mm -> dup_mm): a new Mm, the
-// copy, and the child Process registered with the System as new_process() does.
-Process* Process::fork(const std::string& child_name) {
-  if (!mm_) return nullptr;
-  auto mm = mm_alloc(mm_->kernel);
-  if (!mm) return nullptr;  // -ENOMEM
-  const int id = mm->mm_id;
-  if (dup_mmap(mm.get(), mm_.get())) {
-    // -ENOMEM: mmput() of the half-built child.
+// copy_mm -> dup_mm (kernel/fork.c): a new Mm with a copy of oldmm;
+// nullptr on -ENOMEM (the half-built child torn down by mmput()).
+std::unique_ptr<Mm> dup_mm(Mm* oldmm) {
+  auto mm = mm_alloc(oldmm->kernel);
+  if (!mm) return nullptr;
+  if (dup_mmap(mm.get(), oldmm)) {
     mmput(mm.get());
     return nullptr;
   }
-  std::string n = child_name.empty() ? fmt::format("p{}", id) : child_name;
-  sys_->procs_.push_back(std::unique_ptr<Process>(new Process(sys_, std::move(mm), n, id)));
-  return sys_->procs_.back().get();
+  return mm;
 }
 
 }  // namespace mmlab

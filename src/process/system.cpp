@@ -1,6 +1,8 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
 
+#include "fault/filemap.h"
+#include "fault/swap.h"
 #include "fmt/format.h"
 #include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
@@ -215,6 +217,28 @@ std::string CheckReport::to_string() const {
   std::string s;
   for (auto& v : violations) s += fmt::format("{} at {}\n{}\n", v.invariant, v.where, v.dump);
   return s.empty() ? "ok\n" : s;
+}
+
+// ---- files and swap: the system calls of fault/filemap.h and fault/swap.h ----
+
+int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
+  return memfd_create(k_.get(), size, fs, hugetlb_shift, name);
+}
+long System::file_pread(int fd, uint64_t off, void* buf, uint64_t len) {
+  return ksys_pread64(k_.get(), fd, off, buf, len);
+}
+long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
+  return ksys_pwrite64(k_.get(), fd, off, buf, len);
+}
+int System::close_file(int fd) { return close_fd(k_.get(), fd); }
+int System::add_swap(uint64_t bytes, SwapKind kind) { return swapon(k_.get(), bytes, kind); }
+
+// The shrinkers the model has: the deferred-split queue's and the swap
+// cache's stand-in for LRU reclaim.
+long System::run_shrinkers() {
+  long split = deferred_split_scan(k_.get());
+  shrink_swap_cache(k_.get());
+  return split;
 }
 
 }  // namespace mmlab
