@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "fault/swap.h"
+#include "mm/swapfile.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/vmdebug.h"

@@ -32,7 +32,9 @@
 #include <atomic>
 #include <string>
 
-#include "fault/fault.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"

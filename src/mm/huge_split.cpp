@@ -34,8 +34,10 @@
 #include <cstring>
 #include <mutex>
 
-#include "fault/fault.h"
-#include "fault/swap.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"

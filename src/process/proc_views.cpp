@@ -3,7 +3,7 @@
 #include <string>
 
 #include "fault/fault.h"
-#include "fault/swap.h"
+#include "mm/swapfile.h"
 #include "fmt/format.h"
 #include "mm/file.h"
 #include "mm/internal.h"

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "fault/filemap.h"
-#include "fault/swap.h"
+#include "mm/swapfile.h"
 #include "fmt/format.h"
 #include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
