@@ -88,7 +88,9 @@ void TestRun::collect_violations(const Stmt& st, const std::vector<std::string>&
 }
 
 std::optional<Failure> TestRun::check_expected_violations() {
-  for (auto& [text, where] : expected_violations_) {
+  for (const auto& expected : expected_violations_) {
+    const std::string& text = expected.first;
+    const std::string& where = expected.second;
     bool found = std::any_of(found_violations_.begin(), found_violations_.end(),
                              [&](const std::string& v) { return v.find(text) != std::string::npos; });
     if (found) continue;
