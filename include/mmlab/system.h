@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "mmlab/tune.h"
 #include "mmlab/types.h"
 
 namespace mmlab {
@@ -22,36 +23,9 @@ struct Mm;
 class Process;
 class Khugepaged;
 
-// What kind of file system a file behaves as (scenario `fs=CLASS`): shmem
-// (memfd/tmpfs, the default), hugetlbfs, or one that tracks dirty pages for
-// writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
-enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
-// What a swap device is (scenario `swap SIZE blkdev|file`): the kernel
-// allocates swap for a large folio whole only on a block device (SWP_BLKDEV);
-// on a swap file the folio is split first.
-enum class SwapKind : uint8_t { kBlkdev, kFile };
-const char* fs_class_name(FsClass c);
-// How this library was built (compiler, flags, sanitizer) and from which commit.
-const char* build_description();
-const char* build_commit();
-bool build_is_instrumented();  // a debug or sanitizer build: no timings reported
-// Whether the build has this `tune` key and value (scenario parsing refuses unknown ones).
-bool tune_value_known(const std::string& key, const std::string& value);
-// The values of a tune key for messages ("legacy|walk|...", "0..8"); "" if the build has no such key.
-std::string tune_values_text(const std::string& key);
-// Every tune key with its values: "gup.walk v6.5|legacy|..., cow.max_order 0..8, ...".
-std::string tune_choices_text();
-// The value a fresh System has for a tune key ("" if none).
-std::string tune_default(const std::string& key);
 // Every name System::counter() knows: the event counters and the per-order
 // `cow.<item>.order<N>` ones.
 std::vector<std::string> counter_names();
-// Whether a sysfs path under /sys/kernel/mm is one the model has.
-bool sysfs_path_known(const std::string& path);
-// Whether value has the form path takes (a number for the khugepaged knobs);
-// values of the right form that the kernel's store rejects are run-time errors.
-bool sysfs_value_well_formed(const std::string& path, const std::string& value);
-bool fs_class_from_name(const std::string& name, FsClass* out);
 
 // The host memory behind a System's RAM (frame stores are recycled across
 // Systems of one process; see src/phys/frame_store.h).
@@ -81,23 +55,6 @@ struct CheckReport {
   std::string to_string() const;
 };
 
-// What one khugepaged wake did (for a wake cost function).
-struct KhugepagedWakeStats {
-  uint64_t progress = 0;      // khugepaged_do_scan's progress (pages and VMAs)
-  uint64_t ptes_scanned = 0;
-  uint64_t collapsed = 0;     // ranges collapsed
-  uint64_t bytes_copied = 0;
-};
-
-// Host time spent in collapse_huge_page() so far (measured: not deterministic).
-struct CollapseTiming {
-  uint64_t attempts = 0;       // collapse_huge_page() calls (khugepaged and MADV_COLLAPSE)
-  uint64_t collapsed = 0;      // of which collapsed
-  uint64_t write_locked = 0;   // of which took mmap_lock for write
-  uint64_t total_ns = 0;       // inside collapse_huge_page()
-  uint64_t mmap_write_ns = 0;  // holding mmap_lock for write
-  uint64_t copy_ns = 0;        // copying (__collapse_huge_page_copy)
-};
 
 class System {
  public:

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace mmlab {
 
@@ -74,5 +75,39 @@ int errno_from_name(const char* name);  // 0 if unknown
 constexpr uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
 constexpr uint64_t round_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
 constexpr bool is_aligned(uint64_t x, uint64_t a) { return (x & (a - 1)) == 0; }
+
+// What kind of file system a file behaves as (scenario `fs=CLASS`): shmem
+// (memfd/tmpfs, the default), hugetlbfs, or one that tracks dirty pages for
+// writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
+enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
+// What a swap device is (scenario `swap SIZE blkdev|file`): the kernel
+// allocates swap for a large folio whole only on a block device (SWP_BLKDEV);
+// on a swap file the folio is split first.
+enum class SwapKind : uint8_t { kBlkdev, kFile };
+const char* fs_class_name(FsClass c);
+bool fs_class_from_name(const std::string& name, FsClass* out);
+
+// How this library was built (compiler, flags, sanitizer) and from which commit.
+const char* build_description();
+const char* build_commit();
+bool build_is_instrumented();  // a debug or sanitizer build: no timings reported
+
+// What one khugepaged wake did (for a wake cost function).
+struct KhugepagedWakeStats {
+  uint64_t progress = 0;      // khugepaged_do_scan's progress (pages and VMAs)
+  uint64_t ptes_scanned = 0;
+  uint64_t collapsed = 0;     // ranges collapsed
+  uint64_t bytes_copied = 0;
+};
+
+// Host time spent in collapse_huge_page() so far (measured: not deterministic).
+struct CollapseTiming {
+  uint64_t attempts = 0;       // collapse_huge_page() calls (khugepaged and MADV_COLLAPSE)
+  uint64_t collapsed = 0;      // of which collapsed
+  uint64_t write_locked = 0;   // of which took mmap_lock for write
+  uint64_t total_ns = 0;       // inside collapse_huge_page()
+  uint64_t mmap_write_ns = 0;  // holding mmap_lock for write
+  uint64_t copy_ns = 0;        // copying (__collapse_huge_page_copy)
+};
 
 }  // namespace mmlab

@@ -1,5 +1,5 @@
 #include "build_info.h"
-#include "mmlab/system.h"
+#include "mmlab/types.h"
 
 namespace mmlab {
 

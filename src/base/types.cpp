@@ -54,4 +54,20 @@ int errno_from_name(const char* name) {
   return 0;
 }
 
+// ---- file-system classes ----
+
+const char* fs_class_name(FsClass c) {
+  static const char* n[] = {"shmem", "hugetlbfs", "ext4", "xfs", "btrfs"};
+  return n[static_cast<int>(c)];
+}
+
+bool fs_class_from_name(const std::string& name, FsClass* out) {
+  for (int i = 0; i < 5; i++)
+    if (name == fs_class_name(static_cast<FsClass>(i))) {
+      *out = static_cast<FsClass>(i);
+      return true;
+    }
+  return false;
+}
+
 }  // namespace mmlab

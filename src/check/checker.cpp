@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "fault/swap.h"
+#include "mm/swapfile.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/vmdebug.h"
@@ -194,8 +194,8 @@ class Checker {
       std::lock_guard<std::mutex> g(k_->split_queue_lock);
       split_queue_ = k_->split_queue;
     }
-    std::lock_guard<std::mutex> g(k_->deferred_lock);
-    for (auto& d : k_->deferred_tables) deferred_tables_.push_back(d.table);
+    std::lock_guard<std::mutex> g(k_->deferred_tables.lock);
+    for (auto& d : k_->deferred_tables.tables) deferred_tables_.push_back(d.table);
   }
 
   void note_zero_pages() {

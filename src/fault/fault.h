@@ -5,7 +5,10 @@
 
 #include <cstdint>
 
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
 #include "mm/mm.h"
+#include "mm/swap.h"
 #include "mm/settings.h"
 #include "pgtable/pgtable.h"
 
@@ -60,11 +63,6 @@ inline vm_fault_t vmf_anon_prepare(VmFault* vmf) { return __vmf_anon_prepare(vmf
 int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags);
 
 // ---- helpers used across the fault, zap and fork paths ----
-// vm_normal_page: the Page a present PTE maps, or nullptr for special
-// entries (the zero page, PFN maps).
-Page* vm_normal_page(Vma* vma, uint64_t addr, pte_t pte);
-Page* vm_normal_page_pmd(Vma* vma, uint64_t addr, pmd_t pmd);
-bool is_zero_pfn(PhysMem* phys, pfn_t pfn);
 
 // Anonymous THP policy (mm/huge_memory.c). enum tva_type (v6.18): who asks.
 enum class TvaType : uint8_t {
@@ -113,49 +111,7 @@ void map_anon_folio_pte_nopf(Folio* folio, pte_t* pte, Vma* vma, uint64_t addr, 
 vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf);
 vm_fault_t do_huge_pmd_wp_page(VmFault* vmf);
 void huge_pmd_set_accessed(VmFault* vmf);
-// Split the PMD leaf at *pmd (address inside it) into a PTE table (__split_huge_pmd).
-void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address);
-// Zap a PMD leaf entirely covered by the zap range; returns true if it was a leaf.
-bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr);
-// mprotect of a whole PMD leaf; returns HPAGE_PMD_NR if changed, 0 if not a leaf any more.
-long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable);
-// Move a whole PMD leaf (mremap); false if the source is not a leaf any more.
-bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t new_addr, pmd_t* old_pmd, pmd_t* new_pmd);
-// MADV_FREE of the PMD leaf at *pmd over [addr, next) (madvise_free_huge_pmd):
-// true when the whole leaf was marked lazy-free; false when the walk must
-// look at PTEs (the leaf was split because the range covers part of it, or
-// it was not a leaf to mark: gone, the huge zero folio, maybe shared, locked).
-bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next);
-// Reclaim of a lazy-free PMD-mapped THP (unmap_huge_pmd_locked): discard the
-// PMD mapping at *pmd if the folio is clean and nobody but the isolation and
-// its mappings holds it; a dirty folio is made swap-backed again and stays
-// mapped, as does one with another reference. The folio is locked.
-enum class PmdDiscard : uint8_t {
-  kDiscarded,  // the mapping is gone
-  kKept,       // it stays mapped (redirtied or referenced): stop unmapping
-  kNotLeaf,    // *pmd no longer maps the folio as a leaf: look at PTEs
-};
-PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio);
 
-// Allocating and freeing the PTE table deposited under a PMD leaf.
-void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table);
-Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd);
-
-// folio_mark_accessed (mm/swap.c): the classic LRU state machine.
-void folio_mark_accessed(Folio* folio);
-void folio_add_lru(Folio* folio);
-// folio_isolate_lru: false if the folio was not on the LRU; else off it, with
-// a reference the caller drops in folio_putback_lru.
-bool folio_isolate_lru(Folio* folio);
-void folio_putback_lru(Folio* folio);
-// folio_deactivate (MADV_COLD): an active folio on the LRU moves to the
-// inactive list, losing PG_active and PG_referenced (pgdeactivate).
-void folio_deactivate(Folio* folio);
-// folio_mark_lazyfree (MADV_FREE): an anonymous, swap-backed folio that is
-// not in the swap cache and is on the LRU loses PG_swapbacked (moving to the
-// file LRU, where reclaim discards it while it stays clean), PG_active and
-// PG_referenced (pglazyfree).
-void folio_mark_lazyfree(Folio* folio);
 // mark_page_accessed-style helpers the CPU model uses for its A/D bits live in uaccess.
 
 // Write fault on a read-only PTE (FAULT_FLAG_WRITE or UNSHARE); PTL held on entry, released on return.

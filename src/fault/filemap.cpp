@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fault/fault.h"
+#include "fault/filemap.h"
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -495,26 +496,9 @@ std::shared_ptr<File> file_get(Kernel* k, int fd) {
   return it == t->files.end() ? nullptr : it->second;
 }
 
-// ---- file-system classes ----
-
-const char* fs_class_name(FsClass c) {
-  static const char* n[] = {"shmem", "hugetlbfs", "ext4", "xfs", "btrfs"};
-  return n[static_cast<int>(c)];
-}
-
-bool fs_class_from_name(const std::string& name, FsClass* out) {
-  for (int i = 0; i < 5; i++)
-    if (name == fs_class_name(static_cast<FsClass>(i))) {
-      *out = static_cast<FsClass>(i);
-      return true;
-    }
-  return false;
-}
-
 // ---- system calls ----
 
-int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
-  Kernel* k = k_.get();
+int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
   if (size > kMaxLfsFilesize) return -EFBIG;
   std::shared_ptr<File> f;
   if (hugetlb_shift || fs == FsClass::kHugetlbfs) {
@@ -539,8 +523,8 @@ int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const
   return file_install(k, std::move(f), name);
 }
 
-long System::file_pread(int fd, uint64_t off, void* buf, uint64_t len) {
-  std::shared_ptr<File> f = file_get(k_.get(), fd);
+long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len) {
+  std::shared_ptr<File> f = file_get(k, fd);
   if (!f) return -EBADF;
   if (off > kMaxLfsFilesize) return -EINVAL;
   const uint64_t size = i_size_read(f.get());
@@ -572,8 +556,8 @@ long System::file_pread(int fd, uint64_t off, void* buf, uint64_t len) {
   return static_cast<long>(len);
 }
 
-long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
-  std::shared_ptr<File> f = file_get(k_.get(), fd);
+long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t len) {
+  std::shared_ptr<File> f = file_get(k, fd);
   if (!f) return -EBADF;
   if (f->fs == FsClass::kHugetlbfs) return -EINVAL;  // hugetlbfs has no write_iter
   if (off > kMaxLfsFilesize) return -EINVAL;
@@ -613,8 +597,8 @@ long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
   return static_cast<long>(done);
 }
 
-int System::close_file(int fd) {
-  FileTable* t = k_->files.get();
+int close_fd(Kernel* k, int fd) {
+  FileTable* t = k->files.get();
   std::shared_ptr<File> f;
   {
     std::lock_guard<std::mutex> g(t->lock);
@@ -627,13 +611,12 @@ int System::close_file(int fd) {
   return 0;
 }
 
-long Process::mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off) {
-  if (!mm_) return -ESRCH;
+long ksys_mmap_pgoff(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off) {
   if (off & ~PAGE_MASK) return -EINVAL;  // sys_mmap: offset in bytes, page aligned
-  if (flags & MAP_ANONYMOUS) return do_mmap(mm_.get(), addr, len, prot, flags, off >> PAGE_SHIFT);  // fd ignored
-  std::shared_ptr<File> f = file_get(mm_->kernel, fd);
+  if (flags & MAP_ANONYMOUS) return do_mmap(mm, addr, len, prot, flags, off >> PAGE_SHIFT);  // fd ignored
+  std::shared_ptr<File> f = file_get(mm->kernel, fd);
   if (!f) return -EBADF;
-  return do_mmap_file(mm_.get(), std::move(f), addr, len, prot, flags, off >> PAGE_SHIFT);
+  return do_mmap_file(mm, std::move(f), addr, len, prot, flags, off >> PAGE_SHIFT);
 }
 
 }  // namespace mmlab

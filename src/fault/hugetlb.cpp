@@ -36,7 +36,6 @@
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
-#include "mmlab/system.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

@@ -17,92 +17,12 @@
 
 namespace mmlab {
 
-bool is_zero_pfn(PhysMem* phys, pfn_t pfn) { return phys->is_zero_pfn(pfn); }
-
-Page* vm_normal_page(Vma* vma, uint64_t, pte_t pte) {
-  PhysMem* phys = vma->vm_mm->phys;
-  pfn_t pfn = pte_pfn(pte);
-  if (pte_special(pte)) return nullptr;  // the zero page, raw PFN maps
-  if (phys->is_zero_pfn(pfn) || !phys->pfn_valid(pfn)) return nullptr;
-  return phys->pfn_to_page(pfn);
-}
-
-Page* vm_normal_page_pmd(Vma* vma, uint64_t, pmd_t pmd) {
-  PhysMem* phys = vma->vm_mm->phys;
-  if (pmd_special(pmd) || phys->is_huge_zero_pfn(pmd_pfn(pmd))) return nullptr;
-  return phys->pfn_to_page(pmd_pfn(pmd));
-}
-
 int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags) {
   constexpr unsigned FOLL_HWPOISON = 1u << 6;
   if (ret & VM_FAULT_OOM) return -ENOMEM;
   if (ret & (VM_FAULT_HWPOISON | VM_FAULT_HWPOISON_LARGE)) return (foll_flags & FOLL_HWPOISON) ? -EHWPOISON : -EFAULT;
   if (ret & (VM_FAULT_SIGBUS | VM_FAULT_SIGSEGV)) return -EFAULT;
   return 0;
-}
-
-// ---- the LRU (mm/swap.c), classic active/inactive lists ----
-
-void folio_add_lru(Folio* folio) {
-  // The kernel batches LRU additions per CPU (the batch holds a reference
-  // until drained); the model adds at once, as if the batch were drained.
-  folio_set_lru(folio);
-}
-
-// folio_isolate_lru (mm/vmscan.c): off the LRU, with a reference for the isolator.
-bool folio_isolate_lru(Folio* folio) {
-  if (!test_and_clear_bit(PG_lru, &folio->page)) return false;
-  folio_get(folio);
-  return true;
-}
-
-void folio_putback_lru(Folio* folio) {
-  folio_set_lru(folio);
-  folio_put(folio);
-}
-
-void folio_mark_accessed(Folio* folio) {
-  if (folio_test_dropbehind(folio)) return;
-  if (!folio_test_referenced(folio)) {
-    folio_set_referenced(folio);
-  } else if (folio_test_unevictable(folio) || folio_test_mlocked(folio)) {
-    // nothing: such folios are not on the active/inactive lists
-  } else if (!folio_test_active(folio)) {
-    folio_set_active(folio);  // activate
-    folio_clear_referenced(folio);
-    folio_set_workingset(folio);
-  }
-  if (folio_test_idle(folio)) folio_clear_idle(folio);
-}
-
-// The kernel moves a folio between lists through a per-CPU batch: it takes
-// the folio off the LRU (PG_lru cleared), and the batch's move function
-// runs when the batch fills or is drained. The model runs it at once; a
-// folio that is not on the LRU (isolated by a reclaimer) is left alone, as
-// folio_test_clear_lru() makes the kernel do.
-
-void folio_deactivate(Folio* folio) {
-  if (folio_test_unevictable(folio) || !folio_test_active(folio)) return;
-  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
-  // lru_deactivate: to the head of the inactive list of its type.
-  folio_clear_active(folio);
-  folio_clear_referenced(folio);
-  folio_set_lru(folio);
-  kernel_of(&folio->page)->stats->count(VmStat::pgdeactivate, static_cast<uint64_t>(folio_nr_pages(folio)));
-}
-
-void folio_mark_lazyfree(Folio* folio) {
-  if (!folio_test_anon(folio) || !folio_test_swapbacked(folio) || folio_test_swapcache(folio) ||
-      folio_test_unevictable(folio))
-    return;
-  if (!test_and_clear_bit(PG_lru, &folio->page)) return;
-  // lru_lazyfree: a clean anonymous folio without swap backing goes to the
-  // inactive file list, where reclaim may discard it instead of swapping.
-  folio_clear_active(folio);
-  folio_clear_referenced(folio);
-  folio_clear_swapbacked(folio);
-  folio_set_lru(folio);
-  kernel_of(&folio->page)->stats->count(VmStat::pglazyfree, static_cast<uint64_t>(folio_nr_pages(folio)));
 }
 
 // ---- helpers ----

@@ -32,7 +32,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "mmlab/system.h"  // KhugepagedWakeStats, CollapseTiming
+#include "mmlab/types.h"  // KhugepagedWakeStats, CollapseTiming
 
 namespace mmlab {
 

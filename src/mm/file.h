@@ -25,7 +25,7 @@
 #include <set>
 #include <string>
 
-#include "mmlab/system.h"
+#include "mmlab/types.h"
 #include "phys/page.h"
 #include "sync/rwsem.h"
 

@@ -32,14 +32,14 @@
 #include <atomic>
 #include <string>
 
-#include "fault/fault.h"
-#include "fmt/format.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
-#include "mmlab/system.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
@@ -458,22 +458,16 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
   return retval;
 }
 
-// kernel_clone(), the address-space part (copy_mm -> dup_mm): a new Mm, the
-// copy, and the child Process registered with the System as new_process() does.
-Process* Process::fork(const std::string& child_name) {
-  if (!mm_) return nullptr;
-  Kernel* k = mm_->kernel;
-  int id = k->next_mm_id.fetch_add(1);
-  auto mm = std::make_unique<Mm>(k, id);
-  if (!mm->pgd) return nullptr;  // -ENOMEM
-  if (dup_mmap(mm.get(), mm_.get())) {
-    // -ENOMEM: mmput() of the half-built child.
+// copy_mm -> dup_mm (kernel/fork.c): a new Mm with a copy of oldmm;
+// nullptr on -ENOMEM (the half-built child torn down by mmput()).
+std::unique_ptr<Mm> dup_mm(Mm* oldmm) {
+  auto mm = mm_alloc(oldmm->kernel);
+  if (!mm) return nullptr;
+  if (dup_mmap(mm.get(), oldmm)) {
     mmput(mm.get());
     return nullptr;
   }
-  std::string n = child_name.empty() ? fmt::format("p{}", id) : child_name;
-  sys_->procs_.push_back(std::unique_ptr<Process>(new Process(sys_, std::move(mm), n, id)));
-  return sys_->procs_.back().get();
+  return mm;
 }
 
 }  // namespace mmlab

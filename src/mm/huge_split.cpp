@@ -34,13 +34,14 @@
 #include <cstring>
 #include <mutex>
 
-#include "fault/fault.h"
-#include "fault/swap.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
-#include "mmlab/system.h"
 #include "phys/frame_copy.h"
 
 namespace mmlab {
@@ -358,10 +359,4 @@ long deferred_split_scan(Kernel* k) {
 // The model's shrinkers: the deferred-split one, and (standing in for LRU
 // reclaim of clean swap-cache folios) a pass over the swap cache for folios
 // whose slots no swap PTE uses any more.
-long System::run_shrinkers() {
-  long split = deferred_split_scan(k_.get());
-  shrink_swap_cache(k_.get());
-  return split;
-}
-
 }  // namespace mmlab

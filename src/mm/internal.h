@@ -313,6 +313,8 @@ std::string hugetlb_pool_audit(Kernel* k);
 // both mmap_locks for write. 0, or -ENOMEM with mm partly built: the caller
 // tears it down with exit_mmap().
 int dup_mmap(Mm* mm, Mm* oldmm);
+// dup_mm: a new Mm holding a copy of oldmm (dup_mmap); nullptr on -ENOMEM.
+std::unique_ptr<Mm> dup_mm(Mm* oldmm);
 // Copy src_vma's entries into dst_vma, its new twin in the child (both
 // mmap_locks held for write, src_vma write-locked). VMAs a fault can refill
 // are skipped; hugetlb goes to copy_hugetlb_page_range. 0 or -ENOMEM.

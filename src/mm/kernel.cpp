@@ -1,7 +1,7 @@
 #include "mm/kernel.h"
 
 #include "fault/hugetlb.h"
-#include "fault/swap.h"
+#include "mm/swapfile.h"
 #include "mm/file.h"
 
 namespace mmlab {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mm/settings.h"
+#include "pgtable/pgtable.h"
 #include "phys/phys.h"
 #include "stats/stats.h"
 
@@ -33,19 +34,8 @@ struct Kernel {
   Settings settings;
   std::atomic<int> next_mm_id{1};
 
-  // Deferred page-table freeing (pgtable/pgtable.cpp): an epoch scheme
-  // standing in for RCU / IRQ-disabled GUP-fast walks.
-  std::atomic<uint64_t> walk_epoch{1};
-  struct WalkerSlot {
-    std::atomic<uint64_t> active_epoch{0};  // 0: not walking
-  };
-  std::unique_ptr<WalkerSlot[]> walkers;  // one per simulated CPU
-  std::mutex deferred_lock;
-  struct DeferredTable {
-    Page* table;
-    uint64_t epoch;
-  };
-  std::vector<DeferredTable> deferred_tables;  // protected by deferred_lock
+  // Deferred page-table freeing (pgtable/pgtable.h), shared by every Mm.
+  DeferredTables deferred_tables;
 
   // Deferred split queue (partially mapped large anon folios, and PMD THPs
   // for the underused shrinker), linked by set membership.

@@ -15,8 +15,10 @@
 // as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
-#include "fault/fault.h"
-#include "fault/swap.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/internal.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"

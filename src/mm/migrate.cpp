@@ -8,7 +8,9 @@
 // bits and the same per-page AnonExclusive state.
 #include <vector>
 
-#include "fault/fault.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"

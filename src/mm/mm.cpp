@@ -11,16 +11,11 @@ namespace mmlab {
 
 Kernel* kernel_of(const Page* p) { return static_cast<Kernel*>(PhysMem::of(p)->owner); }
 
-Mm::Mm(Kernel* k, int id) : kernel(k), phys(k->phys.get()), stats(k->stats.get()), mm_id(id) {
-  Page* t = pgtable_alloc(this);
-  if (t) pgd = static_cast<pgd_t*>(phys->page_address(t));
-}
-
-Mm::~Mm() {
-  // exit_mmap() has run: only the PGD is left.
-  if (pgd) pgtable_free(this, table_page_of(phys, pgd));
-  if (test_flag(MMF_HUGE_ZERO_PAGE)) phys->mm_put_huge_zero_folio();
-  pgtable_reclaim_deferred(this);
+std::unique_ptr<Mm> mm_alloc(Kernel* k) {
+  int id = k->next_mm_id.fetch_add(1);
+  auto mm = std::make_unique<Mm>(k, k->phys.get(), k->stats.get(), &k->deferred_tables, id);
+  if (!mm->pgd) return nullptr;
+  return mm;
 }
 
 void mmput(Mm* mm) {

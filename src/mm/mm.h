@@ -1,166 +1,19 @@
-// The address space: struct mm_struct and struct vm_area_struct.
-//
-// Locking (see sync/lock_order.h for the whole hierarchy):
-//   mmap_lock      rw_semaphore; read for faults and GUP, write for layout changes.
-//   vma_tree_lock  stands in for RCU over the maple tree: taken shared for a
-//                  lockless VMA lookup (lock_vma_under_rcu), exclusive to change
-//                  the tree (only while mmap_lock is held for write).
-//   VMA lock       per VMA: faults read-lock it instead of taking mmap_lock;
-//                  vma_start_write() (mmap_lock held for write) excludes them
-//                  until mmap_write_unlock().
-//   page_table_lock  PGD/PUD entries and PUD leaves.
+// The address space's functions: mmap_lock, VMA lookup, per-VMA locks,
+// rss counters (the types are in pgtable/mm_types.h).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <set>
-#include <shared_mutex>
-#include <string>
 
-#include "pgtable/entry.h"
-#include "phys/phys.h"
-#include "stats/stats.h"
-#include "sync/annotations.h"
-#include "sync/rwsem.h"
-#include "sync/spinlock.h"
+#include "pgtable/mm_types.h"
 
 namespace mmlab {
 
-struct Kernel;
-struct File;
-struct Mm;
-
-// vm_flags (include/linux/mm.h values).
-using vm_flags_t = uint64_t;
-inline constexpr vm_flags_t VM_NONE = 0;
-inline constexpr vm_flags_t VM_READ = 0x1, VM_WRITE = 0x2, VM_EXEC = 0x4, VM_SHARED = 0x8;
-inline constexpr vm_flags_t VM_MAYREAD = 0x10, VM_MAYWRITE = 0x20, VM_MAYEXEC = 0x40, VM_MAYSHARE = 0x80;
-inline constexpr vm_flags_t VM_GROWSDOWN = 0x100, VM_UFFD_MISSING = 0x200, VM_PFNMAP = 0x400;
-inline constexpr vm_flags_t VM_UFFD_WP = 0x1000, VM_LOCKED = 0x2000, VM_IO = 0x4000;
-inline constexpr vm_flags_t VM_DONTCOPY = 0x20000, VM_DONTEXPAND = 0x40000, VM_LOCKONFAULT = 0x80000;
-inline constexpr vm_flags_t VM_ACCOUNT = 0x100000, VM_NORESERVE = 0x200000, VM_HUGETLB = 0x400000;
-inline constexpr vm_flags_t VM_WIPEONFORK = 0x2000000, VM_DONTDUMP = 0x4000000;
-inline constexpr vm_flags_t VM_SOFTDIRTY = 0x8000000, VM_MIXEDMAP = 0x10000000;
-inline constexpr vm_flags_t VM_HUGEPAGE = 0x20000000, VM_NOHUGEPAGE = 0x40000000;
-inline constexpr vm_flags_t VM_MERGEABLE = 0x80000000;
-inline constexpr vm_flags_t VM_ACCESS_FLAGS = VM_READ | VM_WRITE | VM_EXEC;
-
-inline bool is_cow_mapping(vm_flags_t f) { return (f & (VM_SHARED | VM_MAYWRITE)) == VM_MAYWRITE; }
-// __VM_UFFD_FLAGS as far as the model has them (no minor faults).
-inline constexpr vm_flags_t VM_UFFD_FLAGS = VM_UFFD_MISSING | VM_UFFD_WP;
-
-// mm->flags bits (MMF_*).
-inline constexpr unsigned MMF_HAS_PINNED = 0;
-inline constexpr unsigned MMF_HUGE_ZERO_PAGE = 1;
-inline constexpr unsigned MMF_DISABLE_THP = 2;  // MMF_DISABLE_THP_COMPLETELY: PR_SET_THP_DISABLE without flags
-inline constexpr unsigned MMF_VM_HUGEPAGE = 3;  // registered with khugepaged (it has an mm_slot)
-inline constexpr unsigned MMF_DISABLE_THP_EXCEPT_ADVISED = 4;  // PR_SET_THP_DISABLE, PR_THP_DISABLE_EXCEPT_ADVISED
-
-enum MmCounter : uint8_t { MM_FILEPAGES = 0, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES, NR_MM_COUNTERS };
-
-// struct anon_vma: the reverse map root of anonymous folios (folio->mapping).
-// Each VMA that may map its folios is on its list (the anon_vma_chain,
-// simplified to a set: a fork child's VMAs join the parent's anon_vmas).
-struct AnonVma {
-  RwSemaphore rwsem{LockClass::kRmapLock};
-  std::set<struct Vma*> vmas GUARDED_BY(rwsem);
-  std::atomic<int> refcount{1};
-  AnonVma* root = this;
-};
-
-struct Vma {
-  Mm* vm_mm = nullptr;
-  uint64_t vm_start = 0;  // written under mmap_lock (write) + VMA write lock
-  uint64_t vm_end = 0;
-  vm_flags_t vm_flags = 0;
-  pgprot_t vm_page_prot{0};
-  uint64_t vm_pgoff = 0;  // file offset in pages, or linear page index for anon
-  std::shared_ptr<File> vm_file;
-  AnonVma* anon_vma = nullptr;          // set once by anon_vma_prepare (page_table_lock)
-  std::set<AnonVma*> anon_vma_chain;    // every anon_vma this VMA is linked into
-  // Per-VMA lock: readers count; write-locked while vm_lock_seq == mm->mm_lock_seq.
-  std::atomic<int> vm_refcnt{0};
-  std::atomic<uint64_t> vm_lock_seq{~0ull};
-
-  bool is_anonymous() const { return !vm_file && !(vm_flags & VM_SHARED); }
-  uint64_t pages() const { return (vm_end - vm_start) >> PAGE_SHIFT; }
-};
-
-inline uint64_t linear_page_index(const Vma* vma, uint64_t addr) {
-  return ((addr - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
-}
-inline bool vma_is_anonymous(const Vma* vma) { return !vma->vm_file; }
-// include/linux/userfaultfd_k.h: a VMA registered with userfaultfd.
-inline bool userfaultfd_armed(const Vma* vma) { return vma->vm_flags & VM_UFFD_FLAGS; }
-inline bool userfaultfd_missing(const Vma* vma) { return vma->vm_flags & VM_UFFD_MISSING; }
 bool vma_is_shmem(const Vma* vma);
 
-// A sequence count (seqcount_t), used for write_protect_seq.
-class SeqCount {
- public:
-  uint64_t read_begin() const {
-    uint64_t s;
-    while ((s = seq_.load(std::memory_order_acquire)) & 1) std::this_thread::yield();
-    return s;
-  }
-  uint64_t raw_read() const { return seq_.load(std::memory_order_acquire); }
-  bool read_retry(uint64_t start) const {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return seq_.load(std::memory_order_relaxed) != start;
-  }
-  void write_begin() { seq_.fetch_add(1, std::memory_order_acq_rel); }
-  void write_end() { seq_.fetch_add(1, std::memory_order_acq_rel); }
-
- private:
-  std::atomic<uint64_t> seq_{0};
-};
-
-struct Mm {
-  Mm(Kernel* kernel, int id);
-  ~Mm();
-  Mm(const Mm&) = delete;
-  Mm& operator=(const Mm&) = delete;
-
-  Kernel* const kernel;
-  PhysMem* const phys;
-  Stats* const stats;
-  const int mm_id;  // nonzero; used by the MM-ID mapcount slots
-
-  RwSemaphore mmap_lock{LockClass::kMmapLock};
-  SpinLock page_table_lock{};
-  pgd_t* pgd = nullptr;  // the PGD table frame (allocated at creation)
-
-  // VMAs by start address. Changed with mmap_lock held for write and
-  // vma_tree_lock exclusive; read with either held.
-  std::map<uint64_t, std::unique_ptr<Vma>> vmas;
-  mutable std::shared_mutex vma_tree_lock;
-  std::atomic<uint64_t> mm_lock_seq{0};  // bumped by mmap_write_unlock: ends every VMA write lock
-
-  // mm_users: 1 while the process lives; 0 from the start of its teardown
-  // (mmput), which is what khugepaged's hpage_collapse_test_exit() looks at.
-  std::atomic<int> mm_users{1};
-  std::atomic<long> rss_stat[NR_MM_COUNTERS] = {};
-  std::atomic<long> pgtables_bytes{0};  // page-table pages of this mm (incl. deposited ones)
-  std::atomic<uint64_t> flags{0};
-  SeqCount write_protect_seq;
-  uint64_t mmap_base = MMAP_BASE;
-  uint64_t task_size = TASK_SIZE;
-  std::atomic<uint64_t> hiwater_rss{0};
-  std::atomic<uint64_t> total_vm{0};
-
-  long get_mm_counter(MmCounter c) const { return rss_stat[c].load(std::memory_order_relaxed); }
-  void add_mm_counter(MmCounter c, long n) { rss_stat[c].fetch_add(n, std::memory_order_relaxed); }
-  bool test_flag(unsigned bit) const { return flags.load(std::memory_order_acquire) & (1ull << bit); }
-  void set_flag(unsigned bit) { flags.fetch_or(1ull << bit, std::memory_order_acq_rel); }
-  void clear_flag(unsigned bit) { flags.fetch_and(~(1ull << bit), std::memory_order_acq_rel); }
-  bool test_and_set_flag(unsigned bit) { return flags.fetch_or(1ull << bit, std::memory_order_acq_rel) & (1ull << bit); }
-};
-
-inline void inc_mm_counter(Mm* mm, MmCounter c) { mm->add_mm_counter(c, 1); }
-inline void dec_mm_counter(Mm* mm, MmCounter c) { mm->add_mm_counter(c, -1); }
-inline void add_mm_counter(Mm* mm, MmCounter c, long n) { mm->add_mm_counter(c, n); }
+// mm_alloc (kernel/fork.c): a new address space with its PGD and the next
+// MM ID; nullptr if the PGD cannot be allocated (-ENOMEM).
+std::unique_ptr<Mm> mm_alloc(Kernel* k);
 MmCounter mm_counter_file(const Folio* folio);  // MM_SHMEMPAGES for shmem folios, else MM_FILEPAGES
 MmCounter mm_counter(const Folio* folio);       // MM_ANONPAGES for anon folios
 

@@ -1,5 +1,7 @@
 // The page-table half of mprotect (mm/mprotect.c): change_protection().
-#include "fault/fault.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 

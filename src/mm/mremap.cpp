@@ -1,6 +1,8 @@
 // The page-table half of mremap (mm/mremap.c): move_page_tables(); hugetlb
 // VMAs go to move_hugetlb_page_tables() (fault/hugetlb.cpp).
-#include "fault/fault.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 

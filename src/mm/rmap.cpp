@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cassert>
 
-#include "fault/fault.h"
-#include "fault/swap.h"  // the migration-entry format (swapops.h)
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+#include "mm/swapfile.h"  // the migration-entry format (swapops.h)
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"

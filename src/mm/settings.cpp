@@ -1,7 +1,7 @@
 // The sysfs paths and tune keys, parsed and printed as on a real system.
 #include "mm/settings.h"
 
-#include "mmlab/system.h"
+#include "mmlab/tune.h"
 
 #include <algorithm>
 #include <cstdlib>

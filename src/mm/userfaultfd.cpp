@@ -7,8 +7,10 @@
 // is not modelled); fork drops the registration (no UFFD_FEATURE_EVENT_FORK).
 #include <algorithm>
 
-#include "fault/fault.h"
-#include "fault/swap.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "pgtable/pgtable.h"

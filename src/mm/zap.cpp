@@ -2,7 +2,9 @@
 // (free_pgtables / free_pgd_range).
 #include <vector>
 
-#include "fault/fault.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"

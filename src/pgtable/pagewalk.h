@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "mm/mm.h"
 #include "pgtable/entry.h"
+#include "pgtable/mm_types.h"
 
 namespace mmlab {
 

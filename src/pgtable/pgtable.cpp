@@ -5,10 +5,25 @@
 #include <cstring>
 #include <thread>
 
-#include "mm/kernel.h"
-#include "mm/mm.h"
+#include "sync/cpu.h"
 
 namespace mmlab {
+
+DeferredTables::DeferredTables() : walkers(std::make_unique<WalkerSlot[]>(NR_CPUS)) {}
+
+// pgd_alloc (arch/x86/mm/pgtable.c) at mm creation, pgd_free at its end.
+Mm::Mm(Kernel* k, PhysMem* phys_mem, Stats* st, DeferredTables* dt, int id)
+    : kernel(k), phys(phys_mem), stats(st), deferred_tables(dt), mm_id(id) {
+  Page* t = pgtable_alloc(this);
+  if (t) pgd = static_cast<pgd_t*>(phys->page_address(t));
+}
+
+Mm::~Mm() {
+  // exit_mmap() has run: only the PGD is left.
+  if (pgd) pgtable_free(this, table_page_of(phys, pgd));
+  if (test_flag(MMF_HUGE_ZERO_PAGE)) phys->mm_put_huge_zero_folio();
+  pgtable_reclaim_deferred(this);
+}
 
 Page* pgtable_alloc(Mm* mm) {
   Page* p = mm->phys->alloc_pages(GFP_PGTABLE_USER, 0);
@@ -23,12 +38,13 @@ Page* pgtable_alloc(Mm* mm) {
   return p;
 }
 
-static void pgtable_release(Kernel* k, Page* table) {
+// Every mm of a Kernel shares its PhysMem and Stats: any of them frees any table.
+static void pgtable_release(Mm* mm, Page* table) {
   clear_bit(PG_table, table);
   aref(table->refcount).store(0, std::memory_order_release);
-  k->stats->count(Event::pgtable_free);
-  k->stats->uncount(VmStat::nr_page_table_pages);
-  k->phys->free_pages(table, 0);
+  mm->stats->count(Event::pgtable_free);
+  mm->stats->uncount(VmStat::nr_page_table_pages);
+  mm->phys->free_pages(table, 0);
 }
 
 void pgtable_free(Mm* mm, Page* table) {
@@ -42,17 +58,17 @@ void pgtable_free(Mm* mm, Page* table) {
 // epoch E may be freed once no walker is active with an epoch <= E.
 
 void lockless_walk_begin(Mm* mm) {
-  Kernel* k = mm->kernel;
+  DeferredTables* k = mm->deferred_tables;
   auto& slot = k->walkers[smp_processor_id()];
   // seq_cst: the published epoch must be visible before we read any entry.
   slot.active_epoch.store(k->walk_epoch.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
 }
 
 void lockless_walk_end(Mm* mm) {
-  mm->kernel->walkers[smp_processor_id()].active_epoch.store(0, std::memory_order_release);
+  mm->deferred_tables->walkers[smp_processor_id()].active_epoch.store(0, std::memory_order_release);
 }
 
-static uint64_t oldest_active_walker(Kernel* k) {
+static uint64_t oldest_active_walker(DeferredTables* k) {
   uint64_t oldest = ~0ull;
   for (int i = 0; i < NR_CPUS; i++) {
     uint64_t e = k->walkers[i].active_epoch.load(std::memory_order_seq_cst);
@@ -62,25 +78,25 @@ static uint64_t oldest_active_walker(Kernel* k) {
 }
 
 void pgtable_free_deferred(Mm* mm, Page* table) {
-  Kernel* k = mm->kernel;
+  DeferredTables* k = mm->deferred_tables;
   uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
   if (oldest_active_walker(k) > epoch) {  // nobody can still see it
-    pgtable_release(k, table);
+    pgtable_release(mm, table);
   } else {
-    std::lock_guard<std::mutex> g(k->deferred_lock);
-    k->deferred_tables.push_back({table, epoch});
+    std::lock_guard<std::mutex> g(k->lock);
+    k->tables.push_back({table, epoch});
   }
   pgtable_reclaim_deferred(mm);
 }
 
 void pgtable_reclaim_deferred(Mm* mm) {
-  Kernel* k = mm->kernel;
+  DeferredTables* k = mm->deferred_tables;
   std::vector<Page*> ready;
   {
-    std::lock_guard<std::mutex> g(k->deferred_lock);
-    if (k->deferred_tables.empty()) return;
+    std::lock_guard<std::mutex> g(k->lock);
+    if (k->tables.empty()) return;
     uint64_t oldest = oldest_active_walker(k);
-    auto& v = k->deferred_tables;
+    auto& v = k->tables;
     for (size_t i = 0; i < v.size();) {
       if (v[i].epoch < oldest) {
         ready.push_back(v[i].table);
@@ -91,11 +107,11 @@ void pgtable_reclaim_deferred(Mm* mm) {
       }
     }
   }
-  for (Page* t : ready) pgtable_release(k, t);
+  for (Page* t : ready) pgtable_release(mm, t);
 }
 
 void tlb_remove_table_sync_one(Mm* mm) {
-  Kernel* k = mm->kernel;
+  DeferredTables* k = mm->deferred_tables;
   // Walkers that start from now on publish a later epoch (and read the
   // entries as they are now); only those with an epoch <= this one began
   // before and may still hold what they read.

@@ -10,10 +10,14 @@
 // lockless walker (GUP-fast) that may still read a table finishes first.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
 
-#include "mm/mm.h"
 #include "pgtable/entry.h"
+#include "pgtable/mm_types.h"
 #include "phys/phys.h"
 #include "sync/spinlock.h"
 
@@ -120,6 +124,23 @@ inline unsigned folio_pte_batch(Folio* folio, pte_t* ptep, pte_t pte, unsigned m
 }
 
 // ---- lockless walkers (GUP-fast) and deferred table freeing ----
+// Deferred page-table freeing: an epoch scheme standing in for RCU /
+// IRQ-disabled GUP-fast walks. One per Kernel, shared by its mms.
+struct DeferredTables {
+  DeferredTables();
+  std::atomic<uint64_t> walk_epoch{1};
+  struct WalkerSlot {
+    std::atomic<uint64_t> active_epoch{0};  // 0: not walking
+  };
+  std::unique_ptr<WalkerSlot[]> walkers;  // one per simulated CPU
+  std::mutex lock;
+  struct Table {
+    Page* table;
+    uint64_t epoch;
+  };
+  std::vector<Table> tables;  // protected by lock
+};
+
 // A lockless walker brackets its walk with these (local_irq_save/restore in
 // the kernel); tables freed with pgtable_free_deferred are not reused until
 // every walker that started before the free has ended.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "fault/fault.h"
+#include "mm/swapfile.h"
 #include "fmt/format.h"
 #include "mm/file.h"
 #include "mm/internal.h"
@@ -229,6 +230,95 @@ std::string proc_status_rss(Mm* mm) {
   s += fmt::format("VmSwap:\t{:>8} kB\n", kb(swap));
   s += fmt::format("HugetlbPages:\t{:>8} kB\n", kb(hugetlb_usage_pages(mm)));
   return s;
+}
+
+// ---- /proc/PID/clear_refs ----
+
+namespace {
+
+// pte_is_pinned: a writable PTE of a maybe-pinned page keeps its state: the
+// pinning device may write it without the page tables noticing.
+bool pte_is_pinned(Vma* vma, uint64_t addr, pte_t pte) {
+  if (!pte_write(pte)) return false;
+  if (!is_cow_mapping(vma->vm_flags)) return false;
+  if (!vma->vm_mm->test_flag(MMF_HAS_PINNED)) return false;
+  Page* page = vm_normal_page(vma, addr, pte);
+  return page && folio_maybe_dma_pinned(page_folio(page));
+}
+
+// clear_refs_pte_range(CLEAR_REFS_SOFT_DIRTY) over the whole VMA:
+// clear_soft_dirty_pmd / clear_soft_dirty write-protect every present entry
+// and clear its soft-dirty bit; swap PTEs lose their soft-dirty bit.
+void clear_soft_dirty_vma(Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  bool flush = false;
+  for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
+    next = pmd_addr_end(addr, vma->vm_end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) {
+      next = pud_addr_end(addr, vma->vm_end);  // no PMD table here at all
+      continue;
+    }
+    pmd_t v = pmdp_get(pmd);
+    if (pmd_none(v)) continue;
+    if (pmd_trans_huge(v)) {
+      SpinLock* ptl = pmd_lock(mm, pmd);
+      pmd_t cur = pmdp_get(pmd);
+      if (pmd_trans_huge(cur)) {
+        // Invalidate first (see change_huge_pmd), keeping the A/D bits the
+        // hardware may set meanwhile.
+        pmd_t old = entry_xchg(pmd, pmd_mkinvalid(cur));
+        flush_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
+        entry_set(pmd, pmd_clear_soft_dirty(pmd_wrprotect(old)));
+        ptl->unlock();
+        continue;
+      }
+      ptl->unlock();
+      if (pmd_none(cur)) continue;
+    }
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+      pte_t ptent = ptep_get(pte);
+      if (pte_none(ptent)) continue;
+      if (pte_present(ptent)) {
+        if (pte_is_pinned(vma, a, ptent)) continue;
+        // ptep_modify_prot_start/commit.
+        pte_t old = entry_xchg(pte, pte_t{0});
+        entry_set(pte, pte_clear_soft_dirty(pte_wrprotect(old)));
+        flush |= pte_write(old);
+      } else {
+        entry_set(pte, pte_swp_clear_soft_dirty(ptent));
+      }
+    }
+    ptl->unlock();
+  }
+  if (flush) flush_tlb_range(vma, vma->vm_start, vma->vm_end);
+}
+
+}  // namespace
+
+// clear_refs_write(CLEAR_REFS_SOFT_DIRTY): mmap_lock for write; every VMA
+// loses VM_SOFTDIRTY (so soft-dirty tracking is on and mprotect() keeps
+// clean PTEs read-only), and every entry is write-protected and cleaned.
+void clear_refs_soft_dirty(Mm* mm) {
+  mmap_write_lock(mm);
+  for (auto& kv : mm->vmas) {
+    Vma* vma = kv.second.get();
+    if (!(vma->vm_flags & VM_SOFTDIRTY)) continue;
+    mmap_assert_write_locked(vma->vm_mm);
+    vma_start_write(vma);  // vm_flags_clear
+    vma->vm_flags &= ~VM_SOFTDIRTY;
+    vma_set_page_prot(vma);
+  }
+  for (auto& kv : mm->vmas) {
+    Vma* vma = kv.second.get();
+    // clear_refs_test_walk skips PFN maps; the walk has no hugetlb callback.
+    if (vma->vm_flags & (VM_PFNMAP | VM_HUGETLB)) continue;
+    clear_soft_dirty_vma(vma);
+  }
+  mmap_write_unlock(mm);
 }
 
 }  // namespace mmlab

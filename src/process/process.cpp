@@ -1,4 +1,5 @@
 // Process: the system calls of one user process, on its Mm.
+#include "fault/filemap.h"
 #include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -169,6 +170,26 @@ std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {
                      e.folio_order < 0 ? std::string("-") : std::to_string(e.folio_order));
   }
   return s;
+}
+
+// kernel_clone(), the address-space part (copy_mm), and the child Process
+// registered with the System as new_process() does.
+Process* Process::fork(const std::string& child_name) {
+  if (!mm_) return nullptr;
+  std::unique_ptr<Mm> mm = dup_mm(mm_.get());
+  if (!mm) return nullptr;  // -ENOMEM
+  const int id = mm->mm_id;
+  std::string n = child_name.empty() ? fmt::format("p{}", id) : child_name;
+  sys_->procs_.push_back(std::unique_ptr<Process>(new Process(sys_, std::move(mm), n, id)));
+  return sys_->procs_.back().get();
+}
+
+long Process::mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off) {
+  return mm_ ? ksys_mmap_pgoff(mm_.get(), addr, len, prot, flags, fd, off) : -ESRCH;
+}
+
+void Process::clear_soft_dirty() {
+  if (mm_) clear_refs_soft_dirty(mm_.get());
 }
 
 }  // namespace mmlab

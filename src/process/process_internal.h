@@ -15,5 +15,7 @@ AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len,
 // /proc views (process/proc_views.cpp).
 std::string proc_smaps(Mm* mm);
 std::string proc_status_rss(Mm* mm);
+// clear_refs_write(CLEAR_REFS_SOFT_DIRTY), mmap_lock not held on entry.
+void clear_refs_soft_dirty(Mm* mm);
 
 }  // namespace mmlab

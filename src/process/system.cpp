@@ -1,6 +1,8 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
 
+#include "fault/filemap.h"
+#include "mm/swapfile.h"
 #include "fmt/format.h"
 #include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
@@ -44,7 +46,6 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return nullptr;
   }
   k->phys->owner = k.get();
-  k->walkers = std::make_unique<Kernel::WalkerSlot[]>(NR_CPUS);
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
   // Under cow.policy rfc a bad page is a recorded finding, not an abort.
@@ -67,9 +68,9 @@ System::~System() {
 }
 
 Process* System::new_process(const std::string& name) {
-  int id = k_->next_mm_id.fetch_add(1);
-  auto mm = std::make_unique<Mm>(k_.get(), id);
-  if (!mm->pgd) return nullptr;
+  auto mm = mm_alloc(k_.get());
+  if (!mm) return nullptr;
+  const int id = mm->mm_id;
   std::string n = name.empty() ? fmt::format("p{}", id) : name;
   procs_.push_back(std::unique_ptr<Process>(new Process(this, std::move(mm), n, id)));
   return procs_.back().get();
@@ -216,6 +217,28 @@ std::string CheckReport::to_string() const {
   std::string s;
   for (auto& v : violations) s += fmt::format("{} at {}\n{}\n", v.invariant, v.where, v.dump);
   return s.empty() ? "ok\n" : s;
+}
+
+// ---- files and swap: the system calls of fault/filemap.h and fault/swap.h ----
+
+int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
+  return memfd_create(k_.get(), size, fs, hugetlb_shift, name);
+}
+long System::file_pread(int fd, uint64_t off, void* buf, uint64_t len) {
+  return ksys_pread64(k_.get(), fd, off, buf, len);
+}
+long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
+  return ksys_pwrite64(k_.get(), fd, off, buf, len);
+}
+int System::close_file(int fd) { return close_fd(k_.get(), fd); }
+int System::add_swap(uint64_t bytes, SwapKind kind) { return swapon(k_.get(), bytes, kind); }
+
+// The shrinkers the model has: the deferred-split queue's and the swap
+// cache's stand-in for LRU reclaim.
+long System::run_shrinkers() {
+  long split = deferred_split_scan(k_.get());
+  shrink_swap_cache(k_.get());
+  return split;
 }
 
 }  // namespace mmlab

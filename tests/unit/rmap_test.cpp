@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "fault/swap.h"
+#include "mm/swapfile.h"
 #include "mm/internal.h"
 #include "mm/rmap.h"
 #include "pgtable/pgtable.h"

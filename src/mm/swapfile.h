@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mm/mm.h"
+#include "mmlab/types.h"
 #include "pgtable/entry.h"
 #include "phys/page.h"
 #include "sync/annotations.h"
@@ -119,6 +120,15 @@ void folio_unlock_swap(Folio* folio);
 // model's substitute for LRU reclaim of such folios; run by run_shrinkers()).
 // Returns how many folios left the swap cache.
 long shrink_swap_cache(Kernel* k);
+// swapon: a swap device of bytes (the first page is the header) of the given
+// kind. 0, -EINVAL if too small, -EPERM past MAX_SWAPFILES, -ENOMEM.
+int swapon(Kernel* k, uint64_t bytes, SwapKind kind);
+// mm/page_io.c: the slots' bytes into a folio at off (swap_read_folio), and a
+// locked, unmapped swap-cache folio's bytes into its slots (swap_writeout).
+void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off);
+void swap_writeout(Kernel* k, Folio* folio);
+// put_swap_folio for one slot: the swap cache no longer holds it.
+void slot_drop_cache(SwapDevice* si, uint64_t off) REQUIRES(si->lock);
 // swap_duplicate: one more reference to a slot in use. 0, or -ENOENT if the
 // slot is free, -ENOMEM if its count would overflow.
 int swap_duplicate(Kernel* k, swp_entry_t entry);

@@ -1,0 +1,462 @@
+// Swap (this file: the device, its slots and the swap cache; fault/swap.cpp:
+// do_swap_page; mm/vmscan.cpp: the reclaim; mm/memory.cpp: swap entries in
+// zap and fork): the in-memory swap device and its slots (mm/swapfile.c), the swap
+// cache (mm/swap_state.c), swap-in faults (do_swap_page, mm/memory.c), swap
+// and migration entries in zap and fork, the reclaim that MADV_COLD and
+// MADV_PAGEOUT drive (madvise_cold_or_pageout_pte_range in mm/madvise.c,
+// folio_deactivate in mm/swap.c, shrink_folio_list in mm/vmscan.c,
+// try_to_unmap_one in mm/rmap.c), including the discard of MADV_FREE's
+// lazy-free folios, and clearing soft-dirty bits (clear_refs_write in
+// fs/proc/task_mmu.c).
+//
+// Reclaim follows shrink_folio_list's order: a swap-backed folio gets swap
+// space first (a large folio whole from a block device; a swap file, no
+// room or no swap at all splits it, counting the fallback, and a small
+// folio that gets none is activated), then it is unmapped, written and
+// freed; a lazy-free folio needs no swap: try_to_unmap_one discards its
+// mappings while it is clean and nobody else holds it (a PMD mapping whole,
+// without a split), else makes it swap-backed again (redirtied) or leaves it
+// (another reference), and it is freed once unmapped.
+//
+// Where the model departs from the kernel:
+//  - Writeback completes at once: pageout() copies the folio to the device
+//    and the reclaimer frees the folio in the same pass, instead of a later
+//    reclaim pass after the I/O completes. After MADV_PAGEOUT a reclaimed
+//    folio is gone and only its swap entries remain.
+//  - Swap is treated as always "full" (mem_cgroup_swap_full() true): every
+//    place that may drop a swap-cache folio whose slots no swap PTE uses any
+//    more does so (should_try_to_free_swap, activate_locked, the swap-in
+//    back-out paths). With no reclaim running in the background, this keeps
+//    the swap cache to the folios whose slots are still shared. A zap that
+//    drops the last swap PTE of a slot may fail to lock its folio (it only
+//    trylocks, under the PTL); the model's lock holders look again when they
+//    unlock (folio_unlock_swap), and run_shrinkers() sweeps the swap cache
+//    (shrink_swap_cache), standing in for the LRU reclaim that frees such
+//    folios in the kernel.
+//  - The model's CPU keeps a translation for the whole of a page-sized store,
+//    holding a folio reference meanwhile; pageout()'s is_page_cache_freeable
+//    test (no references but the isolation's and the swap cache's) is what
+//    keeps such a store from racing with the write to the device, where the
+//    kernel relies on try_to_unmap_flush_dirty(). The lazy-free discard's
+//    reference check catches such a store the same way.
+//  - MADV_PAGEOUT reclaims anonymous folios only: page-cache and shmem
+//    folios (file reclaim, shmem swap-out) are not modelled, so the walk
+//    skips them (MADV_COLD deactivates them all the same).
+//  - The LRU is the classic one, kept as folio flags only (PG_lru, PG_active,
+//    PG_referenced, PG_workingset; a lazy-free folio's list is implied by
+//    !PG_swapbacked), with no list order and no per-CPU batches: a move
+//    between lists happens at once, as if the batch were drained.
+//  - Swap-in is order 0 only (no mTHP swap-in: that needs SWP_SYNCHRONOUS_IO
+//    devices); a large folio still in the swap cache is mapped whole when its
+//    swap PTEs allow, as the kernel does.
+//  - No readahead, no zswap, no swap cgroup accounting, no swapoff.
+#include "mm/swapfile.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include "mm/swapfile.h"
+
+#include <sys/mman.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+
+namespace mmlab {
+
+// ============================================================================
+// The device and its slots (mm/swapfile.c)
+// ============================================================================
+
+SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots, bool is_blkdev) : type(t), max(nr_slots), blkdev(is_blkdev) {
+  data_len = nr_slots * PAGE_SIZE;
+  void* p = ::mmap(nullptr, data_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) data = static_cast<uint8_t*>(p);
+  swap_map.assign(nr_slots, 0);
+  cache.assign(nr_slots, nullptr);
+}
+
+SwapDevice::~SwapDevice() {
+  if (data) ::munmap(data, data_len);
+}
+
+// sys_swapon of an in-memory device of `bytes` (rounded down to pages).
+int swapon(Kernel* k, uint64_t bytes, SwapKind kind) {
+  SwapState* ss = k->swap.get();
+  uint64_t nr = bytes >> PAGE_SHIFT;
+  if (nr < 2) return -EINVAL;  // the header page and at least one slot
+  nr = std::min<uint64_t>(nr, SWP_MIG_YOUNG);  // offsets must fit a swap PTE
+  std::lock_guard<std::mutex> g(ss->swapon_mutex);
+  unsigned type = ss->nr_swapfiles.load(std::memory_order_relaxed);
+  if (type >= MAX_SWAPFILES) return -EPERM;
+  auto dev = std::make_unique<SwapDevice>(type, nr, kind == SwapKind::kBlkdev);
+  if (!dev->data) return -ENOMEM;
+  ss->devices[type] = std::move(dev);
+  ss->nr_swapfiles.store(type + 1, std::memory_order_release);
+  return 0;
+}
+
+SwapDevice* swp_swap_info(Kernel* k, swp_entry_t entry) {
+  unsigned type = swp_type(entry);
+  if (type >= k->swap->nr_swapfiles.load(std::memory_order_acquire)) return nullptr;
+  SwapDevice* si = k->swap->devices[type].get();
+  uint64_t off = swp_offset(entry);
+  if (off == 0 || off >= si->max) return nullptr;
+  return si;
+}
+
+uint64_t swap_inuse_pages(Kernel* k) {
+  uint64_t n = 0;
+  unsigned nr = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  for (unsigned t = 0; t < nr; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    SpinGuard g(&si->lock);
+    n += si->inuse_pages;
+  }
+  return n;
+}
+
+void swap_for_each_slot(Kernel* k,
+                        const std::function<void(swp_entry_t entry, unsigned count, bool has_cache, Folio* cached)>& fn) {
+  unsigned nr = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  for (unsigned t = 0; t < nr; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    std::vector<std::pair<uint64_t, std::pair<uint16_t, Folio*>>> used;
+    {
+      SpinGuard g(&si->lock);
+      for (uint64_t off = 1; off < si->max; off++)
+        if (si->swap_map[off] || si->cache[off]) used.push_back({off, {si->swap_map[off], si->cache[off]}});
+    }
+    for (auto& [off, v] : used)
+      fn(swp_entry(t, off), v.first & SWAP_COUNT_MASK, v.first & SWAP_HAS_CACHE, v.second);
+  }
+}
+
+bool swap_cache_holds(Kernel* k, const Folio* folio) {
+  if (!folio_test_swapcache(folio)) return false;
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return false;
+  const long nr = folio_nr_pages(folio);
+  if (swp_offset(entry) + static_cast<uint64_t>(nr) > si->max) return false;
+  SpinGuard g(&si->lock);
+  for (long i = 0; i < nr; i++) {
+    uint64_t off = swp_offset(entry) + static_cast<uint64_t>(i);
+    if (si->cache[off] != folio || !(si->swap_map[off] & SWAP_HAS_CACHE)) return false;
+  }
+  return true;
+}
+
+unsigned swap_map_of(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return 0;
+  SpinGuard g(&si->lock);
+  return si->swap_map[swp_offset(entry)];
+}
+
+namespace {
+
+// A naturally aligned run of nr free slots in [from, to), first fit; 0 if none.
+uint64_t scan_free_run(SwapDevice* si, uint64_t from, uint64_t to, uint64_t nr) REQUIRES(si->lock) {
+  for (uint64_t c = round_up(std::max<uint64_t>(from, 1), nr); c + nr <= to;) {
+    uint64_t i = 0;
+    while (i < nr && si->swap_map[c + i] == 0) i++;
+    if (i == nr) return c;
+    c = round_up(c + i + 1, nr);
+  }
+  return 0;
+}
+
+// scan_swap_map_slots: nr contiguous slots, naturally aligned (a large
+// folio's slots are, so that swap-in can find its swap PTEs as a batch),
+// searching from the hint and wrapping. The slots start with SWAP_HAS_CACHE.
+uint64_t swap_alloc_slots(SwapDevice* si, uint64_t nr) REQUIRES(si->lock) {
+  if (si->max - 1 - si->inuse_pages < nr) return 0;
+  uint64_t hint = std::max<uint64_t>(si->cluster_next, 1);
+  uint64_t off = scan_free_run(si, hint, si->max, nr);
+  if (!off) off = scan_free_run(si, 1, std::min(si->max, hint + nr), nr);
+  if (!off) return 0;
+  for (uint64_t i = 0; i < nr; i++) si->swap_map[off + i] = SWAP_HAS_CACHE;
+  si->inuse_pages += nr;
+  si->cluster_next = off + nr;
+  return off;
+}
+
+// A slot whose swap_map dropped to zero is free again (swap_entries_free).
+void slot_maybe_free(SwapDevice* si, uint64_t off) REQUIRES(si->lock) {
+  if (si->swap_map[off] == 0) {
+    VM_WARN_ON(si->cache[off], "a free swap slot still has a swap-cache folio");
+    si->inuse_pages--;
+  }
+}
+
+// Drop one reference of each of nr slots; true if any slot is left with only
+// its swap-cache folio (__swap_entries_free's "any_only_cache").
+bool swap_entries_free(SwapDevice* si, uint64_t off, uint64_t nr) REQUIRES(si->lock) {
+  bool only_cache = false;
+  for (uint64_t i = off; i < off + nr; i++) {
+    uint16_t v = si->swap_map[i];
+    VM_WARN_ON(!(v & SWAP_COUNT_MASK), "swap_free of a slot with no references");
+    if (!(v & SWAP_COUNT_MASK)) continue;
+    si->swap_map[i] = static_cast<uint16_t>(v - 1);
+    if (si->swap_map[i] == SWAP_HAS_CACHE) only_cache = true;
+    slot_maybe_free(si, i);
+  }
+  return only_cache;
+}
+
+}  // namespace
+
+void slot_drop_cache(SwapDevice* si, uint64_t off) {
+  si->cache[off] = nullptr;
+  si->swap_map[off] = static_cast<uint16_t>(si->swap_map[off] & ~SWAP_HAS_CACHE);
+  slot_maybe_free(si, off);
+}
+
+namespace {
+
+// folio_swapped(): some slot of the folio still has references besides the
+// swap cache (a swap PTE).
+bool folio_swapped_locked(SwapDevice* si, uint64_t off, long nr) REQUIRES(si->lock) {
+  for (long i = 0; i < nr; i++)
+    if (si->swap_map[off + i] & SWAP_COUNT_MASK) return true;
+  return false;
+}
+
+}  // namespace
+
+int folio_alloc_swap(Folio* folio) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "folio_alloc_swap on an unlocked folio");
+  VM_WARN_ON_FOLIO(folio_test_swapcache(folio), folio, "folio_alloc_swap on a swap-cache folio");
+  Kernel* k = kernel_of(&folio->page);
+  const long nr = folio_nr_pages(folio);
+  unsigned nr_dev = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  // Devices in the order they were added: the kernel gives each swapon
+  // without a priority a lower one than the last, so the first fills first.
+  for (unsigned t = 0; t < nr_dev; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    // cluster_alloc_swap_entry: a swap file (not SWP_BLKDEV) cannot do the
+    // large contiguous I/O, so it never gives a large folio its slots.
+    if (nr > 1 && !si->blkdev) continue;
+    SpinGuard g(&si->lock);
+    uint64_t off = swap_alloc_slots(si, static_cast<uint64_t>(nr));
+    if (!off) continue;
+    // swap_cache_add_folio: the folio is complete before lookups can find it.
+    folio_ref_add(folio, static_cast<int>(nr));
+    aref(folio->page.private_).store(swp_entry(t, off).val, std::memory_order_release);
+    folio_set_swapcache(folio);
+    for (long i = 0; i < nr; i++) si->cache[off + i] = folio;
+    return 0;
+  }
+  return -ENOMEM;
+}
+
+Folio* swap_cache_get_folio(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return nullptr;
+  SpinGuard g(&si->lock);
+  Folio* f = si->cache[swp_offset(entry)];
+  // A folio being split is frozen (refcount 0): not found, try again later.
+  if (!f || !folio_ref_try_add(f, 1)) return nullptr;
+  return f;
+}
+
+void swap_cache_del_folio(Folio* folio) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "swap_cache_del_folio on an unlocked folio");
+  VM_WARN_ON_FOLIO(!folio_test_swapcache(folio), folio, "swap_cache_del_folio of a folio not in the swap cache");
+  Kernel* k = kernel_of(&folio->page);
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  const long nr = folio_nr_pages(folio);
+  {
+    SpinGuard g(&si->lock);
+    for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
+  }
+  folio_clear_swapcache(folio);
+  aref(folio->page.private_).store(0, std::memory_order_release);
+  folio_put_refs(folio, static_cast<int>(nr));
+}
+
+void swap_cache_split_folio(Folio* head, long nr) {
+  Kernel* k = kernel_of(&head->page);
+  swp_entry_t entry = folio_swap_entry(head);
+  SwapDevice* si = swp_swap_info(k, entry);
+  SpinGuard g(&si->lock);
+  for (long i = 0; i < nr; i++)
+    si->cache[swp_offset(entry) + static_cast<uint64_t>(i)] = reinterpret_cast<Folio*>(folio_page(head, i));
+}
+
+int swap_duplicate(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return -ENOENT;
+  SpinGuard g(&si->lock);
+  uint16_t& v = si->swap_map[swp_offset(entry)];
+  if (v == 0) return -ENOENT;
+  // The kernel chains swap-count continuation pages past SWAP_MAP_MAX; the
+  // model's count simply has room for 32767 references.
+  if ((v & SWAP_COUNT_MASK) == SWAP_COUNT_MASK) return -ENOMEM;
+  v = static_cast<uint16_t>(v + 1);
+  return 0;
+}
+
+void swap_free_nr(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return;
+  SpinGuard g(&si->lock);
+  swap_entries_free(si, swp_offset(entry), nr);
+}
+
+bool folio_free_swap(Folio* folio) {
+  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "folio_free_swap on an unlocked folio");
+  if (!folio_test_swapcache(folio)) return false;
+  Kernel* k = kernel_of(&folio->page);
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  const long nr = folio_nr_pages(folio);
+  {
+    SpinGuard g(&si->lock);
+    if (folio_swapped_locked(si, swp_offset(entry), nr)) return false;
+    for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
+  }
+  folio_clear_swapcache(folio);
+  aref(folio->page.private_).store(0, std::memory_order_release);
+  // The folio now holds the only copy of its data.
+  folio_set_dirty(folio);
+  folio_put_refs(folio, static_cast<int>(nr));
+  return true;
+}
+
+void folio_unlock_swap(Folio* folio) {
+  folio_unlock(folio);
+  if (folio_test_swapcache(folio) && folio_trylock(folio)) {
+    folio_free_swap(folio);  // only if no swap PTE uses its slots
+    folio_unlock(folio);
+  }
+}
+
+long shrink_swap_cache(Kernel* k) {
+  long freed = 0;
+  unsigned nr_dev = k->swap->nr_swapfiles.load(std::memory_order_acquire);
+  for (unsigned t = 0; t < nr_dev; t++) {
+    SwapDevice* si = k->swap->devices[t].get();
+    for (uint64_t off = 1; off < si->max; off++) {
+      bool only_cache;
+      {
+        SpinGuard g(&si->lock);
+        only_cache = si->swap_map[off] == SWAP_HAS_CACHE;
+      }
+      if (!only_cache) continue;
+      Folio* folio = swap_cache_get_folio(k, swp_entry(t, off));
+      if (!folio) continue;
+      if (folio_trylock(folio)) {
+        if (folio_free_swap(folio)) freed++;
+        folio_unlock(folio);
+      }
+      folio_put(folio);
+    }
+  }
+  return freed;
+}
+
+namespace {
+
+// __try_to_reclaim_swap(si, offset, TTRS_UNMAPPED | TTRS_FULL): a folio whose
+// slots only the swap cache uses is removed from it, if it can be locked
+// without sleeping (the caller may hold a page-table lock). Returns the
+// folio's size (positive if reclaimed, negative if not), 0 if none.
+long try_to_reclaim_swap(Kernel* k, SwapDevice* si, uint64_t off) {
+  Folio* folio = swap_cache_get_folio(k, swp_entry(si->type, off));
+  if (!folio) return 0;
+  const long nr = folio_nr_pages(folio);
+  long ret = -nr;
+  if (folio_trylock(folio)) {
+    // The model treats swap as full, so TTRS_FULL reclaims mapped folios too.
+    if (folio_free_swap(folio)) ret = nr;
+    folio_unlock(folio);
+  }
+  folio_put(folio);
+  return ret;
+}
+
+}  // namespace
+
+void free_swap_and_cache_nr(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return;
+  const uint64_t start = swp_offset(entry), end = start + nr;
+  bool any_only_cache;
+  {
+    SpinGuard g(&si->lock);
+    any_only_cache = swap_entries_free(si, start, nr);
+  }
+  if (!any_only_cache) return;
+  for (uint64_t off = start; off < end;) {
+    uint16_t v;
+    {
+      SpinGuard g(&si->lock);
+      v = si->swap_map[off];
+    }
+    uint64_t step = 1;
+    if (v == SWAP_HAS_CACHE) {
+      // Folios sit naturally aligned in swap: skip to the next boundary.
+      long r = try_to_reclaim_swap(k, si, off);
+      if (r) step = round_up(off + 1, static_cast<uint64_t>(std::labs(r))) - off;
+    }
+    off += step;
+  }
+}
+
+unsigned swap_pte_batch(const pte_t* ptep, unsigned max_nr, pte_t pte) {
+  pte_t expected = pte_move_swp_offset(pte, 1);
+  unsigned nr = 1;
+  while (nr < max_nr && ptep_get(ptep + nr) == expected) {
+    nr++;
+    expected = pte_move_swp_offset(expected, 1);
+  }
+  return nr;
+}
+
+// ============================================================================
+// Reading and writing the device (mm/page_io.c)
+// ============================================================================
+
+// swap_read_folio: the slots' bytes into the folio.
+void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
+  PhysMem* phys = k->phys.get();
+  const long nr = folio_nr_pages(folio);
+  for (long i = 0; i < nr; i++)
+    copy_frames(phys, phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
+                PAGE_SIZE);
+  k->stats->count(VmStat::pswpin, static_cast<uint64_t>(nr));
+  if (folio_test_large(folio)) k->stats->count_mthp(folio_order(folio), MthpStat::swpin);
+}
+
+// swap_writeout / __swap_writepage: the folio's bytes into its slots
+// (count_swpout_vm_event). The folio is locked, in the swap cache, unmapped.
+void swap_writeout(Kernel* k, Folio* folio) {
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  PhysMem* phys = k->phys.get();
+  const long nr = folio_nr_pages(folio);
+  uint8_t* dst = si->data + swp_offset(entry) * PAGE_SIZE;
+  for (long i = 0; i < nr; i++)
+    copy_frames(phys, dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+  if (folio_order(folio) == PMD_ORDER) k->stats->count(VmStat::thp_swpout);
+  k->stats->count_mthp(folio_order(folio), MthpStat::swpout);
+  k->stats->count(VmStat::pswpout, static_cast<uint64_t>(nr));
+}
+
+}  // namespace mmlab

@@ -1,0 +1,384 @@
+// The reclaim that MADV_COLD and MADV_PAGEOUT drive (madvise_cold_or_pageout_pte_range
+// in mm/madvise.c, folio_deactivate in mm/swap.c, shrink_folio_list in
+// mm/vmscan.c, try_to_unmap_one in mm/rmap.c); see mm/swapfile.cpp for how
+// the model departs from the kernel.
+#include "mm/swapfile.h"
+
+#include <sys/mman.h>
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "mm/internal.h"
+#include "mm/kernel.h"
+#include "mm/rmap.h"
+#include "mm/vmdebug.h"
+#include "phys/frame_copy.h"
+#include "mm/huge_mm.h"
+#include "mm/memory.h"
+#include "mm/swap.h"
+
+namespace mmlab {
+
+// ============================================================================
+// MADV_COLD and MADV_PAGEOUT: deactivate or isolate, then reclaim
+// (mm/madvise.c, mm/swap.c, mm/vmscan.c, mm/rmap.c)
+// ============================================================================
+
+namespace {
+
+// One present PTE of a swap-backed folio (locked, in the swap cache)
+// becomes a swap entry. false: the page must stay mapped (no swap count, or
+// maybe pinned).
+bool try_to_unmap_swap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  Kernel* k = mm->kernel;
+  pte_t* pte = pvmw->pte;
+  const pfn_t pfn = pte_pfn(ptep_get(pte));
+  Page* subpage = mm->phys->pfn_to_page(pfn);
+  const bool anon_exclusive = PageAnonExclusive(subpage);
+  // Clear first (see folio_try_share_anon_rmap_pte); the TLB flush is batched.
+  pte_t pteval = entry_xchg(pte, pte_t{0});
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);
+  const swp_entry_t entry{folio_swap_entry(folio).val + (pfn - folio_pfn(folio))};
+  if (swap_duplicate(k, entry) < 0) {
+    entry_set(pte, pteval);
+    return false;
+  }
+  if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+    // Maybe pinned: the page must stay mapped.
+    swap_free_nr(k, entry, 1);
+    entry_set(pte, pteval);
+    return false;
+  }
+  dec_mm_counter(mm, MM_ANONPAGES);
+  inc_mm_counter(mm, MM_SWAPENTS);
+  pte_t swp_pte = swp_entry_to_pte(entry);
+  if (anon_exclusive) swp_pte = pte_swp_mkexclusive(swp_pte);
+  batch->set_swp_pte(pte, pteval, swp_pte, subpage);
+  return true;
+}
+
+// folio_unmap_pte_batch: a lazy-free large folio is unmapped a run of PTEs
+// at a time, within one page table and VMA; everything else one by one.
+unsigned folio_unmap_pte_batch(Folio* folio, const PageVmaMappedWalk* pvmw, pte_t pte) {
+  if (!folio_test_large(folio)) return 1;
+  if (!folio_test_anon(folio) || folio_test_swapbacked(folio)) return 1;
+  const uint64_t end_addr = pmd_addr_end(pvmw->address, pvmw->vma->vm_end);
+  return folio_pte_batch(folio, pvmw->pte, pte, static_cast<unsigned>((end_addr - pvmw->address) >> PAGE_SHIFT));
+}
+
+// try_to_unmap_one's MADV_FREE check for the run of PTEs at pvmw->pte of a
+// lazy-free folio: a clean folio nobody else holds is discarded (its PTEs
+// stay none, so the next access faults in a zeroed page); one redirtied
+// through a PTE or a GUP reference is swap-backed again and keeps its PTEs;
+// one with another reference keeps them too and stays lazy-free. false
+// stops the walk (walk_abort).
+bool try_to_unmap_lazyfree_ptes(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  const pte_t first = ptep_get(pvmw->pte);
+  Page* subpage = mm->phys->pfn_to_page(pte_pfn(first));
+  const unsigned nr = folio_unmap_pte_batch(folio, pvmw, first);
+  pte_t pteval = get_and_clear_full_ptes(mm, pvmw->address, pvmw->pte, nr);
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);  // folio_mark_dirty
+  // Synchronize with GUP-fast: clear the PTEs, then read the refcount; it
+  // takes its reference, then reads the PTE again.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const int ref_count = folio_ref_count(folio);
+  const int map_count = folio_mapcount(folio);
+  if (folio_test_dirty(folio)) {
+    set_ptes(mm, pvmw->address, pvmw->pte, pteval, nr);
+    folio_set_swapbacked(folio);
+    return false;
+  }
+  // The cleared PTEs still count in both (their rmap goes at the table's
+  // end), so only the isolation's reference may be left over.
+  if (ref_count != 1 + map_count) {
+    set_ptes(mm, pvmw->address, pvmw->pte, pteval, nr);
+    return false;
+  }
+  add_mm_counter(mm, MM_ANONPAGES, -static_cast<long>(nr));
+  batch->discarded(subpage, nr);
+  return true;
+}
+
+// try_to_unmap_one(TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH) on one VMA: every
+// PTE of vma mapping a page of the folio becomes a swap entry, or, for a
+// lazy-free folio, is discarded. A PMD mapping is split first, except that
+// of a lazy-free folio, which is discarded or kept whole. An mlocked VMA
+// keeps its pages. false stops the rmap walk: a page could not be unmapped.
+bool try_to_unmap_one(Folio* folio, Vma* vma) {
+  return try_to_unmap_vma(
+      folio, vma, 0,
+      [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
+        VM_WARN_ON_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
+                         "unmapping an anonymous folio that is swap-backed but not in the swap cache");
+        if (!folio_test_swapbacked(folio)) return try_to_unmap_lazyfree_ptes(folio, w, b);
+        return try_to_unmap_swap_pte(folio, w, b);
+      },
+      [folio, vma](PageVmaMappedWalk* w) {
+        if (folio_test_swapbacked(folio)) return PmdLeafAction::kSplit;
+        switch (unmap_huge_pmd_locked(vma, w->address, w->pmd, folio)) {
+          case PmdDiscard::kDiscarded:
+            return PmdLeafAction::kDone;
+          case PmdDiscard::kKept:
+            return PmdLeafAction::kAbort;
+          case PmdDiscard::kNotLeaf:
+            break;
+        }
+        return PmdLeafAction::kLookAtPtes;
+      });
+}
+
+// try_to_unmap: the rmap walk over the folio's anon_vma (read-locked).
+void try_to_unmap(Folio* folio) {
+  rmap_walk(folio, {.rmap_one = [folio](Vma* vma) { return try_to_unmap_one(folio, vma); },
+                    .done = [folio] { return !folio_mapped(folio); }});
+}
+
+// __remove_mapping for the swap cache: a written-out folio held by nobody but
+// the swap cache and the reclaimer (folio_ref_freeze(folio, 1 + nr)) leaves
+// the swap cache; the reclaimer's reference stays. false: someone else holds
+// it (a GUP reference, a racing swap-in), so it stays in the swap cache.
+bool remove_mapping(Kernel* k, Folio* folio) {
+  swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  const long nr = folio_nr_pages(folio);
+  {
+    SpinGuard g(&si->lock);  // swap-cache lookups cannot take a reference meanwhile
+    int expected = 1 + static_cast<int>(nr);
+    if (folio_test_dirty(folio) ||
+        !aref(folio->page.refcount).compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
+      return false;
+    for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
+  }
+  folio_clear_swapcache(folio);
+  aref(folio->page.private_).store(0, std::memory_order_release);
+  return true;
+}
+
+enum class Reclaim : uint8_t { kKeep, kActivate, kFreed };
+
+// The swap-space part of shrink_folio_list for a swap-backed folio not in
+// the swap cache yet: slots for the folio whole, or, when there are none
+// (no room, no swap at all, or a swap file, which never takes a large folio
+// whole), split it and get a slot for its first page; the other pages join
+// the list. kActivate/kKeep when it cannot be swapped; nullopt to go on.
+std::optional<Reclaim> add_to_swap(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
+  if (folio_maybe_dma_pinned(folio)) return Reclaim::kKeep;
+  if (folio_test_large(folio)) {
+    // cannot split folio, skip it
+    if (!can_split_folio(folio, 1, nullptr)) return Reclaim::kActivate;
+    // Split partially mapped folios right away: the unmapped pages are freed without I/O.
+    if (folio_on_deferred_list(folio) && folio_test_partially_mapped(folio) && split_folio_to_list(folio, list))
+      return Reclaim::kActivate;
+  }
+  if (folio_alloc_swap(folio)) {
+    if (!folio_test_large(folio)) return Reclaim::kActivate;
+    // Fall back to swapping the pages one by one.
+    const unsigned order = folio_order(folio);
+    if (split_folio_to_list(folio, list)) return Reclaim::kActivate;
+    if (order >= PMD_ORDER) k->stats->count(VmStat::thp_swpout_fallback);
+    k->stats->count_mthp(order, MthpStat::swpout_fallback);
+    if (folio_alloc_swap(folio)) return Reclaim::kActivate;
+  }
+  // A fresh slot holds nothing yet: the folio must be written.
+  folio_set_dirty(folio);
+  return std::nullopt;
+}
+
+// shrink_folio_list() for one locked folio.
+Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
+  // Page-cache folios are not reclaimed by the model (the walk does not
+  // isolate them for MADV_PAGEOUT).
+  if (!folio_test_anon(folio)) return Reclaim::kKeep;
+  // Anonymous memory needs backing store; a lazy-free folio is discarded
+  // instead and needs none.
+  if (folio_test_swapbacked(folio) && !folio_test_swapcache(folio)) {
+    if (std::optional<Reclaim> r = add_to_swap(k, folio, list)) return *r;
+  }
+  if (folio_mapped(folio)) {
+    try_to_unmap(folio);
+    if (folio_mapped(folio)) return Reclaim::kActivate;
+  }
+  // Unmapped, so it cannot be newly pinned; a pinned folio is not freed.
+  if (folio_maybe_dma_pinned(folio)) return Reclaim::kActivate;
+  if (folio_test_dirty(folio)) {
+    // A lazy-free folio sits on the file LRU, where a dirty folio waits
+    // for writeback instead.
+    if (!folio_test_swapbacked(folio)) return Reclaim::kActivate;
+    // pageout(): is_page_cache_freeable - nobody but the isolation and the
+    // swap cache may hold the folio, or it is kept. (In the model this is
+    // also what try_to_unmap_flush_dirty() guarantees in the kernel: a CPU
+    // still storing through the translation it had before the unmap holds a
+    // reference on the folio until its store is done.)
+    if (folio_ref_count(folio) != 1 + static_cast<int>(folio_nr_pages(folio))) return Reclaim::kKeep;
+    // folio_clear_dirty_for_io, then the write completes at once.
+    folio_clear_dirty(folio);
+    swap_writeout(k, folio);
+  }
+  if (!folio_test_swapbacked(folio)) {
+    // folio_test_lazyfree: unmapped and clean; freed if only the isolation
+    // holds it (folio_ref_freeze(folio, 1)). Nothing can find it to take a
+    // new reference: it is in no page table and no cache.
+    if (folio_ref_count(folio) != 1) return Reclaim::kKeep;
+    k->stats->count(VmStat::pglazyfreed, static_cast<uint64_t>(folio_nr_pages(folio)));
+    return Reclaim::kFreed;
+  }
+  return remove_mapping(k, folio) ? Reclaim::kFreed : Reclaim::kKeep;
+}
+
+// shrink_folio_list over isolated folios (each holds an isolation
+// reference). Folios split on the way append their other parts.
+void shrink_folio_list(Kernel* k, std::vector<Folio*>* list) {
+  for (size_t i = 0; i < list->size(); i++) {
+    Folio* folio = (*list)[i];
+    if (!folio_trylock(folio)) {
+      folio_putback_lru(folio);
+      continue;
+    }
+    switch (reclaim_folio(k, folio, list)) {
+      case Reclaim::kFreed:
+        folio_unlock(folio);
+        folio_put(folio);  // the last reference: the folio is freed
+        break;
+      case Reclaim::kActivate:
+        // Not a candidate for swapping: give back swap space it no longer
+        // needs (swap is "full" for the model).
+        if (folio_test_swapcache(folio)) folio_free_swap(folio);
+        if (!folio_test_mlocked(folio)) folio_set_active(folio);
+        folio_unlock_swap(folio);
+        folio_putback_lru(folio);
+        break;
+      case Reclaim::kKeep:
+        folio_unlock_swap(folio);
+        folio_putback_lru(folio);
+        break;
+    }
+  }
+}
+
+// The end of madvise_cold_or_pageout_pte_range for one folio: clear the
+// reference bits (page-idle tracking's PG_young is not modelled), then
+// deactivate it (MADV_COLD) or isolate it for reclaim (MADV_PAGEOUT).
+void cold_or_pageout_folio(Folio* folio, ColdOrPageout what, std::vector<Folio*>* list) {
+  folio_clear_referenced(folio);
+  if (folio_test_active(folio)) folio_set_workingset(folio);
+  if (what == ColdOrPageout::kCold) {
+    folio_deactivate(folio);
+    return;
+  }
+  if (!folio_isolate_lru(folio)) return;
+  if (folio_test_unevictable(folio)) {
+    folio_putback_lru(folio);
+    return;
+  }
+  list->push_back(folio);
+}
+
+// A folio the walk leaves alone: MADV_PAGEOUT reclaims anonymous folios
+// only (file reclaim is not modelled); MADV_COLD deactivates any folio.
+bool skip_folio(const Folio* folio, ColdOrPageout what) {
+  return what == ColdOrPageout::kPageout && !folio_test_anon(folio);
+}
+
+// The PMD-leaf part of madvise_cold_or_pageout_pte_range. true: done with
+// this PMD; false: look at the PTEs (the leaf was split, or is gone).
+bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, ColdOrPageout what,
+                         std::vector<Folio*>* list) NO_THREAD_SAFETY_ANALYSIS {
+  Mm* mm = vma->vm_mm;
+  SpinLock* ptl = pmd_lock(mm, pmd);
+  pmd_t orig = pmdp_get(pmd);
+  if (!pmd_trans_huge(orig)) {
+    ptl->unlock();
+    return pmd_none(orig);
+  }
+  Page* page = vm_normal_page_pmd(vma, addr, orig);
+  Folio* folio = page ? page_folio(page) : nullptr;  // nullptr: the huge zero folio
+  // Do not interfere with other mappings of this folio.
+  if (!folio || folio_maybe_mapped_shared(folio) || skip_folio(folio, what)) {
+    ptl->unlock();
+    return true;
+  }
+  if (end - addr != PMD_SIZE) {
+    // Only part of the THP is advised: split it, then work on the pages.
+    folio_get(folio);
+    ptl->unlock();
+    folio_lock(folio);
+    int err = split_folio(folio);
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return err != 0;
+  }
+  if (what == ColdOrPageout::kCold && pmd_young(orig)) {
+    // pmdp_invalidate, then the entry comes back old.
+    pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
+    flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    entry_set(pmd, pmd_mkold(old));
+  }
+  cold_or_pageout_folio(folio, what, list);
+  ptl->unlock();
+  return true;
+}
+
+// madvise_cold_or_pageout_pte_range for [addr, end) inside one PMD.
+void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPageout what,
+                               std::vector<Folio*>* list) {
+  Mm* mm = vma->vm_mm;
+  pmd_t* pmd = mm_find_pmd(mm, addr);
+  if (!pmd) return;
+  if (pmd_trans_huge(pmdp_get(pmd)) && cold_or_pageout_pmd(vma, pmd, addr, end, what, list)) return;
+  MadvisePteWalk w(vma, pmd, addr, end);
+  if (!w.lock(addr)) return;
+  unsigned nr;
+  for (; addr < end; w.advance(nr), addr += nr * PAGE_SIZE) {
+    nr = 1;
+    pte_t ptent = ptep_get(w.pte());
+    if (pte_none(ptent) || !pte_present(ptent)) continue;
+    Page* page = vm_normal_page(vma, addr, ptent);
+    if (!page) continue;
+    Folio* folio = page_folio(page);
+    if (skip_folio(folio, what)) continue;
+    if (folio_test_large(folio)) {
+      // Split a large folio only if it is not entirely mapped inside the
+      // range; otherwise it is deactivated or reclaimed whole.
+      MadvisePteWalk::LargeFolio step = w.large_folio(folio, addr, &ptent, &nr);
+      if (step == MadvisePteWalk::LargeFolio::kStop) break;
+      if (step == MadvisePteWalk::LargeFolio::kNext) continue;
+    }
+    // Other mappings of this folio, and folios off the LRU, are left alone.
+    // A large folio here is mapped entirely by this range, so mapcount ==
+    // nr_pages means nobody else maps it.
+    if (!folio_test_lru(folio) || folio_mapcount(folio) != folio_nr_pages(folio)) continue;
+    if (what == ColdOrPageout::kCold && pte_young(ptent)) {
+      clear_young_dirty_ptes(mm, addr, w.pte(), nr, CYDP_CLEAR_YOUNG);
+      w.owe_flush();  // tlb_remove_tlb_entries
+    }
+    cold_or_pageout_folio(folio, what, list);
+  }
+}
+
+}  // namespace
+
+// madvise_cold / madvise_pageout for [start, end) of vma (mmap_lock held
+// for read), after can_madv_lru_vma().
+void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what) {
+  Kernel* k = vma->vm_mm->kernel;
+  // Shared mappings hold page cache or shmem, which the model does not
+  // reclaim; MADV_COLD still deactivates their folios.
+  if (what == ColdOrPageout::kPageout && (vma->vm_flags & (VM_SHARED | VM_MAYSHARE))) return;
+  end = std::min(end, vma->vm_end);
+  for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    std::vector<Folio*> list;
+    cold_or_pageout_pmd_range(vma, addr, next, what, &list);
+    shrink_folio_list(k, &list);  // reclaim_pages(); empty for MADV_COLD
+  }
+}
+
+}  // namespace mmlab
