@@ -128,7 +128,7 @@ class System {
   // kernel, and its VM_WARN_ON_FOLIO sites (docs/NOTES.md). Empty otherwise.
   std::vector<std::string> warnings() const;
 
-  // The invariant checker over the whole system (linux-mm-semantics.md §15).
+  // The invariant checker over the whole system.
   // With processes gone, it also proves that nothing leaked.
   CheckReport check() const;
   // The same, telling the checker about references that no page table shows

@@ -1,4 +1,4 @@
-// The whole-system invariant checker (linux-mm-semantics.md §15). See
+// The whole-system invariant checker; see
 // check/checker.h for what it promises and when it may run.
 //
 // One pass over every live mm's page tables (walk_page_range) records, per
@@ -460,7 +460,7 @@ class Checker {
 
     if (folio_test_locked(folio)) rep_.add("folio lock held in a quiescent system", w(), dump_folio(folio));
 
-    // Mapcounts (§15.2).
+    // Mapcounts.
     long pte_mapped_pages = 0;
     if (!large) {
       pte_mapped_pages = fu.ptes > 0;
@@ -494,7 +494,7 @@ class Checker {
       if (test_bit(PG_mapcount_lock, p1)) rep_.add("large mapcount lock held in a quiescent system", w(), dump_folio(folio));
     }
 
-    // References and pins (§15.1, §15.4).
+    // References and pins.
     long refs = folio_ref_count(folio);
     long pins = folio_has_pincount(folio) ? folio_pincount(folio) : 0;
     long cache = (folio_test_swapcache(folio) || (!anon && ld(folio->page.mapping) != 0)) ? nr : 0;
@@ -513,7 +513,7 @@ class Checker {
 
     if (!anon) return;
 
-    // AnonExclusive (§15.5–15.7): an exclusive page has one mapping in all.
+    // AnonExclusive: an exclusive page has one mapping in all.
     long shared_excl = 0, first = -1;
     for (long i = 0; i < nr; i++) {
       long maps = page_ptes(i) + (large ? fu.entire : 0);
@@ -533,11 +533,11 @@ class Checker {
     if (large && pins > 0 && fu.entire > 0 && fu.ptes == 0 && !PageAnonExclusive(&folio->page))
       rep_.add("pinned anon page not PageAnonExclusive", w(), dump_folio(folio));
 
-    // Deferred split (§15.13).
+    // Deferred split.
     if (large) check_deferred(folio, fu, pte_mapped_pages);
   }
 
-  // MM-ID (§15.3): each slot counts its mm's mappings; with "maybe mapped
+  // MM-ID: each slot counts its mm's mappings; with "maybe mapped
   // shared" clear, one mm holds every mapping.
   void check_mm_id(Folio* folio, const FolioUse& fu) {
     const Page* p1 = folio_page(folio, 1);
@@ -698,7 +698,7 @@ class Checker {
                            deferred_tables_.size()));
   }
 
-  // ---- leaks (§15.19) ----
+  // ---- leaks ----
   //
   // Every frame is free (a free block head marks the whole block: PG_buddy
   // or PG_pcp with private_ = order), a zero page, a table page of a live

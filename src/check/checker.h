@@ -1,4 +1,4 @@
-// The whole-system invariant checker (linux-mm-semantics.md §15): the
+// The whole-system invariant checker: the
 // expensive audit behind System::check(), which every test runs at its end.
 //
 // It re-derives from the page tables of every live process what the folio

@@ -1,5 +1,5 @@
 // The lock hierarchy of the model, written down once. It is the kernel's
-// (mm/rmap.c header comment; linux-mm-semantics.md section 13): a lock may be
+// (mm/rmap.c header comment): a lock may be
 // taken, blocking, only while every lock held is above it in this tree. The
 // LockClass enum in sync/lockdep.h lists the same classes outermost first, and
 // debug builds (MMLAB_DEBUG_VM) check the order at run time.

@@ -1,6 +1,6 @@
 // fork(): copy_page_range semantics, and the anonymous CoW behaviour the
 // kernel's selftest cow.c checks, replayed with real data on every anonymous
-// memory type the model can build (selftests-catalog.md §1.2, §1.4):
+// memory type the model can build (cow.c's memory types):
 // base page, PMD THP, PTE-mapped THP, single PTE of a THP, partially
 // mremap()'ed THP, partially shared THP, each mTHP size, the zero page and
 // the huge zero folio (and the swapped-out types once the model has swap).
@@ -406,8 +406,8 @@ TEST_P(ForkCowTest, MprotectAfterForkKeepsCow) {
 
 INSTANTIATE_TEST_SUITE_P(ForkCow, ForkCowTest, ::testing::ValuesIn(cow_cases()), cow_case_name);
 
-// ---- the cow.c functions that combine fork with GUP (selftests-catalog.md
-// §1.4), on the same memory types, with real GUP calls ----
+// ---- the cow.c functions that combine fork with GUP (cow.c's
+// run_with_* drivers), on the same memory types, with real GUP calls ----
 
 // Pages a GUP call returned, held like a driver (or a pipe) holds them.
 struct Held {

@@ -1,6 +1,6 @@
 // Swap (MADV_PAGEOUT, swap-in, swap entries in zap and fork), soft-dirty
 // clearing (clear_refs 4), and folio splitting by the deferred-split
-// shrinker. The memory types follow cow.c's (selftests-catalog.md §1.2):
+// shrinker. The memory types follow cow.c's:
 // BASE-SWAP, THP-PMD-SWAP, THP-PTE-SWAP, THP-SINGLE-SWAP.
 #include <gtest/gtest.h>
 
