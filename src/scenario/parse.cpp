@@ -253,7 +253,12 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
   st->gup_entry = static_cast<int>(e);
 }
 
-void parse_statement(LineParser& lp, Stmt* st);
+// `depth`: the `when` and `expect-error` prefixes already read on this
+// line. They nest by recursion, each level a copy of the statement and its
+// line, so stack depth grows with the prefixes and memory with their square:
+// past kMaxPrefixes it is a parse error.
+constexpr int kMaxPrefixes = 16;
+void parse_statement(LineParser& lp, Stmt* st, int depth = 0);
 
 constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
 
@@ -498,8 +503,10 @@ bool sysfs_takes_number(const std::string& path) {
          (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
 }
 
-void parse_statement(LineParser& lp, Stmt* st) {
+void parse_statement(LineParser& lp, Stmt* st, int depth) {
   std::string w = lp.word("a statement");
+  if ((w == "when" || w == "expect-error") && depth >= kMaxPrefixes)
+    lp.back(), lp.fail("a statement after at most " + std::to_string(kMaxPrefixes) + " `when` and `expect-error` prefixes");
   if (w == "sysfs") {
     st->op = Op::kSysfs;
     st->str = lp.word("a sysfs PATH");
@@ -585,7 +592,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
     inner.file = st->file;
     inner.line = st->line;
     inner.text = st->text;
-    parse_statement(lp, &inner);
+    parse_statement(lp, &inner, depth + 1);
     if (inner.op == Op::kTune) lp.fail("a statement other than `tune` after `when` (a variant does not choose variants)");
     inner.when.insert(inner.when.begin(), c);
     *st = inner;
@@ -602,7 +609,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
     inner.file = st->file;
     inner.line = st->line;
     inner.text = st->text;
-    parse_statement(lp, &inner);
+    parse_statement(lp, &inner, depth + 1);
     inner.expect_error = true;
     inner.expect_errno = st->expect_errno;
     inner.expect_signal = st->expect_signal;
