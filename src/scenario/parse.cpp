@@ -631,6 +631,7 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
 // `when` may not run: its bindings count as made, and it may rebind.
 class NameTable {
  public:
+  explicit NameTable(const NameTable* parent = nullptr) : parent_(parent) {}
   void resolve(const Stmt& st, const std::string& file, int line, const std::vector<Token>& toks) {
     file_ = &file;
     line_ = line;
@@ -694,20 +695,33 @@ class NameTable {
   [[noreturn]] void fail(const std::string& name, bool binding, const std::string& what) const {
     throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, binding)) + ": expected " + what};
   }
-  void use(const std::string& name, char kind) const {
+  // The kind `name` is bound as here or in the parent (0: unbound).
+  char kind_of(const std::string& name) const {
     auto it = kinds_.find(name);
-    if (it == kinds_.end())
+    if (it != kinds_.end()) return it->second;
+    return parent_ ? parent_->kind_of(name) : 0;
+  }
+  void use(const std::string& name, char kind) const {
+    const char bound = kind_of(name);
+    if (!bound)
       fail(name, false, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
-    if (it->second != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(it->second) + ")");
+    if (bound != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(bound) + ")");
   }
   void bind(const std::string& name, char kind, bool conditional) {
-    auto [it, fresh] = kinds_.emplace(name, kind);
-    if (fresh || conditional) return;
-    if (it->second != kind || kind == 'p' || kind == 'f')
-      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(it->second) + ")");
+    const char bound = kind_of(name);
+    if (!bound) {
+      kinds_.emplace(name, kind);
+      return;
+    }
+    if (conditional) return;
+    if (bound != kind || kind == 'p' || kind == 'f')
+      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
   }
 
   std::map<std::string, char> kinds_;
+  // A test's table sees the prelude's names through its parent instead of a
+  // copy of them: copying made parsing quadratic (prelude names x tests).
+  const NameTable* parent_ = nullptr;
   const std::string* file_ = nullptr;
   int line_ = 0;
   const std::vector<Token>* toks_ = nullptr;
@@ -720,7 +734,8 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   std::string line;
   int lineno = 0;
   TestCase* cur = nullptr;
-  NameTable prelude_names, names;  // a test starts with the prelude's names
+  NameTable prelude_names;
+  NameTable names(&prelude_names);  // a test starts with the prelude's names
   while (std::getline(in, line)) {
     lineno++;
     auto toks = tokenize(line);
@@ -736,7 +751,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
       tc.line = lineno;
       out->tests.push_back(std::move(tc));
       cur = &out->tests.back();
-      names = prelude_names;
+      names = NameTable(&prelude_names);
       continue;
     }
     Stmt st;

@@ -155,7 +155,14 @@ TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   // Names do not carry from one test to the next; the prelude's do.
   EXPECT_EQ(parse_error("proc P\ntest a\nP mmap A 4K rw private\ntest b\nP read A 4K\n"),
             "t.mms:5:8: expected a region bound before this line (by mmap or mremap), not 'A'");
+  // A test sees the prelude's bindings: a prelude process is not bound again,
+  // a prelude region may be, as a region.
+  EXPECT_EQ(parse_error("proc P\ntest a\nproc P\n"), "t.mms:3:6: expected a NAME not bound yet in this test, not 'P' (a process)");
+  EXPECT_EQ(parse_error("proc P\nP mmap A 4K rw private\ntest a\nP gup A A 1 get\n"),
+            "t.mms:4:9: expected a NAME not bound yet in this test, not 'A' (a region)");
   std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", "proc P\nP mmap A 4K rw private\ntest a\nP mmap A 8K rw private\ntest b\nP read A 4K\n", &err))
+      << err;
   EXPECT_TRUE(scenario_parse_text("t.mms",
                                   "proc P\ntest a\nP mmap A 4K rw private\nP mmap A 8K rw private\nP gup H A 1 get\n"
                                   "unpin H\nP gup H A 1 get\n"
