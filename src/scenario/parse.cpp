@@ -253,7 +253,12 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
   st->gup_entry = static_cast<int>(e);
 }
 
-void parse_statement(LineParser& lp, Stmt* st);
+// `depth`: the `when` and `expect-error` prefixes already read on this
+// line. They nest by recursion, each level a copy of the statement and its
+// line, so stack depth grows with the prefixes and memory with their square:
+// past kMaxPrefixes it is a parse error.
+constexpr int kMaxPrefixes = 16;
+void parse_statement(LineParser& lp, Stmt* st, int depth = 0);
 
 constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
 
@@ -498,8 +503,10 @@ bool sysfs_takes_number(const std::string& path) {
          (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
 }
 
-void parse_statement(LineParser& lp, Stmt* st) {
+void parse_statement(LineParser& lp, Stmt* st, int depth) {
   std::string w = lp.word("a statement");
+  if ((w == "when" || w == "expect-error") && depth >= kMaxPrefixes)
+    lp.back(), lp.fail("a statement after at most " + std::to_string(kMaxPrefixes) + " `when` and `expect-error` prefixes");
   if (w == "sysfs") {
     st->op = Op::kSysfs;
     st->str = lp.word("a sysfs PATH");
@@ -585,7 +592,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
     inner.file = st->file;
     inner.line = st->line;
     inner.text = st->text;
-    parse_statement(lp, &inner);
+    parse_statement(lp, &inner, depth + 1);
     if (inner.op == Op::kTune) lp.fail("a statement other than `tune` after `when` (a variant does not choose variants)");
     inner.when.insert(inner.when.begin(), c);
     *st = inner;
@@ -602,7 +609,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
     inner.file = st->file;
     inner.line = st->line;
     inner.text = st->text;
-    parse_statement(lp, &inner);
+    parse_statement(lp, &inner, depth + 1);
     inner.expect_error = true;
     inner.expect_errno = st->expect_errno;
     inner.expect_signal = st->expect_signal;
@@ -624,6 +631,7 @@ void parse_statement(LineParser& lp, Stmt* st) {
 // `when` may not run: its bindings count as made, and it may rebind.
 class NameTable {
  public:
+  explicit NameTable(const NameTable* parent = nullptr) : parent_(parent) {}
   void resolve(const Stmt& st, const std::string& file, int line, const std::vector<Token>& toks) {
     file_ = &file;
     line_ = line;
@@ -687,20 +695,33 @@ class NameTable {
   [[noreturn]] void fail(const std::string& name, bool binding, const std::string& what) const {
     throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, binding)) + ": expected " + what};
   }
-  void use(const std::string& name, char kind) const {
+  // The kind `name` is bound as here or in the parent (0: unbound).
+  char kind_of(const std::string& name) const {
     auto it = kinds_.find(name);
-    if (it == kinds_.end())
+    if (it != kinds_.end()) return it->second;
+    return parent_ ? parent_->kind_of(name) : 0;
+  }
+  void use(const std::string& name, char kind) const {
+    const char bound = kind_of(name);
+    if (!bound)
       fail(name, false, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
-    if (it->second != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(it->second) + ")");
+    if (bound != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(bound) + ")");
   }
   void bind(const std::string& name, char kind, bool conditional) {
-    auto [it, fresh] = kinds_.emplace(name, kind);
-    if (fresh || conditional) return;
-    if (it->second != kind || kind == 'p' || kind == 'f')
-      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(it->second) + ")");
+    const char bound = kind_of(name);
+    if (!bound) {
+      kinds_.emplace(name, kind);
+      return;
+    }
+    if (conditional) return;
+    if (bound != kind || kind == 'p' || kind == 'f')
+      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
   }
 
   std::map<std::string, char> kinds_;
+  // A test's table sees the prelude's names through its parent instead of a
+  // copy of them: copying made parsing quadratic (prelude names x tests).
+  const NameTable* parent_ = nullptr;
   const std::string* file_ = nullptr;
   int line_ = 0;
   const std::vector<Token>* toks_ = nullptr;
@@ -713,7 +734,8 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   std::string line;
   int lineno = 0;
   TestCase* cur = nullptr;
-  NameTable prelude_names, names;  // a test starts with the prelude's names
+  NameTable prelude_names;
+  NameTable names(&prelude_names);  // a test starts with the prelude's names
   while (std::getline(in, line)) {
     lineno++;
     auto toks = tokenize(line);
@@ -729,7 +751,7 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
       tc.line = lineno;
       out->tests.push_back(std::move(tc));
       cur = &out->tests.back();
-      names = prelude_names;
+      names = NameTable(&prelude_names);
       continue;
     }
     Stmt st;

@@ -111,6 +111,27 @@ TEST(ScenarioParseTest, BadInputIsAParseError) {
             "t.mms:3:7: expected a test NAME not used before in this run; 'a' is also at t.mms:1");
 }
 
+// `when` and `expect-error` nest: a few prefixes parse, a line of thousands
+// is an error at the first prefix past the limit (it used to recurse once
+// per prefix, copying the line each time: 200000 of them ran out of memory
+// under fuzz_parse).
+TEST(ScenarioParseTest, PrefixNestingIsBounded) {
+  std::string ok = "test a\nproc P\nP mmap A 4K rw private\n";
+  for (int i = 0; i < 8; i++) ok += "when cow.policy=base,rfc,fixed ";
+  ok += "expect-error SIGSEGV P read A 4K\n";
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", ok, &err)) << err;
+
+  std::string deep = "test a\n";
+  for (int i = 0; i < 200000; i++) deep += "when cow.policy=rfc ";
+  deep += "check\n";
+  EXPECT_EQ(parse_error(deep), "t.mms:2:321: expected a statement after at most 16 `when` and `expect-error` prefixes");
+  std::string deep_errors = "test a\nproc P\n";
+  for (int i = 0; i < 17; i++) deep_errors += "expect-error EFAULT ";
+  deep_errors += "P exit\n";
+  EXPECT_EQ(parse_error(deep_errors), "t.mms:3:321: expected a statement after at most 16 `when` and `expect-error` prefixes");
+}
+
 TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   EXPECT_EQ(parse_error("test a\nproc P\nQ mmap A 4K rw private\n"),
             "t.mms:3:1: expected a process bound before this line (by proc or fork), not 'Q'");
@@ -134,7 +155,14 @@ TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   // Names do not carry from one test to the next; the prelude's do.
   EXPECT_EQ(parse_error("proc P\ntest a\nP mmap A 4K rw private\ntest b\nP read A 4K\n"),
             "t.mms:5:8: expected a region bound before this line (by mmap or mremap), not 'A'");
+  // A test sees the prelude's bindings: a prelude process is not bound again,
+  // a prelude region may be, as a region.
+  EXPECT_EQ(parse_error("proc P\ntest a\nproc P\n"), "t.mms:3:6: expected a NAME not bound yet in this test, not 'P' (a process)");
+  EXPECT_EQ(parse_error("proc P\nP mmap A 4K rw private\ntest a\nP gup A A 1 get\n"),
+            "t.mms:4:9: expected a NAME not bound yet in this test, not 'A' (a region)");
   std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", "proc P\nP mmap A 4K rw private\ntest a\nP mmap A 8K rw private\ntest b\nP read A 4K\n", &err))
+      << err;
   EXPECT_TRUE(scenario_parse_text("t.mms",
                                   "proc P\ntest a\nP mmap A 4K rw private\nP mmap A 8K rw private\nP gup H A 1 get\n"
                                   "unpin H\nP gup H A 1 get\n"

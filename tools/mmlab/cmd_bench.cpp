@@ -494,7 +494,7 @@ int run_bench(const BenchOptions& o) {
 }  // namespace
 
 void add_bench(CLI::App& app) {
-  auto* o = new BenchOptions;
+  auto o = std::make_shared<BenchOptions>();  // owned by the action: the options bind to its members
   auto* sub = app.add_subcommand("bench", "run the benchmark report (mmlab's main job)");
   sub->add_flag("--quick", o->quick, "smaller regions and fewer repeats: a run under a minute");
   sub->add_option("--size-mb", o->size_mb, "region size in MiB for every suite")->check(CLI::Range(4, 65536));

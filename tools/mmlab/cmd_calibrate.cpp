@@ -76,7 +76,7 @@ int run_calibrate(const CalibrateCli& c) {
 }  // namespace
 
 void add_calibrate(CLI::App& app) {
-  auto* c = new CalibrateCli;
+  auto c = std::make_shared<CalibrateCli>();  // owned by the action: the options bind to its members
   auto* sub = app.add_subcommand("calibrate",
                                  "measure fault, CoW and long-term pin costs on the running kernel into a cost profile "
                                  "(root; exit 4 where the host cannot be measured)");

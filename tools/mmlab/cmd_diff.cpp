@@ -73,7 +73,7 @@ int run_diff(const DiffCli& o) {
 }  // namespace
 
 void add_diff(CLI::App& app) {
-  auto* o = new DiffCli;
+  auto o = std::make_shared<DiffCli>();  // owned by the action: the options bind to its members
   auto* sub = app.add_subcommand("diff", "compare two configurations (model variants, or the model and the host kernel)");
   sub->add_option("--a", o->a, "CONFIG: model, model:KEY=VALUE,... or host (default model)");
   sub->add_option("--b", o->b, "CONFIG: model, model:KEY=VALUE,... or host (default model)");

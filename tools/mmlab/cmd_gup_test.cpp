@@ -137,7 +137,7 @@ int run_gup_test(const GupTestOptions& o) {
 }  // namespace
 
 void add_gup_test(CLI::App& app) {
-  auto* o = new GupTestOptions;
+  auto o = std::make_shared<GupTestOptions>();  // owned by the action: the options bind to its members
   auto* sub = app.add_subcommand("gup-test", "twin of the kernel's gup_test (tools/testing/selftests/mm/gup_test.c)");
   sub->add_flag("-u", o->u, "GUP_FAST_BENCHMARK: get_user_pages_fast (the default)");
   sub->add_flag("-a", o->a, "PIN_FAST_BENCHMARK: pin_user_pages_fast");

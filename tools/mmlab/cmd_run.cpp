@@ -96,7 +96,7 @@ int run_run(const RunOptions& o) {
 }  // namespace
 
 void add_run(CLI::App& app) {
-  auto* o = new RunOptions;
+  auto o = std::make_shared<RunOptions>();  // owned by the action: the options bind to its members
   auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
   sub->add_option("files", o->files, "scenario files")->required();
   sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");

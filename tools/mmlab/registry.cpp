@@ -31,7 +31,9 @@ bool parse_size(const std::string& s, uint64_t* out) {
   }
   if (shift) body.pop_back();
   if (body.empty() || body.size() > 12 || body.find_first_not_of("0123456789") != std::string::npos) return false;
-  *out = std::stoull(body) << shift;
+  const uint64_t v = std::stoull(body);
+  if (v > (~0ull >> shift)) return false;  // would wrap: another size than written
+  *out = v << shift;
   return true;
 }
 

@@ -1,0 +1,3 @@
+test a
+proc P
+P mmap A 3K rw private

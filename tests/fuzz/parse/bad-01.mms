@@ -1,0 +1,2 @@
+test a
+P mmap A 4K rwz private

@@ -1,0 +1,1 @@
+tune gup.walk fancy

@@ -1,0 +1,1 @@
+tune cow.max_order 9

@@ -1,0 +1,1 @@
+tune cow.reuse most

@@ -1,0 +1,1 @@
+tune cow.order 4

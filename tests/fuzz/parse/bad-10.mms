@@ -1,0 +1,1 @@
+sysfs transparent_hugepage/defrag

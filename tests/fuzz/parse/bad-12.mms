@@ -1,0 +1,2 @@
+test a
+when cow.colour=rfc check

@@ -1,0 +1,2 @@
+test a
+when cow.policy=rfc

@@ -1,0 +1,3 @@
+test a
+proc P
+expect P A soft-dirty maybe

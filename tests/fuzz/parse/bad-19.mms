@@ -1,0 +1,2 @@
+test a
+P gup H A 1 write

@@ -1,0 +1,2 @@
+test a
+P write A 4K 256

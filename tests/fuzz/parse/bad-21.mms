@@ -1,0 +1,2 @@
+test a
+expect-error ENOTANERRNO P exit

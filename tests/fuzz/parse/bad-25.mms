@@ -1,0 +1,3 @@
+test a
+proc P
+P mmap A 18446744073709551616 rw private

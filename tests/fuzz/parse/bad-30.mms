@@ -1,0 +1,2 @@
+test a
+sysfs transparent_hugepage/enabled sometimes

@@ -1,0 +1,2 @@
+test a
+sysfs transparent_hugepage/hugepages-64kB/enabled on

@@ -1,0 +1,2 @@
+test a
+swap 100T

@@ -1,0 +1,2 @@
+test a
+P gup H A 100000000000 get

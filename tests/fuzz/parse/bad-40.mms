@@ -1,0 +1,3 @@
+test a
+proc P
+Q mmap A 4K rw private

@@ -1,0 +1,3 @@
+test a
+proc P
+P read B+4K 4K

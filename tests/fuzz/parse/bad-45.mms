@@ -1,0 +1,2 @@
+test a
+expect D pages 1 holes 0

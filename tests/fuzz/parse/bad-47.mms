@@ -1,0 +1,4 @@
+test a
+proc P
+P mmap A 4K rw private
+A write 0 4K 1

@@ -1,0 +1,3 @@
+test a
+proc P
+P mmap P 4K rw private

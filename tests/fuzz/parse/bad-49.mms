@@ -1,0 +1,3 @@
+test a
+proc P
+P fork P
