@@ -22,12 +22,22 @@ namespace {
 constexpr int kHostMadvPopulateWrite = 23;
 constexpr int kHostMadvHugepage = 14;
 constexpr int kHostMadvNohugepage = 15;
+constexpr int kHostMadvDontfork = 10;
 constexpr uint64_t kStoreAlign = PMD_SIZE;  // lets the host back the store with its own THPs
 constexpr uint64_t kBlockBytes = kStoreBlockPages * PAGE_SIZE;
 
+// Never inherited by a fork of this process: the host backend forks the
+// runner for every process of a scenario, and copying the page tables of a
+// touched multi-GiB store into each child (and zapping them at its exit)
+// costs more than the scenario itself. No child ever reads the model.
 void* host_map(uint64_t len, int prot) {
   void* p = mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
+  if (p == MAP_FAILED) return nullptr;
+  if (madvise(p, len, kHostMadvDontfork) != 0) {
+    munmap(p, len);
+    return nullptr;
+  }
+  return p;
 }
 
 // Maps len bytes aligned to align: over-reserve, then trim both ends.

@@ -25,7 +25,6 @@
 namespace mmlab::test {
 namespace {
 
-constexpr uint64_t k64K = 64 * 1024;
 
 class CowMthpTest : public MmTest {
  protected:

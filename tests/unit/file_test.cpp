@@ -110,7 +110,6 @@ class FileMmTest : public MmTest {
 using FileTest = FileMmTest;
 using ShmemTest = FileMmTest;
 
-constexpr int RW = PROT_READ | PROT_WRITE;
 constexpr long P = static_cast<long>(PAGE_SIZE);
 
 // ---- the page cache and its system calls ----

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -228,6 +233,32 @@ TEST(FrameStoreTest, HostThpAdvice) {
     EXPECT_TRUE(pm->frame_store().thp_advised());
   }
   EXPECT_STREQ(host_thp_name(HostThp::kHugepage), "hugepage");
+  pm.reset();
+  FrameStorePool::instance().drain();
+}
+
+// A fork of this process (the host backend forks the runner for each
+// scenario process) inherits neither the frames nor the memmap: msync()
+// finds nothing mapped there in the child, and everything in the parent.
+TEST(FrameStoreTest, ForkedChildDoesNotInheritTheStore) {
+  Stats stats;
+  auto pm = make_phys(&stats);
+  ASSERT_NE(pm, nullptr);
+  void* data = pm->frame_store().data();
+  void* memmap = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(pm->frame_store().memmap()) & ~(uintptr_t{4095}));
+  ASSERT_EQ(msync(data, 4096, MS_ASYNC), 0);
+  ASSERT_EQ(msync(memmap, 4096, MS_ASYNC), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const bool data_gone = msync(data, 4096, MS_ASYNC) != 0 && errno == ENOMEM;
+    const bool memmap_gone = msync(memmap, 4096, MS_ASYNC) != 0 && errno == ENOMEM;
+    _exit((data_gone ? 0 : 1) | (memmap_gone ? 0 : 2));
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: frames inherited, 2: memmap inherited";
   pm.reset();
   FrameStorePool::instance().drain();
 }

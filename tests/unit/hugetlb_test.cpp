@@ -18,7 +18,6 @@
 namespace mmlab::test {
 namespace {
 
-constexpr int RW = PROT_READ | PROT_WRITE;
 constexpr int kPriv = MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB;
 constexpr int kShared = MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB;
 constexpr const char* k2M = "hugepages-2048kB";

@@ -23,7 +23,6 @@
 namespace mmlab::test {
 namespace {
 
-constexpr uint64_t k64K = 64 * 1024;
 constexpr uint64_t k16K = 16 * 1024;
 
 // One entry a walk yielded: where, and which page of the folio it maps.

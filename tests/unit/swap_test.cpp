@@ -20,7 +20,6 @@ namespace mmlab::test {
 namespace {
 
 constexpr uint64_t kSwapBytes = 64ull << 20;
-constexpr uint64_t k64K = 64 * 1024;
 constexpr int MAP_LOCKED_UAPI = 0x2000;  // MAP_LOCKED (not in the public header)
 
 class SwapFixture : public MmTest {

@@ -15,6 +15,9 @@
 
 namespace mmlab::test {
 
+inline constexpr uint64_t k64K = 64 * 1024;
+inline constexpr int RW = PROT_READ | PROT_WRITE;
+
 class MmTest : public ::testing::Test {
  protected:
   uint64_t ram_bytes = 256ull << 20;
