@@ -113,6 +113,10 @@ struct GupTestArgs {
   unsigned which_pages[8] = {};  // 1-based page indices for the dump test
   long check_failures = 0;    // out: pages that failed the untimed pinned-page check
   std::string dump_log;       // out: what the dump test writes to the kernel log
+  // Model additions, filled outside the timed region (the kernel's struct
+  // has neither: its tool can only say "truncated"):
+  long stop_ret = 0;  // out: the return of the GUP call that ended the loop short (-errno or 0), else 0
+  std::map<uint64_t, uint64_t> folios_by_size;  // out: distinct folios obtained, by folio size in bytes (0: pages that are the zero page)
 };
 
 // The ioctl handler: 0, or -errno (-EINVAL for a bad range, -ENOMEM).

@@ -2,6 +2,7 @@
 // loop, the timers, the release path and the untimed pinned-page check are
 // the kernel module's.
 #include <chrono>
+#include <unordered_set>
 #include <vector>
 
 #include "gup/gup.h"
@@ -31,6 +32,22 @@ bool cmd_pins(GupTestCmd cmd, unsigned test_flags) {
   return cmd == GupTestCmd::PIN_FAST_BENCHMARK || cmd == GupTestCmd::PIN_LONGTERM_BENCHMARK ||
          cmd == GupTestCmd::PIN_BASIC_TEST ||
          (cmd == GupTestCmd::DUMP_USER_PAGES_TEST && (test_flags & GUP_TEST_FLAG_DUMP_PAGES_USE_PIN));
+}
+
+// Which folio sizes the calls returned (untimed): distinct folios by size;
+// pages that are the shared zero page are counted under size 0.
+void count_folios(Mm* mm, Page* const* pages, long nr, std::map<uint64_t, uint64_t>* by_size) {
+  by_size->clear();
+  std::unordered_set<const Folio*> seen;
+  for (long k = 0; k < nr; k++) {
+    Page* pg = pages[k];
+    if (pg == mm->phys->zero_page()) {
+      (*by_size)[0]++;
+      continue;
+    }
+    const Folio* f = page_folio(pg);
+    if (seen.insert(f).second) (*by_size)[static_cast<uint64_t>(folio_nr_pages(f)) * PAGE_SIZE]++;
+  }
 }
 
 double usec_since(std::chrono::steady_clock::time_point t0) {
@@ -76,7 +93,9 @@ int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFET
   }
   gup->get_delta_usec = usec_since(t0);
   gup->size = addr - gup->addr;
+  gup->stop_ret = addr < end ? nr : 0;
   long nr_got = i;
+  count_folios(mm, pages.data(), nr_got, &gup->folios_by_size);
   // The untimed check: pinned pages must look pinned (and long-term pinnable for -L).
   gup->check_failures = 0;
   if (cmd_pins(cmd, gup->test_flags)) {

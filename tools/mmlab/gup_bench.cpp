@@ -172,6 +172,8 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
         it.wall_us = wall_us;
         it.floor_us = floor_us;
         it.host_faults = host_faults;
+        it.stop_ret = a.stop_ret;
+        it.folios_by_size = a.folios_by_size;
         for (const char* c : kCounters) it.counters[c] = sys->counter(c) / cfg.threads;
         if (!cfg.quiet) {
           if (is_benchmark(cfg.cmd)) {
@@ -186,6 +188,12 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
             if (a.size != slice) line(fmt::format("Truncated (size: {})\n", a.size));
           }
           if (a.check_failures) line(fmt::format("# {} pinned pages failed the maybe-DMA-pinned check\n", a.check_failures));
+          // Model lines (the kernel's tool cannot know): why a round stopped
+          // short, and which folio sizes it got (first repeat only).
+          if (a.size != slice)
+            line(fmt::format("# the GUP call at {:#x} returned {}\n", a.addr + a.size,
+                             a.stop_ret < 0 ? "-" + std::string(errno_name(static_cast<int>(a.stop_ret))) : "0 pages"));
+          if (r == 0 && !a.folios_by_size.empty()) line("# folios obtained: " + format_folio_sizes(a.folios_by_size) + "\n");
         }
         res->iters.push_back(it);
       }
@@ -198,6 +206,15 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
     return -EIO;
   }
   return 0;
+}
+
+std::string format_folio_sizes(const std::map<uint64_t, uint64_t>& by_size) {
+  std::string s;
+  for (auto it = by_size.rbegin(); it != by_size.rend(); ++it) {
+    if (!s.empty()) s += ", ";
+    s += it->first ? fmt::format("{}kB x {}", it->first >> 10, it->second) : fmt::format("zero page x {}", it->second);
+  }
+  return s;
 }
 
 std::string format_gup_summary(const GupBenchResult& res) {
@@ -219,6 +236,14 @@ std::string format_gup_summary(const GupBenchResult& res) {
   return s;
 }
 
+namespace {
+nlohmann::json folio_sizes_json(const std::map<uint64_t, uint64_t>& by_size) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& [bytes, n] : by_size) j[bytes ? fmt::format("{}kB", bytes >> 10) : "zero_page"] = n;
+  return j;
+}
+}  // namespace
+
 nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res) {
   nlohmann::json j;
   j["command"] = gup_cmd_name(cfg.cmd);
@@ -231,7 +256,9 @@ nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& 
   for (auto& it : res.iters) {
     j["iterations"].push_back({{"variant", it.variant}, {"repeat", it.repeat}, {"thread", it.thread},
                                {"get_us", it.get_us}, {"put_us", it.put_us}, {"size", it.size_done},
-                               {"check_failures", it.check_failures}, {"counters", it.counters}});
+                               {"check_failures", it.check_failures}, {"counters", it.counters},
+                               {"stop_errno", it.stop_ret < 0 ? errno_name(static_cast<int>(it.stop_ret)) : ""},
+                               {"folios_by_size", folio_sizes_json(it.folios_by_size)}});
   }
   return j;
 }

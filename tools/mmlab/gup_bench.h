@@ -47,6 +47,8 @@ struct GupIteration {
   double wall_us = 0;   // the whole ioctl round, all threads (for the thread-scaling suite)
   double floor_us = -1;  // the physical floor for the same request, if asked
   long host_faults = 0;  // host page faults of the process during the round (first touches)
+  long stop_ret = 0;     // the return of the GUP call that ended the round short (-errno or 0)
+  std::map<uint64_t, uint64_t> folios_by_size;  // distinct folios obtained by size in bytes (0: zero-page pages)
 };
 
 struct GupBenchResult {
@@ -68,5 +70,7 @@ double median_of(std::vector<double> v);
 // had to provide memory meanwhile (a frame store touched for the first time).
 long host_faults_now();
 const char* gup_cmd_name(GupCmd c);
+// "2048kB x 64, 4kB x 3, zero page x 12": what a GUP round obtained.
+std::string format_folio_sizes(const std::map<uint64_t, uint64_t>& by_size);
 
 }  // namespace mmlab::cli
