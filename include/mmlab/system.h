@@ -27,6 +27,11 @@ class Khugepaged;
 // `cow.<item>.order<N>` ones.
 std::vector<std::string> counter_names();
 
+// The host's available memory (MemAvailable), or 0 if unknown: what a
+// caller checks a size taken from its input against before it touches that
+// much of a frame store.
+uint64_t host_memory_available();
+
 // The host memory behind a System's RAM (frame stores are recycled across
 // Systems of one process; see src/phys/frame_store.h).
 struct FrameStoreInfo {

@@ -9,6 +9,7 @@
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mmlab/system.h"
+#include "phys/frame_store.h"
 #include "pgtable/pgtable.h"
 
 namespace mmlab {
@@ -160,6 +161,8 @@ int64_t System::mthp_stat(unsigned order, const std::string& name) const {
   if (!mthp_stat_from_name(name, &s)) return -1;
   return k_->stats->read_mthp(order, s);
 }
+
+uint64_t host_memory_available() { return host_available_memory(); }
 
 std::vector<std::string> counter_names() {
   std::vector<std::string> v;

@@ -2,7 +2,9 @@
 // (v6.18) driving the model's mm/gup_test.c equivalent, plus model options to
 // compare variants side by side in one process.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -115,18 +117,32 @@ int run_gup_test(const GupTestOptions& o) {
     std::fprintf(stderr, "gup-test: give --walk or --fast, not both\n");
     return 2;
   }
+  for (const std::string* list : {&o.walk, &o.fast})
+    if (!list->empty() && split_list(*list).empty()) {
+      std::fprintf(stderr, "gup-test: --%s %s: names no variant\n", list == &o.walk ? "walk" : "fast", list->c_str());
+      return 2;
+    }
   cfg.variants = variants;
+  // The output file is opened before the work, so that a bad path costs nothing.
+  std::ofstream json_out;
+  if (!o.json.empty()) {
+    json_out.open(o.json);
+    if (!json_out) {
+      std::fprintf(stderr, "gup-test: --json %s: cannot open for writing: %s\n", o.json.c_str(), std::strerror(errno));
+      return 2;
+    }
+  }
   GupBenchResult res;
   int err = run_gup_bench(cfg, &res, [](const std::string& line) { std::fputs(line.c_str(), stdout); });
   if (err) {
     std::fprintf(stderr, "gup-test: %s\n", res.error.c_str());
-    return 1;
+    return res.usage_error ? 2 : 1;
   }
   if (res.variants.size() > 1) std::fputs(format_gup_summary(res).c_str(), stdout);
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    out << gup_result_json(cfg, res).dump(2) << "\n";
-    if (!out) {
+  if (json_out.is_open()) {
+    json_out << gup_result_json(cfg, res).dump(2) << "\n";
+    json_out.close();
+    if (!json_out) {
       std::fprintf(stderr, "gup-test: cannot write %s\n", o.json.c_str());
       return 1;
     }

@@ -48,6 +48,15 @@ double median_of(std::vector<double> v) {
 }
 
 int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line) {
+  // Pre-faulting touches a frame per page of the region, plus its memmap and
+  // tables: refuse up front what the host cannot hold.
+  const uint64_t need = cfg.size + cfg.size / 32 + (64ull << 20);
+  if (const uint64_t avail = host_memory_available(); avail && need > avail) {
+    res->error = fmt::format("-m {}: the pre-faulted region needs {} MiB of host memory, the host has {} MiB available",
+                             cfg.size >> 20, need >> 20, avail >> 20);
+    res->usage_error = true;
+    return -ENOMEM;
+  }
   SystemConfig sc;
   sc.ram_bytes = round_up(cfg.size * 2 + (512ull << 20), 4ull << 20);
   // The pre-faulting below touches every frame and table the timed calls
@@ -62,17 +71,20 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
   }
   for (auto& [k, v] : cfg.sysfs)
     if (int e = sys->sysfs_write(k, v)) {
-      res->error = fmt::format("--sysfs {}={}: {}", k, v, errno_name(e));
+      res->error = fmt::format("--sysfs {}={}: the model's sysfs refuses it ({})", k, v, errno_name(e));
+      res->usage_error = true;
       return e;
     }
   for (auto& [k, v] : cfg.tune)
     if (int e = sys->tune(k, v)) {
-      res->error = fmt::format("--tune {}={}: {}", k, v, errno_name(e));
+      res->error = fmt::format("--tune {}={}: no such tune or value ({})", k, v, errno_name(e));
+      res->usage_error = true;
       return e;
     }
   for (auto& [k, v] : cfg.variants)
     if (int e = sys->tune(k, v)) {
-      res->error = fmt::format("variant {}={}: {}", k, v, errno_name(e));
+      res->error = fmt::format("variant {}={}: no such variant ({})", k, v, errno_name(e));
+      res->usage_error = true;
       return e;
     }
   Process* p = sys->new_process("gup_test");
@@ -85,6 +97,7 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
     auto colon = cfg.file.find(':');
     if (colon != std::string::npos && !fs_class_from_name(cfg.file.substr(0, colon), &fs)) {
       res->error = fmt::format("-f {}: unknown file-system class", cfg.file);
+      res->usage_error = true;
       return -EINVAL;
     }
     int fd = sys->create_file(cfg.size, fs, 0, cfg.file);

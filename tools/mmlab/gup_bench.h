@@ -57,6 +57,7 @@ struct GupBenchResult {
   std::map<std::string, int64_t> folios_by_size;  // anon_fault_alloc per mTHP size after pre-faulting
   uint64_t region_pages = 0;
   std::string error;
+  bool usage_error = false;  // the error names a bad option value (exit 2), not a failure of the run
 };
 
 // Runs the configuration; `line` receives each output line (the kernel
