@@ -27,6 +27,15 @@ class Khugepaged;
 // `cow.<item>.order<N>` ones.
 std::vector<std::string> counter_names();
 
+// Every counter and statistic a System reports, with where it is read and
+// what it counts (`mmlab counters`).
+struct CounterInfo {
+  std::string name;     // as System::counter(), vmstat_text() or the sysfs file names it
+  std::string kind;     // "event" (the model's), "vmstat", "mthp" (per size), "cow" (per order)
+  std::string meaning;
+};
+std::vector<CounterInfo> counter_catalog();
+
 // The host's available memory (MemAvailable), or 0 if unknown: what a
 // caller checks a size taken from its input against before it touches that
 // much of a frame store.

@@ -164,6 +164,22 @@ int64_t System::mthp_stat(unsigned order, const std::string& name) const {
 
 uint64_t host_memory_available() { return host_available_memory(); }
 
+std::vector<CounterInfo> counter_catalog() {
+  std::vector<CounterInfo> v;
+  for (unsigned i = 0; i < static_cast<unsigned>(Event::kNr); i++)
+    v.push_back({event_name(static_cast<Event>(i)), "event", event_description(static_cast<Event>(i))});
+  for (unsigned i = 0; i < static_cast<unsigned>(VmStat::kNr); i++)
+    v.push_back({vmstat_name(static_cast<VmStat>(i)), "vmstat",
+                 "the /proc/vmstat item of this name, counted where the kernel counts it"});
+  for (unsigned i = 0; i < static_cast<unsigned>(MthpStat::kNr); i++)
+    v.push_back({fmt::format("transparent_hugepage/hugepages-<size>kB/stats/{}", mthp_stat_name(static_cast<MthpStat>(i))),
+                 "mthp", "the kernel's per-size mTHP statistic (Documentation/admin-guide/mm/transhuge.rst)"});
+  for (unsigned i = 0; i < static_cast<unsigned>(CowStat::kNr); i++)
+    v.push_back({fmt::format("cow.{}.order<N>", cow_stat_name(static_cast<CowStat>(i))), "cow",
+                 cow_stat_description(static_cast<CowStat>(i))});
+  return v;
+}
+
 std::vector<std::string> counter_names() {
   std::vector<std::string> v;
   for (unsigned i = 0; i < static_cast<unsigned>(Event::kNr); i++) v.push_back(event_name(static_cast<Event>(i)));

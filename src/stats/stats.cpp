@@ -47,6 +47,12 @@ const char* const kCowNames[] = {
 #undef X
 };
 
+const char* const kCowDescriptions[] = {
+#define X(n, d) d,
+    MMLAB_COW_ITEMS(X)
+#undef X
+};
+
 int64_t load(const int64_t& v) { return std::atomic_ref<int64_t>(const_cast<int64_t&>(v)).load(std::memory_order_relaxed); }
 
 }  // namespace
@@ -55,6 +61,8 @@ const char* vmstat_name(VmStat s) { return kVmstatNames[static_cast<size_t>(s)];
 const char* mthp_stat_name(MthpStat s) { return kMthpNames[static_cast<size_t>(s)]; }
 const char* event_name(Event e) { return kEventNames[static_cast<size_t>(e)]; }
 const char* event_description(Event e) { return kEventDescriptions[static_cast<size_t>(e)]; }
+const char* cow_stat_name(CowStat c) { return kCowNames[static_cast<size_t>(c)]; }
+const char* cow_stat_description(CowStat c) { return kCowDescriptions[static_cast<size_t>(c)]; }
 bool vmstat_from_name(std::string_view n, VmStat* out) { return lookup(kVmstatNames, n, out); }
 bool mthp_stat_from_name(std::string_view n, MthpStat* out) { return lookup(kMthpNames, n, out); }
 bool event_from_name(std::string_view n, Event* out) { return lookup(kEventNames, n, out); }

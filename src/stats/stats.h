@@ -140,6 +140,8 @@ const char* vmstat_name(VmStat s);
 const char* mthp_stat_name(MthpStat s);
 const char* event_name(Event e);
 const char* event_description(Event e);
+const char* cow_stat_name(CowStat c);         // "copy"
+const char* cow_stat_description(CowStat c);
 bool vmstat_from_name(std::string_view name, VmStat* out);
 bool mthp_stat_from_name(std::string_view name, MthpStat* out);
 bool event_from_name(std::string_view name, Event* out);
