@@ -64,7 +64,7 @@ static pte_t wp_copy_entry(VmFault* vmf, Folio* new_folio) {
 void wp_install_new_folio(VmFault* vmf, Folio* new_folio, pte_t* pte, uint64_t addr, unsigned nr) {
   Vma* vma = vmf->vma;
   pte_t entry = wp_copy_entry(vmf, new_folio);
-  VM_WARN_ON((vmf->flags & FAULT_FLAG_UNSHARE) && pte_write(entry), "unshare produced a writable PTE");
+  VM_BUG_ON((vmf->flags & FAULT_FLAG_UNSHARE) && pte_write(entry), "unshare produced a writable PTE");
   folio_ref_add(new_folio, static_cast<int>(nr) - 1);  // one reference per PTE
   folio_add_new_anon_rmap(new_folio, vma, addr, RMAP_EXCLUSIVE, RmapLevel::kPte);
   folio_add_lru(new_folio);

@@ -66,7 +66,7 @@ void gup_put_folio(Folio* folio, int refs, unsigned flags) {
     kernel_of(&folio->page)->stats->count(VmStat::nr_foll_pin_released, static_cast<uint64_t>(refs));
     if (folio_has_pincount(folio)) {
       int left = aref(folio_page(folio, 1)->f1.pincount).fetch_sub(refs, std::memory_order_acq_rel) - refs;
-      VM_WARN_ON_FOLIO(left < 0, folio, "pincount underflow");
+      VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "pincount underflow");
     } else {
       refs *= GUP_PIN_COUNTING_BIAS;
     }
@@ -488,7 +488,7 @@ int faultin_page(Vma* vma, uint64_t address, unsigned flags, bool unshare, int* 
   if (flags & FOLL_TRIED) ff |= FAULT_FLAG_TRIED;
   if (unshare) {
     ff |= FAULT_FLAG_UNSHARE;
-    VM_WARN_ON(ff & FAULT_FLAG_WRITE, "unshare fault with FOLL_WRITE");
+    VM_BUG_ON(ff & FAULT_FLAG_WRITE, "unshare fault with FOLL_WRITE");
   }
   vm_fault_t ret = handle_mm_fault(vma, address, ff);
   if (ret & VM_FAULT_COMPLETED) {
@@ -569,7 +569,7 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
       }
       nr = page_increm;
     }
-    VM_WARN_ON(nr > nr_pages, "GUP took more pages than asked for");
+    VM_BUG_ON(nr > nr_pages, "GUP took more pages than asked for");
     i += nr;
     start += static_cast<uint64_t>(nr) * PAGE_SIZE;
     nr_pages -= nr;

@@ -306,7 +306,7 @@ void release_pte_pages(PhysMem* phys, pte_t* pte, pte_t* end, std::vector<Folio*
   while (--end >= pte) {
     pte_t pteval = ptep_get(end);
     if (pte_none(pteval)) continue;
-    VM_WARN_ON(!pte_present(pteval), "a non-present PTE was isolated");
+    VM_BUG_ON(!pte_present(pteval), "a non-present PTE was isolated");
     if (phys->is_zero_pfn(pte_pfn(pteval))) continue;
     Folio* folio = page_folio(phys->pfn_to_page(pte_pfn(pteval)));
     if (folio_test_large(folio)) continue;
@@ -355,7 +355,7 @@ int __collapse_huge_page_isolate(Vma* vma, uint64_t start_addr, pte_t* pte, cons
         goto out;
       }
       Folio* folio = page_folio(page);
-      VM_WARN_ON_FOLIO(!folio_test_anon(folio), folio, "collapse of a non-anonymous folio");
+      VM_BUG_ON_FOLIO(!folio_test_anon(folio), folio, "collapse of a non-anonymous folio");
       if (folio_maybe_mapped_shared(folio)) {
         if (++shared > max_ptes_shared) {
           result = SCAN_EXCEED_SHARED_PTE;
@@ -559,7 +559,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   if (result != SCAN_SUCCEED) {
     // Put the table back: pmd_populate, never set_pmd_at for a table.
     SpinLock* pmd_ptl = pmd_lock(mm, pmd);
-    VM_WARN_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
+    VM_BUG_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
     entry_set(pmd, mk_table_pmd(pmd_pfn(_pmd)));
     pmd_ptl->unlock();
     goto out_up_write;
@@ -581,7 +581,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   folio_set_uptodate(folio);  // __folio_mark_uptodate: the copy is visible before the mapping
   {
     SpinLock* pmd_ptl = pmd_lock(mm, pmd);
-    VM_WARN_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
+    VM_BUG_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
     if (is_pmd_order(order)) {
       pgtable_trans_huge_deposit(mm, pmd, mm->phys->pfn_to_page(pmd_pfn(_pmd)));
       map_anon_folio_pmd_nopf(folio, pmd, vma, pmd_addr);
@@ -830,7 +830,7 @@ int madvise_collapse_errno(int r) {
 // madvise_collapse: mmap_lock held for read on entry and on return.
 int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped) NO_THREAD_SAFETY_ANALYSIS {
   Mm* mm = vma->vm_mm;
-  VM_WARN_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
+  VM_BUG_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
   CollapseControl cc(mm->kernel, false);
   if (!collapse_allowable_orders(vma, vma->vm_flags, &cc)) return -EINVAL;
   if (!vma_is_anonymous(vma)) return kCollapseFileNotModelled;
@@ -962,7 +962,7 @@ void Khugepaged::wake_up_interruptible() {
 }
 
 void Khugepaged::__khugepaged_enter(Mm* mm) {
-  VM_WARN_ON(hpage_collapse_test_exit(mm), "__khugepaged_enter of an exiting mm");
+  VM_BUG_ON(hpage_collapse_test_exit(mm), "__khugepaged_enter of an exiting mm");
   if (mm->test_and_set_flag(MMF_VM_HUGEPAGE)) return;
   std::lock_guard<std::mutex> g(mm_lock_);
   const bool wakeup = mm_head_.empty();
@@ -1070,7 +1070,7 @@ unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result, std::u
   }
 
   lk.lock();
-  VM_WARN_ON(!cursor_valid_ || cursor_ != slot, "khugepaged's cursor moved during a scan");
+  VM_BUG_ON(!cursor_valid_ || cursor_ != slot, "khugepaged's cursor moved during a scan");
   scanning_mm_ = nullptr;
   scan_address_ = address;
   wake_stats_.ptes_scanned += cc.ptes_scanned;

@@ -32,7 +32,7 @@ void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table) {
 Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd) {
   Page* pmd_table = table_page_of(mm->phys, pmd);
   auto* t = reinterpret_cast<Page*>(pmd_table->pt.free_next);
-  VM_WARN_ON(!t, "no deposited page table under a PMD leaf");
+  VM_BUG_ON(!t, "no deposited page table under a PMD leaf");
   pmd_table->pt.free_next = t->pt.free_next;
   t->pt.free_next = 0;
   return t;
@@ -106,7 +106,7 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
 }
 
 void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address) NO_THREAD_SAFETY_ANALYSIS {
-  VM_WARN_ON(is_vm_hugetlb_page(vma), "split_huge_pmd on a hugetlb mapping");
+  VM_BUG_ON(is_vm_hugetlb_page(vma), "split_huge_pmd on a hugetlb mapping");
   if (is_vm_hugetlb_page(vma)) return;  // hugetlb leaves are never split
   SpinLock* ptl = pmd_lock(vma->vm_mm, pmd);
   if (pmd_trans_huge(pmdp_get(pmd))) split_huge_pmd_locked(vma, pmd, address & PMD_MASK);

@@ -189,7 +189,7 @@ void split_unmapped_folio(Kernel* k, Folio* folio, long nr, unsigned order) {
 
   for (long i = 1; i < nr; i++) {
     Page* p = head + i;
-    VM_WARN_ON_FOLIO(page_mapcount(p) != 0, folio, "splitting a folio with a page still mapped");
+    VM_BUG_ON_FOLIO(page_mapcount(p) != 0, folio, "splitting a folio with a page still mapped");
     const uint64_t own = aref(p->flags).load(std::memory_order_acquire) & (1ull << PG_anon_exclusive);
     // Page 1's mapcounts and MM-ID slots, page 2's deferred-list link: gone.
     aref(p->lru.next).store(0, std::memory_order_relaxed);
@@ -288,7 +288,7 @@ bool thp_underused(Kernel* k, Folio* folio) {
 }  // namespace
 
 int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
-  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "split_folio of an unlocked folio");
+  VM_WARN_ON_ONCE_FOLIO(!folio_test_locked(folio), folio, "split_folio of an unlocked folio");
   if (!folio_test_large(folio)) return -EINVAL;
   // File, shmem and hugetlb folios are not split by the model; the huge zero
   // folio never is.

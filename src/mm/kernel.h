@@ -53,8 +53,9 @@ struct Kernel {
 
   // Violations the model detected and went on from instead of aborting:
   // what the `rfc` CoW path does that the kernel would only survive
-  // corrupted, and, under that policy, every VM_WARN_ON_FOLIO site
-  // (mm/vmdebug.h). The scenario runner fails the test with them.
+  // corrupted, and, under that policy, every VM_BUG_ON_FOLIO and
+  // VM_WARN_ON_FOLIO site (mm/vmdebug.h). The scenario runner fails the
+  // test with them.
   bool vm_warn_records() const { return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc; }
   void vm_warn(std::string msg) {
     std::lock_guard<std::mutex> g(warn_lock);

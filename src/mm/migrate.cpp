@@ -106,7 +106,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     exclusive[i] = PageAnonExclusive(page);
     pte_t mig = make_migration_entry(phys, page, maps[i].orig);
     bool ok = swap_entry(maps[i], maps[i].orig, mig);
-    VM_WARN_ON(!ok, "mapping changed under the folio lock and mmap_lock");
+    VM_BUG_ON(!ok, "mapping changed under the folio lock and mmap_lock");
     folio_remove_rmap_pte(src, page, maps[i].vma);
   }
   // Move the contents and the folio state.
@@ -128,7 +128,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     folio_add_anon_rmap_ptes(dst, page, 1, maps[i].vma, maps[i].addr, exclusive[i] ? RMAP_EXCLUSIVE : RMAP_NONE);
     pte_t mig = make_migration_entry(phys, folio_page(src, maps[i].idx), maps[i].orig);
     bool ok = swap_entry(maps[i], mig, val);
-    VM_WARN_ON(!ok, "migration entry changed");
+    VM_BUG_ON(!ok, "migration entry changed");
     folio_put(src);  // that mapping's reference on the old folio
   }
   folio_put(dst);  // the allocation reference: the mappings hold the rest

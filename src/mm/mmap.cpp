@@ -207,7 +207,7 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
   std::vector<Vma*> victims;
   for (auto it = mm->vmas.lower_bound(start); it != mm->vmas.end() && it->second->vm_start < end; ++it)
     victims.push_back(it->second.get());
-  VM_WARN_ON(victims.empty(), "munmap found nothing after the split");
+  VM_BUG_ON(victims.empty(), "munmap found nothing after the split");
   Vma* prev = vma_prev(mm, victims.front());
   Vma* next = vma_next(mm, victims.back());
   const uint64_t floor = prev ? prev->vm_end : 0;       // FIRST_USER_ADDRESS

@@ -97,7 +97,7 @@ void folio_sub_large_mapcount(Folio* f, int diff, const Vma* vma) {
   int id = vma->vm_mm->mm_id;
   folio_lock_large_mapcount(f);
   int32_t total = atomic_read(p1->f1.large_mapcount) - diff;
-  VM_WARN_ON_FOLIO(total < 0, f, "large mapcount underflow");
+  VM_WARN_ON_ONCE_FOLIO(total < 0, f, "large mapcount underflow");
   for (int i = 0; i < 2; i++) {
     if (p1->mm_id[i] == id) {
       p1->mm_id_mapcount[i] -= diff;
@@ -145,14 +145,14 @@ void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
   if (!folio_test_large(folio)) {
     VM_WARN_ON_FOLIO(nr != 1, folio, "small folio unmapped by a batch");
     int32_t left = atomic_add_return(folio->page.mapcount, -1);
-    VM_WARN_ON_FOLIO(left < 0, folio, "mapcount underflow");
+    VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "mapcount underflow");
     return;
   }
   Page* p1 = folio_page(folio, 1);
   int unmapped = 0;
   for (int i = 0; i < nr; i++) {
     int32_t left = atomic_add_return(page[i].mapcount, -1);
-    VM_WARN_ON_FOLIO(left < 0, folio, "page mapcount underflow");
+    VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "page mapcount underflow");
     if (left == 0) unmapped++;
   }
   int32_t still = unmapped ? atomic_add_return(p1->f1.nr_pages_mapped, -unmapped) : atomic_read(p1->f1.nr_pages_mapped);
@@ -167,7 +167,7 @@ void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
 static void remove_entire(Folio* folio, Vma* vma) {
   Page* p1 = folio_page(folio, 1);
   int32_t left = atomic_add_return(p1->f1.entire_mapcount, -1);
-  VM_WARN_ON_FOLIO(left < 0, folio, "entire mapcount underflow");
+  VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "entire mapcount underflow");
   if (left == 0 && folio_test_anon(folio) && folio_order(folio) == PMD_ORDER)
     stats_of(folio)->uncount(VmStat::nr_anon_transparent_hugepages);
   folio_sub_large_mapcount(folio, 1, vma);

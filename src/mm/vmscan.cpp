@@ -116,7 +116,7 @@ bool try_to_unmap_one(Folio* folio, Vma* vma) {
   return try_to_unmap_vma(
       folio, vma, 0,
       [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
-        VM_WARN_ON_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
+        VM_WARN_ON_ONCE_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
                          "unmapping an anonymous folio that is swap-backed but not in the swap cache");
         if (!folio_test_swapbacked(folio)) return try_to_unmap_lazyfree_ptes(folio, w, b);
         return try_to_unmap_swap_pte(folio, w, b);

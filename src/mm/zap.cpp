@@ -141,7 +141,7 @@ void free_pte_table(Mm* mm, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
     return;
   }
   Page* table = mm->phys->pfn_to_page(pmd_pfn(v));
-  VM_WARN_ON(!table_empty(static_cast<uint64_t*>(mm->phys->page_address(table))), "freeing a PTE table that still maps pages");
+  VM_BUG_ON(!table_empty(static_cast<uint64_t*>(mm->phys->page_address(table))), "freeing a PTE table that still maps pages");
   entry_set(pmd, pmd_t{0});
   ptl->unlock();
   pgtable_free(mm, table);  // deferred: GUP-fast may still be reading it
