@@ -181,8 +181,7 @@ int copy_present_ptes(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte
 // copy_pte_range: both PTLs held (child's, then the parent's nested) while
 // entries are copied; they are dropped to allocate a page for an eager copy,
 // and the copy restarts at the same address. 0 or -ENOMEM.
-int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr, uint64_t end)
-    NO_THREAD_SAFETY_ANALYSIS {
+int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr, uint64_t end) {
   Mm* dst_mm = dst_vma->vm_mm;
   Mm* src_mm = src_vma->vm_mm;
   Folio* prealloc = nullptr;
@@ -201,6 +200,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
       ret = -ENOMEM;
       break;
     }
+    dst_ptl->assert_held();
     // The parent's table is stable: its mmap_lock is held for write and the
     // VMA has an anon_vma, which keeps collapse from retracting it.
     SpinLock* src_ptl;
@@ -210,6 +210,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
       ret = 0;
       break;
     }
+    src_ptl->assert_held();
 
     unsigned nr;
     do {
@@ -262,8 +263,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
 // file VMA refaults), -ENOMEM, or -EAGAIN when the caller must copy at PTE
 // level (the leaf went away, or the source PMD was split because its THP may
 // be pinned).
-int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr)
-    NO_THREAD_SAFETY_ANALYSIS {
+int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr) {
   Mm* dst_mm = dst_vma->vm_mm;
   Mm* src_mm = src_vma->vm_mm;
   PhysMem* phys = src_mm->phys;
@@ -272,6 +272,7 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
   if (pmd_present(pmd) && pmd_special(pmd) && !phys->is_huge_zero_pfn(pmd_pfn(pmd))) {
     // A PFN-map leaf: copied as it is (never writable in a CoW mapping).
     SpinLock* dst_ptl = pmd_lock(dst_mm, dst_pmd);
+    dst_ptl->assert_held();
     SpinLock* src_ptl = pmd_lockptr(src_mm, src_pmd);
     src_ptl->lock(LockClass::kPmdLock, kSingleDepthNesting);
     VM_WARN_ON_ONCE(is_cow_mapping(src_vma->vm_flags) && pmd_write(pmd), "writable PFN-map PMD in a CoW mapping");
@@ -288,6 +289,7 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
   if (!pgtable) return -ENOMEM;
 
   SpinLock* dst_ptl = pmd_lock(dst_mm, dst_pmd);
+  dst_ptl->assert_held();
   SpinLock* src_ptl = pmd_lockptr(src_mm, src_pmd);
   src_ptl->lock(LockClass::kPmdLock, kSingleDepthNesting);
 

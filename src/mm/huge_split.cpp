@@ -236,7 +236,7 @@ int split_anon_folio_locked(Kernel* k, Folio* folio, AnonVma* av, std::vector<Fo
   bool frozen;
   {
     // Keeps deferred_split_scan() from taking a reference meanwhile.
-    std::lock_guard<std::mutex> g(k->split_queue_lock);
+    MutexGuard g(&k->split_queue_lock);
     int expected = 1 + extra_pins;
     frozen = aref(folio->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
     Page* p1 = folio_page(folio, 1);
@@ -318,7 +318,7 @@ long deferred_split_scan(Kernel* k) {
   // Take a reference on every queued folio so that none is freed under us.
   std::vector<Folio*> batch;
   {
-    std::lock_guard<std::mutex> g(k->split_queue_lock);
+    MutexGuard g(&k->split_queue_lock);
     for (auto it = k->split_queue.begin(); it != k->split_queue.end();) {
       Folio* folio = *it;
       if (folio_ref_try_add(folio, 1)) {

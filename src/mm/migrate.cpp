@@ -50,13 +50,14 @@ std::vector<Mapping> collect_mappings(Folio* folio) {
 }
 
 // Replace (or restore) one mapping's entry under its PTL if it still holds `expect`.
-bool swap_entry(Mapping& m, pte_t expect, pte_t val) NO_THREAD_SAFETY_ANALYSIS {
+bool swap_entry(Mapping& m, pte_t expect, pte_t val) {
   Mm* mm = m.vma->vm_mm;
   pmd_t* pmd = mm_find_pmd(mm, m.addr);
   if (!pmd) return false;
   SpinLock* ptl;
   pte_t* ptep = pte_offset_map_lock(mm, pmd, m.addr, &ptl);
   if (!ptep) return false;
+  ptl->assert_held();
   bool ok = ptep_get(ptep) == expect;
   if (ok) {
     entry_set(ptep, val);

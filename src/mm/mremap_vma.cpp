@@ -166,7 +166,7 @@ long expand_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
     vma_start_write(vma);
     {
       AnonVmaWriteLock rmap(vma->anon_vma);
-      std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+      WriteGuard tree(&mm->vma_tree_lock);
       vma->vm_end += delta;
     }
     mm->total_vm.fetch_add(delta >> PAGE_SHIFT, std::memory_order_relaxed);

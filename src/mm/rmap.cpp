@@ -234,7 +234,7 @@ int folio_mm_id_mapcount(const Folio* folio, int mm_id) {
 void deferred_split_folio(Folio* folio, bool partially_mapped) {
   if (folio_order(folio) <= 1) return;  // order-1 folios have no room for the list
   Kernel* k = kernel_of(&folio->page);
-  std::lock_guard<std::mutex> g(k->split_queue_lock);
+  MutexGuard g(&k->split_queue_lock);
   Page* p1 = folio_page(folio, 1);
   if (partially_mapped && !test_bit(PG_partially_mapped, p1)) {
     set_bit(PG_partially_mapped, p1);
@@ -254,7 +254,7 @@ void folio_unqueue_deferred_split(Folio* folio) {
   Page* p1 = folio_page(folio, 1);
   if (!test_bit(PG_deferred_list, p1)) return;
   Kernel* k = kernel_of(&folio->page);
-  std::lock_guard<std::mutex> g(k->split_queue_lock);
+  MutexGuard g(&k->split_queue_lock);
   if (!test_bit(PG_deferred_list, p1)) return;
   k->split_queue.erase(folio);
   clear_bit(PG_deferred_list, p1);
@@ -299,10 +299,11 @@ bool check_pte(const PageVmaMappedWalk* pvmw, pte_t pte) {
 // pvmw->pmd, under that table's lock. The lock is held across the whole
 // table, not taken per entry, so that callers can batch what they replace.
 bool walk_pte_table(PageVmaMappedWalk* pvmw, uint64_t addr, uint64_t end, const PvmwFn& found,
-                    const PvmwTableFn& table_done) NO_THREAD_SAFETY_ANALYSIS {
+                    const PvmwTableFn& table_done) {
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(pvmw->vma->vm_mm, pvmw->pmd, addr, &ptl);
   if (!pte) return true;  // no table (none, a leaf, or gone meanwhile): nothing mapped here
+  ptl->assert_held();
   pvmw->ptl = ptl;
   bool more = true;
   for (uint64_t a = addr; a < end && more; a += PAGE_SIZE, pte++) {

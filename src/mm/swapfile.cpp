@@ -99,7 +99,7 @@ int swapon(Kernel* k, uint64_t bytes, SwapKind kind) {
   uint64_t nr = bytes >> PAGE_SHIFT;
   if (nr < 2) return -EINVAL;  // the header page and at least one slot
   nr = std::min<uint64_t>(nr, SWP_MIG_YOUNG);  // offsets must fit a swap PTE
-  std::lock_guard<std::mutex> g(ss->swapon_mutex);
+  MutexGuard g(&ss->swapon_mutex);
   unsigned type = ss->nr_swapfiles.load(std::memory_order_relaxed);
   if (type >= MAX_SWAPFILES) return -EPERM;
   auto dev = std::make_unique<SwapDevice>(type, nr, kind == SwapKind::kBlkdev);

@@ -29,6 +29,7 @@ namespace mmlab {
 // ---- lookup (mm/mmap.c, mm/vma.h) ----
 
 Vma* vma_lookup(Mm* mm, uint64_t addr) {
+  mmap_assert_locked(mm);
   auto it = mm->vmas.upper_bound(addr);
   if (it == mm->vmas.begin()) return nullptr;
   Vma* vma = std::prev(it)->second.get();
@@ -87,7 +88,7 @@ bool vma_start_read(Mm* mm, Vma* vma) {
 }  // namespace
 
 Vma* lock_vma_under_rcu(Mm* mm, uint64_t addr) {
-  std::shared_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+  ReadGuard tree(&mm->vma_tree_lock);
   auto it = mm->vmas.upper_bound(addr);
   if (it == mm->vmas.begin()) return nullptr;
   Vma* vma = std::prev(it)->second.get();
@@ -192,7 +193,7 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   if (v->vm_mm != mm) v->vm_mm = mm;
   VM_BUG_ON(find_vma_intersection(mm, v->vm_start, v->vm_end), "vma_link over a mapped range");
   vma_start_write_mm(mm, v);
-  std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+  WriteGuard tree(&mm->vma_tree_lock);
   mm->vmas.emplace(v->vm_start, std::move(vma));
   return v;
 }
@@ -222,7 +223,7 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
 
   {
     AnonVmaWriteLock rmap(vma->anon_vma);
-    std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    WriteGuard tree(&mm->vma_tree_lock);
     if (new_below) {
       auto node = mm->vmas.extract(vma->vm_start);
       vma->vm_pgoff += (addr - vma->vm_start) >> PAGE_SHIFT;
@@ -321,7 +322,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
   {
     AnonVmaWriteLock rmap(target->anon_vma);
     {
-      std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+      WriteGuard tree(&mm->vma_tree_lock);
       for (Vma* v : victims) {
         auto node = mm->vmas.extract(v->vm_start);
         gone.push_back(std::move(node.mapped()));
