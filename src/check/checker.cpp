@@ -191,10 +191,10 @@ class Checker {
   // and the deferred-free table list.
   void snapshot_queues() {
     {
-      std::lock_guard<std::mutex> g(k_->split_queue_lock);
+      MutexGuard g(&k_->split_queue_lock);
       split_queue_ = k_->split_queue;
     }
-    std::lock_guard<std::mutex> g(k_->deferred_tables.lock);
+    MutexGuard g(&k_->deferred_tables.lock);
     for (auto& d : k_->deferred_tables.tables) deferred_tables_.push_back(d.table);
   }
 
@@ -208,7 +208,7 @@ class Checker {
   void walk_mm(MmUse& mu) {
     Mm* mm = mu.mm;
     // Stands in for RCU over the VMA tree: vma_at() reads it.
-    std::shared_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    ReadGuard tree(&mm->vma_tree_lock);
     PageWalkOps ops;
     ops.table = [&](int level, uint64_t addr, Page* t) { visit_table(mu, level, addr, t); };
     ops.pte_entry = [&](uint64_t addr, pte_t* pte) { visit_pte(mu, addr, pte); };

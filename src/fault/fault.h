@@ -50,14 +50,14 @@ struct VmFault {
 // handle_mm_fault: the caller holds mmap_lock (read) or the VMA's read lock
 // (FAULT_FLAG_VMA_LOCK). Returns VM_FAULT_* bits; 0 means "resolved, or
 // retry the access" (the caller re-walks and faults again if needed).
-vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags);
+[[nodiscard]] vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags);
 
 // __vmf_anon_prepare: an anon_vma for the anonymous page about to be
 // mapped. Attaching one may take locks the per-VMA-lock path must not, so
 // under FAULT_FLAG_VMA_LOCK the fault retries under mmap_lock. 0,
 // VM_FAULT_RETRY or VM_FAULT_OOM.
-vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags);
-inline vm_fault_t vmf_anon_prepare(VmFault* vmf) { return __vmf_anon_prepare(vmf->vma, vmf->flags); }
+[[nodiscard]] vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags);
+[[nodiscard]] inline vm_fault_t vmf_anon_prepare(VmFault* vmf) { return __vmf_anon_prepare(vmf->vma, vmf->flags); }
 
 // vm_fault_to_errno (mm/gup.c / include/linux/mm.h).
 int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags);
@@ -108,23 +108,24 @@ void map_anon_folio_pmd_nopf(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr)
 // pte (addr aligned to it, the PTEs none and unreachable by others or
 // locked); one reference per PTE, exclusive rmap, LRU. No rss, no statistics.
 void map_anon_folio_pte_nopf(Folio* folio, pte_t* pte, Vma* vma, uint64_t addr, bool uffd_wp);
-vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf);
-vm_fault_t do_huge_pmd_wp_page(VmFault* vmf);
+[[nodiscard]] vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf);
+[[nodiscard]] vm_fault_t do_huge_pmd_wp_page(VmFault* vmf);
 void huge_pmd_set_accessed(VmFault* vmf);
 
 // mark_page_accessed-style helpers the CPU model uses for its A/D bits live in uaccess.
 
 // Write fault on a read-only PTE (FAULT_FLAG_WRITE or UNSHARE); PTL held on entry, released on return.
-vm_fault_t do_wp_page(VmFault* vmf);
+[[nodiscard]] vm_fault_t do_wp_page(VmFault* vmf) RELEASE(vmf->ptl);
 bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma);
 
 // fault/filemap.cpp: faults on file-backed and shmem VMAs (do_read_fault,
 // do_cow_fault, do_shared_fault) and write faults on shared mappings.
-vm_fault_t do_fault(VmFault* vmf);
-vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio);  // PTL held on entry, released
+[[nodiscard]] vm_fault_t do_fault(VmFault* vmf);
+// PTL held on entry, released on return.
+[[nodiscard]] vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl);
 // fault/swap.cpp
-vm_fault_t do_swap_page(VmFault* vmf);
+[[nodiscard]] vm_fault_t do_swap_page(VmFault* vmf);
 // fault/hugetlb.cpp
-vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags);
+[[nodiscard]] vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags);
 
 }  // namespace mmlab

@@ -195,7 +195,7 @@ void set_pte_range(VmFault* vmf, Folio* folio, Page* page, unsigned nr, uint64_t
   else if (pte_write(entry) && folio_test_dirty(folio))
     entry = pte_mkdirty(entry);
   if (write && !(vma->vm_flags & VM_SHARED)) {
-    VM_WARN_ON(nr != 1, "CoW of more than one page");
+    VM_BUG_ON(nr != 1, "CoW of more than one page");
     folio_add_new_anon_rmap(folio, vma, addr, RMAP_EXCLUSIVE, RmapLevel::kPte);
     folio_add_lru(folio);
   } else {

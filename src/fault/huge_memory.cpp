@@ -150,6 +150,7 @@ void map_anon_folio_pmd_nopf(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr)
 // PMD lock held, *pmd none (or the huge zero PMD just cleared).
 static void map_anon_folio_pmd(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr) {
   Mm* mm = vma->vm_mm;
+  pmd_lockptr(mm, pmd)->assert_held();
   map_anon_folio_pmd_nopf(folio, pmd, vma, haddr);
   add_mm_counter(mm, MM_ANONPAGES, HPAGE_PMD_NR);
   mm->stats->count(VmStat::thp_fault_alloc);
@@ -157,7 +158,7 @@ static void map_anon_folio_pmd(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t hadd
   mm->stats->count(Event::fault_anon);
 }
 
-vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   uint64_t haddr = vmf->address & PMD_MASK;
@@ -178,6 +179,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
       return VM_FAULT_FALLBACK;
     }
     SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+    ptl->assert_held();
     if (pmd_none(pmdp_get(vmf->pmd))) {
       pgtable_trans_huge_deposit(mm, vmf->pmd, table);
       entry_set(vmf->pmd, pmd_mkspecial(pfn_pmd(folio_pfn(zero), vma->vm_page_prot)));
@@ -197,6 +199,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     return VM_FAULT_OOM;
   }
   SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  ptl->assert_held();
   if (!pmd_none(pmdp_get(vmf->pmd))) {
     ptl->unlock();
     folio_put(folio);
@@ -210,8 +213,9 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   return 0;
 }
 
-void huge_pmd_set_accessed(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+void huge_pmd_set_accessed(VmFault* vmf) {
   SpinLock* ptl = pmd_lock(vmf->mm(), vmf->pmd);
+  ptl->assert_held();
   pmd_t cur = pmdp_get(vmf->pmd);
   if (cur == vmf->orig_pmd) {
     pmd_t entry = pmd_mkyoung(cur);
@@ -222,13 +226,14 @@ void huge_pmd_set_accessed(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // ≈v6.13+: a write (or unshare) on the huge zero PMD allocates a THP.
-static vm_fault_t do_huge_zero_wp_pmd(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+static vm_fault_t do_huge_zero_wp_pmd(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   uint64_t haddr = vmf->address & PMD_MASK;
   Folio* folio = vma_alloc_anon_folio_pmd(vma, vmf->address);
   if (!folio) return VM_FAULT_FALLBACK;
   SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  ptl->assert_held();
   if (pmdp_get(vmf->pmd) == vmf->orig_pmd) {
     entry_xchg(vmf->pmd, pmd_t{0});
     flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
@@ -240,7 +245,7 @@ static vm_fault_t do_huge_zero_wp_pmd(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   return 0;
 }
 
-vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
@@ -258,6 +263,7 @@ vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   }
 
   SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  ptl->assert_held();
   if (!(pmdp_get(vmf->pmd) == vmf->orig_pmd)) {
     ptl->unlock();
     return 0;
@@ -272,6 +278,7 @@ vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
       ptl->unlock();
       folio_lock(folio);
       ptl = pmd_lock(mm, vmf->pmd);
+      ptl->assert_held();
       if (!(pmdp_get(vmf->pmd) == vmf->orig_pmd)) {
         ptl->unlock();
         folio_unlock(folio);

@@ -194,13 +194,13 @@ void hugetlb_mapcount_inc(Folio* f, const Vma* vma) {
 
 void hugetlb_mapcount_dec(Folio* f, const Vma* vma) {
   int32_t entire = aref(folio_page(f, 1)->f1.entire_mapcount).fetch_sub(1, std::memory_order_acq_rel) - 1;
-  VM_WARN_ON_FOLIO(entire < 0, f, "hugetlb entire mapcount underflow");
+  VM_BUG_ON_FOLIO(entire < 0, f, "hugetlb entire mapcount underflow");
   folio_sub_large_mapcount(f, 1, vma);
 }
 
 void hugetlb_add_file_rmap(Folio* f, const Vma* vma) {
-  VM_WARN_ON_FOLIO(!folio_test_hugetlb(f), f, "hugetlb rmap on a non-hugetlb folio");
-  VM_WARN_ON_FOLIO(folio_test_anon(f), f, "hugetlb file rmap on an anon folio");
+  VM_BUG_ON_FOLIO(!folio_test_hugetlb(f), f, "hugetlb rmap on a non-hugetlb folio");
+  VM_BUG_ON_FOLIO(folio_test_anon(f), f, "hugetlb file rmap on an anon folio");
   hugetlb_mapcount_inc(f, vma);
 }
 
@@ -208,8 +208,8 @@ void hugetlb_remove_rmap(Folio* f, const Vma* vma) { hugetlb_mapcount_dec(f, vma
 
 // hugetlb_add_new_anon_rmap: a brand-new private folio, exclusive (head only).
 void hugetlb_add_new_anon_rmap(Folio* f, Vma* vma, uint64_t addr) {
-  VM_WARN_ON_FOLIO(!folio_test_hugetlb(f), f, "hugetlb rmap on a non-hugetlb folio");
-  VM_WARN_ON_FOLIO(folio_mapped(f), f, "new hugetlb anon folio already mapped");
+  VM_BUG_ON_FOLIO(!folio_test_hugetlb(f), f, "hugetlb rmap on a non-hugetlb folio");
+  VM_BUG_ON_FOLIO(folio_mapped(f), f, "new hugetlb anon folio already mapped");
   hugetlb_mapcount_inc(f, vma);
   folio_clear_hugetlb_restore_reserve(f);
   aref(f->page.mapping).store(reinterpret_cast<uint64_t>(vma->anon_vma), std::memory_order_release);
@@ -719,7 +719,7 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
   // __folio_set_locked: nobody else can see the folio yet. Before f->lock,
   // which is a leaf lock.
   bool locked = folio_trylock(folio);
-  VM_WARN_ON_FOLIO(!locked, folio, "new hugetlb folio already locked");
+  VM_BUG_ON_FOLIO(!locked, folio, "new hugetlb folio already locked");
   (void)locked;
   folio->page.index = index;
   aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
@@ -771,7 +771,7 @@ void evict_hugetlb_file(File* f, HugetlbFileState* fs) {
   }
   const long freed = static_cast<long>(folios.size());
   for (Folio* folio : folios) {
-    VM_WARN_ON_FOLIO(folio_mapped(folio), folio, "evicting a mapped hugetlb folio");
+    VM_BUG_ON_FOLIO(folio_mapped(folio), folio, "evicting a mapped hugetlb folio");
     aref(folio->page.mapping).store(0, std::memory_order_release);
     folio_put_refs(folio, static_cast<int>(folio_nr_pages(folio)));
   }
@@ -785,7 +785,7 @@ void evict_hugetlb_file(File* f, HugetlbFileState* fs) {
     long instantiated = fs->cached;
     fs->regions.clear();
     fs->cached = 0;
-    VM_WARN_ON(chg < instantiated, "hugetlb page cache outside the reserve map");
+    VM_BUG_ON(chg < instantiated, "hugetlb page cache outside the reserve map");
     if (chg > instantiated) return_unused_surplus_pages(hs, fs->h, chg - instantiated, &to_free);
   }
   free_folios(k, to_free);
@@ -953,7 +953,7 @@ vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
       mm->stats->count(unshare ? Event::fault_unshare : Event::fault_wp_reuse);
       return 0;
     }
-    VM_WARN_ON_FOLIO(folio_test_anon(old_folio) && PageAnonExclusive(&old_folio->page), old_folio,
+    VM_BUG_ON_FOLIO(folio_test_anon(old_folio) && PageAnonExclusive(&old_folio->page), old_folio,
                      "hugetlb CoW of an exclusive anon folio");
     // The owner CoWing its own anon page must not use its reserve map: that
     // reservation is what the old page consumed.
@@ -1159,8 +1159,8 @@ bool free_huge_folio(Kernel* k, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
   if (!folio_test_hugetlb(folio)) return false;
   HugetlbState* hs = hugetlb_state(k);
   Hstate* h = &hs->hstates[hstate_index(folio_order(folio))];
-  VM_WARN_ON_FOLIO(folio_ref_count(folio) != 0, folio, "freeing a referenced hugetlb folio");
-  VM_WARN_ON_FOLIO(folio_mapcount(folio) != 0, folio, "freeing a mapped hugetlb folio");
+  VM_BUG_ON_FOLIO(folio_ref_count(folio) != 0, folio, "freeing a referenced hugetlb folio");
+  VM_BUG_ON_FOLIO(folio_mapcount(folio) != 0, folio, "freeing a mapped hugetlb folio");
   const bool restore_reserve = folio_test_hugetlb_restore_reserve(folio);
   // Back to a clean pool page: no anon/page-cache identity, no state bits.
   aref(folio->page.mapping).store(0, std::memory_order_relaxed);

@@ -108,7 +108,7 @@ void map_anon_folio_pte_nopf(Folio* folio, pte_t* pte, Vma* vma, uint64_t addr, 
   set_ptes(vma->vm_mm, addr, pte, entry, nr);
 }
 
-static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+static vm_fault_t do_anonymous_page(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
@@ -125,6 +125,7 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     pte_t entry = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
     vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
     if (!vmf->pte) return 0;
+    vmf->ptl->assert_held();
     if (!pte_none(ptep_get(vmf->pte))) {
       vmf->ptl->unlock();
       return 0;
@@ -149,6 +150,7 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     folio_put(folio);
     return 0;
   }
+  vmf->ptl->assert_held();
   if ((nr == 1 && !pte_none(ptep_get(vmf->pte))) || (nr > 1 && !pte_range_none(vmf->pte, nr))) {
     // Raced with another fault; a retry may choose a smaller order.
     vmf->ptl->unlock();
@@ -193,7 +195,9 @@ bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma) {
   return true;
 }
 
-static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+// PTL held on entry, released on return.
+static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl) {
+  vmf->ptl->assert_held();
   Vma* vma = vmf->vma;
   Stats* st = vma->vm_mm->stats;
   pte_t entry = pte_mkyoung(vmf->orig_pte);
@@ -210,7 +214,7 @@ static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) NO_THREAD_SAFETY_ANA
 // Entered without the PTL, holding a reference on the old folio (if any).
 // The order-0 copy of v6.18; `cow.policy` rfc and fixed decide first
 // (fault/wp_copy.cpp).
-static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+static vm_fault_t wp_page_copy(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
@@ -246,23 +250,26 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   wp_copy_before_revalidate(mm);
   bool copied = false;
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
-  if (vmf->pte && ptep_get(vmf->pte) == vmf->orig_pte) {
-    if (old_folio) {
-      if (!folio_test_anon(old_folio)) {
-        dec_mm_counter(mm, mm_counter_file(old_folio));
+  if (vmf->pte) {
+    vmf->ptl->assert_held();
+    if (ptep_get(vmf->pte) == vmf->orig_pte) {
+      if (old_folio) {
+        if (!folio_test_anon(old_folio)) {
+          dec_mm_counter(mm, mm_counter_file(old_folio));
+          inc_mm_counter(mm, MM_ANONPAGES);
+        }
+      } else {
         inc_mm_counter(mm, MM_ANONPAGES);
       }
-    } else {
-      inc_mm_counter(mm, MM_ANONPAGES);
+      // The old entry goes (and the TLB is flushed) before the new one appears.
+      clear_flush_ptes(vma, vmf->address, vmf->pte, 1);
+      wp_install_new_folio(vmf, new_folio, vmf->pte, vmf->address, 1);
+      if (old_folio) folio_remove_rmap_pte(old_folio, vmf->page, vma);
+      new_folio = old_folio;  // drop the old PTE's reference below
+      copied = true;
     }
-    // The old entry goes (and the TLB is flushed) before the new one appears.
-    clear_flush_ptes(vma, vmf->address, vmf->pte, 1);
-    wp_install_new_folio(vmf, new_folio, vmf->pte, vmf->address, 1);
-    if (old_folio) folio_remove_rmap_pte(old_folio, vmf->page, vma);
-    new_folio = old_folio;  // drop the old PTE's reference below
-    copied = true;
+    vmf->ptl->unlock();
   }
-  if (vmf->pte) vmf->ptl->unlock();
   if (new_folio) folio_put(new_folio);
   if (old_folio) folio_put(old_folio);  // the fault's own reference
   if (copied) count_wp_copy(mm, 0, unshare);
@@ -271,7 +278,8 @@ static vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // PTL held on entry, released on return.
-vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t do_wp_page(VmFault* vmf) {
+  vmf->ptl->assert_held();
   Vma* vma = vmf->vma;
   bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   vmf->page = vm_normal_page(vma, vmf->address, vmf->orig_pte);
@@ -294,8 +302,10 @@ vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
       return 0;
     }
     if (vma->vm_mm->kernel->settings.cow_reuse.load(std::memory_order_relaxed) == CowReuse::kWhole &&
-        wp_page_reuse_run(vmf, folio))
+        wp_page_reuse_run(vmf, folio)) {
+      vmf->ptl->unlock();
       return 0;
+    }
     return wp_page_reuse(vmf, folio);
   }
   if (folio) folio_get(folio);
@@ -305,7 +315,7 @@ vm_fault_t do_wp_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 
 // ---- dispatch ----
 
-static vm_fault_t handle_pte_fault(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+static vm_fault_t handle_pte_fault(VmFault* vmf) {
   Mm* mm = vmf->mm();
   pmd_t pmdval;
   vmf->pte = nullptr;
@@ -318,6 +328,7 @@ static vm_fault_t handle_pte_fault(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   if (!vmf->pte) return vma_is_anonymous(vmf->vma) ? do_anonymous_page(vmf) : do_fault(vmf);  // do_pte_missing
   if (!pte_present(vmf->orig_pte)) return do_swap_page(vmf);
   if (!pte_lock_if_unchanged(mm, vmf->pmd, pmdval, &vmf->ptl)) return 0;
+  vmf->ptl->assert_held();
   pte_t entry = ptep_get(vmf->pte);
   if (!(entry == vmf->orig_pte)) {
     vmf->ptl->unlock();
@@ -366,6 +377,10 @@ static vm_fault_t __handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t fl
 // sanitize_fault_flags + handle_mm_fault.
 vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   Mm* mm = vma->vm_mm;
+  if (flags & FAULT_FLAG_VMA_LOCK)
+    lockdep_assert_held(vma);  // vma_start_read's lockdep entry
+  else
+    mmap_assert_locked(mm);
   if (flags & FAULT_FLAG_UNSHARE) {
     if (flags & FAULT_FLAG_WRITE) return VM_FAULT_SIGSEGV;
     if (!is_cow_mapping(vma->vm_flags)) flags &= ~FAULT_FLAG_UNSHARE;  // a plain read fault

@@ -47,7 +47,7 @@ Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh
     if (!nf) return nullptr;
     // Private to us until added to the cache: the lock cannot be contended.
     bool locked = folio_trylock(nf);
-    VM_WARN_ON_FOLIO(!locked, nf, "a new folio is locked");
+    VM_BUG_ON_FOLIO(!locked, nf, "a new folio is locked");
     folio_set_swapbacked(nf);
     enum class Add : uint8_t { kAdded, kRaced, kGone } r;
     {
@@ -217,7 +217,7 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   }
 
   // A swap PTE never points at an AnonExclusive swap-cache page.
-  VM_WARN_ON_FOLIO(folio_test_anon(folio) && PageAnonExclusive(page), folio, "swap PTE of an AnonExclusive page");
+  VM_BUG_ON_FOLIO(folio_test_anon(folio) && PageAnonExclusive(page), folio, "swap PTE of an AnonExclusive page");
   // Checked under the PTL against a concurrent fork() sharing the entry.
   const bool exclusive = pte_swp_exclusive(vmf->orig_pte);
 
@@ -253,7 +253,7 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   } else {
     folio_add_anon_rmap_ptes(folio, page, static_cast<int>(nr_pages), vma, address, rmap_flags);
   }
-  VM_WARN_ON_FOLIO(pte_write(pte) && !PageAnonExclusive(page), folio, "swap-in mapped a shared page writable");
+  VM_BUG_ON_FOLIO(pte_write(pte) && !PageAnonExclusive(page), folio, "swap-in mapped a shared page writable");
   set_ptes(mm, address, ptep, pte, static_cast<unsigned>(nr_pages));
   folio_unlock_swap(folio);  // only trylocks: fine under the PTL
 

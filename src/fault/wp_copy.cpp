@@ -64,7 +64,7 @@ static pte_t wp_copy_entry(VmFault* vmf, Folio* new_folio) {
 void wp_install_new_folio(VmFault* vmf, Folio* new_folio, pte_t* pte, uint64_t addr, unsigned nr) {
   Vma* vma = vmf->vma;
   pte_t entry = wp_copy_entry(vmf, new_folio);
-  VM_WARN_ON((vmf->flags & FAULT_FLAG_UNSHARE) && pte_write(entry), "unshare produced a writable PTE");
+  VM_BUG_ON((vmf->flags & FAULT_FLAG_UNSHARE) && pte_write(entry), "unshare produced a writable PTE");
   folio_ref_add(new_folio, static_cast<int>(nr) - 1);  // one reference per PTE
   folio_add_new_anon_rmap(new_folio, vma, addr, RMAP_EXCLUSIVE, RmapLevel::kPte);
   folio_add_lru(new_folio);
@@ -230,7 +230,7 @@ void put_old_refs(Folio* old_folio, unsigned nr, unsigned held, Mm* mm) {
 
 }  // namespace
 
-vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t wp_page_copy(VmFault* vmf) {
   const bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
@@ -271,40 +271,43 @@ vm_fault_t wp_page_copy(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   bool copied = false;
   unsigned held = 0;  // replaced PTEs that mapped the old folio
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, addr, &vmf->ptl);
-  // Flaw (b): for nr > 1 the re-check is pte_range_readonly() again, with
-  // no pte_same() on the faulting entry or any other.
-  const bool unchanged = vmf->pte && (nr == 1 ? ptep_get(vmf->pte) == vmf->orig_pte : pte_range_readonly(vmf->pte, nr));
-  if (unchanged) {
-    if (old_folio) {
-      if (!folio_test_anon(old_folio)) {
-        add_mm_counter(mm, mm_counter_file(old_folio), -static_cast<long>(nr));
-        add_mm_counter(mm, MM_ANONPAGES, nr);
+  if (vmf->pte) {
+    vmf->ptl->assert_held();
+    // Flaw (b): for nr > 1 the re-check is pte_range_readonly() again, with
+    // no pte_same() on the faulting entry or any other.
+    const bool unchanged = nr == 1 ? ptep_get(vmf->pte) == vmf->orig_pte : pte_range_readonly(vmf->pte, nr);
+    if (unchanged) {
+      if (old_folio) {
+        if (!folio_test_anon(old_folio)) {
+          add_mm_counter(mm, mm_counter_file(old_folio), -static_cast<long>(nr));
+          add_mm_counter(mm, MM_ANONPAGES, nr);
+        }
+      } else {
+        inc_mm_counter(mm, MM_ANONPAGES);
       }
-    } else {
-      inc_mm_counter(mm, MM_ANONPAGES);
+      // ptep_clear_flush_range (patch 2/7): clear every entry, whatever it is
+      // (flaw (a): swap entries and other folios' pages lose their entries
+      // without their references), one flush if any was accessible.
+      bool accessible = false;
+      for (unsigned i = 0; i < nr; i++) {
+        pte_t old = entry_xchg(vmf->pte + i, pte_t{0});
+        accessible |= pte_present(old);
+        if (old_folio && pte_present(old) && !pte_special(old) && phys->pfn_valid(pte_pfn(old)) &&
+            page_folio(phys->pfn_to_page(pte_pfn(old))) == old_folio)
+          held++;
+      }
+      if (accessible) flush_tlb_range(vma, addr, addr + nr * PAGE_SIZE);
+      // Flaw (e): an unshare gets the large copy too, every entry with the
+      // faulting entry's soft-dirty and uffd-wp bits.
+      mm->stats->count_mthp(new_order, MthpStat::wp_fault_alloc);
+      wp_install_new_folio(vmf, new_folio, vmf->pte, addr, nr);
+      // Flaw (f): no PageAnonExclusive and no pin check on the pages replaced.
+      if (old_folio) remove_rmap_ptes(old_folio, old_pfn, nr, vma);
+      new_folio = nullptr;
+      copied = true;
     }
-    // ptep_clear_flush_range (patch 2/7): clear every entry, whatever it is
-    // (flaw (a): swap entries and other folios' pages lose their entries
-    // without their references), one flush if any was accessible.
-    bool accessible = false;
-    for (unsigned i = 0; i < nr; i++) {
-      pte_t old = entry_xchg(vmf->pte + i, pte_t{0});
-      accessible |= pte_present(old);
-      if (old_folio && pte_present(old) && !pte_special(old) && phys->pfn_valid(pte_pfn(old)) &&
-          page_folio(phys->pfn_to_page(pte_pfn(old))) == old_folio)
-        held++;
-    }
-    if (accessible) flush_tlb_range(vma, addr, addr + nr * PAGE_SIZE);
-    // Flaw (e): an unshare gets the large copy too, every entry with the
-    // faulting entry's soft-dirty and uffd-wp bits.
-    mm->stats->count_mthp(new_order, MthpStat::wp_fault_alloc);
-    wp_install_new_folio(vmf, new_folio, vmf->pte, addr, nr);
-    // Flaw (f): no PageAnonExclusive and no pin check on the pages replaced.
-    if (old_folio) remove_rmap_ptes(old_folio, old_pfn, nr, vma);
-    new_folio = nullptr;
-    copied = true;
+    vmf->ptl->unlock();
   }
-  if (vmf->pte) vmf->ptl->unlock();
   if (new_folio) folio_put(new_folio);
   if (old_folio) {
     if (copied) put_old_refs(old_folio, nr, held, mm);
@@ -394,11 +397,12 @@ bool wp_run_replaceable(VmFault* vmf, Folio* old_folio, pte_t* pte, uint64_t add
 // the fault is replaceable, its entries snapshotted into *run. AnonExclusive
 // pages (and everything else that disqualifies a range) shrink the run to the
 // largest aligned sub-range around the fault without them. false: none.
-bool wp_run_snapshot(VmFault* vmf, Folio* old_folio, uint64_t orders, bool zero, WpRun* run) NO_THREAD_SAFETY_ANALYSIS {
+bool wp_run_snapshot(VmFault* vmf, Folio* old_folio, uint64_t orders, bool zero, WpRun* run) {
   Mm* mm = vmf->mm();
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
   if (!pte) return false;
+  ptl->assert_held();
   pte_t* table = pte - pte_index(vmf->address);
   bool found = false;
   for (unsigned order = highest_order(orders); orders && !found; order = next_order(&orders, order)) {
@@ -461,7 +465,7 @@ bool wp_run_unchanged(const pte_t* pte, const WpRun& run) {
 
 }  // namespace
 
-bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) NO_THREAD_SAFETY_ANALYSIS {
+bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
@@ -484,15 +488,20 @@ bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) NO_THREAD_SAFETY_ANALYSIS
 
   *ret = 0;
   wp_copy_before_revalidate(mm);
-  SpinLock* ptl;
-  pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, run.addr, &ptl);
-  if (!pte || !wp_run_unchanged(pte, run)) {
-    // Raced with another fault, a zap, reclaim or a fork: back out, refault.
-    if (pte) ptl->unlock();
+  // Raced with another fault, a zap, reclaim or a fork: back out, refault.
+  auto back_out = [&] {
     folio_put(new_folio);
     if (old_folio) folio_put(old_folio);
     mm->stats->count(Event::fault_retry);
     return true;
+  };
+  SpinLock* ptl;
+  pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, run.addr, &ptl);
+  if (!pte) return back_out();
+  ptl->assert_held();
+  if (!wp_run_unchanged(pte, run)) {
+    ptl->unlock();
+    return back_out();
   }
   if (run.zero) add_mm_counter(mm, MM_ANONPAGES, nr);  // zero-page entries are not rss
   clear_flush_ptes(vma, run.addr, pte, nr);            // one clear and one flush for the run
@@ -529,7 +538,8 @@ bool pte_in_reuse_run(VmFault* vmf, Folio* folio, uint64_t a, long idx) {
 
 }  // namespace
 
-bool wp_page_reuse_run(VmFault* vmf, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+bool wp_page_reuse_run(VmFault* vmf, Folio* folio) {
+  vmf->ptl->assert_held();
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   if (!folio_test_large(folio) || !(vma->vm_flags & VM_WRITE) || vma_soft_dirty_enabled(vma)) return false;
@@ -559,7 +569,6 @@ bool wp_page_reuse_run(VmFault* vmf, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
     // The faulting entry as wp_page_reuse() makes it; the others only writable.
     entry_set(first + i, first + i == vmf->pte ? maybe_mkwrite(pte_mkdirty(pte_mkyoung(e)), vma) : pte_mkwrite_novma(e));
   }
-  vmf->ptl->unlock();
   mm->stats->count(VmStat::pgreuse);
   mm->stats->count(Event::fault_wp_reuse);
   mm->stats->count_cow(folio_order(folio), CowStat::reuse);

@@ -37,7 +37,7 @@ void wp_copy_window(Mm* mm, Kernel::WpCopyPoint point);
 // every order including 0. Entered as the kernel's: no PTL, holding a
 // reference on the old folio (if any).
 namespace rfc {
-vm_fault_t wp_page_copy(VmFault* vmf);
+[[nodiscard]] vm_fault_t wp_page_copy(VmFault* vmf);
 }  // namespace rfc
 
 // `cow.policy fixed`: copy (or, over zero-page PTEs, fill) a naturally
@@ -45,13 +45,13 @@ vm_fault_t wp_page_copy(VmFault* vmf);
 // holds. Returns false having done nothing (the old folio's reference still
 // held) when the kernel's order-0 copy should run instead; true with *ret
 // set when the fault was handled or backed out.
-bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret);
+[[nodiscard]] bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret);
 
 // `cow.reuse whole`: called by do_wp_page() with the PTL held once it has
 // decided to reuse vmf->page of the large folio `folio` for a write. Makes
 // the folio's whole read-only run around the fault writable and returns true
-// (PTL released) when the folio is exclusively this mm's; false changes
-// nothing (the caller reuses the one page, as v6.18 does).
-bool wp_page_reuse_run(VmFault* vmf, Folio* folio);
+// when the folio is exclusively this mm's; false changes nothing (the caller
+// reuses the one page, as v6.18 does). The PTL stays held either way.
+[[nodiscard]] bool wp_page_reuse_run(VmFault* vmf, Folio* folio) REQUIRES(vmf->ptl);
 
 }  // namespace mmlab

@@ -66,7 +66,7 @@ void gup_put_folio(Folio* folio, int refs, unsigned flags) {
     kernel_of(&folio->page)->stats->count(VmStat::nr_foll_pin_released, static_cast<uint64_t>(refs));
     if (folio_has_pincount(folio)) {
       int left = aref(folio_page(folio, 1)->f1.pincount).fetch_sub(refs, std::memory_order_acq_rel) - refs;
-      VM_WARN_ON_FOLIO(left < 0, folio, "pincount underflow");
+      VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "pincount underflow");
     } else {
       refs *= GUP_PIN_COUNTING_BIAS;
     }
@@ -324,12 +324,13 @@ struct FollowCtx {
   GupWalk walk;
 };
 
-long follow_page_pte(FollowCtx& c, uint64_t address, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
+long follow_page_pte(FollowCtx& c, uint64_t address, pmd_t* pmd) {
   Vma* vma = c.vma;
   Mm* mm = vma->vm_mm;
   SpinLock* ptl;
   pte_t* ptep = pte_offset_map_lock(mm, pmd, address, &ptl);
   if (!ptep) return no_page_table(vma, c.flags, address);
+  ptl->assert_held();
   stats_of(vma)->count(Event::gup_pte_lock);
   uint64_t walk_end = walks_many(c.walk) ? std::min(pmd_addr_end(address, c.end), vma->vm_end) : address + PAGE_SIZE;
   bool need_no_page_table = false;
@@ -369,6 +370,7 @@ long follow_page_pte(FollowCtx& c, uint64_t address, pmd_t* pmd) NO_THREAD_SAFET
 // follow_huge_pmd (PMD lock held): THP and hugetlb PMD leaves alike.
 long follow_huge_pmd(FollowCtx& c, uint64_t addr, pmd_t* pmd, Page** headp, long* nrp) {
   Vma* vma = c.vma;
+  pmd_lockptr(vma->vm_mm, pmd)->assert_held();
   PhysMem* phys = vma->vm_mm->phys;
   pmd_t pmdval = pmdp_get(pmd);
   Page* head = phys->pfn_to_page(pmd_pfn(pmdval));
@@ -415,7 +417,7 @@ long follow_huge_pud(FollowCtx& c, uint64_t addr, pud_t* pud, Page** headp, long
   return nr;
 }
 
-long follow_pmd_mask(FollowCtx& c, uint64_t address, pud_t pudval) NO_THREAD_SAFETY_ANALYSIS {
+long follow_pmd_mask(FollowCtx& c, uint64_t address, pud_t pudval) {
   Vma* vma = c.vma;
   Mm* mm = vma->vm_mm;
   pmd_t* pmd = pmd_offset(mm->phys, pudval, address);
@@ -424,6 +426,7 @@ long follow_pmd_mask(FollowCtx& c, uint64_t address, pud_t pudval) NO_THREAD_SAF
   if (!pmd_leaf(pmdval)) return follow_page_pte(c, address, pmd);
   if (pmd_protnone(pmdval) && !gup_can_follow_protnone(vma, c.flags)) return no_page_table(vma, c.flags, address);
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   stats_of(vma)->count(Event::gup_pmd_lock);
   pmdval = pmdp_get(pmd);
   if (!(pmdval.v & _PAGE_PRESENT) && !pmd_protnone(pmdval)) {
@@ -447,7 +450,7 @@ long follow_pmd_mask(FollowCtx& c, uint64_t address, pud_t pudval) NO_THREAD_SAF
   return ret;
 }
 
-long follow_pud_mask(FollowCtx& c, uint64_t address, pgd_t pgdval) NO_THREAD_SAFETY_ANALYSIS {
+long follow_pud_mask(FollowCtx& c, uint64_t address, pgd_t pgdval) {
   Vma* vma = c.vma;
   Mm* mm = vma->vm_mm;
   pud_t* pud = pud_offset(mm->phys, pgdval, address);
@@ -455,6 +458,7 @@ long follow_pud_mask(FollowCtx& c, uint64_t address, pgd_t pgdval) NO_THREAD_SAF
   if (!pud_present(pudval)) return no_page_table(vma, c.flags, address);
   if (pud_leaf(pudval)) {
     SpinLock* ptl = pud_lock(mm, pud);
+    ptl->assert_held();
     stats_of(vma)->count(Event::gup_pmd_lock);
     Page* page = nullptr;
     long nr = 0;
@@ -488,7 +492,7 @@ int faultin_page(Vma* vma, uint64_t address, unsigned flags, bool unshare, int* 
   if (flags & FOLL_TRIED) ff |= FAULT_FLAG_TRIED;
   if (unshare) {
     ff |= FAULT_FLAG_UNSHARE;
-    VM_WARN_ON(ff & FAULT_FLAG_WRITE, "unshare fault with FOLL_WRITE");
+    VM_BUG_ON(ff & FAULT_FLAG_WRITE, "unshare fault with FOLL_WRITE");
   }
   vm_fault_t ret = handle_mm_fault(vma, address, ff);
   if (ret & VM_FAULT_COMPLETED) {
@@ -503,7 +507,11 @@ int faultin_page(Vma* vma, uint64_t address, unsigned flags, bool unshare, int* 
   return 0;
 }
 
-Vma* gup_vma_lookup(Mm* mm, uint64_t addr) NO_THREAD_SAFETY_ANALYSIS { return vma_lookup(mm, addr); }
+// GUP walks under mmap_lock (held by the caller, checked in debug builds).
+Vma* gup_vma_lookup(Mm* mm, uint64_t addr) {
+  mmap_assert_locked(mm);
+  return vma_lookup(mm, addr);
+}
 
 // __get_user_pages: the per-call loop over follow_page_mask().
 long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages, int* locked) {
@@ -569,7 +577,7 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
       }
       nr = page_increm;
     }
-    VM_WARN_ON(nr > nr_pages, "GUP took more pages than asked for");
+    VM_BUG_ON(nr > nr_pages, "GUP took more pages than asked for");
     i += nr;
     start += static_cast<uint64_t>(nr) * PAGE_SIZE;
     nr_pages -= nr;
@@ -579,7 +587,9 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
 
 }  // namespace
 
-// __get_user_pages_locked: the mmap_lock state machine.
+// __get_user_pages_locked: the mmap_lock state machine. Whether mmap_lock
+// is held is the value of *locked (a fault may drop it), which the analysis
+// cannot follow.
 static long __get_user_pages_locked(Mm* mm, uint64_t start, long nr_pages, Page** pages, int* locked,
                                     unsigned flags) NO_THREAD_SAFETY_ANALYSIS {
   if (!nr_pages) return 0;

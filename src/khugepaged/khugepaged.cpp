@@ -239,6 +239,7 @@ int check_pmd_still_valid(Mm* mm, uint64_t address, pmd_t* pmd) {
 // mmap_lock held for read; on failure it has been released.
 int __collapse_huge_page_swapin(Mm* mm, Vma* vma, uint64_t start_addr, pmd_t* pmd, const CollapseControl* cc,
                                 unsigned order) NO_THREAD_SAFETY_ANALYSIS {
+  mmap_assert_locked(mm);
   const uint64_t end = start_addr + (PAGE_SIZE << order);
   for (uint64_t addr = start_addr; addr < end; addr += PAGE_SIZE) {
     pmd_t pmdval;
@@ -306,7 +307,7 @@ void release_pte_pages(PhysMem* phys, pte_t* pte, pte_t* end, std::vector<Folio*
   while (--end >= pte) {
     pte_t pteval = ptep_get(end);
     if (pte_none(pteval)) continue;
-    VM_WARN_ON(!pte_present(pteval), "a non-present PTE was isolated");
+    VM_BUG_ON(!pte_present(pteval), "a non-present PTE was isolated");
     if (phys->is_zero_pfn(pte_pfn(pteval))) continue;
     Folio* folio = page_folio(phys->pfn_to_page(pte_pfn(pteval)));
     if (folio_test_large(folio)) continue;
@@ -355,7 +356,7 @@ int __collapse_huge_page_isolate(Vma* vma, uint64_t start_addr, pte_t* pte, cons
         goto out;
       }
       Folio* folio = page_folio(page);
-      VM_WARN_ON_FOLIO(!folio_test_anon(folio), folio, "collapse of a non-anonymous folio");
+      VM_BUG_ON_FOLIO(!folio_test_anon(folio), folio, "collapse of a non-anonymous folio");
       if (folio_maybe_mapped_shared(folio)) {
         if (++shared > max_ptes_shared) {
           result = SCAN_EXCEED_SHARED_PTE;
@@ -410,7 +411,7 @@ out:
 // __collapse_huge_page_copy_succeeded: the old PTEs go and their folios
 // lose the mapping; none and zero-page slots become anon rss.
 void __collapse_huge_page_copy_succeeded(pte_t* pte, Vma* vma, uint64_t address, SpinLock* ptl, unsigned order,
-                                         std::vector<Folio*>* compound_pagelist) NO_THREAD_SAFETY_ANALYSIS {
+                                         std::vector<Folio*>* compound_pagelist) {
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
   const unsigned nr_pages = 1u << order;
@@ -559,7 +560,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   if (result != SCAN_SUCCEED) {
     // Put the table back: pmd_populate, never set_pmd_at for a table.
     SpinLock* pmd_ptl = pmd_lock(mm, pmd);
-    VM_WARN_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
+    VM_BUG_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
     entry_set(pmd, mk_table_pmd(pmd_pfn(_pmd)));
     pmd_ptl->unlock();
     goto out_up_write;
@@ -581,7 +582,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   folio_set_uptodate(folio);  // __folio_mark_uptodate: the copy is visible before the mapping
   {
     SpinLock* pmd_ptl = pmd_lock(mm, pmd);
-    VM_WARN_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
+    VM_BUG_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
     if (is_pmd_order(order)) {
       pgtable_trans_huge_deposit(mm, pmd, mm->phys->pfn_to_page(pmd_pfn(_pmd)));
       map_anon_folio_pmd_nopf(folio, pmd, vma, pmd_addr);
@@ -830,7 +831,8 @@ int madvise_collapse_errno(int r) {
 // madvise_collapse: mmap_lock held for read on entry and on return.
 int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped) NO_THREAD_SAFETY_ANALYSIS {
   Mm* mm = vma->vm_mm;
-  VM_WARN_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
+  mmap_assert_locked(mm);
+  VM_BUG_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
   CollapseControl cc(mm->kernel, false);
   if (!collapse_allowable_orders(vma, vma->vm_flags, &cc)) return -EINVAL;
   if (!vma_is_anonymous(vma)) return kCollapseFileNotModelled;
@@ -947,7 +949,7 @@ bool Khugepaged::hugepage_pmd_enabled() const { return hugepage_enabled_for_coll
 bool Khugepaged::khugepaged_has_work() const { return !mm_head_.empty() && hugepage_pmd_enabled(); }
 
 bool Khugepaged::kthread_running() const {
-  std::lock_guard<std::mutex> g(mm_lock_);
+  MutexGuard g(&mm_lock_);
   return kthread_;
 }
 
@@ -962,9 +964,9 @@ void Khugepaged::wake_up_interruptible() {
 }
 
 void Khugepaged::__khugepaged_enter(Mm* mm) {
-  VM_WARN_ON(hpage_collapse_test_exit(mm), "__khugepaged_enter of an exiting mm");
+  VM_BUG_ON(hpage_collapse_test_exit(mm), "__khugepaged_enter of an exiting mm");
   if (mm->test_and_set_flag(MMF_VM_HUGEPAGE)) return;
-  std::lock_guard<std::mutex> g(mm_lock_);
+  MutexGuard g(&mm_lock_);
   const bool wakeup = mm_head_.empty();
   // At the tail, just behind the scan cursor: the area settles a little.
   mm_head_.push_back({mm});
@@ -973,11 +975,11 @@ void Khugepaged::__khugepaged_enter(Mm* mm) {
 }
 
 void Khugepaged::__khugepaged_exit(Mm* mm) {
-  std::unique_lock<std::mutex> lk(mm_lock_);
+  MutexGuard g(&mm_lock_);
   // A scan working on this mm finishes with it first (the kernel's
   // mmap_write_lock/unlock serialisation); then the slot is found gone or
   // still here.
-  exit_cv_.wait(lk, [&] { return scanning_mm_ != mm; });
+  exit_cv_.wait(mm_lock_, [&]() REQUIRES(mm_lock_) { return scanning_mm_ != mm; });
   auto it = mm_slots_hash_.find(mm);
   if (it == mm_slots_hash_.end()) return;
   SlotList::iterator slot = it->second;
@@ -1005,24 +1007,13 @@ void Khugepaged::collect_mm_slot(SlotList::iterator slot) {
   mm_head_.erase(slot);
 }
 
-// khugepaged_scan_mm_slot: scan the cursor's mm from the cursor's address
-// for up to `pages` of progress. mm_lock_ held on entry and on return,
-// dropped meanwhile.
-unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result, std::unique_lock<std::mutex>& lk)
-    NO_THREAD_SAFETY_ANALYSIS {
-  *result = SCAN_FAIL;
-  if (!cursor_valid_) {
-    cursor_ = mm_head_.begin();
-    cursor_valid_ = true;
-    scan_address_ = 0;
-  }
-  const SlotList::iterator slot = cursor_;
-  Mm* mm = slot->mm;
-  uint64_t address = scan_address_;
-  scanning_mm_ = mm;
-  lk.unlock();
-
-  CollapseControl cc(k_, true);
+// The mmap_lock part of khugepaged_scan_mm_slot: from *address, scan the
+// mm's VMAs under mmap_lock (read, never waited for) for up to `pages` of
+// progress. *vma_out: the VMA the scan stopped in, nullptr if it got past
+// the last. hpage_collapse_scan_pmd drops mmap_lock when it collapses and
+// says so in mmap_locked, which the analysis cannot follow.
+static unsigned khugepaged_scan_mm_vmas(Mm* mm, uint64_t* address, unsigned pages, int* result, CollapseControl* cc,
+                                        Vma** vma_out, std::atomic<unsigned>* pages_collapsed) NO_THREAD_SAFETY_ANALYSIS {
   unsigned progress = 0;
   Vma* vma = nullptr;
   // Never wait for mmap_lock: move on to the next mm instead.
@@ -1030,31 +1021,31 @@ unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result, std::u
     bool mmap_locked = true;
     progress++;
     if (!hpage_collapse_test_exit_or_disable(mm)) {
-      for (vma = find_vma(mm, address); vma; vma = vma_next(mm, vma)) {
+      for (vma = find_vma(mm, *address); vma; vma = vma_next(mm, vma)) {
         if (hpage_collapse_test_exit_or_disable(mm)) {
           progress++;
           break;
         }
         // No file VMA is eligible: the model has no file THP.
-        if (!collapse_allowable_orders(vma, vma->vm_flags, &cc) || !vma_is_anonymous(vma)) {
+        if (!collapse_allowable_orders(vma, vma->vm_flags, cc) || !vma_is_anonymous(vma)) {
           progress++;
           continue;
         }
         const uint64_t hstart = round_up(vma->vm_start, PMD_SIZE), hend = round_down(vma->vm_end, PMD_SIZE);
-        if (address > hend) {
+        if (*address > hend) {
           progress++;
           continue;
         }
-        if (address < hstart) address = hstart;
+        if (*address < hstart) *address = hstart;
         bool out = false;
-        while (address < hend) {
+        while (*address < hend) {
           if (hpage_collapse_test_exit_or_disable(mm)) {
             out = true;
             break;
           }
-          *result = hpage_collapse_scan_pmd(mm, vma, address, &mmap_locked, &cc);
-          if (*result == SCAN_SUCCEED) pages_collapsed_.fetch_add(1, std::memory_order_acq_rel);
-          address += PMD_SIZE;
+          *result = hpage_collapse_scan_pmd(mm, vma, *address, &mmap_locked, cc);
+          if (*result == SCAN_SUCCEED) pages_collapsed->fetch_add(1, std::memory_order_acq_rel);
+          *address += PMD_SIZE;
           progress += HPAGE_PMD_NR;
           // The collapse dropped mmap_lock (before any allocation, so an
           // allocation failure is always reported from here).
@@ -1068,9 +1059,32 @@ unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result, std::u
     }
     if (mmap_locked) mmap_read_unlock(mm);  // exit_mmap destroys the tables after this
   }
+  *vma_out = vma;
+  return progress;
+}
 
-  lk.lock();
-  VM_WARN_ON(!cursor_valid_ || cursor_ != slot, "khugepaged's cursor moved during a scan");
+// khugepaged_scan_mm_slot: scan the cursor's mm from the cursor's address
+// for up to `pages` of progress. mm_lock_ held on entry and on return,
+// dropped meanwhile.
+unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result) {
+  *result = SCAN_FAIL;
+  if (!cursor_valid_) {
+    cursor_ = mm_head_.begin();
+    cursor_valid_ = true;
+    scan_address_ = 0;
+  }
+  const SlotList::iterator slot = cursor_;
+  Mm* mm = slot->mm;
+  uint64_t address = scan_address_;
+  scanning_mm_ = mm;
+  mm_lock_.unlock();
+
+  CollapseControl cc(k_, true);
+  Vma* vma = nullptr;
+  const unsigned progress = khugepaged_scan_mm_vmas(mm, &address, pages, result, &cc, &vma, &pages_collapsed_);
+
+  mm_lock_.lock();
+  VM_BUG_ON(!cursor_valid_ || cursor_ != slot, "khugepaged's cursor moved during a scan");
   scanning_mm_ = nullptr;
   scan_address_ = address;
   wake_stats_.ptes_scanned += cc.ptes_scanned;
@@ -1096,7 +1110,7 @@ unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result, std::u
 // alloc_sleep_millisecs (kAllocSleep: the wake resumes later), the second
 // ends the wake.
 Khugepaged::StepEnd Khugepaged::khugepaged_do_scan() {
-  std::unique_lock<std::mutex> lk(mm_lock_);
+  MutexGuard g(&mm_lock_);
   if (!scan_.active) {
     scan_ = DoScan{true, static_cast<unsigned>(k_->settings.pages_to_scan.load()), 0, 0, true};
     wake_stats_ = {};
@@ -1107,7 +1121,7 @@ Khugepaged::StepEnd Khugepaged::khugepaged_do_scan() {
     if (!kthread_) break;  // kthread_should_stop
     if (!cursor_valid_) scan_.pass_through_head++;
     if (khugepaged_has_work() && scan_.pass_through_head < 2)
-      scan_.progress += khugepaged_scan_mm_slot(scan_.pages - scan_.progress, &result, lk);
+      scan_.progress += khugepaged_scan_mm_slot(scan_.pages - scan_.progress, &result);
     else
       scan_.progress = scan_.pages;
     if (scan_.progress >= scan_.pages) break;
@@ -1155,7 +1169,7 @@ bool Khugepaged::next_run(uint64_t* at) const {
 
 void Khugepaged::step() {
   const StepEnd end = khugepaged_do_scan();
-  std::lock_guard<std::mutex> g(mm_lock_);
+  MutexGuard g(&mm_lock_);
   if (end == StepEnd::kAllocSleep) {
     wait_ = Wait::kTimer;
     wake_at_ = clock_->load() + uint64_t{k_->settings.alloc_sleep_millisecs.load()} * 1000000;
@@ -1169,7 +1183,7 @@ void Khugepaged::step() {
 // serves is enabled. Its first wake is at once; stopped, it lets go of the
 // cursor's slot (collecting it if its mm exited).
 void Khugepaged::start_stop_khugepaged() {
-  std::lock_guard<std::mutex> g(mm_lock_);
+  MutexGuard g(&mm_lock_);
   if (hugepage_pmd_enabled()) {
     if (!kthread_) {
       kthread_ = true;
@@ -1200,7 +1214,7 @@ void Khugepaged::sysfs_written(const std::string& path) {
   }
   if (path == thp + "khugepaged/scan_sleep_millisecs" || path == thp + "khugepaged/alloc_sleep_millisecs") {
     // khugepaged_sleep_expire = 0, then a wakeup: any sleep ends now.
-    std::lock_guard<std::mutex> g(mm_lock_);
+    MutexGuard g(&mm_lock_);
     if (kthread_ && wait_ == Wait::kTimer) wait_ = Wait::kRunnable;
     work_cv_.notify_all();
   }
@@ -1219,7 +1233,7 @@ int Khugepaged::sysfs_read(const std::string& path, std::string* out) const {
 }
 
 void Khugepaged::set_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost) {
-  std::lock_guard<std::mutex> g(run_lock_);
+  MutexGuard g(&run_lock_);
   wake_cost_ = std::move(cost);
 }
 
@@ -1231,17 +1245,17 @@ constexpr unsigned kMaxRunsAtOneInstant = 100000;
 
 int Khugepaged::advance(uint64_t ns) {
   {
-    std::lock_guard<std::mutex> g(mm_lock_);
+    MutexGuard g(&mm_lock_);
     if (threaded_) return -EBUSY;
   }
-  std::lock_guard<std::mutex> run(run_lock_);
+  MutexGuard run(&run_lock_);
   const uint64_t end = clock_->load() + ns;
   unsigned same_instant = 0;
   uint64_t last = ~0ull;
   for (;;) {
     uint64_t at = 0;
     {
-      std::lock_guard<std::mutex> g(mm_lock_);
+      MutexGuard g(&mm_lock_);
       if (!next_run(&at) || at > end) break;
     }
     const uint64_t now = std::max(clock_->load(), at);
@@ -1256,21 +1270,23 @@ int Khugepaged::advance(uint64_t ns) {
 }
 
 int Khugepaged::run_full_scans(unsigned n) {
-  std::unique_lock<std::mutex> lk(mm_lock_);
+  MutexGuard lk(&mm_lock_);
   if (!kthread_ || !n) return 0;
   const unsigned target = full_scans() + n + (cursor_valid_ ? 1 : 0);
   if (threaded_) {
-    exit_cv_.wait(lk, [&] { return full_scans() >= target || !kthread_ || mm_head_.empty() || !threaded_; });
+    exit_cv_.wait(mm_lock_, [&]() REQUIRES(mm_lock_) {
+      return full_scans() >= target || !kthread_ || mm_head_.empty() || !threaded_;
+    });
     return 0;
   }
   lk.unlock();
-  std::lock_guard<std::mutex> run(run_lock_);
+  MutexGuard run(&run_lock_);
   unsigned same_instant = 0;
   uint64_t last = ~0ull;
   while (full_scans() < target) {
     uint64_t at = 0;
     {
-      std::lock_guard<std::mutex> g(mm_lock_);
+      MutexGuard g(&mm_lock_);
       if (!next_run(&at)) break;  // stopped, or nothing registered: nothing to scan
     }
     const uint64_t now = std::max(clock_->load(), at);
@@ -1284,7 +1300,7 @@ int Khugepaged::run_full_scans(unsigned n) {
 }
 
 int Khugepaged::start_thread() {
-  std::lock_guard<std::mutex> g(mm_lock_);
+  MutexGuard g(&mm_lock_);
   if (threaded_) return -EBUSY;
   threaded_ = true;
   stop_thread_ = false;
@@ -1294,13 +1310,13 @@ int Khugepaged::start_thread() {
 
 void Khugepaged::stop_thread() {
   {
-    std::lock_guard<std::mutex> g(mm_lock_);
+    MutexGuard g(&mm_lock_);
     if (!threaded_) return;
     stop_thread_ = true;
     work_cv_.notify_all();
   }
   thread_.join();
-  std::lock_guard<std::mutex> g(mm_lock_);
+  MutexGuard g(&mm_lock_);
   threaded_ = false;
   exit_cv_.notify_all();
 }
@@ -1311,11 +1327,11 @@ void Khugepaged::thread_main() {
   while (!stop_thread_) {
     uint64_t at = 0;
     {
-      std::unique_lock<std::mutex> lk(mm_lock_);
-      work_cv_.wait(lk, [&] { return stop_thread_ || next_run(&at); });
+      MutexGuard g(&mm_lock_);
+      work_cv_.wait(mm_lock_, [&]() REQUIRES(mm_lock_) { return stop_thread_ || next_run(&at); });
       if (stop_thread_) break;
     }
-    std::lock_guard<std::mutex> run(run_lock_);
+    MutexGuard run(&run_lock_);
     if (clock_->load() < at) clock_->store(at);
     step();
   }

@@ -27,12 +27,12 @@
 #include <cstdint>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
 #include "mmlab/types.h"  // KhugepagedWakeStats, CollapseTiming
+#include "sync/mutex.h"
 
 namespace mmlab {
 
@@ -48,7 +48,7 @@ class Khugepaged {
   Khugepaged& operator=(const Khugepaged&) = delete;
 
   // transparent_hugepage/khugepaged/{pages_collapsed,full_scans}; -ENOENT otherwise.
-  int sysfs_read(const std::string& path, std::string* out) const;
+  [[nodiscard]] int sysfs_read(const std::string& path, std::string* out) const;
   // After a successful sysfs store: enabled files start or stop the thread
   // (start_stop_khugepaged), the sleep stores wake it.
   void sysfs_written(const std::string& path);
@@ -57,17 +57,17 @@ class Khugepaged {
   // would) until every registered mm has had N full scans: N passes, plus
   // the rest of a pass that is under way. Returns at once when khugepaged
   // is not running or no mm is registered. 0, or -ELOOP (see advance()).
-  int run_full_scans(unsigned n);
+  [[nodiscard]] int run_full_scans(unsigned n);
   // `advance D`: move the clock by ns, running the wakes due meanwhile.
   // -EBUSY while the thread runs; -ELOOP if wakes would come without end
   // (scan_sleep_millisecs 0 and wakes that cost no time).
-  int advance(uint64_t ns);
+  [[nodiscard]] int advance(uint64_t ns);
   // The virtual cost of a wake, in ns (default: none).
   void set_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost);
 
   // khugepaged on a thread (and simulated CPU) of its own: wakes back to
   // back, the clock moved to each one's time. -EBUSY if already running.
-  int start_thread();
+  [[nodiscard]] int start_thread();
   void stop_thread();
 
   bool kthread_running() const;  // the khugepaged kthread exists (some THP size enabled)
@@ -95,45 +95,49 @@ class Khugepaged {
   enum class StepEnd : uint8_t { kDone, kAllocSleep };
 
   bool hugepage_pmd_enabled() const;
-  bool khugepaged_has_work() const;  // mm_lock_ held
-  void wake_up_interruptible();      // mm_lock_ held
-  void start_stop_khugepaged();
-  void collect_mm_slot(SlotList::iterator slot);  // mm_lock_ held
-  unsigned khugepaged_scan_mm_slot(unsigned pages, int* result, std::unique_lock<std::mutex>& lk);
-  StepEnd khugepaged_do_scan();
-  void khugepaged_wait_work();  // mm_lock_ held
-  // One run of the khugepaged thread at the current clock (run_lock_ held).
-  void step();
+  bool khugepaged_has_work() const REQUIRES(mm_lock_);
+  void wake_up_interruptible() REQUIRES(mm_lock_);
+  void start_stop_khugepaged() EXCLUDES(mm_lock_);
+  void collect_mm_slot(SlotList::iterator slot) REQUIRES(mm_lock_);
+  // Drops mm_lock_ while it scans; holds it again on return.
+  unsigned khugepaged_scan_mm_slot(unsigned pages, int* result) REQUIRES(run_lock_, mm_lock_);
+  StepEnd khugepaged_do_scan() REQUIRES(run_lock_) EXCLUDES(mm_lock_);
+  void khugepaged_wait_work() REQUIRES(mm_lock_);
+  // One run of the khugepaged thread at the current clock.
+  void step() REQUIRES(run_lock_) EXCLUDES(mm_lock_);
   // The time the next run is due, or false if it waits for an event.
-  bool next_run(uint64_t* at) const;  // mm_lock_ held
+  bool next_run(uint64_t* at) const REQUIRES(mm_lock_);
   void thread_main();
 
   Kernel* const k_;
   std::atomic<uint64_t>* const clock_;
 
-  mutable std::mutex mm_lock_;  // khugepaged_mm_lock
-  std::condition_variable exit_cv_;   // a scan left an mm (exit waits for it)
-  std::condition_variable work_cv_;   // the thread's untimed wait
-  SlotList mm_head_;                                    // protected by mm_lock_
-  std::unordered_map<Mm*, SlotList::iterator> mm_slots_hash_;  // protected by mm_lock_
-  SlotList::iterator cursor_;   // khugepaged_scan.mm_slot (valid iff cursor_valid_); mm_lock_
-  bool cursor_valid_ = false;   // mm_lock_
-  uint64_t scan_address_ = 0;   // khugepaged_scan.address; mm_lock_
-  Mm* scanning_mm_ = nullptr;   // the mm a scan works on with mm_lock_ dropped; mm_lock_
+  mutable Mutex mm_lock_;  // khugepaged_mm_lock
+  std::condition_variable_any exit_cv_;   // a scan left an mm (exit waits for it)
+  std::condition_variable_any work_cv_;   // the thread's untimed wait
+  SlotList mm_head_ GUARDED_BY(mm_lock_);
+  std::unordered_map<Mm*, SlotList::iterator> mm_slots_hash_ GUARDED_BY(mm_lock_);
+  // khugepaged_scan.mm_slot (valid iff cursor_valid_)
+  SlotList::iterator cursor_ GUARDED_BY(mm_lock_);
+  bool cursor_valid_ GUARDED_BY(mm_lock_) = false;
+  uint64_t scan_address_ GUARDED_BY(mm_lock_) = 0;  // khugepaged_scan.address
+  // The mm a scan works on with mm_lock_ dropped.
+  Mm* scanning_mm_ GUARDED_BY(mm_lock_) = nullptr;
   std::atomic<unsigned> pages_collapsed_{0};
   std::atomic<unsigned> full_scans_{0};
-  // The schedule of the khugepaged thread (mm_lock_).
-  bool kthread_ = false;
-  Wait wait_ = Wait::kEvent;
-  uint64_t wake_at_ = 0;
-  DoScan scan_;
-  KhugepagedWakeStats wake_stats_;  // of the wake under way (run_lock_)
-  std::function<uint64_t(const KhugepagedWakeStats&)> wake_cost_;  // run_lock_
+  // The schedule of the khugepaged thread.
+  bool kthread_ GUARDED_BY(mm_lock_) = false;
+  Wait wait_ GUARDED_BY(mm_lock_) = Wait::kEvent;
+  uint64_t wake_at_ GUARDED_BY(mm_lock_) = 0;
+  DoScan scan_ GUARDED_BY(mm_lock_);
+  // Of the wake under way.
+  KhugepagedWakeStats wake_stats_ GUARDED_BY(run_lock_);
+  std::function<uint64_t(const KhugepagedWakeStats&)> wake_cost_ GUARDED_BY(run_lock_);
 
-  std::mutex run_lock_;  // whoever runs wakes
+  Mutex run_lock_;  // whoever runs wakes
   std::thread thread_;
   std::atomic<bool> stop_thread_{false};
-  bool threaded_ = false;  // mm_lock_
+  bool threaded_ GUARDED_BY(mm_lock_) = false;
 
   std::atomic<uint64_t> t_attempts_{0}, t_collapsed_{0}, t_write_locked_{0}, t_total_ns_{0}, t_write_ns_{0},
       t_copy_ns_{0};

@@ -67,7 +67,7 @@ bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDI
 void mm_get_huge_zero_folio_for(Mm* mm) {
   if (mm->test_flag(MMF_HUGE_ZERO_PAGE)) return;
   Folio* f = mm->phys->mm_get_huge_zero_folio();
-  VM_WARN_ON(!f, "huge zero folio vanished while the parent maps it");
+  VM_BUG_ON(!f, "huge zero folio vanished while the parent maps it");
   if (!f) return;
   if (mm->flags.fetch_or(1ull << MMF_HUGE_ZERO_PAGE) & (1ull << MMF_HUGE_ZERO_PAGE)) mm->phys->mm_put_huge_zero_folio();
 }
@@ -77,7 +77,7 @@ void mm_get_huge_zero_folio_for(Mm* mm) {
 void anon_vma_fork(Vma* dst, const Vma* src) {
   if (!src->anon_vma) return;  // the parent has no anonymous pages here
   anon_vma_clone(dst, src);
-  VM_WARN_ON(dst->anon_vma != src->anon_vma, "anon_vma_clone did not give the child an anon_vma");
+  VM_BUG_ON(dst->anon_vma != src->anon_vma, "anon_vma_clone did not give the child an anon_vma");
 }
 
 // ---- PTE level (mm/memory.c) ----
@@ -181,8 +181,7 @@ int copy_present_ptes(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte
 // copy_pte_range: both PTLs held (child's, then the parent's nested) while
 // entries are copied; they are dropped to allocate a page for an eager copy,
 // and the copy restarts at the same address. 0 or -ENOMEM.
-int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr, uint64_t end)
-    NO_THREAD_SAFETY_ANALYSIS {
+int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr, uint64_t end) {
   Mm* dst_mm = dst_vma->vm_mm;
   Mm* src_mm = src_vma->vm_mm;
   Folio* prealloc = nullptr;
@@ -201,6 +200,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
       ret = -ENOMEM;
       break;
     }
+    dst_ptl->assert_held();
     // The parent's table is stable: its mmap_lock is held for write and the
     // VMA has an anon_vma, which keeps collapse from retracting it.
     SpinLock* src_ptl;
@@ -210,6 +210,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
       ret = 0;
       break;
     }
+    src_ptl->assert_held();
 
     unsigned nr;
     do {
@@ -262,8 +263,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
 // file VMA refaults), -ENOMEM, or -EAGAIN when the caller must copy at PTE
 // level (the leaf went away, or the source PMD was split because its THP may
 // be pinned).
-int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr)
-    NO_THREAD_SAFETY_ANALYSIS {
+int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr) {
   Mm* dst_mm = dst_vma->vm_mm;
   Mm* src_mm = src_vma->vm_mm;
   PhysMem* phys = src_mm->phys;
@@ -272,9 +272,10 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
   if (pmd_present(pmd) && pmd_special(pmd) && !phys->is_huge_zero_pfn(pmd_pfn(pmd))) {
     // A PFN-map leaf: copied as it is (never writable in a CoW mapping).
     SpinLock* dst_ptl = pmd_lock(dst_mm, dst_pmd);
+    dst_ptl->assert_held();
     SpinLock* src_ptl = pmd_lockptr(src_mm, src_pmd);
     src_ptl->lock(LockClass::kPmdLock, kSingleDepthNesting);
-    VM_WARN_ON(is_cow_mapping(src_vma->vm_flags) && pmd_write(pmd), "writable PFN-map PMD in a CoW mapping");
+    VM_WARN_ON_ONCE(is_cow_mapping(src_vma->vm_flags) && pmd_write(pmd), "writable PFN-map PMD in a CoW mapping");
     entry_set(dst_pmd, pmd_mkold(pmd));
     src_ptl->unlock();
     dst_ptl->unlock();
@@ -288,6 +289,7 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
   if (!pgtable) return -ENOMEM;
 
   SpinLock* dst_ptl = pmd_lock(dst_mm, dst_pmd);
+  dst_ptl->assert_held();
   SpinLock* src_ptl = pmd_lockptr(src_mm, src_pmd);
   src_ptl->lock(LockClass::kPmdLock, kSingleDepthNesting);
 
@@ -304,7 +306,7 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
   } else {
     Page* src_page = phys->pfn_to_page(pmd_pfn(pmd));
     Folio* src_folio = page_folio(src_page);
-    VM_WARN_ON_FOLIO(src_page != &src_folio->page, src_folio, "PMD leaf does not map a folio head");
+    VM_BUG_ON_FOLIO(src_page != &src_folio->page, src_folio, "PMD leaf does not map a folio head");
     folio_get(src_folio);
     if (folio_try_dup_anon_rmap_pmd(src_folio, src_page, dst_vma, src_vma)) {
       // Maybe pinned: split the parent's PMD and copy at PTE level, where
@@ -338,7 +340,7 @@ int copy_pmd_range(Vma* dst_vma, Vma* src_vma, pud_t* dst_pud, pud_t src_pudval,
   for (uint64_t next; addr != end; dst_pmd++, src_pmd++, addr = next) {
     next = pmd_addr_end(addr, end);
     if (pmd_trans_huge(pmdp_get(src_pmd))) {
-      VM_WARN_ON(next - addr != PMD_SIZE, "PMD leaf only partly inside its VMA");
+      VM_BUG_ON(next - addr != PMD_SIZE, "PMD leaf only partly inside its VMA");
       int err = copy_huge_pmd(dst_vma, src_vma, dst_pmd, src_pmd, addr);
       if (err == -ENOMEM) return -ENOMEM;
       if (!err) continue;
@@ -360,7 +362,7 @@ int copy_pud_range(Vma* dst_vma, Vma* src_vma, pgd_t src_pgdval, uint64_t addr, 
     next = pud_addr_end(addr, end);
     pud_t v = pudp_get(src_pud);
     // PUD leaves exist only in hugetlb VMAs, which copy_hugetlb_page_range copies.
-    VM_WARN_ON(pud_leaf(v), "PUD leaf outside a hugetlb VMA");
+    VM_BUG_ON(pud_leaf(v), "PUD leaf outside a hugetlb VMA");
     if (!pud_present(v) || pud_leaf(v)) continue;
     if (copy_pmd_range(dst_vma, src_vma, dst_pud, v, addr, next)) return -ENOMEM;
   }
@@ -386,7 +388,7 @@ int copy_page_range(Vma* dst_vma, Vma* src_vma) {
   // FOLL_PIN path reads write_protect_seq to stay out of the way meanwhile.
   const bool is_cow = is_cow_mapping(src_vma->vm_flags);
   if (is_cow) {
-    VM_WARN_ON(!vma_is_write_locked(src_vma), "copy_page_range on a VMA that is not write-locked");
+    VM_BUG_ON(!vma_is_write_locked(src_vma), "copy_page_range on a VMA that is not write-locked");
     src_mm->write_protect_seq.write_begin();
   }
   int ret = 0;
@@ -411,7 +413,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
   // mmap_write_lock_nested(mm, SINGLE_DEPTH_NESTING): nobody else can reach
   // mm yet, so the trylock always succeeds (and records no order edge).
   if (!mm->mmap_lock.down_write_trylock()) {
-    VM_WARN_ON(true, "new mm already locked");
+    VM_BUG_ON(true, "new mm already locked");
     mmap_write_unlock(oldmm);
     return -EINTR;
   }

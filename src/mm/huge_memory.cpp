@@ -24,15 +24,17 @@ namespace mmlab {
 // one PMD table are a list headed in that table page's metadata. PMD lock held.
 
 void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table) {
+  pmd_lockptr(mm, pmd)->assert_held();
   Page* pmd_table = table_page_of(mm->phys, pmd);
   table->pt.free_next = pmd_table->pt.free_next;
   pmd_table->pt.free_next = reinterpret_cast<uint64_t>(table);
 }
 
 Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd) {
+  pmd_lockptr(mm, pmd)->assert_held();
   Page* pmd_table = table_page_of(mm->phys, pmd);
   auto* t = reinterpret_cast<Page*>(pmd_table->pt.free_next);
-  VM_WARN_ON(!t, "no deposited page table under a PMD leaf");
+  VM_BUG_ON(!t, "no deposited page table under a PMD leaf");
   pmd_table->pt.free_next = t->pt.free_next;
   t->pt.free_next = 0;
   return t;
@@ -105,10 +107,11 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
   entry_set(pmd, mk_table_pmd(phys->page_to_pfn(table)));
 }
 
-void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address) NO_THREAD_SAFETY_ANALYSIS {
-  VM_WARN_ON(is_vm_hugetlb_page(vma), "split_huge_pmd on a hugetlb mapping");
+void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address) {
+  VM_BUG_ON(is_vm_hugetlb_page(vma), "split_huge_pmd on a hugetlb mapping");
   if (is_vm_hugetlb_page(vma)) return;  // hugetlb leaves are never split
   SpinLock* ptl = pmd_lock(vma->vm_mm, pmd);
+  ptl->assert_held();
   if (pmd_trans_huge(pmdp_get(pmd))) split_huge_pmd_locked(vma, pmd, address & PMD_MASK);
   ptl->unlock();
 }
@@ -130,9 +133,10 @@ void vma_adjust_trans_huge(Vma* vma, uint64_t start, uint64_t end) {
 
 // ---- zap, mprotect and mremap of whole PMD leaves ----
 
-bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) NO_THREAD_SAFETY_ANALYSIS {
+bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   pmd_t old = pmdp_get(pmd);
   if (!pmd_trans_huge(old)) {
     ptl->unlock();
@@ -176,10 +180,10 @@ static bool can_change_pmd_writable(Vma* vma, pmd_t pmd) {
   return pmd_dirty(pmd);
 }
 
-long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable)
-    NO_THREAD_SAFETY_ANALYSIS {
+long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   pmd_t old = pmdp_get(pmd);
   if (!pmd_trans_huge(old)) {
     ptl->unlock();
@@ -197,11 +201,12 @@ long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool
   return HPAGE_PMD_NR;
 }
 
-bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t* new_pmd) NO_THREAD_SAFETY_ANALYSIS {
+bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t* new_pmd) {
   Mm* mm = vma->vm_mm;
   SpinLock* old_ptl = pmd_lock(mm, old_pmd);
+  old_ptl->assert_held();
   SpinLock* new_ptl = pmd_lockptr(mm, new_pmd);
-  if (new_ptl != old_ptl) new_ptl->lock(LockClass::kPmdLock, 1);
+  SpinNestedGuard nested(new_ptl, old_ptl, LockClass::kPmdLock);
   pmd_t old = pmdp_get(old_pmd);
   bool moved = false;
   if (pmd_trans_huge(old) && pmd_none(pmdp_get(new_pmd))) {
@@ -212,16 +217,17 @@ bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t*
     entry_set(new_pmd, old);
     moved = true;
   }
-  if (new_ptl != old_ptl) new_ptl->unlock();
+  nested.unlock();
   old_ptl->unlock();
   return moved;
 }
 
 // ---- MADV_FREE of a PMD leaf, and its discard by reclaim ----
 
-bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next) NO_THREAD_SAFETY_ANALYSIS {
+bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl = pmd_lock(mm, pmd);  // pmd_trans_huge_lock
+  ptl->assert_held();
   pmd_t orig = pmdp_get(pmd);
   if (!pmd_trans_huge(orig) || is_huge_zero_pmd(mm->phys, orig)) {
     ptl->unlock();
@@ -259,12 +265,13 @@ bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next) N
 
 // __discard_anon_folio_pmd_locked, with the PMD lock taken here: the rmap
 // walk hands a PMD leaf over unlocked.
-PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* folio) {
   VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "lazy-free PMD discard of an unlocked folio");
   VM_WARN_ON_FOLIO(!folio_test_anon(folio) || folio_test_swapbacked(folio), folio,
                    "PMD discard of a folio that is not lazy-free");
   Mm* mm = vma->vm_mm;
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   pmd_t orig = pmdp_get(pmd);
   if (!pmd_trans_huge(orig) || pmd_pfn(orig) != folio_pfn(folio)) {
     ptl->unlock();

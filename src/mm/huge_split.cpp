@@ -189,7 +189,7 @@ void split_unmapped_folio(Kernel* k, Folio* folio, long nr, unsigned order) {
 
   for (long i = 1; i < nr; i++) {
     Page* p = head + i;
-    VM_WARN_ON_FOLIO(page_mapcount(p) != 0, folio, "splitting a folio with a page still mapped");
+    VM_BUG_ON_FOLIO(page_mapcount(p) != 0, folio, "splitting a folio with a page still mapped");
     const uint64_t own = aref(p->flags).load(std::memory_order_acquire) & (1ull << PG_anon_exclusive);
     // Page 1's mapcounts and MM-ID slots, page 2's deferred-list link: gone.
     aref(p->lru.next).store(0, std::memory_order_relaxed);
@@ -236,7 +236,7 @@ int split_anon_folio_locked(Kernel* k, Folio* folio, AnonVma* av, std::vector<Fo
   bool frozen;
   {
     // Keeps deferred_split_scan() from taking a reference meanwhile.
-    std::lock_guard<std::mutex> g(k->split_queue_lock);
+    MutexGuard g(&k->split_queue_lock);
     int expected = 1 + extra_pins;
     frozen = aref(folio->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
     Page* p1 = folio_page(folio, 1);
@@ -288,7 +288,7 @@ bool thp_underused(Kernel* k, Folio* folio) {
 }  // namespace
 
 int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
-  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "split_folio of an unlocked folio");
+  VM_WARN_ON_ONCE_FOLIO(!folio_test_locked(folio), folio, "split_folio of an unlocked folio");
   if (!folio_test_large(folio)) return -EINVAL;
   // File, shmem and hugetlb folios are not split by the model; the huge zero
   // folio never is.
@@ -318,7 +318,7 @@ long deferred_split_scan(Kernel* k) {
   // Take a reference on every queued folio so that none is freed under us.
   std::vector<Folio*> batch;
   {
-    std::lock_guard<std::mutex> g(k->split_queue_lock);
+    MutexGuard g(&k->split_queue_lock);
     for (auto it = k->split_queue.begin(); it != k->split_queue.end();) {
       Folio* folio = *it;
       if (folio_ref_try_add(folio, 1)) {

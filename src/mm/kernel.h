@@ -39,8 +39,8 @@ struct Kernel {
 
   // Deferred split queue (partially mapped large anon folios, and PMD THPs
   // for the underused shrinker), linked by set membership.
-  std::mutex split_queue_lock;
-  std::set<Folio*> split_queue;  // protected by split_queue_lock
+  Mutex split_queue_lock{LockClass::kSplitQueueLock};
+  std::set<Folio*> split_queue GUARDED_BY(split_queue_lock);
 
   // khugepaged and MADV_COLLAPSE live in a layer above this one: the System
   // installs its hooks and state here at creation (null: neither exists).
@@ -53,15 +53,16 @@ struct Kernel {
 
   // Violations the model detected and went on from instead of aborting:
   // what the `rfc` CoW path does that the kernel would only survive
-  // corrupted, and, under that policy, every VM_WARN_ON_FOLIO site
-  // (mm/vmdebug.h). The scenario runner fails the test with them.
+  // corrupted, and, under that policy, every VM_BUG_ON_FOLIO and
+  // VM_WARN_ON_FOLIO site (mm/vmdebug.h). The scenario runner fails the
+  // test with them.
   bool vm_warn_records() const { return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc; }
   void vm_warn(std::string msg) {
-    std::lock_guard<std::mutex> g(warn_lock);
+    MutexGuard g(&warn_lock);
     warnings.push_back(std::move(msg));
   }
-  mutable std::mutex warn_lock;
-  std::vector<std::string> warnings;  // protected by warn_lock
+  mutable Mutex warn_lock;
+  std::vector<std::string> warnings GUARDED_BY(warn_lock);
 
   // ---- test hooks: null except in white-box unit tests ----
   // Called by wp_page_copy with no lock but the fault's (mmap_lock or the

@@ -50,13 +50,14 @@ std::vector<Mapping> collect_mappings(Folio* folio) {
 }
 
 // Replace (or restore) one mapping's entry under its PTL if it still holds `expect`.
-bool swap_entry(Mapping& m, pte_t expect, pte_t val) NO_THREAD_SAFETY_ANALYSIS {
+bool swap_entry(Mapping& m, pte_t expect, pte_t val) {
   Mm* mm = m.vma->vm_mm;
   pmd_t* pmd = mm_find_pmd(mm, m.addr);
   if (!pmd) return false;
   SpinLock* ptl;
   pte_t* ptep = pte_offset_map_lock(mm, pmd, m.addr, &ptl);
   if (!ptep) return false;
+  ptl->assert_held();
   bool ok = ptep_get(ptep) == expect;
   if (ok) {
     entry_set(ptep, val);
@@ -106,7 +107,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     exclusive[i] = PageAnonExclusive(page);
     pte_t mig = make_migration_entry(phys, page, maps[i].orig);
     bool ok = swap_entry(maps[i], maps[i].orig, mig);
-    VM_WARN_ON(!ok, "mapping changed under the folio lock and mmap_lock");
+    VM_BUG_ON(!ok, "mapping changed under the folio lock and mmap_lock");
     folio_remove_rmap_pte(src, page, maps[i].vma);
   }
   // Move the contents and the folio state.
@@ -128,7 +129,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     folio_add_anon_rmap_ptes(dst, page, 1, maps[i].vma, maps[i].addr, exclusive[i] ? RMAP_EXCLUSIVE : RMAP_NONE);
     pte_t mig = make_migration_entry(phys, folio_page(src, maps[i].idx), maps[i].orig);
     bool ok = swap_entry(maps[i], mig, val);
-    VM_WARN_ON(!ok, "migration entry changed");
+    VM_BUG_ON(!ok, "migration entry changed");
     folio_put(src);  // that mapping's reference on the old folio
   }
   folio_put(dst);  // the allocation reference: the mappings hold the rest

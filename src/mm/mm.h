@@ -27,8 +27,12 @@ inline void mmap_write_unlock(Mm* mm) RELEASE(mm->mmap_lock) {
   mm->mm_lock_seq.fetch_add(1, std::memory_order_acq_rel);
   mm->mmap_lock.up_write();
 }
-inline void mmap_assert_locked(Mm* mm) ASSERT_SHARED_CAPABILITY(mm->mmap_lock) { (void)mm; }
-inline void mmap_assert_write_locked(Mm* mm) ASSERT_CAPABILITY(mm->mmap_lock) { (void)mm; }
+// Debug builds check that this thread holds mmap_lock (for write); the
+// analysis takes the caller's word from here on.
+inline void mmap_assert_locked(Mm* mm) ASSERT_SHARED_CAPABILITY(mm->mmap_lock) { mm->mmap_lock.assert_held(); }
+inline void mmap_assert_write_locked(Mm* mm) ASSERT_CAPABILITY(mm->mmap_lock) {
+  mm->mmap_lock.assert_write_held();
+}
 
 // ---- VMA lookup (mm/mmap.c, mm/vma.c) ----
 // The VMA containing addr, or nullptr. mmap_lock held.

@@ -207,7 +207,7 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
   std::vector<Vma*> victims;
   for (auto it = mm->vmas.lower_bound(start); it != mm->vmas.end() && it->second->vm_start < end; ++it)
     victims.push_back(it->second.get());
-  VM_WARN_ON(victims.empty(), "munmap found nothing after the split");
+  VM_BUG_ON(victims.empty(), "munmap found nothing after the split");
   Vma* prev = vma_prev(mm, victims.front());
   Vma* next = vma_next(mm, victims.back());
   const uint64_t floor = prev ? prev->vm_end : 0;       // FIRST_USER_ADDRESS
@@ -221,7 +221,7 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
   }
   std::vector<std::unique_ptr<Vma>> gone;
   {
-    std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    WriteGuard tree(&mm->vma_tree_lock);
     for (Vma* v : victims) gone.push_back(std::move(mm->vmas.extract(v->vm_start).mapped()));
   }
   mm->total_vm.fetch_sub(pages, std::memory_order_relaxed);
@@ -309,6 +309,7 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
 // populate after the lock is dropped.
 long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, uint64_t len, int prot, int flags,
                     uint64_t pgoff, uint64_t* populate) REQUIRES(mm->mmap_lock) {
+  mmap_assert_write_locked(mm);
   *populate = 0;
   if (!len) return -EINVAL;
   if (flags & MAP_FIXED_NOREPLACE) flags |= MAP_FIXED;
@@ -454,7 +455,7 @@ void exit_mmap(Mm* mm) {
   free_pgtables(mm, 0, mm->task_size, 0, 0);
   std::map<uint64_t, std::unique_ptr<Vma>> gone;
   {
-    std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    WriteGuard tree(&mm->vma_tree_lock);
     gone.swap(mm->vmas);
   }
   mm->total_vm.store(0, std::memory_order_relaxed);

@@ -24,12 +24,12 @@ bool can_change_pte_writable(Vma* vma, uint64_t addr, pte_t pte) {
   return pte_dirty(pte);
 }
 
-long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_t newprot, bool try_writable)
-    NO_THREAD_SAFETY_ANALYSIS {
+long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_t newprot, bool try_writable) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
   if (!pte) return 0;
+  ptl->assert_held();
   long pages = 0;
   bool flush = false;
   uint64_t start = addr;

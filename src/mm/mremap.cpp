@@ -16,16 +16,16 @@ pmd_t* alloc_new_pmd(Mm* mm, uint64_t addr) {
 }
 
 // move_ptes: both PTLs held, the old one first, the new one nested.
-void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pmd_t* new_pmd, uint64_t new_addr)
-    NO_THREAD_SAFETY_ANALYSIS {
+void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pmd_t* new_pmd, uint64_t new_addr) {
   Mm* mm = vma->vm_mm;
   SpinLock* old_ptl;
   pte_t* old_pte = pte_offset_map_lock(mm, old_pmd, old_addr, &old_ptl);
   if (!old_pte) return;
+  old_ptl->assert_held();
   pmd_t new_pmdval = pmdp_get(new_pmd);
   pte_t* new_pte = pte_offset(mm->phys, new_pmdval, new_addr);
   SpinLock* new_ptl = pte_lockptr(mm->phys, new_pmdval);
-  if (new_ptl != old_ptl) new_ptl->lock(LockClass::kPteLock, 1);
+  SpinNestedGuard nested(new_ptl, old_ptl, LockClass::kPteLock);
   bool flush = false;
   uint64_t start = old_addr;
   for (; old_addr < old_end; old_pte++, new_pte++, old_addr += PAGE_SIZE, new_addr += PAGE_SIZE) {
@@ -40,7 +40,7 @@ void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pm
     entry_set(new_pte, pte);
   }
   if (flush) flush_tlb_range(vma, start, old_end);
-  if (new_ptl != old_ptl) new_ptl->unlock();
+  nested.unlock();
   old_ptl->unlock();
 }
 

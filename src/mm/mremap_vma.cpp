@@ -126,7 +126,7 @@ long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
   // The merge may have absorbed the source VMA (an unfaulted anonymous VMA
   // moved next to itself): find it again.
   vma = vma_lookup(mm, r.addr);
-  VM_WARN_ON(!vma && r.old_len, "mremap source vanished");
+  VM_BUG_ON(!vma && r.old_len, "mremap source vanished");
 
   uint64_t moved = r.old_len ? move_page_tables(vma, r.addr, new_vma, r.new_addr, r.old_len) : 0;
   // fixup_hugetlb_reservations: the reservation map now lives on in the new
@@ -166,7 +166,7 @@ long expand_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
     vma_start_write(vma);
     {
       AnonVmaWriteLock rmap(vma->anon_vma);
-      std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+      WriteGuard tree(&mm->vma_tree_lock);
       vma->vm_end += delta;
     }
     mm->total_vm.fetch_add(delta >> PAGE_SHIFT, std::memory_order_relaxed);

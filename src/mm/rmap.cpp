@@ -97,7 +97,7 @@ void folio_sub_large_mapcount(Folio* f, int diff, const Vma* vma) {
   int id = vma->vm_mm->mm_id;
   folio_lock_large_mapcount(f);
   int32_t total = atomic_read(p1->f1.large_mapcount) - diff;
-  VM_WARN_ON_FOLIO(total < 0, f, "large mapcount underflow");
+  VM_WARN_ON_ONCE_FOLIO(total < 0, f, "large mapcount underflow");
   for (int i = 0; i < 2; i++) {
     if (p1->mm_id[i] == id) {
       p1->mm_id_mapcount[i] -= diff;
@@ -145,14 +145,14 @@ void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
   if (!folio_test_large(folio)) {
     VM_WARN_ON_FOLIO(nr != 1, folio, "small folio unmapped by a batch");
     int32_t left = atomic_add_return(folio->page.mapcount, -1);
-    VM_WARN_ON_FOLIO(left < 0, folio, "mapcount underflow");
+    VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "mapcount underflow");
     return;
   }
   Page* p1 = folio_page(folio, 1);
   int unmapped = 0;
   for (int i = 0; i < nr; i++) {
     int32_t left = atomic_add_return(page[i].mapcount, -1);
-    VM_WARN_ON_FOLIO(left < 0, folio, "page mapcount underflow");
+    VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "page mapcount underflow");
     if (left == 0) unmapped++;
   }
   int32_t still = unmapped ? atomic_add_return(p1->f1.nr_pages_mapped, -unmapped) : atomic_read(p1->f1.nr_pages_mapped);
@@ -167,7 +167,7 @@ void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
 static void remove_entire(Folio* folio, Vma* vma) {
   Page* p1 = folio_page(folio, 1);
   int32_t left = atomic_add_return(p1->f1.entire_mapcount, -1);
-  VM_WARN_ON_FOLIO(left < 0, folio, "entire mapcount underflow");
+  VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "entire mapcount underflow");
   if (left == 0 && folio_test_anon(folio) && folio_order(folio) == PMD_ORDER)
     stats_of(folio)->uncount(VmStat::nr_anon_transparent_hugepages);
   folio_sub_large_mapcount(folio, 1, vma);
@@ -234,7 +234,7 @@ int folio_mm_id_mapcount(const Folio* folio, int mm_id) {
 void deferred_split_folio(Folio* folio, bool partially_mapped) {
   if (folio_order(folio) <= 1) return;  // order-1 folios have no room for the list
   Kernel* k = kernel_of(&folio->page);
-  std::lock_guard<std::mutex> g(k->split_queue_lock);
+  MutexGuard g(&k->split_queue_lock);
   Page* p1 = folio_page(folio, 1);
   if (partially_mapped && !test_bit(PG_partially_mapped, p1)) {
     set_bit(PG_partially_mapped, p1);
@@ -254,7 +254,7 @@ void folio_unqueue_deferred_split(Folio* folio) {
   Page* p1 = folio_page(folio, 1);
   if (!test_bit(PG_deferred_list, p1)) return;
   Kernel* k = kernel_of(&folio->page);
-  std::lock_guard<std::mutex> g(k->split_queue_lock);
+  MutexGuard g(&k->split_queue_lock);
   if (!test_bit(PG_deferred_list, p1)) return;
   k->split_queue.erase(folio);
   clear_bit(PG_deferred_list, p1);
@@ -299,10 +299,11 @@ bool check_pte(const PageVmaMappedWalk* pvmw, pte_t pte) {
 // pvmw->pmd, under that table's lock. The lock is held across the whole
 // table, not taken per entry, so that callers can batch what they replace.
 bool walk_pte_table(PageVmaMappedWalk* pvmw, uint64_t addr, uint64_t end, const PvmwFn& found,
-                    const PvmwTableFn& table_done) NO_THREAD_SAFETY_ANALYSIS {
+                    const PvmwTableFn& table_done) {
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(pvmw->vma->vm_mm, pvmw->pmd, addr, &ptl);
   if (!pte) return true;  // no table (none, a leaf, or gone meanwhile): nothing mapped here
+  ptl->assert_held();
   pvmw->ptl = ptl;
   bool more = true;
   for (uint64_t a = addr; a < end && more; a += PAGE_SIZE, pte++) {

@@ -99,7 +99,7 @@ int swapon(Kernel* k, uint64_t bytes, SwapKind kind) {
   uint64_t nr = bytes >> PAGE_SHIFT;
   if (nr < 2) return -EINVAL;  // the header page and at least one slot
   nr = std::min<uint64_t>(nr, SWP_MIG_YOUNG);  // offsets must fit a swap PTE
-  std::lock_guard<std::mutex> g(ss->swapon_mutex);
+  MutexGuard g(&ss->swapon_mutex);
   unsigned type = ss->nr_swapfiles.load(std::memory_order_relaxed);
   if (type >= MAX_SWAPFILES) return -EPERM;
   auto dev = std::make_unique<SwapDevice>(type, nr, kind == SwapKind::kBlkdev);
@@ -198,7 +198,7 @@ uint64_t swap_alloc_slots(SwapDevice* si, uint64_t nr) REQUIRES(si->lock) {
 // A slot whose swap_map dropped to zero is free again (swap_entries_free).
 void slot_maybe_free(SwapDevice* si, uint64_t off) REQUIRES(si->lock) {
   if (si->swap_map[off] == 0) {
-    VM_WARN_ON(si->cache[off], "a free swap slot still has a swap-cache folio");
+    VM_BUG_ON(si->cache[off], "a free swap slot still has a swap-cache folio");
     si->inuse_pages--;
   }
 }
@@ -209,7 +209,7 @@ bool swap_entries_free(SwapDevice* si, uint64_t off, uint64_t nr) REQUIRES(si->l
   bool only_cache = false;
   for (uint64_t i = off; i < off + nr; i++) {
     uint16_t v = si->swap_map[i];
-    VM_WARN_ON(!(v & SWAP_COUNT_MASK), "swap_free of a slot with no references");
+    VM_BUG_ON(!(v & SWAP_COUNT_MASK), "swap_free of a slot with no references");
     if (!(v & SWAP_COUNT_MASK)) continue;
     si->swap_map[i] = static_cast<uint16_t>(v - 1);
     if (si->swap_map[i] == SWAP_HAS_CACHE) only_cache = true;
@@ -239,8 +239,8 @@ bool folio_swapped_locked(SwapDevice* si, uint64_t off, long nr) REQUIRES(si->lo
 }  // namespace
 
 int folio_alloc_swap(Folio* folio) {
-  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "folio_alloc_swap on an unlocked folio");
-  VM_WARN_ON_FOLIO(folio_test_swapcache(folio), folio, "folio_alloc_swap on a swap-cache folio");
+  VM_BUG_ON_FOLIO(!folio_test_locked(folio), folio, "folio_alloc_swap on an unlocked folio");
+  VM_WARN_ON_ONCE_FOLIO(folio_test_swapcache(folio), folio, "folio_alloc_swap on a swap-cache folio");
   Kernel* k = kernel_of(&folio->page);
   const long nr = folio_nr_pages(folio);
   unsigned nr_dev = k->swap->nr_swapfiles.load(std::memory_order_acquire);
@@ -275,8 +275,8 @@ Folio* swap_cache_get_folio(Kernel* k, swp_entry_t entry) {
 }
 
 void swap_cache_del_folio(Folio* folio) {
-  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "swap_cache_del_folio on an unlocked folio");
-  VM_WARN_ON_FOLIO(!folio_test_swapcache(folio), folio, "swap_cache_del_folio of a folio not in the swap cache");
+  VM_WARN_ON_ONCE_FOLIO(!folio_test_locked(folio), folio, "swap_cache_del_folio on an unlocked folio");
+  VM_WARN_ON_ONCE_FOLIO(!folio_test_swapcache(folio), folio, "swap_cache_del_folio of a folio not in the swap cache");
   Kernel* k = kernel_of(&folio->page);
   swp_entry_t entry = folio_swap_entry(folio);
   SwapDevice* si = swp_swap_info(k, entry);
@@ -320,7 +320,7 @@ void swap_free_nr(Kernel* k, swp_entry_t entry, unsigned nr) {
 }
 
 bool folio_free_swap(Folio* folio) {
-  VM_WARN_ON_FOLIO(!folio_test_locked(folio), folio, "folio_free_swap on an unlocked folio");
+  VM_BUG_ON_FOLIO(!folio_test_locked(folio), folio, "folio_free_swap on an unlocked folio");
   if (!folio_test_swapcache(folio)) return false;
   Kernel* k = kernel_of(&folio->page);
   swp_entry_t entry = folio_swap_entry(folio);

@@ -27,6 +27,7 @@
 #include "pgtable/entry.h"
 #include "phys/page.h"
 #include "sync/annotations.h"
+#include "sync/mutex.h"
 #include "sync/spinlock.h"
 
 namespace mmlab {
@@ -65,7 +66,7 @@ struct SwapDevice {
 // (there is no swapoff): devices[i] is written once, under swapon_mutex,
 // before nr_swapfiles publishes it.
 struct SwapState {
-  std::mutex swapon_mutex;
+  Mutex swapon_mutex;
   std::array<std::unique_ptr<SwapDevice>, MAX_SWAPFILES> devices;
   std::atomic<unsigned> nr_swapfiles{0};
 };
@@ -102,7 +103,7 @@ Folio* swap_cache_get_folio(Kernel* k, swp_entry_t entry);
 // folio_alloc_swap: nr contiguous, naturally aligned slots for a locked folio
 // that is not in the swap cache yet, and add it to the swap cache (PG_swapcache,
 // private_ = first entry, one reference per page). 0 or -ENOMEM (no room).
-int folio_alloc_swap(Folio* folio);
+[[nodiscard]] int folio_alloc_swap(Folio* folio);
 // Remove a locked folio from the swap cache: its slots lose SWAP_HAS_CACHE
 // (and are freed if no swap PTE uses them), PG_swapcache is cleared and the
 // cache's references are dropped (swap_cache_del_folio + put_swap_folio).
@@ -122,7 +123,7 @@ void folio_unlock_swap(Folio* folio);
 long shrink_swap_cache(Kernel* k);
 // swapon: a swap device of bytes (the first page is the header) of the given
 // kind. 0, -EINVAL if too small, -EPERM past MAX_SWAPFILES, -ENOMEM.
-int swapon(Kernel* k, uint64_t bytes, SwapKind kind);
+[[nodiscard]] int swapon(Kernel* k, uint64_t bytes, SwapKind kind);
 // mm/page_io.c: the slots' bytes into a folio at off (swap_read_folio), and a
 // locked, unmapped swap-cache folio's bytes into its slots (swap_writeout).
 void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off);
@@ -131,7 +132,7 @@ void swap_writeout(Kernel* k, Folio* folio);
 void slot_drop_cache(SwapDevice* si, uint64_t off) REQUIRES(si->lock);
 // swap_duplicate: one more reference to a slot in use. 0, or -ENOENT if the
 // slot is free, -ENOMEM if its count would overflow.
-int swap_duplicate(Kernel* k, swp_entry_t entry);
+[[nodiscard]] int swap_duplicate(Kernel* k, swp_entry_t entry);
 // swap_free_nr: drop one reference to each of nr slots from entry.
 void swap_free_nr(Kernel* k, swp_entry_t entry, unsigned nr);
 // free_swap_and_cache_nr: drop the references of nr swap PTEs being zapped;

@@ -25,7 +25,7 @@ bool vma_can_userfault(const Vma* vma) {
 
 // change_pte_range / change_huge_pmd with MM_CP_UFFD_WP(_RESOLVE) over
 // [addr, end) inside one PMD of vma. Returns the entries changed.
-long uffd_wp_pmd_range(Vma* vma, uint64_t addr, uint64_t end, bool wp) NO_THREAD_SAFETY_ANALYSIS {
+long uffd_wp_pmd_range(Vma* vma, uint64_t addr, uint64_t end, bool wp) {
   Mm* mm = vma->vm_mm;
   pmd_t* pmd = mm_find_pmd(mm, addr);
   if (!pmd) return 0;
@@ -34,6 +34,7 @@ long uffd_wp_pmd_range(Vma* vma, uint64_t addr, uint64_t end, bool wp) NO_THREAD
       split_huge_pmd(vma, pmd, addr);
     } else {
       SpinLock* ptl = pmd_lock(mm, pmd);
+      ptl->assert_held();
       pmd_t old = pmdp_get(pmd);
       long changed = 0;
       if (pmd_trans_huge(old)) {
@@ -51,6 +52,7 @@ long uffd_wp_pmd_range(Vma* vma, uint64_t addr, uint64_t end, bool wp) NO_THREAD
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
   if (!pte) return 0;
+  ptl->assert_held();
   long changed = 0;
   bool flush = false;
   const uint64_t start = addr;

@@ -29,6 +29,7 @@ namespace mmlab {
 // ---- lookup (mm/mmap.c, mm/vma.h) ----
 
 Vma* vma_lookup(Mm* mm, uint64_t addr) {
+  mmap_assert_locked(mm);
   auto it = mm->vmas.upper_bound(addr);
   if (it == mm->vmas.begin()) return nullptr;
   Vma* vma = std::prev(it)->second.get();
@@ -87,7 +88,7 @@ bool vma_start_read(Mm* mm, Vma* vma) {
 }  // namespace
 
 Vma* lock_vma_under_rcu(Mm* mm, uint64_t addr) {
-  std::shared_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+  ReadGuard tree(&mm->vma_tree_lock);
   auto it = mm->vmas.upper_bound(addr);
   if (it == mm->vmas.begin()) return nullptr;
   Vma* vma = std::prev(it)->second.get();
@@ -126,7 +127,7 @@ namespace {
 // vma_start_write for a VMA of the mm whose lock the caller holds: tells the
 // analysis that vma->vm_mm is that mm.
 void vma_start_write_mm(Mm* mm, Vma* vma) REQUIRES(mm->mmap_lock) {
-  VM_WARN_ON(vma->vm_mm != mm, "VMA of another mm");
+  VM_BUG_ON(vma->vm_mm != mm, "VMA of another mm");
   mmap_assert_write_locked(vma->vm_mm);
   vma_start_write(vma);
 }
@@ -190,9 +191,9 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   // fork sets vm_mm before anon_vma_fork() makes the VMA visible to rmap
   // walkers, which read it: storing it again would race with them.
   if (v->vm_mm != mm) v->vm_mm = mm;
-  VM_WARN_ON(find_vma_intersection(mm, v->vm_start, v->vm_end), "vma_link over a mapped range");
+  VM_BUG_ON(find_vma_intersection(mm, v->vm_start, v->vm_end), "vma_link over a mapped range");
   vma_start_write_mm(mm, v);
-  std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+  WriteGuard tree(&mm->vma_tree_lock);
   mm->vmas.emplace(v->vm_start, std::move(vma));
   return v;
 }
@@ -200,7 +201,7 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
 // ---- split (__split_vma) ----
 
 int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
-  VM_WARN_ON(addr <= vma->vm_start || addr >= vma->vm_end || !is_aligned(addr, PAGE_SIZE),
+  VM_BUG_ON(addr <= vma->vm_start || addr >= vma->vm_end || !is_aligned(addr, PAGE_SIZE),
              "split_vma outside the VMA");
   // hugetlb VMAs split only at huge page boundaries (hugetlb_vm_op_split).
   if (is_vm_hugetlb_page(vma))
@@ -222,7 +223,7 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
 
   {
     AnonVmaWriteLock rmap(vma->anon_vma);
-    std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+    WriteGuard tree(&mm->vma_tree_lock);
     if (new_below) {
       auto node = mm->vmas.extract(vma->vm_start);
       vma->vm_pgoff += (addr - vma->vm_start) >> PAGE_SHIFT;
@@ -321,7 +322,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
   {
     AnonVmaWriteLock rmap(target->anon_vma);
     {
-      std::unique_lock<std::shared_mutex> tree(mm->vma_tree_lock);
+      WriteGuard tree(&mm->vma_tree_lock);
       for (Vma* v : victims) {
         auto node = mm->vmas.extract(v->vm_start);
         gone.push_back(std::move(node.mapped()));
@@ -342,7 +343,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
 // ---- vma_modify_flags (mm/vma.c): split, set, merge ----
 
 Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags, int* err) {
-  VM_WARN_ON(start < vma->vm_start || end > vma->vm_end || start >= end, "vma_modify_flags outside the VMA");
+  VM_BUG_ON(start < vma->vm_start || end > vma->vm_end || start >= end, "vma_modify_flags outside the VMA");
   // A split error (-ENOMEM, or -EINVAL inside a huge page) is the caller's result.
   if (start > vma->vm_start) {
     if (int e = split_vma(mm, vma, start, /*new_below=*/false)) {

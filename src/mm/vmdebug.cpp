@@ -1,6 +1,7 @@
-// dump_page() and the VM_BUG_ON report.
+// dump_page() and the VM_BUG_ON / VM_WARN_ON reports.
 #include "mm/vmdebug.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -39,14 +40,34 @@ std::string dump_folio(const Folio* f) {
   return s;
 }
 
-void vm_bug(const char* cond, const char* msg, const Folio* f, const char* file, int line) {
+namespace {
+std::atomic<uint64_t> g_vm_warn_count{0};
+
+// Under `cow.policy rfc`: record the finding in the folio's System (true), or not.
+bool vm_record(const char* what, const char* cond, const char* msg, const Folio* f, const char* file, int line) {
   Kernel* k = f ? kernel_of(&f->page) : nullptr;
-  if (k && k->vm_warn_records()) {
-    k->vm_warn(fmt::format("VM_WARN_ON_FOLIO({}) at {}:{}: {}\n{}", cond, file, line, msg, dump_folio(f)));
-    return;
-  }
-  std::fprintf(stderr, "VM_WARN_ON_FOLIO(%s) at %s:%d: %s\n%s\n", cond, file, line, msg, dump_folio(f).c_str());
+  if (!k || !k->vm_warn_records()) return false;
+  k->vm_warn(fmt::format("{}({}) at {}:{}: {}\n{}", what, cond, file, line, msg, dump_folio(f)));
+  return true;
+}
+}  // namespace
+
+void vm_bug(const char* cond, const char* msg, const Folio* f, const char* file, int line) {
+  const char* what = f ? "VM_BUG_ON_FOLIO" : "VM_BUG_ON";
+  if (vm_record(what, cond, msg, f, file, line)) return;
+  std::fprintf(stderr, "%s(%s) at %s:%d: %s\n%s\n", what, cond, file, line, msg, dump_folio(f).c_str());
   std::abort();
 }
+
+void vm_warn(const char* cond, const char* msg, const Folio* f, const char* file, int line) {
+  const char* what = f ? "VM_WARN_ON_FOLIO" : "VM_WARN_ON";
+  if (vm_record(what, cond, msg, f, file, line)) return;  // a violation, reported as such
+  g_vm_warn_count.fetch_add(1, std::memory_order_relaxed);
+  if (Kernel* k = f ? kernel_of(&f->page) : nullptr) k->stats->count(Event::vm_warn);
+  std::fprintf(stderr, "WARNING: %s(%s) at %s:%d: %s\n%s\n", what, cond, file, line, msg,
+               f ? dump_folio(f).c_str() : "");
+}
+
+uint64_t vm_warn_count() { return g_vm_warn_count.load(std::memory_order_relaxed); }
 
 }  // namespace mmlab

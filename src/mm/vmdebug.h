@@ -1,11 +1,24 @@
-// VM_WARN_ON / VM_BUG_ON_FOLIO (include/linux/mmdebug.h): cheap checks that
-// run in debug builds (MMLAB_DEBUG_VM) and compile to nothing otherwise. A
-// failure dumps the folio as dump_page() does and aborts, except that under
-// `cow.policy rfc` a VM_WARN_ON_FOLIO is recorded in the folio's System as a
-// violation and the model goes on, as a kernel with panic_on_warn=0 does:
-// the posting's flaws must be reported, not crash the model.
+// include/linux/mmdebug.h: cheap checks that run in debug builds
+// (MMLAB_DEBUG_VM) and compile to nothing otherwise.
+//
+//   VM_BUG_ON / VM_BUG_ON_FOLIO     the state is corrupt: dump the folio as
+//                                   dump_page() does and abort.
+//   VM_WARN_ON / VM_WARN_ON_ONCE /  the kernel warns and goes on: print the
+//   VM_WARN_ON_FOLIO /              report (the _ONCE forms only the first
+//   VM_WARN_ON_ONCE_FOLIO           time a site fires), count it in
+//                                   vm_warn_count() and, for a folio, in its
+//                                   System's `debug.vm_warn` counter, and
+//                                   continue. The unit tests fail on any.
+//
+// Under `cow.policy rfc` every folio check (either kind) is instead recorded
+// in the folio's System as a violation (not counted as a warning) and the
+// model goes on, as a kernel with panic_on_warn=0 does: the posting's flaws
+// must be reported, not crash the model (the scenario runner fails the test
+// with them).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "phys/page.h"
@@ -13,28 +26,38 @@
 namespace mmlab {
 
 std::string dump_folio(const Folio* f);  // dump_page()-style text
-// Aborts, or returns after recording the finding (see above).
+// The VM_BUG_ON* report: aborts, or returns after recording the finding (see above).
 void vm_bug(const char* cond, const char* msg, const Folio* f, const char* file, int line);
+// The VM_WARN_ON* report: counts, prints and returns.
+void vm_warn(const char* cond, const char* msg, const Folio* f, const char* file, int line);
+// VM_WARN_ON* reports of this process so far, every System's.
+uint64_t vm_warn_count();
 
 }  // namespace mmlab
 
 #if defined(MMLAB_DEBUG_VM)
-#define VM_WARN_ON_FOLIO(cond, folio, msg)                                            \
-  do {                                                                                \
-    if (__builtin_expect(!!(cond), 0)) ::mmlab::vm_bug(#cond, msg, folio, __FILE__, __LINE__); \
+#define MMLAB_VM_CHECK(fn, cond, folio, msg)                                     \
+  do {                                                                           \
+    if (__builtin_expect(!!(cond), 0)) ::mmlab::fn(#cond, msg, folio, __FILE__, __LINE__); \
   } while (0)
-#define VM_WARN_ON(cond, msg)                                                         \
-  do {                                                                                \
-    if (__builtin_expect(!!(cond), 0)) ::mmlab::vm_bug(#cond, msg, nullptr, __FILE__, __LINE__); \
+#define MMLAB_VM_CHECK_ONCE(cond, folio, msg)                                    \
+  do {                                                                           \
+    static std::atomic<bool> vm_warned_once_{false};                             \
+    if (__builtin_expect(!!(cond), 0) && !vm_warned_once_.exchange(true, std::memory_order_relaxed)) \
+      ::mmlab::vm_warn(#cond, msg, folio, __FILE__, __LINE__);                   \
   } while (0)
 #else
-#define VM_WARN_ON_FOLIO(cond, folio, msg) \
-  do {                                     \
-    (void)sizeof(!!(cond));                \
-    (void)(folio);                         \
+#define MMLAB_VM_CHECK(fn, cond, folio, msg) \
+  do {                                       \
+    (void)sizeof(!!(cond));                  \
+    (void)sizeof(folio);                     \
   } while (0)
-#define VM_WARN_ON(cond, msg) \
-  do {                        \
-    (void)sizeof(!!(cond));   \
-  } while (0)
+#define MMLAB_VM_CHECK_ONCE(cond, folio, msg) MMLAB_VM_CHECK(vm_warn, cond, folio, msg)
 #endif
+
+#define VM_BUG_ON(cond, msg) MMLAB_VM_CHECK(vm_bug, cond, static_cast<const ::mmlab::Folio*>(nullptr), msg)
+#define VM_BUG_ON_FOLIO(cond, folio, msg) MMLAB_VM_CHECK(vm_bug, cond, folio, msg)
+#define VM_WARN_ON(cond, msg) MMLAB_VM_CHECK(vm_warn, cond, static_cast<const ::mmlab::Folio*>(nullptr), msg)
+#define VM_WARN_ON_FOLIO(cond, folio, msg) MMLAB_VM_CHECK(vm_warn, cond, folio, msg)
+#define VM_WARN_ON_ONCE(cond, msg) MMLAB_VM_CHECK_ONCE(cond, static_cast<const ::mmlab::Folio*>(nullptr), msg)
+#define VM_WARN_ON_ONCE_FOLIO(cond, folio, msg) MMLAB_VM_CHECK_ONCE(cond, folio, msg)

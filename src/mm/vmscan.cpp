@@ -116,7 +116,7 @@ bool try_to_unmap_one(Folio* folio, Vma* vma) {
   return try_to_unmap_vma(
       folio, vma, 0,
       [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
-        VM_WARN_ON_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
+        VM_WARN_ON_ONCE_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
                          "unmapping an anonymous folio that is swap-backed but not in the swap cache");
         if (!folio_test_swapbacked(folio)) return try_to_unmap_lazyfree_ptes(folio, w, b);
         return try_to_unmap_swap_pte(folio, w, b);
@@ -290,9 +290,10 @@ bool skip_folio(const Folio* folio, ColdOrPageout what) {
 // The PMD-leaf part of madvise_cold_or_pageout_pte_range. true: done with
 // this PMD; false: look at the PTEs (the leaf was split, or is gone).
 bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, ColdOrPageout what,
-                         std::vector<Folio*>* list) NO_THREAD_SAFETY_ANALYSIS {
+                         std::vector<Folio*>* list) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   pmd_t orig = pmdp_get(pmd);
   if (!pmd_trans_huge(orig)) {
     ptl->unlock();
@@ -368,6 +369,7 @@ void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPage
 // madvise_cold / madvise_pageout for [start, end) of vma (mmap_lock held
 // for read), after can_madv_lru_vma().
 void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what) {
+  mmap_assert_locked(vma->vm_mm);
   Kernel* k = vma->vm_mm->kernel;
   // Shared mappings hold page cache or shmem, which the model does not
   // reclaim; MADV_COLD still deactivates their folios.

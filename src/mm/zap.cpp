@@ -48,11 +48,12 @@ unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsi
   return nr;
 }
 
-void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) NO_THREAD_SAFETY_ANALYSIS {
+void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
   if (!pte) return;
+  ptl->assert_held();
   ZapBatch batch;
   uint64_t start = addr;
   bool flush = false;
@@ -133,15 +134,16 @@ bool table_empty(const uint64_t* t) {
   return true;
 }
 
-void free_pte_table(Mm* mm, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
+void free_pte_table(Mm* mm, pmd_t* pmd) {
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   pmd_t v = pmdp_get(pmd);
   if (pmd_none(v) || pmd_leaf(v)) {
     ptl->unlock();
     return;
   }
   Page* table = mm->phys->pfn_to_page(pmd_pfn(v));
-  VM_WARN_ON(!table_empty(static_cast<uint64_t*>(mm->phys->page_address(table))), "freeing a PTE table that still maps pages");
+  VM_BUG_ON(!table_empty(static_cast<uint64_t*>(mm->phys->page_address(table))), "freeing a PTE table that still maps pages");
   entry_set(pmd, pmd_t{0});
   ptl->unlock();
   pgtable_free(mm, table);  // deferred: GUP-fast may still be reading it
@@ -149,7 +151,7 @@ void free_pte_table(Mm* mm, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
 
 }  // namespace
 
-void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling) NO_THREAD_SAFETY_ANALYSIS {
+void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling) {
   PhysMem* phys = mm->phys;
   for (uint64_t gaddr = round_down(start, PGDIR_SIZE); gaddr < end && gaddr < TASK_SIZE; gaddr += PGDIR_SIZE) {
     pgd_t* pgd = pgd_offset(mm, gaddr);

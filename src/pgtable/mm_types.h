@@ -20,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 
@@ -143,7 +142,7 @@ struct Mm {
   // VMAs by start address. Changed with mmap_lock held for write and
   // vma_tree_lock exclusive; read with either held.
   std::map<uint64_t, std::unique_ptr<Vma>> vmas;
-  mutable std::shared_mutex vma_tree_lock;
+  mutable RwSemaphore vma_tree_lock;
   std::atomic<uint64_t> mm_lock_seq{0};  // bumped by mmap_write_unlock: ends every VMA write lock
 
   // mm_users: 1 while the process lives; 0 from the start of its teardown

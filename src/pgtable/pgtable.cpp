@@ -83,7 +83,7 @@ void pgtable_free_deferred(Mm* mm, Page* table) {
   if (oldest_active_walker(k) > epoch) {  // nobody can still see it
     pgtable_release(mm, table);
   } else {
-    std::lock_guard<std::mutex> g(k->lock);
+    MutexGuard g(&k->lock);
     k->tables.push_back({table, epoch});
   }
   pgtable_reclaim_deferred(mm);
@@ -93,7 +93,7 @@ void pgtable_reclaim_deferred(Mm* mm) {
   DeferredTables* k = mm->deferred_tables;
   std::vector<Page*> ready;
   {
-    std::lock_guard<std::mutex> g(k->lock);
+    MutexGuard g(&k->lock);
     if (k->tables.empty()) return;
     uint64_t oldest = oldest_active_walker(k);
     auto& v = k->tables;
@@ -120,6 +120,7 @@ void tlb_remove_table_sync_one(Mm* mm) {
 }
 
 pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp) {
+  pmd_lockptr(vma->vm_mm, pmdp)->assert_held();
   pmd_t old = entry_xchg(pmdp, pmd_t{0});
   flush_tlb_range(vma, address, address + PMD_SIZE);
   return old;
@@ -165,11 +166,12 @@ pmd_t* pmd_alloc(Mm* mm, pud_t* pud, uint64_t addr) {
   return pmd_offset(mm->phys, e, addr);
 }
 
-bool pte_alloc(Mm* mm, pmd_t* pmd) NO_THREAD_SAFETY_ANALYSIS {
+bool pte_alloc(Mm* mm, pmd_t* pmd) {
   if (!pmd_none(pmdp_get(pmd))) return true;
   Page* t = pgtable_alloc(mm);
   if (!t) return false;
   SpinLock* ptl = pmd_lock(mm, pmd);
+  ptl->assert_held();
   if (pmd_none(pmdp_get(pmd))) {
     entry_set(pmd, mk_table_pmd(mm->phys->page_to_pfn(t)));
     t = nullptr;

@@ -19,6 +19,7 @@
 #include "pgtable/entry.h"
 #include "pgtable/mm_types.h"
 #include "phys/phys.h"
+#include "sync/mutex.h"
 #include "sync/spinlock.h"
 
 namespace mmlab {
@@ -68,8 +69,10 @@ pud_t* mm_find_pud(Mm* mm, uint64_t addr);
 inline SpinLock* pte_lockptr(PhysMem* phys, pmd_t pmd) { return &phys->pfn_to_page(pmd_pfn(pmd))->pt.ptl; }
 inline SpinLock* pmd_lockptr(Mm* mm, pmd_t* pmdp) { return &table_page_of(mm->phys, pmdp)->pt.ptl; }
 inline SpinLock* pud_lockptr(Mm* mm, pud_t*) { return &mm->page_table_lock; }
-// Return the lock taken; callers release it. (A returned lock cannot be named
-// for -Wthread-safety, so page-table walkers opt out of the analysis.)
+// Return the lock taken; callers release it. A returned lock cannot be named
+// for -Wthread-safety, so the caller states it with ptl->assert_held() right
+// after taking it (checked by lockdep in debug builds), and the analysis
+// follows it from there to the unlock. The same holds for *ptlp below.
 SpinLock* pmd_lock(Mm* mm, pmd_t* pmdp);
 SpinLock* pud_lock(Mm* mm, pud_t* pudp);
 
@@ -133,12 +136,12 @@ struct DeferredTables {
     std::atomic<uint64_t> active_epoch{0};  // 0: not walking
   };
   std::unique_ptr<WalkerSlot[]> walkers;  // one per simulated CPU
-  std::mutex lock;
+  Mutex lock{LockClass::kDeferredFreeLock};
   struct Table {
     Page* table;
     uint64_t epoch;
   };
-  std::vector<Table> tables;  // protected by lock
+  std::vector<Table> tables GUARDED_BY(lock);
 };
 
 // A lockless walker brackets its walk with these (local_irq_save/restore in

@@ -200,7 +200,7 @@ bool FrameStorePool::host_thp_enabled() {
 FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, bool prefault, int* err) {
   FrameStore* s = nullptr;
   {
-    std::lock_guard<std::mutex> g(lock_);
+    MutexGuard g(&lock_);
     // The smallest idle store that is large enough, one with the same advice
     // first; the most recently released among equals (its memory is warm).
     auto better = [&](FrameStore* c) {
@@ -222,12 +222,12 @@ FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, bool prefau
     s = new FrameStore;
     if (!s->map(ram_bytes)) {
       delete s;
-      std::lock_guard<std::mutex> g(lock_);
+      MutexGuard g(&lock_);
       counters_.live--;
       if (err) *err = -ENOMEM;
       return nullptr;
     }
-    std::lock_guard<std::mutex> g(lock_);
+    MutexGuard g(&lock_);
     counters_.created++;
   }
   s->uses_++;
@@ -242,7 +242,7 @@ void FrameStorePool::release(FrameStore* s, uint64_t nr_frames_used) {
   s->reset(nr_frames_used);
   std::vector<FrameStore*> evict;
   {
-    std::lock_guard<std::mutex> g(lock_);
+    MutexGuard g(&lock_);
     counters_.live--;
     idle_.push_back(s);
     counters_.idle++;
@@ -269,7 +269,7 @@ std::vector<FrameStore*> FrameStorePool::trim_locked() {
 void FrameStorePool::set_max_idle(unsigned n) {
   std::vector<FrameStore*> evict;
   {
-    std::lock_guard<std::mutex> g(lock_);
+    MutexGuard g(&lock_);
     max_idle_ = std::max(1u, n);
     evict = trim_locked();
   }
@@ -279,7 +279,7 @@ void FrameStorePool::set_max_idle(unsigned n) {
 void FrameStorePool::set_idle_budget(uint64_t bytes) {
   std::vector<FrameStore*> evict;
   {
-    std::lock_guard<std::mutex> g(lock_);
+    MutexGuard g(&lock_);
     idle_budget_ = bytes;
     evict = trim_locked();
   }
@@ -287,14 +287,14 @@ void FrameStorePool::set_idle_budget(uint64_t bytes) {
 }
 
 unsigned FrameStorePool::max_idle() const {
-  std::lock_guard<std::mutex> g(lock_);
+  MutexGuard g(&lock_);
   return max_idle_;
 }
 
 void FrameStorePool::drain() {
   std::vector<FrameStore*> evict;
   {
-    std::lock_guard<std::mutex> g(lock_);
+    MutexGuard g(&lock_);
     evict.swap(idle_);
     counters_.unmapped += evict.size();
     counters_.idle = 0;
@@ -303,7 +303,7 @@ void FrameStorePool::drain() {
 }
 
 FrameStorePool::Counters FrameStorePool::counters() const {
-  std::lock_guard<std::mutex> g(lock_);
+  MutexGuard g(&lock_);
   return counters_;
 }
 

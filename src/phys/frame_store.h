@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "mmlab/types.h"
+#include "sync/mutex.h"
 
 namespace mmlab {
 
@@ -142,12 +143,13 @@ class FrameStorePool {
 
  private:
   FrameStorePool();
-  std::vector<FrameStore*> trim_locked();  // what exceeds the limits, to unmap outside the lock
-  mutable std::mutex lock_;
-  std::vector<FrameStore*> idle_;  // most recently released last
-  unsigned max_idle_ = 4;
-  uint64_t idle_budget_ = 0;
-  Counters counters_;
+  // What exceeds the limits, to unmap outside the lock.
+  std::vector<FrameStore*> trim_locked() REQUIRES(lock_);
+  mutable Mutex lock_;
+  std::vector<FrameStore*> idle_ GUARDED_BY(lock_);  // most recently released last
+  unsigned max_idle_ GUARDED_BY(lock_) = 4;
+  uint64_t idle_budget_ GUARDED_BY(lock_) = 0;
+  Counters counters_ GUARDED_BY(lock_);
 };
 
 // Host memory a System with ram_bytes of RAM may come to use: its frames

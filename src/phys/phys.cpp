@@ -93,7 +93,7 @@ PhysMem::~PhysMem() {
 // Models mm_get_huge_zero_folio(): allocated on first use; the folio's
 // refcount is one reference held by the model itself plus one per user.
 Folio* PhysMem::mm_get_huge_zero_folio() {
-  std::lock_guard<std::mutex> g(huge_zero_mutex_);
+  MutexGuard g(&huge_zero_mutex_);
   Folio* f = huge_zero_.load(std::memory_order_relaxed);
   if (!f) {
     // The kernel asks for (GFP_TRANSHUGE | __GFP_ZERO) & ~__GFP_MOVABLE.
@@ -112,7 +112,7 @@ Folio* PhysMem::mm_get_huge_zero_folio() {
 }
 
 void PhysMem::mm_put_huge_zero_folio() {
-  std::lock_guard<std::mutex> g(huge_zero_mutex_);
+  MutexGuard g(&huge_zero_mutex_);
   Folio* f = huge_zero_.load(std::memory_order_relaxed);
   if (!f || huge_zero_users_ == 0) return;
   huge_zero_users_--;

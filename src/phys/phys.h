@@ -23,6 +23,7 @@
 #include "stats/stats.h"
 #include "sync/annotations.h"
 #include "sync/cpu.h"
+#include "sync/mutex.h"
 #include "sync/spinlock.h"
 
 namespace mmlab {
@@ -228,9 +229,9 @@ class PhysMem {
   std::unique_ptr<PerCpuPages[]> pcp_[MAX_NR_ZONES];
   Page* zero_page_ = nullptr;
   pfn_t zero_pfn_ = 0;
-  std::mutex huge_zero_mutex_;
+  Mutex huge_zero_mutex_;
   std::atomic<Folio*> huge_zero_{nullptr};
-  long huge_zero_users_ = 0;  // protected by huge_zero_mutex_
+  long huge_zero_users_ GUARDED_BY(huge_zero_mutex_) = 0;
   FolioFreeHook free_hook_;
   std::function<bool(const std::string&)> bad_page_hook_;
   static constexpr int kDataNoOwner = -1, kDataShared = -2;

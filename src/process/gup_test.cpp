@@ -131,7 +131,7 @@ int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFET
   return 0;
 }
 
-double gup_physical_floor_us(Process* p, uint64_t start, long nr_pages) NO_THREAD_SAFETY_ANALYSIS {
+double gup_physical_floor_us(Process* p, uint64_t start, long nr_pages) {
   Mm* mm = p->mm();
   if (!mm) return -1;
   PhysMem* phys = mm->phys;

@@ -73,6 +73,7 @@ void smaps_account(MemSizeStats* mss, Page* page, bool compound, bool young, boo
 
 // smap_gather_stats() for one VMA. mmap_lock held (read).
 void smap_gather_stats(Vma* vma, MemSizeStats* mss, uint64_t* huge_page_size) {
+  mmap_assert_locked(vma->vm_mm);
   bool locked = vma->vm_flags & VM_LOCKED;
   bool hugetlb = vma->vm_flags & VM_HUGETLB;
   PageWalkOps ops;
@@ -249,7 +250,7 @@ bool pte_is_pinned(Vma* vma, uint64_t addr, pte_t pte) {
 // clear_refs_pte_range(CLEAR_REFS_SOFT_DIRTY) over the whole VMA:
 // clear_soft_dirty_pmd / clear_soft_dirty write-protect every present entry
 // and clear its soft-dirty bit; swap PTEs lose their soft-dirty bit.
-void clear_soft_dirty_vma(Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
+void clear_soft_dirty_vma(Vma* vma) {
   Mm* mm = vma->vm_mm;
   bool flush = false;
   for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
@@ -263,6 +264,7 @@ void clear_soft_dirty_vma(Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
     if (pmd_none(v)) continue;
     if (pmd_trans_huge(v)) {
       SpinLock* ptl = pmd_lock(mm, pmd);
+      ptl->assert_held();
       pmd_t cur = pmdp_get(pmd);
       if (pmd_trans_huge(cur)) {
         // Invalidate first (see change_huge_pmd), keeping the A/D bits the
@@ -279,6 +281,7 @@ void clear_soft_dirty_vma(Vma* vma) NO_THREAD_SAFETY_ANALYSIS {
     SpinLock* ptl;
     pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
     if (!pte) continue;
+    ptl->assert_held();
     for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
       pte_t ptent = ptep_get(pte);
       if (pte_none(ptent)) continue;

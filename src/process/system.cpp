@@ -198,7 +198,7 @@ std::string System::vmstat_text() const {
 }
 
 std::vector<std::string> System::warnings() const {
-  std::lock_guard<std::mutex> g(k_->warn_lock);
+  MutexGuard g(&k_->warn_lock);
   return k_->warnings;
 }
 

@@ -100,7 +100,8 @@ enum class MthpStat : uint16_t {
   X(collapse_zeroed, "collapse.bytes_zeroed", "bytes zeroed for none/zero-page slots of collapsed folios") \
   X(collapse_flush, "collapse.pmd_flush", "pmdp_collapse_flush() calls (PMD cleared, TLB flushed)") \
   X(collapse_table_sync, "collapse.table_sync", "tlb_remove_table_sync_one() waits for lockless walkers") \
-  X(khugepaged_wake, "khugepaged.wakes", "khugepaged_do_scan() runs (wakes of the khugepaged thread)")
+  X(khugepaged_wake, "khugepaged.wakes", "khugepaged_do_scan() runs (wakes of the khugepaged thread)") \
+  X(vm_warn, "debug.vm_warn", "VM_WARN_ON* checks on a folio of this System that fired (debug builds; the model went on)")
 
 enum class Event : uint16_t {
 #define X(e, n, d) e,

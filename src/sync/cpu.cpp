@@ -1,7 +1,7 @@
 #include "sync/cpu.h"
 
 #include <bitset>
-#include <mutex>
+#include "sync/mutex.h"
 
 namespace mmlab {
 namespace {
@@ -13,13 +13,13 @@ namespace {
 // overflow thread still uses, would let plain read-modify-writes race).
 constexpr int kSharedCpu = NR_CPUS - 1;
 
-std::mutex g_cpu_mutex;
-std::bitset<NR_CPUS> g_cpu_used;  // protected by g_cpu_mutex; bit kSharedCpu is never set
+Mutex g_cpu_mutex;
+std::bitset<NR_CPUS> g_cpu_used GUARDED_BY(g_cpu_mutex);  // bit kSharedCpu is never set
 
 struct ThreadCpu {
   CpuSlot slot;
   ThreadCpu() {
-    std::lock_guard<std::mutex> g(g_cpu_mutex);
+    MutexGuard g(&g_cpu_mutex);
     for (int i = 0; i < kSharedCpu; i++) {
       if (!g_cpu_used[i]) {
         g_cpu_used[i] = true;
@@ -31,7 +31,7 @@ struct ThreadCpu {
   }
   ~ThreadCpu() {
     if (!slot.exclusive) return;
-    std::lock_guard<std::mutex> g(g_cpu_mutex);
+    MutexGuard g(&g_cpu_mutex);
     g_cpu_used[slot.id] = false;
   }
 };

@@ -11,6 +11,9 @@
 //      |                               lock_vma_under_rcu, instead of mmap_lock;
 //      |                               write: vma_start_write, under mmap_lock
 //      |                               write)
+//      +- hugetlb fault mutex          LockClass::kHugetlbFaultMutex (one of a
+//      |                               hashed table, per (mapping, index);
+//      |                               sleeping; taken before the folio lock)
 //      +- folio lock (PG_locked)       LockClass::kFolioLock (sleeping)
 //         +- anon_vma->rwsem,          LockClass::kRmapLock
 //         |  mapping->i_mmap_rwsem     (i_mmap first when both are held)
@@ -24,6 +27,14 @@
 //                  |                   source at kSingleDepthNesting. A PMD
 //                  |                   lock is never taken under a PTE lock of
 //                  |                   a table below it.
+//                  +- i_pages lock     LockClass::kPageCacheLock (the
+//                  |                   mapping's xa_lock)
+//                  +- split_queue_lock LockClass::kSplitQueueLock (deferred
+//                  |                   split queue; under i_pages in
+//                  |                   __folio_split, under the PTL when an
+//                  |                   rmap removal queues a folio)
+//                  +- deferred-free    LockClass::kDeferredFreeLock (page
+//                  |  list             tables waiting for lockless walkers)
 //                  +- zone->lock       LockClass::kZoneLock
 //                     +- pcp lock      LockClass::kPcpLock (per-CPU page lists)
 //

@@ -32,11 +32,15 @@ const char* class_name(LockClass c) {
     case LockClass::kGeneric: return "generic";
     case LockClass::kMmapLock: return "mmap_lock";
     case LockClass::kVmaLock: return "vma_lock";
+    case LockClass::kHugetlbFaultMutex: return "hugetlb_fault_mutex";
     case LockClass::kFolioLock: return "folio_lock";
     case LockClass::kRmapLock: return "rmap_lock";
     case LockClass::kPageTableLock: return "page_table_lock";
     case LockClass::kPmdLock: return "pmd_lock";
     case LockClass::kPteLock: return "pte_lock";
+    case LockClass::kPageCacheLock: return "i_pages_lock";
+    case LockClass::kSplitQueueLock: return "split_queue_lock";
+    case LockClass::kDeferredFreeLock: return "deferred_free_lock";
     case LockClass::kZoneLock: return "zone_lock";
     case LockClass::kPcpLock: return "pcp_lock";
     case LockClass::kNrClasses: break;
@@ -152,6 +156,16 @@ void lockdep_assert_none_held_from(LockClass cls) {
     std::fflush(stderr);
     std::abort();
   }
+}
+
+void lockdep_assert_held(const void* lock) {
+  const HeldStack& h = t_held;
+  for (int i = 0; i < h.n; i++)
+    if (h.e[i].lock == lock) return;
+  std::fprintf(stderr, "lockdep: %p is not held by this thread, which must hold it\n", lock);
+  dump_held(h);
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace mmlab

@@ -14,11 +14,15 @@ enum class LockClass : uint8_t {
   kGeneric = 0,       // leaf locks that are never nested with the ones below
   kMmapLock,          // mm->mmap_lock (rw_semaphore)
   kVmaLock,           // per-VMA lock
+  kHugetlbFaultMutex, // hugetlb_fault_mutex_table[hash] (sleeping)
   kFolioLock,         // PG_locked (sleeping)
   kRmapLock,          // anon_vma->rwsem, i_mmap_rwsem
   kPageTableLock,     // mm->page_table_lock (upper levels, PUD leaves)
   kPmdLock,           // split PMD lock
   kPteLock,           // split PTE lock
+  kPageCacheLock,     // mapping->i_pages xa_lock
+  kSplitQueueLock,    // ds_queue->split_queue_lock
+  kDeferredFreeLock,  // the deferred page-table free list (mmu_gather's batch)
   kZoneLock,          // zone->lock
   kPcpLock,           // per-CPU page list lock
   kNrClasses,
@@ -31,10 +35,13 @@ void lockdep_acquire(const void* lock, LockClass cls, int subclass, LockdepTry t
 void lockdep_release(const void* lock);
 // Aborts unless the calling thread holds no lock of class >= cls (e.g. before sleeping).
 void lockdep_assert_none_held_from(LockClass cls);
+// lockdep_assert_held: aborts unless the calling thread holds `lock`.
+void lockdep_assert_held(const void* lock);
 #else
 inline void lockdep_acquire(const void*, LockClass, int, LockdepTry = LockdepTry::kBlocking) {}
 inline void lockdep_release(const void*) {}
 inline void lockdep_assert_none_held_from(LockClass) {}
+inline void lockdep_assert_held(const void*) {}
 #endif
 
 }  // namespace mmlab

@@ -10,7 +10,7 @@ namespace mmlab {
 // next ticket (if also a reader) be considered at once, so a run of queued
 // readers enters together, but a reader never overtakes a queued writer.
 
-void RwSemaphore::down_read() NO_THREAD_SAFETY_ANALYSIS {
+void RwSemaphore::down_read() {
   lockdep_acquire(this, cls_, 0);
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
@@ -20,7 +20,7 @@ void RwSemaphore::down_read() NO_THREAD_SAFETY_ANALYSIS {
   cv_.notify_all();  // the next ticket may be a reader too
 }
 
-bool RwSemaphore::down_read_trylock() NO_THREAD_SAFETY_ANALYSIS {
+bool RwSemaphore::down_read_trylock() {
   std::lock_guard<std::mutex> g(m_);
   if (writer_ || serving_ != next_ticket_) return false;
   next_ticket_++;
@@ -30,13 +30,13 @@ bool RwSemaphore::down_read_trylock() NO_THREAD_SAFETY_ANALYSIS {
   return true;
 }
 
-void RwSemaphore::up_read() NO_THREAD_SAFETY_ANALYSIS {
+void RwSemaphore::up_read() {
   lockdep_release(this);
   std::lock_guard<std::mutex> g(m_);
   if (--readers_ == 0) cv_.notify_all();
 }
 
-void RwSemaphore::down_write() NO_THREAD_SAFETY_ANALYSIS {
+void RwSemaphore::down_write() {
   lockdep_acquire(this, cls_, 0);
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
@@ -47,7 +47,7 @@ void RwSemaphore::down_write() NO_THREAD_SAFETY_ANALYSIS {
   writer_ = true;
 }
 
-bool RwSemaphore::down_write_trylock() NO_THREAD_SAFETY_ANALYSIS {
+bool RwSemaphore::down_write_trylock() {
   std::lock_guard<std::mutex> g(m_);
   if (writer_ || readers_ || serving_ != next_ticket_) return false;
   next_ticket_++;
@@ -57,14 +57,14 @@ bool RwSemaphore::down_write_trylock() NO_THREAD_SAFETY_ANALYSIS {
   return true;
 }
 
-void RwSemaphore::up_write() NO_THREAD_SAFETY_ANALYSIS {
+void RwSemaphore::up_write() {
   lockdep_release(this);
   std::lock_guard<std::mutex> g(m_);
   writer_ = false;
   cv_.notify_all();
 }
 
-void RwSemaphore::downgrade_write() NO_THREAD_SAFETY_ANALYSIS {
+void RwSemaphore::downgrade_write() {
   std::lock_guard<std::mutex> g(m_);
   writer_ = false;
   readers_++;

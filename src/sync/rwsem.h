@@ -31,15 +31,17 @@ class CAPABILITY("rw_semaphore") RwSemaphore {
   bool is_write_locked() const;
   int nr_readers() const;
   int nr_waiting_writers() const;  // for tests of the fairness rule
-  // Checked in debug builds (that someone holds it: owners are not tracked).
+  // Checked in debug builds: held (for write) and, by lockdep, by this thread.
   void assert_held() const ASSERT_SHARED_CAPABILITY(this) {
 #if defined(MMLAB_DEBUG_VM)
     check_held(/*write=*/false);
+    lockdep_assert_held(this);
 #endif
   }
   void assert_write_held() const ASSERT_CAPABILITY(this) {
 #if defined(MMLAB_DEBUG_VM)
     check_held(/*write=*/true);
+    lockdep_assert_held(this);
 #endif
   }
 

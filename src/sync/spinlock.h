@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "sync/annotations.h"
+#include "sync/lock_order.h"
 #include "sync/lockdep.h"
 
 namespace mmlab {
@@ -43,13 +44,15 @@ class CAPABILITY("spinlock") SpinLock {
   bool is_locked() const {
     return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(word_)).load(std::memory_order_relaxed) != 0;
   }
-  // For code that knows the lock is held (checked in debug builds).
+  // For code that knows the lock is held (lockdep_assert_held): checked in
+  // debug builds, by lockdep, to be held by this thread.
   void assert_held() const ASSERT_CAPABILITY(this) {
 #if defined(MMLAB_DEBUG_VM)
     if (!is_locked()) {
       std::fprintf(stderr, "SpinLock %p: assert_held() on an unlocked lock\n", static_cast<const void*>(this));
       std::abort();
     }
+    lockdep_assert_held(this);
 #endif
   }
 
@@ -73,6 +76,29 @@ class SCOPED_CAPABILITY SpinGuard {
   }
   SpinGuard(const SpinGuard&) = delete;
   SpinGuard& operator=(const SpinGuard&) = delete;
+
+ private:
+  SpinLock* l_;
+};
+
+// The second of two page-table locks that may be the same lock (both tables
+// in one page, or the PUD level's one lock): taken nested, at
+// kSingleDepthNesting, unless it is the lock already held (move_ptes,
+// move_huge_pmd: `if (new_ptl != old_ptl) spin_lock_nested(...)`).
+class SCOPED_CAPABILITY SpinNestedGuard {
+ public:
+  SpinNestedGuard(SpinLock* l, const SpinLock* held, LockClass cls) ACQUIRE(l) : l_(l != held ? l : nullptr) {
+    if (l_) l_->lock(cls, kSingleDepthNesting);
+  }
+  ~SpinNestedGuard() RELEASE() {
+    if (l_) l_->unlock();
+  }
+  void unlock() RELEASE() {
+    if (l_) l_->unlock();
+    l_ = nullptr;
+  }
+  SpinNestedGuard(const SpinNestedGuard&) = delete;
+  SpinNestedGuard& operator=(const SpinNestedGuard&) = delete;
 
  private:
   SpinLock* l_;

@@ -388,11 +388,17 @@ TEST_F(CheckerTest, MissingDepositedTableIsReported) {
   ASSERT_TRUE(p->fill(a, 1, PMD_SIZE).ok());
   pmd_t* pmd = pmd_ptr(a);
   ASSERT_TRUE(pmd && pmd_leaf(pmdp_get(pmd)));
+  SpinLock* ptl = pmd_lock(p->mm(), pmd);  // deposit and withdraw run under it
+  ptl->assert_held();
   Page* t = pgtable_trans_huge_withdraw(p->mm(), pmd);
+  ptl->unlock();
   CheckReport r = expect_violation("deposited page tables != PMD leaves");
   EXPECT_TRUE(has(r, "page-table page leaked")) << r.to_string();
   EXPECT_TRUE(has(r, "mm->pgtables_bytes mismatch")) << r.to_string();
+  ptl = pmd_lock(p->mm(), pmd);
+  ptl->assert_held();
   pgtable_trans_huge_deposit(p->mm(), pmd, t);
+  ptl->unlock();
   expect_ok();
 }
 

@@ -795,7 +795,10 @@ TEST_F(SplitTest, ShrinkerSplitsPartiallyMappedMthp) {
   EXPECT_EQ(sys->mthp_stat(4, "split_failed"), 0);
   EXPECT_EQ(sys->mthp_stat(4, "nr_anon"), 0);
   EXPECT_EQ(sys->mthp_stat(4, "nr_anon_partially_mapped"), 0);
-  EXPECT_TRUE(k()->split_queue.empty());
+  {
+    MutexGuard g(&k()->split_queue_lock);
+    EXPECT_TRUE(k()->split_queue.empty());
+  }
   for (unsigned i = 0; i < 8; i++) {
     PteDumpEntry e = entry_at(a + i * PAGE_SIZE);
     EXPECT_EQ(e.folio_order, 0) << i;

@@ -10,6 +10,7 @@
 
 #include "mm/kernel.h"
 #include "mm/mm.h"
+#include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "phys/phys.h"
 
@@ -17,6 +18,12 @@ namespace mmlab::test {
 
 inline constexpr uint64_t k64K = 64 * 1024;
 inline constexpr int RW = PROT_READ | PROT_WRITE;
+
+// Every test fails if a VM_WARN_ON* fired during it (the listener in
+// vm_warn_listener.cpp checks vm_warn_count() around each test), unless
+// the test says here how many it provokes on purpose.
+inline int g_expected_vm_warns = 0;
+inline void expect_vm_warns(int n) { g_expected_vm_warns = n; }
 
 class MmTest : public ::testing::Test {
  protected:

@@ -1,0 +1,53 @@
+// VM_WARN_ON* counts and goes on; VM_BUG_ON* aborts (debug builds only).
+#include <gtest/gtest.h>
+
+#include "mm/vmdebug.h"
+#include "phys/phys.h"
+#include "test_util.h"
+
+namespace mmlab::test {
+namespace {
+
+class VmDebugTest : public MmTest {};
+
+#if defined(MMLAB_DEBUG_VM)
+
+TEST_F(VmDebugTest, WarnCountsAndContinues) {
+  expect_vm_warns(3);
+  const uint64_t before = vm_warn_count();
+  VM_WARN_ON(vm_warn_count() >= before, "a warning the test provokes");
+  EXPECT_EQ(vm_warn_count(), before + 1);  // and the test went on
+  for (int i = 0; i < 3; i++) VM_WARN_ON_ONCE(i >= 0, "fires on the first pass only");
+  VM_WARN_ON(false, "not a warning");
+  EXPECT_EQ(vm_warn_count(), before + 2);
+
+  // A folio's warning also counts in its System's debug.vm_warn counter.
+  const long a = p->mmap(0, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(a, 0);
+  ASSERT_TRUE(p->fill(static_cast<uint64_t>(a), 1, PAGE_SIZE).ok());
+  PteDumpEntry e = entry_at(p, static_cast<uint64_t>(a));
+  ASSERT_TRUE(e.level != 0 && !e.swap && e.folio_order >= 0);
+  Folio* f = page_folio(sys->kernel()->phys->pfn_to_page(e.pfn));
+  const int64_t counted = sys->counter("debug.vm_warn");
+  VM_WARN_ON_FOLIO(folio_test_anon(f), f, "a warning on an anonymous folio the test provokes");
+  EXPECT_EQ(sys->counter("debug.vm_warn"), counted + 1);
+  EXPECT_EQ(vm_warn_count(), before + 3);
+}
+
+TEST_F(VmDebugTest, BugAborts) {
+  EXPECT_DEATH(VM_BUG_ON(sys != nullptr, "a bug the test provokes"), "VM_BUG_ON\\(sys != nullptr\\)");
+}
+
+#else
+
+TEST_F(VmDebugTest, ChecksCompileToNothing) {
+  const uint64_t before = vm_warn_count();
+  VM_WARN_ON(true, "compiled out");
+  VM_BUG_ON(true, "compiled out");
+  EXPECT_EQ(vm_warn_count(), before);
+}
+
+#endif
+
+}  // namespace
+}  // namespace mmlab::test
