@@ -20,7 +20,7 @@
 //     had been written and synced). ->page_mkwrite marks the folio dirty, and
 //     shared writable mappings are write-notify (vma_wants_writenotify): the
 //     first write to each page faults.
-//   hugetlbfs: the hugetlb layer (fault/hugetlb.cpp) creates the file, fills
+//   hugetlbfs: the hugetlb code (mm/hugetlbfs_inode.cpp) creates the file, fills
 //     it (hugetlb_fallocate), checks and reserves its mappings
 //     (hugetlb_file_mmap) and handles its faults; this file registers it and
 //     reads it. pwrite is -EINVAL (hugetlbfs has no write_iter).

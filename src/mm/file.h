@@ -33,7 +33,7 @@ namespace mmlab {
 
 struct Kernel;
 struct Vma;
-struct HugetlbFileState;  // fault/hugetlb.h
+struct HugetlbFileState;  // mm/hugetlb.h
 
 // struct address_space + struct inode, reduced to what the model needs.
 struct File {

@@ -24,7 +24,7 @@ struct FileTable;     // mm/file.h (page cache, files)
 struct KhugepagedHooks;  // mm/khugepaged.h (the call sites' way into khugepaged)
 class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
 struct SwapState;     // fault/swap.h (swap devices, swap cache)
-struct HugetlbState;  // fault/hugetlb.h (hugetlb pools)
+struct HugetlbState;  // mm/hugetlb.h (hugetlb pools)
 
 struct Kernel {
   Kernel();
