@@ -442,9 +442,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
     if (!(tmp->vm_flags & VM_WIPEONFORK)) anon_vma_fork(tmp.get(), mpnt);
     tmp->vm_flags &= ~VM_LOCKED_MASK;
     // The kernel also puts a file VMA's twin on the file's i_mmap here
-    // (vma_interval_tree_insert_after). Nothing maintains the model's i_mmap
-    // yet (hugetlb falls back to the anon_vma); whoever makes vma_link and
-    // VMA freeing keep it must cover this vma_link too.
+    // (vma_interval_tree_insert_after); the model keeps no file rmap.
     Vma* dst = vma_link(mm, std::move(tmp));
     if (!(dst->vm_flags & VM_WIPEONFORK)) retval = copy_page_range(dst, mpnt);
     if (retval) break;

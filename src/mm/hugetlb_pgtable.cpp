@@ -225,9 +225,11 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
 
 // unmap_ref_private: the reservation owner cannot CoW for want of a page;
 // take the page away from the other private mappers of that file range
-// (fork children), who will get SIGBUS if they touch it again. The
-// candidates come from the file's i_mmap; if nobody maintains it, from the
-// folio's anon_vma. Returns how many mappings were removed.
+// (fork children), who will get SIGBUS if they touch it again. The kernel
+// finds them on the file's i_mmap; the model keeps no file rmap, so they
+// come from the one rmap walk over the folio's anon_vma (every private
+// mapper that may map an anonymous folio is on it; a page-cache folio has
+// none). Returns how many mappings were removed.
 long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address) NO_THREAD_SAFETY_ANALYSIS {
   Kernel* k = vma->vm_mm->kernel;
   HugetlbState* hs = hugetlb_state(k);
@@ -251,22 +253,10 @@ long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address) NO_THREAD_SAFET
     return __unmap_hugepage_range(iter, a, a + h->size(), folio);
   };
   long n = 0;
-  bool any = false;
-  {
-    WriteGuard g(&file->i_mmap_rwsem);
-    for (Vma* iter : file->i_mmap) {
-      if (iter != vma) any = true;
-      n += try_unmap(iter);
-    }
-  }
-  if (!any && folio_test_anon(folio)) {
-    // rmap_walk_anon: every VMA that may map the folio is on its anon_vma.
-    auto* av = reinterpret_cast<AnonVma*>(aref(folio->page.mapping).load(std::memory_order_acquire));
-    if (av) {
-      ReadGuard g(&av->rwsem);
-      for (Vma* iter : av->vmas) n += try_unmap(iter);
-    }
-  }
+  rmap_walk(folio, {.rmap_one = [&](Vma* iter) {
+                      n += try_unmap(iter);
+                      return true;
+                    }});
   return n;
 }
 
