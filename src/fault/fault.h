@@ -124,7 +124,7 @@ vm_fault_t do_fault(VmFault* vmf);
 vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio);  // PTL held on entry, released
 // fault/swap.cpp
 vm_fault_t do_swap_page(VmFault* vmf);
-// fault/hugetlb_fault.cpp
+// fault/hugetlb.cpp
 vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags);
 
 }  // namespace mmlab

@@ -5,7 +5,7 @@
 // (hugetlb_add_to_page_cache), and the sysfs files under
 // /sys/kernel/mm/hugepages/. Reservations are in mm/hugetlb_resv.cpp, the
 // page-table operations in mm/hugetlb_pgtable.cpp, the files in
-// mm/hugetlbfs_inode.cpp, the faults in fault/hugetlb_fault.cpp.
+// mm/hugetlbfs_inode.cpp, the faults in fault/hugetlb.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstring>

@@ -3,7 +3,7 @@
 // of hugetlb mappings.
 //
 // Model decisions (the code: mm/hugetlb*.cpp, mm/hugetlbfs_inode.cpp,
-// fault/hugetlb_fault.cpp):
+// fault/hugetlb.cpp):
 //   - One pool (struct hstate) per size, one NUMA node. A free pool folio is
 //     PG_hugetlb with refcount 1: the reference is the pool's (the kernel
 //     keeps free huge pages frozen at 0; the invariant checker counts a

@@ -1,6 +1,6 @@
 // The helpers mm/hugetlb.c keeps static, shared here by the files the model
 // splits it into (mm/hugetlb*.cpp, fs/hugetlbfs/inode.c's
-// mm/hugetlbfs_inode.cpp, fault/hugetlb_fault.cpp). Not for other users:
+// mm/hugetlbfs_inode.cpp, fault/hugetlb.cpp). Not for other users:
 // the rest of mm reaches hugetlb through mm/hugetlb.h.
 #pragma once
 
