@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "mm/filemap.h"
 #include "mm/hugetlb.h"
 #include "mm/mm.h"
 
@@ -154,12 +155,6 @@ int mwriteprotect_range(Mm* mm, uint64_t start, uint64_t len, bool enable_wp);
 struct File;
 struct VmFault;
 
-// mm/mmap.c for files: attach `file` to a new VMA (file->f_op->mmap): shmem,
-// ext4-class and hugetlbfs checks; 0 or -errno (fault/filemap.cpp).
-int file_mmap_prepare(File* file, Vma* vma);
-// shmem_zero_setup: the shmem file behind a MAP_SHARED|MAP_ANONYMOUS mapping (fault/filemap.cpp).
-std::shared_ptr<File> shmem_zero_setup(Kernel* k, uint64_t len);
-std::shared_ptr<File> file_get(Kernel* k, int fd);  // nullptr if no such fd (fault/filemap.cpp)
 
 // ==== BEGIN file layer (fault/filemap.cpp, mm/mmap.cpp's file paths) ====
 // do_mmap() of `file` (nullptr: anonymous, as do_mmap). The caller has done
@@ -167,9 +162,6 @@ std::shared_ptr<File> file_get(Kernel* k, int fd);  // nullptr if no such fd (fa
 // hugetlbfs file. Returns the address or -errno.
 long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
                   uint64_t pgoff);
-// vma_wants_writenotify()'s file part: the file has ->page_mkwrite or its
-// mapping can write back (ext4/xfs/btrfs; not shmem or hugetlbfs).
-bool vma_fs_can_writeback(const Vma* vma);
 // ==== END file layer ====
 
 // fault/swap.cpp: swap entries in the zap and fork paths.

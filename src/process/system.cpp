@@ -1,7 +1,7 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
 
-#include "fault/filemap.h"
+#include "mm/filemap.h"
 #include "mm/swapfile.h"
 #include "fmt/format.h"
 #include "khugepaged/khugepaged.h"
@@ -219,7 +219,7 @@ std::string CheckReport::to_string() const {
   return s.empty() ? "ok\n" : s;
 }
 
-// ---- files and swap: the system calls of fault/filemap.h and fault/swap.h ----
+// ---- files and swap: the system calls of mm/filemap.h and mm/swapfile.h ----
 
 int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
   return memfd_create(k_.get(), size, fs, hugetlb_shift, name);
