@@ -772,4 +772,6 @@ long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) {
   return 0;
 }
 
+const GupHooks kGupHooks = {.faultin_page_range = faultin_page_range};
+
 }  // namespace mmlab

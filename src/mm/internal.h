@@ -71,11 +71,6 @@ uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t ne
 void vma_adjust_trans_huge(Vma* vma, uint64_t start, uint64_t end);
 void split_huge_pmd_address(Vma* vma, uint64_t address);
 
-// ---- mm/gup.c populate path (until the GUP layer: fault/populate.cpp) ----
-// MADV_POPULATE_READ/WRITE: fault in [start, end) as faultin_page_range() does.
-// Returns 0 or -errno (-ENOMEM no VMA, -EINVAL VMA check, -EFAULT fault error).
-long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) REQUIRES_SHARED(mm->mmap_lock);
-
 // ==== BEGIN vma-layer helpers (added with mm/vma.cpp, mm/mmap.cpp; the
 // ==== VMA engineer's block: shared by mmap, munmap, mremap, mprotect, madvise
 // ==== and fork) ====

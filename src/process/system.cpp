@@ -4,6 +4,7 @@
 #include "mm/filemap.h"
 #include "mm/swapfile.h"
 #include "fmt/format.h"
+#include "gup/gup.h"
 #include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -46,6 +47,7 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return nullptr;
   }
   k->phys->owner = k.get();
+  k->gup_hooks = &kGupHooks;
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
   // Under cow.policy rfc a bad page is a recorded finding, not an abort.
