@@ -4,6 +4,7 @@
 #include "mm/filemap.h"
 #include "mm/swapfile.h"
 #include "fmt/format.h"
+#include "check/checker.h"
 #include "gup/gup.h"
 #include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
@@ -14,8 +15,6 @@
 
 namespace mmlab {
 
-CheckReport check_system(const System& sys);  // check/checker.cpp
-CheckReport check_system(const System& sys, const std::function<long(const Folio*)>& extra_refs);
 
 namespace {
 
@@ -185,7 +184,13 @@ std::vector<std::string> System::warnings() const {
   return k_->warnings;
 }
 
-CheckReport System::check() const { return check_system(*this); }
+CheckReport check_system(const System& sys, const CheckerExtraRefs& extra_refs) {
+  std::vector<CheckedMm> mms;
+  for (Process* p : sys.processes()) mms.push_back({p->mm(), p->name(), p->pid()});
+  return check_kernel(sys.kernel(), mms, extra_refs);
+}
+
+CheckReport System::check() const { return check_system(*this, CheckerExtraRefs{}); }
 
 CheckReport System::check_with_refs(const std::map<uint64_t, long>& refs) const {
   return check_system(*this, [&](const Folio* f) -> long {
@@ -215,11 +220,6 @@ FrameStoreInfo System::frame_store_info() const {
 }
 uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }
 
-std::string CheckReport::to_string() const {
-  std::string s;
-  for (auto& v : violations) s += fmt::format("{} at {}\n{}\n", v.invariant, v.where, v.dump);
-  return s.empty() ? "ok\n" : s;
-}
 
 // ---- files and swap: the system calls of mm/filemap.h and mm/swapfile.h ----
 
