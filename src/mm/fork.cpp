@@ -59,7 +59,6 @@ constexpr vm_flags_t VM_LOCKED_MASK = VM_LOCKED | VM_LOCKONFAULT;
 bool userfaultfd_wp(const Vma* vma) { return vma->vm_flags & VM_UFFD_WP; }
 // pmdp_set_wrprotect: an atomic clear of the write bit (x86 clear_bit), like wrprotect_ptes.
 void pmdp_set_wrprotect(pmd_t* pmdp) { std::atomic_ref<uint64_t>(pmdp->v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel); }
-bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 // Models mm_get_huge_zero_folio() for the child: one reference per mm that
 // maps the huge zero folio, recorded by MMF_HUGE_ZERO_PAGE. The parent holds
