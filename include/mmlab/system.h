@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mmlab/tune.h"
+#include "mmlab/check.h"
 #include "mmlab/types.h"
 
 namespace mmlab {
@@ -56,18 +57,6 @@ struct SystemConfig {
   int host_thp = 0;                 // frame store: 0 host default (no advice), 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE
 };
 
-// One finding of the invariant checker.
-struct Violation {
-  std::string invariant;  // named after the VM_WARN_ON_FOLIO site it stands for
-  std::string where;      // process/address/level where it was found
-  std::string dump;       // dump_page()-style dump of the folio or table
-};
-
-struct CheckReport {
-  std::vector<Violation> violations;
-  bool ok() const { return violations.empty(); }
-  std::string to_string() const;
-};
 
 
 class System {

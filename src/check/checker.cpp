@@ -25,7 +25,6 @@
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/vmdebug.h"
-#include "mmlab/system.h"
 #include "pgtable/entry.h"
 #include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
@@ -117,7 +116,7 @@ struct FolioUse {
 
 // Everything the page tables say about one mm.
 struct MmUse {
-  Process* proc = nullptr;
+  const CheckedMm* proc = nullptr;
   Mm* mm = nullptr;
   long rss[NR_MM_COUNTERS] = {};
   long tables = 0;  // linked and deposited table pages
@@ -128,18 +127,18 @@ struct MmUse {
 
 class Checker {
  public:
-  Checker(const System& sys, const CheckerExtraRefs& extra)
-      : sys_(sys), k_(sys.kernel()), phys_(k_->phys.get()), extra_(extra) {}
+  Checker(Kernel* k, const std::vector<CheckedMm>& mms, const CheckerExtraRefs& extra)
+      : live_(mms), k_(k), phys_(k_->phys.get()), extra_(extra) {}
 
   CheckReport run() {
     state_.assign(phys_->nr_frames(), kUnseen);
     snapshot_queues();
     note_zero_pages();
-    for (Process* p : sys_.processes()) {
-      if (!p->mm()) continue;  // exited: its mm is gone
+    for (const CheckedMm& p : live_) {
+      if (!p.mm) continue;  // exited: its mm is gone
       mms_.push_back(MmUse{});
-      mms_.back().proc = p;
-      mms_.back().mm = p->mm();
+      mms_.back().proc = &p;
+      mms_.back().mm = p.mm;
     }
     // mms_ is complete before the walks: FolioUse keeps pointers into it.
     for (MmUse& mu : mms_) walk_mm(mu);
@@ -160,7 +159,7 @@ class Checker {
   long extra(const Folio* f) const { return extra_ ? extra_(f) : 0; }
 
   std::string where(const MmUse& mu, uint64_t addr, const char* what) const {
-    return fmt::format("{} (pid {}) {:#x} {}", mu.proc->name(), mu.proc->pid(), addr, what);
+    return fmt::format("{} (pid {}) {:#x} {}", mu.proc->name, mu.proc->pid, addr, what);
   }
 
   std::string table_dump(const Page* t) const {
@@ -418,7 +417,7 @@ class Checker {
 
   void check_mm_totals(MmUse& mu) {
     Mm* mm = mu.mm;
-    std::string who = fmt::format("{} (pid {})", mu.proc->name(), mu.proc->pid());
+    std::string who = fmt::format("{} (pid {})", mu.proc->name, mu.proc->pid);
     for (int c : {MM_ANONPAGES, MM_FILEPAGES, MM_SHMEMPAGES, MM_SWAPENTS}) {
       long stored = mm->get_mm_counter(static_cast<MmCounter>(c));
       if (stored != mu.rss[c])
@@ -767,7 +766,7 @@ class Checker {
     return true;
   }
 
-  const System& sys_;
+  const std::vector<CheckedMm>& live_;
   Kernel* k_;
   PhysMem* phys_;
   const CheckerExtraRefs& extra_;
@@ -785,10 +784,14 @@ class Checker {
 
 }  // namespace
 
-CheckReport check_system(const System& sys, const CheckerExtraRefs& extra_refs) {
-  return Checker(sys, extra_refs).run();
+CheckReport check_kernel(Kernel* k, const std::vector<CheckedMm>& mms, const CheckerExtraRefs& extra_refs) {
+  return Checker(k, mms, extra_refs).run();
 }
 
-CheckReport check_system(const System& sys) { return check_system(sys, CheckerExtraRefs{}); }
+std::string CheckReport::to_string() const {
+  std::string s;
+  for (auto& v : violations) s += fmt::format("{} at {}\n{}\n", v.invariant, v.where, v.dump);
+  return s.empty() ? "ok\n" : s;
+}
 
 }  // namespace mmlab

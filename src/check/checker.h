@@ -15,8 +15,12 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
-#include "mmlab/system.h"
+#include "mm/kernel.h"
+#include "mm/mm.h"
+#include "mmlab/check.h"
 #include "phys/page.h"
 
 namespace mmlab {
@@ -28,9 +32,16 @@ namespace mmlab {
 // who holds an unmapped folio. Returns 0 for folios it knows nothing about.
 using CheckerExtraRefs = std::function<long(const Folio*)>;
 
-// Audit the whole system (System::check()).
-CheckReport check_system(const System& sys);
-// The same, counting extra_refs(folio) as held references (may be empty).
-CheckReport check_system(const System& sys, const CheckerExtraRefs& extra_refs);
+// A live address space to audit, and the process it is reported under.
+struct CheckedMm {
+  Mm* mm = nullptr;
+  std::string name;
+  int pid = 0;
+};
+
+// Audit the whole Kernel, whose live address spaces are mms (the process
+// layer's System::check() names them), counting extra_refs(folio) as held
+// references (may be empty).
+CheckReport check_kernel(Kernel* k, const std::vector<CheckedMm>& mms, const CheckerExtraRefs& extra_refs);
 
 }  // namespace mmlab

@@ -59,9 +59,6 @@ struct VmFault {
 [[nodiscard]] vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags);
 [[nodiscard]] inline vm_fault_t vmf_anon_prepare(VmFault* vmf) { return __vmf_anon_prepare(vmf->vma, vmf->flags); }
 
-// vm_fault_to_errno (mm/gup.c / include/linux/mm.h).
-int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags);
-
 // ---- helpers used across the fault, zap and fork paths ----
 
 // Anonymous THP policy (mm/huge_memory.c). enum tva_type (v6.18): who asks.

@@ -17,14 +17,6 @@
 
 namespace mmlab {
 
-int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags) {
-  constexpr unsigned FOLL_HWPOISON = 1u << 6;
-  if (ret & VM_FAULT_OOM) return -ENOMEM;
-  if (ret & (VM_FAULT_HWPOISON | VM_FAULT_HWPOISON_LARGE)) return (foll_flags & FOLL_HWPOISON) ? -EHWPOISON : -EFAULT;
-  if (ret & (VM_FAULT_SIGBUS | VM_FAULT_SIGSEGV)) return -EFAULT;
-  return 0;
-}
-
 // ---- helpers ----
 
 vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags) {

@@ -27,7 +27,6 @@
 namespace mmlab {
 namespace {
 
-bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 // vma_alloc_folio for a large write-fault folio, with the model's fault
 // injection (should_fail_alloc_page) and the direct-reclaim accounting.

@@ -33,6 +33,15 @@
 namespace mmlab {
 namespace {
 
+// vm_fault_to_errno (include/linux/mm.h): the errno GUP returns for a
+// failed fault.
+int vm_fault_to_errno(vm_fault_t ret, unsigned foll_flags) {
+  if (ret & VM_FAULT_OOM) return -ENOMEM;
+  if (ret & (VM_FAULT_HWPOISON | VM_FAULT_HWPOISON_LARGE)) return (foll_flags & FOLL_HWPOISON) ? -EHWPOISON : -EFAULT;
+  if (ret & (VM_FAULT_SIGBUS | VM_FAULT_SIGSEGV)) return -EFAULT;
+  return 0;
+}
+
 Stats* stats_of(const Vma* vma) { return vma->vm_mm->stats; }
 bool walks_many(GupWalk w) { return w == GupWalk::kWalk || w == GupWalk::kBatch || w == GupWalk::kBatchRo; }
 
@@ -143,7 +152,6 @@ bool gup_must_unshare(Vma* vma, unsigned flags, Page* page) {
 
 namespace {
 
-bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 // can_follow_write_common: a FOLL_FORCE write into a private read-only
 // mapping follows the entry once the CoW made the page exclusive.
@@ -781,5 +789,7 @@ long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) {
   }
   return 0;
 }
+
+const GupHooks kGupHooks = {.faultin_page_range = faultin_page_range};
 
 }  // namespace mmlab

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "mm/gup_hooks.h"
 #include "mm/mm.h"
 #include "phys/page.h"
 
@@ -68,5 +69,11 @@ void gup_put_folio(Folio* folio, int refs, unsigned flags);
 bool gup_must_unshare(Vma* vma, unsigned flags, Page* page);  // vma may be nullptr (GUP-fast)
 long __gup_longterm_locked(Mm* mm, uint64_t start, long nr_pages, Page** pages, int* locked, unsigned gup_flags);
 long gup_fast_fallback(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+
+// MADV_POPULATE_READ/WRITE: fault in [start, end); 0 or -errno.
+long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) REQUIRES_SHARED(mm->mmap_lock);
+// The table through which mm's populate paths reach faultin_page_range
+// (mm/gup_hooks.h); the System installs it in its Kernel.
+extern const GupHooks kGupHooks;
 
 }  // namespace mmlab

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "fault/hugetlb.h"
+#include "mm/hugetlb.h"
 #include "mm/internal.h"
 
 namespace mmlab {

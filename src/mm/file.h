@@ -22,18 +22,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "mmlab/types.h"
 #include "phys/page.h"
-#include "sync/rwsem.h"
 
 namespace mmlab {
 
 struct Kernel;
 struct Vma;
-struct HugetlbFileState;  // fault/hugetlb.h
+struct HugetlbFileState;  // mm/hugetlb.h
 
 // struct address_space + struct inode, reduced to what the model needs.
 struct File {
@@ -51,10 +49,8 @@ struct File {
   // and it is never taken under a page-table lock.
   std::mutex lock;
   std::map<uint64_t, Folio*> pages;
-  // i_mmap: the VMAs that map this file (the file rmap). Protected by i_mmap_rwsem.
-  // (Not maintained yet: nothing walks the file rmap.)
-  RwSemaphore i_mmap_rwsem{LockClass::kRmapLock};
-  std::set<Vma*> i_mmap;
+  // No i_mmap: the model keeps no file rmap (hugetlb's unmap_ref_private,
+  // its only reader here, walks the folio's anon_vma instead).
 
   std::unique_ptr<HugetlbFileState> hstate;  // hugetlbfs reservations
 

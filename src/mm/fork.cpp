@@ -59,7 +59,6 @@ constexpr vm_flags_t VM_LOCKED_MASK = VM_LOCKED | VM_LOCKONFAULT;
 bool userfaultfd_wp(const Vma* vma) { return vma->vm_flags & VM_UFFD_WP; }
 // pmdp_set_wrprotect: an atomic clear of the write bit (x86 clear_bit), like wrprotect_ptes.
 void pmdp_set_wrprotect(pmd_t* pmdp) { std::atomic_ref<uint64_t>(pmdp->v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel); }
-bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 // Models mm_get_huge_zero_folio() for the child: one reference per mm that
 // maps the huge zero folio, recorded by MMF_HUGE_ZERO_PAGE. The parent holds
@@ -444,9 +443,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
     if (!(tmp->vm_flags & VM_WIPEONFORK)) anon_vma_fork(tmp.get(), mpnt);
     tmp->vm_flags &= ~VM_LOCKED_MASK;
     // The kernel also puts a file VMA's twin on the file's i_mmap here
-    // (vma_interval_tree_insert_after). Nothing maintains the model's i_mmap
-    // yet (hugetlb falls back to the anon_vma); whoever makes vma_link and
-    // VMA freeing keep it must cover this vma_link too.
+    // (vma_interval_tree_insert_after); the model keeps no file rmap.
     Vma* dst = vma_link(mm, std::move(tmp));
     if (!(dst->vm_flags & VM_WIPEONFORK)) retval = copy_page_range(dst, mpnt);
     if (retval) break;

@@ -166,7 +166,6 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
   return true;
 }
 
-static bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 static bool can_change_pmd_writable(Vma* vma, pmd_t pmd) {
   if (!(vma->vm_flags & VM_WRITE)) return false;

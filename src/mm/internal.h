@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "mm/filemap.h"
+#include "mm/hugetlb.h"
 #include "mm/mm.h"
 
 namespace mmlab {
@@ -68,11 +70,6 @@ uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t ne
 // (vma_adjust_trans_huge). The folios stay whole; their mappings become PTEs.
 void vma_adjust_trans_huge(Vma* vma, uint64_t start, uint64_t end);
 void split_huge_pmd_address(Vma* vma, uint64_t address);
-
-// ---- mm/gup.c populate path (until the GUP layer: fault/populate.cpp) ----
-// MADV_POPULATE_READ/WRITE: fault in [start, end) as faultin_page_range() does.
-// Returns 0 or -errno (-ENOMEM no VMA, -EINVAL VMA check, -EFAULT fault error).
-long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) REQUIRES_SHARED(mm->mmap_lock);
 
 // ==== BEGIN vma-layer helpers (added with mm/vma.cpp, mm/mmap.cpp; the
 // ==== VMA engineer's block: shared by mmap, munmap, mremap, mprotect, madvise
@@ -153,12 +150,6 @@ int mwriteprotect_range(Mm* mm, uint64_t start, uint64_t len, bool enable_wp);
 struct File;
 struct VmFault;
 
-// mm/mmap.c for files: attach `file` to a new VMA (file->f_op->mmap): shmem,
-// ext4-class and hugetlbfs checks; 0 or -errno (fault/filemap.cpp).
-int file_mmap_prepare(File* file, Vma* vma);
-// shmem_zero_setup: the shmem file behind a MAP_SHARED|MAP_ANONYMOUS mapping (fault/filemap.cpp).
-std::shared_ptr<File> shmem_zero_setup(Kernel* k, uint64_t len);
-std::shared_ptr<File> file_get(Kernel* k, int fd);  // nullptr if no such fd (fault/filemap.cpp)
 
 // ==== BEGIN file layer (fault/filemap.cpp, mm/mmap.cpp's file paths) ====
 // do_mmap() of `file` (nullptr: anonymous, as do_mmap). The caller has done
@@ -166,9 +157,6 @@ std::shared_ptr<File> file_get(Kernel* k, int fd);  // nullptr if no such fd (fa
 // hugetlbfs file. Returns the address or -errno.
 long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
                   uint64_t pgoff);
-// vma_wants_writenotify()'s file part: the file has ->page_mkwrite or its
-// mapping can write back (ext4/xfs/btrfs; not shmem or hugetlbfs).
-bool vma_fs_can_writeback(const Vma* vma);
 // ==== END file layer ====
 
 // fault/swap.cpp: swap entries in the zap and fork paths.
@@ -239,73 +227,6 @@ bool can_split_folio(Folio* folio, int caller_pins, int* pextra_pins);
 // The deferred-split shrinker (deferred_split_scan): returns folios split.
 long deferred_split_scan(Kernel* k);
 // ==== END swap layer ====
-
-// fault/hugetlb.cpp
-std::shared_ptr<File> hugetlb_file_setup(Kernel* k, uint64_t len, unsigned huge_shift, int* err);
-void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end);
-int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma);
-int hugetlb_sysfs_write(Kernel* k, const std::string& path, const std::string& value);  // -ENOENT if not a hugetlb path
-int hugetlb_sysfs_read(Kernel* k, const std::string& path, std::string* out);
-inline bool is_vm_hugetlb_page(const Vma* vma) { return vma->vm_flags & VM_HUGETLB; }
-
-// ==== BEGIN hugetlb layer (fault/hugetlb.cpp; the hugetlb engineer's block) ====
-// hugetlbfs_file_mmap_prepare: a new VMA maps the hugetlbfs file f (also the
-// file hugetlb_file_setup made for MAP_HUGETLB). Sets VM_HUGETLB|VM_DONTEXPAND;
-// start, end and vm_pgoff must be huge-page aligned (-EINVAL); reserves the
-// pages of the range unless VM_NORESERVE (hugetlb_reserve_pages: -ENOMEM when
-// the pool cannot back it); a writable mapping past EOF extends the file.
-// Call it from file_mmap_prepare for FsClass::kHugetlbfs files, with the VMA
-// that will be linked (its address is the key of its reserve map).
-int hugetlb_file_mmap(File* f, Vma* vma);
-// hugetlb_get_unmapped_area: a huge-page aligned address for a mapping of f
-// (len not a multiple of the huge page size, or MAP_FIXED at an unaligned
-// address: -EINVAL).
-long hugetlb_get_unmapped_area(Mm* mm, File* f, uint64_t addr, uint64_t len, uint64_t pgoff, int flags)
-    REQUIRES_SHARED(mm->mmap_lock);
-// vm_ops->may_split (hugetlb_vm_op_split): 0, or -EINVAL if addr is not
-// huge-page aligned in a hugetlb VMA. split_vma must call it first.
-int hugetlb_split_check(Vma* vma, uint64_t addr);
-// vm_ops->open after vm_area_dup of a hugetlb VMA inside one mm (split,
-// copy_vma): dst shares src's reserve map and flags. Not for fork (the child
-// has no reservation: hugetlb_dup_vma_private).
-void hugetlb_vm_op_open(const Vma* src, Vma* dst);
-// vm_ops->close before a hugetlb VMA is freed (munmap, exit): gives back the
-// unconsumed reservations of its range. Idempotent; safe for any VMA.
-void hugetlb_vm_op_close(Vma* vma);
-// mremap of a hugetlb VMA: after copy_vma (which opened new_vma on vma's
-// reserve map), vma lets go of its reservations (fixup_hugetlb_reservations
-// -> clear_vma_resv_huge_pages); those of vma's range that new_vma does not
-// cover are lost, as in the kernel.
-void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma);
-// move_hugetlb_page_tables: move the leaves of [old_addr, old_addr+len) of
-// vma to new_addr (huge-page aligned; new_vma covers it). Returns the bytes
-// it got through (len unless a table could not be allocated).
-uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uint64_t new_addr, uint64_t len);
-// The folio-free hook's hugetlb part (__folio_put -> free_huge_folio): true
-// when the folio was a hugetlb folio and went back to its pool.
-bool free_huge_folio(Kernel* k, Folio* folio);
-// hugetlb_change_protection for mprotect of [start, end) of a hugetlb VMA
-// (change_protection must dispatch here). Returns base pages changed.
-long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot);
-// hugetlbfs_fallocate: instantiate [offset, offset+len) of f in its page
-// cache (zeroed). 0, -EINVAL (unaligned) or -ENOSPC (pool exhausted).
-int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len);
-// hugetlbfs_evict_inode (remove_inode_hugepages + hugetlb_unreserve_pages):
-// drop f's page cache and its shared reservations. Done by the file's
-// HugetlbFileState destructor at the latest; idempotent.
-void hugetlb_evict_inode(File* f);
-// mm->hugetlb_usage in base pages (/proc/PID/status HugetlbPages).
-long hugetlb_usage_pages(const Mm* mm);
-// The huge page size of a hugetlb VMA (vma_kernel_pagesize), else PAGE_SIZE.
-uint64_t vma_kernel_pagesize(const Vma* vma);
-// For the invariant checker: every folio on a pool's free list (PG_hugetlb,
-// refcount 1 = the pool's reference, unmapped), under hugetlb_lock.
-void hugetlb_for_each_free_folio(Kernel* k, const std::function<void(Folio*)>& fn);
-// The pools' own consistency (counters against the free lists, free folios'
-// state, surplus <= nr, the per-mm usage of exited mms): "" or a description
-// of the first inconsistency. Quiescent system.
-std::string hugetlb_pool_audit(Kernel* k);
-// ==== END hugetlb layer ====
 
 // ==== BEGIN fork layer (mm/fork.cpp: kernel/fork.c's dup_mmap, mm/memory.c's
 // ==== copy_page_range family, mm/huge_memory.c's copy_huge_pmd) ====

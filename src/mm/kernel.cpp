@@ -1,6 +1,6 @@
 #include "mm/kernel.h"
 
-#include "fault/hugetlb.h"
+#include "mm/hugetlb.h"
 #include "mm/swapfile.h"
 #include "mm/file.h"
 

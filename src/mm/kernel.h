@@ -21,10 +21,11 @@ namespace mmlab {
 struct Mm;
 
 struct FileTable;     // mm/file.h (page cache, files)
+struct GupHooks;         // mm/gup_hooks.h (MADV_POPULATE and mm_populate into GUP)
 struct KhugepagedHooks;  // mm/khugepaged.h (the call sites' way into khugepaged)
 class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
 struct SwapState;     // fault/swap.h (swap devices, swap cache)
-struct HugetlbState;  // fault/hugetlb.h (hugetlb pools)
+struct HugetlbState;  // mm/hugetlb.h (hugetlb pools)
 
 struct Kernel {
   Kernel();
@@ -46,6 +47,8 @@ struct Kernel {
   // installs its hooks and state here at creation (null: neither exists).
   const KhugepagedHooks* khugepaged_hooks = nullptr;
   Khugepaged* khugepaged = nullptr;
+  // GUP's populate path, above this layer likewise (mm/gup_hooks.h).
+  const GupHooks* gup_hooks = nullptr;
 
   std::unique_ptr<FileTable> files;
   std::unique_ptr<SwapState> swap;

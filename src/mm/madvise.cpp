@@ -19,6 +19,7 @@
 #include "mm/memory.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
+#include "mm/gup_hooks.h"
 #include "mm/internal.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
@@ -377,7 +378,7 @@ int madvise_walk_vmas(Mm* mm, uint64_t start, uint64_t end, int behavior, Madvis
 
 // madvise_populate: fault the whole range in; the errors say why it stopped.
 int madvise_populate(Mm* mm, uint64_t start, uint64_t end, int behavior) REQUIRES_SHARED(mm->mmap_lock) {
-  long ret = faultin_page_range(mm, start, end, behavior == MADV_POPULATE_WRITE);
+  long ret = mm_faultin_page_range(mm, start, end, behavior == MADV_POPULATE_WRITE);
   switch (ret) {
     case 0:
       return 0;

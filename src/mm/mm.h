@@ -63,5 +63,8 @@ inline pte_t maybe_mkwrite(pte_t pte, const Vma* vma) {
 inline pmd_t maybe_pmd_mkwrite(pmd_t pmd, const Vma* vma) {
   return (vma->vm_flags & VM_WRITE) ? pmd_mkwrite_novma(pmd) : pmd;
 }
+// vma_soft_dirty_enabled: soft-dirty tracking is on for the VMA (clear_refs
+// cleared VM_SOFTDIRTY), so a clean entry must fault on its next write.
+inline bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 }  // namespace mmlab

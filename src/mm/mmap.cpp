@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mm/file.h"
+#include "mm/gup_hooks.h"
 #include "mm/internal.h"
 #include "mm/khugepaged.h"
 #include "mm/kernel.h"
@@ -390,7 +391,7 @@ void mm_populate(Mm* mm, uint64_t start, uint64_t len) {
     // too; faultin_page_range does not.)
     if (!(f & (VM_IO | VM_PFNMAP)) && (f & VM_ACCESS_FLAGS)) {
       const bool write = (f & (VM_WRITE | VM_SHARED)) == VM_WRITE;
-      (void)faultin_page_range(mm, nstart, nend, write);
+      (void)mm_faultin_page_range(mm, nstart, nend, write);
     }
     nstart = nend;
   }

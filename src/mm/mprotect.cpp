@@ -8,7 +8,6 @@
 namespace mmlab {
 namespace {
 
-bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
 // can_change_pte_writable: may this PTE be made writable without a write
 // fault? Only if the fault would reuse the page without further checks.

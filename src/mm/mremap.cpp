@@ -1,5 +1,5 @@
 // The page-table half of mremap (mm/mremap.c): move_page_tables(); hugetlb
-// VMAs go to move_hugetlb_page_tables() (fault/hugetlb.cpp).
+// VMAs go to move_hugetlb_page_tables() (mm/hugetlb_pgtable.cpp).
 #include "mm/huge_mm.h"
 #include "mm/memory.h"
 #include "mm/swap.h"

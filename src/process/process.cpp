@@ -1,5 +1,5 @@
 // Process: the system calls of one user process, on its Mm.
-#include "fault/filemap.h"
+#include "mm/filemap.h"
 #include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"

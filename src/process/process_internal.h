@@ -1,7 +1,9 @@
 // The process layer's internal entry points (the CPU model).
 #pragma once
 
+#include "check/checker.h"
 #include "mm/mm.h"
+#include "mmlab/system.h"
 #include "mmlab/types.h"
 
 namespace mmlab {
@@ -17,5 +19,10 @@ std::string proc_smaps(Mm* mm);
 std::string proc_status_rss(Mm* mm);
 // clear_refs_write(CLEAR_REFS_SOFT_DIRTY), mmap_lock not held on entry.
 void clear_refs_soft_dirty(Mm* mm);
+
+// The invariant checker over sys's Kernel and the address spaces of its
+// live processes (System::check, check_with_refs; tests that hold
+// references the checker cannot see pass extra_refs).
+CheckReport check_system(const System& sys, const CheckerExtraRefs& extra_refs);
 
 }  // namespace mmlab

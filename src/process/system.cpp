@@ -1,9 +1,11 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
 
-#include "fault/filemap.h"
+#include "mm/filemap.h"
 #include "mm/swapfile.h"
 #include "fmt/format.h"
+#include "check/checker.h"
+#include "gup/gup.h"
 #include "khugepaged/khugepaged.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
@@ -14,8 +16,6 @@
 
 namespace mmlab {
 
-CheckReport check_system(const System& sys);  // check/checker.cpp
-CheckReport check_system(const System& sys, const std::function<long(const Folio*)>& extra_refs);
 
 namespace {
 
@@ -47,6 +47,7 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return nullptr;
   }
   k->phys->owner = k.get();
+  k->gup_hooks = &kGupHooks;
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
   // Under cow.policy rfc a bad page is a recorded finding, not an abort.
@@ -202,7 +203,13 @@ std::vector<std::string> System::warnings() const {
   return k_->warnings;
 }
 
-CheckReport System::check() const { return check_system(*this); }
+CheckReport check_system(const System& sys, const CheckerExtraRefs& extra_refs) {
+  std::vector<CheckedMm> mms;
+  for (Process* p : sys.processes()) mms.push_back({p->mm(), p->name(), p->pid()});
+  return check_kernel(sys.kernel(), mms, extra_refs);
+}
+
+CheckReport System::check() const { return check_system(*this, CheckerExtraRefs{}); }
 
 CheckReport System::check_with_refs(const std::map<uint64_t, long>& refs) const {
   return check_system(*this, [&](const Folio* f) -> long {
@@ -232,13 +239,8 @@ FrameStoreInfo System::frame_store_info() const {
 }
 uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }
 
-std::string CheckReport::to_string() const {
-  std::string s;
-  for (auto& v : violations) s += fmt::format("{} at {}\n{}\n", v.invariant, v.where, v.dump);
-  return s.empty() ? "ok\n" : s;
-}
 
-// ---- files and swap: the system calls of fault/filemap.h and fault/swap.h ----
+// ---- files and swap: the system calls of mm/filemap.h and mm/swapfile.h ----
 
 int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
   return memfd_create(k_.get(), size, fs, hugetlb_shift, name);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "check/checker.h"
+#include "process/process_internal.h"
 #include "fault/fault.h"
 #include "fmt/format.h"
 #include "mm/rmap.h"

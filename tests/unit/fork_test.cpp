@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "check/checker.h"
+#include "process/process_internal.h"
 #include "gup/gup.h"
 #include "mm/internal.h"
 #include "mm/rmap.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "fault/hugetlb.h"
+#include "mm/hugetlb.h"
 #include "mm/file.h"
 #include "mm/internal.h"
 #include "test_util.h"

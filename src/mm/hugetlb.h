@@ -2,7 +2,8 @@
 // reservations, hugetlb faults and CoW, and the PMD/PUD-level zap and fork
 // of hugetlb mappings.
 //
-// Model decisions (see fault/hugetlb.cpp for the code):
+// Model decisions (the code: mm/hugetlb*.cpp, mm/hugetlbfs_inode.cpp,
+// fault/hugetlb.cpp):
 //   - One pool (struct hstate) per size, one NUMA node. A free pool folio is
 //     PG_hugetlb with refcount 1: the reference is the pool's (the kernel
 //     keeps free huge pages frozen at 0; the invariant checker counts a
@@ -26,8 +27,11 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
+#include <functional>
 #include <vector>
 
+#include "mm/mm.h"
 #include "phys/page.h"
 #include "sync/annotations.h"
 #include "sync/spinlock.h"
@@ -115,5 +119,70 @@ struct HugetlbFileState {
   long cached = 0;  // folios instantiated in the page cache (each is in regions)
   std::vector<std::shared_ptr<HugetlbResvMap>> private_maps;
 };
+
+// ---- what the rest of mm calls ----
+std::shared_ptr<File> hugetlb_file_setup(Kernel* k, uint64_t len, unsigned huge_shift, int* err);
+void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end);
+int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma);
+int hugetlb_sysfs_write(Kernel* k, const std::string& path, const std::string& value);  // -ENOENT if not a hugetlb path
+int hugetlb_sysfs_read(Kernel* k, const std::string& path, std::string* out);
+inline bool is_vm_hugetlb_page(const Vma* vma) { return vma->vm_flags & VM_HUGETLB; }
+
+// hugetlbfs_file_mmap_prepare: a new VMA maps the hugetlbfs file f (also the
+// file hugetlb_file_setup made for MAP_HUGETLB). Sets VM_HUGETLB|VM_DONTEXPAND;
+// start, end and vm_pgoff must be huge-page aligned (-EINVAL); reserves the
+// pages of the range unless VM_NORESERVE (hugetlb_reserve_pages: -ENOMEM when
+// the pool cannot back it); a writable mapping past EOF extends the file.
+// Call it from file_mmap_prepare for FsClass::kHugetlbfs files, with the VMA
+// that will be linked (its address is the key of its reserve map).
+int hugetlb_file_mmap(File* f, Vma* vma);
+// hugetlb_get_unmapped_area: a huge-page aligned address for a mapping of f
+// (len not a multiple of the huge page size, or MAP_FIXED at an unaligned
+// address: -EINVAL).
+long hugetlb_get_unmapped_area(Mm* mm, File* f, uint64_t addr, uint64_t len, uint64_t pgoff, int flags)
+    REQUIRES_SHARED(mm->mmap_lock);
+// vm_ops->may_split (hugetlb_vm_op_split): 0, or -EINVAL if addr is not
+// huge-page aligned in a hugetlb VMA. split_vma must call it first.
+int hugetlb_split_check(Vma* vma, uint64_t addr);
+// vm_ops->open after vm_area_dup of a hugetlb VMA inside one mm (split,
+// copy_vma): dst shares src's reserve map and flags. Not for fork (the child
+// has no reservation: hugetlb_dup_vma_private).
+void hugetlb_vm_op_open(const Vma* src, Vma* dst);
+// vm_ops->close before a hugetlb VMA is freed (munmap, exit): gives back the
+// unconsumed reservations of its range. Idempotent; safe for any VMA.
+void hugetlb_vm_op_close(Vma* vma);
+// mremap of a hugetlb VMA: after copy_vma (which opened new_vma on vma's
+// reserve map), vma lets go of its reservations (fixup_hugetlb_reservations
+// -> clear_vma_resv_huge_pages); those of vma's range that new_vma does not
+// cover are lost, as in the kernel.
+void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma);
+// move_hugetlb_page_tables: move the leaves of [old_addr, old_addr+len) of
+// vma to new_addr (huge-page aligned; new_vma covers it). Returns the bytes
+// it got through (len unless a table could not be allocated).
+uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uint64_t new_addr, uint64_t len);
+// The folio-free hook's hugetlb part (__folio_put -> free_huge_folio): true
+// when the folio was a hugetlb folio and went back to its pool.
+bool free_huge_folio(Kernel* k, Folio* folio);
+// hugetlb_change_protection for mprotect of [start, end) of a hugetlb VMA
+// (change_protection must dispatch here). Returns base pages changed.
+long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot);
+// hugetlbfs_fallocate: instantiate [offset, offset+len) of f in its page
+// cache (zeroed). 0, -EINVAL (unaligned) or -ENOSPC (pool exhausted).
+int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len);
+// hugetlbfs_evict_inode (remove_inode_hugepages + hugetlb_unreserve_pages):
+// drop f's page cache and its shared reservations. Done by the file's
+// HugetlbFileState destructor at the latest; idempotent.
+void hugetlb_evict_inode(File* f);
+// mm->hugetlb_usage in base pages (/proc/PID/status HugetlbPages).
+long hugetlb_usage_pages(const Mm* mm);
+// The huge page size of a hugetlb VMA (vma_kernel_pagesize), else PAGE_SIZE.
+uint64_t vma_kernel_pagesize(const Vma* vma);
+// For the invariant checker: every folio on a pool's free list (PG_hugetlb,
+// refcount 1 = the pool's reference, unmapped), under hugetlb_lock.
+void hugetlb_for_each_free_folio(Kernel* k, const std::function<void(Folio*)>& fn);
+// The pools' own consistency (counters against the free lists, free folios'
+// state, surplus <= nr, the per-mm usage of exited mms): "" or a description
+// of the first inconsistency. Quiescent system.
+std::string hugetlb_pool_audit(Kernel* k);
 
 }  // namespace mmlab
