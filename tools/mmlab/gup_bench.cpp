@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "bench_stats.h"
 #include "fmt/format.h"
 #include "mmlab/system.h"
 
@@ -39,13 +40,6 @@ long host_faults_now() {
 }
 
 const char* gup_cmd_name(GupCmd c) { return gup_test_cmd_name(to_ioctl(c)); }
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line) {
   SystemConfig sc;
