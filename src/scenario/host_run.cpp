@@ -816,8 +816,8 @@ class HostRun final : public TestRun {
     }
     if (skip_for(taints_at(st, s.proc, s.addr), kTaintZero)) return;
     host::HostPageInfo pi = page(st, s.proc, s.addr);
-    if (s.bit == stmt::PageBit::kZero) expect_yes_no(st, s, false, pi.present, pi.present && pi.zero);
-    else expect_yes_no(st, s, false, pi.present, pi.swapped);
+    if (s.bit == stmt::PageBit::kZero) expect_yes_no(st, s, pi.present, pi.present && pi.zero);
+    else expect_yes_no(st, s, pi.present, pi.swapped);
   }
   void run(const Stmt& st, const stmt::ExpectSame& s) {
     const uint8_t bits = taints_at(st, s.proc, s.addr);

@@ -241,7 +241,7 @@ class ModelRun final : public TestRun {
     check_errno(st, r, "read through the handle");
     expect_handle_mismatch(st, s, bad, found);
   }
-  void run(const Stmt& st, const stmt::Unpin& s) { handle(st, s.handle).pages.release(s.dirty); }
+  void run(const Stmt& st, const stmt::Unpin& s) { handle(st, s.handle).pages.release(s.dirty ? Dirty::kYes : Dirty::kNo); }
   void run(const Stmt& st, const stmt::Dump& s) {
     bind(st, s.dump, 'd');
     DumpResult d;
@@ -302,12 +302,12 @@ class ModelRun final : public TestRun {
   void run(const Stmt& st, const stmt::ExpectPageBit& s) {
     PageInfo pi = page_at(st, s.proc, s.addr);
     switch (s.bit) {
-      case stmt::PageBit::kExclusive: expect_yes_no(st, s, true, pi.level, pi.anon_exclusive); break;
-      case stmt::PageBit::kPinned: expect_yes_no(st, s, false, pi.level, pi.maybe_pinned); break;
-      case stmt::PageBit::kZero: expect_yes_no(st, s, false, pi.level, pi.level && pi.zero); break;
-      case stmt::PageBit::kSwapped: expect_yes_no(st, s, false, pi.level, pi.swap); break;
-      case stmt::PageBit::kSoftDirty: expect_yes_no(st, s, true, pi.level, pi.soft_dirty); break;
-      case stmt::PageBit::kUffdWp: expect_yes_no(st, s, true, pi.level, pi.uffd_wp); break;
+      case stmt::PageBit::kExclusive: expect_yes_no(st, s, pi.level != 0, pi.anon_exclusive); break;
+      case stmt::PageBit::kPinned: expect_yes_no(st, s, pi.level != 0, pi.maybe_pinned); break;
+      case stmt::PageBit::kZero: expect_yes_no(st, s, pi.level != 0, pi.level && pi.zero); break;
+      case stmt::PageBit::kSwapped: expect_yes_no(st, s, pi.level != 0, pi.swap); break;
+      case stmt::PageBit::kSoftDirty: expect_yes_no(st, s, pi.level != 0, pi.soft_dirty); break;
+      case stmt::PageBit::kUffdWp: expect_yes_no(st, s, pi.level != 0, pi.uffd_wp); break;
     }
   }
   void run(const Stmt& st, const stmt::ExpectSame& s) {

@@ -773,8 +773,11 @@ class NameTable {
       }
     return col;
   }
-  [[noreturn]] void fail(const std::string& name, bool binding, const std::string& what) const {
-    throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, binding)) + ": expected " + what};
+  // Where the error points: the name's first token for a use, its last for a binding.
+  enum class At { kUse, kBinding };
+  [[noreturn]] void fail(const std::string& name, At at, const std::string& what) const {
+    throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, at == At::kBinding)) +
+                    ": expected " + what};
   }
   // The kind `name` is bound as here or in the parent (0: unbound).
   char kind_of(const std::string& name) const {
@@ -785,8 +788,8 @@ class NameTable {
   void use(const std::string& name, char kind) const {
     const char bound = kind_of(name);
     if (!bound)
-      fail(name, false, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
-    if (bound != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(bound) + ")");
+      fail(name, At::kUse, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
+    if (bound != kind) fail(name, At::kUse, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(bound) + ")");
   }
   // A statement under `when` may not run: its binding counts as made, and it may rebind.
   void bind(const std::string& name, char kind) {
@@ -797,7 +800,7 @@ class NameTable {
     }
     if (conditional_) return;
     if (bound != kind || kind == 'p' || kind == 'f')
-      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
+      fail(name, At::kBinding, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
   }
 
   std::map<std::string, char> kinds_;

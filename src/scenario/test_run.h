@@ -86,8 +86,10 @@ class TestRun {
   void expect_rss(const Stmt& st, const stmt::ExpectRss& e, uint64_t found);
   void expect_mapped(const Stmt& st, const stmt::ExpectMapped& e, const char* found);  // none, pte, pmd, pud
   void expect_order(const Stmt& st, const stmt::ExpectOrder& e, bool mapped, int order);
-  // exclusive/pinned/zero/swapped/soft-dirty/uffd-wp; with need_mapped, nothing mapped fails.
-  void expect_yes_no(const Stmt& st, const stmt::ExpectPageBit& e, bool need_mapped, bool mapped, bool found);
+  // exclusive/pinned/zero/swapped/soft-dirty/uffd-wp: `found` is the bit of
+  // what is mapped there. For a bit of the entry or of an anonymous page
+  // (exclusive, soft-dirty, uffd-wp), nothing mapped fails.
+  void expect_yes_no(const Stmt& st, const stmt::ExpectPageBit& e, bool mapped, bool found);
   void expect_same(const Stmt& st, const stmt::ExpectSame& e, bool same);
   // skip: ends the test as skipped; xfail: the test is expected to fail.
   [[noreturn]] void exec_skip(const stmt::Skip& s);

@@ -26,7 +26,7 @@ const char* const kFrameStorePreparation =
 std::unique_ptr<System> bench_system(uint64_t ram, const FolioCase& c, int* err) {
   SystemConfig cfg;
   cfg.ram_bytes = round_up(ram, 4ull << 20);
-  cfg.host_thp = 1;
+  cfg.host_thp = HostThp::kHugepage;
   auto sys = System::create(cfg, err);
   if (!sys) return nullptr;
   if (c.sysfs_dir) sys->sysfs_write(std::string("transparent_hugepage/") + c.sysfs_dir + "/enabled", "always");

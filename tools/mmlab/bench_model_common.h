@@ -28,6 +28,10 @@ struct FolioCase {
 };
 inline constexpr FolioCase kCases[] = {{"4K", nullptr}, {"64K", "hugepages-64kB"}, {"2M", "hugepages-2048kB"}};
 
+// Whether a case also times the data work (zeroing, copies) inside the
+// model: a separate run, since the timing itself costs.
+enum class DataTiming { kOff, kOn };
+
 // A System of `ram` (rounded up to 4 MiB) whose anonymous faults take the case's folio size.
 std::unique_ptr<System> bench_system(uint64_t ram, const FolioCase& c, int* err);
 

@@ -34,7 +34,7 @@ struct CollapseSample {
 CollapseSample collapse_once(const FolioCase& c, uint64_t size, int* err) {
   SystemConfig cfg;
   cfg.ram_bytes = round_up(size * 2 + (256ull << 20), 4ull << 20);
-  cfg.host_thp = 1;
+  cfg.host_thp = HostThp::kHugepage;
   auto sys = System::create(cfg, err);
   if (!sys) return {};
   if (c.sysfs_dir) sys->sysfs_write(std::string("transparent_hugepage/") + c.sysfs_dir + "/enabled", "always");

@@ -34,7 +34,7 @@ struct FaultSample {
 };
 
 // First touch of every page of `size`: one byte written per base page.
-FaultSample fault_in_once(const FolioCase& c, uint64_t size, bool time_data, int* err) {
+FaultSample fault_in_once(const FolioCase& c, uint64_t size, DataTiming timing, int* err) {
   auto sys = bench_system(size + (256ull << 20), c, err);
   if (!sys) return {};
   Process* p = sys->new_process("bench");
@@ -46,7 +46,7 @@ FaultSample fault_in_once(const FolioCase& c, uint64_t size, bool time_data, int
   uint64_t addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
   if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
   int64_t faults0 = sys->vmstat("pgfault");
-  sys->set_data_timing(time_data);
+  sys->set_data_timing(timing == DataTiming::kOn);
   const long hf0 = host_faults_now();
   const auto t0 = Clock::now();
   for (uint64_t off = 0; off < size; off += PAGE_SIZE) {
@@ -83,8 +83,8 @@ int suite_fault(const BenchOptions& o, Report* rep) {
     for (size_t i = 0; i < std::size(kCases); i++) {  // variants interleaved per repeat
       progress(fmt::format("fault-in {} ({}/{})", kCases[i].name, r + 1, repeats));
       int err = 0;
-      FaultSample s = fault_in_once(kCases[i], size, false, &err);
-      FaultSample z = err ? FaultSample{} : fault_in_once(kCases[i], size, true, &err);
+      FaultSample s = fault_in_once(kCases[i], size, DataTiming::kOff, &err);
+      FaultSample z = err ? FaultSample{} : fault_in_once(kCases[i], size, DataTiming::kOn, &err);
       if (err) {
         progress_done();
         std::fprintf(stderr, "mmlab bench: fault-in %s failed: %s\n", kCases[i].name, errno_name(err));

@@ -32,7 +32,7 @@ struct ForkSample {
 // Populate `size` with folios of one size, fork, then write one byte into
 // every page of the first cow_bytes of the parent: every write is a CoW fault
 // that copies 4K.
-ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, bool time_data, int* err) {
+ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, DataTiming timing, int* err) {
   auto sys = bench_system(size * 3 + (256ull << 20), c, err);
   if (!sys) return {};
   Process* p = sys->new_process("parent");
@@ -58,7 +58,7 @@ ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, bool
   }
   s.pte_batches = sys->counter("fork.pte_batches");
   sys->reset_counters();
-  sys->set_data_timing(time_data);
+  sys->set_data_timing(timing == DataTiming::kOn);
   const long hf0 = host_faults_now();
   t0 = Clock::now();
   for (uint64_t off = 0; off < cow_bytes; off += PAGE_SIZE) {
@@ -91,8 +91,8 @@ int suite_fork(const BenchOptions& o, Report* rep) {
     for (size_t i = 0; i < std::size(kCases); i++) {
       progress(fmt::format("fork {} ({}/{})", kCases[i].name, r + 1, repeats));
       int err = 0;
-      ForkSample s = fork_once(kCases[i], size, cow_bytes, false, &err);
-      ForkSample c = err ? ForkSample{} : fork_once(kCases[i], size, cow_bytes, true, &err);
+      ForkSample s = fork_once(kCases[i], size, cow_bytes, DataTiming::kOff, &err);
+      ForkSample c = err ? ForkSample{} : fork_once(kCases[i], size, cow_bytes, DataTiming::kOn, &err);
       if (err) {
         progress_done();
         std::fprintf(stderr, "mmlab bench: fork %s failed: %s\n", kCases[i].name, errno_name(err));

@@ -47,7 +47,7 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
   // The pre-faulting below touches every frame and table the timed calls
   // use (the store is recycled from earlier rows where the process ran
   // any); each round counts the host faults it took all the same.
-  sc.host_thp = 1;  // back the frame store with host THP: fewer host TLB misses in large runs
+  sc.host_thp = HostThp::kHugepage;  // back the frame store with host THP: fewer host TLB misses in large runs
   int err = 0;
   auto sys = System::create(sc, &err);
   if (!sys) {
