@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mmlab/calibrate.h"
 #include "nlohmann/json.hpp"
@@ -15,6 +16,7 @@ struct Report {
   std::string text;
   nlohmann::json json;
   const host::CostProfile* profile = nullptr;  // --profile: add the modelled tables
+  std::vector<double> spreads;  // the relative IQR of every GUP table row: how noisy the run was
   void add(const std::string& s);
 };
 

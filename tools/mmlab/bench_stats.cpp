@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
-#include "fmt/format.h"
 
 namespace mmlab::cli {
 
@@ -26,11 +26,63 @@ Stat stat_of(const std::vector<double>& v) {
   return s;
 }
 
-std::string diff_ci(const Stat& a, const Stat& b) {
-  if (a.n < 2 || b.n < 2 || a.mean == 0) return "-";
-  double d = b.mean - a.mean;
-  double hw = 1.96 * std::sqrt(a.stddev * a.stddev / static_cast<double>(a.n) + b.stddev * b.stddev / static_cast<double>(b.n));
-  return fmt::format("{:+.1f}% ± {:.1f}%", 100 * d / a.mean, 100 * hw / a.mean);
+namespace {
+
+// The q-quantile of sorted samples, linearly interpolated.
+double quantile_sorted(const std::vector<double>& s, double q) {
+  if (s.empty()) return 0;
+  const double pos = q * static_cast<double>(s.size() - 1);
+  const size_t i = static_cast<size_t>(pos);
+  const double frac = pos - static_cast<double>(i);
+  return i + 1 < s.size() ? s[i] + frac * (s[i + 1] - s[i]) : s[i];
+}
+
+}  // namespace
+
+RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, int resamples) {
+  RatioCi r;
+  const double mv = median_of(v);
+  if (mv <= 0) return r;
+  r.ratio = median_of(base) / mv;
+  if (base.size() < 2 || v.size() < 2) return r;
+  std::mt19937_64 rng(0x6d6d6c6162);  // fixed: the interval is a function of the samples
+  const bool paired = base.size() == v.size();
+  std::uniform_int_distribution<size_t> pick_b(0, base.size() - 1), pick_v(0, v.size() - 1);
+  std::vector<double> ratios, rb(base.size()), rv(v.size());
+  ratios.reserve(static_cast<size_t>(resamples));
+  for (int k = 0; k < resamples; k++) {
+    for (size_t i = 0; i < rb.size(); i++) {
+      const size_t j = pick_b(rng);
+      rb[i] = base[j];
+      if (paired) rv[i] = v[j];
+    }
+    if (!paired)
+      for (auto& x : rv) x = v[pick_v(rng)];
+    const double m = median_of(rv);
+    if (m > 0) ratios.push_back(median_of(rb) / m);
+  }
+  if (ratios.empty()) return r;
+  std::sort(ratios.begin(), ratios.end());
+  r.lo = quantile_sorted(ratios, 0.025);
+  r.hi = quantile_sorted(ratios, 0.975);
+  r.valid = true;
+  return r;
+}
+
+long count_outliers(const std::vector<double>& v) {
+  if (v.size() < 4) return 0;
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  const double q1 = quantile_sorted(s, 0.25), q3 = quantile_sorted(s, 0.75), iqr = q3 - q1;
+  return std::count_if(s.begin(), s.end(), [&](double x) { return x < q1 - 3 * iqr || x > q3 + 3 * iqr; });
+}
+
+double relative_iqr(const std::vector<double>& v) {
+  if (v.size() < 4) return 0;
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  const double m = quantile_sorted(s, 0.5);
+  return m > 0 ? (quantile_sorted(s, 0.75) - quantile_sorted(s, 0.25)) / m : 0;
 }
 
 LinearFit linear_fit(const std::vector<double>& xs, const std::vector<double>& ys) {

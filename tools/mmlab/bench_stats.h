@@ -1,5 +1,6 @@
-// The statistics of `mmlab bench`: medians, mean and spread, the difference
-// of two means with its confidence interval, and a least-squares line.
+// The statistics of `mmlab bench`: medians, mean and spread, a ratio of
+// medians with its bootstrap confidence interval, outliers, and a
+// least-squares line.
 #pragma once
 
 #include <string>
@@ -15,10 +16,23 @@ struct Stat {
 };
 Stat stat_of(const std::vector<double>& v);
 
-// ministat-style: the difference of means of b against a and its 95%
-// confidence half-width (Welch, normal approximation), in percent of a's
-// mean; "-" with fewer than two samples on a side.
-std::string diff_ci(const Stat& a, const Stat& b);
+// The ratio of medians median(base) / median(v) (a speedup: above 1, v is
+// faster) and its 95% bootstrap percentile interval. With as many samples on
+// each side, taken alternately (repeat r of every variant runs before repeat
+// r+1 of any), the resampling is paired: repeat indices are drawn, so a
+// disturbance that slowed one round slows both sides of it. Deterministic
+// (a fixed seed): the same samples give the same interval.
+struct RatioCi {
+  double ratio = 0, lo = 0, hi = 0;
+  bool valid = false;  // fewer than two samples on a side: no interval
+};
+RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, int resamples = 2000);
+
+// Tukey's far-out fences: samples below Q1 - 3 IQR or above Q3 + 3 IQR.
+long count_outliers(const std::vector<double>& v);
+// The interquartile range relative to the median (0 with fewer than 4
+// samples: callers judging noise skip those).
+double relative_iqr(const std::vector<double>& v);
 
 // y = a + b * x by least squares, and its coefficient of determination.
 struct LinearFit {

@@ -29,6 +29,7 @@
 // is the command line and the order the suites run in.
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "bench_report.h"
+#include "bench_stats.h"
 #include "bench_suites.h"
 #include "commands.h"
 #include "fmt/format.h"
@@ -44,6 +46,27 @@
 
 namespace mmlab::cli {
 namespace {
+
+// A noisy run, told from the run itself: the GUP rows' spread (the median
+// row's interquartile range above kNoisySpread of its median), or, for
+// suites without such rows, the preemptions per second of the run.
+constexpr double kNoisySpread = 0.10;
+constexpr double kNoisyPreemptionsPerSecond = 50;
+
+void note_noise(const std::vector<double>& spreads, long ivcsw, double seconds, Report* rep) {
+  const double spread = median_of(spreads);
+  const double rate = seconds > 0 ? static_cast<double>(ivcsw) / seconds : 0;
+  rep->json["environment"]["median_row_relative_iqr"] = spreads.empty() ? nlohmann::json() : nlohmann::json(spread);
+  const bool noisy = spreads.empty() ? rate > kNoisyPreemptionsPerSecond : spread > kNoisySpread;
+  rep->json["environment"]["noisy"] = noisy;
+  if (!noisy) return;
+  rep->add(spreads.empty()
+               ? fmt::format("\nwarning: noisy run: {} involuntary context switches in {:.0f} s ({:.0f}/s, above {:.0f}/s)\n",
+                             ivcsw, seconds, rate, kNoisyPreemptionsPerSecond)
+               : fmt::format("\nwarning: noisy run: the median row's interquartile range is {:.0f}% of its median get time "
+                             "(above {:.0f}%); {} involuntary context switches in {:.0f} s\n",
+                             100 * spread, 100 * kNoisySpread, ivcsw, seconds));
+}
 
 int run_bench(const BenchOptions& o) {
   if (build_is_instrumented()) {
@@ -72,6 +95,7 @@ int run_bench(const BenchOptions& o) {
   if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
   struct rusage ru0;
   getrusage(RUSAGE_SELF, &ru0);
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto& name : chosen) {
     bool found = false;
     for (auto& [n, f] : kSuites)
@@ -86,9 +110,11 @@ int run_bench(const BenchOptions& o) {
   }
   struct rusage ru1;
   getrusage(RUSAGE_SELF, &ru1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   long ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw;
   rep.json["environment"]["involuntary_context_switches"] = ivcsw;
-  if (ivcsw > 1000) rep.add(fmt::format("\nwarning: noisy run: {} involuntary context switches\n", ivcsw));
+  rep.json["environment"]["run_seconds"] = seconds;
+  note_noise(rep.spreads, ivcsw, seconds, &rep);
   return write_report(rep, o.out);
 }
 
