@@ -37,6 +37,9 @@ enum class GupEntry : uint8_t {
 bool gup_entry_is_pin(GupEntry e);
 const char* gup_entry_name(GupEntry e);
 
+// Whether a caller releasing pages wrote to them (GupPages::release).
+enum class Dirty : bool { kNo, kYes };
+
 // What one GUP call holds: release exactly as taken (put_page per page for
 // the get entry points, unpin_user_pages batched per folio for pin).
 class GupPages {
@@ -50,8 +53,9 @@ class GupPages {
 
   long count() const { return count_; }
   bool pinned() const { return pin_; }
-  // Release; with dirty, unpin_user_pages_dirty_lock (pins) or mark dirty then put.
-  void release(bool dirty = false);
+  // Release; with Dirty::kYes, unpin_user_pages_dirty_lock (pins) or mark
+  // dirty then put (what a driver that wrote through the pages does).
+  void release(Dirty dirty = Dirty::kNo);
   // Device access through the held pages (offsets from the first page).
   // Returns 0, or -EFAULT beyond what is held.
   int read(uint64_t off, void* buf, uint64_t len) const;

@@ -54,7 +54,7 @@ struct SystemConfig {
   uint64_t ram_bytes = 4ull << 30;  // simulated RAM (default 4 GiB, touched lazily)
   uint64_t movable_bytes = 0;       // ZONE_MOVABLE share (top of RAM); default none
   bool prefault = false;            // touch the frame store up front (once per recycled store; benchmarks)
-  int host_thp = 0;                 // frame store: 0 host default (no advice), 1 MADV_HUGEPAGE, 2 MADV_NOHUGEPAGE
+  HostThp host_thp = HostThp::kDefault;  // frame store: the host's default (no advice), MADV_HUGEPAGE or MADV_NOHUGEPAGE
 };
 
 

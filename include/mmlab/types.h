@@ -87,6 +87,11 @@ enum class SwapKind : uint8_t { kBlkdev, kFile };
 const char* fs_class_name(FsClass c);
 bool fs_class_from_name(const std::string& name, FsClass* out);
 
+// What a System asks of the host's THP for the memory behind its frames
+// (SystemConfig::host_thp): no advice (the host's default), MADV_HUGEPAGE or
+// MADV_NOHUGEPAGE. src/phys/frame_store.h says why the default is no advice.
+enum class HostThp : uint8_t { kDefault, kHugepage, kNohugepage };
+
 // How this library was built (compiler, flags, sanitizer) and from which commit.
 const char* build_description();
 const char* build_commit();

@@ -6,6 +6,7 @@
 // fault/wp_copy.cpp).
 #include <atomic>
 #include <cstring>
+#include <variant>
 
 #include "fault/fault.h"
 #include "fault/wp_copy.h"
@@ -53,10 +54,13 @@ Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {
 
 // ---- do_anonymous_page ----
 
-static Folio* const kAgain = reinterpret_cast<Folio*>(-1);
+// alloc_anon_folio()'s answer when the page table went away under it (the
+// kernel's ERR_PTR(-EAGAIN)): the fault returns and is retried.
+struct RetryFault {};
 
-// mTHP order selection for an anonymous fault (alloc_anon_folio).
-static Folio* alloc_anon_folio(VmFault* vmf) {
+// mTHP order selection for an anonymous fault (alloc_anon_folio): a folio,
+// nullptr when out of memory, or RetryFault.
+static std::variant<Folio*, RetryFault> alloc_anon_folio(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   uint64_t orders = 0;
@@ -67,7 +71,7 @@ static Folio* alloc_anon_folio(VmFault* vmf) {
   if (orders) {
     pmd_t pmdval;
     pte_t* table = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
-    if (!table) return kAgain;  // the table went away: retry the fault
+    if (!table) return RetryFault{};
     // The highest order whose naturally aligned range is entirely empty.
     unsigned order = highest_order(orders);
     while (orders) {
@@ -129,8 +133,9 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) {
   }
 
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
-  Folio* folio = alloc_anon_folio(vmf);
-  if (folio == kAgain) return 0;
+  const std::variant<Folio*, RetryFault> alloc = alloc_anon_folio(vmf);
+  if (std::holds_alternative<RetryFault>(alloc)) return 0;
+  Folio* folio = std::get<Folio*>(alloc);
   if (!folio) return VM_FAULT_OOM;
 
   unsigned nr = static_cast<unsigned>(folio_nr_pages(folio));

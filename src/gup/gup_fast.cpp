@@ -62,7 +62,7 @@ struct FastCtx {
   unsigned flags;
   Page** pages;
   long nr = 0;
-  bool batch;
+  GupFast mode;  // gup.fast: one reference per PTE, or per same-folio run
 };
 
 void undo(FastCtx& c, Folio* folio, int refs) { gup_put_folio(folio, refs, c.flags); }
@@ -77,7 +77,7 @@ bool gup_fast_pte_range(FastCtx& c, pmd_t pmd, pmd_t* pmdp, uint64_t addr, uint6
     if (pte_protnone(pte) || !pte_access_permitted(pte, write) || pte_special(pte)) return false;
     Page* page = phys->pfn_to_page(pte_pfn(pte));
     int refs = 1;
-    if (c.batch) {
+    if (c.mode == GupFast::kBatch) {
       // One speculative reference for the run of PTEs that, as read now,
       // map consecutive pages of this page's folio with identical bits.
       Folio* guess = page_folio(page);
@@ -180,7 +180,7 @@ long gup_fast(Mm* mm, uint64_t start, uint64_t end, unsigned gup_flags, Page** p
     seq = mm->write_protect_seq.raw_read();
     if (seq & 1) return 0;  // a fork is write-protecting this mm
   }
-  FastCtx c{mm, gup_flags, pages, 0, mm->kernel->settings.gup_fast.load(std::memory_order_relaxed) == GupFast::kBatch};
+  FastCtx c{mm, gup_flags, pages, 0, mm->kernel->settings.gup_fast.load(std::memory_order_relaxed)};
   lockless_walk_begin(mm);  // local_irq_save(): tables are not freed under us
   gup_fast_pgd_range(c, start, end);
   lockless_walk_end(mm);

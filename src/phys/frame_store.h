@@ -34,15 +34,14 @@ namespace mmlab {
 class PhysMem;
 struct Page;
 
-// What a System asks of the host's THP for its frame store (recorded in
-// reports): no advice (the host's default), MADV_HUGEPAGE or MADV_NOHUGEPAGE.
-// The default gives no advice: on a paravirtualised host the first touch of
-// guest memory costs the same per byte whatever the page size, and a host
-// huge page touches 2 MiB where a test may use 4 KiB (the unit tests take
+// HostThp (mmlab/types.h) is what a System asks of the host's THP for its
+// frame store (recorded in reports). The default gives no advice: on a
+// paravirtualised host the first touch of guest memory costs the same per
+// byte whatever the page size, and a host huge page touches 2 MiB where a
+// test may use 4 KiB (the unit tests take
 // 3.6 s on host 4 KiB pages and 9.8 s with MADV_HUGEPAGE on this project's
 // machine; recycled memory is as fast either way). Benchmarks advise it
 // before their warm-up round.
-enum class HostThp : uint8_t { kDefault, kHugepage, kNohugepage };
 const char* host_thp_name(HostThp h);
 
 // The memmap reservation is aligned to kMemmapAlign and its first word is the

@@ -27,13 +27,14 @@ GupPages& GupPages::operator=(GupPages&& o) noexcept {
   return *this;
 }
 
-void GupPages::release(bool dirty) {
+void GupPages::release(Dirty dirty) {
+  const bool make_dirty = dirty == Dirty::kYes;
   if (count_ > 0) {
     if (pin_) {
-      unpin_user_pages_dirty_lock(pages_.data(), count_, dirty);
+      unpin_user_pages_dirty_lock(pages_.data(), count_, make_dirty);
     } else {
       for (long i = 0; i < count_; i++) {
-        if (dirty) folio_set_dirty(page_folio(pages_[static_cast<size_t>(i)]));
+        if (make_dirty) folio_set_dirty(page_folio(pages_[static_cast<size_t>(i)]));
         put_page(pages_[static_cast<size_t>(i)]);
       }
     }

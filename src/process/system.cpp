@@ -39,7 +39,7 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
   pc.ram_bytes = cfg.ram_bytes;
   pc.movable_bytes = cfg.movable_bytes;
   pc.prefault = cfg.prefault;
-  pc.host_thp = cfg.host_thp == 1 ? HostThp::kHugepage : cfg.host_thp == 2 ? HostThp::kNohugepage : HostThp::kDefault;
+  pc.host_thp = cfg.host_thp;
   int e = 0;
   k->phys = PhysMem::create(pc, k->stats.get(), &e);
   if (!k->phys) {

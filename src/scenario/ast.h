@@ -1,11 +1,20 @@
-// The parsed form of a .mms file: tests made of statements.
+// The parsed form of a .mms file: tests made of statements. A statement is
+// one struct per kind (namespace stmt) with named fields, held in a
+// std::variant. Its consumers (the parser's name resolution, the model and
+// the host backend) std::visit it into a member function overloaded once
+// per struct, with no catch-all: a statement kind one of them does not
+// handle is a compile error, not a run-time "unknown statement".
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
+
+#include "mmlab/gup.h"
 
 namespace mmlab {
 
@@ -15,14 +24,215 @@ struct AddrExpr {
   uint64_t offset = 0;
 };
 
-enum class Op {
-  kSysfs, kTune, kProc, kFork, kExit, kFile, kSwap, kMmap, kMunmap, kMprotect, kMremap, kMadvise,
-  kClearSoftDirty, kKhugepaged, kAdvance, kThpDisable, kUffdRegister, kUffdWp, kCountersReset, kWrite, kRead, kGup,
-  kHandleWrite, kHandleRead, kUnpin, kDump,
-  kExpectHandle, kExpectDump, kExpectMapped, kExpectOrder, kExpectExclusive, kExpectPinned, kExpectZero,
-  kExpectSwapped, kExpectSame, kExpectRss, kExpectSysfs, kExpectVmstat, kExpectCounter, kCheck, kSkip, kXfail,
-  kExpectSoftDirty, kExpectUffdWp, kExpectViolation,
+namespace stmt {
+
+// ---- setup ----
+struct Sysfs {  // sysfs PATH VALUE
+  std::string path, value;
 };
+struct Tune {  // tune KEY VALUE
+  std::string key, value;
+};
+struct Proc {  // proc P
+  std::string proc;
+};
+struct Fork {  // P fork Q
+  std::string parent, child;
+};
+struct Exit {  // P exit
+  std::string proc;
+};
+struct File {  // file F SIZE [fs=CLASS] [hugetlb=2M|1G]
+  std::string name;
+  uint64_t size = 0;
+  std::string fs = "shmem";
+  unsigned hugetlb_shift = 0;  // 21 or 30 (then fs is hugetlbfs)
+};
+struct Swap {  // swap SIZE [blkdev|file]
+  uint64_t size = 0;
+  std::string kind = "blkdev";
+};
+struct Khugepaged {  // khugepaged [N]
+  uint64_t scans = 1;
+};
+struct Advance {  // advance DURATION
+  uint64_t ns = 0;
+};
+struct CountersReset {};  // counters reset
+
+// ---- address-space operations of a process ----
+struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE]
+  std::string proc, region;
+  uint64_t size = 0;
+  int prot = 0;
+  bool shared = false;
+  std::string file;  // empty: anonymous
+  uint64_t file_off = 0;
+  unsigned hugetlb_shift = 0;  // 21 or 30
+  uint64_t align = 0;
+};
+struct Munmap {  // P munmap ADDR SIZE
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+};
+struct Mprotect {  // P mprotect ADDR SIZE PROT
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  int prot = 0;
+};
+struct Madvise {  // P madvise ADDR SIZE ADVICE
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  int advice = 0;
+  std::string advice_name;
+};
+struct Mremap {  // P mremap ADDR OLD NEW R [to=ADDR]
+  std::string proc;
+  AddrExpr addr;
+  uint64_t old_size = 0, new_size = 0;
+  std::string region;
+  std::optional<AddrExpr> to;  // MREMAP_FIXED
+};
+struct ClearSoftDirty {  // P clear-soft-dirty
+  std::string proc;
+};
+struct ThpDisable {  // P thp-disable yes|no [except-advised]
+  std::string proc;
+  bool disable = false;
+  bool except_advised = false;
+};
+struct UffdRegister {  // P userfaultfd ADDR SIZE missing|wp|missing,wp
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  bool missing = false, wp = false;
+};
+struct UffdWp {  // P uffd-wp ADDR SIZE on|off
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  bool on = false;
+};
+
+// ---- CPU accesses ----
+struct Write {  // P write ADDR SIZE BYTE
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  uint8_t byte = 0;
+};
+struct Read {  // P read ADDR SIZE [BYTE]
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  std::optional<uint8_t> byte;  // every byte read must be this one
+};
+
+// ---- GUP and its handles ----
+struct Gup {  // P gup H ADDR NPAGES FLAGS
+  std::string proc, handle;
+  AddrExpr addr;
+  uint64_t nr_pages = 0;
+  GupEntry entry = GupEntry::kGetUserPages;
+  unsigned gup_flags = 0;  // foll::*
+};
+struct HandleWrite {  // H write OFFSET SIZE BYTE
+  std::string handle;
+  uint64_t offset = 0, size = 0;
+  uint8_t byte = 0;
+};
+struct HandleRead {  // H read OFFSET SIZE BYTE
+  std::string handle;
+  uint64_t offset = 0, size = 0;
+  uint8_t byte = 0;
+};
+struct Unpin {  // unpin H [dirty]
+  std::string handle;
+  bool dirty = false;
+};
+struct Dump {  // P dump D ADDR SIZE
+  std::string proc, dump;
+  AddrExpr addr;
+  uint64_t size = 0;
+};
+
+// ---- outcome ----
+struct Check {};
+struct Skip {  // skip REASON
+  std::string reason;
+};
+struct Xfail {  // xfail REASON
+  std::string reason;
+};
+
+// ---- expectations ----
+struct ExpectHandle {  // expect H N|-ERRNO
+  std::string handle;
+  int64_t ret = 0;
+};
+struct ExpectDump {  // expect D pages N holes M
+  std::string dump;
+  uint64_t pages = 0, holes = 0;
+};
+struct ExpectRss {  // expect P rss anon|file|shmem SIZE
+  std::string proc, kind;
+  uint64_t size = 0;
+};
+struct ExpectSysfs {  // expect sysfs PATH N
+  std::string path;
+  int64_t value = 0;
+};
+struct ExpectVmstat {  // expect vmstat NAME N
+  std::string item;
+  int64_t value = 0;
+};
+struct ExpectCounter {  // expect counter NAME N
+  std::string counter;
+  int64_t value = 0;
+};
+struct ExpectMapped {  // expect P ADDR mapped pte|pmd|pud|none
+  std::string proc;
+  AddrExpr addr;
+  std::string level;
+};
+struct ExpectOrder {  // expect P ADDR order N
+  std::string proc;
+  AddrExpr addr;
+  int64_t order = 0;
+};
+// expect P ADDR exclusive|pinned|zero|swapped|soft-dirty|uffd-wp yes|no
+enum class PageBit { kExclusive, kPinned, kZero, kSwapped, kSoftDirty, kUffdWp };
+const char* page_bit_name(PageBit b);
+struct ExpectPageBit {
+  std::string proc;
+  AddrExpr addr;
+  PageBit bit = PageBit::kExclusive;
+  bool yes = false;
+};
+struct ExpectSame {  // expect P ADDR same|differ Q ADDR
+  std::string proc;
+  AddrExpr addr;
+  std::string other_proc;
+  AddrExpr other_addr;
+  bool same = false;
+};
+struct ExpectViolation {  // expect violation TEXT
+  std::string text;
+};
+
+}  // namespace stmt
+
+using StmtBody =
+    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Khugepaged,
+                 stmt::Advance, stmt::CountersReset, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
+                 stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
+                 stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Check, stmt::Skip,
+                 stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectSysfs,
+                 stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
+                 stmt::ExpectSame, stmt::ExpectViolation>;
 
 // `when KEY=V1[,V2...]`: the statement runs only while the tune key has one
 // of the values.
@@ -31,33 +241,23 @@ struct WhenCond {
   std::vector<std::string> values;
 };
 
+// A statement and what every kind shares: where it is, its `when`
+// conditions and its `expect-error` prefix.
 struct Stmt {
-  Op op;
+  StmtBody body;
   std::string file;
   int line = 0;
-  std::string text;  // the source line, for diagnostics
-  // Operands (which ones are used depends on op).
-  std::string p, q, name, name2, str, str2;  // processes, bound names, paths/keys/values/kinds (swap: blkdev|file)
-  AddrExpr addr, addr2;
-  uint64_t size = 0, size2 = 0, n = 0;
-  int64_t value = 0;  // expected numbers (may be negative errno)
-  int byte = -1;      // BYTE, -1 if absent
-  int prot = 0;
-  bool flag = false;  // yes/no, shared, dirty, same
-  bool has_to = false;
-  unsigned gup_flags = 0;
-  int gup_entry = 0;
-  std::string fs;             // file: fs class
-  unsigned hugetlb_shift = 0;  // 21 or 30
-  std::string file_ref;       // mmap file=F
-  uint64_t file_off = 0;
-  uint64_t align = 0;
-  int advice = 0;
+  std::string text;            // the source line, for diagnostics
   std::vector<WhenCond> when;  // all must hold
   // expect-error: the errno (negative) or signal name, and the statement.
   bool expect_error = false;
   int expect_errno = 0;
   std::string expect_signal;
+
+  template <class T>
+  const T* as() const {
+    return std::get_if<T>(&body);
+  }
 };
 
 struct TestCase {
@@ -73,10 +273,8 @@ struct ScenarioFileAst {
   std::vector<TestCase> tests;
 };
 
-}  // namespace mmlab
-
-namespace mmlab {
 struct ScenarioProgram {
   std::vector<ScenarioFileAst> files;
 };
+
 }  // namespace mmlab

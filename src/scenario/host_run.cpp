@@ -116,15 +116,16 @@ class HostRun final : public TestRun {
     alarm(kTestTimeoutSec);
     std::string why;
     bool sizes_gigantic = false;
-    for (const Stmt* st : stmts) sizes_gigantic |= st->op == Op::kSysfs && st->str == host::kGiganticPool && st->str2 != "0";
+    for (const Stmt* st : stmts)
+      if (auto* w = st->as<stmt::Sysfs>()) sizes_gigantic |= w->path == host::kGiganticPool && w->value != "0";
     if (guard_.apply_defaults(&why, sizes_gigantic)) throw StartError{"cannot reset the host's settings: " + why};
     for (const char* pool : kPools) outside_resv_[pool] = host::pool_outside_reservations(pool);
     std::set<std::string> counters;
     bool drains = false;
     for (const Stmt* st : stmts) {
-      if (st->op == Op::kMadvise && drains_local_lru(st->advice)) drains = true;
-      if (st->op == Op::kExpectVmstat) counters.insert(vmstat_key(st->str));
-      if (st->op == Op::kExpectSysfs && sysfs_is_counter(st->str)) counters.insert(sysfs_key(st->str));
+      if (auto* m = st->as<stmt::Madvise>(); m && drains_local_lru(m->advice)) drains = true;
+      if (auto* e = st->as<stmt::ExpectVmstat>()) counters.insert(vmstat_key(e->item));
+      if (auto* e = st->as<stmt::ExpectSysfs>(); e && sysfs_is_counter(e->path)) counters.insert(sysfs_key(e->path));
     }
     if (drains) pin_to_one_cpu();
     // Activity the test does not cause, seen while nothing of the test runs.
@@ -206,78 +207,68 @@ class HostRun final : public TestRun {
     procs_[name] = Proc{std::move(a), std::move(pages)};
   }
 
+  // One overload per statement struct: a statement kind without one does not compile.
   void exec(const Stmt& st) override {
-    switch (st.op) {
-      case Op::kSysfs: exec_sysfs(st); break;
-      case Op::kTune: throw SkipTest{fmt::format("tune {} is a model variant the host kernel does not have", st.str)};
-      case Op::kProc: {
-        bind(st, st.p, 'p');
-        std::string err;
-        auto a = Agent::spawn(st.p, &err);
-        if (!a) fail(st, "cannot start a host process: " + err);
-        add_proc(st, st.p, std::move(a), {});
-        break;
-      }
-      case Op::kFork: exec_fork(st); break;
-      case Op::kExit: agent(st, st.p).exit(); break;
-      case Op::kFile: exec_file(st); break;
-      case Op::kSwap: exec_swap(st); break;
-      case Op::kMmap: exec_mmap(st); break;
-      case Op::kMunmap: {
-        Proc& p = proc(st, st.p);
-        long r = sys(st, p.agent->munmap(addr(st, st.addr), st.size));
-        check_errno(st, r, "munmap");
-        if (r == 0) p.pages.unmap(addr(st, st.addr), st.size);
-        break;
-      }
-      case Op::kMprotect:
-        check_errno(st, sys(st, agent(st, st.p).mprotect(addr(st, st.addr), st.size, st.prot)), "mprotect");
-        break;
-      case Op::kMadvise: exec_madvise(st); break;
-      case Op::kMremap: {
-        int flags = MREMAP_MAYMOVE | (st.has_to ? MREMAP_FIXED : 0);
-        Proc& p = proc(st, st.p);
-        const uint64_t old = addr(st, st.addr);
-        long r = sys(st, p.agent->mremap(old, st.size, st.size2, flags, st.has_to ? addr(st, st.addr2) : 0));
-        check_errno(st, r, "mremap");
-        bind(st, st.name, 'r');
-        if (r >= 0) {
-          regions_[st.name] = static_cast<uint64_t>(r);
-          p.pages.remap(old, st.size, static_cast<uint64_t>(r), st.size2);
-        }
-        break;
-      }
-      case Op::kClearSoftDirty: exec_clear_soft_dirty(st); break;
-      case Op::kKhugepaged: exec_khugepaged(st); break;
-      case Op::kAdvance: throw SkipTest{"`advance` moves the model's virtual clock; the host's time is its own"};
-      case Op::kThpDisable:
-      case Op::kUffdRegister:
-      case Op::kUffdWp: throw SkipTest{"the host agent has no prctl or userfaultfd request"};
-      case Op::kCountersReset: break;  // counter expectations are skipped on the host
-      case Op::kWrite: {
-        Proc& p = proc(st, st.p);
-        const uint64_t at = addr(st, st.addr);
-        host::HostAccess r = p.agent->write(at, st.size, static_cast<uint8_t>(st.byte));
-        // A written page is no zero page upstream either (CoW from it).
-        p.pages.clear(at, r.sig ? std::min(r.fault_addr - std::min(r.fault_addr, at), st.size) : st.size, kTaintZero);
-        check_signal(st, sig_name(r.sig), r.fault_addr, "write");
-        break;
-      }
-      case Op::kRead: exec_read(st); break;
-      case Op::kGup: exec_gup(st); break;
-      case Op::kHandleWrite:
-      case Op::kHandleRead: exec_handle_io(st); break;
-      case Op::kUnpin:
-        handle(st, st.name);  // a name that holds nothing is an error, as in the model
-        handles_.erase(st.name);
-        break;
-      case Op::kDump: throw SkipTest{"the host has no get_dump_page interface (a core dump) for `dump`"};
-      case Op::kCheck: skip_expectation("check (the invariant checker is the model's)"); break;
-      case Op::kSkip:
-      case Op::kXfail: exec_outcome_stmt(st); break;
-      default: exec_expect(st); break;
+    std::visit([&](const auto& s) { run(st, s); }, st.body);
+  }
+
+  void run(const Stmt&, const stmt::Tune& s) {
+    throw SkipTest{fmt::format("tune {} is a model variant the host kernel does not have", s.key)};
+  }
+  void run(const Stmt& st, const stmt::Proc& s) {
+    bind(st, s.proc, 'p');
+    std::string err;
+    auto a = Agent::spawn(s.proc, &err);
+    if (!a) fail(st, "cannot start a host process: " + err);
+    add_proc(st, s.proc, std::move(a), {});
+  }
+  void run(const Stmt& st, const stmt::Exit& s) { agent(st, s.proc).exit(); }
+  void run(const Stmt& st, const stmt::Munmap& s) {
+    Proc& p = proc(st, s.proc);
+    long r = sys(st, p.agent->munmap(addr(st, s.addr), s.size));
+    check_errno(st, r, "munmap");
+    if (r == 0) p.pages.unmap(addr(st, s.addr), s.size);
+  }
+  void run(const Stmt& st, const stmt::Mprotect& s) {
+    check_errno(st, sys(st, agent(st, s.proc).mprotect(addr(st, s.addr), s.size, s.prot)), "mprotect");
+  }
+  void run(const Stmt& st, const stmt::Mremap& s) {
+    int flags = MREMAP_MAYMOVE | (s.to ? MREMAP_FIXED : 0);
+    Proc& p = proc(st, s.proc);
+    const uint64_t old = addr(st, s.addr);
+    long r = sys(st, p.agent->mremap(old, s.old_size, s.new_size, flags, s.to ? addr(st, *s.to) : 0));
+    check_errno(st, r, "mremap");
+    bind(st, s.region, 'r');
+    if (r >= 0) {
+      regions_[s.region] = static_cast<uint64_t>(r);
+      p.pages.remap(old, s.old_size, static_cast<uint64_t>(r), s.new_size);
     }
   }
+  void run(const Stmt&, const stmt::Advance&) {
+    throw SkipTest{"`advance` moves the model's virtual clock; the host's time is its own"};
+  }
+  void run(const Stmt&, const stmt::ThpDisable&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
+  void run(const Stmt&, const stmt::UffdRegister&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
+  void run(const Stmt&, const stmt::UffdWp&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
+  void run(const Stmt&, const stmt::CountersReset&) {}  // counter expectations are skipped on the host
+  void run(const Stmt& st, const stmt::Write& s) {
+    Proc& p = proc(st, s.proc);
+    const uint64_t at = addr(st, s.addr);
+    host::HostAccess r = p.agent->write(at, s.size, s.byte);
+    // A written page is no zero page upstream either (CoW from it).
+    p.pages.clear(at, r.sig ? std::min(r.fault_addr - std::min(r.fault_addr, at), s.size) : s.size, kTaintZero);
+    check_signal(st, sig_name(r.sig), r.fault_addr, "write");
+  }
+  void run(const Stmt& st, const stmt::Unpin& s) {
+    handle(st, s.handle);  // a name that holds nothing is an error, as in the model
+    handles_.erase(s.handle);
+  }
+  void run(const Stmt&, const stmt::Dump&) {
+    throw SkipTest{"the host has no get_dump_page interface (a core dump) for `dump`"};
+  }
+  void run(const Stmt&, const stmt::Check&) { skip_expectation("check (the invariant checker is the model's)"); }
+  void run(const Stmt&, const stmt::Skip& s) { exec_skip(s); }
+  void run(const Stmt&, const stmt::Xfail& s) { exec_xfail(s); }
 
   // A knob or statistic an older kernel does not have: the scenario is
   // valid, the host just cannot express it.
@@ -304,37 +295,37 @@ class HostRun final : public TestRun {
     return false;
   }
 
-  void exec_sysfs(const Stmt& st) {
-    require_sysfs_file(st.str);
-    const bool pool = st.str.find("/nr_hugepages") != std::string::npos;
-    std::string value = st.str2;
+  void run(const Stmt& st, const stmt::Sysfs& s) {
+    require_sysfs_file(s.path);
+    const bool pool = s.path.find("/nr_hugepages") != std::string::npos;
+    std::string value = s.value;
     for (int i = 0; i < 2; i++) {
-      if (!pool || st.str.rfind(kPools[i], 0) != 0 || st.str2 == "0") continue;
+      if (!pool || s.path.rfind(kPools[i], 0) != 0 || s.value == "0") continue;
       // A pool the probe found this host cannot fill at all: skipped at once.
       const Cap cap = i == 0 ? Cap::kHugetlb2M : Cap::kHugetlb1G;
       if (!probes_.have(cap)) throw SkipTest{probes_.reason(cap)};
-      if (long resv = leaked_resv(st.str)) {
+      if (long resv = leaked_resv(s.path)) {
         char* end = nullptr;
-        const long n = std::strtol(st.str2.c_str(), &end, 10);
+        const long n = std::strtol(s.value.c_str(), &end, 10);
         if (*end == '\0' && n >= 0) value = std::to_string(n + resv);
       }
     }
-    auto write = [&] { return st.str == host::kGiganticPool ? host::keep_pool_write(st.str, value) : guard_.write(st.str, value); };
+    auto write = [&] { return s.path == host::kGiganticPool ? host::keep_pool_write(s.path, value) : guard_.write(s.path, value); };
     int r = write();
     check_errno(st, r, "sysfs write");
     // A pool the host could not fill: the selftests skip when short of huge pages.
     if (r == 0 && pool) {
       std::string got;
-      if (host::sysfs_read(st.str, &got) == 0 && got != value) {
+      if (host::sysfs_read(s.path, &got) == 0 && got != value) {
         // Gigantic pages need contiguous memory: drop clean page cache,
         // compact, and try once more.
         std::ofstream("/proc/sys/vm/drop_caches") << "1";
         std::ofstream("/proc/sys/vm/compact_memory") << "1";
         write();
-        host::sysfs_read(st.str, &got);
+        host::sysfs_read(s.path, &got);
       }
       if (got != value)
-        throw SkipTest{fmt::format("the host could allocate only {} of {} pages for {}", got, value, st.str)};
+        throw SkipTest{fmt::format("the host could allocate only {} of {} pages for {}", got, value, s.path)};
     }
   }
 
@@ -358,8 +349,8 @@ class HostRun final : public TestRun {
   // `khugepaged N`: wait for N full scans the host's khugepaged starts after
   // now (the one in progress may have passed the test's mm already, hence
   // start + N + 1), with the scan sleep lowered meanwhile.
-  void exec_khugepaged(const Stmt& st) {
-    if (!st.n) return;
+  void run(const Stmt& st, const stmt::Khugepaged& s) {
+    if (!s.scans) return;
     if (!khugepaged_thread_running())
       throw SkipTest{"the host's khugepaged thread is not running (it runs only while a THP size it serves is enabled)"};
     // Both sleeps lowered meanwhile (a write also wakes the thread): after an
@@ -383,18 +374,18 @@ class HostRun final : public TestRun {
     // (khugepaged_wait_event), as the model's `khugepaged` returns at once
     // then: no full scan at all within kIdleWait means nothing to scan.
     const auto t0 = std::chrono::steady_clock::now();
-    const auto deadline = t0 + std::chrono::seconds(60 + 30 * st.n);
+    const auto deadline = t0 + std::chrono::seconds(60 + 30 * s.scans);
     constexpr auto kIdleWait = std::chrono::seconds(10);
     long now = start;
-    while ((now = khugepaged_full_scans()) < start + static_cast<long>(st.n) + 1 && std::chrono::steady_clock::now() < deadline &&
+    while ((now = khugepaged_full_scans()) < start + static_cast<long>(s.scans) + 1 && std::chrono::steady_clock::now() < deadline &&
            (now > start || std::chrono::steady_clock::now() - t0 < kIdleWait))
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     for (int i = 0; i < 2; i++)
       if (lower[i]) guard_.write(sleep_files[i], sleep_was[i]);
     khugepaged_ran_ = true;
     if (now == start) return;
-    if (now < start + static_cast<long>(st.n) + 1)
-      fail(st, fmt::format("the host's khugepaged made {} of {} full scans before the timeout", now - start, st.n + 1));
+    if (now < start + static_cast<long>(s.scans) + 1)
+      fail(st, fmt::format("the host's khugepaged made {} of {} full scans before the timeout", now - start, s.scans + 1));
   }
 
   // A statistic that the host's khugepaged moves for whichever mm it scans:
@@ -405,77 +396,77 @@ class HostRun final : public TestRun {
            key.find("thp_scan_exceed") != std::string::npos;
   }
 
-  void exec_file(const Stmt& st) {
-    bind(st, st.name, 'f');
+  void run(const Stmt& st, const stmt::File& s) {
+    bind(st, s.name, 'f');
     std::string why;
-    int fd = host::host_create_file(st.size, st.fs, st.hugetlb_shift, st.name, &why);
+    int fd = host::host_create_file(s.size, s.fs, s.hugetlb_shift, s.name, &why);
     if (fd == host::kNoSuchFs) throw SkipTest{why};
     check_errno(st, fd, "file");
-    if (fd >= 0) files_[st.name] = fd;
-    if (fd >= 0 && st.hugetlb_shift) hugetlb_files_.insert(st.name);
+    if (fd >= 0) files_[s.name] = fd;
+    if (fd >= 0 && s.hugetlb_shift) hugetlb_files_.insert(s.name);
   }
 
   // The kind the test names when the host can make it (probe blkdev_swap /
   // file_swap); else the other kind, and expectations on the large folios
   // that it then swaps out differently are skipped (kTaintSwapKind).
-  void exec_swap(const Stmt& st) {
-    const bool blkdev = st.str != "file";
+  void run(const Stmt&, const stmt::Swap& s) {
+    const bool blkdev = s.kind != "file";
     const Cap want = blkdev ? Cap::kBlkdevSwap : Cap::kFileSwap;
     const bool other = !probes_.have(want);
     if (other) swap_kind_reason_ = probes_.reason(want);
     auto kind = blkdev != other ? host::HostSwapKind::kBlkdev : host::HostSwapKind::kFile;
     std::string why;
-    if (swap_.add(st.size, kind, &why)) throw SkipTest{"no swap device on the host: " + why};
+    if (swap_.add(s.size, kind, &why)) throw SkipTest{"no swap device on the host: " + why};
   }
 
-  void exec_mmap(const Stmt& st) {
-    Proc& p = proc(st, st.p);
-    bind(st, st.name, 'r');
-    int flags = st.flag ? MAP_SHARED : MAP_PRIVATE;
+  void run(const Stmt& st, const stmt::Mmap& s) {
+    Proc& p = proc(st, s.proc);
+    bind(st, s.region, 'r');
+    int flags = s.shared ? MAP_SHARED : MAP_PRIVATE;
     int fd = -1;
-    if (!st.file_ref.empty()) {
-      auto it = files_.find(st.file_ref);
-      if (it == files_.end()) fail(st, fmt::format("no file named {}", st.file_ref));
+    if (!s.file.empty()) {
+      auto it = files_.find(s.file);
+      if (it == files_.end()) fail(st, fmt::format("no file named {}", s.file));
       fd = it->second;
     }
     if (fd < 0) {
       flags |= MAP_ANONYMOUS;
-      if (st.hugetlb_shift) flags |= MAP_HUGETLB | (st.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
+      if (s.hugetlb_shift) flags |= MAP_HUGETLB | (s.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
     }
     auto do_map = [&](uint64_t at, uint64_t len, int extra) {
-      return sys(st, p.agent->mmap(at, len, st.prot, flags | extra, fd, fd >= 0 ? st.file_off : 0));
+      return sys(st, p.agent->mmap(at, len, s.prot, flags | extra, fd, fd >= 0 ? s.file_off : 0));
     };
     long r;
-    if (st.align <= PAGE_SIZE) {
-      r = do_map(0, st.size, 0);
+    if (s.align <= PAGE_SIZE) {
+      r = do_map(0, s.size, 0);
     } else {
       // As a selftest does: reserve size + align of nothing, place the mapping at the aligned start inside.
-      long probe = sys(st, p.agent->mmap(0, st.size + st.align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+      long probe = sys(st, p.agent->mmap(0, s.size + s.align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
       check_errno(st, probe, "mmap");
-      uint64_t start = round_up(static_cast<uint64_t>(probe), st.align);
-      r = do_map(start, st.size, MAP_FIXED);
+      uint64_t start = round_up(static_cast<uint64_t>(probe), s.align);
+      r = do_map(start, s.size, MAP_FIXED);
       if (start > static_cast<uint64_t>(probe)) p.agent->munmap(static_cast<uint64_t>(probe), start - static_cast<uint64_t>(probe));
-      uint64_t end = static_cast<uint64_t>(probe) + st.size + st.align;
-      if (end > start + st.size) p.agent->munmap(start + st.size, end - (start + st.size));
-      if (r < 0) p.agent->munmap(start, st.size);
+      uint64_t end = static_cast<uint64_t>(probe) + s.size + s.align;
+      if (end > start + s.size) p.agent->munmap(start + s.size, end - (start + s.size));
+      if (r < 0) p.agent->munmap(start, s.size);
     }
     check_errno(st, r, "mmap");
     if (r >= 0) {
-      regions_[st.name] = static_cast<uint64_t>(r);
+      regions_[s.region] = static_cast<uint64_t>(r);
       HostRangeKind kind = HostRangeKind::kOther;
-      if (st.hugetlb_shift || hugetlb_files_.count(st.file_ref))
+      if (s.hugetlb_shift || hugetlb_files_.count(s.file))
         kind = HostRangeKind::kHugetlb;
-      else if (fd < 0 && !st.flag)
+      else if (fd < 0 && !s.shared)
         kind = HostRangeKind::kAnonPrivate;
-      p.pages.map(static_cast<uint64_t>(r), st.size, kind);
+      p.pages.map(static_cast<uint64_t>(r), s.size, kind);
     }
   }
 
-  void exec_fork(const Stmt& st) {
-    bind(st, st.q, 'p');
-    Proc& parent = proc(st, st.p);
+  void run(const Stmt& st, const stmt::Fork& s) {
+    bind(st, s.child, 'p');
+    Proc& parent = proc(st, s.parent);
     long err = 0;
-    auto c = parent.agent->fork(st.q, &err);
+    auto c = parent.agent->fork(s.child, &err);
     check_errno(st, c ? 0 : sys(st, err), "fork");
     if (!c) return;
     // The child has what the parent had, but for what it did not inherit
@@ -490,30 +481,30 @@ class HostRun final : public TestRun {
         run = i + 1;
       }
     }
-    add_proc(st, st.q, std::move(c), std::move(pages));
+    add_proc(st, s.child, std::move(c), std::move(pages));
   }
 
-  void exec_madvise(const Stmt& st) {
-    Proc& p = proc(st, st.p);
-    const uint64_t at = addr(st, st.addr);
-    if (st.advice == MADV_PAGEOUT && !swap_.on() && !probes_.have(Cap::kNoHostSwap))
+  void run(const Stmt& st, const stmt::Madvise& s) {
+    Proc& p = proc(st, s.proc);
+    const uint64_t at = addr(st, s.addr);
+    if (s.advice == MADV_PAGEOUT && !swap_.on() && !probes_.have(Cap::kNoHostSwap))
       throw SkipTest{probes_.reason(Cap::kNoHostSwap)};
-    if (st.advice == MADV_PAGEOUT && swap_.on()) {
+    if (s.advice == MADV_PAGEOUT && swap_.on()) {
       if (!probes_.have(Cap::kZswapOff)) zswap_used_ = true;
-      if (!swap_kind_reason_.empty()) mark_large_folios(st, p, at, st.size);
+      if (!swap_kind_reason_.empty()) mark_large_folios(st, p, at, s.size);
     }
     ReadWatch w;
-    if (st.advice == MADV_POPULATE_READ) w = watch_read(st, p, at, st.size);
-    long r = sys(st, p.agent->madvise(at, st.size, st.advice));
-    check_errno(st, r, ("madvise " + st.str).c_str());
+    if (s.advice == MADV_POPULATE_READ) w = watch_read(st, p, at, s.size);
+    long r = sys(st, p.agent->madvise(at, s.size, s.advice));
+    check_errno(st, r, ("madvise " + s.advice_name).c_str());
     if (r != 0) return;
-    switch (st.advice) {
-      case MADV_DONTNEED: p.pages.clear(at, st.size, 0xff); break;  // the pages are gone
-      case MADV_POPULATE_READ: taint_read(st, p, w, at, st.size); break;
-      case MADV_POPULATE_WRITE: p.pages.clear(at, st.size, kTaintZero); break;
+    switch (s.advice) {
+      case MADV_DONTNEED: p.pages.clear(at, s.size, 0xff); break;  // the pages are gone
+      case MADV_POPULATE_READ: taint_read(st, p, w, at, s.size); break;
+      case MADV_POPULATE_WRITE: p.pages.clear(at, s.size, kTaintZero); break;
       // Reclaim takes the fresh pages this host mapped; upstream's zero page stays.
       case MADV_PAGEOUT:
-      case MADV_FREE: p.pages.add_where(at, st.size, kTaintZeroPte | kTaintZeroPmd, kTaintZeroMapped); break;
+      case MADV_FREE: p.pages.add_where(at, s.size, kTaintZeroPte | kTaintZeroPmd, kTaintZeroMapped); break;
       default: break;
     }
   }
@@ -538,8 +529,8 @@ class HostRun final : public TestRun {
   // it would have made is skipped where it is read (kTaintSoftDirty). Not
   // hugetlb: clear_refs never walks it, and mprotect never maps it writable
   // ahead of a write fault, on any kernel.
-  void exec_clear_soft_dirty(const Stmt& st) {
-    Proc& p = proc(st, st.p);
+  void run(const Stmt& st, const stmt::ClearSoftDirty& s) {
+    Proc& p = proc(st, s.proc);
     if (!probes_.have(Cap::kSoftDirty)) {
       bool changed = false;  // upstream would have changed anything
       for (auto& [from, r] : p.pages.ranges())
@@ -550,7 +541,7 @@ class HostRun final : public TestRun {
       if (!changed) return;
       skip_expectation(probes_.reason(Cap::kSoftDirty));
       for (auto& [n, h] : handles_)
-        if (h.proc == st.p) h.taint |= p.pages.in(h.addr, h.len) & kTaintSoftDirty;
+        if (h.proc == s.proc) h.taint |= p.pages.in(h.addr, h.len) & kTaintSoftDirty;
       soft_dirty_used_ = true;
       return;
     }
@@ -611,34 +602,34 @@ class HostRun final : public TestRun {
     }
   }
 
-  void exec_read(const Stmt& st) {
-    Proc& p = proc(st, st.p);
-    const uint64_t at = addr(st, st.addr);
-    ReadWatch w = watch_read(st, p, at, st.size);
-    host::HostAccess r = p.agent->read(at, st.size, st.byte);
-    taint_read(st, p, w, at, st.size);
+  void run(const Stmt& st, const stmt::Read& s) {
+    Proc& p = proc(st, s.proc);
+    const uint64_t at = addr(st, s.addr);
+    ReadWatch w = watch_read(st, p, at, s.size);
+    host::HostAccess r = p.agent->read(at, s.size, s.byte ? *s.byte : -1);
+    taint_read(st, p, w, at, s.size);
     check_signal(st, sig_name(r.sig), r.fault_addr, "read");
-    expect_bytes(st, r.bad, r.found);
+    expect_bytes(st, s, r.bad, r.found);
   }
 
   // vmsplice() is get_user_pages_fast(0); io_uring buffer registration is
   // pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM). Nothing else has a
   // host interface without the gup_test debugfs file.
-  void exec_gup(const Stmt& st) {
-    bind(st, st.name, 'h');
-    auto entry = static_cast<GupEntry>(st.gup_entry);
-    Proc& p = proc(st, st.p);
-    uint64_t at = addr(st, st.addr);
-    const uint64_t len = st.n * PAGE_SIZE;
-    Handle h{nullptr, 0, st.p, at, len};
-    if (entry == GupEntry::kGetUserPagesFast && st.gup_flags == 0) {
+  void run(const Stmt& st, const stmt::Gup& s) {
+    bind(st, s.handle, 'h');
+    const GupEntry entry = s.entry;
+    Proc& p = proc(st, s.proc);
+    uint64_t at = addr(st, s.addr);
+    const uint64_t len = s.nr_pages * PAGE_SIZE;
+    Handle h{nullptr, 0, s.proc, at, len};
+    if (entry == GupEntry::kGetUserPagesFast && s.gup_flags == 0) {
       ReadWatch w = watch_read(st, p, at, len);
-      h.gup = host::host_gup_vmsplice(*p.agent, at, static_cast<long>(st.n));
+      h.gup = host::host_gup_vmsplice(*p.agent, at, static_cast<long>(s.nr_pages));
       taint_read(st, p, w, at, len);
       h.taint = p.pages.in(at, len) & (kTaintZero | kTaintSoftDirty);
-    } else if (entry == GupEntry::kPinUserPagesFast && st.gup_flags == (foll::WRITE | foll::LONGTERM)) {
+    } else if (entry == GupEntry::kPinUserPagesFast && s.gup_flags == (foll::WRITE | foll::LONGTERM)) {
       if (!probes_.have(Cap::kIoUring)) throw SkipTest{probes_.reason(Cap::kIoUring)};
-      h.gup = host::host_gup_iouring(*p.agent, at, static_cast<long>(st.n));
+      h.gup = host::host_gup_iouring(*p.agent, at, static_cast<long>(s.nr_pages));
       // FOLL_WRITE unshares a zero page upstream: a page of its own, as here.
       if (h.gup->ret > 0) p.pages.clear(at, static_cast<uint64_t>(h.gup->ret) * PAGE_SIZE, kTaintZero);
       h.taint = p.pages.in(at, len) & kTaintSoftDirty;
@@ -646,7 +637,7 @@ class HostRun final : public TestRun {
       throw SkipTest{fmt::format("the host has no interface for {} with these flags (it would need gup_test)", gup_entry_name(entry))};
     }
     if (h.gup->ret == -EPIPE || h.gup->ret == -ETIMEDOUT) sys(st, h.gup->ret);
-    handles_[st.name] = std::move(h);
+    handles_[s.handle] = std::move(h);
   }
 
   Handle& handle(const Stmt& st, const std::string& name) {
@@ -655,22 +646,23 @@ class HostRun final : public TestRun {
     return it->second;
   }
 
-  void exec_handle_io(const Stmt& st) {
-    Handle& h = handle(st, st.p);
-    std::vector<uint8_t> buf(st.size, static_cast<uint8_t>(st.byte));
-    if (st.op == Op::kHandleWrite) {
-      int r = h.gup->write(st.size2, buf.data(), st.size);
-      if (r == -EOPNOTSUPP) throw SkipTest{"a vmsplice() handle cannot be written through on the host"};
-      check_errno(st, r, "write through the handle");
-      return;
-    }
-    int r = h.gup->read(st.size2, buf.data(), st.size);
+  void run(const Stmt& st, const stmt::HandleWrite& s) {
+    Handle& h = handle(st, s.handle);
+    std::vector<uint8_t> buf(s.size, s.byte);
+    int r = h.gup->write(s.offset, buf.data(), s.size);
+    if (r == -EOPNOTSUPP) throw SkipTest{"a vmsplice() handle cannot be written through on the host"};
+    check_errno(st, r, "write through the handle");
+  }
+  void run(const Stmt& st, const stmt::HandleRead& s) {
+    Handle& h = handle(st, s.handle);
+    std::vector<uint8_t> buf(s.size, s.byte);
+    int r = h.gup->read(s.offset, buf.data(), s.size);
     check_errno(st, r, "read through the handle");
     if (h.taint) {
       skip_expectation(taint_reason(h.taint));
       return;
     }
-    expect_handle_bytes(st, buf);
+    expect_handle_bytes(st, s, buf);
   }
 
   // The probe a page's taint comes from, as the skip reason.
@@ -731,75 +723,65 @@ class HostRun final : public TestRun {
                        moved, us / 1000, found, expected);
   }
 
-  void expect_statistic(const Stmt& st, const std::string& key, const std::string& what, int64_t found) {
+  void expect_statistic(const Stmt& st, const std::string& key, const std::string& what, int64_t expected, int64_t found) {
     if (auto why = statistic_skip(key)) {
       skip_expectation(*why);
       return;
     }
-    if (found > st.value && khugepaged_ran_ && khugepaged_statistic(key)) {
+    if (found > expected && khugepaged_ran_ && khugepaged_statistic(key)) {
       skip_expectation(fmt::format("khugepaged: {} counts the full scans of every mm on the machine (found {}, expected {})",
-                                   key, found, st.value));
+                                   key, found, expected));
       return;
     }
-    if (found != st.value)
-      if (auto why = background(key, found, st.value)) {
+    if (found != expected)
+      if (auto why = background(key, found, expected)) {
         skip_expectation(*why);
         return;
       }
-    expect_number(st, what, found);
+    expect_number(st, what, expected, found);
   }
 
-  void exec_expect(const Stmt& st) {
-    switch (st.op) {
-      case Op::kExpectHandle: expect_handle_ret(st, handle(st, st.p).gup->ret); break;
-      case Op::kExpectRss: {
-        Proc& p = proc(st, st.p);
-        if (skip_for(p.pages.any(), kTaintZero)) break;  // upstream's zero page is not counted
-        uint64_t anon = 0, file = 0, shmem = 0;
-        for (auto& [a, r] : p.pages.ranges())
-          if (host::host_rss(p.agent->pid(), a, r.end - a, &anon, &file, &shmem)) fail(st, "cannot read the host's pagemap");
-        expect_rss(st, st.str == "anon" ? anon : st.str == "file" ? file : shmem);
-        break;
-      }
-      case Op::kExpectSysfs: {
-        require_sysfs_file(st.str);
-        std::string v;
-        if (int r = host::sysfs_read(st.str, &v)) fail(st, fmt::format("sysfs {}: {}", st.str, errno_name(r)));
-        char* end = nullptr;
-        int64_t n = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, v));
-        if (pool_count_file(st.str)) n -= leaked_resv(st.str);  // see leaked_resv
-        if (!sysfs_is_counter(st.str)) {
-          expect_number(st, "sysfs " + st.str, n);
-          break;
-        }
-        expect_statistic(st, sysfs_key(st.str), "sysfs " + st.str + " (since the test began)", n - base_[sysfs_key(st.str)]);
-        break;
-      }
-      case Op::kExpectVmstat: {
-        auto now = read_vmstat();
-        auto it = now.find(st.str);
-        if (it == now.end()) {
-          skip_expectation("vmstat-absent (vmstat items this kernel does not have)");
-          break;
-        }
-        expect_statistic(st, vmstat_key(st.str), "vmstat " + st.str + " (since the test began)", it->second - base_[vmstat_key(st.str)]);
-        break;
-      }
-      case Op::kExpectCounter: skip_expectation("counter (the model's event counters)"); break;
-      case Op::kExpectExclusive:
-        skip_expectation("exclusive (no host interface shows PageAnonExclusive; pagemap bit 56 is another thing)");
-        break;
-      case Op::kExpectPinned: skip_expectation("pinned (no host interface shows folio_maybe_dma_pinned)"); break;
-      case Op::kExpectSoftDirty:
-      case Op::kExpectUffdWp: skip_expectation("soft-dirty/uffd-wp (not read from the host's pagemap yet)"); break;
-      // The test expects the model to detect a violation it then goes on from;
-      // a real kernel has no such report (it would corrupt itself or oops).
-      case Op::kExpectViolation: throw SkipTest{"expect violation: the violations are the model's findings (its checker, data tracker and recorded warnings)"};
-      case Op::kExpectDump: fail(st, "no dump to check");
-      default: exec_expect_page(st); break;
-    }
+  void run(const Stmt& st, const stmt::ExpectHandle& s) { expect_handle_ret(st, s, handle(st, s.handle).gup->ret); }
+  void run(const Stmt& st, const stmt::ExpectRss& s) {
+    Proc& p = proc(st, s.proc);
+    if (skip_for(p.pages.any(), kTaintZero)) return;  // upstream's zero page is not counted
+    uint64_t anon = 0, file = 0, shmem = 0;
+    for (auto& [a, r] : p.pages.ranges())
+      if (host::host_rss(p.agent->pid(), a, r.end - a, &anon, &file, &shmem)) fail(st, "cannot read the host's pagemap");
+    expect_rss(st, s, s.kind == "anon" ? anon : s.kind == "file" ? file : shmem);
   }
+  void run(const Stmt& st, const stmt::ExpectSysfs& s) {
+    require_sysfs_file(s.path);
+    std::string v;
+    if (int r = host::sysfs_read(s.path, &v)) fail(st, fmt::format("sysfs {}: {}", s.path, errno_name(r)));
+    char* end = nullptr;
+    int64_t n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end) fail(st, fmt::format("expected sysfs {} == {}, found {}", s.path, s.value, v));
+    if (pool_count_file(s.path)) n -= leaked_resv(s.path);  // see leaked_resv
+    if (!sysfs_is_counter(s.path)) {
+      expect_number(st, "sysfs " + s.path, s.value, n);
+      return;
+    }
+    expect_statistic(st, sysfs_key(s.path), "sysfs " + s.path + " (since the test began)", s.value,
+                     n - base_[sysfs_key(s.path)]);
+  }
+  void run(const Stmt& st, const stmt::ExpectVmstat& s) {
+    auto now = read_vmstat();
+    auto it = now.find(s.item);
+    if (it == now.end()) {
+      skip_expectation("vmstat-absent (vmstat items this kernel does not have)");
+      return;
+    }
+    expect_statistic(st, vmstat_key(s.item), "vmstat " + s.item + " (since the test began)", s.value,
+                     it->second - base_[vmstat_key(s.item)]);
+  }
+  void run(const Stmt&, const stmt::ExpectCounter&) { skip_expectation("counter (the model's event counters)"); }
+  // The test expects the model to detect a violation it then goes on from;
+  // a real kernel has no such report (it would corrupt itself or oops).
+  void run(const Stmt&, const stmt::ExpectViolation&) {
+    throw SkipTest{"expect violation: the violations are the model's findings (its checker, data tracker and recorded warnings)"};
+  }
+  void run(const Stmt& st, const stmt::ExpectDump&) { fail(st, "no dump to check"); }
 
   host::HostPageInfo page(const Stmt& st, const std::string& pname, const AddrExpr& a) {
     host::HostPageInfo pi;
@@ -807,41 +789,42 @@ class HostRun final : public TestRun {
     if (host::host_page_info(agent(st, pname).pid(), addr(st, a), &pi, &why)) throw SkipTest{why};
     return pi;
   }
+  // The taints of the page at the expectation's address (docs/HOST.md has
+  // the table of which taints change which answer).
+  uint8_t taints_at(const Stmt& st, const std::string& pname, const AddrExpr& a) { return proc(st, pname).pages.at(addr(st, a)); }
 
-  void exec_expect_page(const Stmt& st) {
-    const uint8_t bits = proc(st, st.p).pages.at(addr(st, st.addr));
-    // Which taints change which answer (docs/HOST.md has the table).
-    switch (st.op) {
-      case Op::kExpectMapped:
-        if (skip_for(bits, kTaintZeroMapped | kTaintSoftDirty)) return;
-        break;
-      case Op::kExpectOrder:
-        if (skip_for(bits, kTaintZero | kTaintSoftDirty | kTaintSwapKind)) return;
-        break;
-      case Op::kExpectZero:
-      case Op::kExpectSwapped:
-        if (skip_for(bits, kTaintZero)) return;
-        break;
-      case Op::kExpectSame:
-        if (skip_for(bits | proc(st, st.q).pages.at(addr(st, st.addr2)), kTaintZero | kTaintSoftDirty)) return;
-        break;
-      default: break;
+  void run(const Stmt& st, const stmt::ExpectMapped& s) {
+    if (skip_for(taints_at(st, s.proc, s.addr), kTaintZeroMapped | kTaintSoftDirty)) return;
+    host::HostPageInfo pi = page(st, s.proc, s.addr);
+    expect_mapped(st, s, !pi.present ? "none" : !pi.huge ? "pte" : pi.order >= static_cast<int>(PUD_SHIFT - PAGE_SHIFT) ? "pud" : "pmd");
+  }
+  void run(const Stmt& st, const stmt::ExpectOrder& s) {
+    if (skip_for(taints_at(st, s.proc, s.addr), kTaintZero | kTaintSoftDirty | kTaintSwapKind)) return;
+    host::HostPageInfo pi = page(st, s.proc, s.addr);
+    expect_order(st, s, pi.present, pi.order);
+  }
+  void run(const Stmt& st, const stmt::ExpectPageBit& s) {
+    switch (s.bit) {
+      case stmt::PageBit::kExclusive:
+        skip_expectation("exclusive (no host interface shows PageAnonExclusive; pagemap bit 56 is another thing)");
+        return;
+      case stmt::PageBit::kPinned: skip_expectation("pinned (no host interface shows folio_maybe_dma_pinned)"); return;
+      case stmt::PageBit::kSoftDirty:
+      case stmt::PageBit::kUffdWp: skip_expectation("soft-dirty/uffd-wp (not read from the host's pagemap yet)"); return;
+      case stmt::PageBit::kZero:
+      case stmt::PageBit::kSwapped: break;
     }
-    host::HostPageInfo pi = page(st, st.p, st.addr);
-    switch (st.op) {
-      case Op::kExpectMapped:
-        expect_mapped(st, !pi.present ? "none" : !pi.huge ? "pte" : pi.order >= static_cast<int>(PUD_SHIFT - PAGE_SHIFT) ? "pud" : "pmd");
-        break;
-      case Op::kExpectOrder: expect_order(st, pi.present, pi.order); break;
-      case Op::kExpectZero: expect_yes_no(st, "zero", false, pi.present, pi.present && pi.zero); break;
-      case Op::kExpectSwapped: expect_yes_no(st, "swapped", false, pi.present, pi.swapped); break;
-      case Op::kExpectSame: {
-        host::HostPageInfo other = page(st, st.q, st.addr2);
-        expect_same(st, pi.present && other.present && pi.pfn == other.pfn);
-        break;
-      }
-      default: fail(st, "unknown expectation");
-    }
+    if (skip_for(taints_at(st, s.proc, s.addr), kTaintZero)) return;
+    host::HostPageInfo pi = page(st, s.proc, s.addr);
+    if (s.bit == stmt::PageBit::kZero) expect_yes_no(st, s, pi.present, pi.present && pi.zero);
+    else expect_yes_no(st, s, pi.present, pi.swapped);
+  }
+  void run(const Stmt& st, const stmt::ExpectSame& s) {
+    const uint8_t bits = taints_at(st, s.proc, s.addr);
+    if (skip_for(bits | taints_at(st, s.other_proc, s.other_addr), kTaintZero | kTaintSoftDirty)) return;
+    host::HostPageInfo pi = page(st, s.proc, s.addr);
+    host::HostPageInfo other = page(st, s.other_proc, s.other_addr);
+    expect_same(st, s, pi.present && other.present && pi.pfn == other.pfn);
   }
 
   host::HostProbes probes_;

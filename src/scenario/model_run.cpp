@@ -133,252 +133,238 @@ class ModelRun final : public TestRun {
     if (it == handles_.end()) fail(st, fmt::format("no GUP handle named {}", name));
     return it->second;
   }
+  // One overload per statement struct: a statement kind without one does not compile.
   void exec(const Stmt& st) override {
-    switch (st.op) {
-      case Op::kSysfs: {
-        int r = sys_->sysfs_write(st.str, st.str2);
-        check_errno(st, r, "sysfs write");
-        break;
-      }
-      case Op::kTune: check_errno(st, sys_->tune(st.str, st.str2), "tune"); break;
-      case Op::kProc: {
-        bind(st, st.p, 'p');
-        Process* p = sys_->new_process(st.p);
-        if (!p) fail(st, "cannot create the process");
-        procs_[st.p] = p;
-        break;
-      }
-      case Op::kFork: {
-        bind(st, st.q, 'p');
-        Process* c = proc(st, st.p)->fork(st.q);
-        check_errno(st, c ? 0 : -ENOMEM, "fork");
-        if (c) procs_[st.q] = c;
-        break;
-      }
-      case Op::kExit: proc(st, st.p)->exit(); break;
-      case Op::kFile: {
-        bind(st, st.name, 'f');
-        FsClass fs;
-        fs_class_from_name(st.fs, &fs);
-        if (st.hugetlb_shift) fs = FsClass::kHugetlbfs;
-        int fd = sys_->create_file(st.size, fs, st.hugetlb_shift, st.name);
-        check_errno(st, fd, "file");
-        if (fd >= 0) files_[st.name] = fd;
-        break;
-      }
-      case Op::kSwap: check_errno(st, sys_->add_swap(st.size, st.str == "file" ? SwapKind::kFile : SwapKind::kBlkdev), "swap"); break;
-      case Op::kMmap: exec_mmap(st); break;
-      case Op::kMunmap: check_errno(st, proc(st, st.p)->munmap(addr(st, st.addr), st.size), "munmap"); break;
-      case Op::kMprotect: check_errno(st, proc(st, st.p)->mprotect(addr(st, st.addr), st.size, st.prot), "mprotect"); break;
-      case Op::kMadvise: {
-        int r = proc(st, st.p)->madvise(addr(st, st.addr), st.size, st.advice);
-        // The model's answer for a file or shmem range: collapse_file() is not modelled.
-        if (st.advice == MADV_COLLAPSE && r == -ENOSYS) throw SkipTest{"file/shmem collapse not modelled"};
-        check_errno(st, r, ("madvise " + st.str).c_str());
-        break;
-      }
-      case Op::kMremap: {
-        int flags = MREMAP_MAYMOVE | (st.has_to ? MREMAP_FIXED : 0);
-        long r = proc(st, st.p)->mremap(addr(st, st.addr), st.size, st.size2, flags, st.has_to ? addr(st, st.addr2) : 0);
-        check_errno(st, r, "mremap");
-        bind(st, st.name, 'r');
-        if (r >= 0) regions_[st.name] = static_cast<uint64_t>(r);
-        break;
-      }
-      case Op::kClearSoftDirty: proc(st, st.p)->clear_soft_dirty(); break;
-      case Op::kKhugepaged: check_errno(st, sys_->run_khugepaged(static_cast<unsigned>(st.n)), "khugepaged"); break;
-      case Op::kAdvance: check_errno(st, sys_->advance_clock(st.n), "advance"); break;
-      case Op::kThpDisable:
-        check_errno(st,
-                    proc(st, st.p)->prctl_set_thp_disable(st.flag, st.str.empty() ? 0 : Process::PR_THP_DISABLE_EXCEPT_ADVISED),
-                    "thp-disable");
-        break;
-      case Op::kUffdRegister: {
-        unsigned modes = ((st.n & 1) ? Process::kUffdMissing : 0) | ((st.n & 2) ? Process::kUffdWp : 0);
-        check_errno(st, proc(st, st.p)->uffd_register(addr(st, st.addr), st.size, modes), "userfaultfd");
-        break;
-      }
-      case Op::kUffdWp: check_errno(st, proc(st, st.p)->uffd_writeprotect(addr(st, st.addr), st.size, st.flag), "uffd-wp"); break;
-      case Op::kCountersReset: sys_->reset_counters(); break;
-      case Op::kWrite: check_access(st, proc(st, st.p)->fill(addr(st, st.addr), static_cast<uint8_t>(st.byte), st.size), "write"); break;
-      case Op::kRead: exec_read(st); break;
-      case Op::kGup: {
-        bind(st, st.name, 'h');
-        // The caller's pages array (one pointer per page, as gup_test's
-        // kvcalloc) must be one the kernel could allocate: kvmalloc refuses
-        // more than INT_MAX bytes, and it must fit the simulated RAM.
-        // Checked before the model allocates it on the host.
-        if (const uint64_t limit = std::min<uint64_t>(INT_MAX, opt_.ram_bytes); st.n * sizeof(void*) > limit)
-          fail(st, fmt::format("NPAGES {}: a pages array of {} bytes is larger than a caller could allocate ({} bytes: "
-                               "kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)",
-                               st.n, st.n * sizeof(void*), limit));
-        Handle& h = handles_[st.name];
-        h.ret = gup(proc(st, st.p), static_cast<GupEntry>(st.gup_entry), addr(st, st.addr), static_cast<long>(st.n),
-                    st.gup_flags, &h.pages);
-        break;
-      }
-      case Op::kHandleWrite:
-      case Op::kHandleRead: exec_handle_io(st); break;
-      case Op::kUnpin: handle(st, st.name).pages.release(st.flag); break;
-      case Op::kDump: {
-        bind(st, st.name, 'd');
-        DumpResult d;
-        dump_range(proc(st, st.p), addr(st, st.addr), st.size, &d.pages, &d.holes);
-        dumps_[st.name] = d;
-        break;
-      }
-      case Op::kCheck: {
-        std::map<uint64_t, long> refs;  // what the handles hold is not a leak
-        for (auto& [n, h] : handles_) h.pages.add_refs(&refs);
-        CheckReport r = sys_->check_with_refs(refs);
-        if (!r.ok())
-          violation(st, fmt::format("invariant checker: {} at {}{}", r.violations.front().invariant,
-                                    r.violations.front().where,
-                                    r.violations.size() > 1 ? fmt::format(" (and {} more)", r.violations.size() - 1) : ""));
-        break;
-      }
-      case Op::kExpectViolation: expect_violation(st); break;
-      case Op::kSkip:
-      case Op::kXfail: exec_outcome_stmt(st); break;
-      default: exec_expect(st); break;
-    }
+    std::visit([&](const auto& s) { run(st, s); }, st.body);
   }
 
-  void exec_mmap(const Stmt& st) {
-    Process* p = proc(st, st.p);
-    bind(st, st.name, 'r');
-    int prot = st.prot;
-    int flags = st.flag ? MAP_SHARED : MAP_PRIVATE;
-    uint64_t slack = st.align > PAGE_SIZE ? st.align : 0;
+  void run(const Stmt& st, const stmt::Sysfs& s) { check_errno(st, sys_->sysfs_write(s.path, s.value), "sysfs write"); }
+  void run(const Stmt& st, const stmt::Tune& s) { check_errno(st, sys_->tune(s.key, s.value), "tune"); }
+  void run(const Stmt& st, const stmt::Proc& s) {
+    bind(st, s.proc, 'p');
+    Process* p = sys_->new_process(s.proc);
+    if (!p) fail(st, "cannot create the process");
+    procs_[s.proc] = p;
+  }
+  void run(const Stmt& st, const stmt::Fork& s) {
+    bind(st, s.child, 'p');
+    Process* c = proc(st, s.parent)->fork(s.child);
+    check_errno(st, c ? 0 : -ENOMEM, "fork");
+    if (c) procs_[s.child] = c;
+  }
+  void run(const Stmt& st, const stmt::Exit& s) { proc(st, s.proc)->exit(); }
+  void run(const Stmt& st, const stmt::File& s) {
+    bind(st, s.name, 'f');
+    FsClass fs;
+    fs_class_from_name(s.fs, &fs);
+    if (s.hugetlb_shift) fs = FsClass::kHugetlbfs;
+    int fd = sys_->create_file(s.size, fs, s.hugetlb_shift, s.name);
+    check_errno(st, fd, "file");
+    if (fd >= 0) files_[s.name] = fd;
+  }
+  void run(const Stmt& st, const stmt::Swap& s) {
+    check_errno(st, sys_->add_swap(s.size, s.kind == "file" ? SwapKind::kFile : SwapKind::kBlkdev), "swap");
+  }
+  void run(const Stmt& st, const stmt::Khugepaged& s) {
+    check_errno(st, sys_->run_khugepaged(static_cast<unsigned>(s.scans)), "khugepaged");
+  }
+  void run(const Stmt& st, const stmt::Advance& s) { check_errno(st, sys_->advance_clock(s.ns), "advance"); }
+  void run(const Stmt&, const stmt::CountersReset&) { sys_->reset_counters(); }
+  void run(const Stmt& st, const stmt::Munmap& s) {
+    check_errno(st, proc(st, s.proc)->munmap(addr(st, s.addr), s.size), "munmap");
+  }
+  void run(const Stmt& st, const stmt::Mprotect& s) {
+    check_errno(st, proc(st, s.proc)->mprotect(addr(st, s.addr), s.size, s.prot), "mprotect");
+  }
+  void run(const Stmt& st, const stmt::Madvise& s) {
+    int r = proc(st, s.proc)->madvise(addr(st, s.addr), s.size, s.advice);
+    // The model's answer for a file or shmem range: collapse_file() is not modelled.
+    if (s.advice == MADV_COLLAPSE && r == -ENOSYS) throw SkipTest{"file/shmem collapse not modelled"};
+    check_errno(st, r, ("madvise " + s.advice_name).c_str());
+  }
+  void run(const Stmt& st, const stmt::Mremap& s) {
+    int flags = MREMAP_MAYMOVE | (s.to ? MREMAP_FIXED : 0);
+    long r = proc(st, s.proc)->mremap(addr(st, s.addr), s.old_size, s.new_size, flags, s.to ? addr(st, *s.to) : 0);
+    check_errno(st, r, "mremap");
+    bind(st, s.region, 'r');
+    if (r >= 0) regions_[s.region] = static_cast<uint64_t>(r);
+  }
+  void run(const Stmt& st, const stmt::ClearSoftDirty& s) { proc(st, s.proc)->clear_soft_dirty(); }
+  void run(const Stmt& st, const stmt::ThpDisable& s) {
+    check_errno(st, proc(st, s.proc)->prctl_set_thp_disable(s.disable, s.except_advised ? Process::PR_THP_DISABLE_EXCEPT_ADVISED : 0),
+                "thp-disable");
+  }
+  void run(const Stmt& st, const stmt::UffdRegister& s) {
+    unsigned modes = (s.missing ? Process::kUffdMissing : 0) | (s.wp ? Process::kUffdWp : 0);
+    check_errno(st, proc(st, s.proc)->uffd_register(addr(st, s.addr), s.size, modes), "userfaultfd");
+  }
+  void run(const Stmt& st, const stmt::UffdWp& s) {
+    check_errno(st, proc(st, s.proc)->uffd_writeprotect(addr(st, s.addr), s.size, s.on), "uffd-wp");
+  }
+  void run(const Stmt& st, const stmt::Write& s) {
+    check_access(st, proc(st, s.proc)->fill(addr(st, s.addr), s.byte, s.size), "write");
+  }
+  void run(const Stmt& st, const stmt::Read& s) {
+    Process* p = proc(st, s.proc);
+    uint64_t a = addr(st, s.addr);
+    if (!s.byte) {
+      std::vector<uint8_t> buf(s.size);
+      check_access(st, p->read(a, buf.data(), s.size), "read");
+      return;
+    }
+    int64_t bad = -1;
+    uint8_t found = 0;
+    AccessResult r = p->read_expect(a, *s.byte, s.size, &bad, &found);
+    check_access(st, r, "read");
+    expect_bytes(st, s, bad, found);
+  }
+  void run(const Stmt& st, const stmt::Gup& s) {
+    bind(st, s.handle, 'h');
+    // The caller's pages array (one pointer per page, as gup_test's
+    // kvcalloc) must be one the kernel could allocate: kvmalloc refuses
+    // more than INT_MAX bytes, and it must fit the simulated RAM.
+    // Checked before the model allocates it on the host.
+    if (const uint64_t limit = std::min<uint64_t>(INT_MAX, opt_.ram_bytes); s.nr_pages * sizeof(void*) > limit)
+      fail(st, fmt::format("NPAGES {}: a pages array of {} bytes is larger than a caller could allocate ({} bytes: "
+                           "kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)",
+                           s.nr_pages, s.nr_pages * sizeof(void*), limit));
+    Handle& h = handles_[s.handle];
+    h.ret = gup(proc(st, s.proc), s.entry, addr(st, s.addr), static_cast<long>(s.nr_pages), s.gup_flags, &h.pages);
+  }
+  void run(const Stmt& st, const stmt::HandleWrite& s) {
+    check_errno(st, handle(st, s.handle).pages.fill(s.offset, s.byte, s.size), "write through the handle");
+  }
+  void run(const Stmt& st, const stmt::HandleRead& s) {
+    int64_t bad = -1;
+    uint8_t found = 0;
+    int r = handle(st, s.handle).pages.read_expect(s.offset, s.byte, s.size, &bad, &found);
+    check_errno(st, r, "read through the handle");
+    expect_handle_mismatch(st, s, bad, found);
+  }
+  void run(const Stmt& st, const stmt::Unpin& s) { handle(st, s.handle).pages.release(s.dirty ? Dirty::kYes : Dirty::kNo); }
+  void run(const Stmt& st, const stmt::Dump& s) {
+    bind(st, s.dump, 'd');
+    DumpResult d;
+    dump_range(proc(st, s.proc), addr(st, s.addr), s.size, &d.pages, &d.holes);
+    dumps_[s.dump] = d;
+  }
+  void run(const Stmt& st, const stmt::Check&) {
+    std::map<uint64_t, long> refs;  // what the handles hold is not a leak
+    for (auto& [n, h] : handles_) h.pages.add_refs(&refs);
+    CheckReport r = sys_->check_with_refs(refs);
+    if (!r.ok())
+      violation(st, fmt::format("invariant checker: {} at {}{}", r.violations.front().invariant, r.violations.front().where,
+                                r.violations.size() > 1 ? fmt::format(" (and {} more)", r.violations.size() - 1) : ""));
+  }
+  void run(const Stmt&, const stmt::Skip& s) { exec_skip(s); }
+  void run(const Stmt&, const stmt::Xfail& s) { exec_xfail(s); }
+  void run(const Stmt& st, const stmt::ExpectViolation& s) { expect_violation(st, s); }
+  void run(const Stmt& st, const stmt::ExpectHandle& s) { expect_handle_ret(st, s, handle(st, s.handle).ret); }
+  void run(const Stmt& st, const stmt::ExpectDump& s) {
+    auto it = dumps_.find(s.dump);
+    if (it == dumps_.end()) fail(st, fmt::format("no dump named {}", s.dump));
+    if (it->second.pages != static_cast<long>(s.pages) || it->second.holes != static_cast<long>(s.holes))
+      fail(st, fmt::format("expected {} pages {} holes {}, found pages {} holes {}", s.dump, s.pages, s.holes, it->second.pages,
+                           it->second.holes));
+  }
+  void run(const Stmt& st, const stmt::ExpectRss& s) {
+    Process* p = proc(st, s.proc);
+    long v = s.kind == "anon" ? p->rss_anon() : s.kind == "file" ? p->rss_file() : p->rss_shmem();
+    expect_rss(st, s, static_cast<uint64_t>(v));
+  }
+  void run(const Stmt& st, const stmt::ExpectSysfs& s) {
+    std::string v;
+    int r = sys_->sysfs_read(s.path, &v);
+    if (r) fail(st, fmt::format("sysfs {}: {}", s.path, errno_name(r)));
+    char* end = nullptr;
+    int64_t n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end) fail(st, fmt::format("expected sysfs {} == {}, found {}", s.path, s.value, v));
+    expect_number(st, "sysfs " + s.path, s.value, n);
+  }
+  void run(const Stmt& st, const stmt::ExpectVmstat& s) {
+    int64_t v = sys_->vmstat(s.item);
+    if (v < 0) fail(st, fmt::format("no vmstat item named {}", s.item));
+    expect_number(st, "vmstat " + s.item, s.value, v);
+  }
+  void run(const Stmt& st, const stmt::ExpectCounter& s) {
+    int64_t v = sys_->counter(s.counter);
+    if (v < 0) fail(st, fmt::format("no counter named {}", s.counter));
+    expect_number(st, "counter " + s.counter, s.value, v);
+  }
+  void run(const Stmt& st, const stmt::ExpectMapped& s) {
+    static const char* lv[] = {"none", "pte", "pmd", "pud"};
+    expect_mapped(st, s, lv[page_at(st, s.proc, s.addr).level]);
+  }
+  void run(const Stmt& st, const stmt::ExpectOrder& s) {
+    PageInfo pi = page_at(st, s.proc, s.addr);
+    expect_order(st, s, pi.level, pi.order);
+  }
+  void run(const Stmt& st, const stmt::ExpectPageBit& s) {
+    PageInfo pi = page_at(st, s.proc, s.addr);
+    switch (s.bit) {
+      case stmt::PageBit::kExclusive: expect_yes_no(st, s, pi.level != 0, pi.anon_exclusive); break;
+      case stmt::PageBit::kPinned: expect_yes_no(st, s, pi.level != 0, pi.maybe_pinned); break;
+      case stmt::PageBit::kZero: expect_yes_no(st, s, pi.level != 0, pi.level && pi.zero); break;
+      case stmt::PageBit::kSwapped: expect_yes_no(st, s, pi.level != 0, pi.swap); break;
+      case stmt::PageBit::kSoftDirty: expect_yes_no(st, s, pi.level != 0, pi.soft_dirty); break;
+      case stmt::PageBit::kUffdWp: expect_yes_no(st, s, pi.level != 0, pi.uffd_wp); break;
+    }
+  }
+  void run(const Stmt& st, const stmt::ExpectSame& s) {
+    PageInfo pi = page_at(st, s.proc, s.addr);
+    PageInfo other = proc(st, s.other_proc)->page_info(addr(st, s.other_addr));
+    expect_same(st, s, pi.level && other.level && pi.pfn == other.pfn);
+  }
+
+  void run(const Stmt& st, const stmt::Mmap& s) {
+    Process* p = proc(st, s.proc);
+    bind(st, s.region, 'r');
+    int prot = s.prot;
+    int flags = s.shared ? MAP_SHARED : MAP_PRIVATE;
+    uint64_t slack = s.align > PAGE_SIZE ? s.align : 0;
     long r;
     int fd = -1;
-    if (!st.file_ref.empty()) {
-      auto it = files_.find(st.file_ref);
-      if (it == files_.end()) fail(st, fmt::format("no file named {}", st.file_ref));
+    if (!s.file.empty()) {
+      auto it = files_.find(s.file);
+      if (it == files_.end()) fail(st, fmt::format("no file named {}", s.file));
       fd = it->second;
     }
     auto do_map = [&](uint64_t len) {
-      if (fd >= 0) return p->mmap_file(0, len, prot, flags, fd, st.file_off);
+      if (fd >= 0) return p->mmap_file(0, len, prot, flags, fd, s.file_off);
       int f = flags | MAP_ANONYMOUS;
-      if (st.hugetlb_shift) f |= MAP_HUGETLB | (st.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
+      if (s.hugetlb_shift) f |= MAP_HUGETLB | (s.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
       return p->mmap(0, len, prot, f);
     };
-    if (!slack || fd >= 0 || st.hugetlb_shift) {
-      r = do_map(st.size);
-      if (r >= 0 && slack && (static_cast<uint64_t>(r) & (st.align - 1))) {
+    if (!slack || fd >= 0 || s.hugetlb_shift) {
+      r = do_map(s.size);
+      if (r >= 0 && slack && (static_cast<uint64_t>(r) & (s.align - 1))) {
         // A file mapping cannot be over-allocated and trimmed here: place it by hand.
-        p->munmap(static_cast<uint64_t>(r), st.size);
-        long probe = p->mmap(0, st.size + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
+        p->munmap(static_cast<uint64_t>(r), s.size);
+        long probe = p->mmap(0, s.size + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
         check_errno(st, probe, "mmap");
-        uint64_t aligned = round_up(static_cast<uint64_t>(probe), st.align);
-        p->munmap(static_cast<uint64_t>(probe), st.size + slack);
-        r = fd >= 0 ? p->mmap_file(aligned, st.size, prot, flags | MAP_FIXED, fd, st.file_off)
-                    : p->mmap(aligned, st.size, prot, flags | MAP_ANONYMOUS | MAP_FIXED);
+        uint64_t aligned = round_up(static_cast<uint64_t>(probe), s.align);
+        p->munmap(static_cast<uint64_t>(probe), s.size + slack);
+        r = fd >= 0 ? p->mmap_file(aligned, s.size, prot, flags | MAP_FIXED, fd, s.file_off)
+                    : p->mmap(aligned, s.size, prot, flags | MAP_ANONYMOUS | MAP_FIXED);
       }
     } else {
       // As a selftest does: over-allocate, keep the aligned part, trim the rest.
-      r = do_map(st.size + slack);
+      r = do_map(s.size + slack);
       if (r >= 0) {
-        uint64_t start = round_up(static_cast<uint64_t>(r), st.align);
+        uint64_t start = round_up(static_cast<uint64_t>(r), s.align);
         if (start > static_cast<uint64_t>(r)) p->munmap(static_cast<uint64_t>(r), start - static_cast<uint64_t>(r));
-        uint64_t tail = static_cast<uint64_t>(r) + st.size + slack - (start + st.size);
-        if (tail) p->munmap(start + st.size, tail);
+        uint64_t tail = static_cast<uint64_t>(r) + s.size + slack - (start + s.size);
+        if (tail) p->munmap(start + s.size, tail);
         r = static_cast<long>(start);
       }
     }
     check_errno(st, r, "mmap");
-    if (r >= 0) regions_[st.name] = static_cast<uint64_t>(r);
+    if (r >= 0) regions_[s.region] = static_cast<uint64_t>(r);
   }
 
-  void exec_read(const Stmt& st) {
-    Process* p = proc(st, st.p);
-    uint64_t a = addr(st, st.addr);
-    if (st.byte < 0) {
-      std::vector<uint8_t> buf(st.size);
-      check_access(st, p->read(a, buf.data(), st.size), "read");
-      return;
-    }
-    int64_t bad = -1;
-    uint8_t found = 0;
-    AccessResult r = p->read_expect(a, static_cast<uint8_t>(st.byte), st.size, &bad, &found);
-    check_access(st, r, "read");
-    expect_bytes(st, bad, found);
-  }
-
-  void exec_handle_io(const Stmt& st) {
-    Handle& h = handle(st, st.p);
-    if (st.op == Op::kHandleWrite) {
-      check_errno(st, h.pages.fill(st.size2, static_cast<uint8_t>(st.byte), st.size), "write through the handle");
-      return;
-    }
-    int64_t bad = -1;
-    uint8_t found = 0;
-    int r = h.pages.read_expect(st.size2, static_cast<uint8_t>(st.byte), st.size, &bad, &found);
-    check_errno(st, r, "read through the handle");
-    expect_handle_mismatch(st, bad, found);
-  }
-
-  void exec_expect(const Stmt& st) {
-    switch (st.op) {
-      case Op::kExpectHandle: expect_handle_ret(st, handle(st, st.p).ret); break;
-      case Op::kExpectDump: {
-        auto it = dumps_.find(st.p);
-        if (it == dumps_.end()) fail(st, fmt::format("no dump named {}", st.p));
-        if (it->second.pages != static_cast<long>(st.n) || it->second.holes != static_cast<long>(st.size2))
-          fail(st, fmt::format("expected {} pages {} holes {}, found pages {} holes {}", st.p, st.n, st.size2, it->second.pages, it->second.holes));
-        break;
-      }
-      case Op::kExpectRss: {
-        Process* p = proc(st, st.p);
-        long v = st.str == "anon" ? p->rss_anon() : st.str == "file" ? p->rss_file() : p->rss_shmem();
-        expect_rss(st, static_cast<uint64_t>(v));
-        break;
-      }
-      case Op::kExpectSysfs: {
-        std::string v;
-        int r = sys_->sysfs_read(st.str, &v);
-        if (r) fail(st, fmt::format("sysfs {}: {}", st.str, errno_name(r)));
-        char* end = nullptr;
-        int64_t n = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end) fail(st, fmt::format("expected sysfs {} == {}, found {}", st.str, st.value, v));
-        expect_number(st, "sysfs " + st.str, n);
-        break;
-      }
-      case Op::kExpectVmstat:
-      case Op::kExpectCounter: {
-        int64_t v = st.op == Op::kExpectVmstat ? sys_->vmstat(st.str) : sys_->counter(st.str);
-        if (v < 0) fail(st, fmt::format("no {} named {}", st.op == Op::kExpectVmstat ? "vmstat item" : "counter", st.str));
-        expect_number(st, (st.op == Op::kExpectVmstat ? "vmstat " : "counter ") + st.str, v);
-        break;
-      }
-      default: exec_expect_page(st); break;
-    }
-  }
-
-  void exec_expect_page(const Stmt& st) {
-    Process* p = proc(st, st.p);
-    uint64_t a = addr(st, st.addr);
-    PageInfo pi = p->page_info(a);
-    switch (st.op) {
-      case Op::kExpectMapped: {
-        static const char* lv[] = {"none", "pte", "pmd", "pud"};
-        expect_mapped(st, lv[pi.level]);
-        break;
-      }
-      case Op::kExpectOrder: expect_order(st, pi.level, pi.order); break;
-      case Op::kExpectExclusive: expect_yes_no(st, "exclusive", true, pi.level, pi.anon_exclusive); break;
-      case Op::kExpectPinned: expect_yes_no(st, "pinned", false, pi.level, pi.maybe_pinned); break;
-      case Op::kExpectZero: expect_yes_no(st, "zero", false, pi.level, pi.level && pi.zero); break;
-      case Op::kExpectSwapped: expect_yes_no(st, "swapped", false, pi.level, pi.swap); break;
-      case Op::kExpectSoftDirty: expect_yes_no(st, "soft-dirty", true, pi.level, pi.soft_dirty); break;
-      case Op::kExpectUffdWp: expect_yes_no(st, "uffd-wp", true, pi.level, pi.uffd_wp); break;
-      case Op::kExpectSame: {
-        PageInfo other = proc(st, st.q)->page_info(addr(st, st.addr2));
-        expect_same(st, pi.level && other.level && pi.pfn == other.pfn);
-        break;
-      }
-      default: fail(st, "unknown expectation");
-    }
+  PageInfo page_at(const Stmt& st, const std::string& name, const AddrExpr& a) {
+    Process* p = proc(st, name);
+    return p->page_info(addr(st, a));
   }
 
   TuneList tunes_;

@@ -216,8 +216,7 @@ int advice_from(const std::string& s) {
   return -1;
 }
 
-void parse_gup_flags(LineParser& lp, Stmt* st) {
-  const Token* tok = lp.peek();
+void parse_gup_flags(LineParser& lp, stmt::Gup* g) {
   std::string flags = lp.word("FLAGS (a comma list: get or pin, [fast|fast-only|unlocked], write, force, longterm, nofault, split-pmd)");
   bool get = false, pin = false, fast = false, fast_only = false, unlocked = false;
   size_t pos = 0;
@@ -230,13 +229,12 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
     else if (f == "fast") fast = true;
     else if (f == "fast-only") fast_only = true;
     else if (f == "unlocked") unlocked = true;
-    else if (f == "write") st->gup_flags |= foll::WRITE;
-    else if (f == "force") st->gup_flags |= foll::FORCE;
-    else if (f == "longterm") st->gup_flags |= foll::LONGTERM;
-    else if (f == "nofault") st->gup_flags |= foll::NOFAULT;
-    else if (f == "split-pmd") st->gup_flags |= foll::SPLIT_PMD;
+    else if (f == "write") g->gup_flags |= foll::WRITE;
+    else if (f == "force") g->gup_flags |= foll::FORCE;
+    else if (f == "longterm") g->gup_flags |= foll::LONGTERM;
+    else if (f == "nofault") g->gup_flags |= foll::NOFAULT;
+    else if (f == "split-pmd") g->gup_flags |= foll::SPLIT_PMD;
     else {
-      (void)tok;
       lp.back();
       lp.fail("a GUP flag (get, pin, fast, fast-only, unlocked, write, force, longterm, nofault, split-pmd), not '" + f + "'");
     }
@@ -246,11 +244,10 @@ void parse_gup_flags(LineParser& lp, Stmt* st) {
     lp.back();
     lp.fail(get == pin ? "FLAGS naming exactly one of 'get' and 'pin'" : "FLAGS naming one entry point");
   }
-  GupEntry e = get ? (fast ? GupEntry::kGetUserPagesFast : fast_only ? GupEntry::kGetUserPagesFastOnly
-                                                          : unlocked ? GupEntry::kGetUserPagesUnlocked
-                                                                     : GupEntry::kGetUserPages)
-                   : (fast ? GupEntry::kPinUserPagesFast : unlocked ? GupEntry::kPinUserPagesUnlocked : GupEntry::kPinUserPages);
-  st->gup_entry = static_cast<int>(e);
+  g->entry = get ? (fast ? GupEntry::kGetUserPagesFast : fast_only ? GupEntry::kGetUserPagesFastOnly
+                                                        : unlocked ? GupEntry::kGetUserPagesUnlocked
+                                                                   : GupEntry::kGetUserPages)
+                 : (fast ? GupEntry::kPinUserPagesFast : unlocked ? GupEntry::kPinUserPagesUnlocked : GupEntry::kPinUserPages);
 }
 
 // `depth`: the `when` and `expect-error` prefixes already read on this
@@ -263,201 +260,247 @@ void parse_statement(LineParser& lp, Stmt* st, int depth = 0);
 constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
 
 // `expect ...`
-void parse_expect(LineParser& lp, Stmt* st) {
+StmtBody parse_expect(LineParser& lp) {
   std::string first = lp.word("an expectation");
-  if (first == "sysfs" || first == "vmstat" || first == "counter") {
-    st->op = first == "sysfs" ? Op::kExpectSysfs : first == "vmstat" ? Op::kExpectVmstat : Op::kExpectCounter;
-    st->str = lp.word(first == "sysfs" ? "a sysfs PATH" : "a NAME");
-    if (first == "sysfs" && !sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
-    st->value = static_cast<int64_t>(lp.number());
-    return;
+  if (first == "sysfs") {
+    stmt::ExpectSysfs e;
+    e.path = lp.word("a sysfs PATH");
+    if (!sysfs_path_known(e.path)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + e.path + "'");
+    e.value = static_cast<int64_t>(lp.number());
+    return e;
+  }
+  if (first == "vmstat") {
+    stmt::ExpectVmstat e;
+    e.item = lp.word("a NAME");
+    e.value = static_cast<int64_t>(lp.number());
+    return e;
+  }
+  if (first == "counter") {
+    stmt::ExpectCounter e;
+    e.counter = lp.word("a NAME");
+    e.value = static_cast<int64_t>(lp.number());
+    return e;
   }
   if (first == "violation") {  // expect violation TEXT...
-    st->op = Op::kExpectViolation;
-    st->str = lp.rest();
-    if (st->str.empty()) lp.fail("the TEXT a detected violation must contain");
-    return;
+    stmt::ExpectViolation e;
+    e.text = lp.rest();
+    if (e.text.empty()) lp.fail("the TEXT a detected violation must contain");
+    return e;
   }
   if (!LineParser::is_name(first)) lp.fail("a NAME");
-  st->p = first;
   const Token* t = lp.peek();
   if (!t) lp.fail("what to expect");
   if (t->s == "pages") {  // expect D pages N holes M
     lp.keyword("pages");
-    st->op = Op::kExpectDump;
-    st->n = lp.number();
+    stmt::ExpectDump e;
+    e.dump = first;
+    e.pages = lp.number();
     lp.keyword("holes");
-    st->size2 = lp.number();
-    return;
+    e.holes = lp.number();
+    return e;
   }
   if (t->s == "rss") {
     lp.keyword("rss");
-    st->op = Op::kExpectRss;
-    st->str = lp.word("anon, file or shmem");
-    if (st->str != "anon" && st->str != "file" && st->str != "shmem") lp.fail("anon, file or shmem");
-    st->size = lp.number("a SIZE");
-    return;
+    stmt::ExpectRss e;
+    e.proc = first;
+    e.kind = lp.word("anon, file or shmem");
+    if (e.kind != "anon" && e.kind != "file" && e.kind != "shmem") lp.fail("anon, file or shmem");
+    e.size = lp.number("a SIZE");
+    return e;
   }
   if (t->s[0] == '-' || std::isdigit(static_cast<unsigned char>(t->s[0]))) {  // expect H N | -ERRNO
-    st->op = Op::kExpectHandle;
+    stmt::ExpectHandle e;
+    e.handle = first;
     std::string v = lp.word("N or -ERRNO");
     if (v[0] == '-') {
-      int e = errno_from_name(v.c_str() + 1);
-      if (!e) lp.fail("a kernel errno name after '-' (e.g. -EFAULT)");
-      st->value = -e;
+      int err = errno_from_name(v.c_str() + 1);
+      if (!err) lp.fail("a kernel errno name after '-' (e.g. -EFAULT)");
+      e.ret = -err;
     } else {
       uint64_t n;
       lp.back();
       if (!lp.checked_number(v, &n)) lp.fail("N or -ERRNO");
       lp.word("N");
-      st->value = static_cast<int64_t>(n);
+      e.ret = static_cast<int64_t>(n);
     }
-    return;
+    return e;
   }
-  st->addr = lp.addr();
+  const AddrExpr addr = lp.addr();
   std::string what = lp.word("mapped, order, exclusive, pinned, zero, swapped, same or differ");
   if (what == "mapped") {
-    st->op = Op::kExpectMapped;
-    st->str = lp.word("pte, pmd, pud or none");
-    if (st->str != "pte" && st->str != "pmd" && st->str != "pud" && st->str != "none") lp.fail("pte, pmd, pud or none");
-  } else if (what == "order") {
-    st->op = Op::kExpectOrder;
-    st->value = static_cast<int64_t>(lp.number());
-  } else if (what == "exclusive" || what == "pinned" || what == "zero" || what == "swapped" || what == "soft-dirty" ||
-             what == "uffd-wp") {
-    st->op = what == "exclusive" ? Op::kExpectExclusive : what == "pinned" ? Op::kExpectPinned
-             : what == "zero" ? Op::kExpectZero : what == "swapped" ? Op::kExpectSwapped
-             : what == "soft-dirty" ? Op::kExpectSoftDirty : Op::kExpectUffdWp;
-    st->flag = lp.yes_no();
-  } else if (what == "same" || what == "differ") {
-    st->op = Op::kExpectSame;
-    st->flag = what == "same";
-    st->q = lp.name();
-    st->addr2 = lp.addr();
-  } else {
-    lp.fail("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, same or differ");
+    stmt::ExpectMapped e{first, addr, lp.word("pte, pmd, pud or none")};
+    if (e.level != "pte" && e.level != "pmd" && e.level != "pud" && e.level != "none") lp.fail("pte, pmd, pud or none");
+    return e;
   }
+  if (what == "order") return stmt::ExpectOrder{first, addr, static_cast<int64_t>(lp.number())};
+  static const std::pair<const char*, stmt::PageBit> kBits[] = {
+      {"exclusive", stmt::PageBit::kExclusive}, {"pinned", stmt::PageBit::kPinned},
+      {"zero", stmt::PageBit::kZero},           {"swapped", stmt::PageBit::kSwapped},
+      {"soft-dirty", stmt::PageBit::kSoftDirty}, {"uffd-wp", stmt::PageBit::kUffdWp}};
+  for (auto& [name, bit] : kBits)
+    if (what == name) return stmt::ExpectPageBit{first, addr, bit, lp.yes_no()};
+  if (what == "same" || what == "differ") {
+    stmt::ExpectSame e;
+    e.proc = first;
+    e.addr = addr;
+    e.same = what == "same";
+    e.other_proc = lp.name();
+    e.other_addr = lp.addr();
+    return e;
+  }
+  lp.fail("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, same or differ");
+}
+
+stmt::Mmap parse_mmap(LineParser& lp, const std::string& who) {
+  stmt::Mmap m;
+  m.proc = who;
+  m.region = lp.name();
+  m.size = lp.size();
+  m.prot = lp.prot();
+  std::string vis = lp.word("private or shared");
+  if (vis != "private" && vis != "shared") lp.fail("private or shared");
+  m.shared = vis == "shared";
+  while (!lp.done()) {
+    std::string opt = lp.peek()->s;
+    if (opt.rfind("file=", 0) == 0) {
+      std::string ref = opt.substr(5);
+      auto plus = ref.find('+');
+      m.file = ref.substr(0, plus);
+      if (!LineParser::is_name(m.file)) lp.fail("file=F[+OFFSET]");
+      if (plus != std::string::npos && !lp.checked_number(ref.substr(plus + 1), &m.file_off)) lp.fail("file=F[+OFFSET]");
+    } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
+      m.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+    } else if (opt.rfind("align=", 0) == 0) {
+      if (!lp.checked_number(opt.substr(6), &m.align) || !m.align || (m.align & (m.align - 1)) || m.align % 4096)
+        lp.fail("align=SIZE (a power of two, at least 4K)");
+    } else {
+      lp.fail("file=F[+OFFSET], hugetlb=2M|1G or align=SIZE");
+    }
+    lp.word("");
+  }
+  return m;
+}
+
+stmt::Mremap parse_mremap(LineParser& lp, const std::string& who) {
+  stmt::Mremap m;
+  m.proc = who;
+  m.addr = lp.addr();
+  m.old_size = lp.size();
+  m.new_size = lp.size();
+  m.region = lp.name();
+  if (!lp.done()) {
+    std::string to = lp.peek()->s;
+    if (to.rfind("to=", 0) != 0) lp.fail("to=ADDR");
+    LineParser sub("", 0, {{to.substr(3), lp.peek()->col + 3}});
+    try {
+      m.to = sub.addr();
+    } catch (const ParseFail&) {
+      lp.fail("to=ADDR");
+    }
+    lp.word("");
+  }
+  return m;
 }
 
 // Statements that start with a process or handle name.
-void parse_named(LineParser& lp, Stmt* st, const std::string& who) {
-  st->p = who;
+StmtBody parse_named(LineParser& lp, const std::string& who) {
   std::string verb = lp.word("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump)");
   const Token* nxt = lp.peek();
   bool numeric_next = nxt && std::isdigit(static_cast<unsigned char>(nxt->s[0]));
-  if (verb == "fork") {
-    st->op = Op::kFork;
-    st->q = lp.name();
-  } else if (verb == "exit") {
-    st->op = Op::kExit;
-  } else if (verb == "mmap") {
-    st->op = Op::kMmap;
-    st->name = lp.name();
-    st->size = lp.size();
-    st->prot = lp.prot();
-    std::string vis = lp.word("private or shared");
-    if (vis != "private" && vis != "shared") lp.fail("private or shared");
-    st->flag = vis == "shared";
-    while (!lp.done()) {
-      std::string opt = lp.peek()->s;
-      if (opt.rfind("file=", 0) == 0) {
-        std::string ref = opt.substr(5);
-        auto plus = ref.find('+');
-        st->file_ref = ref.substr(0, plus);
-        if (!LineParser::is_name(st->file_ref)) lp.fail("file=F[+OFFSET]");
-        if (plus != std::string::npos && !lp.checked_number(ref.substr(plus + 1), &st->file_off))
-          lp.fail("file=F[+OFFSET]");
-      } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
-        st->hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
-      } else if (opt.rfind("align=", 0) == 0) {
-        if (!lp.checked_number(opt.substr(6), &st->align) || !st->align || (st->align & (st->align - 1)) ||
-            st->align % 4096)
-          lp.fail("align=SIZE (a power of two, at least 4K)");
-      } else {
-        lp.fail("file=F[+OFFSET], hugetlb=2M|1G or align=SIZE");
-      }
-      lp.word("");
-    }
-  } else if (verb == "munmap" || verb == "mprotect" || verb == "madvise") {
-    st->op = verb == "munmap" ? Op::kMunmap : verb == "mprotect" ? Op::kMprotect : Op::kMadvise;
-    st->addr = lp.addr();
-    st->size = lp.size();
-    if (st->op == Op::kMprotect) st->prot = lp.prot();
-    if (st->op == Op::kMadvise) {
-      std::string adv = lp.word("an ADVICE");
-      st->advice = advice_from(adv);
-      st->str = adv;
-      if (st->advice < 0)
-        lp.fail("an ADVICE (hugepage, nohugepage, dontneed, collapse, populate_read, populate_write, dontfork, dofork, "
-                "wipeonfork, keeponfork, pageout, cold, free)");
-    }
-  } else if (verb == "mremap") {
-    st->op = Op::kMremap;
-    st->addr = lp.addr();
-    st->size = lp.size();
-    st->size2 = lp.size();
-    st->name = lp.name();
-    if (!lp.done()) {
-      std::string to = lp.peek()->s;
-      if (to.rfind("to=", 0) != 0) lp.fail("to=ADDR");
-      LineParser sub("", 0, {{to.substr(3), lp.peek()->col + 3}});
-      try {
-        st->addr2 = sub.addr();
-      } catch (const ParseFail&) {
-        lp.fail("to=ADDR");
-      }
-      st->has_to = true;
-      lp.word("");
-    }
-  } else if (verb == "clear-soft-dirty") {
-    st->op = Op::kClearSoftDirty;
-  } else if (verb == "thp-disable") {  // prctl(PR_SET_THP_DISABLE)
-    st->op = Op::kThpDisable;
-    st->flag = lp.yes_no();
-    if (lp.accept("except-advised")) st->str = "except-advised";
-  } else if (verb == "userfaultfd") {  // UFFDIO_REGISTER
-    st->op = Op::kUffdRegister;
-    st->addr = lp.addr();
-    st->size = lp.size();
+  if (verb == "fork") return stmt::Fork{who, lp.name()};
+  if (verb == "exit") return stmt::Exit{who};
+  if (verb == "mmap") return parse_mmap(lp, who);
+  if (verb == "munmap") {
+    stmt::Munmap m{who, lp.addr()};
+    m.size = lp.size();
+    return m;
+  }
+  if (verb == "mprotect") {
+    stmt::Mprotect m{who, lp.addr()};
+    m.size = lp.size();
+    m.prot = lp.prot();
+    return m;
+  }
+  if (verb == "madvise") {
+    stmt::Madvise m;
+    m.proc = who;
+    m.addr = lp.addr();
+    m.size = lp.size();
+    m.advice_name = lp.word("an ADVICE");
+    m.advice = advice_from(m.advice_name);
+    if (m.advice < 0)
+      lp.fail("an ADVICE (hugepage, nohugepage, dontneed, collapse, populate_read, populate_write, dontfork, dofork, "
+              "wipeonfork, keeponfork, pageout, cold, free)");
+    return m;
+  }
+  if (verb == "mremap") return parse_mremap(lp, who);
+  if (verb == "clear-soft-dirty") return stmt::ClearSoftDirty{who};
+  if (verb == "thp-disable") {  // prctl(PR_SET_THP_DISABLE)
+    stmt::ThpDisable t{who, lp.yes_no()};
+    t.except_advised = lp.accept("except-advised");
+    return t;
+  }
+  if (verb == "userfaultfd") {  // UFFDIO_REGISTER
+    stmt::UffdRegister u{who, lp.addr()};
+    u.size = lp.size();
     std::string modes = lp.word("MODES (missing, wp or missing,wp)");
-    if (modes == "missing") st->n = 1;
-    else if (modes == "wp") st->n = 2;
-    else if (modes == "missing,wp" || modes == "wp,missing") st->n = 3;
+    if (modes == "missing") u.missing = true;
+    else if (modes == "wp") u.wp = true;
+    else if (modes == "missing,wp" || modes == "wp,missing") u.missing = u.wp = true;
     else lp.back(), lp.fail("MODES (missing, wp or missing,wp)");
-  } else if (verb == "uffd-wp") {  // UFFDIO_WRITEPROTECT
-    st->op = Op::kUffdWp;
-    st->addr = lp.addr();
-    st->size = lp.size();
+    return u;
+  }
+  if (verb == "uffd-wp") {  // UFFDIO_WRITEPROTECT
+    stmt::UffdWp u{who, lp.addr()};
+    u.size = lp.size();
     std::string on = lp.word("on or off");
     if (on != "on" && on != "off") lp.back(), lp.fail("on or off");
-    st->flag = on == "on";
-  } else if ((verb == "write" || verb == "read") && numeric_next) {  // H write|read OFFSET SIZE BYTE
-    st->op = verb == "write" ? Op::kHandleWrite : Op::kHandleRead;
-    st->size2 = lp.number("an OFFSET");
-    st->size = lp.number("a SIZE");
-    st->byte = lp.byte();
-  } else if (verb == "write" || verb == "read") {
-    st->op = verb == "write" ? Op::kWrite : Op::kRead;
-    st->addr = lp.addr();
-    st->size = lp.number("a SIZE");
-    if (st->op == Op::kWrite || !lp.done()) st->byte = lp.byte();
-  } else if (verb == "gup") {
-    st->op = Op::kGup;
-    st->name = lp.name();
-    st->addr = lp.addr();
-    st->n = lp.number("NPAGES");
+    u.on = on == "on";
+    return u;
+  }
+  if ((verb == "write" || verb == "read") && numeric_next) {  // H write|read OFFSET SIZE BYTE
+    const uint64_t off = lp.number("an OFFSET");
+    const uint64_t size = lp.number("a SIZE");
+    const auto byte = static_cast<uint8_t>(lp.byte());
+    if (verb == "write") return stmt::HandleWrite{who, off, size, byte};
+    return stmt::HandleRead{who, off, size, byte};
+  }
+  if (verb == "write") {
+    stmt::Write w{who, lp.addr()};
+    w.size = lp.number("a SIZE");
+    w.byte = static_cast<uint8_t>(lp.byte());
+    return w;
+  }
+  if (verb == "read") {
+    stmt::Read r;
+    r.proc = who;
+    r.addr = lp.addr();
+    r.size = lp.number("a SIZE");
+    if (!lp.done()) r.byte = static_cast<uint8_t>(lp.byte());
+    return r;
+  }
+  if (verb == "gup") {
+    stmt::Gup g;
+    g.proc = who;
+    g.handle = lp.name();
+    g.addr = lp.addr();
+    g.nr_pages = lp.number("NPAGES");
     // No range of a 47-bit user address space holds more pages; a larger
     // count is a typo, and would not fit the pages array of any caller.
-    if (st->n > kMaxGupPages) lp.back(), lp.fail("NPAGES up to " + std::to_string(kMaxGupPages) + " (the pages of a 128 TiB user address space)");
-    parse_gup_flags(lp, st);
-  } else if (verb == "dump") {
-    st->op = Op::kDump;
-    st->name = lp.name();
-    st->addr = lp.addr();
-    st->size = lp.size();
-  } else {
-    lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump), not '" + verb + "'");
+    if (g.nr_pages > kMaxGupPages)
+      lp.back(), lp.fail("NPAGES up to " + std::to_string(kMaxGupPages) + " (the pages of a 128 TiB user address space)");
+    parse_gup_flags(lp, &g);
+    return g;
   }
+  if (verb == "dump") {
+    stmt::Dump d;
+    d.proc = who;
+    d.dump = lp.name();
+    d.addr = lp.addr();
+    d.size = lp.size();
+    return d;
+  }
+  lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump), not '" + verb + "'");
 }
 
 // `tune KEY VALUE`: a key and value this build has, else an error naming
@@ -503,97 +546,112 @@ bool sysfs_takes_number(const std::string& path) {
          (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
 }
 
+stmt::Sysfs parse_sysfs(LineParser& lp) {
+  stmt::Sysfs w;
+  w.path = lp.word("a sysfs PATH");
+  if (!sysfs_path_known(w.path)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + w.path + "'");
+  w.value = lp.word("a VALUE");
+  if (!sysfs_value_well_formed(w.path, w.value)) lp.back(), lp.fail("a number for " + w.path + ", not '" + w.value + "'");
+  if (const char* const* words = sysfs_words(w.path); words && !sysfs_value_is_word(words, w.value))
+    lp.back(), lp.fail("a VALUE for " + w.path + " (" + join_words(words) + "), not '" + w.value + "'");
+  if (sysfs_takes_number(w.path) &&
+      !std::all_of(w.value.begin(), w.value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    lp.back(), lp.fail("a number for " + w.path + ", not '" + w.value + "'");
+  return w;
+}
+
+stmt::File parse_file(LineParser& lp) {
+  stmt::File f;
+  f.name = lp.name();
+  f.size = lp.size();
+  while (!lp.done()) {
+    std::string opt = lp.peek()->s;
+    if (opt.rfind("fs=", 0) == 0) {
+      FsClass c;
+      if (!fs_class_from_name(opt.substr(3), &c)) lp.fail("fs=CLASS (shmem, hugetlbfs, ext4, xfs, btrfs)");
+      f.fs = opt.substr(3);
+    } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
+      f.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+    } else {
+      lp.fail("fs=CLASS or hugetlb=2M|1G");
+    }
+    lp.word("");
+  }
+  return f;
+}
+
+// `when KEY=V1[,V2...]`
+WhenCond parse_when(LineParser& lp) {
+  WhenCond c;
+  const std::string cond = lp.word("KEY=VALUE[,VALUE...] (a tune key and its values)");
+  const auto eq = cond.find('=');
+  c.key = cond.substr(0, eq == std::string::npos ? cond.size() : eq);
+  const std::string values = tune_values_text(c.key);
+  if (eq == std::string::npos || values.empty())
+    lp.back(), lp.fail("KEY=VALUE[,VALUE...] naming a tune key this build has (" + tune_choices_text() + ")");
+  for (size_t pos = eq + 1; pos <= cond.size();) {
+    size_t comma = std::min(cond.find(',', pos), cond.size());
+    c.values.push_back(cond.substr(pos, comma - pos));
+    if (!tune_value_known(c.key, c.values.back()))
+      lp.back(), lp.fail("values of " + c.key + " (" + values + "), not '" + c.values.back() + "'");
+    pos = comma + 1;
+  }
+  return c;
+}
+
 void parse_statement(LineParser& lp, Stmt* st, int depth) {
   std::string w = lp.word("a statement");
   if ((w == "when" || w == "expect-error") && depth >= kMaxPrefixes)
     lp.back(), lp.fail("a statement after at most " + std::to_string(kMaxPrefixes) + " `when` and `expect-error` prefixes");
   if (w == "sysfs") {
-    st->op = Op::kSysfs;
-    st->str = lp.word("a sysfs PATH");
-    if (!sysfs_path_known(st->str)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + st->str + "'");
-    st->str2 = lp.word("a VALUE");
-    if (!sysfs_value_well_formed(st->str, st->str2)) lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
-    if (const char* const* words = sysfs_words(st->str); words && !sysfs_value_is_word(words, st->str2))
-      lp.back(), lp.fail("a VALUE for " + st->str + " (" + join_words(words) + "), not '" + st->str2 + "'");
-    if (sysfs_takes_number(st->str) && !std::all_of(st->str2.begin(), st->str2.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-      lp.back(), lp.fail("a number for " + st->str + ", not '" + st->str2 + "'");
+    st->body = parse_sysfs(lp);
   } else if (w == "tune") {
-    st->op = Op::kTune;
-    parse_tune(lp, &st->str, &st->str2);
+    stmt::Tune t;
+    parse_tune(lp, &t.key, &t.value);
+    st->body = t;
   } else if (w == "proc") {
-    st->op = Op::kProc;
-    st->p = lp.name();
+    st->body = stmt::Proc{lp.name()};
   } else if (w == "file") {
-    st->op = Op::kFile;
-    st->name = lp.name();
-    st->size = lp.size();
-    st->fs = "shmem";
-    while (!lp.done()) {
-      std::string opt = lp.peek()->s;
-      if (opt.rfind("fs=", 0) == 0) {
-        FsClass c;
-        if (!fs_class_from_name(opt.substr(3), &c)) lp.fail("fs=CLASS (shmem, hugetlbfs, ext4, xfs, btrfs)");
-        st->fs = opt.substr(3);
-      } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
-        st->hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
-      } else {
-        lp.fail("fs=CLASS or hugetlb=2M|1G");
-      }
-      lp.word("");
-    }
+    st->body = parse_file(lp);
   } else if (w == "swap") {
-    st->op = Op::kSwap;
-    st->size = lp.size();
+    stmt::Swap sw;
+    sw.size = lp.size();
     // The kind decides whether large folios swap out whole (a block device
     // does; a swap file never does).
-    st->str = "blkdev";
     if (!lp.done()) {
-      st->str = lp.word("blkdev or file");
-      if (st->str != "blkdev" && st->str != "file") lp.back(), lp.fail("blkdev or file");
+      sw.kind = lp.word("blkdev or file");
+      if (sw.kind != "blkdev" && sw.kind != "file") lp.back(), lp.fail("blkdev or file");
     }
+    st->body = sw;
   } else if (w == "khugepaged") {
-    st->op = Op::kKhugepaged;
-    st->n = lp.done() ? 1 : lp.number();
+    st->body = stmt::Khugepaged{lp.done() ? 1 : lp.number()};
   } else if (w == "advance") {
-    st->op = Op::kAdvance;
-    st->n = lp.duration();
+    st->body = stmt::Advance{lp.duration()};
   } else if (w == "counters") {
     lp.keyword("reset");
-    st->op = Op::kCountersReset;
+    st->body = stmt::CountersReset{};
   } else if (w == "unpin") {
-    st->op = Op::kUnpin;
-    st->name = lp.name();
-    st->flag = lp.accept("dirty");
+    stmt::Unpin u{lp.name()};
+    u.dirty = lp.accept("dirty");
+    st->body = u;
   } else if (w == "expect") {
-    parse_expect(lp, st);
+    st->body = parse_expect(lp);
   } else if (w == "check") {
-    st->op = Op::kCheck;
+    st->body = stmt::Check{};
   } else if (w == "skip" || w == "xfail") {
-    st->op = w == "skip" ? Op::kSkip : Op::kXfail;
-    st->str = lp.rest();
+    std::string reason = lp.rest();
     // The reason is what the TAP line reports (`# SKIP REASON`, `# XFAIL REASON`).
-    if (st->str.empty()) lp.fail("a REASON after '" + w + "' (why the test is " + (w == "skip" ? "skipped" : "expected to fail") + ")");
+    if (reason.empty()) lp.fail("a REASON after '" + w + "' (why the test is " + (w == "skip" ? "skipped" : "expected to fail") + ")");
+    if (w == "skip") st->body = stmt::Skip{reason};
+    else st->body = stmt::Xfail{reason};
   } else if (w == "when") {  // when KEY=V1[,V2...] STATEMENT
-    WhenCond c;
-    const std::string cond = lp.word("KEY=VALUE[,VALUE...] (a tune key and its values)");
-    const auto eq = cond.find('=');
-    c.key = cond.substr(0, eq == std::string::npos ? cond.size() : eq);
-    const std::string values = tune_values_text(c.key);
-    if (eq == std::string::npos || values.empty())
-      lp.back(), lp.fail("KEY=VALUE[,VALUE...] naming a tune key this build has (" + tune_choices_text() + ")");
-    for (size_t pos = eq + 1; pos <= cond.size();) {
-      size_t comma = std::min(cond.find(',', pos), cond.size());
-      c.values.push_back(cond.substr(pos, comma - pos));
-      if (!tune_value_known(c.key, c.values.back()))
-        lp.back(), lp.fail("values of " + c.key + " (" + values + "), not '" + c.values.back() + "'");
-      pos = comma + 1;
-    }
+    WhenCond c = parse_when(lp);
     Stmt inner;
     inner.file = st->file;
     inner.line = st->line;
     inner.text = st->text;
     parse_statement(lp, &inner, depth + 1);
-    if (inner.op == Op::kTune) lp.fail("a statement other than `tune` after `when` (a variant does not choose variants)");
+    if (inner.as<stmt::Tune>()) lp.fail("a statement other than `tune` after `when` (a variant does not choose variants)");
     inner.when.insert(inner.when.begin(), c);
     *st = inner;
     return;
@@ -616,7 +674,7 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
     *st = inner;
     return;
   } else if (LineParser::is_name(w)) {
-    parse_named(lp, st, w);
+    st->body = parse_named(lp, w);
   } else {
     lp.fail("a statement");
   }
@@ -636,40 +694,63 @@ class NameTable {
     file_ = &file;
     line_ = line;
     toks_ = &toks;
-    const bool conditional = !st.when.empty();
-    auto region = [&](const AddrExpr& a) { use(a.region, 'r'); };
-    switch (st.op) {
-      case Op::kProc: bind(st.p, 'p', conditional); break;
-      case Op::kFork: use(st.p, 'p'), bind(st.q, 'p', conditional); break;
-      case Op::kExit: case Op::kClearSoftDirty: case Op::kThpDisable: case Op::kExpectRss: use(st.p, 'p'); break;
-      case Op::kFile: bind(st.name, 'f', conditional); break;
-      case Op::kMmap:
-        use(st.p, 'p');
-        if (!st.file_ref.empty()) use(st.file_ref, 'f');
-        bind(st.name, 'r', conditional);
-        break;
-      case Op::kMunmap: case Op::kMprotect: case Op::kMadvise: case Op::kUffdRegister: case Op::kUffdWp:
-      case Op::kWrite: case Op::kRead: case Op::kExpectMapped: case Op::kExpectOrder: case Op::kExpectExclusive:
-      case Op::kExpectPinned: case Op::kExpectZero: case Op::kExpectSwapped: case Op::kExpectSoftDirty:
-      case Op::kExpectUffdWp:
-        use(st.p, 'p'), region(st.addr);
-        break;
-      case Op::kMremap:
-        use(st.p, 'p'), region(st.addr);
-        if (st.has_to) region(st.addr2);
-        bind(st.name, 'r', conditional);
-        break;
-      case Op::kGup: use(st.p, 'p'), region(st.addr), bind(st.name, 'h', conditional); break;
-      case Op::kDump: use(st.p, 'p'), region(st.addr), bind(st.name, 'd', conditional); break;
-      case Op::kHandleWrite: case Op::kHandleRead: case Op::kExpectHandle: use(st.p, 'h'); break;
-      case Op::kUnpin: use(st.name, 'h'); break;
-      case Op::kExpectDump: use(st.p, 'd'); break;
-      case Op::kExpectSame: use(st.p, 'p'), region(st.addr), use(st.q, 'p'), region(st.addr2); break;
-      default: break;
-    }
+    conditional_ = !st.when.empty();
+    std::visit([this](const auto& s) { names(s); }, st.body);
   }
 
  private:
+  // The names each statement uses and binds, one overload per statement.
+  void names(const stmt::Sysfs&) {}
+  void names(const stmt::Tune&) {}
+  void names(const stmt::Proc& s) { bind(s.proc, 'p'); }
+  void names(const stmt::Fork& s) { use(s.parent, 'p'), bind(s.child, 'p'); }
+  void names(const stmt::Exit& s) { use(s.proc, 'p'); }
+  void names(const stmt::File& s) { bind(s.name, 'f'); }
+  void names(const stmt::Swap&) {}
+  void names(const stmt::Khugepaged&) {}
+  void names(const stmt::Advance&) {}
+  void names(const stmt::CountersReset&) {}
+  void names(const stmt::Mmap& s) {
+    use(s.proc, 'p');
+    if (!s.file.empty()) use(s.file, 'f');
+    bind(s.region, 'r');
+  }
+  void names(const stmt::Munmap& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Mprotect& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Madvise& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Mremap& s) {
+    use(s.proc, 'p'), region(s.addr);
+    if (s.to) region(*s.to);
+    bind(s.region, 'r');
+  }
+  void names(const stmt::ClearSoftDirty& s) { use(s.proc, 'p'); }
+  void names(const stmt::ThpDisable& s) { use(s.proc, 'p'); }
+  void names(const stmt::UffdRegister& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::UffdWp& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Write& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Read& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Gup& s) { use(s.proc, 'p'), region(s.addr), bind(s.handle, 'h'); }
+  void names(const stmt::HandleWrite& s) { use(s.handle, 'h'); }
+  void names(const stmt::HandleRead& s) { use(s.handle, 'h'); }
+  void names(const stmt::Unpin& s) { use(s.handle, 'h'); }
+  void names(const stmt::Dump& s) { use(s.proc, 'p'), region(s.addr), bind(s.dump, 'd'); }
+  void names(const stmt::Check&) {}
+  void names(const stmt::Skip&) {}
+  void names(const stmt::Xfail&) {}
+  void names(const stmt::ExpectHandle& s) { use(s.handle, 'h'); }
+  void names(const stmt::ExpectDump& s) { use(s.dump, 'd'); }
+  void names(const stmt::ExpectRss& s) { use(s.proc, 'p'); }
+  void names(const stmt::ExpectSysfs&) {}
+  void names(const stmt::ExpectVmstat&) {}
+  void names(const stmt::ExpectCounter&) {}
+  void names(const stmt::ExpectMapped& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::ExpectOrder& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::ExpectPageBit& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::ExpectSame& s) { use(s.proc, 'p'), region(s.addr), use(s.other_proc, 'p'), region(s.other_addr); }
+  void names(const stmt::ExpectViolation&) {}
+
+  void region(const AddrExpr& a) const { use(a.region, 'r'); }
+
   static const char* kind_name(char k) {
     return k == 'p' ? "a process" : k == 'r' ? "a region" : k == 'h' ? "a GUP handle" : k == 'd' ? "a dump" : "a file";
   }
@@ -692,8 +773,11 @@ class NameTable {
       }
     return col;
   }
-  [[noreturn]] void fail(const std::string& name, bool binding, const std::string& what) const {
-    throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, binding)) + ": expected " + what};
+  // Where the error points: the name's first token for a use, its last for a binding.
+  enum class At { kUse, kBinding };
+  [[noreturn]] void fail(const std::string& name, At at, const std::string& what) const {
+    throw ParseFail{*file_ + ":" + std::to_string(line_) + ":" + std::to_string(column_of(name, at == At::kBinding)) +
+                    ": expected " + what};
   }
   // The kind `name` is bound as here or in the parent (0: unbound).
   char kind_of(const std::string& name) const {
@@ -704,18 +788,19 @@ class NameTable {
   void use(const std::string& name, char kind) const {
     const char bound = kind_of(name);
     if (!bound)
-      fail(name, false, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
-    if (bound != kind) fail(name, false, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(bound) + ")");
+      fail(name, At::kUse, std::string(kind_name(kind)) + " bound before this line (by " + binders(kind) + "), not '" + name + "'");
+    if (bound != kind) fail(name, At::kUse, std::string(kind_name(kind)) + ", not '" + name + "' (" + kind_name(bound) + ")");
   }
-  void bind(const std::string& name, char kind, bool conditional) {
+  // A statement under `when` may not run: its binding counts as made, and it may rebind.
+  void bind(const std::string& name, char kind) {
     const char bound = kind_of(name);
     if (!bound) {
       kinds_.emplace(name, kind);
       return;
     }
-    if (conditional) return;
+    if (conditional_) return;
     if (bound != kind || kind == 'p' || kind == 'f')
-      fail(name, true, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
+      fail(name, At::kBinding, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
   }
 
   std::map<std::string, char> kinds_;
@@ -725,6 +810,7 @@ class NameTable {
   const std::string* file_ = nullptr;
   int line_ = 0;
   const std::vector<Token>* toks_ = nullptr;
+  bool conditional_ = false;
 };
 
 }  // namespace

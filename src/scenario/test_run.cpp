@@ -72,8 +72,8 @@ bool TestRun::when_holds(const Stmt& st) {
   return true;
 }
 
-void TestRun::expect_violation(const Stmt& st) {
-  expected_violations_.push_back({st.str, fmt::format("{}:{}", st.file, st.line)});
+void TestRun::expect_violation(const Stmt& st, const stmt::ExpectViolation& e) {
+  expected_violations_.push_back({e.text, fmt::format("{}:{}", st.file, st.line)});
 }
 
 void TestRun::violation(const Stmt& st, const std::string& msg) {
@@ -168,64 +168,79 @@ void TestRun::check_signal(const Stmt& st, const std::string& sig, uint64_t faul
 namespace {
 std::string yn(bool b) { return b ? "yes" : "no"; }
 std::string ret_text(long v) { return v < 0 ? fmt::format("-{}", errno_name(static_cast<int>(v))) : std::to_string(v); }
-std::string where(const Stmt& st) { return fmt::format("{} {}+{:#x}", st.p, st.addr.region, st.addr.offset); }
+std::string where(const std::string& proc, const AddrExpr& a) { return fmt::format("{} {}+{:#x}", proc, a.region, a.offset); }
 }  // namespace
 
-void TestRun::expect_bytes(const Stmt& st, int64_t bad, uint8_t found) {
-  if (st.byte < 0 || bad < 0) return;
-  violation(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.addr.region,
-                       st.addr.offset, st.size, st.byte, found, st.addr.offset + static_cast<uint64_t>(bad)));
+const char* stmt::page_bit_name(PageBit b) {
+  switch (b) {
+    case PageBit::kExclusive: return "exclusive";
+    case PageBit::kPinned: return "pinned";
+    case PageBit::kZero: return "zero";
+    case PageBit::kSwapped: return "swapped";
+    case PageBit::kSoftDirty: return "soft-dirty";
+    case PageBit::kUffdWp: return "uffd-wp";
+  }
+  return "?";
 }
 
-void TestRun::expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf) {
+void TestRun::expect_bytes(const Stmt& st, const stmt::Read& r, int64_t bad, uint8_t found) {
+  if (!r.byte || bad < 0) return;
+  violation(st, fmt::format("expected every byte of {}+{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", r.addr.region,
+                            r.addr.offset, r.size, *r.byte, found, r.addr.offset + static_cast<uint64_t>(bad)));
+}
+
+void TestRun::expect_handle_bytes(const Stmt& st, const stmt::HandleRead& r, const std::vector<uint8_t>& buf) {
   for (uint64_t i = 0; i < buf.size(); i++)
-    if (buf[i] != st.byte) expect_handle_mismatch(st, static_cast<int64_t>(i), buf[i]);
+    if (buf[i] != r.byte) expect_handle_mismatch(st, r, static_cast<int64_t>(i), buf[i]);
 }
 
-void TestRun::expect_handle_mismatch(const Stmt& st, int64_t bad, uint8_t found) {
+void TestRun::expect_handle_mismatch(const Stmt& st, const stmt::HandleRead& r, int64_t bad, uint8_t found) {
   if (bad < 0) return;
-  violation(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", st.p,
-                       st.size2, st.size, st.byte, found, st.size2 + static_cast<uint64_t>(bad)));
+  violation(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", r.handle,
+                            r.offset, r.size, r.byte, found, r.offset + static_cast<uint64_t>(bad)));
 }
 
-void TestRun::expect_handle_ret(const Stmt& st, long ret) {
-  if (ret != st.value) fail(st, fmt::format("expected {} {}, found {}", st.p, ret_text(st.value), ret_text(ret)));
+void TestRun::expect_handle_ret(const Stmt& st, const stmt::ExpectHandle& e, long ret) {
+  if (ret != e.ret) fail(st, fmt::format("expected {} {}, found {}", e.handle, ret_text(e.ret), ret_text(ret)));
 }
 
-void TestRun::expect_number(const Stmt& st, const std::string& what, int64_t found) {
-  if (found != st.value) fail(st, fmt::format("expected {} == {}, found {}", what, st.value, found));
+void TestRun::expect_number(const Stmt& st, const std::string& what, int64_t expected, int64_t found) {
+  if (found != expected) fail(st, fmt::format("expected {} == {}, found {}", what, expected, found));
 }
 
-void TestRun::expect_rss(const Stmt& st, uint64_t found) {
-  if (found != st.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", st.p, st.str, st.size, found));
+void TestRun::expect_rss(const Stmt& st, const stmt::ExpectRss& e, uint64_t found) {
+  if (found != e.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", e.proc, e.kind, e.size, found));
 }
 
-void TestRun::expect_mapped(const Stmt& st, const char* found) {
-  if (st.str != found) fail(st, fmt::format("expected {} mapped {}, found {}", where(st), st.str, found));
+void TestRun::expect_mapped(const Stmt& st, const stmt::ExpectMapped& e, const char* found) {
+  if (e.level != found) fail(st, fmt::format("expected {} mapped {}, found {}", where(e.proc, e.addr), e.level, found));
 }
 
-void TestRun::expect_order(const Stmt& st, bool mapped, int order) {
-  if (!mapped) fail(st, fmt::format("expected {} order {}, found nothing mapped", where(st), st.value));
-  if (order != st.value) fail(st, fmt::format("expected {} order {}, found {}", where(st), st.value, order));
+void TestRun::expect_order(const Stmt& st, const stmt::ExpectOrder& e, bool mapped, int order) {
+  if (!mapped) fail(st, fmt::format("expected {} order {}, found nothing mapped", where(e.proc, e.addr), e.order));
+  if (order != e.order) fail(st, fmt::format("expected {} order {}, found {}", where(e.proc, e.addr), e.order, order));
 }
 
-void TestRun::expect_yes_no(const Stmt& st, const char* what, bool need_mapped, bool mapped, bool found) {
-  if (need_mapped && !mapped) fail(st, fmt::format("expected {} {} {}, found nothing mapped", where(st), what, yn(st.flag)));
-  if (found != st.flag) fail(st, fmt::format("expected {} {} {}, found {}", where(st), what, yn(st.flag), yn(found)));
+void TestRun::expect_yes_no(const Stmt& st, const stmt::ExpectPageBit& e, bool mapped, bool found) {
+  const char* what = stmt::page_bit_name(e.bit);
+  const bool need_mapped = e.bit == stmt::PageBit::kExclusive || e.bit == stmt::PageBit::kSoftDirty || e.bit == stmt::PageBit::kUffdWp;
+  if (need_mapped && !mapped)
+    fail(st, fmt::format("expected {} {} {}, found nothing mapped", where(e.proc, e.addr), what, yn(e.yes)));
+  if (found != e.yes) fail(st, fmt::format("expected {} {} {}, found {}", where(e.proc, e.addr), what, yn(e.yes), yn(found)));
 }
 
-void TestRun::expect_same(const Stmt& st, bool same) {
-  if (same != st.flag)
-    fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where(st), st.q, st.addr2.region,
-                         st.addr2.offset, st.flag ? "the same" : "different", same ? "the same frame" : "different frames"));
+void TestRun::expect_same(const Stmt& st, const stmt::ExpectSame& e, bool same) {
+  if (same != e.same)
+    fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where(e.proc, e.addr), e.other_proc,
+                         e.other_addr.region, e.other_addr.offset, e.same ? "the same" : "different",
+                         same ? "the same frame" : "different frames"));
 }
 
-bool TestRun::exec_outcome_stmt(const Stmt& st) {
-  if (st.op == Op::kSkip) throw SkipTest{st.str};
-  if (st.op != Op::kXfail) return false;
+void TestRun::exec_skip(const stmt::Skip& s) { throw SkipTest{s.reason}; }
+
+void TestRun::exec_xfail(const stmt::Xfail& x) {
   xfail_ = true;
-  xfail_reason_ = st.str;
-  return true;
+  xfail_reason_ = x.reason;
 }
 
 void TestRun::skip_expectation(const std::string& why) {

@@ -78,22 +78,25 @@ class TestRun {
   // CPU accesses: sig is "" when the access completed, else "SIGSEGV"/"SIGBUS".
   void check_signal(const Stmt& st, const std::string& sig, uint64_t fault_addr, const char* what);
   // Expectations on observed values: one diagnostic text for both backends.
-  void expect_bytes(const Stmt& st, int64_t bad, uint8_t found);            // P read ADDR SIZE BYTE
-  void expect_handle_bytes(const Stmt& st, const std::vector<uint8_t>& buf);  // H read OFFSET SIZE BYTE
-  void expect_handle_mismatch(const Stmt& st, int64_t bad, uint8_t found);   // the same, first mismatch known
-  void expect_handle_ret(const Stmt& st, long ret);
-  void expect_number(const Stmt& st, const std::string& what, int64_t found);  // sysfs, vmstat, counter
-  void expect_rss(const Stmt& st, uint64_t found);
-  void expect_mapped(const Stmt& st, const char* found);  // none, pte, pmd, pud
-  void expect_order(const Stmt& st, bool mapped, int order);
-  // exclusive/pinned/zero/swapped; with need_mapped, nothing mapped fails.
-  void expect_yes_no(const Stmt& st, const char* what, bool need_mapped, bool mapped, bool found);
-  void expect_same(const Stmt& st, bool same);
-  // skip/xfail; true if st was one of them.
-  bool exec_outcome_stmt(const Stmt& st);
+  void expect_bytes(const Stmt& st, const stmt::Read& r, int64_t bad, uint8_t found);  // P read ADDR SIZE BYTE
+  void expect_handle_bytes(const Stmt& st, const stmt::HandleRead& r, const std::vector<uint8_t>& buf);  // H read OFFSET SIZE BYTE
+  void expect_handle_mismatch(const Stmt& st, const stmt::HandleRead& r, int64_t bad, uint8_t found);  // the same, first mismatch known
+  void expect_handle_ret(const Stmt& st, const stmt::ExpectHandle& e, long ret);
+  void expect_number(const Stmt& st, const std::string& what, int64_t expected, int64_t found);  // sysfs, vmstat, counter
+  void expect_rss(const Stmt& st, const stmt::ExpectRss& e, uint64_t found);
+  void expect_mapped(const Stmt& st, const stmt::ExpectMapped& e, const char* found);  // none, pte, pmd, pud
+  void expect_order(const Stmt& st, const stmt::ExpectOrder& e, bool mapped, int order);
+  // exclusive/pinned/zero/swapped/soft-dirty/uffd-wp: `found` is the bit of
+  // what is mapped there. For a bit of the entry or of an anonymous page
+  // (exclusive, soft-dirty, uffd-wp), nothing mapped fails.
+  void expect_yes_no(const Stmt& st, const stmt::ExpectPageBit& e, bool mapped, bool found);
+  void expect_same(const Stmt& st, const stmt::ExpectSame& e, bool same);
+  // skip: ends the test as skipped; xfail: the test is expected to fail.
+  [[noreturn]] void exec_skip(const stmt::Skip& s);
+  void exec_xfail(const stmt::Xfail& x);
   // `expect violation TEXT`: the test passes only if a violation containing
   // TEXT is detected; violations no longer end it.
-  void expect_violation(const Stmt& st);
+  void expect_violation(const Stmt& st, const stmt::ExpectViolation& e);
   // A detected violation: collected under `expect violation`, else it fails the test.
   [[noreturn]] void violation(const Stmt& st, const std::string& msg);
   // An expectation this backend cannot observe: counted, the test goes on.

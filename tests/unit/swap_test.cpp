@@ -1164,7 +1164,7 @@ TEST_F(LazyFreeTest, DirtyGupReleaseKeepsTheData) {
   ASSERT_EQ(gup(p, GupEntry::kGetUserPagesFast, a, 1, foll::WRITE, &h), 1);
   const uint8_t v = 0x77;
   ASSERT_EQ(h.write(0, &v, 1), 0);
-  h.release(/*dirty=*/true);
+  h.release(Dirty::kYes);
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
   EXPECT_EQ(entry_at(a).level, 1);
   EXPECT_FALSE(lazyfree(folio_at(p, a)));

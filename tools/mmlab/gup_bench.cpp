@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "bench_stats.h"
 #include "fmt/format.h"
 #include "mmlab/system.h"
 
@@ -40,13 +41,6 @@ long host_faults_now() {
 
 const char* gup_cmd_name(GupCmd c) { return gup_test_cmd_name(to_ioctl(c)); }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line) {
   // Pre-faulting touches a frame per page of the region, plus its memmap and
   // tables: refuse up front what the host cannot hold.
@@ -62,7 +56,7 @@ int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::fun
   // The pre-faulting below touches every frame and table the timed calls
   // use (the store is recycled from earlier rows where the process ran
   // any); each round counts the host faults it took all the same.
-  sc.host_thp = 1;  // back the frame store with host THP: fewer host TLB misses in large runs
+  sc.host_thp = HostThp::kHugepage;  // back the frame store with host THP: fewer host TLB misses in large runs
   int err = 0;
   auto sys = System::create(sc, &err);
   if (!sys) {

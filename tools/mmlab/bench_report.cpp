@@ -1,0 +1,128 @@
+#include "bench_report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "bench_suites.h"
+#include "fmt/format.h"
+#include "mmlab/system.h"
+
+namespace mmlab::cli {
+namespace {
+
+// One bar chart per GUP suite (median get time per case and variant), drawn
+// with gnuplot when it is installed. Returns ", <files>" for the summary line.
+std::string write_plots(const nlohmann::json& j, const std::string& dir) {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return " (gnuplot not installed: no plots)";
+  std::string made;
+  for (const char* suite : {"gup", "unify", "fast", "ro_pin", "sweep"}) {
+    if (!j.contains(suite)) continue;
+    std::string dat = dir + "/" + suite + ".dat", gp = dir + "/" + suite + ".gp", png = dir + "/" + suite + ".png";
+    std::ofstream d(dat);
+    std::vector<std::string> variants;
+    for (auto& [label, per] : j[suite].items())
+      for (auto& [v, x] : per.items())
+        if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+    d << "case";
+    for (auto& v : variants) d << " " << v;
+    d << "\n";
+    for (auto& [label, per] : j[suite].items()) {
+      std::string l = label;
+      std::replace(l.begin(), l.end(), ' ', '_');
+      d << '"' << l << '"';
+      for (auto& v : variants) d << " " << (per.contains(v) ? per[v]["median_get_us"].get<double>() : 0.0);
+      d << "\n";
+    }
+    std::ofstream g(gp);
+    g << "set terminal pngcairo size 1200,600 noenhanced\nset output '" << png << "'\nset style data histogram\n"
+      << "set style histogram cluster gap 1\nset style fill solid border -1\nset logscale y\n"
+      << "set ylabel 'median get time per call (us, log)'\nset xtics rotate by -20\nset key outside\n"
+      << "set title 'mmlab bench: " << suite << "'\nplot for [i=2:" << variants.size() + 1 << "] '" << dat
+      << "' using i:xtic(1) title columnheader\n";
+    g.close();
+    d.close();
+    if (std::system(("gnuplot '" + gp + "' > /dev/null 2>&1").c_str()) == 0) made += ", " + png;
+  }
+  return made;
+}
+
+}  // namespace
+
+void Report::add(const std::string& s) {
+  text += s;
+  std::fputs(s.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void progress(const std::string& what) {
+  if (isatty(STDOUT_FILENO)) {
+    std::fprintf(stderr, "\r\033[K  running %s ...", what.c_str());
+    std::fflush(stderr);
+  }
+}
+
+void progress_done() {
+  if (isatty(STDOUT_FILENO)) std::fprintf(stderr, "\r\033[K");
+}
+
+std::string first_touch_note(long host_faults, uint64_t pages) {
+  if (pages == 0 || static_cast<uint64_t>(host_faults) * 100 <= pages) return "";
+  return " (host first touch: not the model's time)";
+}
+
+std::string environment_text(nlohmann::json* env) {
+  std::string cpu = "unknown";
+  std::ifstream ci("/proc/cpuinfo");
+  for (std::string line; std::getline(ci, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  std::string kernel;
+  std::ifstream kv("/proc/sys/kernel/osrelease");
+  std::getline(kv, kernel);
+  std::string thp;
+  std::ifstream th("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::getline(th, thp);
+  (*env)["cpu"] = cpu;
+  (*env)["host_kernel"] = kernel;
+  (*env)["host_thp"] = thp;
+  (*env)["nproc"] = sysconf(_SC_NPROCESSORS_ONLN);
+  (*env)["build"] = build_description();
+  (*env)["commit"] = build_commit();
+  (*env)["profile"] = "baseline v6.18 defaults; gup.walk/gup.fast variants as listed per row; classic LRU";
+  (*env)["frame_store"] = kFrameStorePreparation;
+  return fmt::format("CPU: {} ({} cores); host kernel {}; host THP {}\nframe store: {}\nbuild: {} (commit {})\n", cpu,
+                     sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, kFrameStorePreparation, build_description(), build_commit());
+}
+
+std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j) {
+  *j = {{"name", p.name}, {"file", file}, {"date", p.date}, {"cpu", p.machine.cpu}, {"kernel", p.machine.kernel},
+        {"commit", p.commit}};
+  return fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost per event, "
+                     "not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
+}
+
+int write_report(const Report& rep, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream md(dir + "/report.md");
+  md << rep.text;
+  std::ofstream js(dir + "/report.json");
+  js << rep.json.dump(2) << "\n";
+  if (!md || !js) {
+    std::fprintf(stderr, "mmlab bench: cannot write into %s\n", dir.c_str());
+    return 1;
+  }
+  std::string plots = write_plots(rep.json, dir);
+  std::printf("\nreport: %s/report.md, %s/report.json%s\n", dir.c_str(), dir.c_str(), plots.c_str());
+  return 0;
+}
+
+}  // namespace mmlab::cli

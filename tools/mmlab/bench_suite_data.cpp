@@ -1,0 +1,143 @@
+// The data suite: bulk loads and stores through the CPU model on
+// pre-faulted pages, on the plain and on the atomic path, beside native passes.
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_model_common.h"
+#include "bench_modelled.h"
+#include "bench_report.h"
+#include "bench_stats.h"
+#include "bench_suites.h"
+#include "fmt/format.h"
+#include "gup_bench.h"
+#include "mmlab/system.h"
+
+// Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
+// include/mmlab/types.h declares the model's constants under the same names
+// (with the same values).
+#include <sys/mman.h>
+
+namespace mmlab::cli {
+
+namespace {
+
+struct DataRow {
+  std::string folio, path, op;
+  double model_s = 0, native_s = 0;
+  long host_faults = 0;
+};
+
+// The CPU model's passes over a pre-faulted region: fill (memset through the
+// page tables), verifying read, write from and read into a user buffer.
+int data_passes(const FolioCase& c, uint64_t size, long repeats, NativeBuffer& nat, NativeBuffer& user,
+                std::vector<DataRow>* rows, FrameStoreInfo* store) {
+  int err = 0;
+  auto sys = bench_system(size + (256ull << 20), c, &err);
+  if (!sys) return err;
+  Process* p = sys->new_process("bench");
+  long raw = p->mmap(0, size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (raw < 0) return static_cast<int>(raw);
+  const uint64_t addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
+  if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
+  if (p->madvise(addr, size, MADV_POPULATE_WRITE)) return -ENOMEM;
+  bool ok = true;
+  auto fill = [&](long r) { ok &= p->fill(addr, static_cast<uint8_t>(r + 3), size).ok(); };
+  auto verify = [&](long r) {
+    int64_t bad = 0;
+    uint8_t found = 0;
+    ok &= p->read_expect(addr, static_cast<uint8_t>(r + 3), size, &bad, &found).ok() && bad < 0;
+  };
+  auto write = [&](long) { ok &= p->write(addr, user.data(), size).ok(); };
+  auto read = [&](long) { ok &= p->read(addr, user.data(), size).ok(); };
+  // Native: the same bytes, the same operations, on recycled memory.
+  auto nfill = [&](long r) { std::memset(nat.data(), static_cast<int>(r + 3), size); };
+  auto nverify = [&](long) {
+    if (nat.data()[0] != 0x5c) std::memset(nat.data(), 0x5c, size);  // the warm-up call: the bytes it expects
+    ok &= native_find_not(nat.data(), 0x5c, size) < 0;
+  };
+  auto ncopy_in = [&](long) { std::memcpy(nat.data(), user.data(), size); };
+  auto ncopy_out = [&](long) { std::memcpy(user.data(), nat.data(), size); };
+  for (const char* path : {"plain", "atomic"}) {
+    if (std::string(path) == "atomic") {
+      // A second thread moving bytes switches the System to atomic words.
+      std::thread t([&] {
+        uint8_t b;
+        ok &= p->read(addr, &b, 1).ok();
+      });
+      t.join();
+    }
+    struct Op {
+      const char* name;
+      std::function<void(long)> model, native;
+    } ops[] = {{"fill (write BYTE)", fill, nfill}, {"verifying read", verify, nverify},
+               {"write from a buffer", write, ncopy_in}, {"read into a buffer", read, ncopy_out}};
+    for (auto& op : ops) {
+      if (std::string(op.name) == "verifying read") fill(0);  // the bytes the warm-up pass expects
+      op.model(0);                                               // warm-up, discarded (and the native one)
+      op.native(0);
+      DataRow row{c.name, path, op.name};
+      const bool verifying = std::string(op.name) == "verifying read";
+      std::vector<double> t;
+      const long hf0 = host_faults_now();
+      for (long r = 0; r < repeats; r++) {
+        if (verifying) fill(r);  // untimed: the bytes the pass expects
+        const auto t0 = Clock::now();
+        op.model(r);
+        t.push_back(seconds_since(t0));
+      }
+      row.host_faults = host_faults_now() - hf0;
+      row.model_s = median_of(t);
+      row.native_s = time_median(repeats, op.native);
+      rows->push_back(row);
+    }
+  }
+  *store = sys->frame_store_info();
+  p->exit();
+  return ok ? 0 : -EFAULT;
+}
+
+}  // namespace
+
+int suite_data(const BenchOptions& o, Report* rep) {
+  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 64 : 256)) << 20;
+  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 7);
+  NativeBuffer nat(size), user(size);
+  if (!nat.data() || !user.data()) return 1;
+  std::vector<DataRow> rows;
+  FrameStoreInfo store;
+  for (const FolioCase& c : {kCases[0], kCases[2]}) {
+    progress(fmt::format("data {}", c.name));
+    if (int e = data_passes(c, size, repeats, nat, user, &rows, &store)) {
+      progress_done();
+      std::fprintf(stderr, "mmlab bench: data %s: %s\n", c.name, errno_name(e));
+      return 1;
+    }
+  }
+  progress_done();
+  rep->add(fmt::format("\n## bulk data through the CPU model: {} MiB pre-faulted, median of {} passes, beside the same "
+                       "native pass on a touched buffer\n\n",
+                       size >> 20, repeats));
+  rep->add("plain: memcpy/memset and a memcmp-class scan (one thread uses the System); atomic: relaxed 8-byte words "
+           "(after a second thread moved bytes). A verifying read compares every byte with the expected one; its native "
+           "pass is memcmp against a 4 KiB block of that byte.\n\n");
+  rep->add("| folio | path | pass | model ms | model GB/s | native ms | native GB/s | model / native bandwidth | host faults |\n"
+           "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+  const double gb = static_cast<double>(size) / 1e9;
+  for (auto& r : rows) {
+    rep->add(fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.0f}% | {}{} |\n", r.folio, r.path, r.op,
+                         r.model_s * 1e3, gb / r.model_s, r.native_s * 1e3, gb / r.native_s, 100 * r.native_s / r.model_s,
+                         r.host_faults, first_touch_note(r.host_faults, size / PAGE_SIZE)));
+    rep->json["data"][r.folio][r.path][r.op] = {
+        {"model_s", r.model_s}, {"native_s", r.native_s}, {"bytes", size}, {"host_faults", r.host_faults}};
+  }
+  rep->add("\n" + store_text(store) + "\n");
+  return 0;
+}
+
+}  // namespace mmlab::cli

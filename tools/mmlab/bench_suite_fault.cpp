@@ -1,0 +1,150 @@
+// The fault suite: fault-in of a region with 4K, 64K and 2M folios, split
+// into the zeroing (beside a native memset of the same bytes) and the
+// bookkeeping per fault (allocation, walk, rmap, LRU, statistics).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_model_common.h"
+#include "bench_modelled.h"
+#include "bench_report.h"
+#include "bench_stats.h"
+#include "bench_suites.h"
+#include "fmt/format.h"
+#include "gup_bench.h"
+#include "mmlab/system.h"
+
+// Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
+// include/mmlab/types.h declares the model's constants under the same names
+// (with the same values).
+#include <sys/mman.h>
+
+namespace mmlab::cli {
+
+namespace {
+
+struct FaultSample {
+  double seconds = 0;  // the fault-in loop
+  double zero_ns = 0;  // of which zeroing (a run with data timing on)
+  long pgtables_bytes = 0;
+  int64_t faults = 0;
+  long host_faults = 0;
+  FrameStoreInfo store;
+};
+
+// First touch of every page of `size`: one byte written per base page.
+FaultSample fault_in_once(const FolioCase& c, uint64_t size, DataTiming timing, int* err) {
+  auto sys = bench_system(size + (256ull << 20), c, err);
+  if (!sys) return {};
+  Process* p = sys->new_process("bench");
+  long raw = p->mmap(0, size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (raw < 0) {
+    *err = static_cast<int>(raw);
+    return {};
+  }
+  uint64_t addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
+  if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
+  int64_t faults0 = sys->vmstat("pgfault");
+  sys->set_data_timing(timing == DataTiming::kOn);
+  const long hf0 = host_faults_now();
+  const auto t0 = Clock::now();
+  for (uint64_t off = 0; off < size; off += PAGE_SIZE) {
+    uint8_t b = 1;
+    if (!p->write(addr + off, &b, 1).ok()) {
+      *err = -EFAULT;
+      return {};
+    }
+  }
+  FaultSample s;
+  s.seconds = seconds_since(t0);
+  s.host_faults = host_faults_now() - hf0;
+  s.zero_ns = static_cast<double>(sys->data_time_ns("zero"));
+  s.pgtables_bytes = p->pgtables_bytes();
+  s.faults = sys->vmstat("pgfault") - faults0;
+  s.store = sys->frame_store_info();
+  p->exit();
+  return s;
+}
+
+}  // namespace
+
+int suite_fault(const BenchOptions& o, Report* rep) {
+  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 256 : 1024)) << 20;
+  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
+  NativeBuffer native(size);
+  if (!native.data()) {
+    std::fprintf(stderr, "mmlab bench: fault: no native buffer of %llu MiB\n", static_cast<unsigned long long>(size >> 20));
+    return 1;
+  }
+  std::vector<std::vector<FaultSample>> samples(std::size(kCases));
+  std::vector<std::vector<double>> memset_s(std::size(kCases));
+  for (long r = -1; r < repeats; r++) {  // round -1: the warm-up, discarded
+    for (size_t i = 0; i < std::size(kCases); i++) {  // variants interleaved per repeat
+      progress(fmt::format("fault-in {} ({}/{})", kCases[i].name, r + 1, repeats));
+      int err = 0;
+      FaultSample s = fault_in_once(kCases[i], size, DataTiming::kOff, &err);
+      FaultSample z = err ? FaultSample{} : fault_in_once(kCases[i], size, DataTiming::kOn, &err);
+      if (err) {
+        progress_done();
+        std::fprintf(stderr, "mmlab bench: fault-in %s failed: %s\n", kCases[i].name, errno_name(err));
+        return 1;
+      }
+      s.zero_ns = z.zero_ns;
+      if (r >= 0) samples[i].push_back(s);
+    }
+    // Native: the same bytes, one memset per folio, as the kernel zeroes them.
+    for (size_t i = 0; i < std::size(kCases); i++) {
+      const uint64_t chunk = folio_bytes_of(kCases[i].name);
+      const auto t0 = Clock::now();
+      for (uint64_t off = 0; off < size; off += chunk) std::memset(native.data() + off, 0, chunk);
+      if (r >= 0) memset_s[i].push_back(seconds_since(t0));
+    }
+  }
+  progress_done();
+  const double pages = static_cast<double>(size / PAGE_SIZE);
+  rep->add(fmt::format("\n## fault-in: first touch of every page of {} MiB (median of {} runs; per-frame metadata {} bytes)\n\n",
+                       size >> 20, repeats, 64));
+  rep->add("Zeroing is timed inside the model in a second run of each case; bookkeeping = the rest of the fault-in "
+           "loop per fault (allocation, walk, rmap, LRU, statistics, the CPU model's access). Native memset: the same "
+           "bytes, one call per folio, on a buffer touched before.\n\n");
+  rep->add("| folio | median ms | ns/page | vs 4K | faults | zeroing ns/page | native memset ns/page | zeroing vs memset | "
+           "bookkeeping ns/fault | host faults | page tables |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  double base = 0;
+  for (size_t i = 0; i < std::size(kCases); i++) {
+    std::vector<double> t, z, hf;
+    for (auto& s : samples[i]) {
+      t.push_back(s.seconds);
+      z.push_back(s.zero_ns);
+      hf.push_back(static_cast<double>(s.host_faults));
+    }
+    const double m = median_of(t), mz = median_of(z);
+    const double native_ns_page = median_of(memset_s[i]) * 1e9 / pages;
+    const int64_t faults = samples[i].back().faults;
+    if (i == 0) base = m;
+    const double zero_page = mz / pages;
+    const double book = faults ? (m * 1e9 - mz) / static_cast<double>(faults) : 0;
+    const long host = static_cast<long>(median_of(hf));
+    rep->add(fmt::format("| {} | {:.2f} | {:.1f} | {:.2f}x | {} | {:.1f} | {:.1f} | {:.2f}x | {:.0f} | {}{} | {} KiB |\n",
+                         kCases[i].name, m * 1e3, m * 1e9 / pages, base / m, faults, zero_page, native_ns_page,
+                         native_ns_page > 0 ? zero_page / native_ns_page : 0.0, book, host,
+                         first_touch_note(host, size / PAGE_SIZE), samples[i].back().pgtables_bytes / 1024));
+    rep->json["fault"][kCases[i].name] = {{"median_s", m},
+                                          {"samples", t},
+                                          {"faults", faults},
+                                          {"zero_ns", mz},
+                                          {"native_memset_ns_per_page", native_ns_page},
+                                          {"bookkeeping_ns_per_fault", book},
+                                          {"host_faults", host},
+                                          {"pgtables_bytes", samples[i].back().pgtables_bytes}};
+  }
+  rep->add("\n" + store_text(samples.back().back().store) + "\n");
+  if (rep->profile) {
+    std::vector<int64_t> faults;
+    for (auto& s : samples) faults.push_back(s.back().faults);
+    modelled_fault_in(size, faults, rep);
+  }
+  return 0;
+}
+
+}  // namespace mmlab::cli

@@ -1,0 +1,54 @@
+// The scaling suite: cost as the work grows. GUP time per page over region
+// sizes, with a least-squares fit of get time against pages (linear is the
+// expectation).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_gup_table.h"
+#include "bench_stats.h"
+#include "bench_suites.h"
+#include "fmt/format.h"
+#include "gup_bench.h"
+
+namespace mmlab::cli {
+
+int suite_scaling(const BenchOptions& o, Report* rep) {
+  std::vector<uint64_t> sizes = o.quick ? std::vector<uint64_t>{4, 16, 64} : std::vector<uint64_t>{4, 16, 64, 256, 1024, 4096};
+  long r = o.repeats ? o.repeats : (o.quick ? 3 : 5);
+  rep->add("\n## scaling: pin_user_pages(FOLL_LONGTERM) of the whole region, per region size\n\n");
+  rep->add("| folio | variant | sizes (MiB) | ns/page per size | fit: us = a + b * pages | R^2 |\n|---|---|---|---|---|---:|\n");
+  for (const char* f : {"4K", "64K", "2M"}) {
+    for (const char* v : {"legacy", "batch"}) {
+      std::vector<double> xs, ys;
+      std::string per;
+      for (uint64_t mb : sizes) {
+        progress(fmt::format("scaling {} {} {} MiB", f, v, mb));
+        GupBenchConfig c = longterm(mb, -1, r, f);
+        c.variants = {{"gup.walk", v}};
+        c.quiet = true;
+        GupBenchResult res;
+        if (run_gup_bench(c, &res, [](const std::string&) {})) {
+          progress_done();
+          std::fprintf(stderr, "mmlab bench: scaling %s %s %llu MiB: %s\n", f, v, static_cast<unsigned long long>(mb), res.error.c_str());
+          return 1;
+        }
+        std::vector<double> g;
+        for (auto& it : res.iters) g.push_back(it.get_us);
+        double m = median_of(g);
+        xs.push_back(static_cast<double>(res.region_pages));
+        ys.push_back(m);
+        per += fmt::format("{}{:.2f}", per.empty() ? "" : " / ", m * 1000.0 / static_cast<double>(res.region_pages));
+        rep->json["scaling"][f][v][std::to_string(mb)] = g;
+      }
+      const LinearFit fit = linear_fit(xs, ys);
+      std::string mbs;
+      for (uint64_t mb : sizes) mbs += (mbs.empty() ? "" : ", ") + std::to_string(mb);
+      rep->add(fmt::format("| {} | {} | {} | {} | {:.1f} + {:.2f} ns * pages | {:.4f} |\n", f, v, mbs, per, fit.a, fit.b * 1000.0, fit.r2));
+    }
+  }
+  progress_done();
+  return 0;
+}
+
+}  // namespace mmlab::cli

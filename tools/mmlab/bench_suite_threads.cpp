@@ -1,0 +1,54 @@
+// The threads suite: split PTE locks should let two threads pinning disjoint
+// ranges of one process scale: 1 thread over the region against 2 threads
+// over its halves.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_gup_table.h"
+#include "bench_stats.h"
+#include "bench_suites.h"
+#include "fmt/format.h"
+#include "gup_bench.h"
+
+namespace mmlab::cli {
+
+int suite_threads(const BenchOptions& o, Report* rep) {
+  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
+  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  rep->add(fmt::format("\n## two threads pinning disjoint halves of {} MiB against one thread pinning all of it (get time of the slower thread)\n\n", mb));
+  rep->add("| folio | variant | 1 thread us | 2 threads us | speedup |\n|---|---|---:|---:|---:|\n");
+  for (const char* f : {"4K", "64K"}) {
+    for (const char* v : {"legacy", "batch"}) {
+      double wall[2];
+      for (int t = 1; t <= 2; t++) {
+        progress(fmt::format("threads {} {} x{}", f, v, t));
+        GupBenchConfig c = longterm(mb, 512, r, f);
+        c.variants = {{"gup.walk", v}};
+        c.threads = t;
+        c.split_threads = true;
+        c.quiet = true;
+        GupBenchResult res;
+        if (run_gup_bench(c, &res, [](const std::string&) {})) {
+          progress_done();
+          std::fprintf(stderr, "mmlab bench: threads: %s\n", res.error.c_str());
+          return 1;
+        }
+        // Per round, the slower thread's get time (thread start-up and join are not GUP work).
+        std::map<long, double> per_round;
+        for (auto& it : res.iters) per_round[it.repeat] = std::max(per_round[it.repeat], it.get_us);
+        std::vector<double> w;
+        for (auto& [rnd, us] : per_round) w.push_back(us);
+        wall[t - 1] = median_of(w);
+        rep->json["threads"][f][v][std::to_string(t)] = w;
+      }
+      rep->add(fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f}x |\n", f, v, wall[0], wall[1], wall[0] / wall[1]));
+    }
+  }
+  progress_done();
+  return 0;
+}
+
+}  // namespace mmlab::cli

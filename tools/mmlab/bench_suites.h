@@ -1,0 +1,44 @@
+// The `mmlab bench` suites (bench_suite_*.cpp), their options, and what they
+// share about folio sizes. cmd_bench.cpp runs them in the order asked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_report.h"
+
+namespace mmlab::cli {
+
+struct BenchOptions {
+  bool quick = false;
+  uint64_t size_mb = 0;  // 0: the suite's own size
+  long repeats = 0;      // 0: the suite's own count
+  std::vector<std::string> suites;
+  std::string out = "bench-out";
+  std::string profile;  // cost profile file, or empty
+  std::string corpus;   // the corpus suite's scenario file (default: the source tree's cow.mms)
+};
+
+// Bytes of a folio-size label: "4K", "64K", "2M".
+uint64_t folio_bytes_of(const std::string& label);
+
+// How every suite prepares the frame store, for the report.
+extern const char* const kFrameStorePreparation;
+
+// The model's own costs.
+int suite_fault(const BenchOptions& o, Report* rep);     // bench_suite_fault.cpp
+int suite_fork(const BenchOptions& o, Report* rep);      // bench_suite_fork.cpp
+int suite_data(const BenchOptions& o, Report* rep);      // bench_suite_data.cpp
+int suite_collapse(const BenchOptions& o, Report* rep);  // bench_suite_collapse.cpp
+int suite_corpus(const BenchOptions& o, Report* rep);    // bench_suite_corpus.cpp
+// GUP over the gup_test engine: the patch series' tables (bench_suite_gup.cpp).
+int suite_gup(const BenchOptions& o, Report* rep);
+int suite_unify(const BenchOptions& o, Report* rep);
+int suite_fast(const BenchOptions& o, Report* rep);
+int suite_ro_pin(const BenchOptions& o, Report* rep);
+int suite_sweep(const BenchOptions& o, Report* rep);
+int suite_scaling(const BenchOptions& o, Report* rep);  // bench_suite_scaling.cpp
+int suite_threads(const BenchOptions& o, Report* rep);  // bench_suite_threads.cpp
+
+}  // namespace mmlab::cli
