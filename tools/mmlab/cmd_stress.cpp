@@ -17,7 +17,7 @@ struct StressCli {
   uint64_t ops = 0;
   uint64_t seed = 1;
   uint64_t check_every = 1000;
-  std::string mix, types = "default", ram = "4G";
+  std::string mix, types = "default", ram = "4G", swap = "blkdev,file", movable;
   std::vector<std::string> variants;
   bool debug_vm = false, plant = false;
 };
@@ -102,6 +102,8 @@ std::string repro_line(const StressCli& o, const stress::Config& c) {
   for (const auto& v : o.variants) s += " --variants " + v;
   if (c.check_every != 1000) s += fmt::format(" --check-every {}", c.check_every);
   if (c.ram != (4ull << 30)) s += " --ram " + o.ram;
+  if (o.swap != "blkdev,file") s += " --swap " + o.swap;
+  if (!o.movable.empty()) s += " --movable " + o.movable;
   return s;
 }
 
@@ -119,7 +121,25 @@ int run_stress(StressCli o) {
     usage(fmt::format("--ram {}: expected a size that is a multiple of 4M (e.g. 4G)", o.ram));
     return 2;
   }
+  if (!o.movable.empty()) {
+    uint64_t m = 0;
+    if (!parse_size(o.movable, &m) || m % (4ull << 20) || m >= c.ram) {
+      usage(fmt::format("--movable {}: expected a multiple of 4M below --ram (or 0)", o.movable));
+      return 2;
+    }
+    c.movable = static_cast<int64_t>(m);
+  }
+  c.swap_blkdev = c.swap_file = false;
+  for (const std::string& tok : split(o.swap, ',')) {
+    if (tok == "blkdev") c.swap_blkdev = true;
+    else if (tok == "file") c.swap_file = true;
+    else if (tok != "none") {
+      usage(fmt::format("--swap: unknown swap device '{}' (expected blkdev, file, both as blkdev,file, or none)", tok));
+      return 2;
+    }
+  }
   if (c.ops == 0 && c.seconds <= 0) c.seconds = 10;
+  c.on_hang = [line = repro_line(o, c)] { std::printf("reproduce: %s\nFAILED\n", line.c_str()); };
   stress::Result r;
   std::string err;
   if (!stress::run(c, &r, &err)) {
@@ -169,6 +189,8 @@ void add_stress(CLI::App& app) {
   sub->add_option("--variants", o->variants,
                   "tune KEY=VALUE,... switched between at random (default gup.walk=all gup.fast=all; 'none' switches nothing)");
   sub->add_option("--ram", o->ram, "simulated RAM (default 4G)");
+  sub->add_option("--movable", o->movable, "ZONE_MOVABLE size, where FOLL_LONGTERM pins migrate from (default a quarter of --ram; 0: none)");
+  sub->add_option("--swap", o->swap, "swap devices: blkdev,file (default), blkdev, file or none");
   sub->add_flag("--debug-vm", o->debug_vm, "run the checker after every operation (also MMLAB_DEBUG_VM=all)");
   sub->add_flag("--plant-corruption", o->plant, "test only: change one byte behind the tracker's back (the run must fail)")
       ->group("");

@@ -13,7 +13,9 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -93,10 +95,13 @@ class Worker {
   }
   void teardown();
   void verify_all(const char* when);
+  void plant_corruption();
   std::vector<std::unique_ptr<Region>> regions;
   uint64_t ops[kNrOps] = {};
   std::map<std::string, uint64_t> errors;
   uint64_t quota = 0, done = 0;
+  std::atomic<uint64_t> progress{0};   // operations finished, for the watchdog
+  std::atomic<int> current{-1};        // the operation in progress (-1: none)
 
  private:
   void one_op();
@@ -138,7 +143,6 @@ struct Shared {
   bool khugepaged = false;
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> stop{false};
-  std::atomic<bool> planted{false};
   std::mutex mu;  // guards the result's vectors below
   Result* res;
   uint64_t mismatches_kept = 0;
@@ -290,11 +294,17 @@ void Worker::op_write() {
     r->val[k] = v;
     r->lazy[k] = 0;
   }
-  if (s_->cfg->plant_corruption && !s_->planted.exchange(true)) {
-    // The planted bug: a byte changes behind the tracker's back.
-    const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE + 100;
-    (void)s_->parent->fill(a, static_cast<uint8_t>(r->val[i] ^ 0xff), 1);
-  }
+}
+
+// The planted bug (--plant-corruption): one byte of a tracked page changes
+// behind the tracker's back, through the page tables as any CPU store.
+void Worker::plant_corruption() {
+  Region* r = pick_region();
+  const uint64_t i = rnd(r->pages());
+  const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE + 100;
+  (void)s_->parent->mprotect(r->addr.load(std::memory_order_relaxed), r->type->len, PROT_READ | PROT_WRITE);
+  (void)s_->parent->fill(a, static_cast<uint8_t>(r->val[i] ^ 0xff), 1);
+  r->ro = false;
 }
 
 const GupEntry kEntries[] = {GupEntry::kGetUserPages,         GupEntry::kGetUserPagesFast,
@@ -538,6 +548,7 @@ void Worker::op_variant() {
 void Worker::one_op() {
   const Op op = pick_op();
   ops[op]++;
+  current.store(static_cast<int>(op), std::memory_order_relaxed);
   switch (op) {
     case kRead: op_read(); break;
     case kWrite: op_write(); break;
@@ -556,6 +567,8 @@ void Worker::one_op() {
     case kVariant: op_variant(); break;
     case kNrOps: break;
   }
+  current.store(-1, std::memory_order_relaxed);
+  progress.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Worker::verify_all(const char* when) {
@@ -598,7 +611,8 @@ int set_up_system(Shared* s, std::string* err) {
   const Config& cfg = *s->cfg;
   SystemConfig sc;
   sc.ram_bytes = cfg.ram;
-  sc.movable_bytes = round_down(cfg.ram / 4, 4ull << 20);  // FOLL_LONGTERM pins migrate out of ZONE_MOVABLE
+  // FOLL_LONGTERM pins migrate their pages out of ZONE_MOVABLE.
+  sc.movable_bytes = cfg.movable < 0 ? round_down(cfg.ram / 4, 4ull << 20) : static_cast<uint64_t>(cfg.movable);
   int e = 0;
   s->sys = System::create(sc, &e);
   if (!s->sys) {
@@ -613,11 +627,11 @@ int set_up_system(Shared* s, std::string* err) {
   (void)sys->sysfs_write("transparent_hugepage/khugepaged/alloc_sleep_millisecs", "0");
   // Swap on a block device (large folios swap out whole) and on a file
   // (split first): the block device is small so that swap spills to the file.
-  if (int r = sys->add_swap(16ull << 20, SwapKind::kBlkdev); r < 0) {
+  if (int r = cfg.swap_blkdev ? sys->add_swap(16ull << 20, SwapKind::kBlkdev) : 0; r < 0) {
     *err = fmt::format("swap on a block device: {}", errno_name(-r));
     return -1;
   }
-  if (int r = sys->add_swap(cfg.ram / 8, SwapKind::kFile); r < 0) {
+  if (int r = cfg.swap_file ? sys->add_swap(cfg.ram / 8, SwapKind::kFile) : 0; r < 0) {
     *err = fmt::format("swap on a file: {}", errno_name(-r));
     return -1;
   }
@@ -717,10 +731,38 @@ bool run(const Config& cfg, Result* out, std::string* err) {
       }
     });
   }
+  // A thread that makes no progress for kHangSeconds is a hang in the
+  // model: report where each thread is and end the process (the stuck
+  // thread cannot be unwound).
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&s, &finished] {
+    constexpr int kHangSeconds = 60;
+    std::vector<uint64_t> last(s.workers.size(), 0);
+    std::vector<int> still(s.workers.size(), 0);
+    while (!finished.load()) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      for (size_t t = 0; t < s.workers.size(); t++) {
+        Worker* w = s.workers[t].get();
+        const uint64_t p = w->progress.load(std::memory_order_relaxed);
+        const int cur = w->current.load(std::memory_order_relaxed);
+        still[t] = (p == last[t] && cur >= 0) ? still[t] + 1 : 0;
+        last[t] = p;
+        if (still[t] < kHangSeconds) continue;
+        std::fprintf(stdout, "HANG: thread %zu made no progress for %d s in operation '%s' (after %llu operations)\n", t,
+                     kHangSeconds, kOpNames[cur], static_cast<unsigned long long>(p));
+        if (s.cfg->on_hang) s.cfg->on_hang();
+        std::fflush(stdout);
+        std::_Exit(1);
+      }
+    }
+  });
   for (auto& t : threads) t.join();
+  finished = true;
+  watchdog.join();
   out->elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   if (s.khugepaged) s.sys->stop_khugepaged_thread();
 
+  if (cfg.plant_corruption) s.workers[0]->plant_corruption();
   for (auto& w : s.workers) w->verify_all("final sweep");
   for (unsigned op = 0; op < kNrOps; op++) {
     uint64_t n = 0;

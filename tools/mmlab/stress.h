@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,9 +27,13 @@ struct Config {
   std::vector<std::string> types;                              // memory types to run
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;  // tune key -> values switched between
   uint64_t ram = 4ull << 30;
+  bool swap_blkdev = true, swap_file = true;  // the swap devices to add
+  int64_t movable = -1;  // ZONE_MOVABLE bytes (-1: a quarter of ram)
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
   bool plant_corruption = false;
+  // Called before the process ends on a hang (prints the reproduction line).
+  std::function<void()> on_hang;
 };
 
 struct Result {
