@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -153,7 +154,10 @@ class System {
   System() = default;
   friend class Process;
   std::unique_ptr<Kernel> k_;
-  std::vector<std::unique_ptr<Process>> procs_;
+  // Registers a new process; fork() may run on several threads at once.
+  Process* add_process(std::unique_ptr<Mm> mm, const std::string& name);
+  std::vector<std::unique_ptr<Process>> procs_;  // under procs_lock_ once threads run
+  mutable std::mutex procs_lock_;
   std::unique_ptr<std::atomic<uint64_t>> clock_;  // virtual ns
   std::unique_ptr<Khugepaged> khugepaged_;
 };

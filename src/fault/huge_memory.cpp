@@ -60,8 +60,9 @@ uint64_t __thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type,
     return 0;
   }
   // Page faults (and smaps) allow a VMA without an anon_vma yet: the first
-  // fault attaches one. Collapse needs it.
-  if (!vma->anon_vma) return (smaps || in_pf) ? orders : 0;
+  // fault attaches one. Collapse needs it. A fault under the per-VMA lock
+  // may be attaching it meanwhile (anon_vma_prepare publishes it atomically).
+  if (!std::atomic_ref<AnonVma* const>(vma->anon_vma).load(std::memory_order_acquire)) return (smaps || in_pf) ? orders : 0;
   return orders;
 }
 

@@ -178,10 +178,7 @@ Process* Process::fork(const std::string& child_name) {
   if (!mm_) return nullptr;
   std::unique_ptr<Mm> mm = dup_mm(mm_.get());
   if (!mm) return nullptr;  // -ENOMEM
-  const int id = mm->mm_id;
-  std::string n = child_name.empty() ? fmt::format("p{}", id) : child_name;
-  sys_->procs_.push_back(std::unique_ptr<Process>(new Process(sys_, std::move(mm), n, id)));
-  return sys_->procs_.back().get();
+  return sys_->add_process(std::move(mm), child_name);
 }
 
 long Process::mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off) {

@@ -72,13 +72,21 @@ System::~System() {
 Process* System::new_process(const std::string& name) {
   auto mm = mm_alloc(k_.get());
   if (!mm) return nullptr;
+  return add_process(std::move(mm), name);
+}
+
+Process* System::add_process(std::unique_ptr<Mm> mm, const std::string& name) {
   const int id = mm->mm_id;
   std::string n = name.empty() ? fmt::format("p{}", id) : name;
-  procs_.push_back(std::unique_ptr<Process>(new Process(this, std::move(mm), n, id)));
-  return procs_.back().get();
+  auto p = std::unique_ptr<Process>(new Process(this, std::move(mm), n, id));
+  Process* raw = p.get();
+  std::lock_guard<std::mutex> g(procs_lock_);
+  procs_.push_back(std::move(p));
+  return raw;
 }
 
 std::vector<Process*> System::processes() const {
+  std::lock_guard<std::mutex> g(procs_lock_);
   std::vector<Process*> v;
   for (auto& p : procs_) v.push_back(p.get());
   return v;

@@ -1,0 +1,58 @@
+// `mmlab stress`: threads that run a random mix of mm operations at once on
+// the same processes, with a data tracker that knows every page's expected
+// content and the invariant checker at stop-the-world points (docs/STRESS.md).
+// A consumer of the public API only (include/mmlab/system.h, gup.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mmlab::stress {
+
+// The operation kinds, in the order they are reported.
+std::vector<std::string> op_kinds();
+// The memory types, in the order they are reported ("anon-16K", "thp", ...).
+std::vector<std::string> type_names();
+
+struct Config {
+  unsigned threads = 4;
+  double seconds = 0;           // stop after this long (0: no limit)
+  uint64_t ops = 0;             // stop after this many operations in all (0: no limit)
+  uint64_t seed = 1;
+  uint64_t check_every = 1000;  // operations per thread between stop-the-world checks
+  std::map<std::string, unsigned> mix;                         // kind -> weight (every kind present)
+  std::vector<std::string> types;                              // memory types to run
+  std::vector<std::pair<std::string, std::vector<std::string>>> variants;  // tune key -> values switched between
+  uint64_t ram = 4ull << 30;
+  bool swap_blkdev = true, swap_file = true;  // the swap devices to add
+  int64_t movable = -1;  // ZONE_MOVABLE bytes (-1: a quarter of ram)
+  // Test-only: once, behind the tracker's back, change one byte of a page
+  // the tracker knows (a planted bug the run must report).
+  bool plant_corruption = false;
+  // Called before the process ends on a hang (prints the reproduction line).
+  std::function<void()> on_hang;
+};
+
+struct Result {
+  std::map<std::string, uint64_t> ops;     // kind -> operations run
+  std::map<std::string, uint64_t> errors;  // "kind: ERRNO" -> calls that returned it (expected outcomes)
+  std::map<std::string, std::string> not_run;  // type or operation -> why it did not run
+  std::vector<std::string> violations;     // checker findings and model warnings
+  std::vector<std::string> mismatches;     // data-tracker findings (first ones in full)
+  uint64_t nr_mismatches = 0;
+  uint64_t checks = 0;                     // stop-the-world checker runs
+  uint64_t frames_leaked = 0;              // frames in use after every process exited
+  long khugepaged_full_scans = 0, khugepaged_collapsed = 0;
+  std::map<std::string, int64_t> stats;    // selected vmstat/mTHP statistics
+  double elapsed_s = 0;
+  uint64_t total_ops() const;
+  bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0; }
+};
+
+// Run; false (and *err) when the System cannot be set up as configured.
+bool run(const Config& cfg, Result* out, std::string* err);
+
+}  // namespace mmlab::stress
