@@ -350,7 +350,7 @@ void Worker::op_pin() {
       r->lazy[pg] = 0;
     }
   }
-  gp.release(dirty);
+  gp.release(dirty ? Dirty::kYes : Dirty::kNo);
   for (long k = 0; k < ret; k++) {
     const uint64_t pg = i + static_cast<uint64_t>(k);
     check_page(s_->parent, r, pg, r->val[pg], r->lazy[pg], dirty ? "read after device write" : "read after pin");
@@ -400,7 +400,7 @@ void Worker::op_pin_fork() {
   }
   const uint8_t v = new_byte();
   (void)gp.fill(0, v, PAGE_SIZE);
-  gp.release(true);
+  gp.release(Dirty::kYes);
   r->val[i] = v;
   check_page(s_->parent, r, i, v, false, "parent after write through a pin held across fork");
   check_page(child, r, i, is_private(r->type->backing) ? old : v, false, "child after write through the parent's pin");
