@@ -15,7 +15,7 @@
 
 namespace mmlab {
 
-struct Stats;
+class Stats;
 
 HugetlbState* hugetlb_state(Kernel* k);
 unsigned hstate_index(unsigned order);
