@@ -95,11 +95,17 @@ bool try_to_migrate_one(Folio* folio, Vma* vma) {
                           [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) { return try_to_migrate_pte(folio, w, b); });
 }
 
-// unmap_folio: try_to_migrate over the locked anon_vma.
-void unmap_folio(Folio* folio, AnonVma* av) REQUIRES(av->rwsem) {
+}  // namespace
+
+void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem) {
   rmap_walk_locked(av, {.rmap_one = [folio](Vma* vma) { return try_to_migrate_one(folio, vma); },
                         .done = [folio] { return !folio_mapped(folio); }});
 }
+
+namespace {
+
+// unmap_folio: try_to_migrate over the locked anon_vma.
+void unmap_folio(Folio* folio, AnonVma* av) REQUIRES(av->rwsem) { try_to_migrate(folio, av); }
 
 // try_to_map_unused_to_zeropage: a zero-filled order-0 page of a split folio
 // is mapped by the shared zero page instead (and so freed).
@@ -117,15 +123,18 @@ bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t o
 }
 
 // remove_migration_pte for one entry the walk found: it becomes a PTE of the
-// page's (new) folio, or of the zero page.
-void remove_migration_pte(PageVmaMappedWalk* pvmw, bool map_unused_to_zeropage) {
+// page at the same index of dst (a migration), of the page's own (new) folio
+// (dst null: a split, or a migration undone), or of the zero page.
+void remove_migration_pte(PageVmaMappedWalk* pvmw, Folio* dst, bool map_unused_to_zeropage) {
   Vma* vma = pvmw->vma;
   const uint64_t a = pvmw->address;
   pte_t* pte = pvmw->pte;
   const pte_t old = ptep_get(pte);
   const swp_entry_t entry = pte_to_swp_entry(old);
-  const pfn_t pfn = swp_offset_pfn(entry);
-  Page* page = vma->vm_mm->phys->pfn_to_page(pfn);
+  PhysMem* phys = vma->vm_mm->phys;
+  Page* page = dst ? folio_page(dst, static_cast<long>(swp_offset_pfn(entry) - pvmw->pfn))
+                   : phys->pfn_to_page(swp_offset_pfn(entry));
+  const pfn_t pfn = phys->page_to_pfn(page);
   Folio* folio = page_folio(page);
   if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) return;
   folio_get(folio);
@@ -142,30 +151,40 @@ void remove_migration_pte(PageVmaMappedWalk* pvmw, bool map_unused_to_zeropage) 
 }
 
 // remove_migration_ptes on one VMA: every migration entry pointing into
-// [fpfn, fpfn + nr) (the folio before the split) is replaced. Returns how
-// many it replaced.
-long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage) {
+// [fpfn, fpfn + nr) (the folio before the split or migration) is replaced.
+// Returns how many it replaced.
+long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
+                               bool map_unused_to_zeropage) {
   PageVmaMappedWalk pvmw{.pfn = fpfn, .nr_pages = nr, .pgoff = index, .vma = vma, .flags = PVMW_MIGRATION};
   long restored = 0;
   page_vma_mapped_walk(&pvmw, [&](PageVmaMappedWalk* w) {
-    remove_migration_pte(w, map_unused_to_zeropage);
+    remove_migration_pte(w, dst, map_unused_to_zeropage);
     restored++;
     return true;
   });
   return restored;
 }
 
-// remap_page: put back every mapping unmap_folio() took away.
-void remap_page(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage)
-    REQUIRES(av->rwsem) {
+}  // namespace
+
+void remove_migration_ptes(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
+                           bool map_unused_to_zeropage) REQUIRES_SHARED(av->rwsem) {
   for (;;) {
     long restored = 0;
     rmap_walk_locked(av, {.rmap_one = [&](Vma* vma) {
-      restored += remove_migration_ptes_vma(vma, fpfn, index, nr, map_unused_to_zeropage);
+      restored += remove_migration_ptes_vma(vma, fpfn, index, nr, dst, map_unused_to_zeropage);
       return true;
     }});
     if (!restored) break;
   }
+}
+
+namespace {
+
+// remap_page: put back every mapping unmap_folio() took away.
+void remap_page(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage)
+    REQUIRES(av->rwsem) {
+  remove_migration_ptes(av, fpfn, index, nr, nullptr, map_unused_to_zeropage);
 }
 
 // __split_unmapped_folio to order 0 for a frozen, unmapped anonymous folio:

@@ -74,6 +74,10 @@ struct Kernel {
   // before the PTE lock is taken again to re-validate.
   enum class WpCopyPoint : uint8_t { kEnter, kBeforeRevalidate };
   std::function<void(WpCopyPoint)> wp_copy_hook;
+  // Called by the long-term-pin migration (mm/migrate.cpp) with the folio
+  // locked, its mappings replaced by migration entries and no other lock
+  // held by it, where the kernel's migration may sleep before the copy.
+  std::function<void(Folio*)> migrate_hook;
   // Fault injection for the write-fault allocation of a large folio
   // (should_fail_alloc_page, the kernel's fail_page_alloc) and for its
   // memory-cgroup charge (the model has no memcg: a charge never fails

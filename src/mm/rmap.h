@@ -138,6 +138,20 @@ void rmap_walk_locked(AnonVma* av, const RmapWalkControl& rwc) REQUIRES_SHARED(a
 // for a folio without one.
 void rmap_walk(Folio* folio, const RmapWalkControl& rwc);
 
+// Migration entries of anonymous folios (mm/rmap.c try_to_migrate,
+// mm/migrate.c remove_migration_ptes; defined in mm/huge_split.cpp).
+// try_to_migrate: every mapping of the locked folio in av's VMAs becomes a
+// migration entry (PMD mappings split first); it stops at a page that may be
+// pinned, leaving the folio mapped.
+void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem);
+// remove_migration_ptes: every migration entry into [fpfn, fpfn + nr) (linear
+// index `index`) in av's VMAs maps the page at the same index of dst again,
+// or its own page when dst is null; repeated until a pass finds none, so that
+// an entry a concurrent fork or mremap copied or moved into a VMA already
+// walked is not left behind.
+void remove_migration_ptes(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
+                           bool map_unused_to_zeropage) REQUIRES_SHARED(av->rwsem);
+
 // The entries of one folio that try_to_unmap_one or try_to_migrate_one
 // replaced within one PTE table. Consecutive pages lose their rmap and
 // references together (one folio_remove_rmap_ptes()), so that unmapping a

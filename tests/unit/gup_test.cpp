@@ -3,6 +3,7 @@
 // GUP-fast, FOLL_DUMP, FOLL_LONGTERM migration, and races.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -359,6 +360,94 @@ TEST_F(GupMovableTest, LongtermPinMigratesOutOfMovableZone) {
   ASSERT_EQ(pin(b, 1, 0, pg), 1);
   EXPECT_EQ(phys->page_zonenum(pg[0]), ZONE_MOVABLE);
   unpin_user_page(pg[0]);
+}
+
+// pin_user_pages_unlocked (as GUP-fast's slow fallback) migrates what may
+// not be pinned long-term after dropping the mmap_lock: other threads of the
+// process can fork, zap or mremap meanwhile. Kernel::migrate_hook runs
+// `action` on another thread (its own lock context) at the point where every
+// mapping of the folio is a migration entry, so the interleaving is fixed.
+class GupMigrateRaceTest : public GupMovableTest {
+ protected:
+  void during_migration(std::function<void()> action) {
+    sys->kernel()->migrate_hook = [this, action](Folio*) {
+      std::function<void()> once = action;
+      sys->kernel()->migrate_hook = nullptr;  // destroys this closure: use only `once` below
+      std::thread t(once);
+      t.join();
+    };
+  }
+  long pin_unlocked(uint64_t a, long n, std::vector<Page*>& pages) {
+    pages.assign(static_cast<size_t>(n), nullptr);
+    return pin_user_pages_unlocked(mm(), a, n, pages.data(), FOLL_LONGTERM);
+  }
+  ZoneType zone_at(Process* q, uint64_t a) {
+    PhysMem* phys = sys->kernel()->phys.get();
+    return phys->page_zonenum(phys->pfn_to_page(entry_at(q, a).pfn));
+  }
+};
+
+TEST_F(GupMigrateRaceTest, ForkDuringMigrationCopiesEntriesThatAreRestored) {
+  uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 0x5c, PAGE_SIZE).ok());
+  // The process forks while its page is a migration entry: the child
+  // inherits the entry, which the migration must replace there too.
+  Process* child = nullptr;
+  during_migration([&] { child = p->fork(); });
+  std::vector<Page*> pg;
+  ASSERT_EQ(pin_unlocked(a, 1, pg), 1);
+  ASSERT_TRUE(child);
+  for (Process* q : {p, child}) {
+    ASSERT_EQ(entry_at(q, a).level, 1);
+    ASSERT_FALSE(entry_at(q, a).swap) << "a migration entry was left behind";
+    EXPECT_EQ(zone_at(q, a), ZONE_NORMAL);
+  }
+  // The retry found the page shared with the child: the R/O long-term pin
+  // unshared it (a copy, migrated in turn), so only the parent maps the pin.
+  EXPECT_EQ(entry_at(p, a).pfn, sys->kernel()->phys->page_to_pfn(pg[0]));
+  EXPECT_NE(entry_at(child, a).pfn, entry_at(p, a).pfn);
+  EXPECT_EQ(sys->vmstat("pgmigrate_success"), 2);
+  expect_bytes(child, a, PAGE_SIZE, 0x5c);
+  unpin_user_pages(pg.data(), 1);
+  expect_bytes(p, a, PAGE_SIZE, 0x5c);
+}
+
+TEST_F(GupMigrateRaceTest, ZapDuringMigrationLeavesNothingBehind) {
+  uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 0x6d, 2 * PAGE_SIZE).ok());
+  // MADV_DONTNEED drops a page while it is a migration entry: the migration
+  // must neither map the new folio there nor keep a reference for it; the
+  // pin then faults a new page in (and migrates that).
+  during_migration([&] { EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0); });
+  std::vector<Page*> pg;
+  ASSERT_EQ(pin_unlocked(a, 2, pg), 2);
+  for (uint64_t off : {uint64_t{0}, PAGE_SIZE}) {
+    ASSERT_EQ(entry_at(a + off).level, 1);
+    ASSERT_FALSE(entry_at(a + off).swap) << "a migration entry was left behind";
+    EXPECT_EQ(zone_at(p, a + off), ZONE_NORMAL);
+  }
+  for (Page* q : pg) EXPECT_EQ(folio_ref_count(page_folio(q)), 1 + GUP_PIN_COUNTING_BIAS);
+  unpin_user_pages(pg.data(), 2);
+  expect_bytes(p, a, PAGE_SIZE, 0);
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 0x6d);
+}
+
+TEST_F(GupMigrateRaceTest, MremapDuringMigrationMovesEntriesThatAreRestored) {
+  uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  uint64_t b = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 0x7e, 2 * PAGE_SIZE).ok());
+  // mremap moves the migration entries to b while the folio is unmapped.
+  during_migration([&] {
+    EXPECT_EQ(p->mremap(a, 2 * PAGE_SIZE, 2 * PAGE_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, b), static_cast<long>(b));
+  });
+  std::vector<Page*> pg;
+  (void)pin_unlocked(a, 1, pg);  // a is gone after the retry: -EFAULT, or 1 if it raced differently
+  if (pg[0]) unpin_user_pages(pg.data(), 1);
+  for (uint64_t off : {uint64_t{0}, PAGE_SIZE}) {
+    ASSERT_EQ(entry_at(b + off).level, 1);
+    ASSERT_FALSE(entry_at(b + off).swap) << "a migration entry was left behind";
+  }
+  expect_bytes(p, b, 2 * PAGE_SIZE, 0x7e);
 }
 
 TEST_F(GupTest, FastPinRacesWithDontneedMunmapAndSplit) {
