@@ -39,7 +39,8 @@ void migrate_folio_state(Kernel* k, Folio* dst, Folio* src) {
 
 // Returns 0 when the folio was moved (or freed meanwhile), -ENOMEM or -EBUSY.
 int migrate_longterm_unpinnable_folio(Folio* src) {
-  if (!folio_test_anon(src)) return -EBUSY;  // file folios: not modelled (see docs/NOTES.md)
+  // File and hugetlb folios: not modelled (see docs/NOTES.md).
+  if (!folio_test_anon(src) || folio_test_hugetlb(src)) return -EBUSY;
   Kernel* k = kernel_of(&src->page);
   PhysMem* phys = k->phys.get();
   const unsigned order = folio_order(src);
