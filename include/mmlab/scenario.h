@@ -114,6 +114,10 @@ struct ScenarioOptions {
   int jobs = 1;
   uint64_t mem_budget = 0;
   bool times = false;  // a "# time" comment line per test and a total
+  // `--debug-vm` (or MMLAB_DEBUG_VM=all): the model's invariant checker
+  // after every statement, not only at the end of each test; a violation
+  // fails the test at the statement that made it.
+  bool debug_vm = false;
 };
 
 // Runs the tests, printing TAP to `tap` in file order as they finish (plan

@@ -110,6 +110,8 @@ class ModelRun final : public TestRun {
     std::vector<std::string> all = sys_->warnings();
     std::vector<std::string> fresh(all.begin() + static_cast<long>(std::min(warnings_seen_, all.size())), all.end());
     warnings_seen_ = all.size();
+    if (opt_.debug_vm)
+      for (auto& v : check_now().violations) fresh.push_back("invariant checker: " + v.invariant + " at " + v.where);
     return fresh;
   }
 
@@ -248,10 +250,14 @@ class ModelRun final : public TestRun {
     dump_range(proc(st, s.proc), addr(st, s.addr), s.size, &d.pages, &d.holes);
     dumps_[s.dump] = d;
   }
-  void run(const Stmt& st, const stmt::Check&) {
-    std::map<uint64_t, long> refs;  // what the handles hold is not a leak
+  // The checker mid-test: what the GUP handles hold is not a leak.
+  CheckReport check_now() {
+    std::map<uint64_t, long> refs;
     for (auto& [n, h] : handles_) h.pages.add_refs(&refs);
-    CheckReport r = sys_->check_with_refs(refs);
+    return sys_->check_with_refs(refs);
+  }
+  void run(const Stmt& st, const stmt::Check&) {
+    CheckReport r = check_now();
     if (!r.ok())
       violation(st, fmt::format("invariant checker: {} at {}{}", r.violations.front().invariant, r.violations.front().where,
                                 r.violations.size() > 1 ? fmt::format(" (and {} more)", r.violations.size() - 1) : ""));

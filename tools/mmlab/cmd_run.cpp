@@ -1,4 +1,5 @@
 // `mmlab run FILE...`: run .mms scenarios and report in kselftest TAP.
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -16,7 +17,7 @@ struct RunOptions {
   std::vector<std::string> variants;
   std::string backend = "model";
   std::vector<std::string> fake_probes;
-  bool tap = false, times = false;
+  bool tap = false, times = false, debug_vm = false;
   ParallelCli par;
 };
 
@@ -25,6 +26,8 @@ int run_run(const RunOptions& o) {
   so.filter = o.filter;
   so.backend = o.backend == "host" ? Backend::kHost : Backend::kModel;
   so.times = o.times;
+  const char* env = std::getenv("MMLAB_DEBUG_VM");
+  so.debug_vm = o.debug_vm || (env && std::string(env) == "all");
   if (!parse_parallel_options("run", o.par, &so.jobs, &so.ram_bytes, &so.mem_budget)) return 2;
   for (auto& v : o.variants) {
     auto eq = v.find('=');
@@ -112,6 +115,8 @@ void add_run(CLI::App& app) {
                   "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
   sub->add_flag("--times", o->times, "a '# time' comment line after each test, and the total");
+  sub->add_flag("--debug-vm", o->debug_vm,
+                "model: run the invariant checker after every statement, not only at each test's end (also MMLAB_DEBUG_VM=all)");
   add_parallel_options(sub, &o->par);
   register_action(sub, [o] { return run_run(*o); });
 }
