@@ -185,11 +185,10 @@ namespace {
 size_t variant_rank(const std::string& name) {
   size_t rank = 0;
   for (const char* key : {"gup.walk", "gup.fast"}) {
-    std::string vals = tune_values_text(key) + "|";
-    size_t pos = 0, i = 0;
-    for (size_t bar; (bar = vals.find('|', pos)) != std::string::npos; pos = bar + 1, i++)
-      if (vals.substr(pos, bar - pos) == name) return rank + i;
-    rank += 100;
+    const std::vector<std::string> vals = tune_values(key);
+    auto it = std::find(vals.begin(), vals.end(), name);
+    if (it != vals.end()) return rank + static_cast<size_t>(it - vals.begin());
+    rank += vals.size();
   }
   return rank;
 }
@@ -241,6 +240,12 @@ GupBenchConfig longterm(uint64_t mb, long n, long r, const std::string& folio) {
     c.sysfs.push_back({"transparent_hugepage/hugepages-64kB/enabled", "always"});
   }
   return c;
+}
+
+std::vector<std::string> variants_from_default(const std::string& key) {
+  std::vector<std::string> all = tune_values(key);
+  auto from = std::find(all.begin(), all.end(), tune_default(key));
+  return {from == all.end() ? all.begin() : from, all.end()};
 }
 
 void walk_variants(GupBenchConfig* c, std::vector<std::string> vs) {

@@ -75,6 +75,10 @@ PlotPoint speedup_point(double x, const std::vector<double>& base, const std::ve
 // MADV_HUGEPAGE, n pages per call (-1: the whole region), r repeats, with
 // the sysfs settings that give `folio` ("4K", "64K", "2M") folios.
 GupBenchConfig longterm(uint64_t mb, long n, long r, const std::string& folio);
+// The values of a tune key from its default (the v6.18 baseline) on, in
+// registration order: the baseline and every proposed variant (gup.walk's
+// v6.5, registered before its default, is the unify suite's alone).
+std::vector<std::string> variants_from_default(const std::string& key);
 // Adds one gup.walk variant per name.
 void walk_variants(GupBenchConfig* c, std::vector<std::string> vs);
 

@@ -1,9 +1,10 @@
 // The GUP suites that reproduce a patch series' tables over the gup_test
 // engine, the variants interleaved per repeat:
 //   gup     gup-batch-follow-page-mask v5 (patches 7 and 8): gup_test -L -m 256
-//           -n 65536 -r 16 -t on 4K, 64K mTHP and 2M THP, legacy / walk / batch / batch-ro
+//           -n 65536 -r 16 -t on 4K, 64K mTHP and 2M THP, every gup.walk value
+//           from legacy on (legacy / walk / batch / batch-ro, and any added)
 //   unify   gup-unify-hugetlb-speed-up-thp: -m 512 -t -L -n 1024, v6.5 vs legacy
-//   fast    GUP-fast (-u, -a) on 64K mTHP, gup.fast legacy vs batch
+//   fast    GUP-fast (-u, -a) on 4K and 64K mTHP, every gup.fast value
 //   ro-pin  R/O long-term pins of read-only 64K mTHP: batch vs batch-ro
 //   sweep   pages per call 1, 16, 64, 123, 512 and the whole region
 #include <algorithm>
@@ -49,7 +50,7 @@ int suite_gup(const BenchOptions& o, Report* rep) {
   std::vector<GupRow> rows;
   for (const char* f : {"4K", "64K", "2M"}) {
     GupBenchConfig c = longterm(mb, -1, r, f);
-    walk_variants(&c, {"legacy", "walk", "batch", "batch-ro"});
+    walk_variants(&c, variants_from_default("gup.walk"));
     rows.push_back({fmt::format("{} -L -m {} -n {}", f, mb, c.nr_per_call), c, batch_series_figures(f), f, f});
   }
   std::vector<RowResult> res;
@@ -93,7 +94,7 @@ int suite_fast(const BenchOptions& o, Report* rep) {
     for (const char* f : {"4K", "64K"}) {
       GupBenchConfig c = longterm(mb, -1, r, f);
       c.cmd = cmd;
-      c.variants = {{"gup.fast", "legacy"}, {"gup.fast", "batch"}};
+      for (auto& v : variants_from_default("gup.fast")) c.variants.push_back({"gup.fast", v});
       const std::string label = fmt::format("{} {} -n whole", f, cmd == GupCmd::kGupFast ? "-u" : "-a");
       rows.push_back({label, c, {}, nullptr, label});
     }
@@ -102,7 +103,7 @@ int suite_fast(const BenchOptions& o, Report* rep) {
   if (int e = run_rows("GUP-fast: one speculative reference per PTE (legacy) or per same-folio run (batch)", rows, "legacy", rep,
                        "fast", &res))
     return e;
-  rep->plots.push_back(speedup_bars("fast", fmt::format("fast: GUP-fast, gup.fast legacy vs batch, -m {} -r {}", mb, r), rows, res));
+  rep->plots.push_back(speedup_bars("fast", fmt::format("fast: GUP-fast by gup.fast, -m {} -r {}", mb, r), rows, res));
   return 0;
 }
 

@@ -7,9 +7,10 @@
 //   corpus    a fixed subset of cow.mms on the model and on the host kernel
 //   gup       gup-batch-follow-page-mask v5's tables (patches 7 and 8):
 //             gup_test -L -m 256 -n 65536 -r 16 -t on 4K, 64K mTHP and 2M THP,
-//             legacy / walk / batch / batch-ro interleaved per repeat
+//             every gup.walk value from legacy on, interleaved per repeat
 //   unify     gup-unify-hugetlb-speed-up-thp: -m 512 -t -L -n 1024, v6.5 vs legacy
-//   fast      GUP-fast (-u, -a) on 64K mTHP, gup.fast legacy vs batch
+//             on THP, legacy vs batch on hugetlb
+//   fast      GUP-fast (-u, -a) on 4K and 64K mTHP, every gup.fast value
 //   ro-pin    R/O long-term pins of read-only 64K mTHP: batch vs batch-ro
 //   sweep     pages per call 1, 16, 64, 123, 512 and the whole region
 //   scaling   GUP time per page from 4 MiB to 4 GiB, with a linear fit
