@@ -93,10 +93,8 @@ std::string line_script(const Plot& p, const std::string& png) {
       if (!std::isnan(pt.published)) published += fmt::format("{:.6g} {:.6g}\n", pt.x, pt.published);
     }
     s += "EOD\n";
-    const PlotSeries& ps = p.series[i];
-    plot += fmt::format("{}$s{} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.8 lc rgb '{}'{} title {}", i ? ", " : "", i,
-                        colour(ps.colour >= 0 ? static_cast<size_t>(ps.colour) : i + 1), ps.dashed ? " dt 2" : "",
-                        quoted(ps.title));
+    plot += fmt::format("{}$s{} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.8 lc rgb '{}' title {}", i ? ", " : "", i,
+                        colour(i + 1), quoted(p.series[i].title));
   }
   if (!published.empty()) {
     s += "$published << EOD\n" + published + "EOD\n";

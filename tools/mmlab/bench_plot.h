@@ -22,8 +22,6 @@ struct PlotPoint {
 struct PlotSeries {
   std::string title;
   std::vector<PlotPoint> points;
-  int colour = -1;      // line plots: a palette index shared by related series (default: by position)
-  bool dashed = false;  // line plots: the second of a pair (batch beside legacy)
 };
 
 struct Plot {

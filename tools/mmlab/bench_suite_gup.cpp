@@ -170,8 +170,7 @@ int suite_sweep(const BenchOptions& o, Report* rep) {
   time.xtics = ratio.xtics;
   for (size_t i = 0, f = 0; f < 2; f++) {
     const std::string folio = f ? "64K" : "4K";
-    const int colour = static_cast<int>(f) + 1;
-    PlotSeries sr{folio + ": batch vs legacy", {}, colour}, sl{folio + " legacy", {}, colour}, sb{folio + " batch", {}, colour, true};
+    PlotSeries sr{folio + ": batch vs legacy", {}}, sl{folio + " legacy", {}}, sb{folio + " batch", {}};
     for (long n : per_call) {
       const RowResult& rr = res[i];
       const double x = n < 0 ? static_cast<double>(rr.region_pages) : static_cast<double>(n);

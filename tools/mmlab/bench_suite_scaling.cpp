@@ -26,10 +26,9 @@ int suite_scaling(const BenchOptions& o, Report* rep) {
   plot.xlabel = "region size (MiB)";
   plot.ylabel = "median get ns/page (bars: IQR)";
   for (uint64_t mb : sizes) plot.xtics.push_back({static_cast<double>(mb), std::to_string(mb)});
-  int colour = 1;
   for (const char* f : {"4K", "64K", "2M"}) {
     for (const char* v : {"legacy", "batch"}) {
-      PlotSeries series{fmt::format("{} {}", f, v), {}, colour, std::string(v) == "batch"};
+      PlotSeries series{fmt::format("{} {}", f, v), {}};
       std::vector<double> xs, ys;
       std::string per;
       for (uint64_t mb : sizes) {
@@ -58,7 +57,6 @@ int suite_scaling(const BenchOptions& o, Report* rep) {
       for (uint64_t mb : sizes) mbs += (mbs.empty() ? "" : ", ") + std::to_string(mb);
       rep->add(fmt::format("| {} | {} | {} | {} | {:.1f} + {:.2f} ns * pages | {:.4f} |\n", f, v, mbs, per, fit.a, fit.b * 1000.0, fit.r2));
     }
-    colour++;
   }
   progress_done();
   rep->plots.push_back(plot);
