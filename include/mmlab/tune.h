@@ -4,8 +4,23 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace mmlab {
+
+// Every tune key with its meaning, its default, and its values in
+// registration order (the order every list of them follows), each with
+// its meaning ("" for numbers).
+struct TuneValueInfo {
+  std::string name, meaning;
+};
+struct TuneKeyInfo {
+  std::string key, meaning, default_value;
+  std::vector<TuneValueInfo> values;
+};
+std::vector<TuneKeyInfo> tune_catalogue();
+// The values of a tune key in registration order ("v6.5", "legacy", ...); empty if unknown.
+std::vector<std::string> tune_values(const std::string& key);
 
 // Whether the build has this `tune` key and value (scenario parsing refuses unknown ones).
 bool tune_value_known(const std::string& key, const std::string& value);

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <span>
 #include <string_view>
+#include <type_traits>
 
 namespace mmlab {
 namespace {
@@ -102,13 +105,69 @@ bool parse_enum(const char* const (&names)[N], const std::string& v, E* out) {
   return false;
 }
 
-const char* kGupWalkNames[] = {"v6.5", "legacy", "walk", "batch", "batch-ro"};
-const char* kGupFastNames[] = {"legacy", "batch"};
-const char* kCowPolicyNames[] = {"base", "rfc", "fixed"};
-const char* kCowReuseNames[] = {"page", "whole"};
 const char* kThpDefragNames[] = {"always", "defer", "defer+madvise", "madvise", "never"};
 const char* kThpEnabledNames[] = {"always", "madvise", "never"};
-const char* kOffOnNames[] = {"off", "on"};
+
+// The `tune` keys. Each names its values (the lists of settings.h, or
+// numbers, or off/on), stored as the value's index into the list: an enum
+// value, a number, or a bool.
+struct TuneValueDef {
+  const char* name;
+  const char* meaning;
+};
+#define MMLAB_VALUE_DEF(e, name, meaning) {name, meaning},
+constexpr TuneValueDef kGupWalkValues[] = {MMLAB_GUP_WALK_VALUES(MMLAB_VALUE_DEF)};
+constexpr TuneValueDef kGupFastValues[] = {MMLAB_GUP_FAST_VALUES(MMLAB_VALUE_DEF)};
+constexpr TuneValueDef kCowPolicyValues[] = {MMLAB_COW_POLICY_VALUES(MMLAB_VALUE_DEF)};
+constexpr TuneValueDef kCowReuseValues[] = {MMLAB_COW_REUSE_VALUES(MMLAB_VALUE_DEF)};
+#undef MMLAB_VALUE_DEF
+constexpr TuneValueDef kCowMaxOrderValues[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}, {"4", ""},
+                                               {"5", ""}, {"6", ""}, {"7", ""}, {"8", ""}};
+static_assert(std::size(kCowMaxOrderValues) == kCowMaxOrderLimit + 1);
+constexpr TuneValueDef kKhugepagedMthpValues[] = {
+    {"off", "v6.18: khugepaged and MADV_COLLAPSE collapse to the PMD order only"},
+    {"on", "\"khugepaged: add mTHP collapse support\" v18: khugepaged also collapses to the enabled mTHP orders"}};
+
+// A key's setting, written and read as the index of its value.
+template <auto Member>
+void store_index(Settings& s, size_t i) {
+  using T = typename std::remove_reference_t<decltype(s.*Member)>::value_type;
+  (s.*Member).store(static_cast<T>(i));
+}
+template <auto Member>
+size_t show_index(const Settings& s) {
+  return static_cast<size_t>((s.*Member).load());
+}
+
+struct TuneKeyDef {
+  const char* key;
+  const char* meaning;
+  std::span<const TuneValueDef> values;
+  void (*store)(Settings&, size_t);
+  size_t (*show)(const Settings&);
+  bool numeric;  // values are 0..N: messages say "0..N", and the store takes kstrtouint's forms ("+3", "3\n")
+};
+
+constexpr TuneKeyDef kTuneKeys[] = {
+    {"gup.walk", "how __get_user_pages() walks the page tables (the follow_page_mask() chain)", kGupWalkValues,
+     store_index<&Settings::gup_walk>, show_index<&Settings::gup_walk>, false},
+    {"gup.fast", "GUP-fast's PTE loop", kGupFastValues, store_index<&Settings::gup_fast>, show_index<&Settings::gup_fast>,
+     false},
+    {"cow.policy", "the order of the folio a write-protect (CoW) fault copies into", kCowPolicyValues,
+     store_index<&Settings::cow_policy>, show_index<&Settings::cow_policy>, false},
+    {"cow.max_order", "the largest order cow.policy=fixed copies (a model-only sweep axis)", kCowMaxOrderValues,
+     store_index<&Settings::cow_max_order>, show_index<&Settings::cow_max_order>, true},
+    {"cow.reuse", "how much a reusing write fault makes writable", kCowReuseValues, store_index<&Settings::cow_reuse>,
+     show_index<&Settings::cow_reuse>, false},
+    {"khugepaged.mthp", "the mTHP collapse series (docs/VARIANTS.md)", kKhugepagedMthpValues,
+     store_index<&Settings::khugepaged_mthp>, show_index<&Settings::khugepaged_mthp>, false},
+};
+
+const TuneKeyDef* find_tune_key(const std::string& key) {
+  for (auto& k : kTuneKeys)
+    if (key == k.key) return &k;
+  return nullptr;
+}
 
 }  // namespace
 
@@ -132,9 +191,9 @@ void Settings::set_order_mode(unsigned order, ThpOrderMode m) {
   if (m == ThpOrderMode::kMadvise) huge_anon_orders_madvise.fetch_or(b);
 }
 
-const char* gup_walk_name(GupWalk w) { return kGupWalkNames[static_cast<int>(w)]; }
-const char* gup_fast_name(GupFast f) { return kGupFastNames[static_cast<int>(f)]; }
-const char* cow_policy_name(CowPolicy p) { return kCowPolicyNames[static_cast<int>(p)]; }
+const char* gup_walk_name(GupWalk w) { return kGupWalkValues[static_cast<int>(w)].name; }
+const char* gup_fast_name(GupFast f) { return kGupFastValues[static_cast<int>(f)].name; }
+const char* cow_policy_name(CowPolicy p) { return kCowPolicyValues[static_cast<int>(p)].name; }
 
 int settings_write(Settings& s, const std::string& path, const std::string& value) {
   std::string v = value;
@@ -217,71 +276,51 @@ int settings_read(const Settings& s, const std::string& path, std::string* out) 
 }
 
 int tune_write(Settings& s, const std::string& key, const std::string& value) {
-  if (key == "gup.walk") {
-    GupWalk w;
-    if (!parse_enum(kGupWalkNames, value, &w)) return -EINVAL;
-    s.gup_walk = w;
-    return 0;
-  }
-  if (key == "gup.fast") {
-    GupFast f;
-    if (!parse_enum(kGupFastNames, value, &f)) return -EINVAL;
-    s.gup_fast = f;
-    return 0;
-  }
-  if (key == "cow.policy") {
-    CowPolicy p;
-    if (!parse_enum(kCowPolicyNames, value, &p)) return -EINVAL;
-    s.cow_policy = p;
-    return 0;
-  }
-  if (key == "cow.max_order") {
+  const TuneKeyDef* k = find_tune_key(key);
+  if (!k) return -ENOENT;
+  if (k->numeric) {
     uint64_t n;
-    if (kstrtoul(value, kCowMaxOrderLimit, &n) || n > kCowMaxOrderLimit) return -EINVAL;
-    s.cow_max_order = static_cast<unsigned>(n);
+    if (kstrtoul(value, k->values.size() - 1, &n) || n >= k->values.size()) return -EINVAL;
+    k->store(s, n);
     return 0;
   }
-  if (key == "cow.reuse") {
-    CowReuse r;
-    if (!parse_enum(kCowReuseNames, value, &r)) return -EINVAL;
-    s.cow_reuse = r;
-    return 0;
-  }
-  if (key == "khugepaged.mthp") {
-    bool on;
-    if (!parse_enum(kOffOnNames, value, &on)) return -EINVAL;
-    s.khugepaged_mthp = on;
-    return 0;
-  }
-  return -ENOENT;
+  for (size_t i = 0; i < k->values.size(); i++)
+    if (value == k->values[i].name) {
+      k->store(s, i);
+      return 0;
+    }
+  return -EINVAL;
 }
 
 int tune_read(const Settings& s, const std::string& key, std::string* out) {
-  if (key == "gup.walk") { *out = gup_walk_name(s.gup_walk); return 0; }
-  if (key == "gup.fast") { *out = gup_fast_name(s.gup_fast); return 0; }
-  if (key == "cow.policy") { *out = cow_policy_name(s.cow_policy); return 0; }
-  if (key == "cow.max_order") { *out = std::to_string(s.cow_max_order.load()); return 0; }
-  if (key == "cow.reuse") { *out = kCowReuseNames[static_cast<int>(s.cow_reuse.load())]; return 0; }
-  if (key == "khugepaged.mthp") { *out = kOffOnNames[s.khugepaged_mthp ? 1 : 0]; return 0; }
-  return -ENOENT;
+  const TuneKeyDef* k = find_tune_key(key);
+  if (!k) return -ENOENT;
+  *out = k->values[k->show(s)].name;
+  return 0;
 }
 
 std::vector<std::string> tune_keys() {
-  return {"gup.walk", "gup.fast", "cow.policy", "cow.max_order", "cow.reuse", "khugepaged.mthp"};
+  std::vector<std::string> v;
+  for (auto& k : kTuneKeys) v.push_back(k.key);
+  return v;
 }
 
 std::vector<std::string> tune_values(const std::string& key) {
-  if (key == "gup.walk") return {std::begin(kGupWalkNames), std::end(kGupWalkNames)};
-  if (key == "gup.fast") return {std::begin(kGupFastNames), std::end(kGupFastNames)};
-  if (key == "cow.policy") return {std::begin(kCowPolicyNames), std::end(kCowPolicyNames)};
-  if (key == "cow.max_order") {
-    std::vector<std::string> v;
-    for (unsigned o = 0; o <= kCowMaxOrderLimit; o++) v.push_back(std::to_string(o));
-    return v;
+  std::vector<std::string> v;
+  if (const TuneKeyDef* k = find_tune_key(key))
+    for (auto& val : k->values) v.push_back(val.name);
+  return v;
+}
+
+std::vector<TuneKeyInfo> tune_catalogue() {
+  static const Settings defaults;
+  std::vector<TuneKeyInfo> out;
+  for (auto& k : kTuneKeys) {
+    TuneKeyInfo info{k.key, k.meaning, k.values[k.show(defaults)].name, {}};
+    for (auto& v : k.values) info.values.push_back({v.name, v.meaning});
+    out.push_back(std::move(info));
   }
-  if (key == "cow.reuse") return {std::begin(kCowReuseNames), std::end(kCowReuseNames)};
-  if (key == "khugepaged.mthp") return {std::begin(kOffOnNames), std::end(kOffOnNames)};
-  return {};
+  return out;
 }
 
 std::vector<std::string> settings_paths() {
@@ -304,7 +343,7 @@ std::vector<std::string> settings_paths() {
 std::string tune_values_text(const std::string& key) {
   std::vector<std::string> vals = tune_values(key);
   if (vals.empty()) return "";
-  if (key == "cow.max_order") return vals.front() + ".." + vals.back();
+  if (find_tune_key(key)->numeric) return vals.front() + ".." + vals.back();
   std::string list;
   for (auto& v : vals) list += (list.empty() ? "" : "|") + v;
   return list;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mmlab/tune.h"
 #include "mmlab/types.h"
 
 namespace mmlab {
@@ -16,17 +17,41 @@ namespace mmlab {
 enum class ThpEnabled : uint8_t { kAlways, kMadvise, kNever };
 enum class ThpOrderMode : uint8_t { kNever, kAlways, kInherit, kMadvise };
 
+// The model's variants: the values of each `tune` key, registered here and
+// nowhere else, in order (the enum's order, and the order the parser's
+// messages, `mmlab variants`, the bench's tables and plots list them), each
+// with its meaning. A value is added by one line here plus its behaviour;
+// settings.cpp's table of keys (kTuneKeys) turns each list into the key's
+// parser, printer and help.
+//
 // gup.walk: which posting of the follow_page_mask() chain runs.
-enum class GupWalk : uint8_t { kV65, kLegacy, kWalk, kBatch, kBatchRo };
+#define MMLAB_GUP_WALK_VALUES(X)                                                                               \
+  X(kV65, "v6.5", "before gup-unify-hugetlb-speed-up-thp: hugetlb's own walk, a THP found again per page")     \
+  X(kLegacy, "legacy", "v6.18: one follow_page_mask() descent per page")                                       \
+  X(kWalk, "walk", "gup-batch-follow-page-mask v5 patches 1-7: one descent and PTE lock per page table")       \
+  X(kBatch, "batch", "v5 patch 8: also one folio reference per run of PTEs of one folio")                      \
+  X(kBatchRo, "batch-ro", "batch extended to read-only FOLL_PIN runs, cut before the first page to unshare")
 // gup.fast: GUP-fast PTE handling.
-enum class GupFast : uint8_t { kLegacy, kBatch };
-// cow.policy: the order of the folio a write-protect fault copies into:
-// `base` (order 0, v6.18), `rfc` ("mm: memory: add mTHP support for wp" as
-// posted, flaws included) and `fixed` (our correction); docs/VARIANTS.md.
-enum class CowPolicy : uint8_t { kBase, kRfc, kFixed };
-// cow.reuse: how much a reusing write fault makes writable: `page` (v6.18:
-// the faulting page) or `whole` (the folio's whole read-only run).
-enum class CowReuse : uint8_t { kPage, kWhole };
+#define MMLAB_GUP_FAST_VALUES(X)                                                 \
+  X(kLegacy, "legacy", "v6.18: one speculative folio reference per PTE")          \
+  X(kBatch, "batch", "one speculative reference per run of PTEs of one folio")
+// cow.policy: the order of the folio a write-protect fault copies into
+// (docs/VARIANTS.md).
+#define MMLAB_COW_POLICY_VALUES(X)                                                                       \
+  X(kBase, "base", "v6.18: order 0, one 4K page per CoW fault")                                           \
+  X(kRfc, "rfc", "\"mm: memory: add mTHP support for wp\" as posted, its flaws included")                 \
+  X(kFixed, "fixed", "that posting with its flaws corrected (cow.max_order caps the order)")
+// cow.reuse: how much a reusing write fault makes writable.
+#define MMLAB_COW_REUSE_VALUES(X)                                 \
+  X(kPage, "page", "v6.18: the faulting page")                     \
+  X(kWhole, "whole", "the folio's whole read-only run")
+
+#define MMLAB_ENUM_VALUE(e, name, help) e,
+enum class GupWalk : uint8_t { MMLAB_GUP_WALK_VALUES(MMLAB_ENUM_VALUE) };
+enum class GupFast : uint8_t { MMLAB_GUP_FAST_VALUES(MMLAB_ENUM_VALUE) };
+enum class CowPolicy : uint8_t { MMLAB_COW_POLICY_VALUES(MMLAB_ENUM_VALUE) };
+enum class CowReuse : uint8_t { MMLAB_COW_REUSE_VALUES(MMLAB_ENUM_VALUE) };
+#undef MMLAB_ENUM_VALUE
 // cow.max_order: the largest order `fixed` copies (a model-only sweep axis,
 // never proposed as ABI); the PMD order is never a CoW order.
 inline constexpr unsigned kCowMaxOrderLimit = 8;
@@ -82,8 +107,6 @@ int tune_read(const Settings& s, const std::string& key, std::string* out);
 // Every settable path and its allowed values, for help texts and parsers.
 std::vector<std::string> settings_paths();
 std::vector<std::string> tune_keys();
-// Allowed values of a tune key ("legacy", "walk", ...); empty if unknown.
-std::vector<std::string> tune_values(const std::string& key);
 
 const char* gup_walk_name(GupWalk w);
 const char* gup_fast_name(GupFast f);

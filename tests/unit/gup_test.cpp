@@ -252,8 +252,9 @@ TEST_F(GupTest, DifferentialAgainstLegacy) {
     bool use_pin = rng() % 2;
     unsigned flags = (rng() % 3 == 0 ? FOLL_WRITE : 0) | (use_pin && rng() % 2 ? FOLL_LONGTERM : 0);
     Result ref = run("legacy", start, n, use_pin, flags);
-    for (const char* w : {"v6.5", "walk", "batch", "batch-ro"}) {
-      Result got = run(w, start, n, use_pin, flags);
+    for (const std::string& w : tune_values("gup.walk")) {  // every registered walk
+      if (w == "legacy") continue;
+      Result got = run(w.c_str(), start, n, use_pin, flags);
       ASSERT_EQ(got.ret, ref.ret) << w << " iter " << iter;
       ASSERT_EQ(got.pages, ref.pages) << w << " iter " << iter;
       ASSERT_EQ(got.folios, ref.folios) << w << " iter " << iter;

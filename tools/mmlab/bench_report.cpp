@@ -2,58 +2,15 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <vector>
 
 #include "bench_suites.h"
 #include "fmt/format.h"
 #include "mmlab/system.h"
 
 namespace mmlab::cli {
-namespace {
-
-// One bar chart per GUP suite (median get time per case and variant), drawn
-// with gnuplot when it is installed. Returns ", <files>" for the summary line.
-std::string write_plots(const nlohmann::json& j, const std::string& dir) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return " (gnuplot not installed: no plots)";
-  std::string made;
-  for (const char* suite : {"gup", "unify", "fast", "ro_pin", "sweep"}) {
-    if (!j.contains(suite)) continue;
-    std::string dat = dir + "/" + suite + ".dat", gp = dir + "/" + suite + ".gp", png = dir + "/" + suite + ".png";
-    std::ofstream d(dat);
-    std::vector<std::string> variants;
-    for (auto& [label, per] : j[suite].items())
-      for (auto& [v, x] : per.items())
-        if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
-    d << "case";
-    for (auto& v : variants) d << " " << v;
-    d << "\n";
-    for (auto& [label, per] : j[suite].items()) {
-      std::string l = label;
-      std::replace(l.begin(), l.end(), ' ', '_');
-      d << '"' << l << '"';
-      for (auto& v : variants) d << " " << (per.contains(v) ? per[v]["median_get_us"].get<double>() : 0.0);
-      d << "\n";
-    }
-    std::ofstream g(gp);
-    g << "set terminal pngcairo size 1200,600 noenhanced\nset output '" << png << "'\nset style data histogram\n"
-      << "set style histogram cluster gap 1\nset style fill solid border -1\nset logscale y\n"
-      << "set ylabel 'median get time per call (us, log)'\nset xtics rotate by -20\nset key outside\n"
-      << "set title 'mmlab bench: " << suite << "'\nplot for [i=2:" << variants.size() + 1 << "] '" << dat
-      << "' using i:xtic(1) title columnheader\n";
-    g.close();
-    d.close();
-    if (std::system(("gnuplot '" + gp + "' > /dev/null 2>&1").c_str()) == 0) made += ", " + png;
-  }
-  return made;
-}
-
-}  // namespace
-
 void Report::add(const std::string& s) {
   text += s;
   std::fputs(s.c_str(), stdout);
@@ -120,7 +77,7 @@ int write_report(const Report& rep, const std::string& dir) {
     std::fprintf(stderr, "mmlab bench: cannot write into %s\n", dir.c_str());
     return 1;
   }
-  std::string plots = write_plots(rep.json, dir);
+  std::string plots = write_plots(rep.plots, dir);
   std::printf("\nreport: %s/report.md, %s/report.json%s\n", dir.c_str(), dir.c_str(), plots.c_str());
   return 0;
 }

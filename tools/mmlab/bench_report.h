@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_plot.h"
 #include "mmlab/calibrate.h"
 #include "nlohmann/json.hpp"
 
@@ -17,6 +18,7 @@ struct Report {
   nlohmann::json json;
   const host::CostProfile* profile = nullptr;  // --profile: add the modelled tables
   std::vector<double> spreads;  // the relative IQR of every GUP table row: how noisy the run was
+  std::vector<Plot> plots;      // drawn into --out after the run
   void add(const std::string& s);
 };
 

@@ -69,6 +69,12 @@ RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<doubl
   return r;
 }
 
+Quartiles quartiles_of(const std::vector<double>& v) {
+  std::vector<double> s = v;
+  std::sort(s.begin(), s.end());
+  return {quantile_sorted(s, 0.25), quantile_sorted(s, 0.5), quantile_sorted(s, 0.75)};
+}
+
 long count_outliers(const std::vector<double>& v) {
   if (v.size() < 4) return 0;
   std::vector<double> s = v;

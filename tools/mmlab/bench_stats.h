@@ -28,6 +28,12 @@ struct RatioCi {
 };
 RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, int resamples = 2000);
 
+// The quartiles of the samples (linearly interpolated; all 0 if there are none).
+struct Quartiles {
+  double q1 = 0, median = 0, q3 = 0;
+};
+Quartiles quartiles_of(const std::vector<double>& v);
+
 // Tukey's far-out fences: samples below Q1 - 3 IQR or above Q3 + 3 IQR.
 long count_outliers(const std::vector<double>& v);
 // The interquartile range relative to the median (0 with fewer than 4

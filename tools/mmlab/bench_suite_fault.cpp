@@ -111,6 +111,10 @@ int suite_fault(const BenchOptions& o, Report* rep) {
   rep->add("| folio | median ms | ns/page | vs 4K | faults | zeroing ns/page | native memset ns/page | zeroing vs memset | "
            "bookkeeping ns/fault | host faults | page tables |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   double base = 0;
+  Plot plot = bar_plot("fault", fmt::format("fault: first touch of every page of {} MiB, {} runs", size >> 20, repeats),
+                       "ns per 4K page (median; bars: IQR)", {"4K", "64K", "2M"},
+                       {"model fault-in", "of which zeroing", "native memset"});
+  plot.xlabel = "folio size";
   for (size_t i = 0; i < std::size(kCases); i++) {
     std::vector<double> t, z, hf;
     for (auto& s : samples[i]) {
@@ -125,6 +129,10 @@ int suite_fault(const BenchOptions& o, Report* rep) {
     const double zero_page = mz / pages;
     const double book = faults ? (m * 1e9 - mz) / static_cast<double>(faults) : 0;
     const long host = static_cast<long>(median_of(hf));
+    const double x = static_cast<double>(i);
+    plot.series[0].points.push_back(sample_point(x, t, 1e9 / pages));
+    plot.series[1].points.push_back(sample_point(x, z, 1 / pages));
+    plot.series[2].points.push_back(sample_point(x, memset_s[i], 1e9 / pages));
     rep->add(fmt::format("| {} | {:.2f} | {:.1f} | {:.2f}x | {} | {:.1f} | {:.1f} | {:.2f}x | {:.0f} | {}{} | {} KiB |\n",
                          kCases[i].name, m * 1e3, m * 1e9 / pages, base / m, faults, zero_page, native_ns_page,
                          native_ns_page > 0 ? zero_page / native_ns_page : 0.0, book, host,
@@ -138,6 +146,7 @@ int suite_fault(const BenchOptions& o, Report* rep) {
                                           {"host_faults", host},
                                           {"pgtables_bytes", samples[i].back().pgtables_bytes}};
   }
+  rep->plots.push_back(plot);
   rep->add("\n" + store_text(samples.back().back().store) + "\n");
   if (rep->profile) {
     std::vector<int64_t> faults;

@@ -114,6 +114,12 @@ int suite_fork(const BenchOptions& o, Report* rep) {
   rep->add("| folio | fork ms | fork vs 4K | PTE batches | CoW faults | ns per CoW fault | copy ns/fault | native memcpy ns/4K | "
            "copy vs memcpy | bookkeeping ns/CoW fault | host faults |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   double base = 0;
+  Plot fork_plot = bar_plot("fork", fmt::format("fork: fork() of {} MiB populated, {} runs", size >> 20, repeats),
+                            "fork ms (median; bars: IQR)", {"4K", "64K", "2M"}, {"fork"});
+  Plot cow_plot = bar_plot("fork_cow", fmt::format("fork: CoW write faults on the first {} MiB after fork, {} runs", cow_bytes >> 20, repeats),
+                           "ns per CoW fault (median; bars: IQR)", {"4K", "64K", "2M"},
+                           {"model CoW fault", "of which the copy", "native memcpy of 4K"});
+  fork_plot.xlabel = cow_plot.xlabel = "folio size";
   for (size_t i = 0; i < std::size(kCases); i++) {
     std::vector<double> f, c, cp, hf;
     for (auto& s : samples[i]) {
@@ -125,6 +131,11 @@ int suite_fork(const BenchOptions& o, Report* rep) {
     const double mf = median_of(f), mc = median_of(c), mcp = median_of(cp);
     if (i == 0) base = mf;
     const long host = static_cast<long>(median_of(hf));
+    const double x = static_cast<double>(i);
+    fork_plot.series[0].points.push_back(sample_point(x, f, 1e3));
+    cow_plot.series[0].points.push_back(sample_point(x, c));
+    cow_plot.series[1].points.push_back(sample_point(x, cp));
+    cow_plot.series[2].points.push_back(sample_point(x, memcpy_s, 1e9 / static_cast<double>(cow_bytes / PAGE_SIZE)));
     rep->add(fmt::format("| {} | {:.2f} | {:.2f}x | {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.2f}x | {:.0f} | {}{} |\n",
                          kCases[i].name, mf * 1e3, base / mf, samples[i].back().pte_batches, samples[i].back().wp_copies, mc,
                          mcp, native_ns_page, native_ns_page > 0 ? mcp / native_ns_page : 0.0, mc - mcp, host,
@@ -138,6 +149,8 @@ int suite_fork(const BenchOptions& o, Report* rep) {
                                          {"pte_batches", samples[i].back().pte_batches},
                                          {"wp_copies", samples[i].back().wp_copies}};
   }
+  rep->plots.push_back(fork_plot);
+  rep->plots.push_back(cow_plot);
   if (rep->profile) {
     std::vector<int64_t> copies;
     for (auto& s : samples) copies.push_back(s.back().wp_copies);

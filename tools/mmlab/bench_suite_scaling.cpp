@@ -18,8 +18,17 @@ int suite_scaling(const BenchOptions& o, Report* rep) {
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   rep->add("\n## scaling: pin_user_pages(FOLL_LONGTERM) of the whole region, per region size\n\n");
   rep->add("| folio | variant | sizes (MiB) | ns/page per size | fit: us = a + b * pages | R^2 |\n|---|---|---|---|---|---:|\n");
+  Plot plot;
+  plot.file = "scaling";
+  plot.title = fmt::format("scaling: pin_user_pages(FOLL_LONGTERM) of the whole region, {} repeats", r);
+  plot.lines = true;
+  plot.logx = true;
+  plot.xlabel = "region size (MiB)";
+  plot.ylabel = "median get ns/page (bars: IQR)";
+  for (uint64_t mb : sizes) plot.xtics.push_back({static_cast<double>(mb), std::to_string(mb)});
   for (const char* f : {"4K", "64K", "2M"}) {
     for (const char* v : {"legacy", "batch"}) {
+      PlotSeries series{fmt::format("{} {}", f, v), {}};
       std::vector<double> xs, ys;
       std::string per;
       for (uint64_t mb : sizes) {
@@ -36,11 +45,13 @@ int suite_scaling(const BenchOptions& o, Report* rep) {
         std::vector<double> g;
         for (auto& it : res.iters) g.push_back(it.get_us);
         double m = median_of(g);
+        series.points.push_back(sample_point(static_cast<double>(mb), g, 1000.0 / static_cast<double>(res.region_pages)));
         xs.push_back(static_cast<double>(res.region_pages));
         ys.push_back(m);
         per += fmt::format("{}{:.2f}", per.empty() ? "" : " / ", m * 1000.0 / static_cast<double>(res.region_pages));
         rep->json["scaling"][f][v][std::to_string(mb)] = g;
       }
+      plot.series.push_back(series);
       const LinearFit fit = linear_fit(xs, ys);
       std::string mbs;
       for (uint64_t mb : sizes) mbs += (mbs.empty() ? "" : ", ") + std::to_string(mb);
@@ -48,6 +59,7 @@ int suite_scaling(const BenchOptions& o, Report* rep) {
     }
   }
   progress_done();
+  rep->plots.push_back(plot);
   return 0;
 }
 

@@ -20,6 +20,11 @@ int suite_threads(const BenchOptions& o, Report* rep) {
   long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
   rep->add(fmt::format("\n## two threads pinning disjoint halves of {} MiB against one thread pinning all of it (get time of the slower thread)\n\n", mb));
   rep->add("| folio | variant | 1 thread us | 2 threads us | speedup |\n|---|---|---:|---:|---:|\n");
+  Plot plot = bar_plot("threads", fmt::format("threads: pin_user_pages(FOLL_LONGTERM) of {} MiB, -n 512, {} repeats", mb, r),
+                       "get us of the slower thread (median; bars: IQR)", {"4K legacy", "4K batch", "64K legacy", "64K batch"},
+                       {"1 thread, whole region", "2 threads, a half each"});
+  plot.xlabel = "folio size and gup.walk";
+  double x = 0;
   for (const char* f : {"4K", "64K"}) {
     for (const char* v : {"legacy", "batch"}) {
       double wall[2];
@@ -42,12 +47,15 @@ int suite_threads(const BenchOptions& o, Report* rep) {
         std::vector<double> w;
         for (auto& [rnd, us] : per_round) w.push_back(us);
         wall[t - 1] = median_of(w);
+        plot.series[static_cast<size_t>(t - 1)].points.push_back(sample_point(x, w));
         rep->json["threads"][f][v][std::to_string(t)] = w;
       }
       rep->add(fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f}x |\n", f, v, wall[0], wall[1], wall[0] / wall[1]));
+      x += 1;
     }
   }
   progress_done();
+  rep->plots.push_back(plot);
   return 0;
 }
 

@@ -7,9 +7,10 @@
 //   corpus    a fixed subset of cow.mms on the model and on the host kernel
 //   gup       gup-batch-follow-page-mask v5's tables (patches 7 and 8):
 //             gup_test -L -m 256 -n 65536 -r 16 -t on 4K, 64K mTHP and 2M THP,
-//             legacy / walk / batch / batch-ro interleaved per repeat
+//             every gup.walk value from legacy on, interleaved per repeat
 //   unify     gup-unify-hugetlb-speed-up-thp: -m 512 -t -L -n 1024, v6.5 vs legacy
-//   fast      GUP-fast (-u, -a) on 64K mTHP, gup.fast legacy vs batch
+//             on THP, legacy vs batch on hugetlb
+//   fast      GUP-fast (-u, -a) on 4K and 64K mTHP, every gup.fast value
 //   ro-pin    R/O long-term pins of read-only 64K mTHP: batch vs batch-ro
 //   sweep     pages per call 1, 16, 64, 123, 512 and the whole region
 //   scaling   GUP time per page from 4 MiB to 4 GiB, with a linear fit
@@ -28,8 +29,13 @@
 // files bench_report.cpp, the modelled tables bench_modelled.cpp. This file
 // is the command line and the order the suites run in.
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -68,11 +74,26 @@ void note_noise(const std::vector<double>& spreads, long ivcsw, double seconds, 
                              100 * spread, 100 * kNoisySpread, ivcsw, seconds));
 }
 
-int run_bench(const BenchOptions& o) {
-  if (build_is_instrumented()) {
-    std::fprintf(stderr, "mmlab bench: refusing to report timings from a debug or sanitizer build; build the release preset\n");
-    return 2;
+// The output directory, made and found writable before any suite runs.
+bool out_dir_usable(const std::string& dir, std::string* err) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    *err = ec.message();
+    return false;
   }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    *err = "not a directory";
+    return false;
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    *err = std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+int run_bench(const BenchOptions& o) {
   static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
       {"fault", suite_fault}, {"fork", suite_fork}, {"data", suite_data}, {"gup", suite_gup}, {"unify", suite_unify},
       {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep},
@@ -80,6 +101,25 @@ int run_bench(const BenchOptions& o) {
   std::vector<std::string> chosen = o.suites;
   if (chosen.empty())
     for (auto& [n, f] : kSuites) chosen.push_back(n);
+  // Every argument is checked before any suite runs: a typo in the last
+  // --suite, or an --out that cannot be written, never costs a run.
+  std::string names;
+  for (auto& [n, f] : kSuites) names += (names.empty() ? "" : ", ") + std::string(n);
+  for (auto& name : chosen)
+    if (std::none_of(std::begin(kSuites), std::end(kSuites), [&](auto& s) { return name == s.first; })) {
+      std::fprintf(stderr, "mmlab bench: --suite %s: no such suite (suites: %s)\n", name.c_str(), names.c_str());
+      return 2;
+    }
+  std::string err;
+  if (o.out.empty() || !out_dir_usable(o.out, &err)) {
+    std::fprintf(stderr, "mmlab bench: --out '%s': cannot write reports there: %s\n", o.out.c_str(),
+                 o.out.empty() ? "empty path" : err.c_str());
+    return 2;
+  }
+  if (build_is_instrumented()) {
+    std::fprintf(stderr, "mmlab bench: refusing to report timings from a debug or sanitizer build; build the release preset\n");
+    return 2;
+  }
   Report rep;
   host::CostProfile profile;
   if (!o.profile.empty()) {
@@ -96,18 +136,10 @@ int run_bench(const BenchOptions& o) {
   struct rusage ru0;
   getrusage(RUSAGE_SELF, &ru0);
   const auto t0 = std::chrono::steady_clock::now();
-  for (auto& name : chosen) {
-    bool found = false;
+  for (auto& name : chosen)
     for (auto& [n, f] : kSuites)
-      if (name == n) {
-        found = true;
+      if (name == n)
         if (int e = f(o, &rep)) return e;
-      }
-    if (!found) {
-      std::fprintf(stderr, "mmlab bench: no suite named %s\n", name.c_str());
-      return 2;
-    }
-  }
   struct rusage ru1;
   getrusage(RUSAGE_SELF, &ru1);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -129,8 +161,9 @@ void add_bench(CLI::App& app) {
   sub->add_option("--suite", o->suites,
                   "suites to run: fault, fork, data, gup, unify, fast, ro-pin, sweep, scaling, threads, collapse, corpus "
                   "(default: all)");
-  sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)");
-  sub->add_option("--out", o->out, "directory for report.md and report.json");
+  sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
   register_action(sub, [o] { return run_bench(*o); });
 }

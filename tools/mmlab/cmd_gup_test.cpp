@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "gup_bench.h"
 #include "mmlab/gup.h"
+#include "mmlab/tune.h"
 #include "nlohmann/json.hpp"
 
 namespace mmlab::cli {
@@ -178,8 +179,8 @@ void add_gup_test(CLI::App& app) {
   sub->add_option("pages", o->which, "with -c: page indices to dump");
   sub->add_option("--sysfs", o->sysfs, "PATH=VALUE under /sys/kernel/mm (repeatable)");
   sub->add_option("--tune", o->tune, "KEY=VALUE model variant (repeatable)");
-  sub->add_option("--walk", o->walk, "gup.walk variants to alternate per repeat, e.g. legacy,walk,batch");
-  sub->add_option("--fast", o->fast, "gup.fast variants to alternate per repeat, e.g. legacy,batch");
+  sub->add_option("--walk", o->walk, "gup.walk variants to alternate per repeat: " + tune_values_text("gup.walk") + " (`mmlab variants`)");
+  sub->add_option("--fast", o->fast, "gup.fast variants to alternate per repeat: " + tune_values_text("gup.fast") + " (`mmlab variants`)");
   sub->add_option("--json", o->json, "write every figure to this JSON file");
   sub->add_flag("--protect-read", o->protect_read, "model: mprotect(PROT_READ) the region after pre-faulting");
   register_action(sub, [o] { return run_gup_test(*o); });

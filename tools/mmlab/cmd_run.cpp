@@ -37,6 +37,13 @@ int run_run(const RunOptions& o) {
     }
     std::vector<std::string> vals;
     std::string rest = v.substr(eq + 1);
+    const std::string key = v.substr(0, eq);
+    if ((rest == "all" || rest == "others") && !tune_values(key).empty()) {  // in registration order
+      for (auto& val : tune_values(key))
+        if (rest == "all" || val != tune_default(key)) vals.push_back(val);
+      so.variants.push_back({key, vals});
+      continue;
+    }
     size_t pos = 0;
     while (pos <= rest.size()) {
       size_t c = rest.find(',', pos);
@@ -103,7 +110,8 @@ void add_run(CLI::App& app) {
   auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
   sub->add_option("files", o->files, "scenario files")->required();
   sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
-  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch)")
+  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch; KEY=all: every "
+                  "value, KEY=others: every value but the default; `mmlab variants` lists them)")
       ->allow_extra_args(false);  // one KEY=VALUES per --variant: the scenario files that follow are not variants
   sub->add_option("--backend", o->backend,
                   "model (default), or host: real processes and system calls on this machine's kernel (root; settings "

@@ -1,0 +1,169 @@
+#include "bench_plot.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "bench_stats.h"
+#include "fmt/format.h"
+
+extern char** environ;
+
+namespace mmlab::cli {
+namespace {
+
+// A gnuplot single-quoted string: nothing is special in it but the quote,
+// which is doubled.
+std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+// Colours by series position: the baseline (first) is grey.
+constexpr const char* kColours[] = {"#808080", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2"};
+
+const char* colour(size_t i) { return kColours[i % std::size(kColours)]; }
+
+// The x at which bar `series` of `n` sits within category `cat`.
+double bar_x(size_t cat, size_t series, size_t n, double width) {
+  return static_cast<double>(cat) + (static_cast<double>(series) - (static_cast<double>(n) - 1) / 2) * width;
+}
+
+std::string header(const Plot& p, const std::string& png) {
+  std::string s = "set terminal pngcairo size 800,420 noenhanced font 'sans,9'\n";
+  s += "set output " + quoted(png) + "\n";
+  s += "set title " + quoted(p.title) + "\n";
+  s += "set xlabel " + quoted(p.xlabel) + "\n";
+  s += "set ylabel " + quoted(p.ylabel) + "\n";
+  s += "set key below\nset grid ytics\nset border 3\nset tics nomirror\n";
+  if (p.ratio) s += "set yrange [0:*]\nset arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#404040'\n";
+  else s += "set yrange [0:*]\n";
+  return s;
+}
+
+std::string bar_script(const Plot& p, const std::string& png) {
+  std::string s = header(p, png);
+  const size_t n = p.series.size();
+  const double width = 0.8 / static_cast<double>(n ? n : 1);
+  s += fmt::format("set boxwidth {} absolute\nset style fill solid 0.85 border -1\n", width);
+  s += fmt::format("set xrange [-0.6:{}]\n", static_cast<double>(p.categories.size()) - 0.4);
+  std::string tics;
+  for (size_t c = 0; c < p.categories.size(); c++) tics += fmt::format("{}{} {}", c ? ", " : "", quoted(p.categories[c]), c);
+  s += "set xtics (" + tics + ")\n";
+  std::string plot, published;
+  for (size_t i = 0; i < n; i++) {
+    s += fmt::format("$s{} << EOD\n", i);
+    for (auto& pt : p.series[i].points) {
+      const double x = bar_x(static_cast<size_t>(pt.x), i, n, width);
+      s += fmt::format("{:.6g} {:.6g} {:.6g} {:.6g}\n", x, pt.y, pt.lo, pt.hi);
+      if (!std::isnan(pt.published)) published += fmt::format("{:.6g} {:.6g}\n", x, pt.published);
+    }
+    s += "EOD\n";
+    plot += fmt::format("{}$s{} using 1:2 with boxes lc rgb '{}' title {}, $s{} using 1:2:3:4 with yerrorbars lc rgb 'black' pt 0 notitle",
+                        i ? ", " : "", i, colour(i), quoted(p.series[i].title), i);
+  }
+  if (!published.empty()) {
+    s += "$published << EOD\n" + published + "EOD\n";
+    plot += ", $published using 1:2 with points pt 9 ps 1.6 lc rgb '#d00000' title 'kernel (published)'";
+  }
+  return s + "plot " + plot + "\n";
+}
+
+std::string line_script(const Plot& p, const std::string& png) {
+  std::string s = header(p, png);
+  if (p.logx) s += "set logscale x 2\n";
+  if (!p.xtics.empty()) {
+    std::string tics;
+    for (auto& [x, label] : p.xtics) tics += fmt::format("{}{} {:.6g}", tics.empty() ? "" : ", ", quoted(label), x);
+    s += "set xtics (" + tics + ")\n";
+  }
+  s += "set offsets graph 0.03, graph 0.03, 0, 0\n";
+  std::string plot, published;
+  for (size_t i = 0; i < p.series.size(); i++) {
+    s += fmt::format("$s{} << EOD\n", i);
+    for (auto& pt : p.series[i].points) {
+      s += fmt::format("{:.6g} {:.6g} {:.6g} {:.6g}\n", pt.x, pt.y, pt.lo, pt.hi);
+      if (!std::isnan(pt.published)) published += fmt::format("{:.6g} {:.6g}\n", pt.x, pt.published);
+    }
+    s += "EOD\n";
+    plot += fmt::format("{}$s{} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.8 lc rgb '{}' title {}", i ? ", " : "", i,
+                        colour(i + 1), quoted(p.series[i].title));
+  }
+  if (!published.empty()) {
+    s += "$published << EOD\n" + published + "EOD\n";
+    plot += ", $published using 1:2 with points pt 9 ps 1.6 lc rgb '#d00000' title 'kernel (published)'";
+  }
+  return s + "plot " + plot + "\n";
+}
+
+// Runs `gnuplot script` with no shell, its output to /dev/null. 0, or the
+// errno of the spawn (ENOENT: no gnuplot), or -1 if gnuplot failed.
+int run_gnuplot(const std::string& script) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::string prog = "gnuplot";
+  char* argv[] = {prog.data(), const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid;
+  int err = posix_spawnp(&pid, "gnuplot", &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err) return err;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return ENOENT;  // an exec failure reported by the child
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+}  // namespace
+
+PlotPoint sample_point(double x, const std::vector<double>& samples, double k) {
+  const Quartiles q = quartiles_of(samples);
+  return {x, q.median * k, q.q1 * k, q.q3 * k};
+}
+
+Plot bar_plot(const std::string& file, const std::string& title, const std::string& ylabel,
+              const std::vector<std::string>& categories, const std::vector<std::string>& series) {
+  Plot p;
+  p.file = file;
+  p.title = title;
+  p.ylabel = ylabel;
+  p.categories = categories;
+  for (auto& s : series) p.series.push_back({s, {}});
+  return p;
+}
+
+std::string gnuplot_script(const Plot& p, const std::string& png) {
+  return p.lines ? line_script(p, png) : bar_script(p, png);
+}
+
+std::string write_plots(const std::vector<Plot>& plots, const std::string& dir) {
+  std::string made, failed;
+  for (auto& p : plots) {
+    if (p.series.empty()) continue;
+    const std::string gp = dir + "/" + p.file + ".gp", png = dir + "/" + p.file + ".png";
+    std::ofstream f(gp);
+    f << gnuplot_script(p, png);
+    f.close();
+    if (!f) {
+      failed += fmt::format("; cannot write {}", gp);
+      continue;
+    }
+    const int err = run_gnuplot(gp);
+    if (err == ENOENT) return " (gnuplot not installed: no plots; the scripts are " + dir + "/*.gp)";
+    if (err) failed += fmt::format("; gnuplot failed on {}", gp);
+    else made += ", " + png;
+  }
+  return made + (failed.empty() ? "" : " (" + failed.substr(2) + ")");
+}
+
+}  // namespace mmlab::cli

@@ -1,0 +1,55 @@
+// The plots of `mmlab bench`: each suite with a size or time axis records
+// its figures as a Plot while it prints its table, in the order it ran them
+// (the baseline first, variants in their registration order, sweep points in
+// numeric order), and write_plots() draws them with gnuplot, spawned without
+// a shell on a script file written beside the PNG.
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace mmlab::cli {
+
+// One figure: y with its error bar [lo, hi] (the samples' interquartile
+// range), at x (line plots) or at a category index (bar plots), and the
+// kernel's published figure for the same point when there is one (NaN: none).
+struct PlotPoint {
+  double x = 0, y = 0, lo = 0, hi = 0;
+  double published = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct PlotSeries {
+  std::string title;
+  std::vector<PlotPoint> points;
+};
+
+struct Plot {
+  std::string file;  // <out>/<file>.png
+  std::string title, xlabel, ylabel;
+  bool lines = false;                   // a line plot over a numeric x; otherwise clustered bars
+  bool logx = false;                    // line plots: a log x-axis
+  bool ratio = false;                   // a y of ratios: linear from 0, with a dashed line at 1
+  std::vector<std::string> categories;  // bars: the x labels; points' x is the index
+  std::vector<std::pair<double, std::string>> xtics;  // line plots: labelled x positions
+  std::vector<PlotSeries> series;
+};
+
+// A bar (or line point) at x from samples scaled by k: the median, and the
+// quartiles as the error bar.
+PlotPoint sample_point(double x, const std::vector<double>& samples, double k = 1);
+
+// A bar plot over `categories` with one series per title (points added by the caller).
+Plot bar_plot(const std::string& file, const std::string& title, const std::string& ylabel,
+              const std::vector<std::string>& categories, const std::vector<std::string>& series);
+
+// The gnuplot script that draws `p` into `png` (the data inline, every
+// string quoted for gnuplot, so any character in a path or label is safe).
+std::string gnuplot_script(const Plot& p, const std::string& png);
+
+// Draws every plot into dir/<file>.png (scripts beside them as
+// dir/<file>.gp). Returns ", <png>..." for the report's summary line, or
+// the reason there are none.
+std::string write_plots(const std::vector<Plot>& plots, const std::string& dir);
+
+}  // namespace mmlab::cli
