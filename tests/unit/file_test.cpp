@@ -49,7 +49,7 @@ class FileMmTest : public MmTest {
   }
   Folio* cache_folio(int fd, uint64_t index) {
     File* f = file(fd);
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     return filemap_lookup(f, index);
   }
   uint8_t peek(Process* q, uint64_t addr) {
