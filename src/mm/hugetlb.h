@@ -99,8 +99,11 @@ struct HugetlbState {
   std::set<HugetlbFileState*> files GUARDED_BY(lock);
   // hugetlb_fault_mutex_table: serializes faults on one (file, index).
   static constexpr unsigned kFaultMutexes = 64;
+  // Class kGeneric for now, not kHugetlbFaultMutex: hugetlb_wp retakes the
+  // mutex after unmap_ref_private with the old anon folio still locked
+  // (docs/NOTES.md, "Locks and debug checks").
   struct FaultMutex {
-    Mutex m{LockClass::kHugetlbFaultMutex};
+    Mutex m{LockClass::kGeneric};
   };
   std::array<FaultMutex, kFaultMutexes> fault_mutex;
 };
