@@ -157,6 +157,8 @@ class System {
   // Registers a new process; fork() may run on several threads at once.
   Process* add_process(std::unique_ptr<Mm> mm, const std::string& name);
   std::vector<std::unique_ptr<Process>> procs_;  // under procs_lock_ once threads run
+  // std::mutex, not the model's Mutex: a public header cannot include src/
+  // (a leaf lock of the facade, never nested with the model's locks).
   mutable std::mutex procs_lock_;
   std::unique_ptr<std::atomic<uint64_t>> clock_;  // virtual ns
   std::unique_ptr<Khugepaged> khugepaged_;

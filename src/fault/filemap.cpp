@@ -63,13 +63,14 @@ void set_pte_range(VmFault* vmf, Folio* folio, Page* page, unsigned nr, uint64_t
 
 // finish_fault: map `page` (of `folio`, locked, its reference given to the
 // PTE on success) at vmf->address if the PTE is still none.
-vm_fault_t finish_fault(VmFault* vmf, Folio* folio, Page* page, bool is_cow) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t finish_fault(VmFault* vmf, Folio* folio, Page* page, bool is_cow) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   if (!pte_alloc(mm, vmf->pmd)) return VM_FAULT_OOM;
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
   if (!pte) return VM_FAULT_NOPAGE;
+  ptl->assert_held();
   if (!pte_none(ptep_get(pte))) {  // vmf_pte_changed: a racing fault mapped it
     ptl->unlock();
     mm->stats->count(Event::fault_retry);
@@ -85,7 +86,7 @@ vm_fault_t finish_fault(VmFault* vmf, Folio* folio, Page* page, bool is_cow) NO_
 // [start_pgoff, end_pgoff] (inside one page table and the VMA) whose PTEs
 // are none, read-only unless the VMA's protection says otherwise.
 // VM_FAULT_NOPAGE if the faulting address got mapped.
-vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pgoff) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pgoff) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   File* f = vma->vm_file.get();
@@ -98,7 +99,7 @@ vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pg
   {
     // next_uptodate_folio, with the speculative references taken under the
     // cache lock; the folio trylock waits for the PTL as in the kernel.
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     uint64_t max_idx = file_end_index(f);
     if (max_idx == 0) return 0;
     end_pgoff = std::min(end_pgoff, max_idx - 1);
@@ -125,6 +126,7 @@ vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pg
     release();
     return 0;
   }
+  ptl->assert_held();
   vm_fault_t ret = 0;
   long rss = 0;
   MmCounter type = MM_FILEPAGES;
@@ -251,7 +253,7 @@ vm_fault_t do_shared_fault(VmFault* vmf, uint64_t pgoff) {
 }
 
 // wp_page_reuse for a shared mapping: writable (if VM_WRITE), dirty, young.
-void wp_page_reuse_shared(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+void wp_page_reuse_shared(VmFault* vmf) RELEASE(vmf->ptl) {
   Vma* vma = vmf->vma;
   pte_t entry = maybe_mkwrite(pte_mkdirty(pte_mkyoung(vmf->orig_pte)), vma);
   entry_set(vmf->pte, entry);
@@ -261,10 +263,11 @@ void wp_page_reuse_shared(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // finish_mkwrite_fault: retake the PTL; reuse if the PTE did not change.
-vm_fault_t finish_mkwrite_fault(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t finish_mkwrite_fault(VmFault* vmf) {
   Mm* mm = vmf->vma->vm_mm;
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
   if (!vmf->pte) return VM_FAULT_NOPAGE;
+  vmf->ptl->assert_held();
   if (!(ptep_get(vmf->pte) == vmf->orig_pte)) {
     vmf->ptl->unlock();
     mm->stats->count(Event::fault_retry);
@@ -287,7 +290,7 @@ vm_fault_t do_fault(VmFault* vmf) {
   return do_shared_fault(vmf, pgoff);
 }
 
-vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio) {
   if (!folio) {  // wp_pfn_shared: no ->pfn_mkwrite in the model
     wp_page_reuse_shared(vmf);
     return 0;

@@ -38,14 +38,15 @@ struct HugeFault {
   uint64_t real_address;  // as faulted
   fault_flags_t flags;
   uint64_t idx;           // huge-page index in the file (vmf->pgoff)
-  std::mutex* fm;         // the fault mutex, held throughout
+  Mutex* fm;              // the fault mutex, held throughout
   HPte pte;
   pmd_t orig;
   SpinLock* ptl = nullptr;
 };
 
-bool hugetlb_pte_stable(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
+bool hugetlb_pte_stable(HugeFault* f) {
   SpinLock* ptl = huge_pte_lock(f->mm, f->pte);
+  ptl->assert_held();
   bool same = hget(f->pte) == f->orig;
   ptl->unlock();
   return same;
@@ -54,7 +55,7 @@ bool hugetlb_pte_stable(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
 // hugetlb_wp: a write (or unshare) fault on a read-only leaf. PTL held on
 // entry and on return; the fault mutex is held (dropped around
 // unmap_ref_private).
-vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t hugetlb_wp(HugeFault* f) REQUIRES(f->fm, f->ptl) {
   Vma* vma = f->vma;
   Mm* mm = f->mm;
   const bool unshare = f->flags & FAULT_FLAG_UNSHARE;
@@ -100,6 +101,7 @@ vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
         long n = unmap_ref_private(vma, old_folio, f->address);
         f->fm->lock();
         f->ptl = huge_pte_lock(mm, f->pte);
+        f->ptl->assert_held();
         if (n > 0 && hget(f->pte) == pte) continue;
         // Nothing could be unmapped (the model's guard against a loop when
         // no rmap reaches the other mappers): fail like a non-owner.
@@ -107,6 +109,7 @@ vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
       }
       folio_put(old_folio);
       f->ptl = huge_pte_lock(mm, f->pte);
+      f->ptl->assert_held();
       return vmf_error(err);
     }
     vm_fault_t ret = __vmf_anon_prepare(f->vma, f->flags);
@@ -114,6 +117,7 @@ vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
       copy_user_large_folio(new_folio, old_folio, mm->stats);
       folio_set_uptodate(new_folio);
       f->ptl = huge_pte_lock(mm, f->pte);
+      f->ptl->assert_held();
       if (hget(f->pte) == pte) {
         pmd_t newpte = make_huge_pte(vma, new_folio, !unshare);
         if (pmd_uffd_wp(pte)) newpte = pmd_mkuffd_wp(newpte);
@@ -134,12 +138,13 @@ vm_fault_t hugetlb_wp(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
     folio_put(new_folio);
     folio_put(old_folio);
     f->ptl = huge_pte_lock(mm, f->pte);  // the caller expects it held
+    f->ptl->assert_held();
     return ret;
   }
 }
 
 // hugetlb_no_page: fault on an empty entry. Releases the fault mutex.
-vm_fault_t hugetlb_no_page(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t hugetlb_no_page(HugeFault* f) RELEASE(f->fm) {
   Vma* vma = f->vma;
   Mm* mm = f->mm;
   const ResvCtx c = ctx_of(vma);
@@ -147,7 +152,7 @@ vm_fault_t hugetlb_no_page(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
   bool new_anon = false;
   bool folio_locked = true;
   Folio* folio = nullptr;
-  auto out = [&]() {
+  auto out = [&]() RELEASE(f->fm) {
     f->fm->unlock();
     return ret;
   };
@@ -195,6 +200,7 @@ vm_fault_t hugetlb_no_page(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
   }
 
   f->ptl = huge_pte_lock(mm, f->pte);
+  f->ptl->assert_held();
   ret = 0;
   if (!(hget(f->pte) == f->orig)) {  // raced: back out
     f->ptl->unlock();
@@ -225,7 +231,7 @@ vm_fault_t hugetlb_no_page(HugeFault* f) NO_THREAD_SAFETY_ANALYSIS {
 
 // ---- fault entry ----
 
-vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   File* file = vma->vm_file.get();
   if (!is_hugetlb_file(file)) return VM_FAULT_SIGBUS;
   Mm* mm = vma->vm_mm;
@@ -256,6 +262,7 @@ vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) NO_THR
   vm_fault_t ret = 0;
   Folio* wait_folio = nullptr;
   f.ptl = huge_pte_lock(mm, f.pte);
+  f.ptl->assert_held();
   if (hget(f.pte) == f.orig) {
     bool done = false;
     if (flags & (FAULT_FLAG_WRITE | FAULT_FLAG_UNSHARE)) {

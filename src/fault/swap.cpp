@@ -84,11 +84,12 @@ Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh
 
 // migration_entry_wait: sleep until the thread that replaced the PTE by a
 // migration entry (a folio split) unlocks the folio; the fault then retries.
-void migration_entry_wait(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+void migration_entry_wait(VmFault* vmf) {
   Mm* mm = vmf->mm();
   SpinLock* ptl;
   pte_t* ptep = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
   if (!ptep) return;
+  ptl->assert_held();
   pte_t pte = ptep_get(ptep);
   Folio* folio = nullptr;
   if (is_swap_pte(pte) && is_migration_entry(pte_to_swp_entry(pte))) {
@@ -106,10 +107,11 @@ void migration_entry_wait(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 }
 
 // pte_marker_clear: drop a marker that no longer means anything.
-vm_fault_t pte_marker_clear(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t pte_marker_clear(VmFault* vmf) {
   Mm* mm = vmf->mm();
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
   if (!vmf->pte) return 0;
+  vmf->ptl->assert_held();
   if (ptep_get(vmf->pte) == vmf->orig_pte) ptep_get_and_clear(mm, vmf->address, vmf->pte);
   vmf->ptl->unlock();
   return 0;
@@ -133,7 +135,7 @@ bool userfaultfd_pte_wp(const Vma* vma, pte_t pte) { return (vma->vm_flags & VM_
 }  // namespace
 
 // Entered without the PTL; vmf->orig_pte is the non-present PTE read locklessly.
-vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+vm_fault_t do_swap_page(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   Kernel* k = mm->kernel;
@@ -159,8 +161,11 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
   if (!folio) {
     // Back out if somebody else faulted in (or zapped) this PTE meanwhile.
     vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
-    if (vmf->pte && ptep_get(vmf->pte) == vmf->orig_pte) ret = VM_FAULT_OOM;
-    if (vmf->pte) vmf->ptl->unlock();
+    if (vmf->pte) {
+      vmf->ptl->assert_held();
+      if (ptep_get(vmf->pte) == vmf->orig_pte) ret = VM_FAULT_OOM;
+      vmf->ptl->unlock();
+    }
     return ret;
   }
   if (fresh) {
@@ -180,7 +185,10 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
   if (!vmf->pte || !(ptep_get(vmf->pte) == vmf->orig_pte)) {
-    if (vmf->pte) vmf->ptl->unlock();
+    if (vmf->pte) {
+      vmf->ptl->assert_held();
+      vmf->ptl->unlock();
+    }
     // out_nomap: with swap full, a folio nobody's swap PTE needs any more
     // leaves the swap cache now rather than at the next reclaim.
     folio_free_swap(folio);
@@ -188,6 +196,7 @@ vm_fault_t do_swap_page(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
     folio_put(folio);
     return ret;
   }
+  vmf->ptl->assert_held();
 
   // A large folio still in the swap cache is mapped whole when its swap PTEs
   // are all there, in this page table and VMA.

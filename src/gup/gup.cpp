@@ -224,7 +224,7 @@ long no_page_table(Vma* vma, unsigned flags, uint64_t address) {
     File* f = vma->vm_file.get();
     if (!f || (vma->vm_flags & VM_MAYSHARE) == 0) return -EFAULT;  // private: the page cache has no page
     uint64_t idx = round_down(linear_page_index(vma, address), 1ull << f->hugetlb_order);
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     return f->pages.count(idx) ? 0 : -EFAULT;
   }
   if (vma_is_anonymous(vma)) return -EFAULT;

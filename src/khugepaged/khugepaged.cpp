@@ -236,7 +236,9 @@ int check_pmd_still_valid(Mm* mm, uint64_t address, pmd_t* pmd) {
 }
 
 // __collapse_huge_page_swapin: bring the range's swapped-out pages in.
-// mmap_lock held for read; on failure it has been released.
+// mmap_lock held for read; on failure it has been released. Opt-out: the
+// lock's state on return depends on the result, which the analysis cannot
+// express.
 int __collapse_huge_page_swapin(Mm* mm, Vma* vma, uint64_t start_addr, pmd_t* pmd, const CollapseControl* cc,
                                 unsigned order) NO_THREAD_SAFETY_ANALYSIS {
   mmap_assert_locked(mm);
@@ -476,6 +478,7 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, Vma* vma, uint64_t addre
 // collapse_huge_page: collapse [address, address + (PAGE_SIZE << order))
 // into one new folio. Entered and left with mmap_lock not held (the
 // series' patch 5; v6.18 drops it first thing, which is the same).
+// Opt-out: whether __collapse_huge_page_swapin kept mmap_lock is its result.
 int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, CollapseControl* cc,
                        unsigned order) NO_THREAD_SAFETY_ANALYSIS {
   (void)referenced;
@@ -615,7 +618,8 @@ int mthp_collapse(Mm* mm, uint64_t address, int referenced, int unmapped, Collap
 
 // hpage_collapse_scan_pmd: the first pass, under mmap_lock for read and
 // the PTL; on success the collapse itself, which returns with mmap_lock
-// released (*mmap_locked false).
+// released (*mmap_locked false). Opt-out: the lock's state on return is the
+// value of *mmap_locked, which the analysis cannot follow.
 int hpage_collapse_scan_pmd(Mm* mm, Vma* vma, uint64_t start_addr, bool* mmap_locked, CollapseControl* cc)
     NO_THREAD_SAFETY_ANALYSIS {
   PhysMem* phys = mm->phys;
@@ -829,6 +833,7 @@ int madvise_collapse_errno(int r) {
 }
 
 // madvise_collapse: mmap_lock held for read on entry and on return.
+// Opt-out: in between, a local mmap_locked says whether it is held.
 int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped) NO_THREAD_SAFETY_ANALYSIS {
   Mm* mm = vma->vm_mm;
   mmap_assert_locked(mm);

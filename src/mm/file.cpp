@@ -20,7 +20,7 @@ File::~File() {
   if (hstate) hugetlb_evict_inode(this);
   std::map<uint64_t, Folio*> cache;
   {
-    std::lock_guard<std::mutex> g(lock);
+    MutexGuard g(&lock);
     cache.swap(pages);
   }
   for (auto& [index, folio] : cache) {
@@ -30,7 +30,7 @@ File::~File() {
   }
 }
 
-Folio* filemap_lookup(File* f, uint64_t index) {
+Folio* filemap_lookup(File* f, uint64_t index) REQUIRES(f->lock) {
   auto it = f->pages.upper_bound(index);
   if (it == f->pages.begin()) return nullptr;
   --it;
@@ -46,7 +46,7 @@ FileTable::~FileTable() {
   // must never be destroyed while the table's lock is held.
   std::map<int, std::shared_ptr<File>> gone;
   {
-    std::lock_guard<std::mutex> g(lock);
+    MutexGuard g(&lock);
     gone.swap(files);
   }
   gone.clear();

@@ -21,11 +21,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "mmlab/types.h"
 #include "phys/page.h"
+#include "sync/mutex.h"
 
 namespace mmlab {
 
@@ -44,11 +44,10 @@ struct File {
   bool anon_shared = false;    // shmem_zero_setup: MAP_SHARED|MAP_ANONYMOUS backing
 
   // The page cache: folio start index -> folio (each holds one reference per
-  // page it caches, as the kernel's page cache does). Protected by lock, a
-  // leaf lock (the xarray's xa_lock): nothing else is taken while it is held,
-  // and it is never taken under a page-table lock.
-  std::mutex lock;
-  std::map<uint64_t, Folio*> pages;
+  // page it caches, as the kernel's page cache does). lock is the xarray's
+  // xa_lock: nothing but leaf locks is taken while it is held.
+  Mutex lock{LockClass::kPageCacheLock};
+  std::map<uint64_t, Folio*> pages GUARDED_BY(lock);
   // No i_mmap: the model keeps no file rmap (hugetlb's unmap_ref_private,
   // its only reader here, walks the folio's anon_vma instead).
 
@@ -78,13 +77,13 @@ inline bool file_needs_dirty_tracking(const File* f) {
 // shmem_file() / shmem_mapping(): memfd, tmpfs and shared anonymous memory.
 inline bool file_is_shmem(const File* f) { return f->fs == FsClass::kShmem; }
 
-// The page-cache folio containing page `index`, or nullptr. Caller holds f->lock.
-Folio* filemap_lookup(File* f, uint64_t index);
+// The page-cache folio containing page `index`, or nullptr.
+Folio* filemap_lookup(File* f, uint64_t index) REQUIRES(f->lock);
 // Call fn(index, folio) for every folio in f's page cache, under f->lock
 // (for audits such as the checker; fn must not take other locks).
 template <typename Fn>
 void filemap_for_each_folio(File* f, Fn&& fn) {
-  std::lock_guard<std::mutex> g(f->lock);
+  MutexGuard g(&f->lock);
   for (auto& [index, folio] : f->pages) fn(index, folio);
 }
 
@@ -92,9 +91,9 @@ void filemap_for_each_folio(File* f, Fn&& fn) {
 struct FileTable {
   FileTable();
   ~FileTable();  // drops the table's references (files still mapped live on)
-  std::mutex lock;
-  std::map<int, std::shared_ptr<File>> files;  // fd -> file; protected by lock
-  int next_id = 0;                              // inode numbers; protected by lock
+  Mutex lock;
+  std::map<int, std::shared_ptr<File>> files GUARDED_BY(lock);  // fd -> file
+  int next_id GUARDED_BY(lock) = 0;                              // inode numbers
 };
 
 }  // namespace mmlab

@@ -52,7 +52,7 @@ PhysMem* phys_of(const File* f) { return f->kernel->phys.get(); }
 
 uint64_t file_end_index(const File* f) { return (i_size_read(f) + PAGE_SIZE - 1) >> PAGE_SHIFT; }
 
-Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) {
+Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock) {
   auto it = f->pages.upper_bound(index);
   if (it == f->pages.begin()) return nullptr;
   --it;
@@ -65,7 +65,7 @@ namespace {
 
 // filemap_get_folio: the cached folio containing `index`, with a reference.
 Folio* filemap_get_folio(File* f, uint64_t index, uint64_t* start) {
-  std::lock_guard<std::mutex> g(f->lock);
+  MutexGuard g(&f->lock);
   Folio* folio = lookup_locked(f, index, start);
   if (folio) folio_get(folio);
   return folio;
@@ -86,7 +86,7 @@ Folio* filemap_alloc_folio(File* f) {
 // and the cached one is returned, referenced, instead.
 Folio* filemap_add_folio(File* f, Folio* folio, uint64_t index, uint64_t* start) {
   {
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     if (Folio* cur = lookup_locked(f, index, start)) {
       folio_get(cur);
       folio_put(folio);
@@ -158,7 +158,7 @@ namespace {
 // Register a new file in the System's table: the lowest free fd from 3 up.
 int file_install(Kernel* k, std::shared_ptr<File> f, const std::string& name) {
   FileTable* t = k->files.get();
-  std::lock_guard<std::mutex> g(t->lock);
+  MutexGuard g(&t->lock);
   int fd = 3;
   while (t->files.count(fd)) fd++;
   f->id = t->next_id++;
@@ -192,7 +192,7 @@ int file_mmap_prepare(File* file, Vma* vma) {
 
 std::shared_ptr<File> file_get(Kernel* k, int fd) {
   FileTable* t = k->files.get();
-  std::lock_guard<std::mutex> g(t->lock);
+  MutexGuard g(&t->lock);
   auto it = t->files.find(fd);
   return it == t->files.end() ? nullptr : it->second;
 }
@@ -290,7 +290,7 @@ long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t le
     folio_put(folio);
     done += n;
     {
-      std::lock_guard<std::mutex> g(f->lock);
+      MutexGuard g(&f->lock);
       if (pos + n > i_size_read(f.get())) i_size_write(f.get(), pos + n);
     }
   }
@@ -302,7 +302,7 @@ int close_fd(Kernel* k, int fd) {
   FileTable* t = k->files.get();
   std::shared_ptr<File> f;
   {
-    std::lock_guard<std::mutex> g(t->lock);
+    MutexGuard g(&t->lock);
     auto it = t->files.find(fd);
     if (it == t->files.end()) return -EBADF;
     f = std::move(it->second);

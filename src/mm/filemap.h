@@ -7,13 +7,13 @@
 #include <memory>
 #include <string>
 
+#include "mm/file.h"
 #include "mm/mm.h"
 #include "mmlab/types.h"
 
 namespace mmlab {
 
 struct Kernel;
-struct File;
 struct Folio;
 
 // memfd_create (MFD_HUGETLB when hugetlb_shift is set or fs is hugetlbfs),
@@ -43,7 +43,7 @@ bool vma_fs_can_writeback(const Vma* vma);
 uint64_t file_end_index(const File* f);
 // The cached folio containing page `index` and its first page's index; the
 // caller holds f->lock.
-Folio* lookup_locked(File* f, uint64_t index, uint64_t* start);
+Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock);
 // shmem_get_folio(SGP_CACHE) / filemap_fault's lookup: the folio for page
 // `index`, referenced and locked, created if the page is a hole. -EINVAL
 // past EOF, -ENOMEM, or -EAGAIN if the folio left the cache meanwhile.

@@ -208,7 +208,7 @@ namespace {
 
 // gather_surplus_pages: make delta more reservations, allocating surplus
 // pages when the free pages do not cover them. 0 or -ENOMEM.
-int gather_surplus_pages(Kernel* k, HugetlbState* hs, Hstate* h, long delta) NO_THREAD_SAFETY_ANALYSIS {
+int gather_surplus_pages(Kernel* k, HugetlbState* hs, Hstate* h, long delta) {
   std::vector<Folio*> surplus;
   hs->lock.lock();
   long needed = h->resv_huge_pages + delta - h->free_huge_pages;
@@ -282,7 +282,7 @@ namespace {
 // the first allocation failure), or shrink it: free pages beyond in-use and
 // reserved ones go back, and the rest of the excess becomes surplus, freed
 // as it is released.
-void set_max_huge_pages(Kernel* k, HugetlbState* hs, Hstate* h, long count) NO_THREAD_SAFETY_ANALYSIS {
+void set_max_huge_pages(Kernel* k, HugetlbState* hs, Hstate* h, long count) {
   std::vector<Folio*> to_free;
   hs->lock.lock();
   while (h->surplus_huge_pages && count > persistent_huge_pages(h)) h->surplus_huge_pages--;  // adjust_pool_surplus(-1)
@@ -315,9 +315,9 @@ void set_max_huge_pages(Kernel* k, HugetlbState* hs, Hstate* h, long count) NO_T
 
 // ---- the page cache of hugetlbfs files ----
 
-std::mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx) {
+Mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx) {
   uint64_t key = (reinterpret_cast<uintptr_t>(f) >> 4) * 0x9E3779B97F4A7C15ull ^ (idx * 0xC2B2AE3D27D4EB4Full);
-  return hs->fault_mutex[(key >> 32) % HugetlbState::kFaultMutexes];
+  return hs->fault_mutex[(key >> 32) % HugetlbState::kFaultMutexes].m;
 }
 
 // filemap_lock_hugetlb_folio: the page-cache folio at huge index idx,
@@ -325,7 +325,7 @@ std::mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx) {
 Folio* filemap_lock_hugetlb_folio(File* f, const Hstate* h, uint64_t idx) {
   Folio* folio = nullptr;
   {
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     auto it = f->pages.find(idx << h->order);
     if (it != f->pages.end()) {
       folio = it->second;
@@ -358,7 +358,7 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
   folio_ref_add(folio, static_cast<int>(folio_nr_pages(folio)));
   bool added = false;
   {
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     if (!f->pages.count(index)) {
       f->pages.emplace(index, folio);
       added = true;
@@ -426,7 +426,7 @@ bool parse_count(std::string v, long* out) {
 
 // ---- the folio-free hook ----
 
-bool free_huge_folio(Kernel* k, Folio* folio) NO_THREAD_SAFETY_ANALYSIS {
+bool free_huge_folio(Kernel* k, Folio* folio) {
   if (!folio_test_hugetlb(folio)) return false;
   HugetlbState* hs = hugetlb_state(k);
   Hstate* h = &hs->hstates[hstate_index(folio_order(folio))];

@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <functional>
@@ -34,6 +33,7 @@
 #include "mm/mm.h"
 #include "phys/page.h"
 #include "sync/annotations.h"
+#include "sync/mutex.h"
 #include "sync/spinlock.h"
 
 namespace mmlab {
@@ -99,7 +99,13 @@ struct HugetlbState {
   std::set<HugetlbFileState*> files GUARDED_BY(lock);
   // hugetlb_fault_mutex_table: serializes faults on one (file, index).
   static constexpr unsigned kFaultMutexes = 64;
-  std::array<std::mutex, kFaultMutexes> fault_mutex;
+  // Class kGeneric for now, not kHugetlbFaultMutex: hugetlb_wp retakes the
+  // mutex after unmap_ref_private with the old anon folio still locked
+  // (docs/NOTES.md, "Locks and debug checks").
+  struct FaultMutex {
+    Mutex m{LockClass::kGeneric};
+  };
+  std::array<FaultMutex, kFaultMutexes> fault_mutex;
 };
 
 // Per-file state of a hugetlbfs file (the inode's resv_map and the private

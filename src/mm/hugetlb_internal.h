@@ -31,7 +31,7 @@ void free_folios(Kernel* k, std::vector<Folio*>& v);
 Folio* alloc_surplus_hugetlb_folio(Kernel* k, HugetlbState* hs, Hstate* h);
 void return_unused_surplus_pages(HugetlbState* hs, Hstate* h, long unused, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 int hugetlb_acct_memory(Kernel* k, HugetlbState* hs, Hstate* h, long delta);
-std::mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx);
+Mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx);
 Folio* filemap_lock_hugetlb_folio(File* f, const Hstate* h, uint64_t idx);
 int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t idx);
 void folio_zero_huge(Folio* folio, Stats* st);

@@ -36,9 +36,9 @@ SpinLock* huge_pte_lock(Mm* mm, HPte e) { return e.pmd ? pmd_lock(mm, e.pmd) : p
 namespace {
 
 // The same lock taken as the inner of two (fork: source under destination).
-SpinLock* huge_pte_lock_nested(Mm* mm, HPte e) NO_THREAD_SAFETY_ANALYSIS {
+SpinLock* huge_pte_lock_nested(Mm* mm, HPte e) {
   SpinLock* l = e.pmd ? pmd_lockptr(mm, e.pmd) : pud_lockptr(mm, e.pud);
-  l->lock(e.pmd ? LockClass::kPmdLock : LockClass::kPageTableLock, kSingleDepthNesting);
+  spin_lock_returned(l, e.pmd ? LockClass::kPmdLock : LockClass::kPageTableLock, kSingleDepthNesting);
   if (e.pmd) mm->stats->count(Event::pmd_lock);
   return l;
 }
@@ -115,7 +115,10 @@ void hugetlb_add_file_rmap(Folio* f, const Vma* vma) {
   hugetlb_mapcount_inc(f, vma);
 }
 
-void hugetlb_remove_rmap(Folio* f, const Vma* vma) { hugetlb_mapcount_dec(f, vma); }
+void hugetlb_remove_rmap(Folio* f, const Vma* vma) {
+  VM_WARN_ON_FOLIO(!folio_test_hugetlb(f), f, "hugetlb rmap on a non-hugetlb folio");
+  hugetlb_mapcount_dec(f, vma);
+}
 
 // hugetlb_add_new_anon_rmap: a brand-new private folio, exclusive (head only).
 void hugetlb_add_new_anon_rmap(Folio* f, Vma* vma, uint64_t addr) {
@@ -165,7 +168,7 @@ void hugetlb_count_sub(HugetlbState* hs, Mm* mm, long n) { hugetlb_count_add(hs,
 // __unmap_hugepage_range: clear the leaves of [start, end) (huge-page
 // aligned). With ref_folio, only that folio's entry, and the VMA is marked
 // HPAGE_RESV_UNMAPPED (unmap_ref_private). Returns the entries cleared.
-long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_folio) NO_THREAD_SAFETY_ANALYSIS {
+long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_folio) {
   Mm* mm = vma->vm_mm;
   Kernel* k = mm->kernel;
   HugetlbState* hs = hugetlb_state(k);
@@ -181,6 +184,7 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
       continue;
     }
     SpinLock* ptl = huge_pte_lock(mm, pte);
+    ptl->assert_held();
     pmd_t v = hget(pte);
     if (pmd_none(v)) {
       ptl->unlock();
@@ -230,7 +234,7 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
 // come from the one rmap walk over the folio's anon_vma (every private
 // mapper that may map an anonymous folio is on it; a page-cache folio has
 // none). Returns how many mappings were removed.
-long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address) NO_THREAD_SAFETY_ANALYSIS {
+long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address) {
   Kernel* k = vma->vm_mm->kernel;
   HugetlbState* hs = hugetlb_state(k);
   Hstate* h = hstate_vma(vma);
@@ -280,7 +284,7 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
   if (detached || exiting) hugetlb_vm_op_close(vma);
 }
 
-int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSIS {
+int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {
   File* file = src_vma->vm_file.get();
   if (!is_hugetlb_file(file)) return 0;
   Mm* src = src_vma->vm_mm;
@@ -307,7 +311,9 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSI
       break;
     }
     SpinLock* dst_ptl = huge_pte_lock(dst, dst_pte);
+    dst_ptl->assert_held();
     SpinLock* src_ptl = huge_pte_lock_nested(src, src_pte);
+    src_ptl->assert_held();
     pmd_t entry = hget(src_pte);
     bool stop = false;
     while (!pmd_none(entry)) {  // "again"
@@ -335,7 +341,9 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSI
         copy_user_large_folio(new_folio, folio, src->stats);
         folio_put(folio);
         dst_ptl = huge_pte_lock(dst, dst_pte);
+        dst_ptl->assert_held();
         src_ptl = huge_pte_lock_nested(src, src_pte);
+        src_ptl->assert_held();
         entry = hget(src_pte);
         if (!(entry == src_old)) {  // the source changed meanwhile: start over
           restore_reserve_on_error(k, hs, dst_ctx, vma_hugecache_offset(h, dst_vma, addr), new_folio);
@@ -360,8 +368,12 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSI
       hugetlb_count_add(hs, dst, h->pages_per_huge_page());
       break;
     }
-    if (src_ptl) src_ptl->unlock();
-    if (dst_ptl) dst_ptl->unlock();
+    if (src_ptl) {  // both still held unless a failed copy dropped them
+      src_ptl->assert_held();
+      src_ptl->unlock();
+      dst_ptl->assert_held();
+      dst_ptl->unlock();
+    }
     if (stop) break;
   }
   if (cow) {
@@ -374,14 +386,18 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) NO_THREAD_SAFETY_ANALYSI
 // move_huge_pte: both entries' locks held (destination, then source
 // nested); the leaf moves as it is, without the soft-dirty bit move_ptes
 // sets, and loses uffd-wp as move_ptes' entries do.
-static void move_huge_pte(Mm* mm, HPte src, HPte dst) NO_THREAD_SAFETY_ANALYSIS {
+static void move_huge_pte(Mm* mm, HPte src, HPte dst) {
   SpinLock* dst_ptl = huge_pte_lock(mm, dst);
+  dst_ptl->assert_held();
   SpinLock* src_lockp = src.pmd ? pmd_lockptr(mm, src.pmd) : pud_lockptr(mm, src.pud);
   SpinLock* src_ptl = src_lockp != dst_ptl ? huge_pte_lock_nested(mm, src) : nullptr;
   pmd_t pte = hclear(src);
   if (pmd_present(pte)) pte = pmd_clear_uffd_wp(pte);
   hset(dst, pte);
-  if (src_ptl) src_ptl->unlock();
+  if (src_ptl) {
+    src_ptl->assert_held();
+    src_ptl->unlock();
+  }
   dst_ptl->unlock();
 }
 
@@ -409,7 +425,7 @@ uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uin
   return len + old_addr - old_end;
 }
 
-long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot) NO_THREAD_SAFETY_ANALYSIS {
+long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot) {
   if (!is_hugetlb_file(vma->vm_file.get())) return 0;
   Mm* mm = vma->vm_mm;
   Hstate* h = hstate_vma(vma);
@@ -424,6 +440,7 @@ long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t 
       continue;
     }
     SpinLock* ptl = huge_pte_lock(mm, pte);
+    ptl->assert_held();
     pmd_t old = hget(pte);
     if (!pmd_none(old)) {
       // huge_ptep_modify_prot_start/commit: keep A/D set meanwhile by the CPU.

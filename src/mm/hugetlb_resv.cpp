@@ -180,7 +180,7 @@ void vma_del_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::
 // (MAP_CHG_ENFORCED): a private owner's CoW of its own anon page, which must
 // not use its reserve map. nullptr with *err = -ENOSPC when there is no page.
 Folio* alloc_hugetlb_folio(Kernel* k, HugetlbState* hs, const ResvCtx& c, uint64_t idx, bool cow_from_owner,
-                           int* err) NO_THREAD_SAFETY_ANALYSIS {
+                           int* err) {
   enum { MAP_CHG_REUSE = 0, MAP_CHG_NEEDED = 1, MAP_CHG_ENFORCED = 2 };
   Hstate* h = c.h;
   std::vector<Folio*> to_free;
@@ -239,7 +239,7 @@ void restore_reserve_on_error(Kernel* k, HugetlbState* hs, const ResvCtx& c, uin
 // hugetlb_reserve_pages: reserve the huge pages [from, to) of f for a new
 // mapping (vma nullptr: the file itself). 0 or -ENOMEM.
 int hugetlb_reserve_pages(Kernel* k, File* f, uint64_t from, uint64_t to, Vma* vma, vm_flags_t vm_flags)
-    NO_THREAD_SAFETY_ANALYSIS {
+    {
   if (vm_flags & VM_NORESERVE) return 0;
   HugetlbState* hs = hugetlb_state(k);
   HugetlbFileState* fs = f->hstate.get();

@@ -30,7 +30,7 @@ void evict_hugetlb_file(File* f, HugetlbFileState* fs) {
   HugetlbState* hs = k->hugetlb.get();
   std::vector<Folio*> folios;
   {
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     for (auto& [index, folio] : f->pages) folios.push_back(folio);
     f->pages.clear();
   }
@@ -123,7 +123,7 @@ int hugetlb_file_mmap(File* f, Vma* vma) {
   if (hugetlb_reserve_pages(f->kernel, f, vma->vm_pgoff >> h->order, len >> h->shift(), vma, vma->vm_flags) < 0)
     return -ENOMEM;
   if (vma->vm_flags & VM_WRITE) {
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     if (i_size_read(f) < len) i_size_write(f, len);
   }
   return 0;
@@ -147,7 +147,7 @@ long hugetlb_get_unmapped_area(Mm* mm, File* f, uint64_t addr, uint64_t len, uin
   return static_cast<long>(round_up(static_cast<uint64_t>(r), sz));
 }
 
-int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len) NO_THREAD_SAFETY_ANALYSIS {
+int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len) {
   if (!is_hugetlb_file(f)) return -EINVAL;
   if (offset + len < offset) return -EFBIG;
   Kernel* k = f->kernel;
@@ -157,10 +157,9 @@ int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len) NO_THREAD_SAFETY_A
   const uint64_t end = round_up(offset + len, h->size()) >> h->shift();
   const ResvCtx c = ctx_of(f);
   for (uint64_t idx = start; idx < end; idx++) {
-    std::mutex& fm = hugetlb_fault_mutex(hs, f, idx);
-    std::lock_guard<std::mutex> g(fm);
+    MutexGuard g(&hugetlb_fault_mutex(hs, f, idx));
     {
-      std::lock_guard<std::mutex> pg(f->lock);
+      MutexGuard pg(&f->lock);
       if (f->pages.count(idx << h->order)) continue;
     }
     int err = 0;
@@ -176,7 +175,7 @@ int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len) NO_THREAD_SAFETY_A
     folio_unlock(folio);
     folio_put(folio);  // the page cache keeps its own references
   }
-  std::lock_guard<std::mutex> g(f->lock);
+  MutexGuard g(&f->lock);
   if (offset + len > i_size_read(f)) i_size_write(f, offset + len);
   return 0;
 }

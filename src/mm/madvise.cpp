@@ -394,6 +394,8 @@ int madvise_populate(Mm* mm, uint64_t start, uint64_t end, int behavior) REQUIRE
 
 }  // namespace
 
+// Opt-out for lock() and unlock(): the PTL is held exactly while pte_ is
+// not null, a member state the analysis cannot follow across calls.
 bool MadvisePteWalk::lock(uint64_t addr) NO_THREAD_SAFETY_ANALYSIS {
   pte_ = pte_offset_map_lock(vma_->vm_mm, pmd_, addr, &ptl_);
   return pte_ != nullptr;

@@ -197,17 +197,14 @@ pmd_t* mm_find_pmd(Mm* mm, uint64_t addr) {
 
 // ---- locks ----
 
-SpinLock* pmd_lock(Mm* mm, pmd_t* pmdp) NO_THREAD_SAFETY_ANALYSIS {
-  SpinLock* l = pmd_lockptr(mm, pmdp);
-  l->lock(LockClass::kPmdLock);
+SpinLock* pmd_lock(Mm* mm, pmd_t* pmdp) {
+  SpinLock* l = spin_lock_returned(pmd_lockptr(mm, pmdp), LockClass::kPmdLock);
   mm->stats->count(Event::pmd_lock);
   return l;
 }
 
-SpinLock* pud_lock(Mm* mm, pud_t* pudp) NO_THREAD_SAFETY_ANALYSIS {
-  SpinLock* l = pud_lockptr(mm, pudp);
-  l->lock(LockClass::kPageTableLock);
-  return l;
+SpinLock* pud_lock(Mm* mm, pud_t* pudp) {
+  return spin_lock_returned(pud_lockptr(mm, pudp), LockClass::kPageTableLock);
 }
 
 pte_t* pte_offset_map(Mm* mm, pmd_t* pmd, uint64_t addr, pmd_t* pmdvalp) {
@@ -217,13 +214,12 @@ pte_t* pte_offset_map(Mm* mm, pmd_t* pmd, uint64_t addr, pmd_t* pmdvalp) {
   return pte_offset(mm->phys, v, addr);
 }
 
-bool pte_lock_if_unchanged(Mm* mm, pmd_t* pmd, pmd_t pmdval, SpinLock** ptlp, int subclass)
-    NO_THREAD_SAFETY_ANALYSIS {
-  SpinLock* ptl = pte_lockptr(mm->phys, pmdval);
-  ptl->lock(LockClass::kPteLock, subclass);
+bool pte_lock_if_unchanged(Mm* mm, pmd_t* pmd, pmd_t pmdval, SpinLock** ptlp, int subclass) {
+  SpinLock* ptl = spin_lock_returned(pte_lockptr(mm->phys, pmdval), LockClass::kPteLock, subclass);
   mm->stats->count(Event::pte_lock);
   // The table may have been retracted or replaced while we were not holding its lock.
   if (!(pmdp_get(pmd) == pmdval)) {
+    ptl->assert_held();
     ptl->unlock();
     return false;
   }

@@ -120,7 +120,7 @@ void GupPages::add_refs(std::map<uint64_t, long>* refs) const {
   }
 }
 
-long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) NO_THREAD_SAFETY_ANALYSIS {
+long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) {
   out->release();
   Mm* mm = p->mm();
   if (!mm) return -ESRCH;

@@ -56,6 +56,8 @@ double usec_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+// Opt-out: mmap_lock is held only for the slow entries (!fast), a condition
+// the analysis cannot carry through the loop.
 int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFETY_ANALYSIS {
   Mm* mm = p->mm();
   if (!mm) return -ESRCH;

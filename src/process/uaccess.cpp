@@ -118,7 +118,9 @@ constexpr int kTranslateBatch = 16;
 
 // Access up to len bytes at addr, as far as a batch of leaf entries of one
 // VMA maps them; `op` moves the bytes given the frame address, the offset
-// from addr and the length, and *moved says how far it got.
+// from addr and the length, and *moved says how far it got. Opt-out (here
+// and in unlock below): mmap_lock or the VMA's read lock, as mmap_locked
+// says, which the analysis cannot follow.
 template <typename Op>
 AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op, uint64_t* moved) NO_THREAD_SAFETY_ANALYSIS {
   Stats* st = mm->stats;

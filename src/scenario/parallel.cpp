@@ -47,6 +47,7 @@ void run_ordered(size_t n, int width, const std::function<void(size_t)>& run, co
     }
     return;
   }
+  // std::mutex for std::condition_variable; the runner's own, outside the model.
   std::mutex m;
   std::condition_variable cv;
   std::vector<char> done(n, 0);  // guarded by m

@@ -65,6 +65,7 @@ thread_local HeldStack t_held;
 // Order edges: g_edges[a][b] is set once a lock of key b was taken (blocking)
 // while one of key a was held. Set only with g_edge_mutex held, after checking
 // the reverse edge under it; read without it (an edge, once set, stays set).
+// A std::mutex: a Mutex would call back into the checker it protects.
 std::mutex g_edge_mutex;
 std::array<std::array<std::atomic<bool>, kNrKeys>, kNrKeys> g_edges{};
 

@@ -62,7 +62,7 @@ class CAPABILITY("mutex") Mutex {
   void set_owner() {}
   void clear_owner() {}
 #endif
-  std::mutex m_;
+  std::mutex m_;  // the primitive this capability wraps
   LockClass cls_;
 };
 

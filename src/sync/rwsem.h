@@ -48,6 +48,7 @@ class CAPABILITY("rw_semaphore") RwSemaphore {
  private:
   void check_held(bool write) const;  // aborts if not (write-)locked
 
+  // The primitive the rw_semaphore is built on (std::mutex for cv_).
   mutable std::mutex m_;
   std::condition_variable cv_;
   // Ticket queue: every waiter takes a ticket; the head ticket may proceed

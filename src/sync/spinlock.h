@@ -60,6 +60,15 @@ class CAPABILITY("spinlock") SpinLock {
 };
 static_assert(sizeof(SpinLock) == 4);
 
+// Take a lock that the function returns to its caller (pmd_lock,
+// pte_offset_map_lock's *ptlp). The only opt-out for returned locks: the
+// analysis cannot name a lock by a return value or an out-parameter, so the
+// caller states it with assert_held() right after the call.
+inline SpinLock* spin_lock_returned(SpinLock* l, LockClass cls, int subclass = 0) NO_THREAD_SAFETY_ANALYSIS {
+  l->lock(cls, subclass);
+  return l;
+}
+
 // RAII holder; early release with unlock() where the kernel drops a lock mid-function.
 class SCOPED_CAPABILITY SpinGuard {
  public:

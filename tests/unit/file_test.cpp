@@ -49,7 +49,7 @@ class FileMmTest : public MmTest {
   }
   Folio* cache_folio(int fd, uint64_t index) {
     File* f = file(fd);
-    std::lock_guard<std::mutex> g(f->lock);
+    MutexGuard g(&f->lock);
     return filemap_lookup(f, index);
   }
   uint8_t peek(Process* q, uint64_t addr) {
@@ -83,7 +83,11 @@ class FileMmTest : public MmTest {
   // references (everything else must be clean).
   void expect_check_ok() {
     std::set<uint64_t> live;  // File* of every open or mapped file
-    for (auto& [fd, f] : sys->kernel()->files->files) live.insert(reinterpret_cast<uint64_t>(f.get()));
+    {
+      FileTable* t = sys->kernel()->files.get();
+      MutexGuard g(&t->lock);
+      for (auto& [fd, f] : t->files) live.insert(reinterpret_cast<uint64_t>(f.get()));
+    }
     for (Process* q : sys->processes())
       if (q->mm())
         for (auto& [start, v] : q->mm()->vmas)
