@@ -17,6 +17,7 @@
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -81,6 +82,7 @@ pte_t make_migration_entry(PhysMem* phys, Page* page, pte_t orig) {
 
 // Returns 0 when the folio was moved (its pins had been dropped), -ENOMEM or -EBUSY.
 int migrate_longterm_unpinnable_folio(Folio* src) {
+  MM_TRACE("mm_migrate_pages", "pfn={:#x} order={} reason=longterm_pin", folio_pfn(src), folio_order(src));
   if (!folio_test_anon(src)) return -EBUSY;  // file folios: not modelled (see docs/NOTES.md)
   Kernel* k = kernel_of(&src->page);
   PhysMem* phys = k->phys.get();

@@ -132,6 +132,7 @@ void add_bench(CLI::App& app) {
   sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)");
   sub->add_option("--out", o->out, "directory for report.md and report.json");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
+  add_trace_options(sub);
   register_action(sub, [o] { return run_bench(*o); });
 }
 

@@ -114,6 +114,7 @@ void add_run(CLI::App& app) {
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
   sub->add_flag("--times", o->times, "a '# time: N ms total' line at the end (each test always has its '# time: N ms' line)");
   add_parallel_options(sub, &o->par);
+  add_trace_options(sub);
   register_action(sub, [o] { return run_run(*o); });
 }
 
