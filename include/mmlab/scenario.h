@@ -10,6 +10,8 @@
 //   P uffd-wp ADDR SIZE on|off               UFFDIO_WRITEPROTECT
 //   when KEY=V1[,V2...] STATEMENT            STATEMENT only under those values of a tune key
 //   expect violation TEXT                    violations are collected, one must contain TEXT
+//   P print smaps|pagetable [ADDR SIZE], P print folio ADDR, counters print [GLOB]
+//                                            state as `#` lines in the TAP output
 //   expect P ADDR soft-dirty|uffd-wp yes|no  the PTE's bits
 // and `khugepaged [N]` runs N full scans of khugepaged over every
 // registered mm on that clock.
@@ -68,6 +70,12 @@ struct ScenarioResult {
   // checks, the model's recorded findings, the leak check), in order.
   std::vector<std::string> violations;
   double seconds = 0;                    // wall time of the test
+  // The selftest's own `[RUN] ...` text of a generated replay ("" if none),
+  // and what `print` statements printed: both go out as `#` lines before
+  // the result line. A failure's state (smaps, page table, folio, counters
+  // of what the failing statement named) follows its message in diagnostics.
+  std::string run_text;
+  std::vector<std::string> output;
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -113,7 +121,7 @@ struct ScenarioOptions {
   // time: its settings are machine-wide.
   int jobs = 1;
   uint64_t mem_budget = 0;
-  bool times = false;  // a "# time" comment line per test and a total
+  bool times = false;  // the "# time: N ms total" line (every test has its "# time: N ms" line)
   // `--debug-vm` (or MMLAB_DEBUG_VM=all): the model's invariant checker
   // after every statement, not only at the end of each test; a violation
   // fails the test at the statement that made it.

@@ -237,6 +237,7 @@ class Process {
   std::vector<PteDumpEntry> pagetable_dump(uint64_t start = 0, uint64_t end = ~0ull) const;
   std::string pagetable_dump_text(uint64_t start = 0, uint64_t end = ~0ull) const;
   PageInfo page_info(uint64_t addr) const;
+  std::string folio_dump(uint64_t addr) const;  // dump_page() of the folio mapped at addr ("" if none)
   long rss_anon() const;   // bytes
   long rss_file() const;
   long rss_shmem() const;

@@ -15,6 +15,7 @@
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -77,6 +78,7 @@ static std::variant<Folio*, RetryFault> alloc_anon_folio(VmFault* vmf) {
     while (orders) {
       uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
       if (pte_range_none(table + pte_index(addr), 1u << order)) break;
+      MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=ptes_not_none", vmf->address, order);
       order = next_order(&orders, order);
     }
     while (orders) {
@@ -84,12 +86,15 @@ static std::variant<Folio*, RetryFault> alloc_anon_folio(VmFault* vmf) {
       Folio* f = mm->phys->folio_alloc(GFP_TRANSHUGE, order);
       if (f) {
         folio_zero_user(f, vmf->address, addr, mm->stats);
+        MM_TRACE("mm_fault_anon", "address={:#x} order={}", vmf->address, order);
         return f;
       }
       mm->stats->count_mthp(order, MthpStat::anon_fault_fallback);
+      MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=alloc_failed", vmf->address, order);
       order = next_order(&orders, order);
     }
   }
+  MM_TRACE("mm_fault_anon", "address={:#x} order=0", vmf->address);
   return folio_prealloc(mm, vmf->address, true);
 }
 
@@ -203,6 +208,7 @@ static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl) {
   vmf->ptl->unlock();
   st->count(VmStat::pgreuse);
   st->count(Event::fault_wp_reuse);
+  MM_TRACE("mm_cow_reuse", "address={:#x} pfn={:#x} order={}", vmf->address, folio_pfn(folio), folio_order(folio));
   st->count_cow(folio_order(folio), CowStat::reuse);
   st->count(Event::cow_reuse_pages);
   return 0;
@@ -212,6 +218,7 @@ static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl) {
 // The order-0 copy of v6.18; `cow.policy` rfc and fixed decide first
 // (fault/wp_copy.cpp).
 static vm_fault_t wp_page_copy(VmFault* vmf) {
+  MM_TRACE("mm_cow_copy", "address={:#x} policy={}", vmf->address, static_cast<int>(vmf->vma->vm_mm->kernel->settings.cow_policy.load(std::memory_order_relaxed)));
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
@@ -296,6 +303,7 @@ vm_fault_t do_wp_page(VmFault* vmf) {
     if (unshare) {  // unsharing an exclusive page changes nothing
       vmf->ptl->unlock();
       vma->vm_mm->stats->count(Event::fault_unshare);
+      MM_TRACE("mm_fault_unshare", "address={:#x} result=exclusive_already", vmf->address);
       return 0;
     }
     if (vma->vm_mm->kernel->settings.cow_reuse.load(std::memory_order_relaxed) == CowReuse::kWhole &&
@@ -374,6 +382,7 @@ static vm_fault_t __handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t fl
 // sanitize_fault_flags + handle_mm_fault.
 vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   Mm* mm = vma->vm_mm;
+  MM_TRACE("mm_fault", "address={:#x} flags={:#x} write={} unshare={}", address, static_cast<uint64_t>(flags), (flags & FAULT_FLAG_WRITE) ? 1 : 0, (flags & FAULT_FLAG_UNSHARE) ? 1 : 0);
   if (flags & FAULT_FLAG_VMA_LOCK)
     lockdep_assert_held(vma);  // vma_start_read's lockdep entry
   else

@@ -29,6 +29,7 @@
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -501,6 +502,7 @@ int faultin_page(Vma* vma, uint64_t address, unsigned flags, bool unshare, int* 
   if (unshare) {
     ff |= FAULT_FLAG_UNSHARE;
     VM_BUG_ON(ff & FAULT_FLAG_WRITE, "unshare fault with FOLL_WRITE");
+    MM_TRACE("gup_unshare", "address={:#x} gup_flags={:#x}", address, flags);
   }
   vm_fault_t ret = handle_mm_fault(vma, address, ff);
   if (ret & VM_FAULT_COMPLETED) {
@@ -601,6 +603,7 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
 static long __get_user_pages_locked(Mm* mm, uint64_t start, long nr_pages, Page** pages, int* locked,
                                     unsigned flags) NO_THREAD_SAFETY_ANALYSIS {
   if (!nr_pages) return 0;
+  MM_TRACE("gup_call", "start={:#x} nr_pages={} gup_flags={:#x}", start, nr_pages, flags);
   bool must_unlock = false;
   if (!*locked) {
     mmap_read_lock(mm);
@@ -647,6 +650,7 @@ static long __get_user_pages_locked(Mm* mm, uint64_t start, long nr_pages, Page*
     *locked = 0;
   }
   if (pages_done == 0 && !(flags & FOLL_NOWAIT)) pages_done = -EFAULT;  // WARN in the kernel
+  MM_TRACE("gup_return", "start={:#x} ret={}", start, pages_done);
   return pages_done;
 }
 

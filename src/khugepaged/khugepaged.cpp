@@ -36,6 +36,7 @@
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -483,6 +484,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
                        unsigned order) NO_THREAD_SAFETY_ANALYSIS {
   (void)referenced;
   const uint64_t t0 = now_ns();
+  MM_TRACE("mm_collapse_huge_page", "address={:#x} order={}", address, order);
   uint64_t t_write = 0, write_ns = 0, copy_ns = 0;
   const uint64_t start_addr = address;
   const uint64_t pmd_addr = start_addr & PMD_MASK;
@@ -623,6 +625,7 @@ int mthp_collapse(Mm* mm, uint64_t address, int referenced, int unmapped, Collap
 int hpage_collapse_scan_pmd(Mm* mm, Vma* vma, uint64_t start_addr, bool* mmap_locked, CollapseControl* cc)
     NO_THREAD_SAFETY_ANALYSIS {
   PhysMem* phys = mm->phys;
+  MM_TRACE("mm_khugepaged_scan_pmd", "address={:#x}", start_addr);
   const unsigned max_ptes_shared = collapse_max_ptes_shared(cc, PMD_ORDER);
   const unsigned max_ptes_swap = collapse_max_ptes_swap(cc, PMD_ORDER);
   unsigned max_ptes_none = collapse_max_ptes_none(cc, vma, PMD_ORDER);

@@ -43,6 +43,7 @@
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -313,6 +314,7 @@ int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
   // folio never is.
   if (!folio_test_anon(folio) || folio_test_hugetlb(folio) || folio_test_huge_zero(folio)) return -EINVAL;
   Kernel* k = kernel_of(&folio->page);
+  MM_TRACE("mm_split_folio", "pfn={:#x} order={}", folio_pfn(folio), folio_order(folio));
   const unsigned order = folio_order(folio);
   int ret;
   // folio_get_anon_vma: the caller holds no mmap_lock that would keep the

@@ -20,6 +20,7 @@
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -39,6 +40,7 @@ void migrate_folio_state(Kernel* k, Folio* dst, Folio* src) {
 
 // Returns 0 when the folio was moved (or freed meanwhile), -ENOMEM or -EBUSY.
 int migrate_longterm_unpinnable_folio(Folio* src) {
+  MM_TRACE("mm_migrate_pages", "pfn={:#x} order={} reason=longterm_pin", folio_pfn(src), folio_order(src));
   // File and hugetlb folios: not modelled (see docs/NOTES.md).
   if (!folio_test_anon(src) || folio_test_hugetlb(src)) return -EBUSY;
   Kernel* k = kernel_of(&src->page);

@@ -18,6 +18,7 @@
 
 #include "phys/frame_copy.h"
 #include "phys/phys.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -397,6 +398,7 @@ Page* PhysMem::alloc_pages_internal(gfp_t gfp, unsigned order, PrepCompound comp
   if (!p) return nullptr;
   prep_new_page(p, order, gfp, compound);
   count(page_zonenum(p) == ZONE_MOVABLE ? VmStat::pgalloc_movable : VmStat::pgalloc_normal, 1ull << order);
+  MM_TRACE("mm_page_alloc", "pfn={:#x} order={} gfp_flags={:#x}", page_to_pfn(p), order, static_cast<uint64_t>(gfp));
   return p;
 }
 
@@ -491,6 +493,7 @@ void PhysMem::free_pages(Page* p, unsigned order) {
   if (!p || order > MAX_FOLIO_ORDER) return;
   if (!free_pages_prepare(p, order)) return;
   count(VmStat::pgfree, 1ull << order);
+  MM_TRACE("mm_page_free", "pfn={:#x} order={}", page_to_pfn(p), order);
   if (order > MAX_PAGE_ORDER) {
     free_contig_range(p, order);
   } else if (pcp_allowed_order(order)) {

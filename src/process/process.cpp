@@ -3,6 +3,7 @@
 #include "fmt/format.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
@@ -144,6 +145,31 @@ PageInfo Process::page_info(uint64_t addr) const {
   }
   mmap_read_unlock(mm);
   return info;
+}
+
+std::string Process::folio_dump(uint64_t addr) const {
+  if (!mm_) return "";
+  Mm* mm = mm_.get();
+  PhysMem* phys = mm->phys;
+  std::string out;
+  mmap_read_lock(mm);
+  auto entries = pagetable_dump(addr & PAGE_MASK, (addr & PAGE_MASK) + PAGE_SIZE);
+  if (!entries.empty() && !entries.front().swap) {
+    const PteDumpEntry& e = entries.front();
+    const pfn_t pfn = e.pfn + (e.level > 1 ? ((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT : 0);
+    if (phys->pfn_valid(pfn)) {
+      Page* page = phys->pfn_to_page(pfn);
+      Folio* folio = page_folio(page);
+      out = fmt::format("page {:#x} is page {} of its folio\n{}", pfn, pfn - phys->page_to_pfn(&folio->page), dump_folio(folio));
+      // The mapping is a host pointer: name its kind, so that a run prints the same text each time.
+      const size_t at = out.find("mapping:0x");
+      const size_t end = at == std::string::npos ? at : out.find(' ', at);
+      if (end != std::string::npos)
+        out.replace(at, end - at, folio->page.mapping == 0 ? "mapping:none" : folio_test_anon(folio) ? "mapping:anon" : "mapping:file");
+    }
+  }
+  mmap_read_unlock(mm);
+  return out;
 }
 
 std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {

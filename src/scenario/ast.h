@@ -59,6 +59,9 @@ struct Advance {  // advance DURATION
   uint64_t ns = 0;
 };
 struct CountersReset {};  // counters reset
+struct CountersPrint {     // counters print [GLOB]: event counters and vmstat items as `#` lines
+  std::string glob;        // empty: every non-zero one
+};
 
 // ---- address-space operations of a process ----
 struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE]
@@ -159,6 +162,16 @@ struct Dump {  // P dump D ADDR SIZE
   uint64_t size = 0;
 };
 
+// ---- introspection: state printed into the TAP output as `#` lines ----
+enum class PrintWhat { kSmaps, kPagetable, kFolio };
+const char* print_what_name(PrintWhat w);
+struct Print {  // P print smaps|pagetable [ADDR SIZE], P print folio ADDR
+  std::string proc;
+  PrintWhat what = PrintWhat::kSmaps;
+  std::optional<AddrExpr> addr;  // none: the whole address space
+  uint64_t size = 0;             // with addr (folio: one page)
+};
+
 // ---- outcome ----
 struct Check {};
 struct Skip {  // skip REASON
@@ -227,9 +240,9 @@ struct ExpectViolation {  // expect violation TEXT
 
 using StmtBody =
     std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Khugepaged,
-                 stmt::Advance, stmt::CountersReset, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
+                 stmt::Advance, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
-                 stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Check, stmt::Skip,
+                 stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectSysfs,
                  stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
                  stmt::ExpectSame, stmt::ExpectViolation>;
@@ -264,6 +277,10 @@ struct TestCase {
   std::string name;
   std::string file;
   int line = 0, col = 0;  // of NAME in `test NAME`
+  // The selftest's own text of a generated replay: a `# [RUN] ...` comment
+  // line right after `test NAME`, printed before the result so that a real
+  // selftest log can be diffed against mmlab's.
+  std::string run_text;
   std::vector<Stmt> stmts;
 };
 

@@ -9,6 +9,7 @@
 // and machine-wide statistics that other processes moved meanwhile are
 // skipped expectation by expectation and counted.
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -128,6 +129,7 @@ class HostRun final : public TestRun {
       if (auto* e = st->as<stmt::ExpectSysfs>(); e && sysfs_is_counter(e->path)) counters.insert(sysfs_key(e->path));
     }
     if (drains) pin_to_one_cpu();
+    vmstat_at_start_ = read_vmstat();  // `counters print` and a failure's state print deltas since
     // Activity the test does not cause, seen while nothing of the test runs.
     std::map<std::string, int64_t> before;
     for (auto& k : counters) before[k] = read_counter(k);
@@ -251,6 +253,45 @@ class HostRun final : public TestRun {
   void run(const Stmt&, const stmt::UffdRegister&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
   void run(const Stmt&, const stmt::UffdWp&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
   void run(const Stmt&, const stmt::CountersReset&) {}  // counter expectations are skipped on the host
+  void run(const Stmt&, const stmt::CountersPrint& s) { exec_counters_print(s); }
+  void run(const Stmt& st, const stmt::Print& s) { exec_print(st, s); }
+
+  std::vector<std::string> state_lines(const Stmt& st, const std::string& pname, stmt::PrintWhat what, uint64_t start,
+                                       uint64_t end) override {
+    const int pid = agent(st, pname).pid();
+    switch (what) {
+      case stmt::PrintWhat::kSmaps: {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in) return {fmt::format("(cannot read /proc/{}/smaps)", pid)};
+        return smaps_of_range(text.str(), start, end);
+      }
+      case stmt::PrintWhat::kPagetable:
+        return {"(model-only: user space cannot read the host's page tables; `print folio` shows what pagemap and kpageflags say)"};
+      case stmt::PrintWhat::kFolio: {
+        host::HostPageInfo pi;
+        std::string why;
+        if (host::host_page_info(pid, start, &pi, &why)) return {"(cannot read the host's pagemap: " + why + ")"};
+        if (!pi.present) return {pi.swapped ? "(a swap entry: no folio mapped)" : "(nothing mapped)"};
+        return {fmt::format("pagemap/kpageflags: pfn:{:#x} order:{} huge-leaf:{} hugetlb:{} zero:{} anon:{} swapbacked:{} "
+                            "(refcount, mapcount and pincount are not shown to user space)",
+                            pi.pfn, pi.order, pi.huge, pi.hugetlb, pi.zero, pi.anon, pi.swapbacked)};
+      }
+    }
+    return {};
+  }
+
+  // /proc/vmstat deltas since the test began (machine-wide: other processes move them too).
+  std::vector<std::string> counter_lines(const std::string& glob) override {
+    std::vector<std::string> out{"(the model's event counters do not exist on the host; vmstat: deltas since the test began, machine-wide)"};
+    for (auto& [name, v] : read_vmstat()) {
+      auto it = vmstat_at_start_.find(name);
+      const int64_t d = v - (it == vmstat_at_start_.end() ? 0 : it->second);
+      if (glob.empty() ? d != 0 : fnmatch(glob.c_str(), name.c_str(), 0) == 0) out.push_back(fmt::format("vmstat {} {}", name, d));
+    }
+    return out;
+  }
   void run(const Stmt& st, const stmt::Write& s) {
     Proc& p = proc(st, s.proc);
     const uint64_t at = addr(st, s.addr);
@@ -836,6 +877,7 @@ class HostRun final : public TestRun {
   std::set<std::string> hugetlb_files_;
   std::map<std::string, long> outside_resv_;  // by pool: reservations when the test began
   bool khugepaged_ran_ = false;  // the test waited for the host's khugepaged
+  std::map<std::string, int64_t> vmstat_at_start_;
   std::map<std::string, int64_t> base_, idle_before_;  // by statistic key: value when the test began, idle drift before
   int cpu_ = -1;  // the CPU the test runs on, or -1 (not pinned)
   cpu_set_t saved_affinity_{};

@@ -2,6 +2,7 @@
 // the model's real mechanisms (System, Process, the GUP entry points).
 #include <algorithm>
 #include <climits>
+#include <fnmatch.h>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -172,6 +173,45 @@ class ModelRun final : public TestRun {
   }
   void run(const Stmt& st, const stmt::Advance& s) { check_errno(st, sys_->advance_clock(s.ns), "advance"); }
   void run(const Stmt&, const stmt::CountersReset&) { sys_->reset_counters(); }
+  void run(const Stmt&, const stmt::CountersPrint& s) { exec_counters_print(s); }
+  void run(const Stmt& st, const stmt::Print& s) { exec_print(st, s); }
+
+  std::vector<std::string> state_lines(const Stmt& st, const std::string& pname, stmt::PrintWhat what, uint64_t start,
+                                       uint64_t end) override {
+    Process* p = proc(st, pname);
+    if (p->exited()) return {"(the process has exited)"};
+    switch (what) {
+      case stmt::PrintWhat::kSmaps: return smaps_of_range(p->smaps(), start, end);
+      case stmt::PrintWhat::kPagetable: {
+        std::vector<std::string> l = split_lines(p->pagetable_dump_text(start, end ? end : ~0ull));
+        if (l.size() == 1) l.push_back("(no entry in the range)");
+        return l;
+      }
+      case stmt::PrintWhat::kFolio: {
+        std::string d = p->folio_dump(start);
+        if (d.empty()) return {p->page_info(start).swap ? "(a swap entry: no folio mapped)" : "(nothing mapped)"};
+        return split_lines(d);
+      }
+    }
+    return {};
+  }
+
+  // `counter NAME N` for the event counters, `vmstat NAME N` for /proc/vmstat.
+  std::vector<std::string> counter_lines(const std::string& glob) override {
+    std::vector<std::string> out;
+    auto wanted = [&](const std::string& name, int64_t v) {
+      return glob.empty() ? v != 0 : fnmatch(glob.c_str(), name.c_str(), 0) == 0;
+    };
+    for (const std::string& n : counter_names())
+      if (int64_t v = sys_->counter(n); wanted(n, v)) out.push_back(fmt::format("counter {} {}", n, v));
+    std::istringstream vm(sys_->vmstat_text());
+    std::string name;
+    int64_t v = 0;
+    while (vm >> name >> v)
+      if (wanted(name, v)) out.push_back(fmt::format("vmstat {} {}", name, v));
+    if (out.empty()) out.push_back(glob.empty() ? "(every counter is zero)" : "(no counter matches " + glob + ")");
+    return out;
+  }
   void run(const Stmt& st, const stmt::Munmap& s) {
     check_errno(st, proc(st, s.proc)->munmap(addr(st, s.addr), s.size), "munmap");
   }

@@ -403,8 +403,28 @@ stmt::Mremap parse_mremap(LineParser& lp, const std::string& who) {
 }
 
 // Statements that start with a process or handle name.
+// P print smaps|pagetable [ADDR SIZE], P print folio ADDR
+stmt::Print parse_print(LineParser& lp, const std::string& who) {
+  stmt::Print p;
+  p.proc = who;
+  const std::string what = lp.word("smaps, pagetable or folio");
+  if (what == "smaps") p.what = stmt::PrintWhat::kSmaps;
+  else if (what == "pagetable") p.what = stmt::PrintWhat::kPagetable;
+  else if (what == "folio") p.what = stmt::PrintWhat::kFolio;
+  else lp.back(), lp.fail("smaps, pagetable or folio");
+  if (p.what == stmt::PrintWhat::kFolio) {
+    p.addr = lp.addr();
+    p.size = PAGE_SIZE;
+    return p;
+  }
+  if (lp.done()) return p;
+  p.addr = lp.addr();
+  p.size = lp.size();
+  return p;
+}
+
 StmtBody parse_named(LineParser& lp, const std::string& who) {
-  std::string verb = lp.word("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump)");
+  std::string verb = lp.word("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print)");
   const Token* nxt = lp.peek();
   bool numeric_next = nxt && std::isdigit(static_cast<unsigned char>(nxt->s[0]));
   if (verb == "fork") return stmt::Fork{who, lp.name()};
@@ -492,6 +512,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
     parse_gup_flags(lp, &g);
     return g;
   }
+  if (verb == "print") return parse_print(lp, who);
   if (verb == "dump") {
     stmt::Dump d;
     d.proc = who;
@@ -500,7 +521,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
     d.size = lp.size();
     return d;
   }
-  lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump), not '" + verb + "'");
+  lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print), not '" + verb + "'");
 }
 
 // `tune KEY VALUE`: a key and value this build has, else an error naming
@@ -628,8 +649,13 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
   } else if (w == "advance") {
     st->body = stmt::Advance{lp.duration()};
   } else if (w == "counters") {
-    lp.keyword("reset");
-    st->body = stmt::CountersReset{};
+    if (lp.accept("print")) {
+      st->body = stmt::CountersPrint{lp.done() ? "" : lp.word("a GLOB")};
+    } else if (lp.accept("reset")) {
+      st->body = stmt::CountersReset{};
+    } else {
+      lp.fail("'reset' or 'print'");
+    }
   } else if (w == "unpin") {
     stmt::Unpin u{lp.name()};
     u.dirty = lp.accept("dirty");
@@ -710,6 +736,7 @@ class NameTable {
   void names(const stmt::Khugepaged&) {}
   void names(const stmt::Advance&) {}
   void names(const stmt::CountersReset&) {}
+  void names(const stmt::CountersPrint&) {}
   void names(const stmt::Mmap& s) {
     use(s.proc, 'p');
     if (!s.file.empty()) use(s.file, 'f');
@@ -734,6 +761,10 @@ class NameTable {
   void names(const stmt::HandleRead& s) { use(s.handle, 'h'); }
   void names(const stmt::Unpin& s) { use(s.handle, 'h'); }
   void names(const stmt::Dump& s) { use(s.proc, 'p'), region(s.addr), bind(s.dump, 'd'); }
+  void names(const stmt::Print& s) {
+    use(s.proc, 'p');
+    if (s.addr) region(*s.addr);
+  }
   void names(const stmt::Check&) {}
   void names(const stmt::Skip&) {}
   void names(const stmt::Xfail&) {}
@@ -825,7 +856,11 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   while (std::getline(in, line)) {
     lineno++;
     auto toks = tokenize(line);
-    if (toks.empty()) continue;
+    if (toks.empty()) {
+      // A replay's `# [RUN] TEXT`, right after its `test NAME`.
+      if (cur && cur->stmts.empty() && cur->run_text.empty() && line.rfind("# [RUN] ", 0) == 0) cur->run_text = line.substr(2);
+      continue;
+    }
     LineParser lp(path, lineno, toks);
     if (toks[0].s == "test") {
       lp.word("test");

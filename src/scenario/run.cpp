@@ -49,6 +49,8 @@ void apply_known(const std::vector<KnownDifference>& known, std::vector<bool>* u
 }
 
 void print_tap(std::ostream& tap, int n, const ScenarioResult& r) {
+  if (!r.run_text.empty()) tap << "# " << r.run_text << "\n";
+  for (auto& l : r.output) tap << "# " << l << "\n";
   std::string name = r.variant.empty() ? r.name : r.name + " [" + r.variant + "]";
   switch (r.outcome) {
     case Outcome::kPass: tap << "ok " << n << " " << name << "\n"; break;
@@ -129,7 +131,8 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     ScenarioResult& r = results[i];
     apply_known(opt.known, &known_used, &r);  // here: emit runs on one thread, in order
     print_tap(tap, static_cast<int>(i + 1), r);
-    if (opt.times) tap << fmt::format("# time {:.3f} s {}\n", r.seconds, r.name);
+    // The only line that differs between runs (and between -j 1 and -j N).
+    tap << fmt::format("# time: {:.3f} ms\n", r.seconds * 1e3);
     skipped_expectations += r.skipped_expectations;
     for (auto& k : r.skips) skips_by_key[k.key] += k.count;
     tap.flush();
@@ -150,8 +153,8 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   if (host)
     tap << fmt::format("# host: {} expectations skipped{}\n", skipped_expectations, skip_totals(skips_by_key));
   if (opt.times)
-    tap << fmt::format("# time {:.3f} s total, {} test(s) at a time\n",
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), width);
+    tap << fmt::format("# time: {:.3f} ms total, {} test(s) at a time\n",
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3, width);
   return results;
 }
 

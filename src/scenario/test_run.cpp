@@ -2,6 +2,8 @@
 #include "scenario/test_run.h"
 
 #include <algorithm>
+#include <sstream>
+#include <type_traits>
 
 #include "fmt/format.h"
 #include "mmlab/system.h"
@@ -24,6 +26,7 @@ bool TestRun::begin(const ScenarioFileAst& file, const TestCase& tc) {
   res_ = ScenarioResult{};
   res_.file = file.path;
   res_.name = tc.name;
+  res_.run_text = tc.run_text;
   line_ = tc.line;
   std::vector<const Stmt*> stmts;
   for (auto& st : file.prelude) stmts.push_back(&st);
@@ -61,7 +64,120 @@ bool TestRun::step(const Stmt& st) {
   if (!when_holds(st)) return true;
   guarded([&] { exec(st); });
   if (!ended_) guarded([&] { collect_violations(st, new_violations()); });
+  if (ended_ && failure_ && !skipped_) add_failure_state(st);
   return !ended_;
+}
+
+namespace {
+
+// Lines of a long dump kept in the TAP output; the rest are counted.
+constexpr size_t kMaxStateLines = 64;
+
+void append_indented(std::vector<std::string>* out, const std::vector<std::string>& lines) {
+  for (size_t i = 0; i < lines.size() && i < kMaxStateLines; i++) out->push_back("  " + lines[i]);
+  if (lines.size() > kMaxStateLines) out->push_back(fmt::format("  ... ({} more lines)", lines.size() - kMaxStateLines));
+}
+
+// What a statement names: a process, an address range in it, a statistic.
+struct Named {
+  std::string proc;
+  std::optional<AddrExpr> addr;
+  uint64_t size = PAGE_SIZE;
+  bool statistic = false;
+};
+
+Named named_by(const Stmt& st) {
+  return std::visit(
+      [](const auto& s) {
+        using S = std::decay_t<decltype(s)>;
+        Named n;
+        if constexpr (requires { s.proc; }) n.proc = s.proc;
+        if constexpr (requires { s.addr.region; }) n.addr = s.addr;
+        if constexpr (std::is_same_v<S, stmt::Gup>) n.size = std::max<uint64_t>(1, s.nr_pages) * PAGE_SIZE;
+        else if constexpr (std::is_same_v<S, stmt::Mremap>) n.size = s.old_size;
+        else if constexpr (requires { s.addr.region; s.size; }) n.size = std::max<uint64_t>(s.size, 1);
+        n.statistic = std::is_same_v<S, stmt::ExpectCounter> || std::is_same_v<S, stmt::ExpectVmstat> ||
+                      std::is_same_v<S, stmt::ExpectSysfs>;
+        return n;
+      },
+      st.body);
+}
+
+}  // namespace
+
+void TestRun::add_failure_state(const Stmt& st) {
+  const Named n = named_by(st);
+  std::vector<std::string> out;
+  try {
+    if (!n.proc.empty()) {
+      uint64_t start = 0, end = 0;
+      std::string range;
+      if (n.addr) {
+        auto it = regions_.find(n.addr->region);
+        if (it != regions_.end()) {
+          start = (it->second + n.addr->offset) & PAGE_MASK;
+          end = round_up(it->second + n.addr->offset + n.size, PAGE_SIZE);
+          range = fmt::format(" {:#x}-{:#x}", start, end);
+        }
+      }
+      out.push_back(fmt::format("state: {} smaps{}:", n.proc, range));
+      append_indented(&out, state_lines(st, n.proc, stmt::PrintWhat::kSmaps, start, end));
+      if (end) {
+        out.push_back(fmt::format("state: {} pagetable{}:", n.proc, range));
+        append_indented(&out, state_lines(st, n.proc, stmt::PrintWhat::kPagetable, start, end));
+        out.push_back(fmt::format("state: {} folio {:#x}:", n.proc, start));
+        append_indented(&out, state_lines(st, n.proc, stmt::PrintWhat::kFolio, start, start + PAGE_SIZE));
+      }
+    }
+    if (n.statistic) {
+      out.push_back("state: counters (every non-zero one):");
+      append_indented(&out, counter_lines(""));
+    }
+  } catch (const Failure& f) {
+    out.push_back("state: cannot be shown: " + f.msg);
+  } catch (const SkipTest& s) {
+    out.push_back("state: cannot be shown: " + s.reason);
+  }
+  res_.diagnostics.insert(res_.diagnostics.end(), out.begin(), out.end());
+}
+
+void TestRun::exec_print(const Stmt& st, const stmt::Print& p) {
+  uint64_t start = 0, end = 0;
+  std::string range;
+  if (p.addr) {
+    start = addr(st, *p.addr) & PAGE_MASK;
+    end = round_up(addr(st, *p.addr) + p.size, PAGE_SIZE);
+    range = p.what == stmt::PrintWhat::kFolio ? fmt::format(" {:#x}", start) : fmt::format(" {:#x}-{:#x}", start, end);
+  }
+  res_.output.push_back(fmt::format("{}:{}: {} {}{}:", st.file, st.line, p.proc, stmt::print_what_name(p.what), range));
+  std::vector<std::string> lines = state_lines(st, p.proc, p.what, start, end);
+  for (auto& l : lines) res_.output.push_back("  " + l);
+}
+
+void TestRun::exec_counters_print(const stmt::CountersPrint& c) {
+  res_.output.push_back(c.glob.empty() ? std::string("counters (every non-zero one):") : "counters " + c.glob + ":");
+  for (auto& l : counter_lines(c.glob)) res_.output.push_back("  " + l);
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::vector<std::string> smaps_of_range(const std::string& smaps, uint64_t start, uint64_t end) {
+  std::vector<std::string> out;
+  bool keep = false;
+  for (const std::string& l : split_lines(smaps)) {
+    unsigned long long a = 0, b = 0;
+    int used = 0;
+    // A VMA's header line "start-end perms ...": its block runs to the next header.
+    if (std::sscanf(l.c_str(), "%llx-%llx %n", &a, &b, &used) == 2 && used > 0) keep = end == 0 || (a < end && b > start);
+    if (keep) out.push_back(l);
+  }
+  if (out.empty()) out.push_back("(no VMA in the range)");
+  return out;
 }
 
 std::string TestRun::tune_value(const std::string& key) { return tune_default(key); }
@@ -170,6 +286,15 @@ std::string yn(bool b) { return b ? "yes" : "no"; }
 std::string ret_text(long v) { return v < 0 ? fmt::format("-{}", errno_name(static_cast<int>(v))) : std::to_string(v); }
 std::string where(const std::string& proc, const AddrExpr& a) { return fmt::format("{} {}+{:#x}", proc, a.region, a.offset); }
 }  // namespace
+
+const char* stmt::print_what_name(PrintWhat w) {
+  switch (w) {
+    case PrintWhat::kSmaps: return "smaps";
+    case PrintWhat::kPagetable: return "pagetable";
+    case PrintWhat::kFolio: return "folio";
+  }
+  return "?";
+}
 
 const char* stmt::page_bit_name(PageBit b) {
   switch (b) {

@@ -61,6 +61,13 @@ class TestRun {
   virtual void start(const std::vector<const Stmt*>& stmts) = 0;
   virtual void exec(const Stmt& st) = 0;
   virtual std::vector<std::string> teardown() = 0;  // what leaked or outlived the test
+  // Introspection, as `#` lines: `P print smaps|pagetable|folio` over
+  // [start, end) (end 0: the whole address space; folio: the page at start),
+  // and `counters print GLOB` (empty: every non-zero one). A backend that
+  // cannot show something says so in a line.
+  virtual std::vector<std::string> state_lines(const Stmt& st, const std::string& proc, stmt::PrintWhat what, uint64_t start,
+                                               uint64_t end) = 0;
+  virtual std::vector<std::string> counter_lines(const std::string& glob) = 0;
   // Violations the backend detected during the statement just run (the
   // model's recorded findings); each is reported as a violation.
   virtual std::vector<std::string> new_violations() { return {}; }
@@ -91,6 +98,9 @@ class TestRun {
   // (exclusive, soft-dirty, uffd-wp), nothing mapped fails.
   void expect_yes_no(const Stmt& st, const stmt::ExpectPageBit& e, bool mapped, bool found);
   void expect_same(const Stmt& st, const stmt::ExpectSame& e, bool same);
+  // `P print ...` and `counters print`: their lines into the output.
+  void exec_print(const Stmt& st, const stmt::Print& p);
+  void exec_counters_print(const stmt::CountersPrint& c);
   // skip: ends the test as skipped; xfail: the test is expected to fail.
   [[noreturn]] void exec_skip(const stmt::Skip& s);
   void exec_xfail(const stmt::Xfail& x);
@@ -113,6 +123,10 @@ class TestRun {
   void guarded(F&& f);
 
   bool when_holds(const Stmt& st);
+  // After a statement failed: the state of what it named (the smaps and the
+  // page table of its range, the folio at its address, the counters an
+  // expectation on a statistic read), into the diagnostics.
+  void add_failure_state(const Stmt& st);
   // Violations found so far and the texts expected among them.
   void collect_violations(const Stmt& st, const std::vector<std::string>& msgs);
   std::optional<Failure> check_expected_violations();
@@ -126,6 +140,11 @@ class TestRun {
   bool xfail_ = false;
   std::string xfail_reason_;
 };
+
+// The lines of a text; the VMA blocks of a /proc/PID/smaps text that
+// overlap [start, end) (end 0: all), both backends' `print smaps`.
+std::vector<std::string> split_lines(const std::string& text);
+std::vector<std::string> smaps_of_range(const std::string& smaps, uint64_t start, uint64_t end);
 
 // "N expectation(s) skipped: WHY [COUNT]; ...", as TAP and diff print it.
 std::string skipped_line(const ScenarioResult& r);

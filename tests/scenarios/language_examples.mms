@@ -226,3 +226,12 @@ P read A 4K 1
 test lang-skip
 skip shows how a skipped test is reported
 proc P
+
+test lang-print
+proc P
+P mmap A 64K rw private
+P write A 8K 1
+P print smaps A 64K
+P print pagetable A 64K
+P print folio A
+counters print fault.*

@@ -100,6 +100,26 @@ const char* kZeroThenCow =
 // maps fresh pages, so `zero yes` and both `rss` (the zero page is not
 // counted) are skipped with the probe's reason; the written page is
 // compared as everywhere.
+// Introspection on the host: smaps and pagemap from the real process, vmstat
+// deltas, and a page-table dump that says it is the model's alone.
+TEST_F(HostRunTest, PrintShowsWhatTheHostCanShow) {
+  std::string tap;
+  auto res = run("test a\nproc P\nP mmap A 64K rw private\nP write A 8K 1\nP print smaps A 64K\nP print pagetable A 64K\n"
+                 "P print folio A\ncounters print\n"
+                 "test b\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nexpect P A mapped pmd\n",
+                 &tap);
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[0].outcome, Outcome::kPass) << tap;
+  for (const char* want : {"#   Rss:", "#   Anonymous:", "# t.mms:6: P pagetable", "#   (model-only:", "#   pagemap/kpageflags: pfn:",
+                           "#   (the model's event counters do not exist on the host"})
+    EXPECT_NE(tap.find(want), std::string::npos) << want << "\n" << tap;
+  EXPECT_EQ(res[1].outcome, Outcome::kFail) << tap;
+  std::string diag;
+  for (auto& d : res[1].diagnostics) diag += d + "\n";
+  EXPECT_NE(diag.find("state: P smaps 0x"), std::string::npos) << diag;
+  EXPECT_NE(diag.find("  pagemap/kpageflags: pfn:"), std::string::npos) << diag;
+}
+
 TEST_F(HostRunTest, ZeroPageThenCowOnTheRealKernel) {
   std::string tap;
   auto r = run(kZeroThenCow, &tap);

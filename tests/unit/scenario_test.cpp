@@ -2,6 +2,7 @@
 // outcomes follow kselftest, expectations fail with a diagnostic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "mmlab/scenario.h"
@@ -32,6 +33,102 @@ RunOut run(const std::string& text, ScenarioOptions opt = {}) {
   r.results = scenario_run(*prog, opt, out);
   r.tap = out.str();
   return r;
+}
+
+// The `# time: N ms` lines are the only ones that differ between runs.
+std::string without_time_lines(const std::string& tap) {
+  std::istringstream in(tap);
+  std::string out;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("# time: ", 0) != 0) out += l + "\n";
+  return out;
+}
+
+TEST(ScenarioParseTest, PrintStatements) {
+  const std::string pre = "test a\nproc P\nP mmap A 64K rw private\n";
+  EXPECT_EQ(parse_error(pre + "P print maps\n"), "t.mms:4:9: expected smaps, pagetable or folio");
+  EXPECT_EQ(parse_error(pre + "P print folio\n"), "t.mms:4:15: expected an ADDR (R or R+SIZE)");
+  EXPECT_EQ(parse_error(pre + "P print smaps A\n"), "t.mms:4:17: expected a SIZE");
+  EXPECT_EQ(parse_error(pre + "P print folio A 4K\n"), "t.mms:4:17: expected the end of the statement");
+  EXPECT_EQ(parse_error(pre + "counters show\n"), "t.mms:4:10: expected 'reset' or 'print'");
+  EXPECT_EQ(parse_error(pre + "counters print a b\n"), "t.mms:4:18: expected the end of the statement");
+  EXPECT_EQ(parse_error(pre + "Q print smaps\n").substr(0, 30), "t.mms:4:1: expected a process ");
+  EXPECT_EQ(parse_error(pre + "P print pagetable B 4K\n").substr(0, 31), "t.mms:4:19: expected a region b");
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", pre + "P print smaps\nP print pagetable A+4K 8K\ncounters print\ncounters print gup.*\n", &err))
+      << err;
+}
+
+TEST(ScenarioRunTest, PrintStatementsShowTheState) {
+  RunOut r = run(
+      "test a\nproc P\nP mmap A 64K rw private\nP write A 8K 1\nP print smaps A 64K\nP print pagetable A 64K\n"
+      "P print folio A+4K\nP print folio A+32K\ncounters print fault.*\ncounters print\n");
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass);
+  const std::string& t = r.tap;
+  // Everything printed comes before the result line.
+  const size_t ok = t.find("\nok 1 a\n");
+  ASSERT_NE(ok, std::string::npos) << t;
+  for (const char* want : {"# t.mms:5: P smaps 0x", "#   Rss:                   8 kB", "# t.mms:6: P pagetable 0x",
+                           "#   address          level  pfn", "# t.mms:7: P folio 0x", "is page 0 of its folio",
+                           "#   page: refcount:1 mapcount:1", "#   (nothing mapped)", "# counters fault.*:",
+                           "#   counter fault.anon 2", "# counters (every non-zero one):", "#   vmstat "}) {
+    const size_t at = t.find(want);
+    EXPECT_NE(at, std::string::npos) << want << "\n" << t;
+    EXPECT_LT(at, ok) << want;
+  }
+  // Two PTEs mapped (8K written), so the page table prints its header and two entries.
+  const std::string pt = t.substr(t.find("# t.mms:6:"), t.find("# t.mms:7:") - t.find("# t.mms:6:"));
+  size_t ptes = 0;
+  for (size_t at = pt.find(" pte "); at != std::string::npos; at = pt.find(" pte ", at + 1)) ptes++;
+  EXPECT_EQ(ptes, 2u) << pt;
+}
+
+TEST(ScenarioRunTest, AFailureShowsTheStateOfWhatItNamed) {
+  RunOut r = run(
+      "test order\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nexpect P A order 9\n"
+      "test counter\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nexpect counter fault.anon 5\n"
+      "test data\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nP read A 4K 2\n");
+  ASSERT_EQ(r.results.size(), 3u);
+  auto text = [&](int i) {
+    std::string s;
+    for (auto& d : r.results[i].diagnostics) s += d + "\n";
+    return s;
+  };
+  for (int i = 0; i < 3; i++) EXPECT_EQ(r.results[i].outcome, Outcome::kFail) << i;
+  // The expectation's message first, then the state of the page it named.
+  EXPECT_EQ(r.results[0].diagnostics.front(), "t.mms:5: expected P A+0x0 order 9, found 0");
+  for (const char* want : {"state: P smaps 0x", "  Anonymous:             4 kB", "state: P pagetable 0x", " pte ",
+                           "state: P folio 0x", "  page: refcount:1 mapcount:1"})
+    EXPECT_NE(text(0).find(want), std::string::npos) << want << "\n" << text(0);
+  EXPECT_EQ(text(0).find("state: counters"), std::string::npos);
+  // An expectation on a counter: the counters, not a page.
+  EXPECT_NE(text(1).find("state: counters (every non-zero one):\n  counter fault.anon 1\n"), std::string::npos) << text(1);
+  EXPECT_EQ(text(1).find("state: P"), std::string::npos);
+  // A data check that failed: the pages read.
+  EXPECT_NE(text(2).find("state: P pagetable"), std::string::npos) << text(2);
+  EXPECT_NE(r.tap.find("\n# state: P folio"), std::string::npos);
+}
+
+TEST(ScenarioRunTest, ReplayPrintsItsRunTextAndEveryTestItsTime) {
+  RunOut r = run(
+      "proc P\ntest cow-anon-basic-fork-base\n# [RUN] Basic COW after fork() ... with base page\nP mmap A 4K rw private\n"
+      "test plain\n# not a RUN line\nP mmap A 4K rw private\n"
+      "test late\nP mmap A 4K rw private\n# [RUN] only right after test NAME\n");
+  ASSERT_EQ(r.results.size(), 3u);
+  EXPECT_EQ(r.results[0].run_text, "[RUN] Basic COW after fork() ... with base page");
+  EXPECT_EQ(r.results[1].run_text, "");
+  EXPECT_EQ(r.results[2].run_text, "");
+  EXPECT_NE(r.tap.find("\n# [RUN] Basic COW after fork() ... with base page\nok 1 cow-anon-basic-fork-base\n# time: "),
+            std::string::npos)
+      << r.tap;
+  EXPECT_EQ(r.tap.find("[RUN] only"), std::string::npos);
+  size_t times = 0;
+  for (size_t at = r.tap.find("# time: "); at != std::string::npos; at = r.tap.find("# time: ", at + 1)) {
+    times++;
+    EXPECT_NE(r.tap.find(" ms\n", at), std::string::npos);
+  }
+  EXPECT_EQ(times, 3u);
 }
 
 TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
@@ -203,7 +300,12 @@ TEST(ScenarioRunTest, TapOutcomesAndTotals) {
               "test known\nxfail reason here\nproc P\nP mmap A 4K rw private\nP read A 4K 1\n"
               "test lucky\nxfail reason there\nproc P\n"
               "test later\nskip no 1G pages\n");
-  EXPECT_EQ(r.tap,
+  // Without the per-test times and the state a failure prints (tested below).
+  std::istringstream in(without_time_lines(r.tap));
+  std::string tap;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("# state: ", 0) != 0 && l.rfind("#   ", 0) != 0) tap += l + "\n";
+  EXPECT_EQ(tap,
             "TAP version 13\n1..5\nok 1 good\nnot ok 2 bad\n"
             "# t.mms:9: expected every byte of A+0x0..+0x1000 == 0x01, found 0x00 at +0x0\n"
             "ok 3 known # XFAIL reason here\n"
@@ -348,7 +450,7 @@ TEST(ScenarioRunTest, ParallelRunPrintsWhatASerialRunPrints) {
   par.jobs = 4;
   par.mem_budget = 64ull << 30;  // never the limit here
   RunOut four = run(text, par);
-  EXPECT_EQ(one.tap, four.tap);
+  EXPECT_EQ(without_time_lines(one.tap), without_time_lines(four.tap));
   ASSERT_EQ(four.results.size(), 12u);
   EXPECT_EQ(four.results[5].outcome, Outcome::kFail);
   EXPECT_EQ(four.results[11].outcome, Outcome::kPass);

@@ -165,6 +165,7 @@ void add_bench(CLI::App& app) {
       ->check(CLI::ExistingFile);
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
+  add_trace_options(sub);
   register_action(sub, [o] { return run_bench(*o); });
 }
 

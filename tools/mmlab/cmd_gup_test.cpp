@@ -183,6 +183,7 @@ void add_gup_test(CLI::App& app) {
   sub->add_option("--fast", o->fast, "gup.fast variants to alternate per repeat: " + tune_values_text("gup.fast") + " (`mmlab variants`)");
   sub->add_option("--json", o->json, "write every figure to this JSON file");
   sub->add_flag("--protect-read", o->protect_read, "model: mprotect(PROT_READ) the region after pre-faulting");
+  add_trace_options(sub);
   register_action(sub, [o] { return run_gup_test(*o); });
 }
 

@@ -91,7 +91,8 @@ int run_run(const RunOptions& o) {
       for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
       j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
                             {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
-                            {"skipped_expectations", r.skipped_expectations}, {"skips", skips}});
+                            {"skipped_expectations", r.skipped_expectations}, {"skips", skips},
+                            {"run", r.run_text}, {"output", r.output}, {"ms", r.seconds * 1e3}});
     }
     std::ofstream out(o.json);
     out << j.dump(2) << "\n";
@@ -122,10 +123,11 @@ void add_run(CLI::App& app) {
   sub->add_option("--known", o->known,
                   "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
-  sub->add_flag("--times", o->times, "a '# time' comment line after each test, and the total");
+  sub->add_flag("--times", o->times, "a '# time: N ms total' line at the end (each test always has its '# time: N ms' line)");
   sub->add_flag("--debug-vm", o->debug_vm,
                 "model: run the invariant checker after every statement, not only at each test's end (also MMLAB_DEBUG_VM=all)");
   add_parallel_options(sub, &o->par);
+  add_trace_options(sub);
   register_action(sub, [o] { return run_run(*o); });
 }
 

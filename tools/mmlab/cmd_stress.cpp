@@ -194,6 +194,7 @@ void add_stress(CLI::App& app) {
   sub->add_flag("--debug-vm", o->debug_vm, "run the checker after every operation (also MMLAB_DEBUG_VM=all)");
   sub->add_flag("--plant-corruption", o->plant, "test only: change one byte behind the tracker's back (the run must fail)")
       ->group("");
+  add_trace_options(sub);
   register_action(sub, [o] { return run_stress(*o); });
 }
 

@@ -26,6 +26,10 @@ int fake_host_probes(const std::vector<std::string>& names, std::string* err);
 
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);
+// --trace FILE and --trace-format ftrace|json (docs/TRACING.md): the
+// trace runs around the subcommand's action; a file that cannot be
+// created exits 2 before any work.
+void add_trace_options(CLI::App* sub);
 int run_selected(CLI::App& app);
 
 // A byte size: a number with an optional K, M or G suffix ("4G"). False if malformed.

@@ -1,7 +1,10 @@
 #include <iostream>
 #include <map>
 
+#include <memory>
+
 #include "commands.h"
+#include "mmlab/trace.h"
 
 namespace mmlab::cli {
 namespace {
@@ -13,9 +16,49 @@ std::map<CLI::App*, std::function<int()>>& actions() {
 
 void register_action(CLI::App* sub, std::function<int()> action) { actions()[sub] = std::move(action); }
 
+namespace {
+struct TraceCli {
+  std::string file, format;
+};
+std::map<CLI::App*, std::shared_ptr<TraceCli>>& traces() {
+  static std::map<CLI::App*, std::shared_ptr<TraceCli>> t;
+  return t;
+}
+
+int run_traced(CLI::App* sub, const std::function<int()>& action) {
+  auto it = traces().find(sub);
+  if (it == traces().end() || it->second->file.empty()) return action();
+  const TraceCli& t = *it->second;
+  const trace::Format f = t.format.empty() ? trace::format_for(t.file)
+                          : t.format == "json" ? trace::Format::kChromeJson
+                                               : trace::Format::kFtrace;
+  std::string err;
+  if (trace::start(t.file, f, &err)) {
+    std::cerr << "mmlab " << sub->get_name() << ": --trace " << t.file << ": " << err << "\n";
+    return 2;
+  }
+  const int rc = action();
+  if (trace::stop(&err)) {
+    std::cerr << "mmlab " << sub->get_name() << ": --trace " << t.file << ": " << err << "\n";
+    return rc ? rc : 1;
+  }
+  return rc;
+}
+}  // namespace
+
+void add_trace_options(CLI::App* sub) {
+  auto t = std::make_shared<TraceCli>();
+  traces()[sub] = t;
+  sub->add_option("--trace", t->file,
+                  "record the model's events (kernel tracepoint names: mm_page_alloc, mm_fault, gup_call, ...) into "
+                  "FILE; docs/TRACING.md");
+  sub->add_option("--trace-format", t->format, "ftrace (text, the default) or json (Chrome/Perfetto; the default for *.json)")
+      ->check(CLI::IsMember({"ftrace", "json"}));
+}
+
 int run_selected(CLI::App& app) {
   for (auto* sub : app.get_subcommands())
-    if (auto it = actions().find(sub); it != actions().end()) return it->second();
+    if (auto it = actions().find(sub); it != actions().end()) return run_traced(sub, it->second);
   return 2;
 }
 
