@@ -134,12 +134,21 @@ bool PhysMem::is_huge_zero_pfn(pfn_t pfn) const {
 // then waits out a move in progress. Whichever order they run in, either the
 // owner sees the switch and takes the atomic path, or the second thread sees
 // the move and waits for its release store, which orders the owner's plain
-// accesses before everything the second thread does next.
+// accesses before everything the second thread does next. Every thread that
+// finds the switch already made waits out a move in progress too: the owner
+// may still be inside a plain move it began before the switch, and a third
+// thread's atomic access to the same bytes would race with it.
 bool PhysMem::data_begin_plain() {
   const CpuSlot& me = this_cpu();
-  int owner = data_owner_.load(std::memory_order_relaxed);
+  // seq_cst loads (plain moves on x86): a thread that reads kDataShared
+  // must then see the owner's announced move, which the relaxed order does
+  // not promise.
+  int owner = data_owner_.load(std::memory_order_seq_cst);
   if (owner != me.id) {
-    if (owner == kDataShared) return false;
+    if (owner == kDataShared) {
+      data_wait_plain();
+      return false;
+    }
     // A thread sharing its CPU id (beyond NR_CPUS live threads) never owns.
     if (owner != kDataNoOwner || !me.exclusive ||
         !data_owner_.compare_exchange_strong(owner, me.id, std::memory_order_relaxed)) {
@@ -155,7 +164,11 @@ bool PhysMem::data_begin_plain() {
 
 void PhysMem::data_share() {
   data_owner_.store(kDataShared, std::memory_order_seq_cst);
-  for (unsigned spins = 0; data_in_plain_.load(std::memory_order_acquire); spins++)
+  data_wait_plain();
+}
+
+void PhysMem::data_wait_plain() {
+  for (unsigned spins = 0; data_in_plain_.load(std::memory_order_seq_cst); spins++)
     if (spins > 64) std::this_thread::yield();
 }
 

@@ -236,6 +236,7 @@ class PhysMem {
   std::function<bool(const std::string&)> bad_page_hook_;
   static constexpr int kDataNoOwner = -1, kDataShared = -2;
   void data_share();
+  void data_wait_plain();
   std::atomic<int> data_owner_{kDataNoOwner};  // CPU id of the one thread moving bytes, or kDataShared
   std::atomic<bool> data_in_plain_{false};     // the owner is inside a plain move
 };
