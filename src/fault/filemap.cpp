@@ -10,8 +10,8 @@
 #include "fault/fault.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
@@ -23,7 +23,6 @@ namespace {
 constexpr uint64_t kFaultAroundPages = 65536 >> PAGE_SHIFT;
 
 // ---- faults ----
-
 
 // __do_fault: ->fault gives the folio for page pgoff, referenced and locked.
 vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pagep) {

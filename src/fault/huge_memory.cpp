@@ -6,11 +6,12 @@
 #include <cstring>
 
 #include "fault/fault.h"
-#include "mm/swapfile.h"
-#include "mm/internal.h"
+#include "mm/anon_vma.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 

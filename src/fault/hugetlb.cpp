@@ -11,9 +11,9 @@
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
+#include "mm/vma.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
@@ -227,7 +227,6 @@ vm_fault_t hugetlb_no_page(HugeFault* f) RELEASE(f->fm) {
   return out();
 }
 }  // namespace
-
 
 // ---- fault entry ----
 

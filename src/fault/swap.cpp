@@ -1,5 +1,6 @@
 // Swap-in faults: do_swap_page (mm/memory.c) and __read_swap_cache_async
 // (mm/swap_state.c). The device and the swap cache are in mm/swapfile.cpp.
+#include "mm/mm.h"
 #include "mm/swapfile.h"
 
 #include <sys/mman.h>
@@ -11,9 +12,9 @@
 #include <thread>
 
 #include "fault/fault.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 

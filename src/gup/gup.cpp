@@ -25,8 +25,9 @@
 
 #include "fault/fault.h"
 #include "mm/file.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "trace/trace.h"
@@ -152,7 +153,6 @@ bool gup_must_unshare(Vma* vma, unsigned flags, Page* page) {
 }
 
 namespace {
-
 
 // can_follow_write_common: a FOLL_FORCE write into a private read-only
 // mapping follows the entry once the CoW made the page exclusive.

@@ -29,10 +29,12 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
+#include "mm/mm.h"
+#include "mm/mmap.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"

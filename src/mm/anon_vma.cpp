@@ -11,7 +11,8 @@
 #include <atomic>
 #include <memory>
 
-#include "mm/internal.h"
+#include "mm/anon_vma.h"
+#include "mm/mm.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "mm/hugetlb.h"
-#include "mm/internal.h"
 
 namespace mmlab {
 

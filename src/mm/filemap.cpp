@@ -34,8 +34,8 @@
 
 #include "mm/file.h"
 #include "mm/hugetlb.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/mmap.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "phys/frame_copy.h"

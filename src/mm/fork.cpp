@@ -32,13 +32,18 @@
 #include <atomic>
 #include <string>
 
+#include "mm/anon_vma.h"
+#include "mm/filemap.h"
+#include "mm/fork.h"
 #include "mm/huge_mm.h"
-#include "mm/memory.h"
-#include "mm/swap.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
+#include "mm/memory.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/swap.h"
+#include "mm/vma.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstring>
 
+#include "mm/filemap.h"
 #include "mm/huge_mm.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
 #include "mm/memory.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
@@ -43,7 +45,6 @@ Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd) {
 void zap_deposited_table(Mm* mm, pmd_t* pmd) { pgtable_free(mm, pgtable_trans_huge_withdraw(mm, pmd)); }
 
 bool is_huge_zero_pmd(PhysMem* phys, pmd_t pmd) { return pmd_present(pmd) && phys->is_huge_zero_pfn(pmd_pfn(pmd)); }
-
 
 // ---- splitting a PMD mapping (__split_huge_pmd_locked) ----
 
@@ -165,7 +166,6 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
   if (to_put) folio_put(to_put);  // after the flush, as the TLB batch does
   return true;
 }
-
 
 static bool can_change_pmd_writable(Vma* vma, pmd_t pmd) {
   if (!(vma->vm_flags & VM_WRITE)) return false;

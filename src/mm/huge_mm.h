@@ -1,9 +1,11 @@
 // The PMD-leaf operations of mm/huge_memory.c (include/linux/huge_mm.h),
-// defined in mm/huge_memory.cpp. Callers hold mmap_lock (or the VMA lock,
+// defined in mm/huge_memory.cpp, and the folio split (split_folio_to_list,
+// the deferred-split shrinker) of mm/huge_split.cpp. Callers hold mmap_lock (or the VMA lock,
 // for the fault path) and find the PMD leaf themselves.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "pgtable/mm_types.h"
 
@@ -39,5 +41,29 @@ Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd);
 // Free the table deposited under the PMD leaf at *pmd (PMD lock held).
 void zap_deposited_table(Mm* mm, pmd_t* pmd);
 bool is_huge_zero_pmd(PhysMem* phys, pmd_t pmd);
+
+// Split any PMD leaf mapping that straddles start or end of [start,end) in vma
+// (vma_adjust_trans_huge). The folios stay whole; their mappings become PTEs.
+void vma_adjust_trans_huge(Vma* vma, uint64_t start, uint64_t end);
+
+void split_huge_pmd_address(Vma* vma, uint64_t address);
+
+// split_huge_page_to_list_to_order(folio, list, 0) for an anonymous large
+// folio: every page becomes an order-0 folio keeping its mappings (zero-filled
+// pages are remapped to the shared zero page, as RMP_USE_SHARED_ZEROPAGE).
+// The caller holds the folio lock and one reference; on success they stay on
+// the (now order-0) head. With a list, the other new folios are appended to
+// it, each with one reference for the list (the pageout path); otherwise they
+// keep only their mappings. 0, -EAGAIN (unexpected references: pinned, GET),
+// -EBUSY (not mapped / not anonymous) or -EINVAL (not large).
+int split_folio_to_list(Folio* folio, std::vector<Folio*>* list);
+
+inline int split_folio(Folio* folio) { return split_folio_to_list(folio, nullptr); }
+
+// can_split_folio: refcount == mapcount + caller_pins + swap-cache references.
+bool can_split_folio(Folio* folio, int caller_pins, int* pextra_pins);
+
+// The deferred-split shrinker (deferred_split_scan): returns folios split.
+long deferred_split_scan(Kernel* k);
 
 }  // namespace mmlab

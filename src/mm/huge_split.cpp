@@ -34,13 +34,14 @@
 #include <cstring>
 #include <mutex>
 
+#include "mm/anon_vma.h"
+#include "mm/filemap.h"
 #include "mm/huge_mm.h"
+#include "mm/kernel.h"
 #include "mm/memory.h"
+#include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/internal.h"
-#include "mm/kernel.h"
-#include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"

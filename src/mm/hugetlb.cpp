@@ -15,7 +15,6 @@
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
@@ -69,11 +68,9 @@ uint64_t vma_hugecache_offset(const Hstate* h, const Vma* vma, uint64_t addr) {
 }
 namespace {
 
-
 // folio->private flags of hugetlb folios (HPG_*).
 constexpr uint64_t HPG_restore_reserve = 1ull << 0;
 }  // namespace
-
 
 bool folio_test_hugetlb_restore_reserve(const Folio* f) {
   return aref(const_cast<uint64_t&>(f->page.private_)).load(std::memory_order_acquire) & HPG_restore_reserve;
@@ -86,7 +83,6 @@ void folio_clear_hugetlb_restore_reserve(Folio* f) {
 }
 namespace {
 
-
 void note_nr(Kernel* k, const Hstate* h) {
   auto& s = h->order == PUD_ORDER ? k->settings.nr_hugepages_1g : k->settings.nr_hugepages_2m;
   s.store(h->nr_huge_pages, std::memory_order_relaxed);
@@ -94,7 +90,6 @@ void note_nr(Kernel* k, const Hstate* h) {
 
 long persistent_huge_pages(const Hstate* h) { return h->nr_huge_pages - h->surplus_huge_pages; }
 }  // namespace
-
 
 namespace {
 
@@ -107,7 +102,6 @@ void enqueue_hugetlb_folio(HugetlbState* hs, Hstate* h, Folio* f) REQUIRES(hs->l
 }
 }  // namespace
 
-
 Folio* dequeue_hugetlb_folio(HugetlbState* hs, Hstate* h) REQUIRES(hs->lock) {
   (void)hs;
   if (h->freelist.empty()) return nullptr;
@@ -117,7 +111,6 @@ Folio* dequeue_hugetlb_folio(HugetlbState* hs, Hstate* h) REQUIRES(hs->lock) {
   return f;
 }
 namespace {
-
 
 // remove_pool_hugetlb_folio: a free folio leaves the pool (to be freed).
 Folio* remove_pool_hugetlb_folio(HugetlbState* hs, Hstate* h, bool acct_surplus) REQUIRES(hs->lock) {
@@ -161,7 +154,6 @@ void update_and_free_hugetlb_folio(Kernel* k, Folio* f) {
 }
 }  // namespace
 
-
 void free_folios(Kernel* k, std::vector<Folio*>& v) {
   for (Folio* f : v) update_and_free_hugetlb_folio(k, f);
   v.clear();
@@ -204,7 +196,6 @@ void return_unused_surplus_pages(HugetlbState* hs, Hstate* h, long unused, std::
   if (Kernel* k = hs->kernel.load(std::memory_order_relaxed)) note_nr(k, h);
 }
 namespace {
-
 
 // gather_surplus_pages: make delta more reservations, allocating surplus
 // pages when the free pages do not cover them. 0 or -ENOMEM.
@@ -251,7 +242,6 @@ int gather_surplus_pages(Kernel* k, HugetlbState* hs, Hstate* h, long delta) {
 }
 }  // namespace
 
-
 // hugetlb_acct_memory: change the global reservation count by delta.
 int hugetlb_acct_memory(Kernel* k, HugetlbState* hs, Hstate* h, long delta) {
   if (!delta) return 0;
@@ -276,7 +266,6 @@ int hugetlb_acct_memory(Kernel* k, HugetlbState* hs, Hstate* h, long delta) {
   return 0;
 }
 namespace {
-
 
 // set_max_huge_pages: grow the persistent pool to count pages (stopping at
 // the first allocation failure), or shrink it: free pages beyond in-use and
@@ -311,7 +300,6 @@ void set_max_huge_pages(Kernel* k, HugetlbState* hs, Hstate* h, long count) {
   free_folios(k, to_free);
 }
 }  // namespace
-
 
 // ---- the page cache of hugetlbfs files ----
 
@@ -422,7 +410,6 @@ bool parse_count(std::string v, long* out) {
   return true;
 }
 }  // namespace
-
 
 // ---- the folio-free hook ----
 

@@ -10,11 +10,12 @@
 #include <string>
 #include <thread>
 
+#include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/mmap.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
@@ -55,7 +56,6 @@ uint64_t hugetlb_mask_last_page(const Hstate* h) {
   return h->order == PUD_ORDER ? PGDIR_SIZE - PUD_SIZE : PUD_SIZE - PMD_SIZE;
 }
 }  // namespace
-
 
 // huge_pte_alloc: allocate the tables down to the leaf level. A table where a
 // leaf must go (left by an earlier small mapping) fails like an allocation.
@@ -108,7 +108,6 @@ void hugetlb_mapcount_dec(Folio* f, const Vma* vma) {
 }
 }  // namespace
 
-
 void hugetlb_add_file_rmap(Folio* f, const Vma* vma) {
   VM_WARN_ON_FOLIO(!folio_test_hugetlb(f), f, "hugetlb rmap on a non-hugetlb folio");
   VM_WARN_ON_FOLIO(folio_test_anon(f), f, "hugetlb file rmap on an anon folio");
@@ -133,7 +132,6 @@ void hugetlb_add_new_anon_rmap(Folio* f, Vma* vma, uint64_t addr) {
 }
 namespace {
 
-
 // hugetlb_try_dup_anon_rmap: fork shares an anon folio with the child, unless
 // it is exclusive and may be DMA-pinned (the child then gets a copy).
 int hugetlb_try_dup_anon_rmap(Folio* f, Vma* dst_vma, Vma* src_vma) {
@@ -148,7 +146,6 @@ int hugetlb_try_dup_anon_rmap(Folio* f, Vma* dst_vma, Vma* src_vma) {
   return 0;
 }
 }  // namespace
-
 
 // ---- mm->hugetlb_usage ----
 
@@ -225,7 +222,6 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
   return n;
 }
 }  // namespace
-
 
 // unmap_ref_private: the reservation owner cannot CoW for want of a page;
 // take the page away from the other private mappers of that file range

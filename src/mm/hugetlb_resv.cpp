@@ -29,7 +29,6 @@
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
@@ -48,7 +47,6 @@ void release_resv_map(HugetlbState* hs, HugetlbResvMap* m, std::vector<Folio*>* 
 }
 namespace {
 
-
 // Drop a VMA's entry (kref_put of its reserve map: the last user gives back
 // what is left).
 void drop_vma_info(HugetlbState* hs, std::map<const Vma*, HugetlbVmaInfo>::iterator it,
@@ -63,7 +61,6 @@ void drop_vma_info(HugetlbState* hs, std::map<const Vma*, HugetlbVmaInfo>::itera
   }
 }
 }  // namespace
-
 
 // The vm_private_data of a private hugetlb VMA, created on first use. A VMA
 // made by a split that nobody announced (hugetlb_vm_op_open) takes the
@@ -110,7 +107,6 @@ bool vma_is_resv_owner(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to
   return vi && vi->resv;
 }
 
-
 ResvCtx ctx_of(const Vma* vma) {
   File* f = vma->vm_file.get();
   return ResvCtx{f, f->hstate.get(), f->hstate->h, vma};
@@ -118,13 +114,11 @@ ResvCtx ctx_of(const Vma* vma) {
 ResvCtx ctx_of(File* f) { return ResvCtx{f, f->hstate.get(), f->hstate->h, nullptr}; }
 namespace {
 
-
 HugetlbResvMap* ctx_resv(HugetlbState* hs, const ResvCtx& c, std::vector<Folio*>* to_free) REQUIRES(hs->lock) {
   HugetlbVmaInfo* vi = vma_info(hs, c.vma, to_free);
   return vi ? vi->resv.get() : nullptr;
 }
 }  // namespace
-
 
 // 1: idx needs a reservation of its own; 0: one is held for it.
 long vma_needs_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::vector<Folio*>* to_free)
@@ -135,7 +129,6 @@ long vma_needs_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std
   return m->reserved.count(idx) ? 0 : 1;
 }
 namespace {
-
 
 // The allocation for idx went through: shared maps record the index,
 // private ones mark the reservation consumed.
@@ -149,7 +142,6 @@ void vma_commit_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, st
 }
 }  // namespace
 
-
 // Put a reservation back in the map (error paths, unmapping an owner's page).
 void vma_add_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::vector<Folio*>* to_free)
     REQUIRES(hs->lock) {
@@ -162,7 +154,6 @@ void vma_add_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::
 }
 namespace {
 
-
 void vma_del_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::vector<Folio*>* to_free)
     REQUIRES(hs->lock) {
   if (c.shared()) {
@@ -172,7 +163,6 @@ void vma_del_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::
   if (HugetlbResvMap* m = ctx_resv(hs, c, to_free)) m->reserved.erase(idx);
 }
 }  // namespace
-
 
 // alloc_hugetlb_folio: a folio for idx, consuming the reservation held for
 // it if any (folio flagged HPG_restore_reserve until it is mapped). Without
@@ -284,7 +274,6 @@ int hugetlb_reserve_pages(Kernel* k, File* f, uint64_t from, uint64_t to, Vma* v
   free_folios(k, to_free);
   return 0;
 }
-
 
 uint64_t vma_kernel_pagesize(const Vma* vma) {
   if (is_vm_hugetlb_page(vma) && is_hugetlb_file(vma->vm_file.get())) return hstate_vma(vma)->size();

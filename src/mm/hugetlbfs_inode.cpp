@@ -11,9 +11,11 @@
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
+#include "mm/mmap.h"
 #include "mm/rmap.h"
+#include "mm/vma.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
@@ -56,7 +58,6 @@ void evict_hugetlb_file(File* f, HugetlbFileState* fs) {
   free_folios(k, to_free);
 }
 }  // namespace
-
 
 // ---- HugetlbFileState ----
 

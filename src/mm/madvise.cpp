@@ -15,14 +15,18 @@
 // as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
+#include "mm/gup_hooks.h"
 #include "mm/huge_mm.h"
+#include "mm/hugetlb.h"
+#include "mm/khugepaged.h"
+#include "mm/madvise.h"
 #include "mm/memory.h"
+#include "mm/mm.h"
+#include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/gup_hooks.h"
-#include "mm/internal.h"
-#include "mm/khugepaged.h"
-#include "mm/rmap.h"
+#include "mm/vma.h"
+#include "mm/vmscan.h"
 
 namespace mmlab {
 namespace {

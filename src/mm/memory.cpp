@@ -3,8 +3,9 @@
 // (the fault half is fault/memory.cpp).
 #include "mm/memory.h"
 
-#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/memory.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"

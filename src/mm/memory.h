@@ -13,4 +13,22 @@ Page* vm_normal_page(Vma* vma, uint64_t addr, pte_t pte);
 Page* vm_normal_page_pmd(Vma* vma, uint64_t addr, pmd_t pmd);
 bool is_zero_pfn(PhysMem* phys, pfn_t pfn);
 
+// Unmap every present/swap entry of [start, end) inside vma, releasing the
+// folios' mappings and references (zap_page_range_single / unmap_vmas). Caller
+// holds mmap_lock (read for MADV_DONTNEED, write for munmap/exit).
+void zap_vma_range(Vma* vma, uint64_t start, uint64_t end);
+
+// Free the page-table pages that map only [start, end), where no VMA remains,
+// staying within [floor, ceiling) (the neighbours' tables are kept).
+void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling);
+
+// fault/swap.cpp: swap entries in the zap and fork paths.
+// Zap the non-present entries starting at pte (swap entries, migration
+// entries, markers); returns how many it consumed (>= 1).
+unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr);
+
+// fork: copy one non-present PTE (swap_duplicate, clear the exclusive marker
+// in the source). Returns 0 or -ENOMEM.
+int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
+
 }  // namespace mmlab

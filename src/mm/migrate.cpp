@@ -13,11 +13,12 @@
 // can fork (copying the entries), zap or move them.
 #include <vector>
 
-#include "mm/memory.h"
-#include "mm/swap.h"
-#include "mm/internal.h"
+#include "mm/anon_vma.h"
+#include "mm/filemap.h"
 #include "mm/kernel.h"
+#include "mm/memory.h"
 #include "mm/rmap.h"
+#include "mm/swap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"

@@ -67,4 +67,13 @@ inline pmd_t maybe_pmd_mkwrite(pmd_t pmd, const Vma* vma) {
 // cleared VM_SOFTDIRTY), so a clean entry must fault on its next write.
 inline bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
 
+// The last user of mm is gone (mmput): mm_users drops to 0, khugepaged
+// lets go of the mm, then exit_mmap.
+void mmput(Mm* mm);
+
+// prctl(PR_SET_THP_DISABLE): MMF_DISABLE_THP (flags 0) or
+// MMF_DISABLE_THP_EXCEPT_ADVISED (PR_THP_DISABLE_EXCEPT_ADVISED), both
+// cleared when enabling. 0 or -EINVAL (flags when enabling, unknown flags).
+int prctl_set_thp_disable(Mm* mm, bool disable, unsigned long flags);
+
 }  // namespace mmlab

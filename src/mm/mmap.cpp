@@ -12,11 +12,17 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "mm/anon_vma.h"
 #include "mm/file.h"
+#include "mm/filemap.h"
 #include "mm/gup_hooks.h"
-#include "mm/internal.h"
-#include "mm/khugepaged.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/khugepaged.h"
+#include "mm/memory.h"
+#include "mm/mm.h"
+#include "mm/mmap.h"
+#include "mm/vma.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {

@@ -1,13 +1,14 @@
 // The page-table half of mprotect (mm/mprotect.c): change_protection().
+#include "mm/filemap.h"
 #include "mm/huge_mm.h"
-#include "mm/memory.h"
-#include "mm/swap.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/memory.h"
+#include "mm/mprotect.h"
+#include "mm/swap.h"
 
 namespace mmlab {
 namespace {
-
 
 // can_change_pte_writable: may this PTE be made writable without a write
 // fault? Only if the fault would reuse the page without further checks.

@@ -2,7 +2,10 @@
 // mprotect_fixup). The page tables are change_protection()'s (mprotect.cpp).
 #include <algorithm>
 
-#include "mm/internal.h"
+#include "mm/mm.h"
+#include "mm/mmap.h"
+#include "mm/mprotect.h"
+#include "mm/vma.h"
 
 namespace mmlab {
 namespace {

@@ -1,10 +1,11 @@
 // The page-table half of mremap (mm/mremap.c): move_page_tables(); hugetlb
 // VMAs go to move_hugetlb_page_tables() (mm/hugetlb_pgtable.cpp).
 #include "mm/huge_mm.h"
-#include "mm/memory.h"
-#include "mm/swap.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/memory.h"
+#include "mm/mremap.h"
+#include "mm/swap.h"
 
 namespace mmlab {
 namespace {

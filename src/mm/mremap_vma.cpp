@@ -12,7 +12,12 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "mm/internal.h"
+#include "mm/anon_vma.h"
+#include "mm/hugetlb.h"
+#include "mm/mm.h"
+#include "mm/mmap.h"
+#include "mm/mremap.h"
+#include "mm/vma.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {

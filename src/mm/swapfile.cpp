@@ -66,14 +66,14 @@
 #include <optional>
 #include <thread>
 
-#include "mm/internal.h"
+#include "mm/huge_mm.h"
 #include "mm/kernel.h"
+#include "mm/memory.h"
 #include "mm/rmap.h"
+#include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
-#include "mm/huge_mm.h"
-#include "mm/memory.h"
-#include "mm/swap.h"
 
 namespace mmlab {
 

@@ -155,4 +155,7 @@ bool swap_cache_holds(Kernel* k, const Folio* folio);
 // swap_map value of one slot (white-box tests); 0 for a bad entry.
 unsigned swap_map_of(Kernel* k, swp_entry_t entry);
 
+// Drop the swap-cache reference of a folio whose swap slots nobody uses any more.
+bool folio_free_swap(Folio* folio);
+
 }  // namespace mmlab

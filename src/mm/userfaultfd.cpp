@@ -8,11 +8,14 @@
 #include <algorithm>
 
 #include "mm/huge_mm.h"
+#include "mm/hugetlb.h"
+#include "mm/kernel.h"
 #include "mm/memory.h"
+#include "mm/mm.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/internal.h"
-#include "mm/kernel.h"
+#include "mm/userfaultfd.h"
+#include "mm/vma.h"
 #include "pgtable/pgtable.h"
 
 namespace mmlab {

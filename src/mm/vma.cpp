@@ -19,9 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "mm/anon_vma.h"
 #include "mm/file.h"
-#include "mm/internal.h"
+#include "mm/filemap.h"
+#include "mm/huge_mm.h"
+#include "mm/hugetlb.h"
 #include "mm/khugepaged.h"
+#include "mm/mm.h"
+#include "mm/vma.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {

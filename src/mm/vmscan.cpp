@@ -2,6 +2,7 @@
 // in mm/madvise.c, folio_deactivate in mm/swap.c, shrink_folio_list in
 // mm/vmscan.c, try_to_unmap_one in mm/rmap.c); see mm/swapfile.cpp for how
 // the model departs from the kernel.
+#include "mm/mm.h"
 #include "mm/swapfile.h"
 
 #include <sys/mman.h>
@@ -12,14 +13,16 @@
 #include <optional>
 #include <thread>
 
-#include "mm/internal.h"
-#include "mm/kernel.h"
-#include "mm/rmap.h"
-#include "mm/vmdebug.h"
-#include "phys/frame_copy.h"
 #include "mm/huge_mm.h"
+#include "mm/kernel.h"
+#include "mm/madvise.h"
 #include "mm/memory.h"
+#include "mm/rmap.h"
 #include "mm/swap.h"
+#include "mm/swapfile.h"
+#include "mm/vmdebug.h"
+#include "mm/vmscan.h"
+#include "phys/frame_copy.h"
 
 namespace mmlab {
 

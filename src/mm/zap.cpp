@@ -3,11 +3,12 @@
 #include <vector>
 
 #include "mm/huge_mm.h"
-#include "mm/memory.h"
-#include "mm/swap.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/memory.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/swap.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {

@@ -3,13 +3,13 @@
 #include <string>
 
 #include "fault/fault.h"
-#include "mm/swapfile.h"
 #include "fmt/format.h"
 #include "mm/file.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/settings.h"
+#include "mm/swapfile.h"
 #include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
 #include "process/process_internal.h"

@@ -1,21 +1,22 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
 
-#include "mm/filemap.h"
-#include "mm/swapfile.h"
-#include "fmt/format.h"
 #include "check/checker.h"
+#include "fmt/format.h"
 #include "gup/gup.h"
 #include "khugepaged/khugepaged.h"
-#include "mm/internal.h"
+#include "mm/filemap.h"
+#include "mm/huge_mm.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "mmlab/system.h"
-#include "phys/frame_store.h"
 #include "pgtable/pgtable.h"
+#include "phys/frame_store.h"
 
 namespace mmlab {
-
 
 namespace {
 
@@ -246,7 +247,6 @@ FrameStoreInfo System::frame_store_info() const {
   return {fs.uses(), fs.thp_advised(), r.rss, r.anon_huge};
 }
 uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }
-
 
 // ---- files and swap: the system calls of mm/filemap.h and mm/swapfile.h ----
 

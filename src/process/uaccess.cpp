@@ -9,8 +9,8 @@
 // held: layout changes and fork write-lock the VMA, which stands in for the
 // TLB shootdown that stops a real CPU from writing through a stale entry.
 #include "fault/fault.h"
-#include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
 #include "phys/frame_copy.h"
 #include "process/process_internal.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "mm/internal.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mmlab/scenario.h"
 #include "pgtable/pgtable.h"
@@ -24,7 +24,6 @@
 
 namespace mmlab::test {
 namespace {
-
 
 class CowMthpTest : public MmTest {
  protected:

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mm/file.h"
-#include "mm/internal.h"
+#include "mm/filemap.h"
 #include "test_util.h"
 
 namespace mmlab::test {

@@ -18,11 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "process/process_internal.h"
 #include "gup/gup.h"
-#include "mm/internal.h"
+#include "mm/fork.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "phys/page.h"
+#include "process/process_internal.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -577,7 +578,6 @@ TEST_P(ForkGupTest, VmspliceBeforeFork) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ForkGup, ForkGupTest, ::testing::ValuesIn(anon_cow_cases()), cow_case_name);
-
 
 // =====================================================================
 // What fork leaves in the page tables and folios, per memory type.

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "mm/hugetlb.h"
 #include "mm/file.h"
-#include "mm/internal.h"
+#include "mm/hugetlb.h"
+#include "mm/mm.h"
+#include "mm/vma.h"
 #include "test_util.h"
 
 namespace mmlab::test {

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "mm/swapfile.h"
-#include "mm/internal.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "pgtable/pgtable.h"
 #include "test_util.h"
 

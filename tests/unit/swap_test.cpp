@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "fault/fault.h"
-#include "mm/swapfile.h"
-#include "mm/internal.h"
+#include "mm/huge_mm.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "mmlab/gup.h"
 #include "test_util.h"
 

@@ -14,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "mm/internal.h"
 #include "mm/mm.h"
 #include "mmlab/system.h"
 
