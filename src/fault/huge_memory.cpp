@@ -14,6 +14,7 @@
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -128,6 +129,7 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   if (!f) {
     mm->stats->count(VmStat::thp_fault_fallback);
     mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback);
+    MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=alloc_failed", addr, PMD_ORDER);
     return nullptr;
   }
   PhysMem* phys = mm->phys;
@@ -158,13 +160,17 @@ static void map_anon_folio_pmd(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t hadd
   mm->stats->count(VmStat::thp_fault_alloc);
   mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_alloc);
   mm->stats->count(Event::fault_anon);
+  MM_TRACE("mm_fault_anon", "address={:#x} order={}", haddr, PMD_ORDER);
 }
 
 vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   uint64_t haddr = vmf->address & PMD_MASK;
-  if (!thp_vma_suitable_order(vma, haddr, PMD_ORDER)) return VM_FAULT_FALLBACK;
+  if (!thp_vma_suitable_order(vma, haddr, PMD_ORDER)) {
+    MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=unsuitable", vmf->address, PMD_ORDER);
+    return VM_FAULT_FALLBACK;
+  }
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
   khugepaged_enter_vma(vma, vma->vm_flags);
   // handle_userfault(VM_UFFD_MISSING): with nobody reading the userfaultfd
@@ -178,6 +184,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
     if (!zero) {
       pgtable_free(mm, table);
       mm->stats->count(VmStat::thp_fault_fallback);
+      MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=no_huge_zero_folio", vmf->address, PMD_ORDER);
       return VM_FAULT_FALLBACK;
     }
     SpinLock* ptl = pmd_lock(mm, vmf->pmd);

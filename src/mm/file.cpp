@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mm/hugetlb.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -23,7 +24,8 @@ File::~File() {
     cache.swap(pages);
   }
   for (auto& [index, folio] : cache) {
-    (void)index;
+    MM_TRACE("mm_filemap_delete_from_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index,
+             folio_order(folio));
     aref(folio->page.mapping).store(0, std::memory_order_release);  // delete_from_page_cache
     folio_put_refs(folio, static_cast<int>(folio_nr_pages(folio)));
   }

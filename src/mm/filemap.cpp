@@ -39,6 +39,7 @@
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -98,6 +99,7 @@ Folio* filemap_add_folio(File* f, Folio* folio, uint64_t index, uint64_t* start)
     folio_add_lru(folio);
     f->pages.emplace(index, folio);
     *start = index;
+    MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index, folio_order(folio));
   }
   return folio;
 }

@@ -21,6 +21,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -350,6 +351,8 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
     if (!f->pages.count(index)) {
       f->pages.emplace(index, folio);
       added = true;
+      MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index,
+               folio_order(folio));
     }
   }
   if (added) {

@@ -20,6 +20,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -33,7 +34,11 @@ void evict_hugetlb_file(File* f, HugetlbFileState* fs) {
   std::vector<Folio*> folios;
   {
     MutexGuard g(&f->lock);
-    for (auto& [index, folio] : f->pages) folios.push_back(folio);
+    for (auto& [index, folio] : f->pages) {
+      MM_TRACE("mm_filemap_delete_from_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index,
+               folio_order(folio));
+      folios.push_back(folio);
+    }
     f->pages.clear();
   }
   const long freed = static_cast<long>(folios.size());

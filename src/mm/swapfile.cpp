@@ -74,6 +74,7 @@
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 
@@ -441,6 +442,7 @@ void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
     copy_frames(phys, phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
                 PAGE_SIZE);
   k->stats->count(VmStat::pswpin, static_cast<uint64_t>(nr));
+  MM_TRACE("swap_read_folio", "pfn={:#x} order={} swap={}:{:#x}", folio_pfn(folio), folio_order(folio), si->type, off);
   if (folio_test_large(folio)) k->stats->count_mthp(folio_order(folio), MthpStat::swpin);
 }
 
@@ -454,6 +456,8 @@ void swap_writeout(Kernel* k, Folio* folio) {
   uint8_t* dst = si->data + swp_offset(entry) * PAGE_SIZE;
   for (long i = 0; i < nr; i++)
     copy_frames(phys, dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+  MM_TRACE("mm_vmscan_write_folio", "pfn={:#x} order={} swap={}:{:#x}", folio_pfn(folio), folio_order(folio),
+           swp_type(entry), swp_offset(entry));
   if (folio_order(folio) == PMD_ORDER) k->stats->count(VmStat::thp_swpout);
   k->stats->count_mthp(folio_order(folio), MthpStat::swpout);
   k->stats->count(VmStat::pswpout, static_cast<uint64_t>(nr));
