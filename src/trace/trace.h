@@ -17,10 +17,6 @@
 
 namespace mmlab::trace {
 
-// The flag every call site tests.
-extern std::atomic<bool> g_on;
-inline bool on() { return __builtin_expect(g_on.load(std::memory_order_relaxed), 0); }
-
 // Record one event on the calling thread's simulated CPU.
 void emit(const char* event, std::string fields);
 

@@ -3,6 +3,7 @@
 // bookkeeping per fault (allocation, walk, rmap, LRU, statistics).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "fmt/format.h"
 #include "gup_bench.h"
 #include "mmlab/system.h"
+#include "mmlab/trace.h"
 
 // Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
 // include/mmlab/types.h declares the model's constants under the same names
@@ -65,6 +67,76 @@ FaultSample fault_in_once(const FolioCase& c, uint64_t size, DataTiming timing, 
   s.store = sys->frame_store_info();
   p->exit();
   return s;
+}
+
+// One trace call site with the trace off: MM_TRACE's check (trace::on()),
+// timed as a loop over the check beside the same loop without it (the
+// fastest of five pairs). The empty asm keeps the compiler from hoisting
+// the load or folding the loop.
+double trace_off_ns_per_site() {
+  constexpr long kIters = 100'000'000;
+  double best = 1e9;
+  for (int round = 0; round < 5; round++) {
+    auto t0 = Clock::now();
+    for (long i = 0; i < kIters; i++) {
+      if (trace::on()) std::abort();  // MM_TRACE's check; the trace is off here
+      asm volatile("" ::: "memory");
+    }
+    const double with = seconds_since(t0);
+    t0 = Clock::now();
+    for (long i = 0; i < kIters; i++) asm volatile("" ::: "memory");
+    const double without = seconds_since(t0);
+    best = std::min(best, (with - without) * 1e9 / static_cast<double>(kIters));
+  }
+  return std::max(best, 0.0);
+}
+
+// The 4K fault-in with the trace off and on (events kept in memory, written
+// to /dev/null), interleaved per repeat, and the per-site cost when off.
+void trace_cost(uint64_t size, long repeats, Report* rep) {
+  if (trace::on()) {
+    rep->add("\n## trace cost\n\nNot measured: this run traces (`--trace`).\n");
+    return;
+  }
+  std::vector<double> off, on;
+  uint64_t events = 0;
+  int64_t faults = 0;
+  for (long r = -1; r < repeats; r++) {
+    progress(fmt::format("trace cost ({}/{})", r + 1, repeats));
+    int err = 0;
+    FaultSample a = fault_in_once(kCases[0], size, DataTiming::kOff, &err);
+    std::string why;
+    if (err || trace::start("/dev/null", trace::Format::kFtrace, &why) != 0) return;
+    FaultSample b = fault_in_once(kCases[0], size, DataTiming::kOff, &err);
+    events = trace::events();
+    (void)trace::stop(&why);
+    if (err) return;
+    faults = b.faults;
+    if (r < 0) continue;
+    off.push_back(a.seconds);
+    on.push_back(b.seconds);
+  }
+  progress_done();
+  const double pages = static_cast<double>(size / PAGE_SIZE);
+  const double site_ns = trace_off_ns_per_site();
+  const double per_fault = faults ? static_cast<double>(events) / static_cast<double>(faults) : 0;
+  const double off_ns = median_of(off) * 1e9 / pages, on_ns = median_of(on) * 1e9 / pages;
+  const double spread =
+      100 * (*std::max_element(off.begin(), off.end()) - *std::min_element(off.begin(), off.end())) / median_of(off);
+  rep->add(fmt::format("\n## trace cost: 4K fault-in of {} MiB, off and on (median of {} runs, interleaved)\n\n",
+                       size >> 20, repeats));
+  rep->add("| trace | ns/page | events per fault | vs off |\n|---|---:|---:|---:|\n");
+  rep->add(fmt::format("| off | {:.1f} | - | 1.00x |\n", off_ns));
+  rep->add(fmt::format("| on (kept in memory, written to /dev/null) | {:.1f} | {:.2f} | {:.2f}x |\n", on_ns, per_fault,
+                       off_ns > 0 ? on_ns / off_ns : 0.0));
+  rep->add(fmt::format("\nOff, a call site costs {:.2f} ns (a loop of its check beside the same loop without it); a "
+                       "fault passes {:.2f} sites (the events one fault records when on), so the trace adds {:.2f} ns "
+                       "to a {:.0f} ns fault ({:.2f}%; the off runs spread {:.1f}%).\n",
+                       site_ns, per_fault, site_ns * per_fault, off_ns,
+                       off_ns > 0 ? 100 * site_ns * per_fault / off_ns : 0.0, spread));
+  rep->json["fault"]["trace"] = {{"off_ns_per_page", off_ns},   {"on_ns_per_page", on_ns},
+                                 {"events_per_fault", per_fault}, {"off_ns_per_site", site_ns},
+                                 {"off_samples", off},          {"on_samples", on}};
 }
 
 }  // namespace
@@ -148,6 +220,7 @@ int suite_fault(const BenchOptions& o, Report* rep) {
   }
   rep->plots.push_back(plot);
   rep->add("\n" + store_text(samples.back().back().store) + "\n");
+  trace_cost(size, repeats, rep);
   if (rep->profile) {
     std::vector<int64_t> faults;
     for (auto& s : samples) faults.push_back(s.back().faults);
