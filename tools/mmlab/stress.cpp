@@ -13,6 +13,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -100,6 +101,7 @@ class Worker {
   uint64_t ops[kNrOps] = {};
   std::map<std::string, uint64_t> errors;
   uint64_t quota = 0, done = 0;
+  bool choices_spent() const;
   std::atomic<uint64_t> progress{0};   // operations finished, for the watchdog
   std::atomic<int> current{-1};        // the operation in progress (-1: none)
 
@@ -107,8 +109,11 @@ class Worker {
   void one_op();
   Op pick_op();
   Region* pick_region(bool (*eligible)(const Region&) = nullptr);
-  uint8_t new_byte() { return static_cast<uint8_t>(1 + rng_() % 255); }
-  uint64_t rnd(uint64_t n) { return n ? rng_() % n : 0; }
+  uint8_t new_byte() { return static_cast<uint8_t>(1 + next() % 255); }
+  uint64_t rnd(uint64_t n) { return n ? next() % n : 0; }
+  // The next choice: the random stream, or Config::choices two bytes at a
+  // time (zeros once they have run out).
+  uint64_t next();
   void error(Op op, long ret) { errors[fmt::format("{}: {}", kOpNames[op], errno_name(static_cast<int>(-ret)))]++; }
   void mismatch(const std::string& what);
   bool map_region(Region* r);
@@ -130,6 +135,7 @@ class Worker {
   Shared* s_;
   unsigned id_;
   std::mt19937_64 rng_;
+  size_t choice_at_ = 0;
   GupPages held_[4];  // cross pins held between operations
 };
 
@@ -149,6 +155,16 @@ struct Shared {
 };
 
 constexpr uint64_t kMaxMismatchesKept = 20;
+
+uint64_t Worker::next() {
+  const std::string_view c = s_->cfg->choices;
+  if (c.empty()) return rng_();
+  uint64_t v = 0;
+  for (int k = 0; k < 2; k++, choice_at_++) v |= uint64_t{choice_at_ < c.size() ? static_cast<uint8_t>(c[choice_at_]) : 0u} << (8 * k);
+  return v;
+}
+
+bool Worker::choices_spent() const { return !s_->cfg->choices.empty() && choice_at_ >= s_->cfg->choices.size(); }
 
 void Worker::mismatch(const std::string& what) {
   std::lock_guard<std::mutex> g(s_->mu);
@@ -596,7 +612,7 @@ void quiesce_and_check(Shared* s) {
       s->res->violations.push_back(fmt::format("{} at {}\n{}", v.invariant, v.where, v.dump));
   }
   bool all_done = true;
-  for (auto& w : s->workers) all_done &= w->quota && w->done >= w->quota;
+  for (auto& w : s->workers) all_done &= (w->quota && w->done >= w->quota) || w->choices_spent();
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - s->start).count();
   if (all_done || (s->cfg->seconds > 0 && el >= s->cfg->seconds) || !rep.ok()) s->stop = true;
   if (s->khugepaged && !s->stop) (void)s->sys->start_khugepaged_thread();
@@ -696,6 +712,10 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     *err = "no memory type to run";
     return false;
   }
+  if (!cfg.choices.empty() && (cfg.threads != 1 || cfg.khugepaged_thread)) {
+    *err = "choices from bytes need one thread and no khugepaged thread";
+    return false;
+  }
   unsigned cum = 0;
   for (unsigned op = 0; op < kNrOps; op++) {
     auto it = cfg.mix.find(kOpNames[op]);
@@ -713,8 +733,9 @@ bool run(const Config& cfg, Result* out, std::string* err) {
   }
   for (auto& w : s.workers)
     if (!w->setup(err)) return false;
-  s.khugepaged = s.sys->start_khugepaged_thread() == 0;
-  if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
+  s.khugepaged = cfg.khugepaged_thread && s.sys->start_khugepaged_thread() == 0;
+  if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
+  else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
   s.start = std::chrono::steady_clock::now();
 
   std::barrier<Completion> barrier(static_cast<std::ptrdiff_t>(cfg.threads), Completion{&s});
@@ -723,7 +744,8 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     Worker* w = wp.get();
     threads.emplace_back([&s, w, &barrier] {
       while (!s.stop.load()) {
-        for (uint64_t k = 0; k < s.cfg->check_every && !(w->quota && w->done >= w->quota); k++, w->done++) {
+        for (uint64_t k = 0; k < s.cfg->check_every && !(w->quota && w->done >= w->quota) && !w->choices_spent();
+             k++, w->done++) {
           w->run();
         }
         w->release_held();
@@ -734,13 +756,19 @@ bool run(const Config& cfg, Result* out, std::string* err) {
   // A thread that makes no progress for kHangSeconds is a hang in the
   // model: report where each thread is and end the process (the stuck
   // thread cannot be unwound).
-  std::atomic<bool> finished{false};
-  std::thread watchdog([&s, &finished] {
+  // The workers' end wakes it at once (a short run must not wait out its second).
+  bool finished = false;
+  std::mutex finished_mu;
+  std::condition_variable finished_cv;
+  std::thread watchdog([&] {
     constexpr int kHangSeconds = 60;
     std::vector<uint64_t> last(s.workers.size(), 0);
     std::vector<int> still(s.workers.size(), 0);
-    while (!finished.load()) {
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> g(finished_mu);
+        if (finished_cv.wait_for(g, std::chrono::seconds(1), [&] { return finished; })) break;
+      }
       for (size_t t = 0; t < s.workers.size(); t++) {
         Worker* w = s.workers[t].get();
         const uint64_t p = w->progress.load(std::memory_order_relaxed);
@@ -757,7 +785,11 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     }
   });
   for (auto& t : threads) t.join();
-  finished = true;
+  {
+    std::lock_guard<std::mutex> g(finished_mu);
+    finished = true;
+  }
+  finished_cv.notify_one();
   watchdog.join();
   out->elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   if (s.khugepaged) s.sys->stop_khugepaged_thread();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mmlab::stress {
@@ -32,6 +33,13 @@ struct Config {
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
   bool plant_corruption = false;
+  // Fuzzing (tests/fuzz/fuzz_ops.cpp): when not empty, every choice (the
+  // operation, its region, range, flags, bytes) is read from these bytes
+  // instead of the seed's random stream, and the run ends when they run
+  // out. Needs threads == 1 and no khugepaged thread, so that the bytes
+  // alone decide the sequence.
+  std::string_view choices;
+  bool khugepaged_thread = true;
   // Called before the process ends on a hang (prints the reproduction line).
   std::function<void()> on_hang;
 };

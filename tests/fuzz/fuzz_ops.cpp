@@ -1,0 +1,48 @@
+// libFuzzer target over the model's operations: the input bytes choose every
+// step of a `mmlab stress` run (tools/mmlab/stress.cpp) with one thread: the
+// operation (read, write, pins through every GUP entry point, fork with a
+// child's writes and exit, mprotect, MADV_DONTNEED/PAGEOUT/FREE/COLD/
+// COLLAPSE, munmap and re-mmap, mremap, variant switches), its region of
+// every memory type, its range, flags and bytes. The parent and the
+// children it forks are the processes. The properties: the invariant
+// checker passes after every operation, the data tracker sees every page as
+// expected, and at the end no frame or page-table page is left in use. Any
+// failure aborts, so libFuzzer keeps the input.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "stress.h"
+
+namespace {
+
+// Each operation reads a few choices of two bytes: inputs beyond this make
+// runs long without reaching new states faster.
+constexpr size_t kMaxInput = 4096;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > kMaxInput) return -1;  // not added to the corpus
+  mmlab::stress::Config cfg;
+  cfg.threads = 1;
+  cfg.check_every = 1;  // the checker after every operation
+  cfg.choices = std::string_view(reinterpret_cast<const char*>(data), size);
+  cfg.khugepaged_thread = false;
+  cfg.ram = 256ull << 20;
+  for (const std::string& t : mmlab::stress::type_names())
+    if (t != "hugetlb-1G") cfg.types.push_back(t);  // 1 GiB pages do not fit a small System
+  mmlab::stress::Result res;
+  std::string err;
+  if (!mmlab::stress::run(cfg, &res, &err)) {
+    std::fprintf(stderr, "fuzz_ops: set-up failed: %s\n", err.c_str());
+    std::abort();
+  }
+  if (res.ok()) return 0;
+  for (const std::string& v : res.violations) std::fprintf(stderr, "violation: %s\n", v.c_str());
+  for (const std::string& m : res.mismatches) std::fprintf(stderr, "data mismatch: %s\n", m.c_str());
+  if (res.frames_leaked) std::fprintf(stderr, "frames leaked: %llu\n", static_cast<unsigned long long>(res.frames_leaked));
+  std::abort();
+}
