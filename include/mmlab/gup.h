@@ -33,6 +33,11 @@ enum class GupEntry : uint8_t {
   kPinUserPages,         // caller holds mmap_lock; no FOLL_TOUCH; invalid arguments -> 0
   kPinUserPagesFast,
   kPinUserPagesUnlocked,
+  // The remote entry points (process_vm_readv, ptrace, uprobes): the caller
+  // holds the target mm's mmap_lock for read and passes `locked`, so GUP
+  // may drop the lock to wait for a fault (FOLL_UNLOCKABLE) and says so.
+  kGetUserPagesRemote,   // adds FOLL_TOUCH | FOLL_REMOTE; invalid arguments -> -EINVAL
+  kPinUserPagesRemote,   // adds FOLL_TOUCH | FOLL_REMOTE; invalid arguments -> 0
 };
 bool gup_entry_is_pin(GupEntry e);
 const char* gup_entry_name(GupEntry e);

@@ -7,13 +7,14 @@
 namespace mmlab {
 
 bool gup_entry_is_pin(GupEntry e) {
-  return e == GupEntry::kPinUserPages || e == GupEntry::kPinUserPagesFast || e == GupEntry::kPinUserPagesUnlocked;
+  return e == GupEntry::kPinUserPages || e == GupEntry::kPinUserPagesFast || e == GupEntry::kPinUserPagesUnlocked ||
+         e == GupEntry::kPinUserPagesRemote;
 }
 
 const char* gup_entry_name(GupEntry e) {
   static const char* n[] = {"get_user_pages",          "get_user_pages_fast", "get_user_pages_fast_only",
                             "get_user_pages_unlocked", "pin_user_pages",      "pin_user_pages_fast",
-                            "pin_user_pages_unlocked"};
+                            "pin_user_pages_unlocked", "get_user_pages_remote", "pin_user_pages_remote"};
   return n[static_cast<int>(e)];
 }
 
@@ -143,6 +144,15 @@ long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, 
     case GupEntry::kGetUserPagesUnlocked: ret = get_user_pages_unlocked(mm, start, nr_pages, pages, flags); break;
     case GupEntry::kPinUserPagesFast: ret = pin_user_pages_fast(mm, start, nr_pages, flags, pages); break;
     case GupEntry::kPinUserPagesUnlocked: ret = pin_user_pages_unlocked(mm, start, nr_pages, pages, flags); break;
+    case GupEntry::kGetUserPagesRemote:
+    case GupEntry::kPinUserPagesRemote: {
+      int locked = 1;
+      mmap_read_lock(mm);
+      ret = e == GupEntry::kGetUserPagesRemote ? get_user_pages_remote(mm, start, nr_pages, flags, pages, &locked)
+                                               : pin_user_pages_remote(mm, start, nr_pages, flags, pages, &locked);
+      if (locked) mmap_read_unlock(mm);
+      break;
+    }
   }
   out->count_ = ret > 0 ? ret : 0;
   out->pin_ = gup_entry_is_pin(e);

@@ -11,6 +11,7 @@
 
 #include "gup/gup.h"
 #include "mm/kernel.h"
+#include "mmlab/gup.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -481,6 +482,38 @@ TEST_F(GupTest, FastPinRacesWithDontneedMunmapAndSplit) {
   }
   stop = true;
   pinner.join();
+}
+
+// get/pin_user_pages_remote (process_vm_readv, ptrace): another process's
+// pages, the caller's mmap_read_lock of the target given back or dropped as
+// *locked says, the entry points' own answers to invalid arguments.
+TEST_F(GupTest, RemoteEntryPointsPinAnotherAddressSpace) {
+  Process* q = sys->new_process("target");
+  const long raw = q->mmap(0, 4 * PAGE_SIZE, RW, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(raw, 0);
+  const uint64_t a = static_cast<uint64_t>(raw);
+  ASSERT_TRUE(q->fill(a, 0x5a, 4 * PAGE_SIZE).ok());
+  GupPages pins;
+  ASSERT_EQ(gup(q, GupEntry::kPinUserPagesRemote, a, 4, foll::WRITE, &pins), 4);
+  EXPECT_TRUE(pins.pinned());
+  EXPECT_TRUE(pins.all_maybe_dma_pinned());
+  ASSERT_EQ(pins.fill(PAGE_SIZE, 0x77, PAGE_SIZE), 0);  // a device write reaches the target
+  int64_t bad = 0;
+  uint8_t found = 0;
+  ASSERT_TRUE(q->read_expect(a + PAGE_SIZE, 0x77, PAGE_SIZE, &bad, &found).ok());
+  EXPECT_EQ(bad, -1);
+  // The lock is back with nobody: a writer gets it at once.
+  ASSERT_TRUE(q->mm()->mmap_lock.down_write_trylock());
+  q->mm()->mmap_lock.up_write();
+  GupPages gets;
+  EXPECT_EQ(gup(q, GupEntry::kGetUserPagesRemote, a, 2, 0, &gets), 2);
+  EXPECT_FALSE(gets.pinned());
+  EXPECT_EQ(gup(q, GupEntry::kGetUserPagesRemote, a, 1, foll::LONGTERM, &gets), -EINVAL);  // LONGTERM without PIN
+  EXPECT_EQ(gup(q, GupEntry::kPinUserPagesRemote, a, 1, foll::GET, &gets), 0);  // GET with PIN: pin says 0
+  EXPECT_EQ(gup(q, GupEntry::kGetUserPagesRemote, a + 8 * PAGE_SIZE, 1, 0, &gets), -EFAULT);  // no VMA
+  pins.release(Dirty::kYes);
+  gets.release();
+  q->exit();
 }
 
 }  // namespace

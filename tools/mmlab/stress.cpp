@@ -326,7 +326,8 @@ void Worker::plant_corruption() {
 const GupEntry kEntries[] = {GupEntry::kGetUserPages,         GupEntry::kGetUserPagesFast,
                              GupEntry::kGetUserPagesFastOnly, GupEntry::kGetUserPagesUnlocked,
                              GupEntry::kPinUserPages,         GupEntry::kPinUserPagesFast,
-                             GupEntry::kPinUserPagesUnlocked};
+                             GupEntry::kPinUserPagesUnlocked, GupEntry::kGetUserPagesRemote,
+                             GupEntry::kPinUserPagesRemote};
 
 // Pin a range of the thread's own region, check what the device sees, write
 // through a R/W pin, release, and check what the CPU sees.
