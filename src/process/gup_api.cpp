@@ -121,6 +121,17 @@ void GupPages::add_refs(std::map<uint64_t, long>* refs) const {
   }
 }
 
+namespace {
+
+// The remote entry points give the caller's mmap_lock back dropped when they
+// set *locked to 0 (FOLL_UNLOCKABLE): a conditional release the analysis
+// cannot follow, so the caller's lock ends here on both paths.
+void mmap_read_unlock_if_locked(Mm* mm, int locked) RELEASE_SHARED(mm->mmap_lock) NO_THREAD_SAFETY_ANALYSIS {
+  if (locked) mmap_read_unlock(mm);
+}
+
+}  // namespace
+
 long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) {
   out->release();
   Mm* mm = p->mm();
@@ -150,7 +161,7 @@ long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, 
       mmap_read_lock(mm);
       ret = e == GupEntry::kGetUserPagesRemote ? get_user_pages_remote(mm, start, nr_pages, flags, pages, &locked)
                                                : pin_user_pages_remote(mm, start, nr_pages, flags, pages, &locked);
-      if (locked) mmap_read_unlock(mm);
+      mmap_read_unlock_if_locked(mm, locked);
       break;
     }
   }

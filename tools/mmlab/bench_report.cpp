@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -80,6 +82,24 @@ int write_report(const Report& rep, const std::string& dir) {
   std::string plots = write_plots(rep.plots, dir);
   std::printf("\nreport: %s/report.md, %s/report.json%s\n", dir.c_str(), dir.c_str(), plots.c_str());
   return 0;
+}
+
+bool out_dir_usable(const std::string& dir, std::string* err) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    *err = ec.message();
+    return false;
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    *err = "not a directory";
+    return false;
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    *err = std::strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace mmlab::cli

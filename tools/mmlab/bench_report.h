@@ -34,6 +34,10 @@ std::string environment_text(nlohmann::json* env);
 // Where the modelled tables' host costs come from.
 std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j);
 
+// The output directory, made and found writable before any run: false
+// and *err (the reason) otherwise.
+bool out_dir_usable(const std::string& dir, std::string* err);
+
 // Writes report.md, report.json and the plots into `dir` and prints the
 // summary line. 0, or 1 (with a message) if the files cannot be written.
 int write_report(const Report& rep, const std::string& dir);

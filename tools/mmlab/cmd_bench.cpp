@@ -74,25 +74,6 @@ void note_noise(const std::vector<double>& spreads, long ivcsw, double seconds, 
                              100 * spread, 100 * kNoisySpread, ivcsw, seconds));
 }
 
-// The output directory, made and found writable before any suite runs.
-bool out_dir_usable(const std::string& dir, std::string* err) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    *err = ec.message();
-    return false;
-  }
-  if (!std::filesystem::is_directory(dir, ec)) {
-    *err = "not a directory";
-    return false;
-  }
-  if (access(dir.c_str(), W_OK) != 0) {
-    *err = std::strerror(errno);
-    return false;
-  }
-  return true;
-}
-
 int run_bench(const BenchOptions& o) {
   static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
       {"fault", suite_fault}, {"fork", suite_fork}, {"data", suite_data}, {"gup", suite_gup}, {"unify", suite_unify},

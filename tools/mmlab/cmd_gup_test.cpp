@@ -44,18 +44,6 @@ int parse_kv(const std::string& s, std::string* k, std::string* v) {
   return 0;
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t c = s.find(',', pos);
-    if (c == std::string::npos) c = s.size();
-    if (c > pos) out.push_back(s.substr(pos, c - pos));
-    pos = c + 1;
-  }
-  return out;
-}
-
 int run_gup_test(const GupTestOptions& o) {
   if (o.z) {
     std::fprintf(stderr, "gup-test: -z is not handled by mainline gup_test (v6.18); it was removed with FOLL_TOUCH faulting\n");

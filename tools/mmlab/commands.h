@@ -18,6 +18,7 @@ void add_calibrate(CLI::App& app);
 void add_counters(CLI::App& app);
 void add_stress(CLI::App& app);
 void add_variants(CLI::App& app);
+void add_cow_bench(CLI::App& app);
 
 // --fake-probe NAME[,NAME...] of `run` and `diff` (docs/HOST.md), and
 // applying it with MMLAB_HOST_FAKE_PROBES: 0, or -1 with *err.
@@ -32,6 +33,8 @@ void register_action(CLI::App* sub, std::function<int()> action);
 void add_trace_options(CLI::App* sub);
 int run_selected(CLI::App& app);
 
+// The non-empty items of a comma list.
+std::vector<std::string> split_list(const std::string& s);
 // A byte size: a number with an optional K, M or G suffix ("4G"). False if malformed.
 bool parse_size(const std::string& s, uint64_t* out);
 // The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.

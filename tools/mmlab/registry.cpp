@@ -104,4 +104,16 @@ bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, ui
   return true;
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(',', pos);
+    if (c == std::string::npos) c = s.size();
+    if (c > pos) out.push_back(s.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
 }  // namespace mmlab::cli

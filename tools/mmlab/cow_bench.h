@@ -1,0 +1,63 @@
+// `mmlab cow-bench`: the numbers the mTHP-CoW review asked for (CoW fault
+// latency, memory waste, RSS), per workload and per column (a CoW policy,
+// folio size and the alternatives), on the model's threads (docs/COW_BENCH.md).
+// A consumer of the public API only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mmlab::cli::cowbench {
+
+// What a column does besides its policy and folio size.
+enum class Extra : uint8_t { kNone, kDontfork, kCollapseAfterFork };
+
+struct Column {
+  std::string name;
+  unsigned folio_kb = 64;        // the mTHP size the region faults in with (the only one enabled)
+  const char* policy = "base";   // cow.policy
+  int max_order = -1;            // cow.max_order (-1: the default)
+  bool reuse_whole = false;      // cow.reuse whole
+  Extra extra = Extra::kNone;
+};
+
+struct Workload {
+  std::string name;
+  const char* what;  // one line for the report
+};
+
+// The catalogue, in report order.
+const std::vector<Column>& columns();
+const std::vector<Workload>& workloads();
+
+struct Params {
+  uint64_t size = 0;        // the region, bytes
+  unsigned procs = 0;       // children (usemem, prefork)
+  double write_fraction = 0;  // cow-rand, prefork: the share of pages each writer writes
+  uint64_t seed = 1;
+};
+
+struct Result {
+  bool ran = false;
+  std::string not_run;                // why the column does not apply to the workload
+  std::vector<double> write_ns;       // each measured page write's latency
+  double elapsed_s = 0;               // the measured phase, wall clock
+  double child_kbps_mean = 0;         // usemem: KB/s per child (mean) ...
+  double child_kbps_sum = 0;          // ... and summed
+  int64_t wp_copy = 0, wp_reuse = 0, anon = 0, zero = 0;  // faults by kind
+  int64_t bytes_copied = 0;           // cow.bytes_copied + collapse.bytes_copied
+  int64_t bytes_written = 0;          // distinct pages written after the fork (or the zero-page read), bytes
+  int64_t rss_peak = 0;               // sum of rss_anon over the processes, at the end of the writes
+  int64_t warnings = 0;               // model warnings (cow.policy rfc's recorded violations)
+  int64_t collapses = 0;              // MADV_COLLAPSE successes
+  int64_t violations = 0;             // invariant-checker findings at the end (rfc only; any other fails the run)
+  // Copied bytes never written afterwards (copied minus what the copiers wrote, at least 0).
+  int64_t waste() const { return bytes_copied > bytes_written ? bytes_copied - bytes_written : 0; }
+};
+
+// Runs one workload under one column on a fresh System. 0, or -errno with
+// *err saying what failed.
+int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err);
+
+}  // namespace mmlab::cli::cowbench
