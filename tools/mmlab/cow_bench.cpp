@@ -71,8 +71,13 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, Run* r, std::str
 // every page in for write).
 bool prefault(Run* r, const Params& p, uint8_t byte) { return r->parent->fill(r->addr, byte, p.size).ok(); }
 
-// Write the pages `which` (indices) with `byte`, timing each.
+// Write the pages `which` (indices) with `byte`, timing each (ns == nullptr: none).
 bool write_pages(Process* q, uint64_t addr, const std::vector<uint64_t>& which, uint8_t byte, std::vector<double>* ns) {
+  if (!ns) {
+    for (uint64_t i : which)
+      if (!q->fill(addr + i * PAGE_SIZE, byte, PAGE_SIZE).ok()) return false;
+    return true;
+  }
   ns->reserve(ns->size() + which.size());
   for (uint64_t i : which) {
     const auto t0 = Clock::now();
@@ -108,14 +113,14 @@ struct Writer {
 
 // Each writer on its own thread, all at once, as forked children run; with
 // kCollapseAfterFork each first collapses the region (MADV_COLLAPSE).
-void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra) {
+void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra, bool timed) {
   std::vector<std::thread> t;
   for (size_t k = 0; k < ws->size(); k++) {
-    t.emplace_back([ws, k, addr, size, extra] {
+    t.emplace_back([ws, k, addr, size, extra, timed] {
       Writer& w = (*ws)[k];
       if (extra == Extra::kCollapseAfterFork) (void)w.proc->madvise(addr, size, MADV_COLLAPSE);
       const auto t0 = Clock::now();
-      w.ok = write_pages(w.proc, addr, w.pages, static_cast<uint8_t>(0x40 + k), &w.ns);
+      w.ok = write_pages(w.proc, addr, w.pages, static_cast<uint8_t>(0x40 + k), timed ? &w.ns : nullptr);
       w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     });
   }
@@ -213,13 +218,13 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       std::thread exec([q = kids[0]] { q->exit(); });
       ws.push_back({r.parent, all_pages(p), {}, 0, true});
       const auto t0 = Clock::now();
-      ws[0].ok = write_pages(r.parent, r.addr, ws[0].pages, 0x22, &ws[0].ns);
+      ws[0].ok = write_pages(r.parent, r.addr, ws[0].pages, 0x22, p.time_writes ? &ws[0].ns : nullptr);
       ws[0].seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       exec.join();
     }
   }
   const auto t0 = Clock::now();
-  if (w.name != "fork-exec") run_writers(&ws, r.addr, p.size, c.extra);
+  if (w.name != "fork-exec") run_writers(&ws, r.addr, p.size, c.extra, p.time_writes);
   out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const Writer& x : ws)
     if (!x.ok) {

@@ -36,6 +36,7 @@ struct Params {
   unsigned procs = 0;       // children (usemem, prefork)
   double write_fraction = 0;  // cow-rand, prefork: the share of pages each writer writes
   uint64_t seed = 1;
+  bool time_writes = true;  // per-page latency (off: only each writer's total time)
 };
 
 struct Result {
