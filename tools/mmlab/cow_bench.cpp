@@ -49,6 +49,9 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, Run* r, std::str
   for (unsigned kb = 16; kb <= 2048; kb *= 2)
     (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb),
                          kb == c.folio_kb || kb == cap_kb ? "always" : "never");
+  // khugepaged's column: PMD THP for MADV_HUGEPAGE regions only, so that the
+  // faults stay at c.folio_kb until the region is advised after the writes.
+  if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
   if (int t = s->tune("cow.policy", c.policy); t < 0) {
     *err = fmt::format("tune cow.policy {}: {}", c.policy, errno_name(-t));
     return t;
@@ -152,6 +155,7 @@ const std::vector<Column>& columns() {
       col("fixed-64K-reuse-whole", 64, "fixed", -1, true),
       col("base-collapse-after-fork", 64, "base", -1, false, Extra::kCollapseAfterFork),
       col("base-dontfork", 64, "base", -1, false, Extra::kDontfork),
+      col("base-khugepaged", 64, "base", -1, false, Extra::kKhugepaged),
   };
   return v;
 }
@@ -232,6 +236,26 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       return -EFAULT;
     }
   account(&r, ws, out);
+  if (c.extra == Extra::kKhugepaged) {
+    // khugepaged fixes the mappings up afterwards, the processes still
+    // alive: every process advises the region MADV_HUGEPAGE (which is when
+    // the kernel hands an mm to khugepaged), PMD collapse and the mTHP
+    // collapse series both on, two full scans of every mm; its time is the
+    // model's (collapse_huge_page's).
+    const CollapseTiming before = s->collapse_timing();
+    (void)s->tune("khugepaged.mthp", "on");
+    for (Process* q : s->processes()) (void)q->madvise(r.addr, p.size, MADV_HUGEPAGE);
+    if (int e = s->run_khugepaged(2); e < 0) {
+      *err = fmt::format("run_khugepaged: {}", errno_name(-e));
+      return e;
+    }
+    const CollapseTiming after = s->collapse_timing();
+    out->khugepaged_ms = static_cast<double>(after.total_ns - before.total_ns) / 1e6;
+    out->mmap_write_ms = static_cast<double>(after.mmap_write_ns - before.mmap_write_ns) / 1e6;
+    int64_t rss = 0;
+    for (Process* q : s->processes()) rss += q->rss_anon();
+    out->rss_peak = std::max(out->rss_peak, rss);
+  }
   if (w.name == "usemem") {
     for (const Writer& x : ws) out->child_kbps_sum += static_cast<double>(p.size) / 1024 / x.seconds;
     out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());

@@ -11,7 +11,7 @@
 namespace mmlab::cli::cowbench {
 
 // What a column does besides its policy and folio size.
-enum class Extra : uint8_t { kNone, kDontfork, kCollapseAfterFork };
+enum class Extra : uint8_t { kNone, kDontfork, kCollapseAfterFork, kKhugepaged };
 
 struct Column {
   std::string name;
@@ -52,6 +52,8 @@ struct Result {
   int64_t rss_peak = 0;               // sum of rss_anon over the processes, at the end of the writes
   int64_t warnings = 0;               // model warnings (cow.policy rfc's recorded violations)
   int64_t collapses = 0;              // MADV_COLLAPSE successes
+  double khugepaged_ms = 0;           // kKhugepaged: inside collapse_huge_page() ...
+  double mmap_write_ms = 0;           // ... of which holding mmap_lock for write
   int64_t violations = 0;             // invariant-checker findings at the end (rfc only; any other fails the run)
   // Copied bytes never written afterwards (copied minus what the copiers wrote, at least 0).
   int64_t waste() const { return bytes_copied > bytes_written ? bytes_copied - bytes_written : 0; }
