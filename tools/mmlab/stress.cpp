@@ -37,6 +37,7 @@ const char* const kOpNames[kNrOps] = {"read",     "write",   "pin",     "cross-p
                                       "fork",     "mprotect", "dontneed", "pageout",  "free",
                                       "cold",     "collapse", "remap",    "mremap",   "variant"};
 const unsigned kDefaultWeight[kNrOps] = {20, 20, 12, 8, 3, 3, 4, 4, 4, 3, 2, 2, 3, 3, 2};
+constexpr unsigned kCrossPinSlots = 4;  // cross pins a worker holds between operations
 
 enum class Backing : uint8_t { kAnonPrivate, kAnonShared, kFile, kHugetlbPrivate, kHugetlbShared };
 
@@ -130,7 +131,7 @@ class Worker {
   Shared* s_;
   unsigned id_;
   std::mt19937_64 rng_;
-  GupPages held_[4];  // cross pins held between operations
+  GupPages held_[kCrossPinSlots];  // cross pins held between operations
 };
 
 struct Shared {
@@ -684,7 +685,10 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     }
     std::string why;
     if (is_hugetlb(t.backing)) {
-      const unsigned per_thread = t.huge_shift == PUD_SHIFT ? 3 : 4;
+      // 2M: also one page per cross-pin slot: a held pin keeps a page that
+      // its owner zapped out of the pool, and the owner's next fault needs
+      // another (the kernel's too: the restored reservation is not a page).
+      const unsigned per_thread = t.huge_shift == PUD_SHIFT ? 3 : 4 + kCrossPinSlots;
       if (!set_up_hugetlb(&s, t, per_thread, &why)) {
         out->not_run[t.name] = why;
         continue;
