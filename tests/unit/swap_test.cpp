@@ -541,6 +541,42 @@ TEST_F(SwapTest, ChildExitReleasesSharedSwapCache) {
   EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
 }
 
+// The child's exit drops the last swap PTE of the slot while another thread
+// holds the folio lock (a GUP release, a reclaim or collapse scan), so its
+// free_swap_and_cache() trylock fails and the folio stays in the swap cache,
+// mapped by the parent alone, the slot used by the cache only: legitimate in
+// the kernel too. When the parent then unmaps it, the kernel's mmu_gather
+// release (free_pages_and_swap_cache -> free_swap_cache) drops it from the
+// swap cache; the model's zap used to put the reference only, leaving an
+// unmapped swap-cache folio nobody would ever free (the checker's "orphaned
+// swap-cache folio", once in a 4-thread mmlab stress run).
+TEST_F(SwapTest, ZapFreesTheSwapCacheAnExitCouldNotLock) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_base_page(0x43);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  Process* child = p->fork("child");
+  ASSERT_TRUE(child);
+  expect_bytes(p, a, PAGE_SIZE, 0x43);
+  Folio* folio = folio_at(p, a);
+  ASSERT_TRUE(folio);
+  ASSERT_TRUE(folio_test_swapcache(folio));
+  const swp_entry_t entry = folio_swap_entry(folio);
+  folio_lock(folio);  // the other thread's
+  child->exit();
+  folio_unlock(folio);
+  ASSERT_TRUE(folio_test_swapcache(folio));  // the exit could not take it out
+  EXPECT_EQ(swap_map_of(k(), entry), static_cast<unsigned>(SWAP_HAS_CACHE));
+  ASSERT_TRUE(sys->check().ok()) << sys->check().to_string();  // mapped: fine
+  folio_get(folio);  // to look at it after the unmap
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0);
+  EXPECT_FALSE(folio_test_swapcache(folio));
+  EXPECT_EQ(folio_ref_count(folio), 1);
+  folio_put(folio);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
+  CheckReport rep = sys->check();
+  EXPECT_TRUE(rep.ok()) << rep.to_string();
+}
+
 // A maybe-pinned folio is not swapped out (shrink_folio_list keeps it).
 TEST_F(SwapTest, PinnedPageIsNotSwappedOut) {
   ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
