@@ -577,6 +577,38 @@ TEST_F(SwapTest, ZapFreesTheSwapCacheAnExitCouldNotLock) {
   EXPECT_TRUE(rep.ok()) << rep.to_string();
 }
 
+// The same folio, but the parent writes it while it is pinned: the write
+// copies (the pin forbids reuse), and the copy was its last mapping. The
+// kernel's wp_page_copy lets it out of the swap cache (free_swap_cache);
+// the model's used to keep it there, unmapped and unswapped, after the unpin.
+TEST_F(SwapTest, CowOfAPinnedPageFreesTheSwapCacheAnExitCouldNotLock) {
+  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  uint64_t a = map_base_page(0x44);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  Process* child = p->fork("child");
+  ASSERT_TRUE(child);
+  expect_bytes(p, a, PAGE_SIZE, 0x44);
+  Folio* folio = folio_at(p, a);
+  ASSERT_TRUE(folio);
+  ASSERT_TRUE(folio_test_swapcache(folio));
+  folio_lock(folio);  // another thread's
+  child->exit();
+  folio_unlock(folio);
+  ASSERT_TRUE(folio_test_swapcache(folio));
+  p->mm()->set_flag(MMF_HAS_PINNED);
+  folio_ref_add(folio, GUP_PIN_COUNTING_BIAS);  // what pin_user_pages() adds to a small folio
+  sys->reset_counters();
+  ASSERT_TRUE(p->fill(a, 0x45, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->counter("fault.wp_copy"), 1);
+  EXPECT_FALSE(folio_test_swapcache(folio));
+  EXPECT_EQ(folio_ref_count(folio), GUP_PIN_COUNTING_BIAS);
+  folio_put_refs(folio, GUP_PIN_COUNTING_BIAS);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
+  expect_bytes(p, a, PAGE_SIZE, 0x45);
+  CheckReport rep = sys->check();
+  EXPECT_TRUE(rep.ok()) << rep.to_string();
+}
+
 // A maybe-pinned folio is not swapped out (shrink_folio_list keeps it).
 TEST_F(SwapTest, PinnedPageIsNotSwappedOut) {
   ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
