@@ -75,6 +75,18 @@ class HugetlbTest : public MmTest {
   }
 
   AccessResult write_byte(Process* q, uint64_t addr, uint8_t v) { return q->write(addr, &v, 1); }
+  // A pool of `pool` 2M pages and a private mapping of one, written (its
+  // reservation consumed). 0 on failure.
+  uint64_t map_written_page(long pool, uint8_t v) {
+    set_pool(pool);
+    uint64_t a = map(PMD_SIZE);
+    if (!a || !write_byte(p, a, v).ok()) {
+      ADD_FAILURE() << "no written hugetlb page";
+      return 0;
+    }
+    EXPECT_EQ(resv(), 0);
+    return a;
+  }
   int read_byte(Process* q, uint64_t addr) {
     uint8_t v = 0;
     AccessResult r = q->read(addr, &v, 1);
@@ -849,11 +861,8 @@ TEST_F(HugetlbTest, EverythingReleasedAtExit) {
 }
 
 TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
-  set_pool(1);
-  uint64_t a = map(PMD_SIZE);
+  uint64_t a = map_written_page(1, 5);
   ASSERT_TRUE(a);
-  ASSERT_TRUE(write_byte(p, a, 5).ok());
-  EXPECT_EQ(resv(), 0);
   int r = p->madvise(a, PMD_SIZE, MADV_DONTNEED);
   if (r != 0) GTEST_SKIP() << "MADV_DONTNEED on hugetlb: " << errno_name(r);
   // The page went back to the pool with its reservation: nobody can take it.
@@ -875,11 +884,8 @@ TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
 // munmap left resv_huge_pages at 1 for good (stress: "frames leaked: 512"
 // with a pool page kept for it).
 TEST_F(HugetlbTest, DontneedRacingAFaultOfTheIndexKeepsTheReservationCount) {
-  set_pool(2);
-  uint64_t a = map(PMD_SIZE);
+  uint64_t a = map_written_page(2, 1);
   ASSERT_TRUE(a);
-  ASSERT_TRUE(write_byte(p, a, 1).ok());
-  EXPECT_EQ(resv(), 0);
   HugetlbState* hs = sys->kernel()->hugetlb.get();
   std::atomic<bool> armed{true}, faulted{false};
   std::thread other;

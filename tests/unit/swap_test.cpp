@@ -75,6 +75,31 @@ class SwapFixture : public MmTest {
     EXPECT_EQ(order_at(a), 4);
     return a;
   }
+  // A base page of byte swapped out, shared with a fork child, swapped in
+  // by the parent, which maps it from the swap cache; the child then exits
+  // while another thread holds the folio lock, so its zap could not take
+  // the folio out of the swap cache: the slot is the cache's alone, the
+  // folio mapped by the parent only (legitimate). nullptr on failure.
+  Folio* swap_cache_folio_an_exit_could_not_lock(uint8_t byte, uint64_t* addr) {
+    EXPECT_EQ(sys->add_swap(kSwapBytes), 0);
+    const uint64_t a = map_base_page(byte);
+    EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+    Process* child = p->fork("child");
+    if (!child) return nullptr;
+    expect_bytes(p, a, PAGE_SIZE, byte);
+    Folio* folio = folio_at(p, a);
+    if (!folio || !folio_test_swapcache(folio)) return nullptr;
+    const swp_entry_t entry = folio_swap_entry(folio);
+    folio_lock(folio);  // the other thread's
+    child->exit();
+    folio_unlock(folio);
+    if (!folio_test_swapcache(folio)) return nullptr;
+    EXPECT_EQ(swap_map_of(k(), entry), static_cast<unsigned>(SWAP_HAS_CACHE));
+    CheckReport rep = sys->check();
+    EXPECT_TRUE(rep.ok()) << rep.to_string();  // mapped: fine
+    *addr = a;
+    return folio;
+  }
   static uint8_t pattern(unsigned i) { return static_cast<uint8_t>(0x40 + (i % 0x80)); }
   void fill_pattern(uint64_t a, unsigned pages) {
     for (unsigned i = 0; i < pages; i++) ASSERT_TRUE(p->fill(a + i * PAGE_SIZE, pattern(i), PAGE_SIZE).ok());
@@ -551,22 +576,9 @@ TEST_F(SwapTest, ChildExitReleasesSharedSwapCache) {
 // unmapped swap-cache folio nobody would ever free (the checker's "orphaned
 // swap-cache folio", once in a 4-thread mmlab stress run).
 TEST_F(SwapTest, ZapFreesTheSwapCacheAnExitCouldNotLock) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
-  uint64_t a = map_base_page(0x43);
-  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
-  Process* child = p->fork("child");
-  ASSERT_TRUE(child);
-  expect_bytes(p, a, PAGE_SIZE, 0x43);
-  Folio* folio = folio_at(p, a);
+  uint64_t a = 0;
+  Folio* folio = swap_cache_folio_an_exit_could_not_lock(0x43, &a);
   ASSERT_TRUE(folio);
-  ASSERT_TRUE(folio_test_swapcache(folio));
-  const swp_entry_t entry = folio_swap_entry(folio);
-  folio_lock(folio);  // the other thread's
-  child->exit();
-  folio_unlock(folio);
-  ASSERT_TRUE(folio_test_swapcache(folio));  // the exit could not take it out
-  EXPECT_EQ(swap_map_of(k(), entry), static_cast<unsigned>(SWAP_HAS_CACHE));
-  ASSERT_TRUE(sys->check().ok()) << sys->check().to_string();  // mapped: fine
   folio_get(folio);  // to look at it after the unmap
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0);
   EXPECT_FALSE(folio_test_swapcache(folio));
@@ -582,19 +594,9 @@ TEST_F(SwapTest, ZapFreesTheSwapCacheAnExitCouldNotLock) {
 // kernel's wp_page_copy lets it out of the swap cache (free_swap_cache);
 // the model's used to keep it there, unmapped and unswapped, after the unpin.
 TEST_F(SwapTest, CowOfAPinnedPageFreesTheSwapCacheAnExitCouldNotLock) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
-  uint64_t a = map_base_page(0x44);
-  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
-  Process* child = p->fork("child");
-  ASSERT_TRUE(child);
-  expect_bytes(p, a, PAGE_SIZE, 0x44);
-  Folio* folio = folio_at(p, a);
+  uint64_t a = 0;
+  Folio* folio = swap_cache_folio_an_exit_could_not_lock(0x44, &a);
   ASSERT_TRUE(folio);
-  ASSERT_TRUE(folio_test_swapcache(folio));
-  folio_lock(folio);  // another thread's
-  child->exit();
-  folio_unlock(folio);
-  ASSERT_TRUE(folio_test_swapcache(folio));
   p->mm()->set_flag(MMF_HAS_PINNED);
   folio_ref_add(folio, GUP_PIN_COUNTING_BIAS);  // what pin_user_pages() adds to a small folio
   sys->reset_counters();
