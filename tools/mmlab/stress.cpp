@@ -341,7 +341,12 @@ void Worker::op_pin() {
       mismatch(fmt::format("{} {:#x}: device reads {:#04x} at +{} of {} page {}, expected {:#04x}", gup_entry_name(e), flags,
                            found, bad, r->type->name, pg, r->val[pg]));
   }
-  const bool dirty = (flags & foll::WRITE) && ret > 0;
+  // Only through FOLL_PIN: writing a page's data through a FOLL_GET
+  // reference is not coherent with a concurrent fork (the parent's page is
+  // shared, and an unshare or CoW then moves the parent to a copy, leaving
+  // the device writing the child's page); the kernel requires FOLL_PIN for
+  // that (Documentation/core-api/pin_user_pages.rst, case 5).
+  const bool dirty = (flags & foll::WRITE) && ret > 0 && gup_entry_is_pin(e);
   if (dirty) {
     for (long k = 0; k < ret; k++) {
       const uint64_t pg = i + static_cast<uint64_t>(k);
@@ -354,7 +359,8 @@ void Worker::op_pin() {
   gp.release(dirty ? Dirty::kYes : Dirty::kNo);
   for (long k = 0; k < ret; k++) {
     const uint64_t pg = i + static_cast<uint64_t>(k);
-    check_page(s_->parent, r, pg, r->val[pg], r->lazy[pg], dirty ? "read after device write" : "read after pin");
+    check_page(s_->parent, r, pg, r->val[pg], r->lazy[pg],
+               fmt::format("read after {} {}", gup_entry_name(e), dirty ? "and a device write" : "").c_str());
   }
 }
 
