@@ -90,9 +90,19 @@ class SwapFixture : public MmTest {
     Folio* folio = folio_at(p, a);
     if (!folio || !folio_test_swapcache(folio)) return nullptr;
     const swp_entry_t entry = folio_swap_entry(folio);
-    folio_lock(folio);  // the other thread's
+    // Another thread holds the folio lock across the exit (its own lock
+    // context: the exit takes the mmap_lock, which ranks above it).
+    std::atomic<bool> locked{false}, exited{false};
+    std::thread holder([&] {
+      folio_lock(folio);
+      locked = true;
+      while (!exited) std::this_thread::yield();
+      folio_unlock(folio);
+    });
+    while (!locked) std::this_thread::yield();
     child->exit();
-    folio_unlock(folio);
+    exited = true;
+    holder.join();
     if (!folio_test_swapcache(folio)) return nullptr;
     EXPECT_EQ(swap_map_of(k(), entry), static_cast<unsigned>(SWAP_HAS_CACHE));
     CheckReport rep = sys->check();
