@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "mm/hugetlb.h"
 #include "mm/swapfile.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
@@ -147,6 +148,7 @@ class Checker {
     check_zero_pages();
     check_split_queue();
     check_swap();
+    check_hugetlb();
     check_deferred_tables();
     check_table_stat();
     check_frames();
@@ -671,6 +673,18 @@ class Checker {
     });
     for (auto& [v, n] : swap_refs_)
       rep_.add("swap PTE names a free slot", fmt::format("entry {:#x}", v), fmt::format("{} PTEs", n));
+  }
+
+  // hugetlb: the pools' counters against their free lists, and every
+  // reservation accounted for (a leaked one is found where it happens, not
+  // only as a pool page that never goes back).
+  void check_hugetlb() {
+    std::vector<Mm*> live;
+    for (const MmUse& mu : mms_) live.push_back(mu.mm);
+    std::string pool = hugetlb_pool_audit(k_);
+    if (!pool.empty()) rep_.add("hugetlb pool counters", "hugetlb pools", pool);
+    std::string resv = hugetlb_resv_audit(k_, live);
+    if (!resv.empty()) rep_.add("hugetlb reservation accounting", "hugetlb pools", resv);
   }
 
   void check_deferred_tables() {

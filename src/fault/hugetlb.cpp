@@ -39,6 +39,7 @@ struct HugeFault {
   fault_flags_t flags;
   uint64_t idx;           // huge-page index in the file (vmf->pgoff)
   Mutex* fm;              // the fault mutex, held throughout
+  HugetlbVmaLock* vl;     // the hugetlb VMA lock for read, inside the fault mutex
   HPte pte;
   pmd_t orig;
   SpinLock* ptl = nullptr;
@@ -97,9 +98,11 @@ vm_fault_t hugetlb_wp(HugeFault* f) REQUIRES(f->fm, f->ptl) {
     if (!new_folio) {
       if (cow_from_owner) {
         folio_put(old_folio);
+        f->vl->unlock();
         f->fm->unlock();
         long n = unmap_ref_private(vma, old_folio, f->address);
         f->fm->lock();
+        f->vl->lock();
         f->ptl = huge_pte_lock(mm, f->pte);
         f->ptl->assert_held();
         if (n > 0 && hget(f->pte) == pte) continue;
@@ -153,6 +156,7 @@ vm_fault_t hugetlb_no_page(HugeFault* f) RELEASE(f->fm) {
   bool folio_locked = true;
   Folio* folio = nullptr;
   auto out = [&]() RELEASE(f->fm) {
+    f->vl->unlock();
     f->fm->unlock();
     return ret;
   };
@@ -250,8 +254,13 @@ vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   f.idx = vma_hugecache_offset(f.h, vma, f.address);
   f.fm = &hugetlb_fault_mutex(f.hs, file, f.idx);
   f.fm->lock();
+  // Before the leaf is looked at: a zap of it must be over, reservation
+  // restored, or not begun.
+  HugetlbVmaLock vl(f.hs, vma, /*write=*/false);
+  f.vl = &vl;
   f.pte = huge_pte_alloc(mm, f.address, f.h);
   if (!f.pte) {
+    vl.unlock();
     f.fm->unlock();
     return VM_FAULT_OOM;
   }
@@ -291,6 +300,7 @@ vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
     }
   }
   f.ptl->unlock();
+  vl.unlock();
   f.fm->unlock();
   if (wait_folio) {
     // folio_wait_locked without a reference: only the flag is read.

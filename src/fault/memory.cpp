@@ -279,7 +279,13 @@ static vm_fault_t wp_page_copy(VmFault* vmf) {
     vmf->ptl->unlock();
   }
   if (new_folio) folio_put(new_folio);
-  if (old_folio) folio_put(old_folio);  // the fault's own reference
+  if (old_folio) {
+    // The copy may have been the last mapping of a folio whose slot lost its
+    // last swap PTE while the folio was locked (free_swap_cache, as the
+    // kernel's wp_page_copy does).
+    if (copied) free_swap_cache(old_folio);
+    folio_put(old_folio);  // the fault's own reference
+  }
   if (copied) count_wp_copy(mm, 0, unshare);
   else mm->stats->count(Event::fault_retry);
   return 0;

@@ -22,6 +22,7 @@
 #include "phys/frame_copy.h"
 #include "fmt/format.h"
 #include "mm/rmap.h"
+#include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {
@@ -515,7 +516,10 @@ bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) {
     folio_put_refs(old_folio, static_cast<int>(nr));
   }
   ptl->unlock();
-  if (old_folio) folio_put(old_folio);
+  if (old_folio) {
+    free_swap_cache(old_folio);  // as the order-0 copy does
+    folio_put(old_folio);
+  }
   count_wp_copy(mm, run.order, false);
   return true;
 }

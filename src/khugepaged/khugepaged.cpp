@@ -141,13 +141,6 @@ int folio_expected_ref_count(const Folio* folio) {
   return refs + folio_mapcount(folio);
 }
 
-// free_swap_cache: a swap-cache folio nobody maps any more leaves the cache.
-void free_swap_cache(Folio* folio) {
-  if (folio_test_swapcache(folio) && !folio_mapped(folio) && folio_trylock(folio)) {
-    folio_free_swap(folio);
-    folio_unlock(folio);
-  }
-}
 
 // ---- the limits: the series' collapse_max_ptes_* helpers. With
 // khugepaged.mthp off every order is the PMD's, and they are v6.18's rules. ----

@@ -163,7 +163,10 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
     to_put = folio;
   }
   ptl->unlock();
-  if (to_put) folio_put(to_put);  // after the flush, as the TLB batch does
+  if (to_put) {  // after the flush, as the TLB batch does (free_pages_and_swap_cache)
+    if (folio_test_anon(to_put)) free_swap_cache(to_put);
+    folio_put(to_put);
+  }
   return true;
 }
 

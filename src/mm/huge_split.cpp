@@ -235,10 +235,7 @@ void split_unmapped_folio(Kernel* k, Folio* folio, long nr, unsigned order) {
 
 // free_folio_and_swap_cache.
 void free_folio_and_swap_cache(Folio* folio) {
-  if (folio_test_swapcache(folio) && !folio_mapped(folio) && folio_trylock(folio)) {
-    folio_free_swap(folio);
-    folio_unlock(folio);
-  }
+  free_swap_cache(folio);
   folio_put(folio);
 }
 

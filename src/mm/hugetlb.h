@@ -12,9 +12,12 @@
 //     folio-free hook) takes it back.
 //   - hugetlb_lock, the resv_map locks and the per-VMA flags are one lock,
 //     HugetlbState::lock. The fault mutex table is kept. The hugetlb VMA lock
-//     (hugetlb_vma_lock / resv_map->rw_sema) is not modelled: the model has
-//     no PMD sharing and no truncation of mapped files, and faults hold the
-//     VMA read lock or mmap_lock, which excludes unmapping.
+//     is modelled for private owners' VMAs (resv_map->rw_sema): MADV_DONTNEED
+//     zaps under the mmap_lock or VMA lock for read, as a fault runs, and
+//     only this lock keeps a fault of an index out of the gap between the
+//     zap's unmap and its restoring the reservation. Shared mappings' vma_lock
+//     (struct hugetlb_vma_lock) is not: it guards PMD sharing and truncation
+//     of mapped files, neither of which the model has.
 //   - vm_private_data (the private resv_map and the HPAGE_RESV_* flags) lives
 //     here, keyed by Vma* and validated by mm id and file, since struct Vma has
 //     no private field.
@@ -34,6 +37,7 @@
 #include "phys/page.h"
 #include "sync/annotations.h"
 #include "sync/mutex.h"
+#include "sync/rwsem.h"
 #include "sync/spinlock.h"
 
 namespace mmlab {
@@ -53,6 +57,10 @@ struct Hstate {
   long resv_huge_pages = 0;
   long surplus_huge_pages = 0;
   long nr_overcommit_huge_pages = 0;  // surplus pages may be allocated up to this many
+  // Reservations that resv_huge_pages keeps for good because the kernel
+  // forgets them (clear_vma_resv_huge_pages of a partly moved private
+  // mapping). Not a kernel counter: hugetlb_resv_audit() needs it.
+  long resv_forgotten = 0;
   std::vector<Folio*> freelist;       // hugepage_freelists; the back is the hot end
 
   uint64_t size() const { return PAGE_SIZE << order; }
@@ -72,6 +80,10 @@ struct HugetlbResvMap {
   uint64_t from = 0, to = 0;    // huge-page index range of the original mmap
   std::set<uint64_t> reserved;  // indices with an unconsumed reservation
   int refs = 0;                 // VMAs using it (kref)
+  // resv_map->rw_sema, the hugetlb VMA lock of the owner's VMAs: faults hold
+  // it for read, zaps for write (mm/hugetlb_internal.h, HugetlbVmaLock).
+  // Class kGeneric like the fault mutex it nests in.
+  RwSemaphore rw_sema{LockClass::kGeneric};
 };
 
 // vm_private_data of one private hugetlb VMA.
@@ -190,5 +202,17 @@ void hugetlb_for_each_free_folio(Kernel* k, const std::function<void(Folio*)>& f
 // state, surplus <= nr, the per-mm usage of exited mms): "" or a description
 // of the first inconsistency. Quiescent system.
 std::string hugetlb_pool_audit(Kernel* k);
+// The reservations' consistency, per pool: resv_huge_pages equals the
+// reservations still outstanding — the unconsumed indices of the reserve maps
+// of live private mappings (HPAGE_RESV_OWNER) plus, per hugetlbfs file, the
+// indices of its region map not instantiated in its page cache — less the
+// in-use folios flagged HPG_restore_reserve (an owner's page unmapped while
+// another mapping still holds it: its map has the reservation back already,
+// resv_huge_pages gets it when the folio is freed), plus what the kernel
+// forgets by design (Hstate::resv_forgotten). Also: no reserve map that only
+// freed VMAs use still holds a reservation. live: every live mm. "" or a
+// description of the first inconsistency. Quiescent system (no fault, zap,
+// fork or mmap in flight: their allocations hold the flag transiently).
+std::string hugetlb_resv_audit(Kernel* k, const std::vector<Mm*>& live);
 
 }  // namespace mmlab

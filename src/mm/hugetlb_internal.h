@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -60,6 +61,34 @@ long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address);
 void release_resv_map(HugetlbState* hs, HugetlbResvMap* m, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 HugetlbVmaInfo* vma_info(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 bool vma_is_resv_owner(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
+// The hugetlb VMA lock (hugetlb_vma_lock_read/write) of a private owner's
+// VMA, resv_map->rw_sema: a fault holds it for read from before it looks at
+// the leaf until it is done, a zap for write over the unmap and the
+// reservation restore, so a fault of an index sees the page or the restored
+// reservation, never the gap between. Other VMAs (fork children, which have
+// no reservation to restore, and shared mappings) take nothing. The map is
+// kept alive while held. Conditional locking is beyond the analysis, hence
+// the opt-out in the implementation.
+class HugetlbVmaLock {
+ public:
+  HugetlbVmaLock(HugetlbState* hs, const Vma* vma, bool write);
+  ~HugetlbVmaLock() { unlock(); }
+  void lock();    // again, after unlock()
+  void unlock();  // idempotent
+  HugetlbVmaLock(const HugetlbVmaLock&) = delete;
+  HugetlbVmaLock& operator=(const HugetlbVmaLock&) = delete;
+
+ private:
+  std::shared_ptr<HugetlbResvMap> map_;
+  bool write_;
+  bool held_ = false;
+};
+// Threads queued on vma's hugetlb VMA lock (0 without one): for tests that
+// force an interleaving.
+int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma);
+// hugetlb_walk / huge_pte_offset: the entry for addr, or none if the table
+// above is missing.
+HPte hugetlb_walk(Mm* mm, uint64_t addr, const Hstate* h);
 // ---- reservation transactions (vma_needs/commit/add/del_reservation) ----
 //
 // The subject of an allocation: a VMA, or a file (fallocate's pseudo VMA).

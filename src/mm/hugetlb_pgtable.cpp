@@ -44,18 +44,17 @@ SpinLock* huge_pte_lock_nested(Mm* mm, HPte e) {
   return l;
 }
 
-// hugetlb_walk / huge_pte_offset: the entry for addr, or none if the table
-// above is missing.
-HPte hugetlb_walk(Mm* mm, uint64_t addr, const Hstate* h) {
-  if (h->order == PUD_ORDER) return HPte{nullptr, mm_find_pud(mm, addr)};
-  return HPte{mm_find_pmd(mm, addr), nullptr};
-}
-
 // hugetlb_mask_last_page: skip to the last huge page the missing table covers.
 uint64_t hugetlb_mask_last_page(const Hstate* h) {
   return h->order == PUD_ORDER ? PGDIR_SIZE - PUD_SIZE : PUD_SIZE - PMD_SIZE;
 }
 }  // namespace
+
+
+HPte hugetlb_walk(Mm* mm, uint64_t addr, const Hstate* h) {
+  if (h->order == PUD_ORDER) return HPte{nullptr, mm_find_pud(mm, addr)};
+  return HPte{mm_find_pmd(mm, addr), nullptr};
+}
 
 // huge_pte_alloc: allocate the tables down to the leaf level. A table where a
 // leaf must go (left by an earlier small mapping) fails like an allocation.
@@ -204,6 +203,7 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
     hugetlb_count_sub(hs, mm, h->pages_per_huge_page());
     hugetlb_remove_rmap(folio, vma);
     ptl->unlock();
+    if (k->hugetlb_zap_hook) k->hugetlb_zap_hook(vma, addr);
     // Restore the reservation of an owner's anonymous page, so that the
     // page cannot be stolen before the owner faults it in again.
     {
@@ -269,7 +269,12 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
   // Only whole huge pages: callers that round to PAGE_SIZE must not lose data.
   const uint64_t s = round_up(std::max(start, vma->vm_start), sz);
   const uint64_t e = round_down(std::min(end, vma->vm_end), sz);
-  if (s < e) __unmap_hugepage_range(vma, s, e, nullptr);
+  if (s < e) {
+    // __hugetlb_zap_begin/end: the hugetlb VMA lock for write over the unmap
+    // and the reservations it restores.
+    HugetlbVmaLock vl(hugetlb_state(mm->kernel), vma, /*write=*/true);
+    __unmap_hugepage_range(vma, s, e, nullptr);
+  }
   // Until the VMA layer calls hugetlb_vm_op_close itself (closing twice is
   // fine), the final unmap stands in for it: munmap zaps VMAs already
   // detached from the tree, exit_mmap zaps whole write-locked VMAs (no other

@@ -22,6 +22,7 @@
 //     mapping loses the reservations of the part left behind for good, as
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -105,6 +106,46 @@ HugetlbVmaInfo* vma_info(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* 
 bool vma_is_resv_owner(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to_free) REQUIRES(hs->lock) {
   HugetlbVmaInfo* vi = vma_info(hs, vma, to_free);
   return vi && vi->resv;
+}
+
+// ---- the hugetlb VMA lock ----
+
+namespace {
+std::shared_ptr<HugetlbResvMap> owner_map(HugetlbState* hs, const Vma* vma) {
+  if (!is_vm_hugetlb_page(vma) || !is_hugetlb_file(vma->vm_file.get()) || (vma->vm_flags & VM_MAYSHARE)) return nullptr;
+  std::vector<Folio*> to_free;
+  std::shared_ptr<HugetlbResvMap> m;
+  {
+    SpinGuard g(&hs->lock);
+    if (HugetlbVmaInfo* vi = vma_info(hs, vma, &to_free)) m = vi->resv;
+  }
+  if (Kernel* k = hs->kernel.load(std::memory_order_relaxed)) free_folios(k, to_free);
+  return m;
+}
+}  // namespace
+
+HugetlbVmaLock::HugetlbVmaLock(HugetlbState* hs, const Vma* vma, bool write)
+    : map_(owner_map(hs, vma)), write_(write) {
+  lock();
+}
+
+void HugetlbVmaLock::lock() NO_THREAD_SAFETY_ANALYSIS {
+  if (!map_ || held_) return;
+  if (write_) map_->rw_sema.down_write();
+  else map_->rw_sema.down_read();
+  held_ = true;
+}
+
+void HugetlbVmaLock::unlock() NO_THREAD_SAFETY_ANALYSIS {
+  if (!held_) return;
+  if (write_) map_->rw_sema.up_write();
+  else map_->rw_sema.up_read();
+  held_ = false;
+}
+
+int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma) {
+  std::shared_ptr<HugetlbResvMap> m = owner_map(hs, vma);
+  return m ? m->rw_sema.nr_waiting() : 0;
 }
 
 ResvCtx ctx_of(const Vma* vma) {
@@ -358,6 +399,7 @@ void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma) {
           ++r;
         } else {
           r = m->reserved.erase(r);  // leaked: resv_huge_pages keeps it
+          m->h->resv_forgotten++;
         }
       }
       if (--m->refs == 0) release_resv_map(hs, m.get(), &to_free);
@@ -365,6 +407,88 @@ void clear_vma_resv_huge_pages(Vma* vma, const Vma* new_vma) {
     vi->unmapped = false;
   }
   free_folios(vma->vm_mm->kernel, to_free);
+}
+
+// ---- the invariant checker's audit ----
+
+namespace {
+
+std::string fmt_hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%#llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// In-use hugetlb folios flagged HPG_restore_reserve, per pool. Pool folios
+// are naturally aligned, so only their possible head frames are looked at.
+std::array<long, 2> count_restore_reserve_folios(Kernel* k) {
+  std::array<long, 2> n{};
+  PhysMem* phys = k->phys.get();
+  const uint64_t step = 1ull << PMD_ORDER;
+  for (pfn_t pfn = 0; pfn + step <= phys->nr_frames(); pfn += step) {
+    if (phys->page_is_free(pfn)) continue;
+    Page* p = phys->pfn_to_page(pfn);
+    Folio* f = page_folio(p);
+    if (&f->page != p || !folio_test_hugetlb(f) || folio_ref_count(f) <= 0) continue;
+    if (folio_test_hugetlb_restore_reserve(f)) n[hstate_index(folio_order(f))]++;
+  }
+  return n;
+}
+}  // namespace
+
+std::string hugetlb_resv_audit(Kernel* k, const std::vector<Mm*>& live) {
+  HugetlbState* hs = hugetlb_state(k);
+  const std::array<long, 2> flagged = count_restore_reserve_folios(k);
+  SpinGuard g(&hs->lock);
+  // The reserve maps that live private hugetlb VMAs use (a split piece
+  // nobody looked at yet shares its sibling's map, which is found through
+  // the sibling).
+  std::set<const HugetlbResvMap*> live_maps;
+  std::set<const Vma*> live_vmas;
+  for (Mm* mm : live) {
+    for (auto& [start, v] : mm->vmas) {
+      live_vmas.insert(v.get());
+      auto it = hs->vmas.find(v.get());
+      if (it == hs->vmas.end() || it->second.mm_id != mm->mm_id || it->second.file != v->vm_file.get()) continue;
+      const HugetlbResvMap* m = it->second.resv.get();
+      if (!m) continue;
+      live_maps.insert(m);
+      // A reserved index has no page: the fault that maps one consumes it.
+      const Hstate* h = m->h;
+      for (auto r = m->reserved.lower_bound(it->second.from); r != m->reserved.end() && *r < it->second.to; ++r) {
+        const uint64_t addr = v->vm_start + ((*r - (v->vm_pgoff >> h->order)) << h->shift());
+        HPte e = hugetlb_walk(mm, addr, h);
+        if (e && !pmd_none(hget(e)))
+          return "huge-page index " + std::to_string(*r) + " of a private mapping (mm " + std::to_string(mm->mm_id) +
+                 ") holds a reservation and is mapped at " + fmt_hex(addr);
+      }
+    }
+  }
+  std::array<long, 2> outstanding{};
+  for (const HugetlbResvMap* m : live_maps) outstanding[hstate_index(m->h->order)] += static_cast<long>(m->reserved.size());
+  for (auto& [vma, vi] : hs->vmas) {
+    const HugetlbResvMap* m = vi.resv.get();
+    if (!m || m->reserved.empty() || live_maps.count(m)) continue;
+    return "a reserve map (mm " + std::to_string(m->mm_id) + ", huge-page indices " + std::to_string(m->from) + "-" +
+           std::to_string(m->to) + ") that no live VMA uses still holds " + std::to_string(m->reserved.size()) +
+           " reservations" + (live_vmas.count(vma) ? "" : " (its VMA was freed without hugetlb_vm_op_close)");
+  }
+  for (const HugetlbFileState* fs : hs->files) {
+    const long resv = static_cast<long>(fs->regions.size()) - fs->cached;
+    if (resv < 0) return "a hugetlbfs file has " + std::to_string(fs->cached) + " cached folios but only " +
+                         std::to_string(fs->regions.size()) + " indices in its region map";
+    outstanding[hstate_index(fs->h->order)] += resv;
+  }
+  for (unsigned i = 0; i < hs->hstates.size(); i++) {
+    const Hstate& h = hs->hstates[i];
+    const long want = outstanding[i] - flagged[i] + h.resv_forgotten;
+    if (h.resv_huge_pages != want)
+      return std::to_string(h.size() / 1024) + "kB: resv_huge_pages " + std::to_string(h.resv_huge_pages) +
+             " != outstanding reservations " + std::to_string(want) + " (reserve maps and hugetlbfs files " +
+             std::to_string(outstanding[i]) + ", in-use folios to restore one when freed " + std::to_string(flagged[i]) +
+             ", forgotten by partial mremap " + std::to_string(h.resv_forgotten) + ")";
+  }
+  return "";
 }
 
 }  // namespace mmlab

@@ -78,6 +78,10 @@ struct Kernel {
   // locked, its mappings replaced by migration entries and no other lock
   // held by it, where the kernel's migration may sleep before the copy.
   std::function<void(Folio*)> migrate_hook;
+  // Called by __unmap_hugepage_range once a leaf of vma is cleared and its
+  // PTL dropped, before an owner's reservation is restored: where the
+  // kernel's zap still holds the hugetlb VMA lock for write.
+  std::function<void(Vma*, uint64_t addr)> hugetlb_zap_hook;
   // Fault injection for the write-fault allocation of a large folio
   // (should_fail_alloc_page, the kernel's fail_page_alloc) and for its
   // memory-cgroup charge (the model has no memcg: a charge never fails

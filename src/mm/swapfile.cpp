@@ -348,6 +348,13 @@ void folio_unlock_swap(Folio* folio) {
   }
 }
 
+void free_swap_cache(Folio* folio) {
+  if (folio_test_swapcache(folio) && !folio_mapped(folio) && folio_trylock(folio)) {
+    folio_free_swap(folio);
+    folio_unlock(folio);
+  }
+}
+
 long shrink_swap_cache(Kernel* k) {
   long freed = 0;
   unsigned nr_dev = k->swap->nr_swapfiles.load(std::memory_order_acquire);

@@ -117,6 +117,12 @@ void swap_cache_split_folio(Folio* head, long nr);
 // so look again once unlocked. Stands in for the LRU reclaim that finds such
 // folios later in the kernel.
 void folio_unlock_swap(Folio* folio);
+// free_swap_cache (mm/swap_state.c): a swap-cache folio that nothing maps
+// any more leaves the swap cache, unless its slots are still swapped or its
+// lock cannot be had without sleeping. What the kernel's mmu_gather does to
+// every folio a zap releases (free_pages_and_swap_cache), and collapse to
+// the folios it copied. The caller holds a reference.
+void free_swap_cache(Folio* folio);
 // Reclaim every swap-cache folio whose slots no swap PTE uses any more (the
 // model's substitute for LRU reclaim of such folios; run by run_shrinkers()).
 // Returns how many folios left the swap cache.

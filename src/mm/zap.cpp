@@ -9,17 +9,24 @@
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 
 namespace mmlab {
 namespace {
 
 // What the kernel's mmu_gather does for us: references dropped after the
-// TLB flush and after the PTL is released.
+// TLB flush and after the PTL is released, each anonymous folio first let
+// out of the swap cache if nothing maps it any more
+// (free_pages_and_swap_cache): its slots may have lost their last swap PTE
+// while another thread held its lock, which the zap of that PTE only tried.
 struct ZapBatch {
   std::vector<std::pair<Folio*, int>> folios;
   void release() {
-    for (auto& [f, nr] : folios) folio_put_refs(f, nr);
+    for (auto& [f, nr] : folios) {
+      if (folio_test_anon(f)) free_swap_cache(f);
+      folio_put_refs(f, nr);
+    }
     folios.clear();
   }
 };

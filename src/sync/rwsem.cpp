@@ -86,6 +86,11 @@ int RwSemaphore::nr_waiting_writers() const {
   return waiting_writers_;
 }
 
+int RwSemaphore::nr_waiting() const {
+  std::lock_guard<std::mutex> g(m_);
+  return static_cast<int>(next_ticket_ - serving_);
+}
+
 void RwSemaphore::check_held(bool write) const {
   std::lock_guard<std::mutex> g(m_);
   if (write ? !writer_ : (readers_ == 0 && !writer_)) {

@@ -31,6 +31,7 @@ class CAPABILITY("rw_semaphore") RwSemaphore {
   bool is_write_locked() const;
   int nr_readers() const;
   int nr_waiting_writers() const;  // for tests of the fairness rule
+  int nr_waiting() const;          // readers and writers queued (for tests that force an interleaving)
   // Checked in debug builds: held (for write) and, by lockdep, by this thread.
   void assert_held() const ASSERT_SHARED_CAPABILITY(this) {
 #if defined(MMLAB_DEBUG_VM)

@@ -76,6 +76,41 @@ class SwapFixture : public MmTest {
     EXPECT_EQ(order_at(a), 4);
     return a;
   }
+  // A base page of byte swapped out, shared with a fork child, swapped in
+  // by the parent, which maps it from the swap cache; the child then exits
+  // while another thread holds the folio lock, so its zap could not take
+  // the folio out of the swap cache: the slot is the cache's alone, the
+  // folio mapped by the parent only (legitimate). nullptr on failure.
+  Folio* swap_cache_folio_an_exit_could_not_lock(uint8_t byte, uint64_t* addr) {
+    EXPECT_EQ(sys->add_swap(kSwapBytes), 0);
+    const uint64_t a = map_base_page(byte);
+    EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+    Process* child = p->fork("child");
+    if (!child) return nullptr;
+    expect_bytes(p, a, PAGE_SIZE, byte);
+    Folio* folio = folio_at(p, a);
+    if (!folio || !folio_test_swapcache(folio)) return nullptr;
+    const swp_entry_t entry = folio_swap_entry(folio);
+    // Another thread holds the folio lock across the exit (its own lock
+    // context: the exit takes the mmap_lock, which ranks above it).
+    std::atomic<bool> locked{false}, exited{false};
+    std::thread holder([&] {
+      folio_lock(folio);
+      locked = true;
+      while (!exited) std::this_thread::yield();
+      folio_unlock(folio);
+    });
+    while (!locked) std::this_thread::yield();
+    child->exit();
+    exited = true;
+    holder.join();
+    if (!folio_test_swapcache(folio)) return nullptr;
+    EXPECT_EQ(swap_map_of(k(), entry), static_cast<unsigned>(SWAP_HAS_CACHE));
+    CheckReport rep = sys->check();
+    EXPECT_TRUE(rep.ok()) << rep.to_string();  // mapped: fine
+    *addr = a;
+    return folio;
+  }
   static uint8_t pattern(unsigned i) { return static_cast<uint8_t>(0x40 + (i % 0x80)); }
   void fill_pattern(uint64_t a, unsigned pages) {
     for (unsigned i = 0; i < pages; i++) ASSERT_TRUE(p->fill(a + i * PAGE_SIZE, pattern(i), PAGE_SIZE).ok());
@@ -540,6 +575,51 @@ TEST_F(SwapTest, ChildExitReleasesSharedSwapCache) {
   ASSERT_TRUE(p->fill(a, 0x42, PAGE_SIZE).ok());
   EXPECT_EQ(sys->counter("fault.wp_reuse"), 1);
   EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
+}
+
+// The child's exit drops the last swap PTE of the slot while another thread
+// holds the folio lock (a GUP release, a reclaim or collapse scan), so its
+// free_swap_and_cache() trylock fails and the folio stays in the swap cache,
+// mapped by the parent alone, the slot used by the cache only: legitimate in
+// the kernel too. When the parent then unmaps it, the kernel's mmu_gather
+// release (free_pages_and_swap_cache -> free_swap_cache) drops it from the
+// swap cache; the model's zap used to put the reference only, leaving an
+// unmapped swap-cache folio nobody would ever free (the checker's "orphaned
+// swap-cache folio", once in a 4-thread mmlab stress run).
+TEST_F(SwapTest, ZapFreesTheSwapCacheAnExitCouldNotLock) {
+  uint64_t a = 0;
+  Folio* folio = swap_cache_folio_an_exit_could_not_lock(0x43, &a);
+  ASSERT_TRUE(folio);
+  folio_get(folio);  // to look at it after the unmap
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0);
+  EXPECT_FALSE(folio_test_swapcache(folio));
+  EXPECT_EQ(folio_ref_count(folio), 1);
+  folio_put(folio);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
+  CheckReport rep = sys->check();
+  EXPECT_TRUE(rep.ok()) << rep.to_string();
+}
+
+// The same folio, but the parent writes it while it is pinned: the write
+// copies (the pin forbids reuse), and the copy was its last mapping. The
+// kernel's wp_page_copy lets it out of the swap cache (free_swap_cache);
+// the model's used to keep it there, unmapped and unswapped, after the unpin.
+TEST_F(SwapTest, CowOfAPinnedPageFreesTheSwapCacheAnExitCouldNotLock) {
+  uint64_t a = 0;
+  Folio* folio = swap_cache_folio_an_exit_could_not_lock(0x44, &a);
+  ASSERT_TRUE(folio);
+  p->mm()->set_flag(MMF_HAS_PINNED);
+  folio_ref_add(folio, GUP_PIN_COUNTING_BIAS);  // what pin_user_pages() adds to a small folio
+  sys->reset_counters();
+  ASSERT_TRUE(p->fill(a, 0x45, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->counter("fault.wp_copy"), 1);
+  EXPECT_FALSE(folio_test_swapcache(folio));
+  EXPECT_EQ(folio_ref_count(folio), GUP_PIN_COUNTING_BIAS);
+  folio_put_refs(folio, GUP_PIN_COUNTING_BIAS);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
+  expect_bytes(p, a, PAGE_SIZE, 0x45);
+  CheckReport rep = sys->check();
+  EXPECT_TRUE(rep.ok()) << rep.to_string();
 }
 
 // A maybe-pinned folio is not swapped out (shrink_folio_list keeps it).

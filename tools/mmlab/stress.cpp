@@ -38,6 +38,7 @@ const char* const kOpNames[kNrOps] = {"read",     "write",   "pin",     "cross-p
                                       "fork",     "mprotect", "dontneed", "pageout",  "free",
                                       "cold",     "collapse", "remap",    "mremap",   "variant"};
 const unsigned kDefaultWeight[kNrOps] = {20, 20, 12, 8, 3, 3, 4, 4, 4, 3, 2, 2, 3, 3, 2};
+constexpr unsigned kCrossPinSlots = 4;  // cross pins a worker holds between operations
 
 enum class Backing : uint8_t { kAnonPrivate, kAnonShared, kFile, kHugetlbPrivate, kHugetlbShared };
 
@@ -136,7 +137,7 @@ class Worker {
   unsigned id_;
   std::mt19937_64 rng_;
   size_t choice_at_ = 0;
-  GupPages held_[4];  // cross pins held between operations
+  GupPages held_[kCrossPinSlots];  // cross pins held between operations
 };
 
 struct Shared {
@@ -357,7 +358,12 @@ void Worker::op_pin() {
       mismatch(fmt::format("{} {:#x}: device reads {:#04x} at +{} of {} page {}, expected {:#04x}", gup_entry_name(e), flags,
                            found, bad, r->type->name, pg, r->val[pg]));
   }
-  const bool dirty = (flags & foll::WRITE) && ret > 0;
+  // Only through FOLL_PIN: writing a page's data through a FOLL_GET
+  // reference is not coherent with a concurrent fork (the parent's page is
+  // shared, and an unshare or CoW then moves the parent to a copy, leaving
+  // the device writing the child's page); the kernel requires FOLL_PIN for
+  // that (Documentation/core-api/pin_user_pages.rst, case 5).
+  const bool dirty = (flags & foll::WRITE) && ret > 0 && gup_entry_is_pin(e);
   if (dirty) {
     for (long k = 0; k < ret; k++) {
       const uint64_t pg = i + static_cast<uint64_t>(k);
@@ -370,7 +376,8 @@ void Worker::op_pin() {
   gp.release(dirty ? Dirty::kYes : Dirty::kNo);
   for (long k = 0; k < ret; k++) {
     const uint64_t pg = i + static_cast<uint64_t>(k);
-    check_page(s_->parent, r, pg, r->val[pg], r->lazy[pg], dirty ? "read after device write" : "read after pin");
+    check_page(s_->parent, r, pg, r->val[pg], r->lazy[pg],
+               fmt::format("read after {} {}", gup_entry_name(e), dirty ? "and a device write" : "").c_str());
   }
 }
 
@@ -701,7 +708,10 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     }
     std::string why;
     if (is_hugetlb(t.backing)) {
-      const unsigned per_thread = t.huge_shift == PUD_SHIFT ? 3 : 4;
+      // 2M: also one page per cross-pin slot: a held pin keeps a page that
+      // its owner zapped out of the pool, and the owner's next fault needs
+      // another (the kernel's too: the restored reservation is not a page).
+      const unsigned per_thread = t.huge_shift == PUD_SHIFT ? 3 : 4 + kCrossPinSlots;
       if (!set_up_hugetlb(&s, t, per_thread, &why)) {
         out->not_run[t.name] = why;
         continue;
