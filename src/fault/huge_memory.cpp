@@ -9,6 +9,7 @@
 #include "mm/swapfile.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "mm/memcontrol.h"
 #include "mm/khugepaged.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
@@ -127,6 +128,14 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   if (!f) {
     mm->stats->count(VmStat::thp_fault_fallback);
     mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback);
+    return nullptr;
+  }
+  if (mem_cgroup_charge(f, mm->phys)) {
+    folio_put(f);
+    mm->stats->count(VmStat::thp_fault_fallback);
+    mm->stats->count(VmStat::thp_fault_fallback_charge);
+    mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback);
+    mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback_charge);
     return nullptr;
   }
   PhysMem* phys = mm->phys;

@@ -78,12 +78,6 @@ struct Kernel {
   // locked, its mappings replaced by migration entries and no other lock
   // held by it, where the kernel's migration may sleep before the copy.
   std::function<void(Folio*)> migrate_hook;
-  // Fault injection for the write-fault allocation of a large folio
-  // (should_fail_alloc_page, the kernel's fail_page_alloc) and for its
-  // memory-cgroup charge (the model has no memcg: a charge never fails
-  // otherwise). Return true to fail that order.
-  std::function<bool(unsigned order)> should_fail_alloc;
-  std::function<bool(unsigned order)> mem_cgroup_charge_fails;
 };
 
 }  // namespace mmlab
