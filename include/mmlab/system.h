@@ -71,6 +71,10 @@ struct InjectSpec {
   uint64_t after = 0;      // the first `after` matching calls pass
 };
 
+// A probability as text: a fraction in [0, 1] ("0.01") or a percentage
+// ("1%"). false for anything else.
+bool parse_probability(const std::string& text, double* out);
+
 class System {
  public:
   // nullptr (and *err = -errno) when the host cannot provide the frame store.

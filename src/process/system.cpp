@@ -1,5 +1,6 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
+#include <cstdlib>
 
 #include "mm/filemap.h"
 #include "mm/swapfile.h"
@@ -68,6 +69,22 @@ System::~System() {
   if (k_ && k_->phys) inject_off_all();  // teardown runs without injected failures
   for (auto& p : procs_) p->exit();
   procs_.clear();
+}
+
+bool parse_probability(const std::string& text, double* out) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 100;
+  }
+  if (t.empty() || t == "." || t.find_first_not_of("0123456789.") != std::string::npos ||
+      std::count(t.begin(), t.end(), '.') > 1)
+    return false;
+  const double v = std::strtod(t.c_str(), nullptr) / scale;
+  if (!(v >= 0 && v <= 1)) return false;
+  *out = v;
+  return true;
 }
 
 static_assert(static_cast<int>(InjectSpec::Mode::kOff) == static_cast<int>(FaultSpec::Mode::kOff) &&

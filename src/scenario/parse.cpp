@@ -3,7 +3,6 @@
 // expected there.
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -619,23 +618,6 @@ WhenCond parse_when(LineParser& lp) {
     pos = comma + 1;
   }
   return c;
-}
-
-// A probability: a decimal fraction in [0, 1] ("0.01") or a percentage ("1%").
-bool parse_probability(const std::string& text, double* out) {
-  std::string t = text;
-  double scale = 1;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 100;
-  }
-  if (t.empty() || t.find_first_not_of("0123456789.") != std::string::npos ||
-      std::count(t.begin(), t.end(), '.') > 1 || t == ".")
-    return false;
-  const double v = std::strtod(t.c_str(), nullptr) / scale;
-  if (!(v >= 0 && v <= 1)) return false;
-  *out = v;
-  return true;
 }
 
 // inject SITE [order N] (times N|every N|probability P) [after N]; inject SITE off

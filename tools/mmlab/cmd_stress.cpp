@@ -1,5 +1,4 @@
 // `mmlab stress`: the command line of the stress tester (stress.h, docs/STRESS.md).
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -94,23 +93,6 @@ bool parse_variants(const std::vector<std::string>& texts,
   return true;
 }
 
-// --inject RATE: a probability, as a fraction ("0.01") or a percentage ("1%").
-bool parse_rate(const std::string& text, double* out) {
-  std::string t = text;
-  double scale = 1;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 100;
-  }
-  if (t.empty() || t.find_first_not_of("0123456789.") != std::string::npos ||
-      std::count(t.begin(), t.end(), '.') > 1 || t == ".")
-    return false;
-  const double v = std::strtod(t.c_str(), nullptr) / scale;
-  if (!(v > 0 && v <= 1)) return false;
-  *out = v;
-  return true;
-}
-
 std::string repro_line(const StressCli& o, const stress::Config& c) {
   std::string s = fmt::format("mmlab stress --seed {} --threads {}", c.seed, c.threads);
   if (c.ops) s += fmt::format(" --ops {}", c.ops);
@@ -157,7 +139,7 @@ int run_stress(StressCli o) {
       return 2;
     }
   }
-  if (!o.inject.empty() && !parse_rate(o.inject, &c.inject_rate)) {
+  if (!o.inject.empty() && (!parse_probability(o.inject, &c.inject_rate) || c.inject_rate <= 0)) {
     usage(fmt::format("--inject {}: expected a failure rate above 0 and at most 1, as 0.01 or 1%", o.inject));
     return 2;
   }
