@@ -618,6 +618,11 @@ void Worker::teardown() {
 // waits; khugepaged stops while the checker runs.
 void quiesce_and_check(Shared* s) {
   if (s->khugepaged) s->sys->stop_khugepaged_thread();
+  // An injected folio_trylock failure has no holder to look at the folio
+  // again when it unlocks (the model's substitute for reclaim noticing it):
+  // a swap-cache folio whose last swap PTE went stays in the swap cache, as
+  // in the kernel until reclaim. Run the model's reclaim stand-in first.
+  if (s->cfg->inject_rate > 0) (void)s->sys->run_shrinkers();
   CheckReport rep = s->sys->check();
   {
     std::lock_guard<std::mutex> g(s->mu);
