@@ -60,6 +60,21 @@ struct SystemConfig {
 
 
 
+// Fault injection at a named site (System::inject; the sites and their
+// meaning: `mmlab counters`, `inject.<site>`, and the language reference).
+struct InjectSpec {
+  enum class Mode : uint8_t { kOff, kTimes, kEvery, kProbability };
+  Mode mode = Mode::kOff;
+  int order = -1;          // only calls for this folio order count; -1: every order
+  uint64_t n = 0;          // kTimes: fail the next n calls; kEvery: every n-th call
+  double probability = 0;  // kProbability: each call fails with this probability
+  uint64_t after = 0;      // the first `after` matching calls pass
+};
+
+// A probability as text: a fraction in [0, 1] ("0.01") or a percentage
+// ("1%"). false for anything else.
+bool parse_probability(const std::string& text, double* out);
+
 class System {
  public:
   // nullptr (and *err = -errno) when the host cannot provide the frame store.
@@ -85,6 +100,20 @@ class System {
   int64_t mthp_stat(unsigned order, const std::string& name) const;  // -1 if unknown
   void reset_counters();
   std::string vmstat_text() const;  // /proc/vmstat format
+
+  // ---- fault injection ----
+  // Arm (or, with Mode::kOff, disarm) a site: 0, or -EINVAL for an unknown
+  // site or a spec out of range. Arm only while no thread of the System runs.
+  int inject(const std::string& site, const InjectSpec& spec);
+  void inject_off_all();
+  // The seed of the probability draws (1 by default).
+  void inject_seed(uint64_t seed);
+  // Failures injected at a site since the System was made; -1 if unknown.
+  int64_t injected(const std::string& site) const;
+  static std::vector<std::string> inject_sites();
+  // Failures injected into calls the calling thread made, in any System:
+  // a caller's way to tell its own injected failure from a real one.
+  static uint64_t injected_on_this_thread();
 
   // ---- files (memfd/tmpfs, hugetlbfs, ext4-class): fds are small integers ----
   // A file of `size` bytes, fully allocated (its page cache populated, zeroed).

@@ -8,6 +8,7 @@
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
 #include "mm/kernel.h"
+#include "mm/memcontrol.h"
 #include "mm/khugepaged.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
@@ -130,6 +131,14 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
     mm->stats->count(VmStat::thp_fault_fallback);
     mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback);
     MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=alloc_failed", addr, PMD_ORDER);
+    return nullptr;
+  }
+  if (mem_cgroup_charge(f, mm->phys)) {
+    folio_put(f);
+    mm->stats->count(VmStat::thp_fault_fallback);
+    mm->stats->count(VmStat::thp_fault_fallback_charge);
+    mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback);
+    mm->stats->count_mthp(PMD_ORDER, MthpStat::anon_fault_fallback_charge);
     return nullptr;
   }
   PhysMem* phys = mm->phys;

@@ -14,6 +14,7 @@
 #include "mm/filemap.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/memcontrol.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
@@ -51,9 +52,16 @@ void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Sta
   st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 
+// An order-0 folio for a fault, charged; nullptr (the caller's VM_FAULT_OOM,
+// with no statistic) when the allocation or the charge fails.
 Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {
   Folio* f = mm->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
-  if (f && need_zero) folio_zero_user(f, addr, addr, mm->stats);
+  if (!f) return nullptr;
+  if (mem_cgroup_charge(f, mm->phys)) {
+    folio_put(f);
+    return nullptr;
+  }
+  if (need_zero) folio_zero_user(f, addr, addr, mm->stats);
   return f;
 }
 
@@ -88,7 +96,12 @@ static std::variant<Folio*, RetryFault> alloc_anon_folio(VmFault* vmf) {
     while (orders) {
       uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
       Folio* f = mm->phys->folio_alloc(GFP_TRANSHUGE, order);
-      if (f) {
+      if (f && mem_cgroup_charge(f, mm->phys)) {
+        // A charge failure is a fallback too: both statistics count it.
+        mm->stats->count_mthp(order, MthpStat::anon_fault_fallback_charge);
+        folio_put(f);
+        f = nullptr;
+      } else if (f) {
         folio_zero_user(f, vmf->address, addr, mm->stats);
         MM_TRACE("mm_fault_anon", "address={:#x} order={}", vmf->address, order);
         return f;
@@ -250,7 +263,12 @@ static vm_fault_t wp_page_copy(VmFault* vmf) {
     return VM_FAULT_OOM;
   }
   if (!from_zero) {
-    copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
+    // __wp_page_copy_user: a machine check on the source is not retried.
+    if (copy_mc_user_highpage(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)))) {
+      folio_put(new_folio);
+      if (old_folio) folio_put(old_folio);
+      return VM_FAULT_HWPOISON;
+    }
     count_wp_copy_bytes(mm, PAGE_SIZE);
   }
   folio_set_uptodate(new_folio);
@@ -389,6 +407,28 @@ static vm_fault_t __handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t fl
   return handle_pte_fault(&vmf);
 }
 
+// release_fault_lock: the lock the fault was entered with (the per-VMA
+// lock, or mmap_lock for read), dropped before a VM_FAULT_RETRY. Opt-out:
+// which lock is held is a fault flag, which the analysis cannot follow.
+static void release_fault_lock(Vma* vma, fault_flags_t flags) NO_THREAD_SAFETY_ANALYSIS {
+  if (flags & FAULT_FLAG_VMA_LOCK)
+    vma_end_read(vma);
+  else
+    mmap_read_unlock(vma->vm_mm);
+}
+
+// The site `fault_retry`: a fault that may retry (FAULT_FLAG_ALLOW_RETRY)
+// gives up as __folio_lock_or_retry does when it would have to wait: it
+// drops the fault's lock unless FAULT_FLAG_RETRY_NOWAIT and returns
+// VM_FAULT_RETRY. FAULT_FLAG_TRIED does not stop it: the kernel lets a
+// fault retry more than once.
+static bool inject_fault_retry(Vma* vma, fault_flags_t flags) {
+  if (!(flags & FAULT_FLAG_ALLOW_RETRY)) return false;
+  if (!vma->vm_mm->phys->should_fail(FaultSite::fault_retry)) return false;
+  if (!(flags & FAULT_FLAG_RETRY_NOWAIT)) release_fault_lock(vma, flags);
+  return true;
+}
+
 // sanitize_fault_flags + handle_mm_fault.
 vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   Mm* mm = vma->vm_mm;
@@ -406,6 +446,7 @@ vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
     if (!(vma->vm_flags & VM_WRITE) && !is_cow_mapping(vma->vm_flags)) return VM_FAULT_SIGSEGV;
   }
   mm->stats->count(VmStat::pgfault);
+  if (inject_fault_retry(vma, flags)) return VM_FAULT_RETRY;
   if (is_vm_hugetlb_page(vma)) return hugetlb_fault(vma, address, flags);
   return __handle_mm_fault(vma, address, flags);
 }

@@ -47,8 +47,7 @@ Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh
     Folio* nf = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
     if (!nf) return nullptr;
     // Private to us until added to the cache: the lock cannot be contended.
-    bool locked = folio_trylock(nf);
-    VM_BUG_ON_FOLIO(!locked, nf, "a new folio is locked");
+    __folio_set_locked(nf);
     folio_set_swapbacked(nf);
     enum class Add : uint8_t { kAdded, kRaced, kGone } r;
     {
@@ -75,8 +74,7 @@ Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh
       std::this_thread::yield();
       continue;
     }
-    swap_read_folio(k, nf, si, off);
-    folio_set_uptodate(nf);
+    if (swap_read_folio(k, nf, si, off)) folio_set_uptodate(nf);
     folio_add_lru(nf);
     *fresh = true;
     return nf;
@@ -198,6 +196,14 @@ vm_fault_t do_swap_page(VmFault* vmf) {
     return ret;
   }
   vmf->ptl->assert_held();
+  // The read failed (now or by an earlier fault): the entry stays, and so
+  // does the folio in the swap cache, so every fault on it until then fails.
+  if (!folio_test_uptodate(folio)) {
+    vmf->ptl->unlock();
+    folio_unlock_swap(folio);
+    folio_put(folio);
+    return VM_FAULT_SIGBUS;
+  }
 
   // A large folio still in the swap cache is mapped whole when its swap PTEs
   // are all there, in this page table and VMA.

@@ -21,6 +21,7 @@
 
 #include "phys/frame_copy.h"
 #include "fmt/format.h"
+#include "mm/memcontrol.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
@@ -29,20 +30,12 @@ namespace mmlab {
 namespace {
 
 
-// vma_alloc_folio for a large write-fault folio, with the model's fault
-// injection (should_fail_alloc_page) and the direct-reclaim accounting.
+// vma_alloc_folio for a large write-fault folio, with the direct-reclaim
+// accounting (fault injection is the allocator's own `page_alloc` site).
 Folio* vma_alloc_folio(gfp_t gfp, unsigned order, Vma* vma) {
   Mm* mm = vma->vm_mm;
   if (gfp & __GFP_DIRECT_RECLAIM) mm->stats->count(Event::cow_direct_reclaim);
-  if (mm->kernel->should_fail_alloc && mm->kernel->should_fail_alloc(order)) return nullptr;
   return mm->phys->folio_alloc(gfp, order);
-}
-
-// mem_cgroup_charge: the model has no memory cgroup; only a test's fault
-// injection makes it fail (-ENOMEM).
-int mem_cgroup_charge(Folio* folio, Mm* mm) {
-  const auto& fails = mm->kernel->mem_cgroup_charge_fails;
-  return fails && fails(folio_order(folio)) ? -ENOMEM : 0;
 }
 
 }  // namespace
@@ -148,7 +141,7 @@ Folio* alloc_wp_folio(VmFault* vmf, bool pfn_is_zero) {
       while (orders) {
         Folio* folio = vma_alloc_folio(gfp, order, vma);
         if (folio) {
-          if (!mem_cgroup_charge(folio, mm)) return folio;  // not zeroed: the copy fills it
+          if (!mem_cgroup_charge(folio, mm->phys)) return folio;  // not zeroed: the copy fills it
           mm->stats->count_mthp(order, MthpStat::wp_fault_fallback_charge);
           folio_put(folio);
         }
@@ -428,7 +421,7 @@ Folio* wp_alloc_run_folio(VmFault* vmf, uint64_t orders, WpRun* run) {
   for (unsigned order = run->order; orders; order = next_order(&orders, order)) {
     if (!(orders & BIT(order))) continue;
     Folio* folio = vma_alloc_folio(GFP_TRANSHUGE_LIGHT, order, vmf->vma);
-    if (folio && !mem_cgroup_charge(folio, mm)) {
+    if (folio && !mem_cgroup_charge(folio, mm->phys)) {
       run->shrink(order, vmf->address);
       return folio;
     }

@@ -628,13 +628,17 @@ static long __get_user_pages_locked(Mm* mm, uint64_t start, long nr_pages, Page*
       if (!pages_done) pages_done = ret;
       break;
     }
-    // A fault dropped mmap_lock: retake it and fault the next page with FOLL_TRIED.
+    // A fault dropped mmap_lock: retake it and fault the next page with
+    // FOLL_TRIED, as often as the fault drops it again.
     if (pages && ret > 0) pages += ret;
     if (ret > 0) start += static_cast<uint64_t>(ret) * PAGE_SIZE;
     must_unlock = true;
-    mmap_read_lock(mm);
-    *locked = 1;
-    ret = __get_user_pages(mm, start, 1, flags | FOLL_TRIED, pages, locked);
+    do {
+      mmap_read_lock(mm);
+      *locked = 1;
+      ret = __get_user_pages(mm, start, 1, flags | FOLL_TRIED, pages, locked);
+      VM_BUG_ON(!*locked && ret != 0, "GUP dropped mmap_lock and returned pages");
+    } while (!*locked);
     if (ret != 1) {
       if (!pages_done) pages_done = ret;
       break;
@@ -781,12 +785,19 @@ Page* get_dump_page(Mm* mm, uint64_t addr) {
 }
 
 // faultin_page_range (MADV_POPULATE_READ/WRITE): pages == NULL.
-long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) {
+// Opt-out: a fault may drop and retake the caller's mmap_lock.
+long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) NO_THREAD_SAFETY_ANALYSIS {
   unsigned flags = FOLL_TOUCH | FOLL_HWPOISON | FOLL_UNLOCKABLE | FOLL_MADV_POPULATE | (write ? FOLL_WRITE : 0);
   int locked = 1;  // the caller (madvise) holds mmap_lock for read
   long nr_pages = static_cast<long>((end - start) >> PAGE_SHIFT);
   while (nr_pages > 0) {
     long ret = __get_user_pages_locked(mm, start, nr_pages, nullptr, &locked, flags);
+    // A fault dropped the caller's mmap_lock (madvise_populate retakes it):
+    // hand it back held.
+    if (!locked) {
+      mmap_read_lock(mm);
+      locked = 1;
+    }
     if (ret < 0) return ret;
     start += static_cast<uint64_t>(ret) * PAGE_SIZE;
     nr_pages -= ret;

@@ -16,9 +16,10 @@
 //
 // Not modelled: file and shmem collapse (collapse_file, collapse_pte_mapped_thp:
 // MADV_COLLAPSE of such a range returns kCollapseFileNotModelled, khugepaged
-// finds no file VMA eligible since the model has no file THP), memcg charge
-// (never fails), NUMA node selection (one node), page idle tracking and MMU
-// notifiers (no secondary MMUs), machine-check copies (SCAN_COPY_MC).
+// finds no file VMA eligible since the model has no file THP), NUMA node
+// selection (one node), page idle tracking and MMU notifiers (no secondary
+// MMUs). The memcg charge (SCAN_CGROUP_CHARGE_FAIL) and machine-check copies
+// (SCAN_COPY_MC) fail only by fault injection (phys/fault_inject.h).
 #include "khugepaged/khugepaged.h"
 
 #include <bitset>
@@ -31,6 +32,7 @@
 #include "fault/fault.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged.h"
+#include "mm/memcontrol.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/rmap.h"
@@ -273,8 +275,8 @@ int __collapse_huge_page_swapin(Mm* mm, Vma* vma, uint64_t start_addr, pmd_t* pm
   return SCAN_SUCCEED;
 }
 
-// alloc_charge_folio: the new folio, allocated with no lock held. The
-// model has no memory cgroup, so the charge never fails.
+// alloc_charge_folio: the new folio, allocated and charged with no lock
+// held (the charge fails only by injection: src/mm/memcontrol.h).
 int alloc_charge_folio(Folio** foliop, Mm* mm, const CollapseControl* cc, unsigned order) {
   // khugepaged/defrag picks GFP_TRANSHUGE or GFP_TRANSHUGE_LIGHT: the same
   // to an allocator without reclaim or compaction.
@@ -288,6 +290,11 @@ int alloc_charge_folio(Folio** foliop, Mm* mm, const CollapseControl* cc, unsign
   }
   if (is_pmd_order(order)) mm->stats->count(VmStat::thp_collapse_alloc);
   count_mthp_collapse(cc, mm, order, MthpStat::collapse_alloc);
+  if (mem_cgroup_charge(folio, mm->phys)) {
+    folio_put(folio);
+    *foliop = nullptr;
+    return SCAN_CGROUP_CHARGE_FAIL;
+  }
   *foliop = folio;
   return SCAN_SUCCEED;
 }
@@ -447,14 +454,32 @@ void __collapse_huge_page_copy_succeeded(pte_t* pte, Vma* vma, uint64_t address,
   compound_pagelist->clear();
 }
 
+// __collapse_huge_page_copy_failed: a machine check during the copy. The
+// detached table goes back first (the pages are still isolated and locked,
+// so no rmap walker needs the anon_vma lock for it), then the isolated pages
+// are released, mapped as before.
+void __collapse_huge_page_copy_failed(pte_t* pte, pmd_t* pmd, pmd_t orig_pmd, Vma* vma, unsigned order,
+                                      std::vector<Folio*>* compound_pagelist) {
+  Mm* mm = vma->vm_mm;
+  SpinLock* pmd_ptl = pmd_lock(mm, pmd);
+  pmd_ptl->assert_held();
+  VM_BUG_ON(!pmd_none(pmdp_get(pmd)), "collapse: PMD filled while detached");
+  entry_set(pmd, mk_table_pmd(pmd_pfn(orig_pmd)));  // pmd_populate
+  pmd_ptl->unlock();
+  release_pte_pages(mm->phys, pte, pte + (1u << order), compound_pagelist);
+}
+
 // __collapse_huge_page_copy: the contents into the new folio, with neither
 // the PTL nor the anon_vma lock held (the pages are isolated and locked).
-// The model's copies cannot hit a machine check, so this always succeeds.
-int __collapse_huge_page_copy(pte_t* pte, Folio* folio, Vma* vma, uint64_t address, SpinLock* ptl, unsigned order,
-                              std::vector<Folio*>* compound_pagelist, CollapseControl* cc) {
+// copy_mc_user_highpage may meet a machine check (SCAN_COPY_MC): then the
+// old mapping is restored and nothing was collapsed.
+int __collapse_huge_page_copy(pte_t* pte, Folio* folio, pmd_t* pmd, pmd_t orig_pmd, Vma* vma, uint64_t address,
+                              SpinLock* ptl, unsigned order, std::vector<Folio*>* compound_pagelist,
+                              CollapseControl* cc) {
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
   const unsigned nr_pages = 1u << order;
+  int result = SCAN_SUCCEED;
   for (unsigned i = 0; i < nr_pages; i++) {
     const pte_t pteval = ptep_get(pte + i);
     void* dst = phys->page_address(folio_page(folio, i));
@@ -463,12 +488,18 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, Vma* vma, uint64_t addre
       mm->stats->count(Event::collapse_zeroed, PAGE_SIZE);
       continue;
     }
-    copy_user_page(phys, dst, phys->pfn_address(pte_pfn(pteval)));
+    if (copy_mc_user_highpage(phys, dst, phys->pfn_address(pte_pfn(pteval)))) {
+      result = SCAN_COPY_MC;
+      break;
+    }
     mm->stats->count(Event::collapse_copied, PAGE_SIZE);
     cc->bytes_copied += PAGE_SIZE;
   }
-  __collapse_huge_page_copy_succeeded(pte, vma, address, ptl, order, compound_pagelist);
-  return SCAN_SUCCEED;
+  if (result == SCAN_SUCCEED)
+    __collapse_huge_page_copy_succeeded(pte, vma, address, ptl, order, compound_pagelist);
+  else
+    __collapse_huge_page_copy_failed(pte, pmd, orig_pmd, vma, order, compound_pagelist);
+  return result;
 }
 
 // collapse_huge_page: collapse [address, address + (PAGE_SIZE << order))
@@ -575,7 +606,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   }
   {
     const uint64_t tc = now_ns();
-    result = __collapse_huge_page_copy(pte, folio, vma, start_addr, pte_ptl, order, &compound_pagelist, cc);
+    result = __collapse_huge_page_copy(pte, folio, pmd, _pmd, vma, start_addr, pte_ptl, order, &compound_pagelist, cc);
     copy_ns = now_ns() - tc;
   }
   if (result != SCAN_SUCCEED) goto out_up_write;

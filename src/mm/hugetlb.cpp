@@ -337,9 +337,7 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
   const uint64_t index = idx << h->order;
   // __folio_set_locked: nobody else can see the folio yet. Before f->lock,
   // which is a leaf lock.
-  bool locked = folio_trylock(folio);
-  VM_BUG_ON_FOLIO(!locked, folio, "new hugetlb folio already locked");
-  (void)locked;
+  __folio_set_locked(folio);
   folio->page.index = index;
   aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
   folio_clear_hugetlb_restore_reserve(folio);

@@ -283,6 +283,9 @@ int hugetlb_reserve_pages(Kernel* k, File* f, uint64_t from, uint64_t to, Vma* v
   } else {
     chg = static_cast<long>(to - from);
   }
+  // The site `hugetlb_resv`: the pool cannot cover the reservation, as when
+  // hugetlb_acct_memory (or the subpool, or the cgroup) refuses it.
+  if (k->phys->should_fail(FaultSite::hugetlb_resv, h->order)) return -ENOMEM;
   if (hugetlb_acct_memory(k, hs, h, chg) < 0) return -ENOMEM;
   std::vector<Folio*> to_free;
   {

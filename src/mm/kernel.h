@@ -82,12 +82,6 @@ struct Kernel {
   // PTL dropped, before an owner's reservation is restored: where the
   // kernel's zap still holds the hugetlb VMA lock for write.
   std::function<void(Vma*, uint64_t addr)> hugetlb_zap_hook;
-  // Fault injection for the write-fault allocation of a large folio
-  // (should_fail_alloc_page, the kernel's fail_page_alloc) and for its
-  // memory-cgroup charge (the model has no memcg: a charge never fails
-  // otherwise). Return true to fail that order.
-  std::function<bool(unsigned order)> should_fail_alloc;
-  std::function<bool(unsigned order)> mem_cgroup_charge_fails;
 };
 
 }  // namespace mmlab

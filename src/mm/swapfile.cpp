@@ -441,16 +441,20 @@ unsigned swap_pte_batch(const pte_t* ptep, unsigned max_nr, pte_t pte) {
 // Reading and writing the device (mm/page_io.c)
 // ============================================================================
 
-// swap_read_folio: the slots' bytes into the folio.
-void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
+// swap_read_folio: the slots' bytes into the folio. false for a read error
+// (only by fault injection, the site `swapin`): the folio is left
+// !uptodate, as end_swap_bio_read leaves it, and stays in the swap cache.
+bool swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
   PhysMem* phys = k->phys.get();
   const long nr = folio_nr_pages(folio);
+  if (phys->should_fail(FaultSite::swapin, folio_order(folio))) return false;
   for (long i = 0; i < nr; i++)
     copy_frames(phys, phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
                 PAGE_SIZE);
   k->stats->count(VmStat::pswpin, static_cast<uint64_t>(nr));
   MM_TRACE("swap_read_folio", "pfn={:#x} order={} swap={}:{:#x}", folio_pfn(folio), folio_order(folio), si->type, off);
   if (folio_test_large(folio)) k->stats->count_mthp(folio_order(folio), MthpStat::swpin);
+  return true;
 }
 
 // swap_writeout / __swap_writepage: the folio's bytes into its slots

@@ -130,9 +130,10 @@ long shrink_swap_cache(Kernel* k);
 // swapon: a swap device of bytes (the first page is the header) of the given
 // kind. 0, -EINVAL if too small, -EPERM past MAX_SWAPFILES, -ENOMEM.
 [[nodiscard]] int swapon(Kernel* k, uint64_t bytes, SwapKind kind);
-// mm/page_io.c: the slots' bytes into a folio at off (swap_read_folio), and a
-// locked, unmapped swap-cache folio's bytes into its slots (swap_writeout).
-void swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off);
+// mm/page_io.c: the slots' bytes into a folio at off (swap_read_folio: false
+// on a read error, which leaves the folio !uptodate), and a locked, unmapped
+// swap-cache folio's bytes into its slots (swap_writeout).
+[[nodiscard]] bool swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off);
 void swap_writeout(Kernel* k, Folio* folio);
 // put_swap_folio for one slot: the swap cache no longer holds it.
 void slot_drop_cache(SwapDevice* si, uint64_t off) REQUIRES(si->lock);

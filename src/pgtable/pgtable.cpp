@@ -26,6 +26,7 @@ Mm::~Mm() {
 }
 
 Page* pgtable_alloc(Mm* mm) {
+  if (mm->phys->should_fail(FaultSite::pgtable_alloc)) return nullptr;
   Page* p = mm->phys->alloc_pages(GFP_PGTABLE_USER, 0);
   if (!p) return nullptr;
   set_bit(PG_table, p);

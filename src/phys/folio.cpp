@@ -45,9 +45,19 @@ void folio_put_refs(Folio* f, int nr) {
 
 bool folio_trylock(Folio* f) {
   FOLIO_VM_WARN(PageTail(&f->page), "folio_trylock on a tail page", f);
+  // As if another task held the lock: every caller copes with a failed trylock.
+  if (PhysMem::of(&f->page)->should_fail(FaultSite::folio_trylock, folio_order(f))) return false;
   if (test_and_set_bit(PG_locked, &f->page)) return false;
   lockdep_acquire(f, LockClass::kFolioLock, 0, LockdepTry::kTry);
   return true;
+}
+
+void __folio_set_locked(Folio* f) {
+  FOLIO_VM_WARN(PageTail(&f->page), "__folio_set_locked on a tail page", f);
+  const bool was_locked = test_and_set_bit(PG_locked, &f->page);
+  FOLIO_VM_WARN(was_locked, "__folio_set_locked on a locked folio", f);
+  (void)was_locked;
+  lockdep_acquire(f, LockClass::kFolioLock, 0, LockdepTry::kTry);
 }
 
 // A sleeping lock in the kernel: the waiter yields its CPU rather than spin.

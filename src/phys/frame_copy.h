@@ -27,6 +27,7 @@
 #include <emmintrin.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -236,5 +237,14 @@ inline void zero_folio_frames(PhysMem* phys, uint8_t* base, long nr, long target
 
 // copy_user_highpage: the destination is a new, private frame.
 inline void copy_user_page(PhysMem* phys, void* dst, const void* src) { copy_frames(phys, dst, src, PAGE_SIZE); }
+
+// copy_mc_user_highpage: the copy that survives a machine check on the
+// source (the model's only machine checks are the fault injector's `copy_mc`
+// site): 0, or -EHWPOISON with the destination partly written.
+inline int copy_mc_user_highpage(PhysMem* phys, void* dst, const void* src) {
+  if (phys->should_fail(FaultSite::copy_mc)) return -EHWPOISON;
+  copy_user_page(phys, dst, src);
+  return 0;
+}
 
 }  // namespace mmlab

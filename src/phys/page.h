@@ -248,8 +248,12 @@ inline bool folio_maybe_dma_pinned(const Folio* f) {
 
 // ---- folio lock (PG_locked): a sleeping lock above the page-table locks --
 
+// May fail by fault injection (the site `folio_trylock`), as if another
+// task held the lock.
 bool folio_trylock(Folio* f);
 void folio_lock(Folio* f);
+// __folio_set_locked: lock a new folio nobody else can see yet (never fails).
+void __folio_set_locked(Folio* f);
 void folio_unlock(Folio* f);
 
 }  // namespace mmlab

@@ -383,6 +383,7 @@ void PhysMem::prep_new_page(Page* p, unsigned order, gfp_t gfp, PrepCompound com
 
 Page* PhysMem::alloc_pages_internal(gfp_t gfp, unsigned order, PrepCompound compound) {
   if (order > MAX_FOLIO_ORDER) return nullptr;
+  if (should_fail_alloc_page(gfp, order)) return nullptr;
   Page* p;
   if (order > MAX_PAGE_ORDER) {
     p = alloc_contig_pages(gfp, order);
@@ -400,6 +401,13 @@ Page* PhysMem::alloc_pages_internal(gfp_t gfp, unsigned order, PrepCompound comp
   count(page_zonenum(p) == ZONE_MOVABLE ? VmStat::pgalloc_movable : VmStat::pgalloc_normal, 1ull << order);
   MM_TRACE("mm_page_alloc", "pfn={:#x} order={} gfp_flags={:#x}", page_to_pfn(p), order, static_cast<uint64_t>(gfp));
   return p;
+}
+
+// fail_page_alloc's check: every allocation of the page allocator, by order
+// (the site `page_alloc`; the model has no __GFP_NOFAIL caller).
+bool PhysMem::should_fail_alloc_page(gfp_t gfp, unsigned order) {
+  (void)gfp;
+  return should_fail(FaultSite::page_alloc, order);
 }
 
 Page* PhysMem::alloc_pages(gfp_t gfp, unsigned order) { return alloc_pages_internal(gfp, order, PrepCompound::kNo); }

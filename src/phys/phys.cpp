@@ -42,6 +42,7 @@ std::unique_ptr<PhysMem> PhysMem::create(const PhysConfig& cfg, Stats* stats, in
   pm->init_zone(pm->zones_[ZONE_NORMAL], ZONE_NORMAL, 0, pm->movable_start_pfn_);
   pm->init_zone(pm->zones_[ZONE_MOVABLE], ZONE_MOVABLE, pm->movable_start_pfn_, pm->nr_frames_);
   pm->init_zero_page();
+  pm->fault_inject_.set_stats(stats);
   pm->stats_ = stats;  // set last: building the machine is not counted as allocator work
   *err = 0;
   return pm;
@@ -79,6 +80,8 @@ void PhysMem::init_zero_page() {
 }
 
 PhysMem::~PhysMem() {
+  fault_inject_.clear_all();
+  fault_inject_.set_stats(nullptr);
   stats_ = nullptr;  // the Stats may already be gone; teardown is not counted
   if (Folio* f = huge_zero_.exchange(nullptr)) {
     folio_clear_huge_zero(f);

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 
+#include "phys/fault_inject.h"
 #include "phys/frame_store.h"
 #include "phys/page.h"
 #include "stats/stats.h"
@@ -108,6 +109,10 @@ class PhysMem {
   // Give every per-CPU list back to the buddy lists (drain_all_pages).
   void drain_all_pages();
 
+  // ---- fault injection (phys/fault_inject.h): the System's one injector ----
+  FaultInjector& fault_injector() { return fault_inject_; }
+  bool should_fail(FaultSite s, unsigned order = 0) { return fault_inject_.should_fail(s, order); }
+
   // ---- the zero pages ----
   Page* zero_page() const { return zero_page_; }
   pfn_t zero_pfn() const { return zero_pfn_; }
@@ -197,6 +202,7 @@ class PhysMem {
 
   int gfp_zonelist(gfp_t gfp, ZoneType (&zl)[MAX_NR_ZONES]) const;
   Page* alloc_pages_internal(gfp_t gfp, unsigned order, PrepCompound compound);
+  bool should_fail_alloc_page(gfp_t gfp, unsigned order);
   Page* get_page_from_freelist(gfp_t gfp, unsigned order);
   Page* rmqueue(Zone& z, unsigned order);
   Page* rmqueue_buddy(Zone& z, unsigned order) REQUIRES(z.lock);
@@ -220,6 +226,7 @@ class PhysMem {
 
   PhysConfig cfg_;
   Stats* stats_ = nullptr;
+  FaultInjector fault_inject_;
   uint64_t nr_frames_ = 0;
   pfn_t movable_start_pfn_ = 0;
   FrameStore* frame_store_ = nullptr;  // from FrameStorePool, returned by ~PhysMem

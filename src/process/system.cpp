@@ -1,5 +1,6 @@
 // System: one simulated machine (its Kernel and its processes).
 #include <algorithm>
+#include <cstdlib>
 
 #include "check/checker.h"
 #include "fmt/format.h"
@@ -66,8 +67,60 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
 
 System::~System() {
   if (khugepaged_) khugepaged_->stop_thread();
+  if (k_ && k_->phys) inject_off_all();  // teardown runs without injected failures
   for (auto& p : procs_) p->exit();
   procs_.clear();
+}
+
+bool parse_probability(const std::string& text, double* out) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 100;
+  }
+  if (t.empty() || t == "." || t.find_first_not_of("0123456789.") != std::string::npos ||
+      std::count(t.begin(), t.end(), '.') > 1)
+    return false;
+  const double v = std::strtod(t.c_str(), nullptr) / scale;
+  if (!(v >= 0 && v <= 1)) return false;
+  *out = v;
+  return true;
+}
+
+static_assert(static_cast<int>(InjectSpec::Mode::kOff) == static_cast<int>(FaultSpec::Mode::kOff) &&
+              static_cast<int>(InjectSpec::Mode::kTimes) == static_cast<int>(FaultSpec::Mode::kTimes) &&
+              static_cast<int>(InjectSpec::Mode::kEvery) == static_cast<int>(FaultSpec::Mode::kEvery) &&
+              static_cast<int>(InjectSpec::Mode::kProbability) == static_cast<int>(FaultSpec::Mode::kProbability));
+
+int System::inject(const std::string& site, const InjectSpec& spec) {
+  FaultSite s;
+  if (!fault_site_from_name(site, &s)) return -EINVAL;
+  FaultSpec f;
+  f.mode = static_cast<FaultSpec::Mode>(spec.mode);
+  f.order = spec.order;
+  f.n = spec.n;
+  f.probability = spec.probability;
+  f.after = spec.after;
+  return k_->phys->fault_injector().set(s, f);
+}
+
+void System::inject_off_all() { k_->phys->fault_injector().clear_all(); }
+
+void System::inject_seed(uint64_t seed) { k_->phys->fault_injector().seed(seed); }
+
+int64_t System::injected(const std::string& site) const {
+  FaultSite s;
+  if (!fault_site_from_name(site, &s)) return -1;
+  return static_cast<int64_t>(k_->phys->fault_injector().injected(s));
+}
+
+uint64_t System::injected_on_this_thread() { return FaultInjector::injected_on_this_thread(); }
+
+std::vector<std::string> System::inject_sites() {
+  std::vector<std::string> v;
+  for (size_t i = 0; i < kNrFaultSites; i++) v.emplace_back(fault_site_name(static_cast<FaultSite>(i)));
+  return v;
 }
 
 Process* System::new_process(const std::string& name) {

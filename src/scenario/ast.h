@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mmlab/gup.h"
+#include "mmlab/system.h"
 
 namespace mmlab {
 
@@ -57,6 +58,11 @@ struct Khugepaged {  // khugepaged [N]
 };
 struct Advance {  // advance DURATION
   uint64_t ns = 0;
+};
+// inject SITE [order N] (times N|every N|probability P) [after N]; inject SITE off
+struct Inject {
+  std::string site;
+  InjectSpec spec;  // mode kOff for `inject SITE off`
 };
 struct CountersReset {};  // counters reset
 struct CountersPrint {     // counters print [GLOB]: event counters and vmstat items as `#` lines
@@ -240,7 +246,7 @@ struct ExpectViolation {  // expect violation TEXT
 
 using StmtBody =
     std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Khugepaged,
-                 stmt::Advance, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
+                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectSysfs,

@@ -249,6 +249,9 @@ class HostRun final : public TestRun {
   void run(const Stmt&, const stmt::Advance&) {
     throw SkipTest{"`advance` moves the model's virtual clock; the host's time is its own"};
   }
+  void run(const Stmt&, const stmt::Inject&) {
+    throw SkipTest{"host cannot inject: `inject` arms the model's fault injector (the host's fail_page_alloc needs debugfs and CONFIG_FAULT_INJECTION, and would fail other processes' allocations)"};
+  }
   void run(const Stmt&, const stmt::ThpDisable&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
   void run(const Stmt&, const stmt::UffdRegister&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
   void run(const Stmt&, const stmt::UffdWp&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }

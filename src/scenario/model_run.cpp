@@ -172,6 +172,7 @@ class ModelRun final : public TestRun {
     check_errno(st, sys_->run_khugepaged(static_cast<unsigned>(s.scans)), "khugepaged");
   }
   void run(const Stmt& st, const stmt::Advance& s) { check_errno(st, sys_->advance_clock(s.ns), "advance"); }
+  void run(const Stmt& st, const stmt::Inject& s) { check_errno(st, sys_->inject(s.site, s.spec), "inject"); }
   void run(const Stmt&, const stmt::CountersReset&) { sys_->reset_counters(); }
   void run(const Stmt&, const stmt::CountersPrint& s) { exec_counters_print(s); }
   void run(const Stmt& st, const stmt::Print& s) { exec_print(st, s); }

@@ -620,6 +620,36 @@ WhenCond parse_when(LineParser& lp) {
   return c;
 }
 
+// inject SITE [order N] (times N|every N|probability P) [after N]; inject SITE off
+stmt::Inject parse_inject(LineParser& lp) {
+  stmt::Inject in;
+  const std::vector<std::string> sites = System::inject_sites();
+  std::string names;
+  for (const std::string& n : sites) names += (names.empty() ? "" : ", ") + n;
+  in.site = lp.word("a SITE (" + names + ")");
+  if (std::find(sites.begin(), sites.end(), in.site) == sites.end()) lp.back(), lp.fail("a SITE (" + names + ")");
+  if (lp.accept("off")) return in;
+  if (lp.accept("order")) {
+    const uint64_t order = lp.number("an ORDER (0..18)");
+    if (order > 18) lp.back(), lp.fail("an ORDER (0..18)");
+    in.spec.order = static_cast<int>(order);
+  }
+  const std::string mode = lp.word("times N, every N or probability P");
+  if (mode == "times" || mode == "every") {
+    in.spec.mode = mode == "times" ? InjectSpec::Mode::kTimes : InjectSpec::Mode::kEvery;
+    in.spec.n = lp.number("a count N (1 or more)");
+    if (in.spec.n == 0) lp.back(), lp.fail("a count N (1 or more)");
+  } else if (mode == "probability") {
+    in.spec.mode = InjectSpec::Mode::kProbability;
+    const std::string p = lp.word("a probability P (0..1, or 0%..100%)");
+    if (!parse_probability(p, &in.spec.probability)) lp.back(), lp.fail("a probability P (0..1, or 0%..100%), not '" + p + "'");
+  } else {
+    lp.back(), lp.fail("times N, every N or probability P");
+  }
+  if (lp.accept("after")) in.spec.after = lp.number("a count N of calls that pass first");
+  return in;
+}
+
 void parse_statement(LineParser& lp, Stmt* st, int depth) {
   std::string w = lp.word("a statement");
   if ((w == "when" || w == "expect-error") && depth >= kMaxPrefixes)
@@ -648,6 +678,8 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
     st->body = stmt::Khugepaged{lp.done() ? 1 : lp.number()};
   } else if (w == "advance") {
     st->body = stmt::Advance{lp.duration()};
+  } else if (w == "inject") {
+    st->body = parse_inject(lp);
   } else if (w == "counters") {
     if (lp.accept("print")) {
       st->body = stmt::CountersPrint{lp.done() ? "" : lp.word("a GLOB")};
@@ -735,6 +767,7 @@ class NameTable {
   void names(const stmt::Swap&) {}
   void names(const stmt::Khugepaged&) {}
   void names(const stmt::Advance&) {}
+  void names(const stmt::Inject&) {}
   void names(const stmt::CountersReset&) {}
   void names(const stmt::CountersPrint&) {}
   void names(const stmt::Mmap& s) {

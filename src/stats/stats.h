@@ -101,7 +101,15 @@ enum class MthpStat : uint16_t {
   X(collapse_flush, "collapse.pmd_flush", "pmdp_collapse_flush() calls (PMD cleared, TLB flushed)") \
   X(collapse_table_sync, "collapse.table_sync", "tlb_remove_table_sync_one() waits for lockless walkers") \
   X(khugepaged_wake, "khugepaged.wakes", "khugepaged_do_scan() runs (wakes of the khugepaged thread)") \
-  X(vm_warn, "debug.vm_warn", "VM_WARN_ON* checks on a folio of this System that fired (debug builds; the model went on)")
+  X(vm_warn, "debug.vm_warn", "VM_WARN_ON* checks on a folio of this System that fired (debug builds; the model went on)") \
+  X(inject_page_alloc, "inject.page_alloc", "page allocations failed by fault injection (should_fail_alloc_page)") \
+  X(inject_charge, "inject.charge", "memory-cgroup charges failed by fault injection (mem_cgroup_charge)") \
+  X(inject_pgtable_alloc, "inject.pgtable_alloc", "page-table page allocations failed by fault injection") \
+  X(inject_folio_trylock, "inject.folio_trylock", "folio_trylock() calls failed by fault injection") \
+  X(inject_copy_mc, "inject.copy_mc", "machine checks injected into copy_mc_user_highpage() (-EHWPOISON)") \
+  X(inject_swapin, "inject.swapin", "swap-in reads failed by fault injection (I/O error)") \
+  X(inject_hugetlb_resv, "inject.hugetlb_resv", "hugetlb reservations failed by fault injection") \
+  X(inject_fault_retry, "inject.fault_retry", "faults made to drop their lock and return VM_FAULT_RETRY by fault injection")
 
 enum class Event : uint16_t {
 #define X(e, n, d) e,

@@ -235,3 +235,16 @@ P print smaps A 64K
 P print pagetable A 64K
 P print folio A
 counters print fault.*
+
+test lang-inject
+sysfs transparent_hugepage/enabled never
+proc P
+P mmap A 4K rw private
+P write A 4K 0x23
+P fork C
+inject copy_mc times 1
+expect-error SIGBUS C write A 4K 0x24
+expect counter inject.copy_mc 1
+C write A 4K 0x24
+P read A 4K 0x23
+C read A 4K 0x24

@@ -133,7 +133,7 @@ TEST_F(CowMthpTest, FixedCopyQueuesDeferredSplitAsRemoveRmapDecides) {
 
 // ---- allocation and charge fallback ----
 
-// An allocation failure (should_fail_alloc_page) and a charge failure of
+// An allocation failure (the injector's page_alloc site) and a charge failure of
 // the 64K folio: both fall back to 32K, counted per size as the posting
 // counts them (a charge failure is a fallback too).
 TEST_F(CowMthpTest, AllocationAndChargeFailuresFallBackAndCount) {
@@ -146,12 +146,12 @@ TEST_F(CowMthpTest, AllocationAndChargeFailuresFallBackAndCount) {
       uint64_t a = shared_mthp(&c);
       const int64_t fallback = stat(64, "wp_fault_fallback"), fallback_charge = stat(64, "wp_fault_fallback_charge");
       const int64_t alloc32 = stat(32, "wp_fault_alloc"), alloc64 = stat(64, "wp_fault_alloc");
-      auto fail64 = [](unsigned order) { return order == 4; };
-      if (charge) sys->kernel()->mem_cgroup_charge_fails = fail64;
-      else sys->kernel()->should_fail_alloc = fail64;
+      // Every allocation (or charge) of order 4 fails while the fault runs.
+      FaultSpec fail64{.mode = FaultSpec::Mode::kEvery, .order = 4, .n = 1};
+      const FaultSite site = charge ? FaultSite::charge : FaultSite::page_alloc;
+      ASSERT_EQ(sys->kernel()->phys->fault_injector().set(site, fail64), 0);
       ASSERT_TRUE(c->fill(a + PAGE_SIZE, 2, PAGE_SIZE).ok());
-      sys->kernel()->mem_cgroup_charge_fails = nullptr;
-      sys->kernel()->should_fail_alloc = nullptr;
+      ASSERT_EQ(sys->kernel()->phys->fault_injector().set(site, FaultSpec{}), 0);
       EXPECT_EQ(entry_at(c, a).folio_order, 3);
       EXPECT_EQ(stat(64, "wp_fault_fallback") - fallback, 1);
       EXPECT_EQ(stat(64, "wp_fault_fallback_charge") - fallback_charge, charge ? 1 : 0);

@@ -17,7 +17,7 @@ struct StressCli {
   uint64_t ops = 0;
   uint64_t seed = 1;
   uint64_t check_every = 1000;
-  std::string mix, types = "default", ram = "4G", swap = "blkdev,file", movable;
+  std::string mix, types = "default", ram = "4G", swap = "blkdev,file", movable, inject;
   std::vector<std::string> variants;
   bool debug_vm = false, plant = false;
 };
@@ -104,6 +104,7 @@ std::string repro_line(const StressCli& o, const stress::Config& c) {
   if (c.ram != (4ull << 30)) s += " --ram " + o.ram;
   if (o.swap != "blkdev,file") s += " --swap " + o.swap;
   if (!o.movable.empty()) s += " --movable " + o.movable;
+  if (!o.inject.empty()) s += " --inject " + o.inject;
   return s;
 }
 
@@ -138,6 +139,10 @@ int run_stress(StressCli o) {
       return 2;
     }
   }
+  if (!o.inject.empty() && (!parse_probability(o.inject, &c.inject_rate) || c.inject_rate <= 0)) {
+    usage(fmt::format("--inject {}: expected a failure rate above 0 and at most 1, as 0.01 or 1%", o.inject));
+    return 2;
+  }
   if (c.ops == 0 && c.seconds <= 0) c.seconds = 10;
   c.on_hang = [line = repro_line(o, c)] { std::printf("reproduce: %s\nFAILED\n", line.c_str()); };
   stress::Result r;
@@ -153,6 +158,10 @@ int run_stress(StressCli o) {
   if (!r.errors.empty()) {
     std::printf("expected errors returned:\n");
     for (const auto& [k, v] : r.errors) std::printf("  %-28s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
+  }
+  if (!r.injected.empty()) {
+    std::printf("injected failures (--inject %s):\n", o.inject.c_str());
+    for (const auto& [k, v] : r.injected) std::printf("  %-28s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
   }
   std::printf("statistics:\n");
   for (const auto& [k, v] : r.stats) std::printf("  %-32s %lld\n", k.c_str(), static_cast<long long>(v));
@@ -191,6 +200,9 @@ void add_stress(CLI::App& app) {
   sub->add_option("--ram", o->ram, "simulated RAM (default 4G)");
   sub->add_option("--movable", o->movable, "ZONE_MOVABLE size, where FOLL_LONGTERM pins migrate from (default a quarter of --ram; 0: none)");
   sub->add_option("--swap", o->swap, "swap devices: blkdev,file (default), blkdev, file or none");
+  sub->add_option("--inject", o->inject,
+                  "fault injection: every site but swapin fails each call with this probability (0.01 or 1%); "
+                  "the failures are expected outcomes");
   sub->add_flag("--debug-vm", o->debug_vm, "run the checker after every operation (also MMLAB_DEBUG_VM=all)");
   sub->add_flag("--plant-corruption", o->plant, "test only: change one byte behind the tracker's back (the run must fail)")
       ->group("");

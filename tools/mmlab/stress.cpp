@@ -117,7 +117,12 @@ class Worker {
   uint64_t next();
   void error(Op op, long ret) { errors[fmt::format("{}: {}", kOpNames[op], errno_name(static_cast<int>(-ret)))]++; }
   void mismatch(const std::string& what);
+  // Whether a call this thread made since `before` (a value of
+  // System::injected_on_this_thread()) was failed by injection; if so the
+  // failure is an expected outcome, counted as "OP: injected SIG".
+  bool injected_outcome(uint64_t before, const char* what, Signal sig);
   bool map_region(Region* r);
+  bool map_region_retrying(Region* r);
   void apply_fork_mode(Region* r);
   // Check page i of r as process p sees it: expected `want` (or zeros if lazy).
   void check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool lazy, const char* what);
@@ -173,6 +178,12 @@ void Worker::mismatch(const std::string& what) {
   if (s_->res->mismatches.size() < kMaxMismatchesKept) s_->res->mismatches.push_back(fmt::format("thread {}: {}", id_, what));
 }
 
+bool Worker::injected_outcome(uint64_t before, const char* what, Signal sig) {
+  if (System::injected_on_this_thread() == before) return false;
+  errors[fmt::format("{}: injected {}", what, signal_name(sig))]++;
+  return true;
+}
+
 // An address range of len aligned to align, placed by the kernel (never
 // MAP_FIXED over an address another thread might have just been given).
 long reserve_aligned(Process* p, uint64_t len, uint64_t align) {
@@ -212,6 +223,18 @@ bool Worker::map_region(Region* r) {
   r->ro = false;
   apply_fork_mode(r);
   return true;
+}
+
+// map_region, again while an injected failure (a hugetlb reservation, a
+// table) is what made it fail.
+bool Worker::map_region_retrying(Region* r) {
+  for (int attempt = 0; attempt < 100; attempt++) {
+    const uint64_t before = System::injected_on_this_thread();
+    if (map_region(r)) return true;
+    if (System::injected_on_this_thread() == before) return false;
+    errors["remap: injected ENOMEM (mapped again)"]++;
+  }
+  return false;
 }
 
 void Worker::apply_fork_mode(Region* r) {
@@ -264,8 +287,10 @@ void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool la
   const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE;
   int64_t bad = -1;
   uint8_t found = 0;
+  const uint64_t inj = System::injected_on_this_thread();
   AccessResult res = p->read_expect(a, want, PAGE_SIZE, &bad, &found);
   if (!res.ok()) {
+    if (injected_outcome(inj, "read", res.sig)) return;
     mismatch(fmt::format("{}: {} page {} of {} at {:#x} in {}: {} on read", what, r->type->name, i, r->type->name, a,
                          p->name(), signal_name(res.sig)));
     return;
@@ -297,6 +322,7 @@ void Worker::op_write() {
   for (uint64_t k = i; k < i + n; k++) {
     const uint8_t v = new_byte();
     const uint64_t a = r->addr.load(std::memory_order_relaxed) + k * PAGE_SIZE;
+    const uint64_t inj = System::injected_on_this_thread();
     AccessResult res = s_->parent->fill(a, v, PAGE_SIZE);
     if (r->ro) {
       if (res.sig != Signal::kSigsegv)
@@ -305,6 +331,8 @@ void Worker::op_write() {
       return;
     }
     if (!res.ok()) {
+      // A failed fault wrote nothing: the page keeps its content.
+      if (injected_outcome(inj, "write", res.sig)) continue;
       mismatch(fmt::format("write to {} at {:#x}: {}", r->type->name, a, signal_name(res.sig)));
       return;
     }
@@ -463,8 +491,10 @@ void Worker::op_fork() {
     check_page(c1, r, i, old, lazy, "child after fork");
     if (r->ro) continue;
     const uint8_t v = new_byte();
+    const uint64_t inj = System::injected_on_this_thread();
     AccessResult res = c1->fill(a, v, PAGE_SIZE);
     if (!res.ok()) {
+      if (injected_outcome(inj, "child write", res.sig)) continue;
       mismatch(fmt::format("child write to {} at {:#x}: {}", r->type->name, a, signal_name(res.sig)));
       continue;
     }
@@ -533,7 +563,7 @@ void Worker::op_remap() {
   r->addr.store(0, std::memory_order_release);
   if (r->fd < 0) std::fill(r->val.begin(), r->val.end(), 0);  // a new anonymous object
   std::fill(r->lazy.begin(), r->lazy.end(), 0);
-  if (!map_region(r)) {
+  if (!map_region_retrying(r)) {
     mismatch(fmt::format("re-mmap of a {} region failed", r->type->name));
     s_->stop = true;
     return;
@@ -612,6 +642,11 @@ void Worker::teardown() {
 // waits; khugepaged stops while the checker runs.
 void quiesce_and_check(Shared* s) {
   if (s->khugepaged) s->sys->stop_khugepaged_thread();
+  // An injected folio_trylock failure has no holder to look at the folio
+  // again when it unlocks (the model's substitute for reclaim noticing it):
+  // a swap-cache folio whose last swap PTE went stays in the swap cache, as
+  // in the kernel until reclaim. Run the model's reclaim stand-in first.
+  if (s->cfg->inject_rate > 0) (void)s->sys->run_shrinkers();
   CheckReport rep = s->sys->check();
   {
     std::lock_guard<std::mutex> g(s->mu);
@@ -683,6 +718,15 @@ bool set_up_hugetlb(Shared* s, const TypeInfo& t, unsigned per_thread, std::stri
 
 std::vector<std::string> op_kinds() { return {std::begin(kOpNames), std::end(kOpNames)}; }
 
+// Every site but swapin: a failed swap-in read leaves the page failing
+// until its swap entry goes (docs/STRESS.md), which the tracker does not model.
+std::vector<std::string> inject_sites() {
+  std::vector<std::string> v;
+  for (const std::string& site : System::inject_sites())
+    if (site != "swapin") v.push_back(site);
+  return v;
+}
+
 std::vector<std::string> type_names() {
   std::vector<std::string> v;
   for (const TypeInfo& t : all_types()) v.push_back(t.name);
@@ -744,6 +788,16 @@ bool run(const Config& cfg, Result* out, std::string* err) {
   }
   for (auto& w : s.workers)
     if (!w->setup(err)) return false;
+  if (cfg.inject_rate > 0) {
+    s.sys->inject_seed(cfg.seed);
+    for (const std::string& site : inject_sites()) {
+      InjectSpec spec{.mode = InjectSpec::Mode::kProbability, .probability = cfg.inject_rate};
+      if (int r = s.sys->inject(site, spec); r < 0) {
+        *err = fmt::format("inject {}: {}", site, errno_name(-r));
+        return false;
+      }
+    }
+  }
   s.khugepaged = cfg.khugepaged_thread && s.sys->start_khugepaged_thread() == 0;
   if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
   else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
@@ -805,6 +859,10 @@ bool run(const Config& cfg, Result* out, std::string* err) {
   out->elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
   if (s.khugepaged) s.sys->stop_khugepaged_thread();
 
+  // The final sweep and the teardown run without injected failures.
+  for (const std::string& site : System::inject_sites())
+    if (int64_t n = s.sys->injected(site); cfg.inject_rate > 0 && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
+  s.sys->inject_off_all();
   if (cfg.plant_corruption) s.workers[0]->plant_corruption();
   for (auto& w : s.workers) w->verify_all("final sweep");
   for (unsigned op = 0; op < kNrOps; op++) {

@@ -17,6 +17,8 @@ namespace mmlab::stress {
 std::vector<std::string> op_kinds();
 // The memory types, in the order they are reported ("anon-16K", "thp", ...).
 std::vector<std::string> type_names();
+// The fault-injection sites --inject arms.
+std::vector<std::string> inject_sites();
 
 struct Config {
   unsigned threads = 4;
@@ -40,6 +42,9 @@ struct Config {
   // alone decide the sequence.
   std::string_view choices;
   bool khugepaged_thread = true;
+  // Fault injection (--inject): every site but swapin fails each call with
+  // this probability, seeded with `seed`; 0 arms nothing.
+  double inject_rate = 0;
   // Called before the process ends on a hang (prints the reproduction line).
   std::function<void()> on_hang;
 };
@@ -55,6 +60,7 @@ struct Result {
   uint64_t frames_leaked = 0;              // frames in use after every process exited
   long khugepaged_full_scans = 0, khugepaged_collapsed = 0;
   std::map<std::string, int64_t> stats;    // selected vmstat/mTHP statistics
+  std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject)
   double elapsed_s = 0;
   uint64_t total_ops() const;
   bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0; }

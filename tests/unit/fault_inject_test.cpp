@@ -1,0 +1,521 @@
+// Fault injection (src/phys/fault_inject.h): the injector's modes, and every
+// fallback path a failure site reaches, with the statistics the kernel
+// counts there. Each test ends with the checker and the leak check
+// (MmTest::TearDown).
+#include <algorithm>
+#include <map>
+
+#include "mm/hugetlb.h"
+#include "mmlab/gup.h"
+#include "phys/fault_inject.h"
+#include "test_util.h"
+
+namespace mmlab::test {
+namespace {
+
+using Mode = InjectSpec::Mode;
+
+InjectSpec times(uint64_t n, int order = -1, uint64_t after = 0) {
+  return InjectSpec{.mode = Mode::kTimes, .order = order, .n = n, .after = after};
+}
+
+class FaultInjectTest : public MmTest {
+ protected:
+  void inject(const char* site, const InjectSpec& spec) { ASSERT_EQ(sys->inject(site, spec), 0) << site; }
+  void off(const char* site) { ASSERT_EQ(sys->inject(site, InjectSpec{}), 0) << site; }
+  int64_t mthp(unsigned kb, const char* item) { return sys->mthp_stat(order_of_kb(kb), item); }
+  int64_t vm(const char* item) { return sys->vmstat(item); }
+  static unsigned order_of_kb(unsigned kb) {
+    unsigned o = 0;
+    while ((PAGE_SIZE << o) < kb * 1024ull) o++;
+    return o;
+  }
+  void checked(const char* what) {
+    CheckReport r = sys->check();
+    EXPECT_TRUE(r.ok()) << what << ":\n" << r.to_string();
+  }
+  // One private page of byte b, shared with a forked child (*child).
+  uint64_t forked_page(uint8_t b, Process** child) {
+    thp_never();
+    const uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+    EXPECT_TRUE(p->fill(a, b, PAGE_SIZE).ok());
+    *child = p->fork("child");
+    EXPECT_TRUE(*child);
+    return a;
+  }
+  // Every anonymous THP size off but the ones a test enables.
+  void thp_never() {
+    set("transparent_hugepage/enabled", "never");
+    for (unsigned kb = 16; kb <= 2048; kb *= 2) set("transparent_hugepage/hugepages-" + std::to_string(kb) + "kB/enabled", "never");
+  }
+};
+
+// ---- the injector itself ----
+
+TEST_F(FaultInjectTest, ModesCountAndFilterByOrder) {
+  FaultInjector fi;
+  Stats st;
+  fi.set_stats(&st);
+  auto pattern = [&](FaultSite s, unsigned order, int calls) {
+    std::string r;
+    for (int i = 0; i < calls; i++) r += fi.should_fail(s, order) ? 'x' : '.';
+    return r;
+  };
+  EXPECT_EQ(pattern(FaultSite::page_alloc, 0, 4), "....");  // disarmed
+  ASSERT_EQ(fi.set(FaultSite::page_alloc, FaultSpec{.mode = FaultSpec::Mode::kTimes, .n = 2, .after = 1}), 0);
+  EXPECT_EQ(pattern(FaultSite::page_alloc, 0, 5), ".xx..");
+  ASSERT_EQ(fi.set(FaultSite::page_alloc, FaultSpec{.mode = FaultSpec::Mode::kEvery, .order = 4, .n = 3}), 0);
+  EXPECT_EQ(pattern(FaultSite::page_alloc, 0, 6), "......");  // other orders never count
+  EXPECT_EQ(pattern(FaultSite::page_alloc, 4, 6), "..x..x");
+  ASSERT_EQ(fi.set(FaultSite::charge, FaultSpec{.mode = FaultSpec::Mode::kProbability, .probability = 1}), 0);
+  EXPECT_EQ(pattern(FaultSite::charge, 3, 3), "xxx");
+  ASSERT_EQ(fi.set(FaultSite::charge, FaultSpec{.mode = FaultSpec::Mode::kProbability, .probability = 0}), 0);
+  EXPECT_EQ(pattern(FaultSite::charge, 3, 3), "...");
+  EXPECT_EQ(fi.injected(FaultSite::page_alloc), 4u);
+  EXPECT_EQ(fi.injected(FaultSite::charge), 3u);
+  EXPECT_EQ(st.read(Event::inject_page_alloc), 4u);
+  EXPECT_EQ(st.read(Event::inject_charge), 3u);
+  // Out of range: n == 0, P outside [0, 1].
+  EXPECT_EQ(fi.set(FaultSite::copy_mc, FaultSpec{.mode = FaultSpec::Mode::kTimes, .n = 0}), -EINVAL);
+  EXPECT_EQ(fi.set(FaultSite::copy_mc, FaultSpec{.mode = FaultSpec::Mode::kProbability, .probability = 1.5}), -EINVAL);
+  EXPECT_FALSE(fi.armed(FaultSite::copy_mc));
+}
+
+// Probability draws depend on the seed and the call number only: the same
+// seed gives the same pattern, about P of the calls fail.
+TEST_F(FaultInjectTest, ProbabilityIsSeededAndNearItsRate) {
+  auto run = [](uint64_t seed) {
+    FaultInjector fi;
+    fi.seed(seed);
+    EXPECT_EQ(fi.set(FaultSite::folio_trylock, FaultSpec{.mode = FaultSpec::Mode::kProbability, .probability = 0.1}), 0);
+    std::string r;
+    for (int i = 0; i < 10000; i++) r += fi.should_fail(FaultSite::folio_trylock) ? 'x' : '.';
+    return r;
+  };
+  const std::string a = run(7), b = run(7), c = run(8);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  const auto n = std::count(a.begin(), a.end(), 'x');
+  EXPECT_GT(n, 800);
+  EXPECT_LT(n, 1200);
+}
+
+TEST_F(FaultInjectTest, SystemApiNamesSitesAndCounters) {
+  EXPECT_EQ(sys->inject("no_such_site", times(1)), -EINVAL);
+  EXPECT_EQ(sys->inject("page_alloc", InjectSpec{.mode = Mode::kEvery, .n = 0}), -EINVAL);
+  EXPECT_EQ(sys->injected("no_such_site"), -1);
+  for (const std::string& s : System::inject_sites()) {
+    EXPECT_EQ(sys->injected(s), 0) << s;
+    EXPECT_EQ(sys->counter("inject." + s), 0) << s;
+  }
+}
+
+// ---- anonymous faults: alloc_anon_folio and the PMD path ----
+
+// An mTHP allocation failure counts anon_fault_fallback for that size and
+// tries the next enabled one.
+TEST_F(FaultInjectTest, MthpAllocationFailureFallsBackToTheNextOrder) {
+  thp_never();
+  enable_order_kb(64);
+  enable_order_kb(32);
+  const uint64_t a = map_aligned(k64K, k64K);
+  inject("page_alloc", times(1, 4));
+  ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->injected("page_alloc"), 1);
+  EXPECT_EQ(sys->counter("inject.page_alloc"), 1);
+  EXPECT_EQ(order_at(a), 3);
+  EXPECT_EQ(mthp(64, "anon_fault_fallback"), 1);
+  EXPECT_EQ(mthp(64, "anon_fault_fallback_charge"), 0);
+  EXPECT_EQ(mthp(64, "anon_fault_alloc"), 0);
+  EXPECT_EQ(mthp(32, "anon_fault_alloc"), 1);
+  EXPECT_EQ(mthp(32, "anon_fault_fallback"), 0);
+  expect_bytes(p, a, PAGE_SIZE, 1);
+  expect_bytes(p, a + PAGE_SIZE, k64K / 2 - PAGE_SIZE, 0);
+}
+
+// A charge failure counts both anon_fault_fallback_charge and
+// anon_fault_fallback, and puts the folio it allocated.
+TEST_F(FaultInjectTest, MthpChargeFailureCountsBothFallbacks) {
+  thp_never();
+  enable_order_kb(64);
+  enable_order_kb(32);
+  const uint64_t a = map_aligned(k64K, k64K);
+  const uint64_t free_before = sys->nr_free_pages();
+  const long tables_before = p->pgtables_bytes();
+  inject("charge", times(1, 4));
+  ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->injected("charge"), 1);
+  EXPECT_EQ(order_at(a), 3);
+  EXPECT_EQ(mthp(64, "anon_fault_fallback_charge"), 1);
+  EXPECT_EQ(mthp(64, "anon_fault_fallback"), 1);
+  EXPECT_EQ(mthp(32, "anon_fault_alloc"), 1);
+  // The 32K folio and the new page tables are in use: the 64K folio went back.
+  const uint64_t new_tables = static_cast<uint64_t>(p->pgtables_bytes() - tables_before) / PAGE_SIZE;
+  EXPECT_EQ(free_before - sys->nr_free_pages(), 8u + new_tables);
+  expect_bytes(p, a, PAGE_SIZE, 2);
+}
+
+// Every mTHP size failing ends at order 0; an order-0 failure is
+// VM_FAULT_OOM (the CPU access dies with SIGKILL, GUP gets -ENOMEM) and
+// counts no statistic.
+TEST_F(FaultInjectTest, OrderZeroFailureIsOomWithNoStatistic) {
+  thp_never();
+  enable_order_kb(64);
+  const uint64_t a = map_aligned(2 * k64K, k64K);
+  inject("page_alloc", InjectSpec{.mode = Mode::kEvery, .order = 4, .n = 1});
+  ASSERT_TRUE(p->fill(a, 3, PAGE_SIZE).ok());  // 64K fails, order 0 serves
+  EXPECT_EQ(order_at(a), 0);
+  EXPECT_EQ(mthp(64, "anon_fault_fallback"), 1);
+  off("page_alloc");
+
+  const uint64_t fallback = mthp(64, "anon_fault_fallback"), thp_fallback_before = vm("thp_fault_fallback");
+  // The second 64K range: its table exists, so the only order-0
+  // allocation is the folio's.
+  inject("page_alloc", InjectSpec{.mode = Mode::kEvery, .n = 1});
+  AccessResult r = p->fill(a + k64K, 4, PAGE_SIZE);
+  EXPECT_EQ(r.sig, Signal::kSigkill);
+  GupPages pages;
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPages, a + k64K, 1, foll::WRITE, &pages), -ENOMEM);
+  off("page_alloc");
+  EXPECT_EQ(mthp(64, "anon_fault_fallback"), static_cast<int64_t>(fallback) + 2);  // the 64K tries before order 0
+  EXPECT_EQ(vm("thp_fault_fallback"), thp_fallback_before);
+  EXPECT_EQ(entry_at(a + k64K).level, 0);  // nothing mapped
+  checked("after the OOM faults");
+  expect_bytes(p, a + k64K, PAGE_SIZE, 0);  // the fault now succeeds
+}
+
+// The PMD path counts thp_fault_fallback and the order-9 mTHP statistics
+// (with the _charge ones for a charge failure), then falls back to the PTE
+// path.
+TEST_F(FaultInjectTest, PmdFailureCountsThpFallbackAndUsesThePteFallback) {
+  thp_never();
+  set("transparent_hugepage/enabled", "always");
+  set("transparent_hugepage/hugepages-2048kB/enabled", "inherit");
+  for (const char* site : {"page_alloc", "charge"}) {
+    SCOPED_TRACE(site);
+    const bool charge = std::string(site) == "charge";
+    const int64_t fb = vm("thp_fault_fallback"), fbc = vm("thp_fault_fallback_charge");
+    const int64_t mfb = mthp(2048, "anon_fault_fallback"), mfbc = mthp(2048, "anon_fault_fallback_charge");
+    const int64_t alloc = vm("thp_fault_alloc");
+    const uint64_t a = map_aligned(PMD_SIZE);
+    inject(site, times(1, PMD_ORDER));
+    ASSERT_TRUE(p->fill(a, 5, PAGE_SIZE).ok());
+    EXPECT_EQ(sys->injected(site), 1);
+    off(site);
+    EXPECT_EQ(vm("thp_fault_fallback") - fb, 1);
+    EXPECT_EQ(vm("thp_fault_fallback_charge") - fbc, charge ? 1 : 0);
+    EXPECT_EQ(mthp(2048, "anon_fault_fallback") - mfb, 1);
+    EXPECT_EQ(mthp(2048, "anon_fault_fallback_charge") - mfbc, charge ? 1 : 0);
+    EXPECT_EQ(vm("thp_fault_alloc"), alloc);
+    EXPECT_EQ(entry_at(a).level, 1);  // a PTE of an order-0 folio
+    EXPECT_EQ(order_at(a), 0);
+    expect_bytes(p, a, PAGE_SIZE, 5);
+    checked("after the fallback");
+    ASSERT_EQ(p->munmap(a, PMD_SIZE), 0);
+  }
+}
+
+// ---- copy-on-write ----
+
+// A CoW whose allocation fails: the CPU access dies (OOM, SIGKILL), GUP
+// returns -ENOMEM, and both processes keep their data.
+TEST_F(FaultInjectTest, CowAllocationFailureIsOomForCpuAndGup) {
+  Process* c = nullptr;
+  const uint64_t a = forked_page(6, &c);
+  ASSERT_TRUE(c);
+  inject("page_alloc", times(1, 0));
+  EXPECT_EQ(c->fill(a, 7, PAGE_SIZE).sig, Signal::kSigkill);
+  inject("page_alloc", times(1, 0));
+  GupPages pages;
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPages, a, 1, foll::WRITE, &pages), -ENOMEM);
+  EXPECT_EQ(sys->injected("page_alloc"), 2);
+  expect_bytes(p, a, PAGE_SIZE, 6);
+  expect_bytes(c, a, PAGE_SIZE, 6);
+  EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
+  checked("after the failed copies");
+  ASSERT_TRUE(c->fill(a, 7, PAGE_SIZE).ok());  // no injection: the copy happens
+  expect_bytes(p, a, PAGE_SIZE, 6);
+  expect_bytes(c, a, PAGE_SIZE, 7);
+}
+
+// The same with the charge failing: folio_prealloc puts the folio.
+TEST_F(FaultInjectTest, CowChargeFailureIsOom) {
+  Process* c = nullptr;
+  const uint64_t a = forked_page(6, &c);
+  ASSERT_TRUE(c);
+  inject("charge", times(1));
+  EXPECT_EQ(c->fill(a, 7, PAGE_SIZE).sig, Signal::kSigkill);
+  EXPECT_EQ(sys->injected("charge"), 1);
+  expect_bytes(c, a, PAGE_SIZE, 6);
+}
+
+// A machine check while copying the old page (copy_mc_user_highpage): the
+// write faults with SIGBUS (VM_FAULT_HWPOISON) and is not retried; GUP gets
+// -EHWPOISON with FOLL_HWPOISON and -EFAULT without.
+TEST_F(FaultInjectTest, CowCopyMachineCheckIsSigbus) {
+  Process* c = nullptr;
+  const uint64_t a = forked_page(8, &c);
+  ASSERT_TRUE(c);
+  inject("copy_mc", times(1));
+  EXPECT_EQ(c->fill(a, 9, PAGE_SIZE).sig, Signal::kSigbus);
+  GupPages pages;
+  inject("copy_mc", times(1));
+  EXPECT_EQ(gup(c, GupEntry::kGetUserPages, a, 1, foll::WRITE | foll::HWPOISON, &pages), -EHWPOISON);
+  inject("copy_mc", times(1));
+  EXPECT_EQ(gup(c, GupEntry::kGetUserPages, a, 1, foll::WRITE, &pages), -EFAULT);
+  EXPECT_EQ(sys->injected("copy_mc"), 3);
+  EXPECT_EQ(sys->counter("fault.wp_copy"), 0);
+  expect_bytes(p, a, PAGE_SIZE, 8);
+  expect_bytes(c, a, PAGE_SIZE, 8);
+  checked("after the machine checks");
+  ASSERT_TRUE(c->fill(a, 9, PAGE_SIZE).ok());
+  expect_bytes(p, a, PAGE_SIZE, 8);
+}
+
+// ---- collapse ----
+
+// A machine check during the collapse copy: the PMD gets its table back,
+// every page stays mapped as before, MADV_COLLAPSE returns -EINVAL; without
+// injection the same collapse then succeeds.
+TEST_F(FaultInjectTest, CollapseCopyMachineCheckRestoresThePmd) {
+  thp_never();
+  const uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 10, PMD_SIZE).ok());
+  const long tables = p->pgtables_bytes();
+  inject("copy_mc", times(1, -1, 100));  // the 101st page copied
+  EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), -EINVAL);
+  EXPECT_EQ(sys->injected("copy_mc"), 1);
+  EXPECT_EQ(sys->counter("collapse.success"), 0);
+  EXPECT_EQ(vm("thp_collapse_alloc"), 1);
+  EXPECT_EQ(entry_at(a).level, 1);
+  EXPECT_EQ(entry_at(a + PMD_SIZE - PAGE_SIZE).level, 1);
+  EXPECT_EQ(p->pgtables_bytes(), tables);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(PMD_SIZE));
+  checked("after the failed collapse");
+  expect_bytes(p, a, PMD_SIZE, 10);
+  ASSERT_TRUE(p->fill(a + PAGE_SIZE, 11, PAGE_SIZE).ok());  // still writable in place
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  EXPECT_EQ(order_at(a), 9);
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 11);
+}
+
+// The collapse folio's charge failing: SCAN_CGROUP_CHARGE_FAIL, -EBUSY.
+TEST_F(FaultInjectTest, CollapseChargeFailureIsEbusy) {
+  thp_never();
+  const uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 12, PMD_SIZE).ok());
+  inject("charge", times(1, PMD_ORDER));
+  EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), -EBUSY);
+  EXPECT_EQ(vm("thp_collapse_alloc"), 1);
+  EXPECT_EQ(entry_at(a).level, 1);
+  expect_bytes(p, a, PMD_SIZE, 12);
+}
+
+// folio_trylock failing in the collapse isolation: SCAN_PAGE_LOCK, -EAGAIN.
+TEST_F(FaultInjectTest, CollapseFolioTrylockFailureIsEagain) {
+  thp_never();
+  const uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 13, PMD_SIZE).ok());
+  inject("folio_trylock", times(1));
+  EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), -EAGAIN);
+  EXPECT_EQ(sys->injected("folio_trylock"), 1);
+  EXPECT_EQ(entry_at(a).level, 1);
+  expect_bytes(p, a, PMD_SIZE, 13);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+}
+
+// ---- page-table allocation ----
+
+TEST_F(FaultInjectTest, PageTableAllocationFailureInFault) {
+  thp_never();
+  const uint64_t a = map_aligned(PMD_SIZE);
+  inject("pgtable_alloc", InjectSpec{.mode = Mode::kEvery, .n = 1});
+  EXPECT_EQ(p->fill(a, 1, PAGE_SIZE).sig, Signal::kSigkill);
+  GupPages pages;
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPages, a, 1, foll::WRITE, &pages), -ENOMEM);
+  off("pgtable_alloc");
+  EXPECT_GE(sys->injected("pgtable_alloc"), 2);
+  EXPECT_EQ(p->rss_anon(), 0);
+  checked("after the failed faults");
+  ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());
+}
+
+// fork fails cleanly with ENOMEM wherever the child's tables run out:
+// nothing leaks, the parent keeps its memory. Every point of failure in
+// turn, until fork needs no more tables than allowed.
+TEST_F(FaultInjectTest, PageTableAllocationFailureInForkFailsCleanly) {
+  thp_never();
+  const uint64_t a = map_aligned(2 * PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 14, 2 * PMD_SIZE).ok());
+  const uint64_t free_before = sys->nr_free_pages();
+  const long rss = p->rss_anon(), tables = p->pgtables_bytes();
+  int failures = 0;
+  for (uint64_t after = 0;; after++) {
+    SCOPED_TRACE(after);
+    inject("pgtable_alloc", times(1, -1, after));
+    Process* c = p->fork("child");
+    const bool injected = sys->injected("pgtable_alloc") > failures;
+    off("pgtable_alloc");
+    if (!injected) {
+      ASSERT_TRUE(c);
+      expect_bytes(c, a, 2 * PMD_SIZE, 14);
+      c->exit();
+      break;
+    }
+    failures++;
+    EXPECT_EQ(c, nullptr);
+    EXPECT_EQ(sys->processes().size(), 1u);
+    EXPECT_EQ(sys->nr_free_pages(), free_before);
+    EXPECT_EQ(p->rss_anon(), rss);
+    EXPECT_EQ(p->pgtables_bytes(), tables);
+    checked("after the failed fork");
+    ASSERT_LT(after, 64u);
+  }
+  EXPECT_GE(failures, 3);  // PUD, PMD and at least one PTE table
+  expect_bytes(p, a, 2 * PMD_SIZE, 14);
+  ASSERT_TRUE(p->fill(a, 15, PAGE_SIZE).ok());  // the parent's pages are its own again
+}
+
+// mremap whose destination table cannot be allocated: the moved part goes
+// back, the new area is unmapped, -ENOMEM, the old mapping intact.
+TEST_F(FaultInjectTest, PageTableAllocationFailureInMremap) {
+  thp_never();
+  const uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 16, PMD_SIZE).ok());
+  const long dst = p->mmap(0, 4 * PMD_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(dst, 0);
+  const uint64_t to = round_up(static_cast<uint64_t>(dst), PMD_SIZE) + PMD_SIZE / 2;  // straddles two tables
+  ASSERT_EQ(p->munmap(static_cast<uint64_t>(dst), 4 * PMD_SIZE), 0);
+  inject("pgtable_alloc", times(1, -1, 1));
+  EXPECT_EQ(p->mremap(a, PMD_SIZE, PMD_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, to), -ENOMEM);
+  EXPECT_EQ(sys->injected("pgtable_alloc"), 1);
+  off("pgtable_alloc");
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(PMD_SIZE));
+  checked("after the failed mremap");
+  expect_bytes(p, a, PMD_SIZE, 16);
+  uint8_t b = 0;
+  EXPECT_EQ(p->read(to, &b, 1).sig, Signal::kSigsegv);
+}
+
+// ---- VM_FAULT_RETRY and GUP's lock-dropping path ----
+
+// A fault allowed to retry drops mmap_lock and returns VM_FAULT_RETRY; GUP
+// (*locked = 0) retakes the lock and faults again with FOLL_TRIED, as often
+// as the fault retries. Only the entry points that set FOLL_UNLOCKABLE
+// (the unlocked ones, GUP-fast's slow fallback) let it happen.
+TEST_F(FaultInjectTest, FaultRetryDropsTheLockAndGupRetries) {
+  thp_never();
+  struct Case {
+    GupEntry entry;
+    bool unlockable;
+  };
+  for (const Case& k : {Case{GupEntry::kGetUserPagesUnlocked, true}, Case{GupEntry::kPinUserPagesUnlocked, true},
+                        Case{GupEntry::kGetUserPagesFast, true}, Case{GupEntry::kPinUserPagesFast, true},
+                        Case{GupEntry::kGetUserPages, false}, Case{GupEntry::kPinUserPages, false}}) {
+    SCOPED_TRACE(gup_entry_name(k.entry));
+    const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+    const int64_t before = sys->injected("fault_retry");
+    inject("fault_retry", times(3));  // the first fault, then its FOLL_TRIED retry twice
+    GupPages pages;
+    EXPECT_EQ(gup(p, k.entry, a, 4, foll::WRITE, &pages), 4);
+    EXPECT_EQ(sys->injected("fault_retry") - before, k.unlockable ? 3 : 0);
+    off("fault_retry");
+    EXPECT_EQ(p->rss_anon(), static_cast<long>(4 * PAGE_SIZE));
+    ASSERT_EQ(pages.fill(0, 0x5a, 4 * PAGE_SIZE), 0);
+    std::map<uint64_t, long> refs;
+    pages.add_refs(&refs);
+    CheckReport r = sys->check_with_refs(refs);
+    EXPECT_TRUE(r.ok()) << r.to_string();
+    pages.release(Dirty::kYes);
+    expect_bytes(p, a, 4 * PAGE_SIZE, 0x5a);
+    ASSERT_EQ(p->munmap(a, 4 * PAGE_SIZE), 0);  // mmap_lock for write: nothing left it held
+  }
+}
+
+// FOLL_NOWAIT (FAULT_FLAG_RETRY_NOWAIT): the fault keeps the lock and GUP
+// returns what it has, here nothing.
+TEST_F(FaultInjectTest, FaultRetryNowaitKeepsTheLock) {
+  thp_never();
+  const uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  inject("fault_retry", times(1));
+  GupPages pages;
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPagesUnlocked, a, 2, foll::WRITE | foll::NOWAIT, &pages), 0);
+  EXPECT_EQ(sys->injected("fault_retry"), 1);
+  EXPECT_EQ(p->rss_anon(), 0);
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPagesUnlocked, a, 2, foll::WRITE | foll::NOWAIT, &pages), 2);
+  pages.release();
+  ASSERT_EQ(p->munmap(a, 2 * PAGE_SIZE), 0);
+}
+
+// MADV_POPULATE_WRITE through a retrying fault: the range is populated and
+// madvise returns with mmap_lock released once.
+TEST_F(FaultInjectTest, FaultRetryDuringPopulate) {
+  thp_never();
+  const uint64_t a = map_aligned(8 * PAGE_SIZE, PAGE_SIZE);
+  inject("fault_retry", InjectSpec{.mode = Mode::kEvery, .n = 2});
+  EXPECT_EQ(p->madvise(a, 8 * PAGE_SIZE, MADV_POPULATE_WRITE), 0);
+  off("fault_retry");
+  EXPECT_GE(sys->injected("fault_retry"), 4);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(8 * PAGE_SIZE));
+  ASSERT_EQ(p->munmap(a, 8 * PAGE_SIZE), 0);
+}
+
+// ---- swap-in and hugetlb ----
+
+// A swap-in read error: SIGBUS; the folio stays in the swap cache, not
+// uptodate, so the page keeps failing until its entry goes (the kernel's
+// do_swap_page checks folio_test_uptodate under the PTL).
+TEST_F(FaultInjectTest, SwapInReadErrorIsSigbus) {
+  thp_never();
+  ASSERT_EQ(sys->add_swap(8ull << 20), 0);
+  const uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 17, 2 * PAGE_SIZE).ok());
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  ASSERT_EQ(vm("pswpout"), 2);
+  inject("swapin", times(1));
+  uint8_t b = 0;
+  EXPECT_EQ(p->read(a, &b, 1).sig, Signal::kSigbus);
+  EXPECT_EQ(p->read(a, &b, 1).sig, Signal::kSigbus);  // the !uptodate folio is found again
+  EXPECT_EQ(sys->injected("swapin"), 1);
+  EXPECT_EQ(vm("pswpin"), 0);
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 17);  // the other page reads back
+  checked("after the read error");
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0);  // the entry and the cached folio go
+  expect_bytes(p, a, PAGE_SIZE, 0);
+}
+
+class FaultInjectHugetlbTest : public FaultInjectTest {
+ protected:
+  FaultInjectHugetlbTest() { ram_bytes = 512ull << 20; }
+  void TearDown() override {
+    if (sys) {
+      EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
+    }
+    FaultInjectTest::TearDown();
+  }
+  std::string attr(const char* name) {
+    std::string v;
+    EXPECT_EQ(sys->sysfs_read(std::string("hugepages/hugepages-2048kB/") + name, &v), 0);
+    return v;
+  }
+};
+
+// hugetlb_reserve_pages refusing: mmap fails with -ENOMEM, nothing reserved.
+TEST_F(FaultInjectHugetlbTest, HugetlbReservationFailureFailsMmap) {
+  set("hugepages/hugepages-2048kB/nr_hugepages", "2");
+  for (int flags : {MAP_PRIVATE, MAP_SHARED}) {
+    SCOPED_TRACE(flags);
+    inject("hugetlb_resv", times(1, PMD_ORDER));
+    EXPECT_EQ(p->mmap(0, 2 * PMD_SIZE, RW, flags | MAP_ANONYMOUS | MAP_HUGETLB), -ENOMEM);
+    EXPECT_EQ(attr("resv_hugepages"), "0");
+    EXPECT_EQ(attr("free_hugepages"), "2");
+    const long a = p->mmap(0, 2 * PMD_SIZE, RW, flags | MAP_ANONYMOUS | MAP_HUGETLB);
+    ASSERT_GT(a, 0);
+    ASSERT_TRUE(p->fill(static_cast<uint64_t>(a), 18, 2 * PMD_SIZE).ok());
+    ASSERT_EQ(p->munmap(static_cast<uint64_t>(a), 2 * PMD_SIZE), 0);
+  }
+  EXPECT_EQ(sys->injected("hugetlb_resv"), 2);
+}
+
+}  // namespace
+}  // namespace mmlab::test
