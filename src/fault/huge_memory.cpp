@@ -13,6 +13,7 @@
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -237,7 +238,7 @@ static vm_fault_t do_huge_zero_wp_pmd(VmFault* vmf) {
   ptl->assert_held();
   if (pmdp_get(vmf->pmd) == vmf->orig_pmd) {
     entry_xchg(vmf->pmd, pmd_t{0});
-    flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+    flush_pmd_tlb_range(vma, haddr, haddr + PMD_SIZE);
     map_anon_folio_pmd(folio, vmf->pmd, vma, haddr);  // the deposited table stays deposited
     folio = nullptr;
   }

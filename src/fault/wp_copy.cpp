@@ -23,6 +23,7 @@
 #include "fmt/format.h"
 #include "mm/rmap.h"
 #include "mm/vmdebug.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {

@@ -5,6 +5,7 @@
 #include "mm/swap.h"
 #include "mm/internal.h"
 #include "mm/kernel.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
