@@ -162,8 +162,15 @@ unsigned tlb_count_entries(TlbState* t, int cpu, int level, TlbSize size);
 // ---- flushes (tlbflush.cpp: arch/x86/mm/tlb.c, asm/tlbflush.h) ----
 void flush_tlb_mm_range(Mm* mm, uint64_t start, uint64_t end, unsigned stride_shift, bool freed_tables);
 inline void flush_tlb_mm(Mm* mm) { flush_tlb_mm_range(mm, 0, TLB_FLUSH_ALL, PAGE_SHIFT, false); }
-// x86's flush_tlb_range: the VMA's page stride (hugetlb's page size).
-void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end);
+// x86's flush_tlb_range: the page stride.
+inline void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
+  flush_tlb_mm_range(vma->vm_mm, start, end, PAGE_SHIFT, false);
+}
+// x86's flush_tlb_range of a hugetlb VMA: the stride of its page size
+// (huge_page_shift(hstate_vma(vma)), which mm passes).
+inline void flush_hugetlb_tlb_range(Vma* vma, unsigned huge_page_shift, uint64_t start, uint64_t end) {
+  flush_tlb_mm_range(vma->vm_mm, start, end, huge_page_shift, false);
+}
 // flush_pmd_tlb_range / flush_pud_tlb_range: PMD or PUD stride.
 inline void flush_pmd_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
   flush_tlb_mm_range(vma->vm_mm, start, end, PMD_SHIFT, false);

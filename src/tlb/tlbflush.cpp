@@ -139,14 +139,6 @@ void flush_tlb_mm_range(Mm* mm, uint64_t start, uint64_t end, unsigned stride_sh
   else if (loaded_here(t, cpu, ctx->ctx_id)) flush_tlb_func(t, cpu, info);
 }
 
-void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
-  // x86's flush_tlb_range: hugetlb VMAs flush at their page size.
-  unsigned shift = PAGE_SHIFT;
-  if ((vma->vm_flags & VM_HUGETLB) && end - start >= PMD_SIZE && !((start | end) & ~PMD_MASK))
-    shift = (end - start) % PUD_SIZE == 0 && !(start & ~PUD_MASK) ? PUD_SHIFT : PMD_SHIFT;
-  flush_tlb_mm_range(vma->vm_mm, start, end, shift, false);
-}
-
 pte_t ptep_clear_flush(Vma* vma, uint64_t addr, pte_t* ptep) {
   pte_t pte = ptep_get_and_clear(vma->vm_mm, addr, ptep);
   if (pte_accessible(vma->vm_mm, pte)) flush_tlb_page(vma, addr);
