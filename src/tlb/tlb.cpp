@@ -102,11 +102,9 @@ bool ptes_coalesce(const pte_t* ptep, uint64_t addr) {
   return true;
 }
 
-}  // namespace
-
-// INVLPG of one address: every entry of the loaded ASID that covers it,
-// whatever its size.
-void tlb_invalidate_addr(TlbCpu& c, int asid, uint64_t addr) {
+// Every entry of an ASID slot that covers addr, whatever its size: fn(entry).
+template <typename Fn>
+void for_each_covering(TlbCpu& c, int asid, uint64_t addr, Fn&& fn) REQUIRES(c.lock) {
   for (TlbLevel* l : {&c.l1, &c.l2})
     for (int i = 0; i < l->nr_arrays; i++) {
       TlbArray& a = l->arrays[i];
@@ -115,9 +113,16 @@ void tlb_invalidate_addr(TlbCpu& c, int asid, uint64_t addr) {
         const uint64_t tag = make_tag(addr, static_cast<TlbSize>(s), asid);
         TlbEntry* set = set_of(a, addr, static_cast<TlbSize>(s));
         for (unsigned w = 0; w < a.g.ways; w++)
-          if (set[w].tag == tag) set[w].tag = 0;
+          if (set[w].tag == tag) fn(set[w]);
       }
     }
+}
+
+}  // namespace
+
+// INVLPG of one address.
+void tlb_invalidate_addr(TlbCpu& c, int asid, uint64_t addr) {
+  for_each_covering(c, asid, addr, [](TlbEntry& e) { e.tag = 0; });
 }
 
 // The non-global entries of one ASID (a CR3 write or INVPCID single-context).
@@ -264,21 +269,10 @@ void tlb_user_access(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
 bool tlb_holds(TlbState* t, int cpu, const MmTlbContext* ctx, uint64_t addr) {
   TlbCpu& c = t->cpus[cpu];
   SpinGuard g(&c.lock, LockClass::kTlbLock);
-  for (int asid = 0; asid < TLB_NR_DYN_ASIDS; asid++) {
-    if (c.ctxs[asid].ctx_id != ctx->ctx_id) continue;
-    for (TlbLevel* l : {&c.l1, &c.l2})
-      for (int i = 0; i < l->nr_arrays; i++) {
-        TlbArray& a = l->arrays[i];
-        for (int s = 0; s < kNrTlbSizes; s++) {
-          if (!(a.g.sizes & (1u << s))) continue;
-          const uint64_t tag = make_tag(addr, static_cast<TlbSize>(s), asid);
-          TlbEntry* set = set_of(a, addr, static_cast<TlbSize>(s));
-          for (unsigned w = 0; w < a.g.ways; w++)
-            if (set[w].tag == tag) return true;
-        }
-      }
-  }
-  return false;
+  bool found = false;
+  for (int asid = 0; asid < TLB_NR_DYN_ASIDS; asid++)
+    if (c.ctxs[asid].ctx_id == ctx->ctx_id) for_each_covering(c, asid, addr, [&](TlbEntry&) { found = true; });
+  return found;
 }
 
 unsigned tlb_count_entries(TlbState* t, int cpu, int level, TlbSize size) {

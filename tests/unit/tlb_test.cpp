@@ -8,6 +8,10 @@
 // accesses.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "mm/mm.h"
 #include "pgtable/pgtable.h"
 #include "test_util.h"
@@ -180,6 +184,37 @@ TEST_F(TlbTest, OffCountsFlushesButTracksNoCpu) {
   EXPECT_EQ(c("tlb.flush_single"), 1);
   EXPECT_EQ(c("tlb.lookup"), 0);
   EXPECT_EQ(c("tlb.ipi"), 0);
+}
+
+// Threads of one process on their own simulated CPUs read while this one
+// zaps and refaults: every zap's flush sends IPIs to the CPUs running the
+// mm (TSan: fills, flushes and switches of the per-CPU TLBs race cleanly).
+TEST_F(TlbTest, ConcurrentReadersReceiveTheZapsIpis) {
+  geometry("x86-amd");
+  const uint64_t a = written(16 * PAGE_SIZE);
+  std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; t++)
+    readers.emplace_back([&] {
+      uint8_t buf[64];
+      bool counted = false;
+      while (!stop.load()) {
+        EXPECT_TRUE(p->read(a, buf, sizeof(buf)).ok());
+        if (!counted) started.fetch_add(1);
+        counted = true;
+      }
+    });
+  while (started.load() < 2) std::this_thread::yield();
+  const int64_t ipis = c("tlb.ipi");
+  for (int i = 0; i < 50; i++) {
+    ASSERT_EQ(p->madvise(a, 4 * PAGE_SIZE, MADV_DONTNEED), 0);
+    ASSERT_TRUE(p->fill(a, 1, 4 * PAGE_SIZE).ok());
+  }
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_GE(c("tlb.ipi"), ipis + 2) << "the readers' CPUs run the mm and are not lazy";
+  EXPECT_GT(c("tlb.l1_miss"), 0);
 }
 
 // ---- misses per geometry and level ----
