@@ -181,8 +181,9 @@ void choose_new_asid(TlbCpu& c, const MmTlbContext* ctx, uint64_t next_tlb_gen, 
 }
 
 void switch_mm_locked(TlbCpu& c, int cpu, MmTlbContext* next) REQUIRES(c.lock) {
-  const bool was_lazy = c.is_lazy;
+  const bool was_lazy = tlb_cpu_lazy(c, cpu);
   c.is_lazy = false;
+  c.occupant = cpu_release_count(cpu);
   int new_asid;
   bool need_flush;
   uint64_t next_tlb_gen;
@@ -225,7 +226,7 @@ void enter_lazy_tlb(TlbState* t, int cpu) {
 uint64_t tlb_loaded_ctx(TlbState* t, int cpu, bool* lazy) {
   TlbCpu& c = t->cpus[cpu];
   SpinGuard g(&c.lock, LockClass::kTlbLock);
-  if (lazy) *lazy = c.is_lazy;
+  if (lazy) *lazy = tlb_cpu_lazy(c, cpu);
   return c.loaded_ctx;
 }
 
@@ -245,7 +246,7 @@ void tlb_user_access(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
   TlbCpu& c = t->cpus[cpu];
   Stats* st = mm->stats;
   SpinGuard g(&c.lock, LockClass::kTlbLock);
-  if (c.loaded_ctx != mm->tlb_ctx.ctx_id || c.is_lazy) switch_mm_locked(c, cpu, &mm->tlb_ctx);
+  if (c.loaded_ctx != mm->tlb_ctx.ctx_id || tlb_cpu_lazy(c, cpu)) switch_mm_locked(c, cpu, &mm->tlb_ctx);
   const int asid = c.loaded_asid;
   const uint64_t now = ++c.clock;
   c.counters.lookups.fetch_add(1, std::memory_order_relaxed);

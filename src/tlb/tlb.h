@@ -103,6 +103,7 @@ struct TlbCpu {
   uint64_t loaded_ctx GUARDED_BY(lock) = 0;
   int loaded_asid GUARDED_BY(lock) = 0;
   bool is_lazy GUARDED_BY(lock) = false;
+  uint64_t occupant GUARDED_BY(lock) = 0;  // cpu_release_count when it last switched mm
   struct Ctx {
     uint64_t ctx_id = 0;
     uint64_t tlb_gen = 0;

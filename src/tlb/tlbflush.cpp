@@ -46,7 +46,7 @@ void flush_tlb_func(TlbState* t, int cpu, const FlushTlbInfo& f) {
     f.mm->cpumask.fetch_and(~(1ull << cpu), std::memory_order_acq_rel);
     return;
   }
-  if (c.is_lazy) {
+  if (tlb_cpu_lazy(c, cpu)) {
     // Lazy and still sent the IPI (page tables were freed): switch to
     // init_mm; the mm's slot catches up when the CPU comes back.
     c.loaded_ctx = 0;
@@ -74,7 +74,7 @@ void flush_tlb_func(TlbState* t, int cpu, const FlushTlbInfo& f) {
 bool should_flush_tlb(TlbState* t, int cpu, const FlushTlbInfo& f) {
   TlbCpu& c = t->cpus[cpu];
   SpinGuard g(&c.lock, LockClass::kTlbLock);
-  if (c.is_lazy) return false;
+  if (tlb_cpu_lazy(c, cpu)) return false;
   return c.loaded_ctx == f.mm->ctx_id;
 }
 

@@ -186,6 +186,30 @@ TEST_F(TlbTest, OffCountsFlushesButTracksNoCpu) {
   EXPECT_EQ(c("tlb.ipi"), 0);
 }
 
+// A thread that ran the mm and exited leaves its CPU idle, which is lazy:
+// no IPI for a flush, one when page tables are freed.
+TEST_F(TlbTest, ACpuWhoseThreadExitedIsLazy) {
+  geometry("x86-intel");
+  const uint64_t a = written(PAGE_SIZE);
+  int cpu = -1;
+  std::thread t([&] {
+    uint8_t b;
+    EXPECT_TRUE(p->read(a, &b, 1).ok());
+    cpu = smp_processor_id();
+  });
+  t.join();
+  ASSERT_NE(cpu, here());
+  ASSERT_TRUE(in_mask(cpu));
+  bool lazy = false;
+  EXPECT_EQ(tlb_loaded_ctx(tlb(), cpu, &lazy), mm()->tlb_ctx.ctx_id);
+  EXPECT_TRUE(lazy);
+  const int64_t ipis = c("tlb.ipi");
+  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, false);
+  EXPECT_EQ(c("tlb.ipi"), ipis);
+  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, true);
+  EXPECT_EQ(c("tlb.ipi"), ipis + 1);
+}
+
 // Threads of one process on their own simulated CPUs read while this one
 // zaps and refaults: every zap's flush sends IPIs to the CPUs running the
 // mm (TSan: fills, flushes and switches of the per-CPU TLBs race cleanly).
