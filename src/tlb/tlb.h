@@ -97,7 +97,7 @@ struct TlbCpuCounters {
 
 // One simulated CPU's TLB and its cpu_tlbstate.
 struct TlbCpu {
-  SpinLock lock;
+  SpinLock lock{};
   // cpu_tlbstate: the mm loaded (its ctx_id; 0 is init_mm), its ASID slot,
   // is_lazy, and the ASID slots' contexts with the tlb_gen each caught up to.
   uint64_t loaded_ctx GUARDED_BY(lock) = 0;
@@ -126,7 +126,7 @@ struct TlbState : TlbHooks {
   std::unique_ptr<TlbCpu[]> cpus;  // NR_CPUS
   // arm64's folded blocks (the PTE_CONT bits, kept beside the x86 entries):
   // the address of each folded block's first PTE and the pfn it maps.
-  SpinLock contpte_lock;
+  SpinLock contpte_lock{};
   std::unordered_map<uintptr_t, uint64_t> contpte_folded GUARDED_BY(contpte_lock);
 };
 
