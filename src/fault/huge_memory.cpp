@@ -8,13 +8,14 @@
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
 #include "mm/kernel.h"
-#include "mm/memcontrol.h"
 #include "mm/khugepaged.h"
+#include "mm/memcontrol.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "tlb/tlb.h"
 #include "trace/trace.h"
 
 namespace mmlab {
@@ -254,7 +255,7 @@ static vm_fault_t do_huge_zero_wp_pmd(VmFault* vmf) {
   ptl->assert_held();
   if (pmdp_get(vmf->pmd) == vmf->orig_pmd) {
     entry_xchg(vmf->pmd, pmd_t{0});
-    flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+    flush_pmd_tlb_range(vma, haddr, haddr + PMD_SIZE);
     map_anon_folio_pmd(folio, vmf->pmd, vma, haddr);  // the deposited table stays deposited
     folio = nullptr;
   }

@@ -18,6 +18,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -126,7 +127,7 @@ vm_fault_t hugetlb_wp(HugeFault* f) REQUIRES(f->fm, f->ptl) {
         if (pmd_uffd_wp(pte)) newpte = pmd_mkuffd_wp(newpte);
         // Break CoW or unshare: the old entry goes (and is flushed) first.
         hclear(f->pte);
-        flush_tlb_range(vma, f->address, f->address + f->h->size());
+        flush_hugetlb_tlb_range(vma, f->h->shift(), f->address, f->address + f->h->size());
         hugetlb_remove_rmap(old_folio, vma);
         hugetlb_add_new_anon_rmap(new_folio, vma, f->address);
         hset(f->pte, newpte);

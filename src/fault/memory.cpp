@@ -21,6 +21,7 @@
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -221,7 +222,7 @@ static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl) {
   Stats* st = vma->vm_mm->stats;
   pte_t entry = pte_mkyoung(vmf->orig_pte);
   entry = maybe_mkwrite(pte_mkdirty(entry), vma);
-  entry_set(vmf->pte, entry);
+  ptep_set_access_flags(vma->vm_mm, vmf->address, vmf->pte, entry);
   vmf->ptl->unlock();
   st->count(VmStat::pgreuse);
   st->count(Event::fault_wp_reuse);
@@ -372,7 +373,7 @@ static vm_fault_t handle_pte_fault(VmFault* vmf) {
     if (vmf->flags & FAULT_FLAG_WRITE) entry = pte_mkdirty(entry);
   }
   entry = pte_mkyoung(entry);
-  if (!(entry == vmf->orig_pte)) entry_set(vmf->pte, entry);
+  if (!(entry == vmf->orig_pte)) ptep_set_access_flags(vmf->vma->vm_mm, vmf->address, vmf->pte, entry);
   vmf->ptl->unlock();
   return 0;
 }

@@ -25,6 +25,7 @@
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {

@@ -41,6 +41,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {

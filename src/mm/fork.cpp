@@ -48,6 +48,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -457,7 +458,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
 
   mmap_write_unlock(mm);
   // flush_tlb_mm(oldmm): the parent's write-protected entries.
-  oldmm->stats->count(Event::tlb_flush);
+  flush_tlb_mm(oldmm);
   mmap_write_unlock(oldmm);
   return retval;
 }

@@ -18,6 +18,7 @@
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -51,7 +52,7 @@ bool is_huge_zero_pmd(PhysMem* phys, pmd_t pmd) { return pmd_present(pmd) && phy
 static void split_huge_zero_page_pmd(Vma* vma, uint64_t haddr, pmd_t* pmd) {
   Mm* mm = vma->vm_mm;
   pmd_t old = entry_xchg(pmd, pmd_t{0});
-  flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+  flush_pmd_tlb_range(vma, haddr, haddr + PMD_SIZE);
   Page* table = pgtable_trans_huge_withdraw(mm, pmd);
   auto* pte = static_cast<pte_t*>(mm->phys->page_address(table));
   pte_t entry = pte_mkspecial(pfn_pte(mm->phys->zero_pfn(), vma->vm_page_prot));
@@ -71,7 +72,7 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
   if (!vma_is_anonymous(vma)) {
     // File THP: drop the PMD mapping; PTEs are refaulted later.
     pmd_t old = entry_xchg(pmd, pmd_t{0});
-    flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+    flush_pmd_tlb_range(vma, haddr, haddr + PMD_SIZE);
     Page* page = phys->pfn_to_page(pmd_pfn(old));
     Folio* folio = page_folio(page);
     if (pmd_dirty(old)) folio_set_dirty(folio);
@@ -85,7 +86,7 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
   // leaf, then build the PTE table from the recorded bits.
   pmd_t old = pmdp_get(pmd);
   entry_set(pmd, pmd_mkinvalid(old));
-  flush_tlb_range(vma, haddr, haddr + PMD_SIZE);
+  flush_pmd_tlb_range(vma, haddr, haddr + PMD_SIZE);
   Page* page = phys->pfn_to_page(pmd_pfn(old));
   Folio* folio = page_folio(page);
   bool write = pmd_write(old), young = pmd_young(old), dirty = pmd_dirty(old);
@@ -144,7 +145,7 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
     return false;
   }
   entry_xchg(pmd, pmd_t{0});
-  flush_tlb_range(vma, addr, addr + PMD_SIZE);
+  flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
   Folio* to_put = nullptr;
   if (is_huge_zero_pmd(mm->phys, old)) {
     zap_deposited_table(mm, pmd);
@@ -197,7 +198,7 @@ long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool
     entry = pmd_mkwrite_novma(entry);
   if (!(entry == old)) {
     entry_set(pmd, entry);
-    if (pmd_write(old) && !pmd_write(entry)) flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    if (pmd_write(old) && !pmd_write(entry)) flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
   }
   ptl->unlock();
   return HPAGE_PMD_NR;
@@ -213,7 +214,7 @@ bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t*
   bool moved = false;
   if (pmd_trans_huge(old) && pmd_none(pmdp_get(new_pmd))) {
     entry_xchg(old_pmd, pmd_t{0});
-    flush_tlb_range(vma, old_addr, old_addr + PMD_SIZE);
+    flush_pmd_tlb_range(vma, old_addr, old_addr + PMD_SIZE);
     Page* table = pgtable_trans_huge_withdraw(mm, old_pmd);
     pgtable_trans_huge_deposit(mm, new_pmd, table);
     entry_set(new_pmd, old);
@@ -257,7 +258,7 @@ bool madvise_free_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t next) {
   if (pmd_young(orig) || pmd_dirty(orig)) {
     // pmdp_invalidate, then the entry comes back old and clean.
     pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
-    flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
     entry_set(pmd, pmd_mkclean(pmd_mkold(old)));
   }
   folio_mark_lazyfree(folio);
@@ -290,7 +291,7 @@ PmdDiscard unmap_huge_pmd_locked(Vma* vma, uint64_t addr, pmd_t* pmd, Folio* fol
   // pmdp_huge_clear_flush, then read the references: a GUP-fast that got in
   // first shows in the refcount; one that comes later sees the PMD cleared.
   orig = entry_xchg(pmd, pmd_t{0});
-  flush_tlb_range(vma, addr, addr + PMD_SIZE);
+  flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const int ref_count = folio_ref_count(folio);
   const int map_count = folio_mapcount(folio);

@@ -21,6 +21,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -198,7 +199,7 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
       if (HugetlbVmaInfo* vi = vma_info(hs, vma, &to_free)) vi->unmapped = true;
     }
     v = hclear(pte);
-    flush_tlb_range(vma, addr, addr + sz);
+    flush_hugetlb_tlb_range(vma, hstate_vma(vma)->shift(), addr, addr + sz);
     if (pmd_dirty(v)) folio_set_dirty(folio);
     hugetlb_count_sub(hs, mm, h->pages_per_huge_page());
     hugetlb_remove_rmap(folio, vma);
@@ -378,7 +379,7 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {
     if (stop) break;
   }
   if (cow) {
-    flush_tlb_range(src_vma, src_vma->vm_start, src_vma->vm_end);
+    flush_hugetlb_tlb_range(src_vma, hstate_vma(src_vma)->shift(), src_vma->vm_start, src_vma->vm_end);
     src->write_protect_seq.write_end();
   }
   return ret;
@@ -422,7 +423,7 @@ uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uin
     if (!dst) break;
     move_huge_pte(mm, src, dst);
   }
-  flush_tlb_range(vma, old_end - len, old_end);
+  flush_hugetlb_tlb_range(vma, hstate_vma(vma)->shift(), old_end - len, old_end);
   return len + old_addr - old_end;
 }
 
@@ -453,7 +454,7 @@ long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t 
     }
     ptl->unlock();
   }
-  if (flush) flush_tlb_range(vma, start, end);
+  if (flush) flush_hugetlb_tlb_range(vma, hstate_vma(vma)->shift(), start, end);
   return pages << h->order;
 }
 

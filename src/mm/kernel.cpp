@@ -7,7 +7,9 @@
 namespace mmlab {
 
 Kernel::Kernel()
-    : files(std::make_unique<FileTable>()), swap(std::make_unique<SwapState>()), hugetlb(std::make_unique<HugetlbState>()) {}
+    : files(std::make_unique<FileTable>()), swap(std::make_unique<SwapState>()), hugetlb(std::make_unique<HugetlbState>()) {
+  settings.tlb = &tlb;
+}
 
 Kernel::~Kernel() = default;
 

@@ -33,6 +33,8 @@ struct Kernel {
   std::unique_ptr<Stats> stats;
   std::unique_ptr<PhysMem> phys;
   Settings settings;
+  // The per-CPU TLBs (tlb/tlb.h), shared by every Mm.
+  TlbState tlb;
   std::atomic<int> next_mm_id{1};
 
   // Deferred page-table freeing (pgtable/pgtable.h), shared by every Mm.

@@ -27,6 +27,7 @@
 #include "mm/swapfile.h"
 #include "mm/vma.h"
 #include "mm/vmscan.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -197,7 +198,11 @@ int madvise_dontneed_free(Vma* vma, uint64_t start, uint64_t end, int behavior) 
   if (!madvise_dontneed_free_valid_vma(vma, start, &end, behavior)) return -EINVAL;
   if (start == end) return 0;
   if (behavior == MADV_DONTNEED || behavior == MADV_DONTNEED_LOCKED) {
-    zap_vma_range(vma, start, end);  // madvise_dontneed_single_vma
+    // madvise_dontneed_single_vma -> zap_page_range_single: its own gather.
+    MmuGather tlb;
+    tlb_gather_mmu(&tlb, vma->vm_mm);
+    zap_vma_range(vma, start, end);
+    tlb_finish_mmu(&tlb);
     return 0;
   }
   return madvise_free_single_vma(vma, start, end);

@@ -8,6 +8,7 @@
 #include "mm/mmap.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -17,6 +18,7 @@ std::unique_ptr<Mm> mm_alloc(Kernel* k) {
   int id = k->next_mm_id.fetch_add(1);
   auto mm = std::make_unique<Mm>(k, k->phys.get(), k->stats.get(), &k->deferred_tables, id);
   if (!mm->pgd) return nullptr;
+  init_new_context(&k->tlb, mm.get());
   return mm;
 }
 

@@ -24,6 +24,7 @@
 #include "mm/mmap.h"
 #include "mm/vma.h"
 #include "mm/vmdebug.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -233,7 +234,10 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
   }
   mm->total_vm.fetch_sub(pages, std::memory_order_relaxed);
 
-  // unmap_region: zap, unlink the rmap, free the page tables no VMA needs.
+  // unmap_region: zap, unlink the rmap, free the page tables no VMA needs,
+  // under one mmu_gather: one flush at the end.
+  MmuGather tlb;
+  tlb_gather_mmu(&tlb, mm);
   if (zap == MunmapZap::kZap)
     for (auto& v : gone) zap_vma_range(v.get(), v->vm_start, v->vm_end);
   for (auto& v : gone) {
@@ -241,6 +245,7 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
     unlink_anon_vmas(v.get());
   }
   free_pgtables(mm, start, end, floor, ceiling);
+  tlb_finish_mmu(&tlb);
   return 0;
 }
 
@@ -454,12 +459,17 @@ void exit_mmap(Mm* mm) {
     mmap_assert_write_locked(kv.second->vm_mm);
     vma_start_write(kv.second.get());
   }
+  // tlb_gather_mmu_fullmm: the whole address space is flushed once.
+  MmuGather tlb;
+  tlb_gather_mmu(&tlb, mm);
+  tlb.fullmm = true;
   for (auto& kv : mm->vmas) zap_vma_range(kv.second.get(), kv.second->vm_start, kv.second->vm_end);
   for (auto& kv : mm->vmas) {
     if (is_vm_hugetlb_page(kv.second.get())) hugetlb_vm_op_close(kv.second.get());  // vm_ops->close
     unlink_anon_vmas(kv.second.get());
   }
   free_pgtables(mm, 0, mm->task_size, 0, 0);
+  tlb_finish_mmu(&tlb);
   std::map<uint64_t, std::unique_ptr<Vma>> gone;
   {
     WriteGuard tree(&mm->vma_tree_lock);

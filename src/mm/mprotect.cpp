@@ -6,6 +6,7 @@
 #include "mm/memory.h"
 #include "mm/mprotect.h"
 #include "mm/swap.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -42,7 +43,7 @@ long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_
       ptent = pte_mkwrite_novma(ptent);
     if (ptent == old) continue;
     // ptep_modify_prot_start/commit: the hardware may set A/D concurrently.
-    pte_t cur = entry_xchg(pte, pte_t{0});
+    pte_t cur = ptep_get_and_clear(mm, addr, pte);
     ptent.v |= cur.v & (_PAGE_ACCESSED | _PAGE_DIRTY);
     entry_set(pte, ptent);
     if (pte_write(old) && !pte_write(ptent)) flush = true;

@@ -6,6 +6,7 @@
 #include "mm/mmap.h"
 #include "mm/mprotect.h"
 #include "mm/vma.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -77,6 +78,10 @@ int do_mprotect(Mm* mm, uint64_t start, uint64_t len, int prot) {
     uint64_t nstart = start;
     uint64_t tmp = start;
     error = 0;
+    // do_mprotect_pkey's mmu_gather: change_protection's flushes widen it,
+    // and it is flushed once after the last VMA.
+    MmuGather tlb;
+    tlb_gather_mmu(&tlb, mm);
     for (;;) {
       // Here vma->vm_start <= nstart < vma->vm_end.
       vm_flags_t newflags = calc_vm_prot_bits(prot) | (vma->vm_flags & ~VM_ACCESS_FLAGS);
@@ -98,6 +103,7 @@ int do_mprotect(Mm* mm, uint64_t start, uint64_t len, int prot) {
         break;
       }
     }
+    tlb_finish_mmu(&tlb);
   }
 out:
   mmap_write_unlock(mm);

@@ -6,6 +6,7 @@
 #include "mm/memory.h"
 #include "mm/mremap.h"
 #include "mm/swap.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {

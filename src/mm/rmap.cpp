@@ -13,6 +13,7 @@
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {

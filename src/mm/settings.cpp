@@ -124,6 +124,13 @@ constexpr TuneValueDef kCowReuseValues[] = {MMLAB_COW_REUSE_VALUES(MMLAB_VALUE_D
 constexpr TuneValueDef kCowMaxOrderValues[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}, {"4", ""},
                                                {"5", ""}, {"6", ""}, {"7", ""}, {"8", ""}};
 static_assert(std::size(kCowMaxOrderValues) == kCowMaxOrderLimit + 1);
+// In TlbGeometry's order; the capacities and their sources are in tlb/geometry.cpp.
+constexpr TuneValueDef kTlbGeometryValues[] = {
+    {"off", "no TLB model: user accesses pay one predicted branch, flushes are counted by kind"},
+    {"x86-intel", "Intel Skylake's L1 dTLB and STLB, per-size capacities"},
+    {"x86-amd", "AMD Zen 4's L1 and L2 dTLBs, with 4 x 4K PTE coalescing"},
+    {"arm64", "Arm Neoverse N1's L1 and L2 TLBs, with contpte blocks of 16 x 4K"}};
+static_assert(std::size(kTlbGeometryValues) == static_cast<size_t>(TlbGeometry::kArm64) + 1);
 constexpr TuneValueDef kKhugepagedMthpValues[] = {
     {"off", "v6.18: khugepaged and MADV_COLLAPSE collapse to the PMD order only"},
     {"on", "\"khugepaged: add mTHP collapse support\" v18: khugepaged also collapses to the enabled mTHP orders"}};
@@ -137,6 +144,12 @@ void store_index(Settings& s, size_t i) {
 template <auto Member>
 size_t show_index(const Settings& s) {
   return static_cast<size_t>((s.*Member).load());
+}
+
+void store_tlb_geometry(Settings& s, size_t i) {
+  const auto g = static_cast<TlbGeometry>(i);
+  s.tlb_geometry.store(g);
+  if (s.tlb) tlb_set_geometry(s.tlb, g);
 }
 
 struct TuneKeyDef {
@@ -161,6 +174,8 @@ constexpr TuneKeyDef kTuneKeys[] = {
      show_index<&Settings::cow_reuse>, false},
     {"khugepaged.mthp", "the mTHP collapse series (docs/VARIANTS.md)", kKhugepagedMthpValues,
      store_index<&Settings::khugepaged_mthp>, show_index<&Settings::khugepaged_mthp>, false},
+    {"tlb.geometry", "the per-CPU TLB the model keeps (docs/TLB.md)", kTlbGeometryValues, store_tlb_geometry,
+     show_index<&Settings::tlb_geometry>, false},
 };
 
 const TuneKeyDef* find_tune_key(const std::string& key) {

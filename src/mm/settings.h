@@ -11,6 +11,7 @@
 
 #include "mmlab/tune.h"
 #include "mmlab/types.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -89,6 +90,9 @@ struct Settings {
   std::atomic<CowReuse> cow_reuse{CowReuse::kPage};
   // khugepaged.mthp: "khugepaged: add mTHP collapse support" v18 (docs/VARIANTS.md).
   std::atomic<bool> khugepaged_mthp{false};
+  // tlb.geometry (docs/TLB.md); a write rebuilds the Kernel's TLB model.
+  std::atomic<TlbGeometry> tlb_geometry{TlbGeometry::kOff};
+  TlbState* tlb = nullptr;  // the Kernel's, set when it is made
 
   ThpOrderMode order_mode(unsigned order) const;
   void set_order_mode(unsigned order, ThpOrderMode m);

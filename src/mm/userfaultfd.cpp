@@ -17,6 +17,7 @@
 #include "mm/userfaultfd.h"
 #include "mm/vma.h"
 #include "pgtable/pgtable.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -44,7 +45,7 @@ long uffd_wp_pmd_range(Vma* vma, uint64_t addr, uint64_t end, bool wp) {
         pmd_t e = wp ? pmd_mkuffd_wp(pmd_wrprotect(old)) : pmd_clear_uffd_wp(old);
         if (!(e == old)) {
           entry_set(pmd, e);
-          if (pmd_write(old)) flush_tlb_range(vma, addr, addr + PMD_SIZE);
+          if (pmd_write(old)) flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
           changed = HPAGE_PMD_NR;
         }
       }

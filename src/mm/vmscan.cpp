@@ -23,6 +23,7 @@
 #include "mm/vmdebug.h"
 #include "mm/vmscan.h"
 #include "phys/frame_copy.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -322,7 +323,7 @@ bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, Cold
   if (what == ColdOrPageout::kCold && pmd_young(orig)) {
     // pmdp_invalidate, then the entry comes back old.
     pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
-    flush_tlb_range(vma, addr, addr + PMD_SIZE);
+    flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
     entry_set(pmd, pmd_mkold(old));
   }
   cold_or_pageout_folio(folio, what, list);

@@ -11,6 +11,7 @@
 #include "mm/swap.h"
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -142,6 +143,10 @@ bool table_empty(const uint64_t* t) {
   return true;
 }
 
+// Whether free_pgtables freed a table this call (the mmu_gather's
+// freed_tables, which sends the flush's IPIs to every CPU in the cpumask).
+thread_local bool freed_tables_ = false;
+
 void free_pte_table(Mm* mm, pmd_t* pmd) {
   SpinLock* ptl = pmd_lock(mm, pmd);
   ptl->assert_held();
@@ -155,12 +160,14 @@ void free_pte_table(Mm* mm, pmd_t* pmd) {
   entry_set(pmd, pmd_t{0});
   ptl->unlock();
   pgtable_free(mm, table);  // deferred: GUP-fast may still be reading it
+  freed_tables_ = true;
 }
 
 }  // namespace
 
 void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling) {
   PhysMem* phys = mm->phys;
+  freed_tables_ = false;
   for (uint64_t gaddr = round_down(start, PGDIR_SIZE); gaddr < end && gaddr < TASK_SIZE; gaddr += PGDIR_SIZE) {
     pgd_t* pgd = pgd_offset(mm, gaddr);
     pgd_t gv = pgdp_get(pgd);
@@ -181,6 +188,7 @@ void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_
         entry_set(&puds[i], pud_t{0});
         g.unlock();
         pgtable_free(mm, phys->pfn_to_page(pud_pfn(uv)));
+        freed_tables_ = true;
       }
     }
     if (span_freeable(gaddr, PGDIR_SIZE, start, end, floor, ceiling) && table_empty(reinterpret_cast<uint64_t*>(puds))) {
@@ -188,8 +196,13 @@ void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_
       entry_set(pgd, pgd_t{0});
       g.unlock();
       pgtable_free(mm, phys->pfn_to_page(pgd_pfn(gv)));
+      freed_tables_ = true;
     }
   }
+  // pte_free_tlb & co.: the gather's flush covers the freed range with
+  // freed_tables set (flushed at once when no gather is open).
+  if (freed_tables_) tlb_note_freed_table(mm, start, end);
+  freed_tables_ = false;
 }
 
 }  // namespace mmlab

@@ -37,6 +37,35 @@ struct File;
 struct Mm;
 struct DeferredTables;  // pgtable/pgtable.h
 
+// arm64's contiguous-PTE entry points (arch/arm64/mm/contpte.c) wrap the
+// table code from the TLB layer above it: set_ptes and the operations that
+// clear, write-protect or change the write bit of entries call them first
+// while `tlb.geometry arm64` is selected (as arm64's pgtable.h routes them).
+struct ContPteOps {
+  // Replaces set_ptes: unfolds what the set breaks, sets, folds what it completes.
+  void (*set_ptes)(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr);
+  // Before nr entries are cleared (get_and_clear_full_ptes, ptep_get_and_clear).
+  void (*clear)(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+  // Before nr entries lose their write bit (wrprotect_ptes, ptep_set_wrprotect).
+  void (*wrprotect)(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
+  // Before one entry is rewritten as `entry` (ptep_set_access_flags).
+  void (*set_access_flags)(Mm* mm, uint64_t addr, pte_t* ptep, pte_t entry);
+};
+
+// What the table code sees of the System's TLB model (tlb/tlb.h's TlbState
+// derives from it): the contpte wrappers while they are installed.
+struct TlbHooks {
+  std::atomic<const ContPteOps*> contpte{nullptr};
+};
+
+// The TLB model's view of an address space, which mm hands it: the
+// address-space id and x86's mm->context.tlb_gen, and mm_cpumask.
+struct MmTlbContext {
+  uint64_t ctx_id = 0;               // unique in its System, never reused; 0: none
+  std::atomic<uint64_t> tlb_gen{1};  // bumped by every flush (inc_mm_tlb_gen)
+  std::atomic<uint64_t> cpumask{0};  // one bit per simulated CPU (NR_CPUS <= 64)
+};
+
 // vm_flags (include/linux/mm.h values).
 using vm_flags_t = uint64_t;
 inline constexpr vm_flags_t VM_NONE = 0;
@@ -133,6 +162,8 @@ struct Mm {
   PhysMem* const phys;
   Stats* const stats;
   DeferredTables* const deferred_tables;  // the Kernel's, shared by all its mms
+  TlbHooks* tlb = nullptr;  // the System's TLB model (tlb/tlb.h), set by mm_alloc; nullptr: none
+  MmTlbContext tlb_ctx;
   const int mm_id;  // nonzero; used by the MM-ID mapcount slots
 
   RwSemaphore mmap_lock{LockClass::kMmapLock};

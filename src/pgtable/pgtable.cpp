@@ -120,13 +120,6 @@ void tlb_remove_table_sync_one(Mm* mm) {
   while (oldest_active_walker(k) <= epoch) std::this_thread::yield();
 }
 
-pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp) {
-  pmd_lockptr(vma->vm_mm, pmdp)->assert_held();
-  pmd_t old = entry_xchg(pmdp, pmd_t{0});
-  flush_tlb_range(vma, address, address + PMD_SIZE);
-  return old;
-}
-
 // ---- the walk down, allocating ----
 
 pud_t* pud_alloc(Mm* mm, uint64_t addr) {
@@ -239,14 +232,28 @@ pte_t* pte_offset_map_lock(Mm* mm, pmd_t* pmd, uint64_t addr, SpinLock** ptlp, i
 
 // ---- batch helpers ----
 
-void set_ptes(Mm*, uint64_t, pte_t* ptep, pte_t pte, unsigned nr) {
+void __set_ptes(pte_t* ptep, pte_t pte, unsigned nr) {
   for (unsigned i = 0; i < nr; i++) {
     entry_set(ptep + i, pte);
     pte.v += PAGE_SIZE;  // next pfn, same bits
   }
 }
 
-pte_t get_and_clear_full_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
+void set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr) {
+  if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] {
+    c->set_ptes(mm, addr, ptep, pte, nr);
+    return;
+  }
+  __set_ptes(ptep, pte, nr);
+}
+
+void ptep_set_access_flags(Mm* mm, uint64_t addr, pte_t* ptep, pte_t entry) {
+  if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->set_access_flags(mm, addr, ptep, entry);
+  entry_set(ptep, entry);
+}
+
+pte_t get_and_clear_full_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
+  if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->clear(mm, addr, ptep, nr);
   pte_t first = entry_xchg(ptep, pte_t{0});
   for (unsigned i = 1; i < nr; i++) {
     pte_t e = entry_xchg(ptep + i, pte_t{0});
@@ -255,19 +262,8 @@ pte_t get_and_clear_full_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
   return first;
 }
 
-void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
-  Stats* s = vma->vm_mm->stats;
-  s->count(Event::tlb_flush);
-  s->count(end - start > PAGE_SIZE ? VmStat::tlb_flush_range : VmStat::tlb_flush_one);
-}
-
-pte_t clear_flush_ptes(Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr) {
-  pte_t first = get_and_clear_full_ptes(vma->vm_mm, addr, ptep, nr);
-  flush_tlb_range(vma, addr, addr + nr * PAGE_SIZE);
-  return first;
-}
-
-void wrprotect_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr) {
+void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
+  if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->wrprotect(mm, addr, ptep, nr);
   for (unsigned i = 0; i < nr; i++) {
     std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel);
   }

@@ -88,13 +88,20 @@ bool pte_lock_if_unchanged(Mm* mm, pmd_t* pmd, pmd_t pmdval, SpinLock** ptlp, in
 // ---- batch helpers ----
 // Install nr consecutive PTEs mapping consecutive pfns starting at pte (set_ptes).
 void set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr);
+// The entries alone, without the contpte wrappers (arm64's __set_ptes).
+void __set_ptes(pte_t* ptep, pte_t pte, unsigned nr);
+// ptep_set_access_flags: rewrite one present entry with more access (young,
+// dirty, or the write bit a reusing fault gives); the caller flushes if needed.
+void ptep_set_access_flags(Mm* mm, uint64_t addr, pte_t* ptep, pte_t entry);
+// The wrappers installed by the TLB layer (tlb.geometry arm64), or nullptr.
+inline const ContPteOps* contpte_ops(const Mm* mm) {
+  return mm->tlb ? mm->tlb->contpte.load(std::memory_order_acquire) : nullptr;
+}
 inline void set_pte_at(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte) { set_ptes(mm, addr, ptep, pte, 1); }
 // Clear nr entries, returning the first value with the dirty/young bits of all
 // of them merged in (get_and_clear_full_ptes).
 pte_t get_and_clear_full_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
 inline pte_t ptep_get_and_clear(Mm* mm, uint64_t addr, pte_t* ptep) { return get_and_clear_full_ptes(mm, addr, ptep, 1); }
-// Clear nr entries and flush the TLB range once if any was accessible.
-pte_t clear_flush_ptes(struct Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr);
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
 // clear_young_dirty_ptes (the generic version x86 uses): the accessed bit
 // alone is cleared atomically in place (ptep_test_and_clear_young); with the
@@ -104,8 +111,8 @@ using cydp_t = unsigned;
 inline constexpr cydp_t CYDP_CLEAR_YOUNG = 1u << 0;
 inline constexpr cydp_t CYDP_CLEAR_DIRTY = 1u << 1;
 void clear_young_dirty_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr, cydp_t flags);
-// TLB flush accounting (the model has no TLB of its own yet: flushes are counted).
-void flush_tlb_range(struct Vma* vma, uint64_t start, uint64_t end);
+// The TLB flushes (flush_tlb_range, ptep_clear_flush, clear_flush_ptes,
+// pmdp_collapse_flush) are the TLB layer's, one above: tlb/tlb.h.
 
 // folio_pte_batch_flags() flags (v6.17+).
 using fpb_t = unsigned;
@@ -155,9 +162,5 @@ void pgtable_reclaim_deferred(Mm* mm);
 // walker that may have read a table entry before this call has ended (the
 // kernel's IPI to every CPU). Must not be called from inside a lockless walk.
 void tlb_remove_table_sync_one(Mm* mm);
-// pmdp_collapse_flush (mm/pgtable-generic.c): clear the PMD (a table entry)
-// and flush the range; returns the old value. PMD lock held. A GUP-fast
-// walker that read the old value sees the change at its re-check.
-pmd_t pmdp_collapse_flush(struct Vma* vma, uint64_t address, pmd_t* pmdp);
 
 }  // namespace mmlab

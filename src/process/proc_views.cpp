@@ -13,6 +13,7 @@
 #include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
 #include "process/process_internal.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -270,7 +271,7 @@ void clear_soft_dirty_vma(Vma* vma) {
         // Invalidate first (see change_huge_pmd), keeping the A/D bits the
         // hardware may set meanwhile.
         pmd_t old = entry_xchg(pmd, pmd_mkinvalid(cur));
-        flush_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
+        flush_pmd_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
         entry_set(pmd, pmd_clear_soft_dirty(pmd_wrprotect(old)));
         ptl->unlock();
         continue;

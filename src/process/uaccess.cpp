@@ -13,6 +13,7 @@
 #include "mm/mm.h"
 #include "phys/frame_copy.h"
 #include "process/process_internal.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
@@ -62,6 +63,13 @@ bool hold_frame(PhysMem* phys, pfn_t pfn, Translation* t) {
   return true;
 }
 
+// The TLB model's lookup (tlb/tlb.h): one predicted branch while
+// `tlb.geometry` is off.
+inline void tlb_lookup(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
+  if (tlb_state(mm)->geometry.load(std::memory_order_relaxed) != TlbGeometry::kOff) [[unlikely]]
+    tlb_user_access(mm, addr, size, ptep);
+}
+
 // Returns true with the frame held, false if a fault is needed.
 bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
   PhysMem* phys = mm->phys;
@@ -77,6 +85,7 @@ bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
       if (!hold_frame(phys, pud_pfn(u) + ((addr & ~PUD_MASK) >> PAGE_SHIFT), t)) continue;
       if (mark_young_dirty(pudp, u, a)) {
         t->span = PUD_SIZE - (addr & ~PUD_MASK);
+        tlb_lookup(mm, addr, kTlb1G, nullptr);
         return true;
       }
     } else {
@@ -88,6 +97,7 @@ bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
         if (!hold_frame(phys, pmd_pfn(m) + ((addr & ~PMD_MASK) >> PAGE_SHIFT), t)) continue;
         if (mark_young_dirty(pmdp, m, a)) {
           t->span = PMD_SIZE - (addr & ~PMD_MASK);
+          tlb_lookup(mm, addr, kTlb2M, nullptr);
           return true;
         }
       } else {
@@ -95,7 +105,10 @@ bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
         pte_t p = ptep_get(ptep);
         if (!entry_permits(p, a)) return false;
         if (!hold_frame(phys, pte_pfn(p), t)) continue;
-        if (mark_young_dirty(ptep, p, a)) return true;
+        if (mark_young_dirty(ptep, p, a)) {
+          tlb_lookup(mm, addr, kTlb4K, ptep);
+          return true;
+        }
       }
     }
     if (t->held) folio_put(t->held);  // the entry changed under us: walk again

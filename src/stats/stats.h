@@ -29,7 +29,8 @@ namespace mmlab {
   X(nr_foll_pin_released) X(pswpin) X(pswpout) X(thp_swpout) X(thp_swpout_fallback)   \
   X(thp_migration_success) X(thp_migration_fail) X(pgmigrate_success) X(pgmigrate_fail) \
   X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
-  X(tlb_flush_range) X(tlb_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed)
+  X(tlb_flush_range) X(tlb_flush_one) X(nr_tlb_remote_flush) X(nr_tlb_remote_flush_received) \
+  X(nr_tlb_local_flush_all) X(nr_tlb_local_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed)
 
 enum class VmStat : uint16_t {
 #define X(n) n,
@@ -85,6 +86,15 @@ enum class MthpStat : uint16_t {
   X(fork_copied_pages, "fork.copied_pages", "pages copied eagerly at fork (maybe pinned)")        \
   X(zap_pte_batches, "zap.pte_batches", "batched zap_present_ptes() runs (n > 1)")                \
   X(tlb_flush, "tlb.flush", "TLB flushes issued (one per flushed range)")                         \
+  X(tlb_flush_full, "tlb.flush_full", "flush_tlb_mm_range() calls that flush the whole address space (TLB_FLUSH_ALL or over the ceiling)") \
+  X(tlb_flush_ranged, "tlb.flush_range", "flush_tlb_mm_range() calls that flush 2 to tlb_single_page_flush_ceiling entries") \
+  X(tlb_flush_single, "tlb.flush_single", "flush_tlb_mm_range() calls that flush one entry of their stride") \
+  X(tlb_ipi, "tlb.ipi", "TLB-shootdown IPIs received by other CPUs (with a tlb.geometry)")        \
+  X(tlb_lookup, "tlb.lookup", "user loads and stores looked up in the TLB model (one per translated entry; with a tlb.geometry)") \
+  X(tlb_l1_miss, "tlb.l1_miss", "lookups that missed the L1 dTLB")                                 \
+  X(tlb_l2_miss, "tlb.l2_miss", "lookups that missed the L2 TLB too (a page walk)")                \
+  X(tlb_contpte_fold, "tlb.contpte_fold", "arm64 contiguous-PTE blocks folded (tlb.geometry arm64)") \
+  X(tlb_contpte_unfold, "tlb.contpte_unfold", "arm64 contiguous-PTE blocks unfolded (tlb.geometry arm64)") \
   X(copy_bytes, "bytes.copied", "bytes copied by CoW and fork")                                   \
   X(cow_bytes, "cow.bytes_copied", "bytes copied by write-protect faults (wp_page_copy, write and unshare)") \
   X(cow_reuse_pages, "cow.reuse_pages", "PTEs made writable in place by reusing write faults")      \

@@ -1,5 +1,6 @@
 #include "sync/cpu.h"
 
+#include <atomic>
 #include <bitset>
 #include "sync/mutex.h"
 
@@ -14,6 +15,7 @@ namespace {
 constexpr int kSharedCpu = NR_CPUS - 1;
 
 Mutex g_cpu_mutex;
+std::atomic<uint64_t> g_cpu_released[NR_CPUS];
 std::bitset<NR_CPUS> g_cpu_used GUARDED_BY(g_cpu_mutex);  // bit kSharedCpu is never set
 
 struct ThreadCpu {
@@ -33,10 +35,13 @@ struct ThreadCpu {
     if (!slot.exclusive) return;
     MutexGuard g(&g_cpu_mutex);
     g_cpu_used[slot.id] = false;
+    g_cpu_released[slot.id].fetch_add(1, std::memory_order_release);
   }
 };
 
 }  // namespace
+
+uint64_t cpu_release_count(int id) { return g_cpu_released[id].load(std::memory_order_acquire); }
 
 const CpuSlot& this_cpu() {
   thread_local ThreadCpu t;

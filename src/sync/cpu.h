@@ -17,6 +17,10 @@ struct CpuSlot {
 };
 
 const CpuSlot& this_cpu();
+// How many threads have given up CPU id `id` (exited) so far: a CPU whose
+// count moved since it last ran an mm has gone idle (the TLB model treats it
+// as lazy, as the kernel's idle task is).
+uint64_t cpu_release_count(int id);
 inline int smp_processor_id() { return this_cpu().id; }
 
 }  // namespace mmlab

@@ -37,6 +37,10 @@
 //                  |  list             tables waiting for lockless walkers)
 //                  +- zone->lock       LockClass::kZoneLock
 //                     +- pcp lock      LockClass::kPcpLock (per-CPU page lists)
+//                        +- TLB lock   LockClass::kTlbLock (one simulated CPU's
+//                                      TLB: its fills and the flushes other
+//                                      CPUs' IPIs apply; taken under any lock,
+//                                      never holding another)
 //
 //   Leaf locks that never nest with the ones above (swap, LRU, counters, the
 //   model's own bookkeeping): LockClass::kGeneric, exempt from the order check

@@ -43,6 +43,7 @@ const char* class_name(LockClass c) {
     case LockClass::kDeferredFreeLock: return "deferred_free_lock";
     case LockClass::kZoneLock: return "zone_lock";
     case LockClass::kPcpLock: return "pcp_lock";
+    case LockClass::kTlbLock: return "tlb_lock";
     case LockClass::kNrClasses: break;
   }
   return "?";

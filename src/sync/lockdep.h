@@ -25,6 +25,7 @@ enum class LockClass : uint8_t {
   kDeferredFreeLock,  // the deferred page-table free list (mmu_gather's batch)
   kZoneLock,          // zone->lock
   kPcpLock,           // per-CPU page list lock
+  kTlbLock,           // one simulated CPU's TLB (the model's; innermost)
   kNrClasses,
 };
 

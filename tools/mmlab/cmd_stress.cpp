@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "fmt/format.h"
+#include "mmlab/system.h"
 #include "mmlab/tune.h"
 #include "stress.h"
 
