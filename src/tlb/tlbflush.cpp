@@ -4,6 +4,7 @@
 // mmu_gather of zap (mm/mmu_gather.c, include/asm-generic/tlb.h).
 #include "tlb/tlb.h"
 #include "tlb/tlb_internal.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -62,9 +63,11 @@ void flush_tlb_func(TlbState* t, int cpu, const FlushTlbInfo& f) {
     for (uint64_t addr = f.start; addr < f.end; addr += 1ull << f.stride_shift)
       tlb_invalidate_addr(c, c.loaded_asid, addr);
     if (local) st->count(VmStat::nr_tlb_local_flush_one, static_cast<int64_t>(nr));
+    MM_TRACE("tlb_flush", "pages:{} reason:{}", nr, local ? "local mm shootdown (3)" : "remote shootdown (1)");
   } else {
     tlb_invalidate_asid(c, c.loaded_asid);
     if (local) st->count(VmStat::nr_tlb_local_flush_all);
+    MM_TRACE("tlb_flush", "pages:-1 reason:{}", local ? "local mm shootdown (3)" : "remote shootdown (1)");
   }
   c.ctxs[c.loaded_asid].tlb_gen = mm_tlb_gen;
 }
@@ -83,6 +86,8 @@ bool should_flush_tlb(TlbState* t, int cpu, const FlushTlbInfo& f) {
 // should_flush_tlb picks. The local CPU runs the flush itself when it is one.
 void native_flush_tlb_multi(TlbState* t, uint64_t cpumask, const FlushTlbInfo& f) {
   f.stats->count(VmStat::nr_tlb_remote_flush);
+  MM_TRACE("tlb_flush", "pages:{} reason:remote ipi send (4)",
+           f.end == TLB_FLUSH_ALL ? int64_t{-1} : static_cast<int64_t>((f.end - f.start) >> PAGE_SHIFT));
   for (int cpu = 0; cpu < NR_CPUS; cpu++) {
     if (!(cpumask & (1ull << cpu))) continue;
     if (f.freed_tables || should_flush_tlb(t, cpu, f)) flush_tlb_func(t, cpu, f);
