@@ -11,6 +11,7 @@
 
 #include "mm/file.h"
 #include "mm/hugetlb.h"
+#include "sync/rwsem.h"
 #include "mm/mm.h"
 #include "pgtable/pgtable.h"
 
@@ -72,16 +73,12 @@ bool vma_is_resv_owner(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to
 class HugetlbVmaLock {
  public:
   HugetlbVmaLock(HugetlbState* hs, const Vma* vma, bool write);
-  ~HugetlbVmaLock() { unlock(); }
-  void lock();    // again, after unlock()
-  void unlock();  // idempotent
-  HugetlbVmaLock(const HugetlbVmaLock&) = delete;
-  HugetlbVmaLock& operator=(const HugetlbVmaLock&) = delete;
+  void lock() { hold_.lock(); }      // again, after unlock()
+  void unlock() { hold_.unlock(); }  // idempotent
 
  private:
-  std::shared_ptr<HugetlbResvMap> map_;
-  bool write_;
-  bool held_ = false;
+  std::shared_ptr<HugetlbResvMap> map_;  // kept alive while held; declared first, released last
+  RwSemHold hold_;
 };
 // Threads queued on vma's hugetlb VMA lock (0 without one): for tests that
 // force an interleaving.

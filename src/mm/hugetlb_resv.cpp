@@ -125,23 +125,8 @@ std::shared_ptr<HugetlbResvMap> owner_map(HugetlbState* hs, const Vma* vma) {
 }  // namespace
 
 HugetlbVmaLock::HugetlbVmaLock(HugetlbState* hs, const Vma* vma, bool write)
-    : map_(owner_map(hs, vma)), write_(write) {
-  lock();
-}
-
-void HugetlbVmaLock::lock() NO_THREAD_SAFETY_ANALYSIS {
-  if (!map_ || held_) return;
-  if (write_) map_->rw_sema.down_write();
-  else map_->rw_sema.down_read();
-  held_ = true;
-}
-
-void HugetlbVmaLock::unlock() NO_THREAD_SAFETY_ANALYSIS {
-  if (!held_) return;
-  if (write_) map_->rw_sema.up_write();
-  else map_->rw_sema.up_read();
-  held_ = false;
-}
+    : map_(owner_map(hs, vma)),
+      hold_(map_ ? &map_->rw_sema : nullptr, write ? RwSemHold::Mode::kWrite : RwSemHold::Mode::kRead) {}
 
 int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma) {
   std::shared_ptr<HugetlbResvMap> m = owner_map(hs, vma);

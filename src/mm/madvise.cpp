@@ -403,15 +403,17 @@ int madvise_populate(Mm* mm, uint64_t start, uint64_t end, int behavior) REQUIRE
 
 }  // namespace
 
-// Opt-out for lock() and unlock(): the PTL is held exactly while pte_ is
-// not null, a member state the analysis cannot follow across calls.
-bool MadvisePteWalk::lock(uint64_t addr) NO_THREAD_SAFETY_ANALYSIS {
+// The PTL is held exactly while pte_ is not null, a member state the
+// analysis cannot follow across calls: unlock() states it (assert_held, a
+// run-time check in debug builds) before releasing.
+bool MadvisePteWalk::lock(uint64_t addr) {
   pte_ = pte_offset_map_lock(vma_->vm_mm, pmd_, addr, &ptl_);
   return pte_ != nullptr;
 }
 
-void MadvisePteWalk::unlock() NO_THREAD_SAFETY_ANALYSIS {
+void MadvisePteWalk::unlock() {
   if (!pte_) return;
+  ptl_->assert_held();
   if (flush_) flush_tlb_range(vma_, start_, end_);
   flush_ = false;
   ptl_->unlock();

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "mm/mm.h"
+#include "sync/rwsem.h"
 
 namespace mmlab {
 
@@ -48,20 +49,13 @@ inline constexpr vm_flags_t VM_SPECIAL = VM_IO | VM_DONTEXPAND | VM_PFNMAP | VM_
 
 // vma_prepare/vma_complete's rmap lock: holds av's rwsem for write (if av is
 // not null) while a VMA's range changes, so an rmap walker sees the old or the
-// new layout. Conditional locking is beyond the analysis, hence the opt-out.
+// new layout.
 class AnonVmaWriteLock {
  public:
-  explicit AnonVmaWriteLock(AnonVma* av) NO_THREAD_SAFETY_ANALYSIS : av_(av) {
-    if (av_) av_->rwsem.down_write();
-  }
-  ~AnonVmaWriteLock() NO_THREAD_SAFETY_ANALYSIS {
-    if (av_) av_->rwsem.up_write();
-  }
-  AnonVmaWriteLock(const AnonVmaWriteLock&) = delete;
-  AnonVmaWriteLock& operator=(const AnonVmaWriteLock&) = delete;
+  explicit AnonVmaWriteLock(AnonVma* av) : hold_(av ? &av->rwsem : nullptr, RwSemHold::Mode::kWrite) {}
 
  private:
-  AnonVma* av_;
+  RwSemHold hold_;
 };
 
 }  // namespace mmlab

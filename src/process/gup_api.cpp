@@ -3,6 +3,7 @@
 #include "mm/kernel.h"
 #include "mmlab/gup.h"
 #include "phys/frame_copy.h"
+#include "sync/rwsem.h"
 
 namespace mmlab {
 
@@ -121,17 +122,6 @@ void GupPages::add_refs(std::map<uint64_t, long>* refs) const {
   }
 }
 
-namespace {
-
-// The remote entry points give the caller's mmap_lock back dropped when they
-// set *locked to 0 (FOLL_UNLOCKABLE): a conditional release the analysis
-// cannot follow, so the caller's lock ends here on both paths.
-void mmap_read_unlock_if_locked(Mm* mm, int locked) RELEASE_SHARED(mm->mmap_lock) NO_THREAD_SAFETY_ANALYSIS {
-  if (locked) mmap_read_unlock(mm);
-}
-
-}  // namespace
-
 long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) {
   out->release();
   Mm* mm = p->mm();
@@ -157,11 +147,12 @@ long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, 
     case GupEntry::kPinUserPagesUnlocked: ret = pin_user_pages_unlocked(mm, start, nr_pages, pages, flags); break;
     case GupEntry::kGetUserPagesRemote:
     case GupEntry::kPinUserPagesRemote: {
+      // The caller's mmap_read_lock, which a fault may drop (*locked = 0).
+      RwSemHold hold(&mm->mmap_lock, RwSemHold::Mode::kRead);
       int locked = 1;
-      mmap_read_lock(mm);
       ret = e == GupEntry::kGetUserPagesRemote ? get_user_pages_remote(mm, start, nr_pages, flags, pages, &locked)
                                                : pin_user_pages_remote(mm, start, nr_pages, flags, pages, &locked);
-      mmap_read_unlock_if_locked(mm, locked);
+      if (!locked) hold.forget();
       break;
     }
   }

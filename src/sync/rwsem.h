@@ -84,4 +84,40 @@ class SCOPED_CAPABILITY WriteGuard {
   RwSemaphore* s_;
 };
 
+// A hold on an RwSemaphore that may not exist, or that its holder may see
+// released by someone else: the kernel's `if (anon_vma) down_write(...)`,
+// the hugetlb VMA lock only a private mapping's owner has, and a GUP caller
+// whose lock a fault dropped (*locked = 0). Whether it is held lives in a
+// member, which clang's analysis cannot follow: lock() and unlock() are
+// opted out, once, here.
+class RwSemHold {
+ public:
+  enum class Mode : uint8_t { kRead, kWrite };
+  RwSemHold(RwSemaphore* sem, Mode mode) : sem_(sem), mode_(mode) { lock(); }
+  ~RwSemHold() { unlock(); }
+  RwSemHold(const RwSemHold&) = delete;
+  RwSemHold& operator=(const RwSemHold&) = delete;
+  // Take it (again, after unlock()); nothing without a semaphore.
+  void lock() NO_THREAD_SAFETY_ANALYSIS {
+    if (!sem_ || held_) return;
+    if (mode_ == Mode::kWrite) sem_->down_write();
+    else sem_->down_read();
+    held_ = true;
+  }
+  // Release it if held (idempotent).
+  void unlock() NO_THREAD_SAFETY_ANALYSIS {
+    if (!held_) return;
+    if (mode_ == Mode::kWrite) sem_->up_write();
+    else sem_->up_read();
+    held_ = false;
+  }
+  // Someone else released it (GUP's *locked = 0): nothing left to release.
+  void forget() { held_ = false; }
+
+ private:
+  RwSemaphore* sem_;
+  Mode mode_;
+  bool held_ = false;
+};
+
 }  // namespace mmlab

@@ -11,6 +11,7 @@
 #include "tlb/tlb.h"
 
 #include "phys/phys.h"
+#include "trace/trace.h"
 
 namespace mmlab {
 namespace {
@@ -57,6 +58,7 @@ void contpte_try_unfold(Mm* mm, uint64_t addr, const pte_t* ptep) {
   TlbState* t = tlb_state(mm);
   if (!erase_fold(t, block_key(ptep, addr))) return;
   mm->stats->count(Event::tlb_contpte_unfold);
+  MM_TRACE("contpte_unfold", "address={:#x}", addr & CONT_PTE_MASK);
   contpte_convert(mm, addr);
 }
 
@@ -89,6 +91,7 @@ void contpte_try_fold(Mm* mm, uint64_t addr, const pte_t* ptep, pte_t pte) {
   if (!block_consistent(first, pfn0)) return;
   record_fold(tlb_state(mm), reinterpret_cast<uintptr_t>(first), pfn0);
   mm->stats->count(Event::tlb_contpte_fold);
+  MM_TRACE("contpte_fold", "address={:#x} pfn={:#x} via=try_fold", addr & CONT_PTE_MASK, pfn0);
   contpte_convert(mm, addr);
 }
 
@@ -113,6 +116,7 @@ void contpte_set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr
     if (((a | next | (pfn << PAGE_SHIFT)) & ~CONT_PTE_MASK) != 0) continue;
     record_fold(t, reinterpret_cast<uintptr_t>(ptep + ((a - addr) >> PAGE_SHIFT)), pfn);
     mm->stats->count(Event::tlb_contpte_fold);
+    MM_TRACE("contpte_fold", "address={:#x} pfn={:#x} via=set_ptes", a, pfn);
   }
 }
 
