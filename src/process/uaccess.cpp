@@ -29,10 +29,12 @@ bool access_error(const Vma* vma, Access a) {
 // One translation: the frame and a reference keeping it alive, and how many
 // bytes from the address on the same leaf entry maps (the rest of the page,
 // or of a PMD/PUD leaf: one folio, contiguous frames).
+// Left uninitialised (a batch of them is declared per attempt): cpu_translate
+// sets every field before its caller reads one.
 struct Translation {
-  pfn_t pfn = 0;
-  Folio* held = nullptr;  // nullptr for the zero page (never freed)
-  uint64_t span = 0;
+  pfn_t pfn;
+  Folio* held;  // nullptr for the zero page (never freed)
+  uint64_t span;
 };
 
 template <typename T>
@@ -73,6 +75,7 @@ inline void tlb_lookup(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
 // Returns true with the frame held, false if a fault is needed.
 bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
   PhysMem* phys = mm->phys;
+  t->held = nullptr;
   t->span = PAGE_SIZE - (addr & ~PAGE_MASK);
   for (int attempt = 0; attempt < 8; attempt++) {
     pgd_t g = pgdp_get(pgd_offset(mm, addr));

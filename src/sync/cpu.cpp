@@ -18,9 +18,11 @@ Mutex g_cpu_mutex;
 std::atomic<uint64_t> g_cpu_released[NR_CPUS];
 std::bitset<NR_CPUS> g_cpu_used GUARDED_BY(g_cpu_mutex);  // bit kSharedCpu is never set
 
+// Takes the slot when the thread first asks (into tls_slot) and gives it
+// back when the thread exits.
 struct ThreadCpu {
-  CpuSlot slot;
   ThreadCpu() {
+    CpuSlot& slot = cpu_detail::tls_slot;
     MutexGuard g(&g_cpu_mutex);
     for (int i = 0; i < kSharedCpu; i++) {
       if (!g_cpu_used[i]) {
@@ -32,20 +34,28 @@ struct ThreadCpu {
     slot = {kSharedCpu, false};
   }
   ~ThreadCpu() {
+    CpuSlot& slot = cpu_detail::tls_slot;
     if (!slot.exclusive) return;
     MutexGuard g(&g_cpu_mutex);
     g_cpu_used[slot.id] = false;
     g_cpu_released[slot.id].fetch_add(1, std::memory_order_release);
+    slot = {kSharedCpu, false};  // a later thread-exit destructor's updates go atomic
   }
 };
 
 }  // namespace
 
-uint64_t cpu_release_count(int id) { return g_cpu_released[id].load(std::memory_order_acquire); }
+namespace cpu_detail {
 
-const CpuSlot& this_cpu() {
+thread_local constinit CpuSlot tls_slot{-1, false};
+
+const CpuSlot& this_cpu_first() {
   thread_local ThreadCpu t;
-  return t.slot;
+  return tls_slot;
 }
+
+}  // namespace cpu_detail
+
+uint64_t cpu_release_count(int id) { return g_cpu_released[id].load(std::memory_order_acquire); }
 
 }  // namespace mmlab

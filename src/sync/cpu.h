@@ -16,7 +16,19 @@ struct CpuSlot {
   bool exclusive;  // no other live thread has this id
 };
 
-const CpuSlot& this_cpu();
+namespace cpu_detail {
+// This thread's slot once it has one (id -1 before). Constant-initialised
+// and trivially destructible, so reading it is one thread-pointer-relative
+// load: the statistics and the page lists ask for it on every fault.
+extern thread_local constinit CpuSlot tls_slot;
+const CpuSlot& this_cpu_first();  // hands the thread its slot
+}  // namespace cpu_detail
+
+inline const CpuSlot& this_cpu() {
+  if (cpu_detail::tls_slot.id >= 0) [[likely]]
+    return cpu_detail::tls_slot;
+  return cpu_detail::this_cpu_first();
+}
 // How many threads have given up CPU id `id` (exited) so far: a CPU whose
 // count moved since it last ran an mm has gone idle (the TLB model treats it
 // as lazy, as the kernel's idle task is).

@@ -9,31 +9,58 @@ namespace mmlab {
 // oldest ungranted one and the lock is compatible; granting a reader lets the
 // next ticket (if also a reader) be considered at once, so a run of queued
 // readers enters together, but a reader never overtakes a queued writer.
+//
+// The gate bit in state_ keeps that order with the fast path: it is set
+// (under m_) before a ticket waits or a writer enters, so a reader's
+// compare-and-exchange from a state without it fails from then on, and the
+// reader queues. A waiter holds its ticket from before it first waits until
+// it is granted, so with no ticket outstanding nobody can be waiting and a
+// release need not wake anyone.
+
+void RwSemaphore::update_gate() {
+  if (writer_ || queued()) state_.fetch_or(kGate, std::memory_order_seq_cst);
+  else state_.fetch_and(~kGate, std::memory_order_seq_cst);
+}
 
 void RwSemaphore::down_read() {
   lockdep_acquire(this, cls_, 0);
+  uint64_t s = state_.load(std::memory_order_relaxed);
+  while (!(s & kGate))
+    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) return;
+  down_read_slow();
+}
+
+void RwSemaphore::down_read_slow() {
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
+  update_gate();
   cv_.wait(g, [&] { return serving_ == t && !writer_; });
   serving_++;
-  readers_++;
-  cv_.notify_all();  // the next ticket may be a reader too
+  state_.fetch_add(1, std::memory_order_seq_cst);
+  update_gate();
+  if (queued()) cv_.notify_all();  // the next ticket may be a reader too
 }
 
 bool RwSemaphore::down_read_trylock() {
-  std::lock_guard<std::mutex> g(m_);
-  if (writer_ || serving_ != next_ticket_) return false;
-  next_ticket_++;
-  serving_++;
-  readers_++;
-  lockdep_acquire(this, cls_, 0, LockdepTry::kTry);
-  return true;
+  uint64_t s = state_.load(std::memory_order_relaxed);
+  while (!(s & kGate))
+    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) {
+      lockdep_acquire(this, cls_, 0, LockdepTry::kTry);
+      return true;
+    }
+  return false;
 }
 
 void RwSemaphore::up_read() {
   lockdep_release(this);
-  std::lock_guard<std::mutex> g(m_);
-  if (--readers_ == 0) cv_.notify_all();
+  const uint64_t s = state_.fetch_sub(1, std::memory_order_seq_cst);
+  // The last reader out while the gate is closed: a queued writer may be
+  // waiting for the readers to drain (it re-reads the count under m_, so
+  // taking m_ here cannot slip between its check and its wait).
+  if ((s & kGate) && (s & kReaders) == 1) {
+    std::lock_guard<std::mutex> g(m_);
+    cv_.notify_all();
+  }
 }
 
 void RwSemaphore::down_write() {
@@ -41,15 +68,23 @@ void RwSemaphore::down_write() {
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
   waiting_writers_++;
-  cv_.wait(g, [&] { return serving_ == t && !writer_ && readers_ == 0; });
+  update_gate();
+  cv_.wait(g, [&] { return serving_ == t && !writer_ && active_readers() == 0; });
   waiting_writers_--;
   serving_++;
   writer_ = true;
+  update_gate();
 }
 
 bool RwSemaphore::down_write_trylock() {
   std::lock_guard<std::mutex> g(m_);
-  if (writer_ || readers_ || serving_ != next_ticket_) return false;
+  if (writer_ || queued()) return false;
+  // Close the gate first, so that no fast reader enters after the count is read.
+  state_.fetch_or(kGate, std::memory_order_seq_cst);
+  if (active_readers() != 0) {
+    update_gate();
+    return false;
+  }
   next_ticket_++;
   serving_++;
   writer_ = true;
@@ -61,14 +96,16 @@ void RwSemaphore::up_write() {
   lockdep_release(this);
   std::lock_guard<std::mutex> g(m_);
   writer_ = false;
-  cv_.notify_all();
+  update_gate();
+  if (queued()) cv_.notify_all();
 }
 
 void RwSemaphore::downgrade_write() {
   std::lock_guard<std::mutex> g(m_);
   writer_ = false;
-  readers_++;
-  cv_.notify_all();
+  state_.fetch_add(1, std::memory_order_seq_cst);
+  update_gate();
+  if (queued()) cv_.notify_all();
 }
 
 bool RwSemaphore::is_write_locked() const {
@@ -76,10 +113,7 @@ bool RwSemaphore::is_write_locked() const {
   return writer_;
 }
 
-int RwSemaphore::nr_readers() const {
-  std::lock_guard<std::mutex> g(m_);
-  return readers_;
-}
+int RwSemaphore::nr_readers() const { return static_cast<int>(active_readers()); }
 
 int RwSemaphore::nr_waiting_writers() const {
   std::lock_guard<std::mutex> g(m_);
@@ -93,7 +127,7 @@ int RwSemaphore::nr_waiting() const {
 
 void RwSemaphore::check_held(bool write) const {
   std::lock_guard<std::mutex> g(m_);
-  if (write ? !writer_ : (readers_ == 0 && !writer_)) {
+  if (write ? !writer_ : (active_readers() == 0 && !writer_)) {
     std::fprintf(stderr, "RwSemaphore %p: %s on a semaphore not so held\n",
                  static_cast<const void*>(this), write ? "assert_write_held()" : "assert_held()");
     std::abort();

@@ -4,6 +4,7 @@
 // of faults). Consecutive waiting readers are woken together.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -49,14 +50,25 @@ class CAPABILITY("rw_semaphore") RwSemaphore {
  private:
   void check_held(bool write) const;  // aborts if not (write-)locked
 
-  // The primitive the rw_semaphore is built on (std::mutex for cv_).
+  // Readers that find the gate open enter with one compare-and-exchange on
+  // state_ and leave with one decrement, as the kernel's rwsem fast path
+  // does; the gate is closed while a writer holds the lock or any ticket
+  // waits, and then everyone goes through m_ and the ticket queue.
+  static constexpr uint64_t kGate = 1ull << 63;
+  static constexpr uint64_t kReaders = kGate - 1;  // active readers, fast and slow
+  void update_gate();  // m_ held: kGate set iff a writer holds it or a ticket waits
+  bool queued() const { return serving_ != next_ticket_; }  // m_ held: a ticket waits
+  uint64_t active_readers() const { return state_.load(std::memory_order_seq_cst) & kReaders; }
+  void down_read_slow();
+
+  std::atomic<uint64_t> state_{0};
+  // The primitive the slow path is built on (std::mutex for cv_).
   mutable std::mutex m_;
   std::condition_variable cv_;
   // Ticket queue: every waiter takes a ticket; the head ticket may proceed
   // when compatible; readers at the head proceed in a batch.
   uint64_t next_ticket_ = 0;   // protected by m_
   uint64_t serving_ = 0;       // protected by m_: lowest ticket not yet granted
-  int readers_ = 0;            // protected by m_: active readers
   bool writer_ = false;        // protected by m_: a writer holds the lock
   int waiting_writers_ = 0;    // protected by m_
   LockClass cls_;
