@@ -210,6 +210,7 @@ std::vector<uint64_t> some_pages(const Params& p, uint64_t seed) {
 void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra, bool timed,
                  const std::function<void()>& beside = {}) {
   std::vector<std::thread> t;
+  if (beside) t.emplace_back(beside);  // first: the writers race it, never get a head start
   for (size_t k = 0; k < ws->size(); k++) {
     t.emplace_back([ws, k, addr, size, extra, timed] {
       Writer& w = (*ws)[k];
@@ -220,7 +221,6 @@ void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra ex
       w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     });
   }
-  if (beside) t.emplace_back(beside);
   for (auto& th : t) th.join();
 }
 
@@ -375,6 +375,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   std::vector<uint64_t> pfn_at_fork;
   Clock::time_point exited{};
   int64_t copied_at_exit = 0;
+  bool reader_ok = true;  // snapshot's child: its reads all succeeded
   if (!forks) {
     std::vector<uint8_t> buf(PAGE_SIZE);
     for (uint64_t off = 0; off < p.size; off += PAGE_SIZE)
@@ -418,7 +419,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       beside = [&, q = kids[0], exit_sharer] {
         std::vector<uint8_t> buf(64ull << 10);
         for (uint64_t off = 0; off < p.size; off += buf.size())
-          if (!q->read(r.addr + off, buf.data(), buf.size()).ok()) ws[0].ok = false;
+          if (!q->read(r.addr + off, buf.data(), buf.size()).ok()) reader_ok = false;
         exit_sharer();
       };
     }
@@ -431,6 +432,10 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       *err = "a write failed";
       return -EFAULT;
     }
+  if (!reader_ok) {
+    *err = "the snapshot child's read failed";
+    return -EFAULT;
+  }
   if (sharer_exits) {
     out->exit_tracked = true;
     out->exited_sharer_untouched = exited_sharer_untouched(r, p, pfn_at_fork, ws[0], exited);
