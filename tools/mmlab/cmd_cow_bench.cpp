@@ -113,11 +113,14 @@ int run_cow_bench(const CowCli& o) {
   p.snapshot_writes = o.snapshot_writes ? o.snapshot_writes : (o.quick ? 5000 : 20000);
   if (o.snapshot_rate > 0) p.snapshot_rate = o.snapshot_rate;
   p.zipf_s = o.zipf_s;
-  // Every process may hold a private copy: the System needs size * (procs + 2) of RAM.
+  // Every process may hold a private copy: the System needs size * (procs + 2)
+  // of RAM, and fragmented (one child) twice size * 3.
   constexpr uint64_t kMaxRam = 64ull << 30;
-  if (p.size > kMaxRam / (p.procs + 2)) {
-    std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u needs more than the %llu GiB of simulated RAM a run may have\n",
-                 o.size.c_str(), p.procs, static_cast<unsigned long long>(kMaxRam >> 30));
+  const bool fragmented = std::any_of(ws.begin(), ws.end(), [](const cowbench::Workload* w) { return w->name == "fragmented"; });
+  if (p.size > kMaxRam / std::max(p.procs + 2, fragmented ? 6u : 0u)) {
+    std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u needs more than the %llu GiB of simulated RAM a run may have%s\n",
+                 o.size.c_str(), p.procs, static_cast<unsigned long long>(kMaxRam >> 30),
+                 fragmented ? " (fragmented needs 6 times the size)" : "");
     return 2;
   }
   const unsigned seeds = o.seeds ? o.seeds : (o.quick ? 1 : 3);

@@ -37,12 +37,15 @@ struct Run {
 
 // The mTHP sizes a column enables: c.folio_kb, and the size of a
 // cow.max_order cap, which only the CoW path then uses (a CoW copies at an
-// enabled order).
+// enabled order). khugepaged's column: PMD THP for MADV_HUGEPAGE regions
+// only, so that the faults stay at c.folio_kb until the region is advised
+// after the writes.
 void enable_sizes(System* s, const Column& c) {
   const unsigned cap_kb = c.max_order >= 2 ? 4u << c.max_order : 0;
   for (unsigned kb = 16; kb <= 2048; kb *= 2)
     (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb),
                          kb == c.folio_kb || kb == cap_kb ? "always" : "never");
+  if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
 }
 
 // fragmented's RAM is twice the others': half of it ends up in the filler's
@@ -60,9 +63,6 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented,
   System* s = r->sys.get();
   (void)s->sysfs_write("transparent_hugepage/enabled", "never");
   enable_sizes(s, c);  // the region faults in with c.folio_kb folios
-  // khugepaged's column: PMD THP for MADV_HUGEPAGE regions only, so that the
-  // faults stay at c.folio_kb until the region is advised after the writes.
-  if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
   if (int t = s->tune("cow.policy", c.policy); t < 0) {
     *err = fmt::format("tune cow.policy {}: {}", c.policy, errno_name(-t));
     return t;
