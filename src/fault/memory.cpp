@@ -270,7 +270,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) {
       if (old_folio) folio_put(old_folio);
       return VM_FAULT_HWPOISON;
     }
-    count_wp_copy_bytes(mm, PAGE_SIZE);
+    count_wp_copy_bytes(mm, new_folio, 1);
   }
   folio_set_uptodate(new_folio);
 

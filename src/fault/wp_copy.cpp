@@ -70,9 +70,22 @@ void count_wp_copy(Mm* mm, unsigned order, bool unshare) {
   mm->stats->count_cow(order, unshare ? CowStat::unshare : CowStat::copy);
 }
 
-void count_wp_copy_bytes(Mm* mm, uint64_t bytes) {
+// Read right after the copy wrote it, so the page is in cache; a page with
+// data usually stops at its first word.
+static bool frame_is_zero(const void* frame) {
+  const uint64_t* w = static_cast<const uint64_t*>(frame);
+  for (uint64_t i = 0; i < PAGE_SIZE / sizeof(uint64_t); i += 8)
+    if (w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] | w[i + 7]) return false;
+  return true;
+}
+
+void count_wp_copy_bytes(Mm* mm, const Folio* new_folio, unsigned nr) {
+  const uint64_t bytes = static_cast<uint64_t>(nr) * PAGE_SIZE;
   mm->stats->count(Event::copy_bytes, bytes);
   mm->stats->count(Event::cow_bytes, bytes);
+  unsigned zero = 0;
+  for (unsigned i = 0; i < nr; i++) zero += frame_is_zero(mm->phys->page_address(folio_page(new_folio, i))) ? 1 : 0;
+  if (zero) mm->stats->count(Event::cow_zero_subpages, zero);
 }
 
 void wp_copy_before_revalidate(Mm* mm) {
@@ -257,7 +270,7 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
       copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
     else
       copy_user_large_folio(new_folio, old_folio, old_pfn - static_cast<long>(folio_pfn(old_folio)), mm);
-    count_wp_copy_bytes(mm, nr * PAGE_SIZE);
+    count_wp_copy_bytes(mm, new_folio, nr);
   }
   folio_set_uptodate(new_folio);
 
@@ -446,7 +459,7 @@ void wp_copy_run(VmFault* vmf, Folio* new_folio, const WpRun& run) {
   }
   for (unsigned i = 0; i < run.nr(); i++)
     copy_user_page(phys, phys->page_address(folio_page(new_folio, i)), phys->pfn_address(pte_pfn(run.snap[i])));
-  count_wp_copy_bytes(mm, run.nr() * PAGE_SIZE);
+  count_wp_copy_bytes(mm, new_folio, run.nr());
 }
 
 // Under the PTE lock: every entry as snapshotted, but for the accessed bit,

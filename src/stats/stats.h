@@ -97,6 +97,7 @@ enum class MthpStat : uint16_t {
   X(tlb_contpte_unfold, "tlb.contpte_unfold", "arm64 contiguous-PTE blocks unfolded (tlb.geometry arm64)") \
   X(copy_bytes, "bytes.copied", "bytes copied by CoW and fork")                                   \
   X(cow_bytes, "cow.bytes_copied", "bytes copied by write-protect faults (wp_page_copy, write and unshare)") \
+  X(cow_zero_subpages, "cow.zero_subpages_copied", "pages write-protect faults copied whose bytes were all zero (the model's figure: the kernel copies them unexamined)") \
   X(cow_reuse_pages, "cow.reuse_pages", "PTEs made writable in place by reusing write faults")      \
   X(cow_notifier, "cow.notifier_ranges", "MMU-notifier invalidations by write-protect copies (one per copy)") \
   X(cow_direct_reclaim, "cow.alloc_direct_reclaim",                                                \

@@ -110,6 +110,35 @@ TEST_F(CowMthpTest, FixedCopyAccountsTheRunInBothProcesses) {
   checked("the child's copy");
 }
 
+// cow.zero_subpages_copied counts the copied pages whose bytes were all
+// zero, whatever the policy copies: here pages 3 and 7 of 16 are zero.
+TEST_F(CowMthpTest, ZeroSubpagesCopiedCountsAllZeroSourcePages) {
+  for (const char* pol : kPolicies) {
+    SCOPED_TRACE(pol);
+    policy(pol);
+    Process* c;
+    uint64_t a = map_aligned(k64K, k64K);
+    ASSERT_TRUE(p->fill(a, 1, k64K).ok());
+    ASSERT_TRUE(p->fill(a + 3 * PAGE_SIZE, 0, PAGE_SIZE).ok());
+    ASSERT_TRUE(p->fill(a + 7 * PAGE_SIZE, 0, PAGE_SIZE).ok());
+    ASSERT_EQ(order_at(a), 4);
+    c = p->fork("child");
+    ASSERT_NE(c, nullptr);
+    sys->reset_counters();
+    ASSERT_TRUE(c->fill(a + 5 * PAGE_SIZE, 2, 1).ok());  // a data page: 4K under base, the whole run otherwise
+    const int64_t whole = std::string(pol) == "base" ? 0 : 2;
+    EXPECT_EQ(sys->counter("cow.zero_subpages_copied"), whole);
+    if (whole == 0) {
+      ASSERT_TRUE(c->fill(a + 3 * PAGE_SIZE, 2, 1).ok());  // the zero page itself
+      EXPECT_EQ(sys->counter("cow.zero_subpages_copied"), 1);
+    }
+    expect_bytes(c, a + 3 * PAGE_SIZE + 1, PAGE_SIZE - 1, 0);
+    c->exit();
+    ASSERT_EQ(p->munmap(a, k64K), 0);
+    checked(pol);
+  }
+}
+
 // __folio_remove_rmap under CONFIG_PAGE_MAPCOUNT queues a large anon folio
 // when a removal unmaps a page while another stays PTE-mapped: the fixed
 // copy of half the folio does exactly that once the parent has zapped it.

@@ -24,6 +24,8 @@ struct CowCli {
   unsigned procs = 0, seeds = 0;
   double write_fraction = 1.0 / 32;
   bool no_latency = false;
+  uint64_t snapshot_writes = 0;
+  double snapshot_rate = 0, zipf_s = 0.99;
 };
 
 // Names from a comma list against the catalogue ("all": every one); false
@@ -66,6 +68,17 @@ std::string mib(int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b)
 void merge(cowbench::Result* into, const cowbench::Result& r) {
   into->ran = true;
   into->write_ns.insert(into->write_ns.end(), r.write_ns.begin(), r.write_ns.end());
+  into->service_ns.insert(into->service_ns.end(), r.service_ns.begin(), r.service_ns.end());
+  into->zero_subpages += r.zero_subpages;
+  into->exit_tracked = r.exit_tracked;
+  into->exited_sharer_untouched += r.exited_sharer_untouched;
+  into->copied_after_exit += r.copied_after_exit;
+  into->filler_pages += r.filler_pages;
+  into->anon_fault_fallback += r.anon_fault_fallback;
+  into->thp_fault_fallback += r.thp_fault_fallback;
+  into->wp_fault_fallback += r.wp_fault_fallback;
+  into->anon_fault_alloc += r.anon_fault_alloc;
+  into->wp_fault_alloc += r.wp_fault_alloc;
   into->elapsed_s += r.elapsed_s;
   into->child_kbps_mean += r.child_kbps_mean;
   into->child_kbps_sum += r.child_kbps_sum;
@@ -97,11 +110,17 @@ int run_cow_bench(const CowCli& o) {
   p.procs = o.procs ? o.procs : (o.quick ? 2 : 4);
   p.write_fraction = o.write_fraction;
   p.time_writes = !o.no_latency;
-  // Every process may hold a private copy: the System needs size * (procs + 2) of RAM.
+  p.snapshot_writes = o.snapshot_writes ? o.snapshot_writes : (o.quick ? 5000 : 20000);
+  if (o.snapshot_rate > 0) p.snapshot_rate = o.snapshot_rate;
+  p.zipf_s = o.zipf_s;
+  // Every process may hold a private copy: the System needs size * (procs + 2)
+  // of RAM, and fragmented (one child) twice size * 3.
   constexpr uint64_t kMaxRam = 64ull << 30;
-  if (p.size > kMaxRam / (p.procs + 2)) {
-    std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u needs more than the %llu GiB of simulated RAM a run may have\n",
-                 o.size.c_str(), p.procs, static_cast<unsigned long long>(kMaxRam >> 30));
+  const bool fragmented = std::any_of(ws.begin(), ws.end(), [](const cowbench::Workload* w) { return w->name == "fragmented"; });
+  if (p.size > kMaxRam / std::max(p.procs + 2, fragmented ? 6u : 0u)) {
+    std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u needs more than the %llu GiB of simulated RAM a run may have%s\n",
+                 o.size.c_str(), p.procs, static_cast<unsigned long long>(kMaxRam >> 30),
+                 fragmented ? " (fragmented needs 6 times the size)" : "");
     return 2;
   }
   const unsigned seeds = o.seeds ? o.seeds : (o.quick ? 1 : 3);
@@ -119,15 +138,34 @@ int run_cow_bench(const CowCli& o) {
                       "Latency: each 4K page write the workload makes after the fork (or after the zero-page read), "
                       "fault included, measured time on this machine (only ratios between columns transfer to a kernel). "
                       "Copied: by CoW faults and by MADV_COLLAPSE. Waste: bytes copied that the copying processes never wrote "
-                      "afterwards. Every run ends with the invariant checker.\n",
-                      p.size >> 20, p.procs, p.write_fraction, seeds));
-  rep.json["params"] = {{"size", p.size}, {"procs", p.procs}, {"write_fraction", p.write_fraction}, {"seeds", seeds}};
+                      "afterwards; zero pages copied: copied pages whose bytes were all zero (cow.zero_subpages_copied); "
+                      "exited-sharer untouched (fork-exec, snapshot): the parent's copied pages it had not begun to write "
+                      "when the sharer's exit returned. snapshot: {} 64-byte writes, Poisson arrivals at {:.0f}/s, "
+                      "Zipf s={:.2f} over the pages; its latency runs from each write's scheduled time (coordinated "
+                      "omission corrected), its service time from the write's start. Every run ends with the invariant "
+                      "checker.\n",
+                      p.size >> 20, p.procs, p.write_fraction, seeds, p.snapshot_writes, p.snapshot_rate, p.zipf_s));
+  rep.json["params"] = {{"size", p.size},
+                        {"procs", p.procs},
+                        {"write_fraction", p.write_fraction},
+                        {"seeds", seeds},
+                        {"snapshot_writes", p.snapshot_writes},
+                        {"snapshot_rate", p.snapshot_rate},
+                        {"zipf_s", p.zipf_s}};
   for (const cowbench::Workload* w : ws) {
     rep.add(fmt::format("\n## {}: {}\n\n", w->name, w->what));
-    rep.add("| column | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | CoW copies | reuses | copied MiB | copied never "
-            "written MiB | peak RSS MiB | collapses | warnings | violations |");
-    rep.add(w->name == "usemem" ? " KB/s per child | vs base |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-                                : "\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    const bool usemem = w->name == "usemem", snapshot = w->name == "snapshot", frag = w->name == "fragmented";
+    const bool exits = w->name == "fork-exec" || snapshot;
+    rep.add(fmt::format("| column | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs |{} CoW copies | reuses | copied MiB | "
+                        "copied never written MiB | zero pages copied |{} peak RSS MiB | collapses | warnings | violations |",
+                        snapshot ? " service p50 µs | service p99 µs | service max µs |" : "",
+                        exits ? " exited-sharer untouched MiB | copied after exit MiB |" : ""));
+    if (usemem) rep.add(" KB/s per child | vs base |");
+    if (frag) rep.add(" anon_fault_fallback | anon_fault_alloc | wp_fault_fallback | wp_fault_alloc | thp_fault_fallback |");
+    const int ncols = 14 + (snapshot ? 3 : 0) + (exits ? 2 : 0) + (usemem ? 2 : 0) + (frag ? 5 : 0);
+    rep.add("\n|---|");
+    for (int i = 1; i < ncols; i++) rep.add("---:|");
+    rep.add("\n");
     Plot cdf;
     cdf.file = "cow-" + w->name + "-latency";
     cdf.title = fmt::format("cow-bench {}: page-write latency percentiles", w->name);
@@ -182,10 +220,18 @@ int run_cow_bench(const CowCli& o) {
       for (size_t i = 0; i < us.size(); i++)
         lat += all.write_ns.empty() ? std::string(" - |")
                                     : fmt::format(" {:.{}f} |", us[i], i + 1 < us.size() ? 2 : 1);
-      rep.add(fmt::format("| {} |{} {} | {} | {} | {} | {} | {} | {} | {} |", c->name, lat, all.wp_copy / seeds,
-                          all.wp_reuse / seeds,
-                          mib(all.bytes_copied / seeds), mib(all.waste() / seeds), mib(all.rss_peak), all.collapses / seeds,
-                          all.warnings, all.violations));
+      std::string service;
+      if (snapshot)
+        for (double q : {0.5, 0.99, 1.0}) service += fmt::format(" {:.2f} |", pct(all.service_ns, q) / 1000);
+      rep.add(fmt::format("| {} |{}{} {} | {} | {} | {} | {} |", c->name, lat, service, all.wp_copy / seeds,
+                          all.wp_reuse / seeds, mib(all.bytes_copied / seeds), mib(all.waste() / seeds),
+                          all.zero_subpages / seeds));
+      if (exits)
+        rep.add(fmt::format(" {} | {} |", mib(all.exited_sharer_untouched / seeds), mib(all.copied_after_exit / seeds)));
+      rep.add(fmt::format(" {} | {} | {} | {} |", mib(all.rss_peak), all.collapses / seeds, all.warnings, all.violations));
+      if (frag)
+        rep.add(fmt::format(" {} | {} | {} | {} | {} |", all.anon_fault_fallback / seeds, all.anon_fault_alloc / seeds,
+                            all.wp_fault_fallback / seeds, all.wp_fault_alloc / seeds, all.thp_fault_fallback / seeds));
       if (w->name == "usemem") {
         const double kbps = all.child_kbps_mean / n;
         if (c->name == "base") base_kbps = kbps;
@@ -215,7 +261,23 @@ int run_cow_bench(const CowCli& o) {
           {"child_kbps_sum", all.child_kbps_sum / n},
           {"elapsed_s", all.elapsed_s / n},
           {"khugepaged_ms", all.khugepaged_ms / n},
-          {"khugepaged_mmap_write_ms", all.mmap_write_ms / n}};
+          {"khugepaged_mmap_write_ms", all.mmap_write_ms / n},
+          {"zero_subpages_copied", all.zero_subpages / seeds},
+          {"anon_fault_fallback", all.anon_fault_fallback / seeds},
+          {"anon_fault_alloc", all.anon_fault_alloc / seeds},
+          {"wp_fault_fallback", all.wp_fault_fallback / seeds},
+          {"wp_fault_alloc", all.wp_fault_alloc / seeds},
+          {"thp_fault_fallback", all.thp_fault_fallback / seeds}};
+      auto& j = rep.json["workloads"][w->name][c->name];
+      if (exits) {
+        j["exited_sharer_untouched"] = all.exited_sharer_untouched / seeds;
+        j["copied_after_exit"] = all.copied_after_exit / seeds;
+      }
+      if (snapshot)
+        j["service_us"] = {{"p50", pct(all.service_ns, 0.5) / 1000},
+                           {"p99", pct(all.service_ns, 0.99) / 1000},
+                           {"max", pct(all.service_ns, 1.0) / 1000}};
+      if (frag) j["filler_pages"] = all.filler_pages / seeds;
       if (c->extra == cowbench::Extra::kKhugepaged)
         rep.add(fmt::format("\n{}: khugepaged spent {:.2f} ms in collapse_huge_page(), {:.2f} ms of it holding "
                             "mmap_lock for write (per seed).\n",
@@ -226,8 +288,7 @@ int run_cow_bench(const CowCli& o) {
               "ratios, never the absolute KB/s.\n");
     if (!cdf.series.empty()) rep.plots.push_back(cdf);
   }
-  rep.add("\nNot measured yet: the TLB (misses, reach, flushes and IPIs), PSS, the zero-subpage and exited-sharer "
-          "waste figures, the snapshot and fragmented workloads (docs/COW_BENCH.md).\n");
+  rep.add("\nNot measured yet: the TLB (misses, reach, flushes and IPIs) and PSS (docs/COW_BENCH.md).\n");
   return write_report(rep, o.out);
 }
 
@@ -237,13 +298,20 @@ void add_cow_bench(CLI::App& app) {
   auto o = std::make_shared<CowCli>();
   auto* sub = app.add_subcommand("cow-bench", "CoW latency, waste and RSS per workload and CoW policy (docs/COW_BENCH.md)");
   sub->add_flag("--quick", o->quick, "a 16 MiB region, 2 children, one seed: a run under a minute");
-  sub->add_option("--workload", o->workloads, "all, or a comma list of usemem, cow-rand, fork-exec, prefork, read-then-write");
+  sub->add_option("--workload", o->workloads,
+                  "all, or a comma list of usemem, cow-rand, fork-exec, prefork, read-then-write, snapshot, fragmented");
   sub->add_option("--column", o->cols, "all, or a comma list of the columns (docs/COW_BENCH.md)");
   sub->add_option("--size", o->size, "the region (a multiple of 2M; default 64M, 16M with --quick)");
   sub->add_option("--procs", o->procs, "children of usemem and prefork (default 4, 2 with --quick)")->check(CLI::Range(1, 64));
   sub->add_option("--seeds", o->seeds, "seeds per column (default 3, 1 with --quick)")->check(CLI::Range(1, 100));
   sub->add_option("--write-fraction", o->write_fraction, "the share of pages cow-rand and prefork write (default 1/32)")
       ->check(CLI::Range(0.0001, 1.0));
+  sub->add_option("--snapshot-writes", o->snapshot_writes, "snapshot: writes in the stream (default 20000, 5000 with --quick)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{10000000}));
+  sub->add_option("--snapshot-rate", o->snapshot_rate, "snapshot: mean arrival rate, writes per second (default 100000)")
+      ->check(CLI::Range(1.0, 1e8));
+  sub->add_option("--zipf", o->zipf_s, "snapshot: the Zipf exponent of page popularity (default 0.99)")
+      ->check(CLI::Range(0.0, 5.0));
   sub->add_flag("--no-latency", o->no_latency,
                 "time each writer as a whole, not each page write: the run that shows the latency instrumentation "
                 "does not move the throughput ratios");

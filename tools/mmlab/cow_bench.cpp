@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -31,9 +35,25 @@ struct Run {
   uint64_t addr = 0;
 };
 
-int set_up(const Column& c, const Params& p, unsigned nr_procs, Run* r, std::string* err) {
+// The mTHP sizes a column enables: c.folio_kb, and the size of a
+// cow.max_order cap, which only the CoW path then uses (a CoW copies at an
+// enabled order). khugepaged's column: PMD THP for MADV_HUGEPAGE regions
+// only, so that the faults stay at c.folio_kb until the region is advised
+// after the writes.
+void enable_sizes(System* s, const Column& c) {
+  const unsigned cap_kb = c.max_order >= 2 ? 4u << c.max_order : 0;
+  for (unsigned kb = 16; kb <= 2048; kb *= 2)
+    (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb),
+                         kb == c.folio_kb || kb == cap_kb ? "always" : "never");
+  if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
+}
+
+// fragmented's RAM is twice the others': half of it ends up in the filler's
+// order-0 holes, which are what the workload then allocates from.
+int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented, Run* r, std::string* err) {
   SystemConfig cfg;
-  cfg.ram_bytes = ((p.size * (nr_procs + 2) + (256ull << 20)) + (4ull << 20) - 1) & ~((4ull << 20) - 1);
+  const uint64_t need = fragmented ? 2 * p.size * (nr_procs + 2) + (64ull << 20) : p.size * (nr_procs + 2) + (256ull << 20);
+  cfg.ram_bytes = (need + (4ull << 20) - 1) & ~((4ull << 20) - 1);
   int e = 0;
   r->sys = System::create(cfg, &e);
   if (!r->sys) {
@@ -42,16 +62,7 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, Run* r, std::str
   }
   System* s = r->sys.get();
   (void)s->sysfs_write("transparent_hugepage/enabled", "never");
-  // The region faults in with c.folio_kb folios (the largest size enabled);
-  // a cow.max_order cap also enables the size of that order, which only the
-  // CoW path then uses (a CoW copies at an enabled order).
-  const unsigned cap_kb = c.max_order >= 2 ? 4u << c.max_order : 0;
-  for (unsigned kb = 16; kb <= 2048; kb *= 2)
-    (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb),
-                         kb == c.folio_kb || kb == cap_kb ? "always" : "never");
-  // khugepaged's column: PMD THP for MADV_HUGEPAGE regions only, so that the
-  // faults stay at c.folio_kb until the region is advised after the writes.
-  if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
+  enable_sizes(s, c);  // the region faults in with c.folio_kb folios
   if (int t = s->tune("cow.policy", c.policy); t < 0) {
     *err = fmt::format("tune cow.policy {}: {}", c.policy, errno_name(-t));
     return t;
@@ -69,25 +80,112 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, Run* r, std::str
   return 0;
 }
 
-// The parent's memory before the fork: every page written (usemem's
-// --prefault writes too: MAP_POPULATE of a writable private mapping faults
-// every page in for write).
-bool prefault(Run* r, const Params& p, uint8_t byte) { return r->parent->fill(r->addr, byte, p.size).ok(); }
+// The parent's memory before the fork: every page written (the data a
+// process has), or for usemem populated as its --prefault does it
+// (MAP_POPULATE of a writable private mapping: zero-filled folios faulted in
+// for write, so its children's CoW copies zeroes).
+bool prefault(Run* r, const Params& p, uint8_t byte, bool populate) {
+  if (populate) return r->parent->madvise(r->addr, p.size, MADV_POPULATE_WRITE) == 0;
+  return r->parent->fill(r->addr, byte, p.size).ok();
+}
 
-// Write the pages `which` (indices) with `byte`, timing each (ns == nullptr: none).
-bool write_pages(Process* q, uint64_t addr, const std::vector<uint64_t>& which, uint8_t byte, std::vector<double>* ns) {
-  if (!ns) {
-    for (uint64_t i : which)
-      if (!q->fill(addr + i * PAGE_SIZE, byte, PAGE_SIZE).ok()) return false;
-    return true;
-  }
-  ns->reserve(ns->size() + which.size());
-  for (uint64_t i : which) {
+struct Writer {
+  Process* proc = nullptr;
+  std::vector<uint64_t> pages;     // the page of each write, in order
+  std::vector<double> due_ns;      // snapshot: each write's scheduled time from the start (empty: back to back, 4K each)
+  std::vector<uint16_t> offs;      // snapshot: each 64-byte write's offset in its page
+  bool track_starts = false;       // record each write's start (the exited-sharer waste needs them)
+  std::vector<double> ns, service_ns;
+  std::vector<Clock::time_point> starts;
+  double seconds = 0;
+  bool ok = true;
+};
+
+Writer writer(Process* q, std::vector<uint64_t> pages) {
+  Writer w;
+  w.proc = q;
+  w.pages = std::move(pages);
+  return w;
+}
+
+// Every page of w.pages written whole with `byte`, back to back, each timed
+// unless !timed.
+bool write_pages(Writer* w, uint64_t addr, uint8_t byte, bool timed) {
+  if (timed) w->ns.reserve(w->pages.size());
+  for (uint64_t i : w->pages) {
     const auto t0 = Clock::now();
-    if (!q->fill(addr + i * PAGE_SIZE, byte, PAGE_SIZE).ok()) return false;
-    ns->push_back(ns_between(t0, Clock::now()));
+    if (w->track_starts) w->starts.push_back(t0);
+    if (!w->proc->fill(addr + i * PAGE_SIZE, byte, PAGE_SIZE).ok()) return false;
+    if (timed) w->ns.push_back(ns_between(t0, Clock::now()));
   }
   return true;
+}
+
+// The open-loop stream: write i waits for its scheduled time (spinning: the
+// arrivals are microseconds apart), and its latency runs from that time, so
+// a write queued behind a slow one counts its wait (coordinated omission
+// corrected); its service time runs from its actual start.
+bool write_scheduled(Writer* w, uint64_t addr, uint8_t byte) {
+  uint8_t buf[64];
+  std::memset(buf, byte, sizeof(buf));
+  w->ns.reserve(w->pages.size());
+  w->service_ns.reserve(w->pages.size());
+  const auto epoch = Clock::now();
+  for (size_t i = 0; i < w->pages.size(); i++) {
+    const auto due = epoch + std::chrono::nanoseconds(static_cast<int64_t>(w->due_ns[i]));
+    while (Clock::now() < due) {
+    }
+    const auto t0 = Clock::now();
+    w->starts.push_back(t0);
+    if (!w->proc->write(addr + w->pages[i] * PAGE_SIZE + w->offs[i], buf, sizeof(buf)).ok()) return false;
+    const auto t1 = Clock::now();
+    w->ns.push_back(ns_between(due, t1));
+    w->service_ns.push_back(ns_between(t0, t1));
+  }
+  return true;
+}
+
+// Page popularity by Zipf's law (rank r weighs 1/r^s) over the pages in a
+// seeded random order, so that the hot pages are scattered over the region
+// as a hash table's are; sampled by inverting the CDF.
+class ZipfPages {
+ public:
+  ZipfPages(uint64_t n, double s, uint64_t seed) : cdf_(n), page_(n), rng_(seed) {
+    double sum = 0;
+    for (uint64_t r = 0; r < n; r++) cdf_[r] = sum += 1.0 / std::pow(static_cast<double>(r + 1), s);
+    for (double& x : cdf_) x /= sum;
+    std::iota(page_.begin(), page_.end(), uint64_t{0});
+    std::shuffle(page_.begin(), page_.end(), rng_);
+  }
+  uint64_t next() {
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    const size_t r = static_cast<size_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+    return page_[std::min(r, page_.size() - 1)];
+  }
+  std::mt19937_64& rng() { return rng_; }
+
+ private:
+  std::vector<double> cdf_;
+  std::vector<uint64_t> page_;
+  std::mt19937_64 rng_;
+};
+
+// snapshot's trace, made before the run from the seed alone: Poisson
+// arrivals at p.snapshot_rate, Zipfian pages, 64-byte-aligned offsets.
+Writer snapshot_writer(Process* q, const Params& p) {
+  Writer w;
+  w.proc = q;
+  ZipfPages z(p.size / PAGE_SIZE, p.zipf_s, p.seed * 104729);
+  double t = 0;
+  for (uint64_t i = 0; i < p.snapshot_writes; i++) {
+    const double u = static_cast<double>(z.rng()() >> 11) * 0x1.0p-53;
+    t += -std::log1p(-u) / p.snapshot_rate * 1e9;
+    w.due_ns.push_back(t);
+    w.pages.push_back(z.next());
+    w.offs.push_back(static_cast<uint16_t>((z.rng()() % (PAGE_SIZE / 64)) * 64));
+  }
+  w.track_starts = true;
+  return w;
 }
 
 std::vector<uint64_t> all_pages(const Params& p) {
@@ -106,36 +204,107 @@ std::vector<uint64_t> some_pages(const Params& p, uint64_t seed) {
   return v;
 }
 
-struct Writer {
-  Process* proc = nullptr;
-  std::vector<uint64_t> pages;
-  std::vector<double> ns;
-  double seconds = 0;
-  bool ok = true;
-};
-
-// Each writer on its own thread, all at once, as forked children run; with
-// kCollapseAfterFork each first collapses the region (MADV_COLLAPSE).
-void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra, bool timed) {
+// Each writer on its own thread, all at once, as forked children run, and
+// `beside` (if any) on one more (a sharer's exec or BGSAVE); with
+// kCollapseAfterFork each writer first collapses the region (MADV_COLLAPSE).
+void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra, bool timed,
+                 const std::function<void()>& beside = {}) {
   std::vector<std::thread> t;
+  if (beside) t.emplace_back(beside);  // first: the writers race it, never get a head start
   for (size_t k = 0; k < ws->size(); k++) {
     t.emplace_back([ws, k, addr, size, extra, timed] {
       Writer& w = (*ws)[k];
       const auto t0 = Clock::now();  // the collapse is the writer's time too
       if (extra == Extra::kCollapseAfterFork) (void)w.proc->madvise(addr, size, MADV_COLLAPSE);
-      w.ok = write_pages(w.proc, addr, w.pages, static_cast<uint8_t>(0x40 + k), timed ? &w.ns : nullptr);
+      const auto byte = static_cast<uint8_t>(0x40 + k);
+      w.ok = w.due_ns.empty() ? write_pages(&w, addr, byte, timed) : write_scheduled(&w, addr, byte);
       w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     });
   }
   for (auto& th : t) th.join();
 }
 
+int64_t distinct_pages(const std::vector<uint64_t>& pages) {
+  std::vector<uint64_t> v = pages;
+  std::sort(v.begin(), v.end());
+  return std::unique(v.begin(), v.end()) - v.begin();
+}
+
 void account(Run* r, const std::vector<Writer>& ws, Result* out) {
   for (const Writer& w : ws) {
     out->write_ns.insert(out->write_ns.end(), w.ns.begin(), w.ns.end());
-    out->bytes_written += static_cast<int64_t>(w.pages.size() * PAGE_SIZE);
+    out->service_ns.insert(out->service_ns.end(), w.service_ns.begin(), w.service_ns.end());
+    out->bytes_written += distinct_pages(w.pages) * static_cast<int64_t>(PAGE_SIZE);
   }
-  for (Process* q : r->sys->processes()) out->rss_peak += q->rss_anon();
+  for (Process* q : r->sys->processes())
+    if (q->name() != "filler") out->rss_peak += q->rss_anon();
+}
+
+// The frame behind each page of the parent's region.
+std::vector<uint64_t> region_pfns(Process* q, uint64_t addr, uint64_t size) {
+  std::vector<uint64_t> v(size / PAGE_SIZE);
+  for (uint64_t i = 0; i < v.size(); i++) v[i] = q->page_info(addr + i * PAGE_SIZE).pfn;
+  return v;
+}
+
+// The parent's pages whose frame changed since the fork (they were copied)
+// and that the parent had not begun to write when the sharer's exit returned
+// at `exited`: copied for a sharer that went away before the copy was used.
+int64_t exited_sharer_untouched(const Run& r, const Params& p, const std::vector<uint64_t>& pfn_at_fork,
+                                const Writer& parent, Clock::time_point exited) {
+  std::vector<bool> touched(pfn_at_fork.size());
+  for (size_t j = 0; j < parent.pages.size() && j < parent.starts.size(); j++)
+    if (parent.starts[j] < exited) touched[parent.pages[j]] = true;
+  const std::vector<uint64_t> now = region_pfns(r.parent, r.addr, p.size);
+  int64_t n = 0;
+  for (size_t i = 0; i < now.size(); i++) n += now[i] != pfn_at_fork[i] && !touched[i] ? 1 : 0;
+  return n * static_cast<int64_t>(PAGE_SIZE);
+}
+
+// fragmented: a filler process faults nearly all free memory at 4K, then
+// drops (MADV_DONTNEED) its pages on even frames, so that no two free frames
+// are buddies and the only free blocks above order 0 are in the reserve it
+// leaves; it stays alive. The column's sizes are enabled again afterwards.
+int fragment(Run* r, const Column& c, Result* out, std::string* err) {
+  System* s = r->sys.get();
+  for (unsigned kb = 16; kb <= 2048; kb *= 2)
+    (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb), "never");
+  Process* f = s->new_process("filler");
+  constexpr uint64_t kReserve = 1ull << 20, kChunk = 64ull << 10;
+  const uint64_t len = s->nr_free_pages() * PAGE_SIZE & ~(PMD_SIZE - 1);
+  const long a = f->mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (a < 0) {
+    *err = fmt::format("filler mmap: {}", errno_name(static_cast<int>(-a)));
+    return static_cast<int>(a);
+  }
+  const auto base = static_cast<uint64_t>(a);
+  uint64_t filled = 0;
+  while (filled + kChunk <= len && s->nr_free_pages() * PAGE_SIZE > kReserve + kChunk) {
+    if (!f->fill(base + filled, 0x33, kChunk).ok()) {
+      *err = "the filler's fault failed";
+      return -ENOMEM;
+    }
+    filled += kChunk;
+  }
+  for (uint64_t off = 0; off < filled; off += PAGE_SIZE) {
+    if (f->page_info(base + off).pfn % 2) {
+      out->filler_pages++;
+      continue;
+    }
+    if (int e = f->madvise(base + off, PAGE_SIZE, MADV_DONTNEED); e < 0) {
+      *err = fmt::format("filler MADV_DONTNEED: {}", errno_name(-e));
+      return e;
+    }
+  }
+  enable_sizes(s, c);
+  return 0;
+}
+
+// A statistic summed over every mTHP size.
+int64_t mthp_sum(const System* s, const char* name) {
+  int64_t n = 0;
+  for (unsigned order = 2; order <= PMD_ORDER; order++) n += std::max<int64_t>(0, s->mthp_stat(order, name));
+  return n;
 }
 
 }  // namespace
@@ -167,6 +336,9 @@ const std::vector<Workload>& workloads() {
       {"fork-exec", "a child that exits right after fork while the parent writes every page"},
       {"prefork", "K long-lived children, each writing a random share of the pages"},
       {"read-then-write", "no fork: every page read (the zero page), then written"},
+      {"snapshot", "Redis BGSAVE: the parent serves an open-loop Zipfian stream of 64-byte writes while a child reads "
+                   "the region once and exits"},
+      {"fragmented", "cow-rand on memory a live filler process left in 4K holes: large allocations fall back"},
   };
   return v;
 }
@@ -174,6 +346,8 @@ const std::vector<Workload>& workloads() {
 int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {
   *out = Result{};
   const bool forks = w.name != "read-then-write";
+  // The workloads whose one child goes away while the parent writes.
+  const bool sharer_exits = w.name == "fork-exec" || w.name == "snapshot";
   if (c.extra == Extra::kDontfork && w.name != "fork-exec") {
     out->not_run = "the children use the region";
     return 0;
@@ -183,14 +357,25 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     return 0;
   }
   const unsigned nr_children = (w.name == "usemem" || w.name == "prefork") ? p.procs : forks ? 1 : 0;
+  const bool fragmented = w.name == "fragmented";
   Run r;
-  if (int e = set_up(c, p, nr_children, &r, err); e < 0) return e;
+  if (int e = set_up(c, p, nr_children, fragmented, &r, err); e < 0) return e;
   System* s = r.sys.get();
+  if (fragmented)
+    if (int e = fragment(&r, c, out, err); e < 0) return e;
   auto copied = [s] { return s->counter("cow.bytes_copied") + s->counter("collapse.bytes_copied"); };
   const int64_t copy0 = copied(), wpc0 = s->counter("fault.wp_copy"),
                 reu0 = s->counter("fault.wp_reuse"), anon0 = s->counter("fault.anon"), zero0 = s->counter("fault.zero"),
-                col0 = s->counter("collapse.success");
+                col0 = s->counter("collapse.success"), zsub0 = s->counter("cow.zero_subpages_copied"),
+                afb0 = mthp_sum(s, "anon_fault_fallback"), thfb0 = s->vmstat("thp_fault_fallback"),
+                wpfb0 = mthp_sum(s, "wp_fault_fallback"), afa0 = mthp_sum(s, "anon_fault_alloc"),
+                wpa0 = mthp_sum(s, "wp_fault_alloc");
   std::vector<Writer> ws;
+  std::function<void()> beside;
+  std::vector<uint64_t> pfn_at_fork;
+  Clock::time_point exited{};
+  int64_t copied_at_exit = 0;
+  bool reader_ok = true;  // snapshot's child: its reads all succeeded
   if (!forks) {
     std::vector<uint8_t> buf(PAGE_SIZE);
     for (uint64_t off = 0; off < p.size; off += PAGE_SIZE)
@@ -198,9 +383,9 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
         *err = "read fault failed";
         return -EFAULT;
       }
-    ws.push_back({r.parent, all_pages(p), {}, 0, true});
+    ws.push_back(writer(r.parent, all_pages(p)));
   } else {
-    if (!prefault(&r, p, 0x11)) {
+    if (!prefault(&r, p, 0x11, w.name == "usemem")) {
       *err = "prefault failed";
       return -ENOMEM;
     }
@@ -214,27 +399,48 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       }
       kids.push_back(q);
     }
+    if (sharer_exits) pfn_at_fork = region_pfns(r.parent, r.addr, p.size);
+    // The sharer's exit, and the bytes copied by then.
+    auto exit_sharer = [&, q = kids[0]] {
+      q->exit();
+      exited = Clock::now();
+      copied_at_exit = copied();
+    };
     if (w.name == "usemem") {
-      for (Process* q : kids) ws.push_back({q, all_pages(p), {}, 0, true});
-    } else if (w.name == "cow-rand" || w.name == "prefork") {
-      for (unsigned k = 0; k < kids.size(); k++) ws.push_back({kids[k], some_pages(p, p.seed * 7919 + k), {}, 0, true});
-    } else {  // fork-exec: the child's mm goes away (exec) as the parent writes
-      std::thread exec([q = kids[0]] { q->exit(); });
-      ws.push_back({r.parent, all_pages(p), {}, 0, true});
-      const auto t0 = Clock::now();
-      ws[0].ok = write_pages(r.parent, r.addr, ws[0].pages, 0x22, p.time_writes ? &ws[0].ns : nullptr);
-      ws[0].seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      exec.join();
+      for (Process* q : kids) ws.push_back(writer(q, all_pages(p)));
+    } else if (w.name == "cow-rand" || w.name == "prefork" || fragmented) {
+      for (unsigned k = 0; k < kids.size(); k++) ws.push_back(writer(kids[k], some_pages(p, p.seed * 7919 + k)));
+    } else if (w.name == "fork-exec") {  // the child's mm goes away (exec) as the parent writes
+      ws.push_back(writer(r.parent, all_pages(p)));
+      ws[0].track_starts = true;
+      beside = exit_sharer;
+    } else {  // snapshot: the child reads the region once (BGSAVE) and exits as the parent serves writes
+      ws.push_back(snapshot_writer(r.parent, p));
+      beside = [&, q = kids[0], exit_sharer] {
+        std::vector<uint8_t> buf(64ull << 10);
+        for (uint64_t off = 0; off < p.size; off += buf.size())
+          if (!q->read(r.addr + off, buf.data(), buf.size()).ok()) reader_ok = false;
+        exit_sharer();
+      };
     }
   }
   const auto t0 = Clock::now();
-  if (w.name != "fork-exec") run_writers(&ws, r.addr, p.size, c.extra, p.time_writes);
+  run_writers(&ws, r.addr, p.size, c.extra, p.time_writes, beside);
   out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (const Writer& x : ws)
     if (!x.ok) {
       *err = "a write failed";
       return -EFAULT;
     }
+  if (!reader_ok) {
+    *err = "the snapshot child's read failed";
+    return -EFAULT;
+  }
+  if (sharer_exits) {
+    out->exit_tracked = true;
+    out->exited_sharer_untouched = exited_sharer_untouched(r, p, pfn_at_fork, ws[0], exited);
+    out->copied_after_exit = copied() - copied_at_exit;
+  }
   account(&r, ws, out);
   if (c.extra == Extra::kKhugepaged) {
     // khugepaged fixes the mappings up afterwards, the processes still
@@ -244,7 +450,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     // model's (collapse_huge_page's).
     const CollapseTiming before = s->collapse_timing();
     (void)s->tune("khugepaged.mthp", "on");
-    for (Process* q : s->processes()) (void)q->madvise(r.addr, p.size, MADV_HUGEPAGE);
+    for (Process* q : s->processes())
+      if (q->name() != "filler") (void)q->madvise(r.addr, p.size, MADV_HUGEPAGE);
     if (int e = s->run_khugepaged(2); e < 0) {
       *err = fmt::format("run_khugepaged: {}", errno_name(-e));
       return e;
@@ -253,7 +460,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     out->khugepaged_ms = static_cast<double>(after.total_ns - before.total_ns) / 1e6;
     out->mmap_write_ms = static_cast<double>(after.mmap_write_ns - before.mmap_write_ns) / 1e6;
     int64_t rss = 0;
-    for (Process* q : s->processes()) rss += q->rss_anon();
+    for (Process* q : s->processes())
+      if (q->name() != "filler") rss += q->rss_anon();
     out->rss_peak = std::max(out->rss_peak, rss);
   }
   if (w.name == "usemem") {
@@ -266,6 +474,12 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   out->anon = s->counter("fault.anon") - anon0;
   out->zero = s->counter("fault.zero") - zero0;
   out->collapses = s->counter("collapse.success") - col0;
+  out->zero_subpages = s->counter("cow.zero_subpages_copied") - zsub0;
+  out->anon_fault_fallback = mthp_sum(s, "anon_fault_fallback") - afb0;
+  out->thp_fault_fallback = s->vmstat("thp_fault_fallback") - thfb0;
+  out->wp_fault_fallback = mthp_sum(s, "wp_fault_fallback") - wpfb0;
+  out->anon_fault_alloc = mthp_sum(s, "anon_fault_alloc") - afa0;
+  out->wp_fault_alloc = mthp_sum(s, "wp_fault_alloc") - wpa0;
   out->warnings = static_cast<int64_t>(s->warnings().size());
   for (Process* q : s->processes()) q->exit();
   CheckReport rep = s->check();

@@ -37,12 +37,17 @@ struct Params {
   double write_fraction = 0;  // cow-rand, prefork: the share of pages each writer writes
   uint64_t seed = 1;
   bool time_writes = true;  // per-page latency (off: only each writer's total time)
+  // snapshot: the parent's open-loop stream of 64-byte writes.
+  uint64_t snapshot_writes = 20000;  // writes in the stream
+  double snapshot_rate = 100000;     // mean arrival rate, writes per second (Poisson arrivals)
+  double zipf_s = 0.99;              // the Zipf exponent of the written pages' popularity
 };
 
 struct Result {
   bool ran = false;
   std::string not_run;                // why the column does not apply to the workload
-  std::vector<double> write_ns;       // each measured page write's latency
+  std::vector<double> write_ns;       // each measured page write's latency (snapshot: from its scheduled time)
+  std::vector<double> service_ns;     // snapshot: each write from its actual start
   double elapsed_s = 0;               // the measured phase, wall clock
   double child_kbps_mean = 0;         // usemem: KB/s per child (mean) ...
   double child_kbps_sum = 0;          // ... and summed
@@ -55,6 +60,21 @@ struct Result {
   double khugepaged_ms = 0;           // kKhugepaged: inside collapse_huge_page() ...
   double mmap_write_ms = 0;           // ... of which holding mmap_lock for write
   int64_t violations = 0;             // invariant-checker findings at the end (rfc only; any other fails the run)
+  int64_t zero_subpages = 0;          // cow.zero_subpages_copied: copied pages whose bytes were all zero
+  // Workloads whose sharer exits while the parent writes (fork-exec,
+  // snapshot): the parent's pages copied (their frame changed since the
+  // fork, by CoW or collapse) that the parent had not touched by the time
+  // the sharer's exit returned, bytes; and the bytes copied after that exit
+  // (0 when the survivor reuses, as it should: then the first is exact).
+  bool exit_tracked = false;
+  int64_t exited_sharer_untouched = 0;
+  int64_t copied_after_exit = 0;
+  // fragmented: the filler's pages left mapped, and the fallbacks of the run
+  // (summed over every size): anon_fault_fallback (mTHP), thp_fault_fallback
+  // (PMD), wp_fault_fallback (the large-CoW path of cow.policy fixed/rfc).
+  int64_t filler_pages = 0;
+  int64_t anon_fault_fallback = 0, thp_fault_fallback = 0, wp_fault_fallback = 0;
+  int64_t anon_fault_alloc = 0, wp_fault_alloc = 0;
   // Copied bytes never written afterwards (copied minus what the copiers wrote, at least 0).
   int64_t waste() const { return bytes_copied > bytes_written ? bytes_copied - bytes_written : 0; }
 };
