@@ -444,9 +444,10 @@ void Worker::op_pin_fork() {
     return;
   }
   const uint8_t old = r->val[i];
-  Process* child = s_->parent->fork(fmt::format("t{}-pinfork", id_));
+  int err = 0;
+  Process* child = s_->parent->fork(fmt::format("t{}-pinfork", id_), &err);
   if (!child) {
-    errors["pin-fork: fork ENOMEM"]++;
+    errors[fmt::format("pin-fork: fork {}", errno_name(-err))]++;
     gp.release();
     return;
   }
@@ -460,14 +461,15 @@ void Worker::op_pin_fork() {
 }
 
 void Worker::op_fork() {
-  Process* c1 = s_->parent->fork(fmt::format("t{}-child1", id_));
+  int err = 0;
+  Process* c1 = s_->parent->fork(fmt::format("t{}-child1", id_), &err);
   if (!c1) {
-    errors["fork: ENOMEM"]++;
+    error(kFork, err);
     return;
   }
-  Process* c2 = s_->parent->fork(fmt::format("t{}-child2", id_));
+  Process* c2 = s_->parent->fork(fmt::format("t{}-child2", id_), &err);
   if (!c2) {
-    errors["fork: ENOMEM"]++;
+    error(kFork, err);
     c1->exit();
     return;
   }
