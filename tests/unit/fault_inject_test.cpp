@@ -543,6 +543,34 @@ TEST_F(FaultInjectTest, FaultRetryDuringPopulate) {
   ASSERT_EQ(p->munmap(a, 8 * PAGE_SIZE), 0);
 }
 
+// A CPU access faults as do_user_addr_fault does, with FAULT_FLAG_ALLOW_RETRY:
+// a retrying fault drops its lock (the per-VMA lock first, then mmap_lock),
+// the handler takes mmap_lock again and repeats the fault with
+// FAULT_FLAG_TRIED until it completes; the access then succeeds.
+TEST_F(FaultInjectTest, FaultRetryInACpuAccessRetakesTheLockAndRetries) {
+  thp_never();
+  const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());  // the VMA has its anon_vma: later faults need no mmap_lock
+  sys->reset_counters();
+  inject("fault_retry", times(3));  // the per-VMA-lock fault, then two retries under mmap_lock
+  ASSERT_TRUE(p->fill(a + PAGE_SIZE, 2, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->injected("fault_retry"), 3);
+  EXPECT_EQ(sys->counter("fault.vma_lock"), 1);
+  EXPECT_EQ(sys->counter("fault.mmap_lock"), 3);  // two retried, one completed
+  off("fault_retry");
+  uint8_t b = 0;
+  inject("fault_retry", times(1));  // a read fault retries the same way
+  ASSERT_TRUE(p->read(a + 2 * PAGE_SIZE, &b, 1).ok());
+  EXPECT_EQ(sys->injected("fault_retry"), 4);
+  off("fault_retry");
+  EXPECT_EQ(b, 0);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * PAGE_SIZE));
+  expect_bytes(p, a, PAGE_SIZE, 1);
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 2);
+  checked("after the retried faults");
+  ASSERT_EQ(p->munmap(a, 4 * PAGE_SIZE), 0);  // mmap_lock and the VMA for write: no lock was left held
+}
+
 // ---- swap-in and hugetlb ----
 
 // A swap-in read error: SIGBUS; the folio stays in the swap cache, not
