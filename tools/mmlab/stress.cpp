@@ -166,6 +166,12 @@ struct Shared {
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> stop{false};
   std::mutex mu;  // guards the result's vectors below
+  // Held by a thread from taking a range from the kernel's placement until
+  // it no longer needs to clean a failed attempt up: a failed mremap (or
+  // MAP_FIXED mmap) may have unmapped the thread's reservation already, and
+  // unmapping that range again must not hit another thread's new mapping
+  // placed into the hole meanwhile.
+  std::mutex placement;
   Result* res;
   uint64_t mismatches_kept = 0;
 };
@@ -216,6 +222,7 @@ long reserve_aligned(Process* p, uint64_t len, uint64_t align) {
 bool Worker::map_region(Region* r) {
   Process* p = s_->parent;
   const TypeInfo& t = *r->type;
+  std::lock_guard<std::mutex> placed(s_->placement);
   long at = reserve_aligned(p, t.len, t.align);
   if (at < 0) return false;
   const uint64_t a = static_cast<uint64_t>(at);
@@ -609,6 +616,7 @@ void Worker::op_remap() {
 
 void Worker::op_mremap() {
   Region* r = pick_region();
+  std::unique_lock<std::mutex> placed(s_->placement);
   const long dst = reserve_aligned(s_->parent, r->type->len, r->type->align);
   if (dst < 0) {
     error(kMremap, dst);
@@ -621,6 +629,7 @@ void Worker::op_mremap() {
     (void)s_->parent->munmap(static_cast<uint64_t>(dst), r->type->len);
     return;
   }
+  placed.unlock();
   r->addr.store(static_cast<uint64_t>(ret), std::memory_order_release);
   const uint64_t i = rnd(r->pages());
   check_page(s_->parent, r, i, r->val[i], r->lazy[i], "read after mremap");
