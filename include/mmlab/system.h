@@ -236,8 +236,10 @@ class Process {
   // mmap of a file (fd from System::create_file) at byte offset `off`.
   long mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off = 0);
   // fork(): a child with a copy of this address space (copy_page_range
-  // semantics). nullptr if memory ran out (-ENOMEM) or this process exited.
-  Process* fork(const std::string& child_name = "");
+  // semantics). nullptr if it failed, with *err (when given) -ENOMEM (memory
+  // ran out), -EHWPOISON (a machine check copying a page the parent may have
+  // pinned) or -ESRCH (this process exited); *err is 0 on success.
+  Process* fork(const std::string& child_name = "", int* err = nullptr);
   // Writing 4 to /proc/PID/clear_refs: clear soft-dirty bits and write-protect.
   void clear_soft_dirty();
   // prctl(PR_SET_THP_DISABLE, disable, flags): flags 0 or

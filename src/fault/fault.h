@@ -50,6 +50,9 @@ struct VmFault {
 // handle_mm_fault: the caller holds mmap_lock (read) or the VMA's read lock
 // (FAULT_FLAG_VMA_LOCK). Returns VM_FAULT_* bits; 0 means "resolved, or
 // retry the access" (the caller re-walks and faults again if needed).
+// VM_FAULT_RETRY has released the lock, as in the kernel: always under the
+// per-VMA lock, and under mmap_lock unless FAULT_FLAG_RETRY_NOWAIT (only
+// faults with FAULT_FLAG_ALLOW_RETRY return it there).
 [[nodiscard]] vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags);
 
 // __vmf_anon_prepare: an anon_vma for the anonymous page about to be

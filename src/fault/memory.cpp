@@ -448,8 +448,12 @@ vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   }
   mm->stats->count(VmStat::pgfault);
   if (inject_fault_retry(vma, flags)) return VM_FAULT_RETRY;
-  if (is_vm_hugetlb_page(vma)) return hugetlb_fault(vma, address, flags);
-  return __handle_mm_fault(vma, address, flags);
+  const vm_fault_t ret = is_vm_hugetlb_page(vma) ? hugetlb_fault(vma, address, flags) : __handle_mm_fault(vma, address, flags);
+  // A VM_FAULT_RETRY under the per-VMA lock (__vmf_anon_prepare: no
+  // anon_vma yet) releases that lock, as the kernel's vmf_anon_prepare does;
+  // the model's fault paths return it held, so it goes here, once.
+  if ((ret & VM_FAULT_RETRY) && (flags & FAULT_FLAG_VMA_LOCK)) release_fault_lock(vma, flags);
+  return ret;
 }
 
 }  // namespace mmlab

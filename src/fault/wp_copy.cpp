@@ -175,8 +175,10 @@ Folio* alloc_wp_folio(VmFault* vmf, bool pfn_is_zero) {
 // next frames' contents (whatever folio or free memory they hold), and so
 // does the model; below its start the unsigned offset wraps to a struct page
 // far outside the memmap, an oops in the kernel, which the model records
-// before copying the frames just below src instead.
-void copy_user_large_folio(Folio* dst, Folio* src, long offset, Mm* mm) {
+// before copying the frames just below src instead. Each page is copied with
+// copy_mc_user_highpage (copy_subpage): 0, or -EHWPOISON at the first
+// machine check.
+int copy_user_large_folio(Folio* dst, Folio* src, long offset, Mm* mm) {
   PhysMem* phys = mm->phys;
   const long nr = folio_nr_pages(dst);
   const long src_pfn = static_cast<long>(folio_pfn(src));
@@ -193,8 +195,9 @@ void copy_user_large_folio(Folio* dst, Folio* src, long offset, Mm* mm) {
       std::memset(to, 0, PAGE_SIZE);
       continue;
     }
-    copy_user_page(phys, to, phys->pfn_address(static_cast<pfn_t>(pfn)));
+    if (copy_mc_user_highpage(phys, to, phys->pfn_address(static_cast<pfn_t>(pfn)))) return -EHWPOISON;
   }
+  return 0;
 }
 
 // The posting's folio_remove_rmap_ptes(old_folio, old_page, nr, vma), with
@@ -266,10 +269,15 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
                                       static_cast<long>((vmf->address - addr) >> PAGE_SHIFT)
                                 : -1;
   if (!pfn_is_zero) {
-    if (nr == 1)  // __wp_page_copy_user: the page, or the user address without one
-      copy_user_page(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)));
-    else
-      copy_user_large_folio(new_folio, old_folio, old_pfn - static_cast<long>(folio_pfn(old_folio)), mm);
+    const int err =
+        nr == 1  // __wp_page_copy_user: the page, or the user address without one
+            ? copy_mc_user_highpage(phys, phys->page_address(&new_folio->page), phys->pfn_address(pte_pfn(vmf->orig_pte)))
+            : copy_user_large_folio(new_folio, old_folio, old_pfn - static_cast<long>(folio_pfn(old_folio)), mm);
+    if (err) {  // a machine check is not retried
+      folio_put(new_folio);
+      if (old_folio) folio_put(old_folio);
+      return VM_FAULT_HWPOISON;
+    }
     count_wp_copy_bytes(mm, new_folio, nr);
   }
   folio_set_uptodate(new_folio);
@@ -449,17 +457,20 @@ Folio* wp_alloc_run_folio(VmFault* vmf, uint64_t orders, WpRun* run) {
 }
 
 // The old pages, one per snapshotted PTE (indexed per PTE, never by assuming
-// where the old folio starts), or zeroes for a zero-page run.
-void wp_copy_run(VmFault* vmf, Folio* new_folio, const WpRun& run) {
+// where the old folio starts), or zeroes for a zero-page run. 0, or
+// -EHWPOISON when a page's copy_mc_user_highpage meets a machine check.
+int wp_copy_run(VmFault* vmf, Folio* new_folio, const WpRun& run) {
   Mm* mm = vmf->mm();
   PhysMem* phys = mm->phys;
   if (run.zero) {
     folio_zero_user(new_folio, vmf->address, run.addr, mm->stats);
-    return;
+    return 0;
   }
   for (unsigned i = 0; i < run.nr(); i++)
-    copy_user_page(phys, phys->page_address(folio_page(new_folio, i)), phys->pfn_address(pte_pfn(run.snap[i])));
+    if (copy_mc_user_highpage(phys, phys->page_address(folio_page(new_folio, i)), phys->pfn_address(pte_pfn(run.snap[i]))))
+      return -EHWPOISON;
   count_wp_copy_bytes(mm, new_folio, run.nr());
+  return 0;
 }
 
 // Under the PTE lock: every entry as snapshotted, but for the accessed bit,
@@ -490,7 +501,15 @@ bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) {
   Folio* new_folio = wp_alloc_run_folio(vmf, orders, &run);
   if (!new_folio) return false;
   const unsigned nr = run.nr();
-  wp_copy_run(vmf, new_folio, run);
+  if (wp_copy_run(vmf, new_folio, run)) {
+    // As the kernel's copies of large folios (hugetlb_wp, the posting's
+    // wp_page_copy): a machine check is VM_FAULT_HWPOISON, and the fault is
+    // not retried, at this order or a smaller one.
+    folio_put(new_folio);
+    if (old_folio) folio_put(old_folio);
+    *ret = VM_FAULT_HWPOISON;
+    return true;
+  }
   folio_set_uptodate(new_folio);
 
   *ret = 0;

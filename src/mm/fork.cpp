@@ -89,15 +89,16 @@ void anon_vma_fork(Vma* dst, const Vma* src) {
 
 // copy_present_page: the child gets its own copy of a page the parent may
 // have DMA-pinned; the parent's PTE is left as it is (exclusive, writable if
-// it was). Needs the preallocated page; -EAGAIN without one.
+// it was). Needs the preallocated page; -EAGAIN without one, -EHWPOISON
+// when the copy meets a machine check (the prealloc stays for the caller to
+// free, and the fork fails).
 int copy_present_page(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr, long* rss,
                       Folio** prealloc, Page* page) {
   Folio* new_folio = *prealloc;
   if (!new_folio) return -EAGAIN;
   Mm* dst_mm = dst_vma->vm_mm;
   PhysMem* phys = dst_mm->phys;
-  // copy_mc_user_highpage: the model has no machine-check failures (-EHWPOISON).
-  copy_user_page(phys, phys->page_address(&new_folio->page), phys->page_address(page));
+  if (copy_mc_user_highpage(phys, phys->page_address(&new_folio->page), phys->page_address(page))) return -EHWPOISON;
   src_vma->vm_mm->stats->count(Event::copy_bytes, PAGE_SIZE);
   src_vma->vm_mm->stats->count(Event::fork_copied_pages);
   *prealloc = nullptr;
@@ -185,7 +186,8 @@ int copy_present_ptes(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte
 
 // copy_pte_range: both PTLs held (child's, then the parent's nested) while
 // entries are copied; they are dropped to allocate a page for an eager copy,
-// and the copy restarts at the same address. 0 or -ENOMEM.
+// and the copy restarts at the same address. 0, -ENOMEM, or -EHWPOISON
+// (a machine check copying a maybe-pinned page).
 int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, uint64_t addr, uint64_t end) {
   Mm* dst_mm = dst_vma->vm_mm;
   Mm* src_mm = src_vma->vm_mm;
@@ -257,7 +259,7 @@ int copy_pte_range(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, u
     if (addr == end) break;
   }
   if (prealloc) folio_put(prealloc);
-  return ret < 0 ? -ENOMEM : 0;
+  return ret < 0 ? ret : 0;
 }
 
 // ---- PMD level (mm/huge_memory.c) ----
@@ -353,7 +355,7 @@ int copy_pmd_range(Vma* dst_vma, Vma* src_vma, pud_t* dst_pud, pud_t src_pudval,
     }
     pmd_t v = pmdp_get(src_pmd);
     if (pmd_none(v) || pmd_bad(v)) continue;  // pmd_none_or_clear_bad
-    if (copy_pte_range(dst_vma, src_vma, dst_pmd, src_pmd, addr, next)) return -ENOMEM;
+    if (int err = copy_pte_range(dst_vma, src_vma, dst_pmd, src_pmd, addr, next)) return err;
   }
   return 0;
 }
@@ -369,7 +371,7 @@ int copy_pud_range(Vma* dst_vma, Vma* src_vma, pgd_t src_pgdval, uint64_t addr, 
     // PUD leaves exist only in hugetlb VMAs, which copy_hugetlb_page_range copies.
     VM_BUG_ON(pud_leaf(v), "PUD leaf outside a hugetlb VMA");
     if (!pud_present(v) || pud_leaf(v)) continue;
-    if (copy_pmd_range(dst_vma, src_vma, dst_pud, v, addr, next)) return -ENOMEM;
+    if (int err = copy_pmd_range(dst_vma, src_vma, dst_pud, v, addr, next)) return err;
   }
   return 0;
 }
@@ -401,18 +403,16 @@ int copy_page_range(Vma* dst_vma, Vma* src_vma) {
     next = pgd_addr_end(addr, end);
     pgd_t g = pgdp_get(pgd_offset(src_mm, addr));
     if (!pgd_present(g)) continue;
-    if (copy_pud_range(dst_vma, src_vma, g, addr, next)) {
-      ret = -ENOMEM;
-      break;
-    }
+    ret = copy_pud_range(dst_vma, src_vma, g, addr, next);
+    if (ret) break;
   }
   if (is_cow) src_mm->write_protect_seq.write_end();
   return ret;
 }
 
 // dup_mmap: copy oldmm's VMAs (and, through copy_page_range, their page
-// tables) into the new, empty mm. 0, or -ENOMEM with mm partly built (the
-// caller tears it down with mmput).
+// tables) into the new, empty mm. 0, or -ENOMEM or -EHWPOISON with mm partly
+// built (the caller tears it down with mmput).
 int dup_mmap(Mm* mm, Mm* oldmm) {
   mmap_write_lock(oldmm);
   // mmap_write_lock_nested(mm, SINGLE_DEPTH_NESTING): nobody else can reach
@@ -464,12 +464,17 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
 }
 
 // copy_mm -> dup_mm (kernel/fork.c): a new Mm with a copy of oldmm;
-// nullptr on -ENOMEM (the half-built child torn down by mmput()).
-std::unique_ptr<Mm> dup_mm(Mm* oldmm) {
+// nullptr with *err set (the half-built child torn down by mmput()).
+std::unique_ptr<Mm> dup_mm(Mm* oldmm, int* err) {
+  *err = 0;
   auto mm = mm_alloc(oldmm->kernel);
-  if (!mm) return nullptr;
-  if (dup_mmap(mm.get(), oldmm)) {
+  if (!mm) {
+    *err = -ENOMEM;
+    return nullptr;
+  }
+  if (int ret = dup_mmap(mm.get(), oldmm)) {
     mmput(mm.get());
+    *err = ret;
     return nullptr;
   }
   return mm;

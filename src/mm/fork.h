@@ -13,8 +13,9 @@ namespace mmlab {
 // tears it down with exit_mmap().
 int dup_mmap(Mm* mm, Mm* oldmm);
 
-// dup_mm: a new Mm holding a copy of oldmm (dup_mmap); nullptr on -ENOMEM.
-std::unique_ptr<Mm> dup_mm(Mm* oldmm);
+// dup_mm: a new Mm holding a copy of oldmm (dup_mmap); nullptr with *err
+// -ENOMEM, or -EHWPOISON from a machine check copying a maybe-pinned page.
+std::unique_ptr<Mm> dup_mm(Mm* oldmm, int* err);
 
 // Copy src_vma's entries into dst_vma, its new twin in the child (both
 // mmap_locks held for write, src_vma write-locked). VMAs a fault can refill

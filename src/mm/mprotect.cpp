@@ -6,6 +6,7 @@
 #include "mm/memory.h"
 #include "mm/mprotect.h"
 #include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -25,6 +26,26 @@ bool can_change_pte_writable(Vma* vma, uint64_t addr, pte_t pte) {
   return pte_dirty(pte);
 }
 
+// A writable migration entry becomes a readable one (anonymous folios keep
+// their exclusivity): when the migration ends, remove_migration_pte makes a
+// writable entry a writable PTE whatever the VMA allows by then, so without
+// this an mprotect(PROT_READ) during the migration leaves a writable PTE in
+// a read-only VMA. The kernel does not check the new protection here either,
+// it always downgrades. Swap entries and markers keep their bits; none stay none.
+bool change_nonpresent_pte(Mm* mm, uint64_t addr, pte_t* pte) {
+  const pte_t old = ptep_get(pte);
+  if (!is_swap_pte(old)) return false;
+  const swp_entry_t entry = pte_to_swp_entry(old);
+  if (!is_writable_migration_entry(entry)) return false;
+  Folio* folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(entry)));
+  const unsigned type = folio_test_anon(folio) ? SWP_MIGRATION_READ_EXCLUSIVE : SWP_MIGRATION_READ;
+  pte_t newpte = swp_entry_to_pte(make_migration_entry(type, swp_offset(entry)));
+  if (pte_swp_soft_dirty(old)) newpte = pte_swp_mksoft_dirty(newpte);
+  if (pte_swp_uffd_wp(old)) newpte = pte_swp_mkuffd_wp(newpte);
+  set_pte_at(mm, addr, pte, newpte);
+  return true;
+}
+
 long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_t newprot, bool try_writable) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl;
@@ -36,7 +57,10 @@ long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_
   uint64_t start = addr;
   for (; addr < end; pte++, addr += PAGE_SIZE) {
     pte_t old = ptep_get(pte);
-    if (!pte_present(old)) continue;  // swap entries keep their bits; none stay none
+    if (!pte_present(old)) {
+      if (change_nonpresent_pte(mm, addr, pte)) pages++;
+      continue;
+    }
     pte_t ptent = pte_modify(old, newprot);
     if (pte_special(old) && mm->phys->is_zero_pfn(pte_pfn(old))) ptent = pte_wrprotect(ptent);
     else if (try_writable && !pte_write(ptent) && can_change_pte_writable(vma, addr, ptent))

@@ -206,10 +206,11 @@ std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {
 
 // kernel_clone(), the address-space part (copy_mm), and the child Process
 // registered with the System as new_process() does.
-Process* Process::fork(const std::string& child_name) {
-  if (!mm_) return nullptr;
-  std::unique_ptr<Mm> mm = dup_mm(mm_.get());
-  if (!mm) return nullptr;  // -ENOMEM
+Process* Process::fork(const std::string& child_name, int* err) {
+  int ret = -ESRCH;
+  std::unique_ptr<Mm> mm = mm_ ? dup_mm(mm_.get(), &ret) : nullptr;
+  if (err) *err = ret;
+  if (!mm) return nullptr;
   return sys_->add_process(std::move(mm), child_name);
 }
 

@@ -140,7 +140,11 @@ constexpr int kTranslateBatch = 16;
 template <typename Op>
 AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op, uint64_t* moved) NO_THREAD_SAFETY_ANALYSIS {
   Stats* st = mm->stats;
-  fault_flags_t flags = FAULT_FLAG_USER | (a == Access::kWrite ? FAULT_FLAG_WRITE : 0);
+  // FAULT_FLAG_DEFAULT, as do_user_addr_fault starts: the fault may drop its
+  // lock and ask for a retry (VM_FAULT_RETRY), after which the handler takes
+  // mmap_lock again and repeats it with FAULT_FLAG_TRIED.
+  fault_flags_t flags = FAULT_FLAG_ALLOW_RETRY | FAULT_FLAG_KILLABLE | FAULT_FLAG_INTERRUPTIBLE | FAULT_FLAG_USER |
+                        (a == Access::kWrite ? FAULT_FLAG_WRITE : 0);
   Vma* vma = lock_vma_under_rcu(mm, addr);
   bool mmap_locked = false;
   if (!vma) {
@@ -182,9 +186,11 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
     }
     vm_fault_t ret = handle_mm_fault(vma, addr, flags | (mmap_locked ? 0 : FAULT_FLAG_VMA_LOCK));
     st->count(mmap_locked ? Event::fault_mmap_lock : Event::fault_vma_lock);
-    if ((ret & VM_FAULT_RETRY) && !mmap_locked) {
-      // The per-VMA lock was not enough: retry under mmap_lock.
-      vma_end_read(vma);
+    if (ret & VM_FAULT_RETRY) {
+      // The fault dropped its lock (the per-VMA lock was not enough, or it
+      // would have had to wait): take mmap_lock and find the VMA again
+      // (lock_mm_and_find_vma); a retry under mmap_lock is FAULT_FLAG_TRIED.
+      if (mmap_locked) flags |= FAULT_FLAG_TRIED;
       mmap_read_lock(mm);
       mmap_locked = true;
       vma = vma_lookup(mm, addr);
@@ -194,6 +200,7 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
       }
       continue;
     }
+    flags &= ~FAULT_FLAG_TRIED;  // the next fault is a new one
     if (ret & VM_FAULT_ERROR) {
       unlock();
       return {fault_signal(ret), addr};

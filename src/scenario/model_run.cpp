@@ -151,8 +151,9 @@ class ModelRun final : public TestRun {
   }
   void run(const Stmt& st, const stmt::Fork& s) {
     bind(st, s.child, 'p');
-    Process* c = proc(st, s.parent)->fork(s.child);
-    check_errno(st, c ? 0 : -ENOMEM, "fork");
+    int err = 0;
+    Process* c = proc(st, s.parent)->fork(s.child, &err);
+    check_errno(st, c ? 0 : err, "fork");
     if (c) procs_[s.child] = c;
   }
   void run(const Stmt& st, const stmt::Exit& s) { proc(st, s.proc)->exit(); }

@@ -272,6 +272,89 @@ TEST_F(FaultInjectTest, CowCopyMachineCheckIsSigbus) {
   expect_bytes(p, a, PAGE_SIZE, 8);
 }
 
+// The same in the large-folio CoW policies (`cow.policy rfc` and `fixed`):
+// a machine check on any page of the run is VM_FAULT_HWPOISON for the whole
+// fault, SIGBUS, as the kernel's large copies (copy_user_large_folio) give;
+// no large folio is installed and nothing is retried at a smaller order.
+TEST_F(FaultInjectTest, LargeCowCopyMachineCheckIsSigbus) {
+  thp_never();
+  set("transparent_hugepage/hugepages-64kB/enabled", "always");
+  constexpr uint64_t k64K = 64 * 1024;
+  for (const char* pol : {"rfc", "fixed"}) {
+    SCOPED_TRACE(pol);
+    ASSERT_EQ(sys->tune("cow.policy", pol), 0);
+    const uint64_t a = map_aligned(k64K, k64K);
+    ASSERT_TRUE(p->fill(a, 8, k64K).ok());
+    ASSERT_EQ(order_at(a), 4);
+    Process* c = p->fork("child");
+    ASSERT_TRUE(c);
+    const int64_t alloc = mthp(64, "wp_fault_alloc");
+    const int64_t injected = sys->injected("copy_mc");
+    inject("copy_mc", times(1, -1, 5));  // the sixth page of the copy
+    EXPECT_EQ(c->fill(a + 3 * PAGE_SIZE, 9, PAGE_SIZE).sig, Signal::kSigbus);
+    EXPECT_EQ(sys->injected("copy_mc") - injected, 1);
+    inject("copy_mc", times(1));
+    GupPages pages;
+    EXPECT_EQ(gup(c, GupEntry::kGetUserPages, a, 1, foll::WRITE | foll::HWPOISON, &pages), -EHWPOISON);
+    off("copy_mc");
+    EXPECT_EQ(mthp(64, "wp_fault_alloc"), alloc);
+    EXPECT_EQ(order_at(a), 4);
+    EXPECT_EQ(entry_at(c, a).pfn, entry_at(p, a).pfn) << "the child still shares the old folio";
+    expect_bytes(p, a, k64K, 8);
+    expect_bytes(c, a, k64K, 8);
+    checked("after the machine checks");
+    ASSERT_TRUE(c->fill(a + 3 * PAGE_SIZE, 9, PAGE_SIZE).ok());  // no injection: the large copy happens
+    EXPECT_EQ(mthp(64, "wp_fault_alloc") - alloc, 1);
+    EXPECT_EQ(entry_at(c, a).folio_order, 4);
+    expect_bytes(c, a + 3 * PAGE_SIZE, PAGE_SIZE, 9);
+    expect_bytes(p, a, k64K, 8);
+    c->exit();
+    ASSERT_EQ(p->munmap(a, k64K), 0);
+  }
+}
+
+// fork copies a page the parent may have pinned at once (copy_present_page);
+// a machine check there fails the fork with -EHWPOISON (copy_pte_range
+// stops, dup_mmap fails): the child is torn down, nothing leaks, the parent
+// and its pin are intact.
+TEST_F(FaultInjectTest, ForkCopyMachineCheckFailsTheFork) {
+  thp_never();
+  const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 11, 4 * PAGE_SIZE).ok());
+  GupPages pin;
+  ASSERT_EQ(gup(p, GupEntry::kPinUserPages, a + PAGE_SIZE, 1, foll::WRITE, &pin), 1);
+  const uint64_t free_before = sys->nr_free_pages();
+  const long rss = p->rss_anon(), tables = p->pgtables_bytes();
+  inject("copy_mc", times(1));
+  int err = 0;
+  Process* c = p->fork("child", &err);
+  off("copy_mc");
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(err, -EHWPOISON);
+  EXPECT_EQ(sys->injected("copy_mc"), 1);
+  EXPECT_EQ(sys->processes().size(), 1u);
+  EXPECT_EQ(sys->nr_free_pages(), free_before);
+  EXPECT_EQ(p->rss_anon(), rss);
+  EXPECT_EQ(p->pgtables_bytes(), tables);
+  EXPECT_EQ(sys->counter("fork.copied_pages"), 0);
+  std::map<uint64_t, long> refs;
+  pin.add_refs(&refs);
+  CheckReport r = sys->check_with_refs(refs);
+  EXPECT_TRUE(r.ok()) << "after the failed fork:\n" << r.to_string();
+  expect_bytes(p, a, 4 * PAGE_SIZE, 11);
+  // Without injection the fork copies the pinned page for the child.
+  c = p->fork("child", &err);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(err, 0);
+  EXPECT_EQ(sys->counter("fork.copied_pages"), 1);
+  EXPECT_NE(entry_at(c, a + PAGE_SIZE).pfn, entry_at(p, a + PAGE_SIZE).pfn);
+  expect_bytes(c, a, 4 * PAGE_SIZE, 11);
+  ASSERT_EQ(pin.fill(0, 12, PAGE_SIZE), 0);
+  pin.release(Dirty::kYes);
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 12);
+  expect_bytes(c, a + PAGE_SIZE, PAGE_SIZE, 11);
+}
+
 // ---- collapse ----
 
 // A machine check during the collapse copy: the PMD gets its table back,
@@ -458,6 +541,34 @@ TEST_F(FaultInjectTest, FaultRetryDuringPopulate) {
   EXPECT_GE(sys->injected("fault_retry"), 4);
   EXPECT_EQ(p->rss_anon(), static_cast<long>(8 * PAGE_SIZE));
   ASSERT_EQ(p->munmap(a, 8 * PAGE_SIZE), 0);
+}
+
+// A CPU access faults as do_user_addr_fault does, with FAULT_FLAG_ALLOW_RETRY:
+// a retrying fault drops its lock (the per-VMA lock first, then mmap_lock),
+// the handler takes mmap_lock again and repeats the fault with
+// FAULT_FLAG_TRIED until it completes; the access then succeeds.
+TEST_F(FaultInjectTest, FaultRetryInACpuAccessRetakesTheLockAndRetries) {
+  thp_never();
+  const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());  // the VMA has its anon_vma: later faults need no mmap_lock
+  sys->reset_counters();
+  inject("fault_retry", times(3));  // the per-VMA-lock fault, then two retries under mmap_lock
+  ASSERT_TRUE(p->fill(a + PAGE_SIZE, 2, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->injected("fault_retry"), 3);
+  EXPECT_EQ(sys->counter("fault.vma_lock"), 1);
+  EXPECT_EQ(sys->counter("fault.mmap_lock"), 3);  // two retried, one completed
+  off("fault_retry");
+  uint8_t b = 0;
+  inject("fault_retry", times(1));  // a read fault retries the same way
+  ASSERT_TRUE(p->read(a + 2 * PAGE_SIZE, &b, 1).ok());
+  EXPECT_EQ(sys->injected("fault_retry"), 4);
+  off("fault_retry");
+  EXPECT_EQ(b, 0);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * PAGE_SIZE));
+  expect_bytes(p, a, PAGE_SIZE, 1);
+  expect_bytes(p, a + PAGE_SIZE, PAGE_SIZE, 2);
+  checked("after the retried faults");
+  ASSERT_EQ(p->munmap(a, 4 * PAGE_SIZE), 0);  // mmap_lock and the VMA for write: no lock was left held
 }
 
 // ---- swap-in and hugetlb ----

@@ -452,6 +452,32 @@ TEST_F(GupMigrateRaceTest, MremapDuringMigrationMovesEntriesThatAreRestored) {
   expect_bytes(p, b, 2 * PAGE_SIZE, 0x7e);
 }
 
+TEST_F(GupMigrateRaceTest, MprotectDuringMigrationLeavesNoWritablePte) {
+  uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 0x3a, PAGE_SIZE).ok());
+  ASSERT_TRUE(p->page_info(a).writable);
+  // The page is a writable migration entry when mprotect makes the VMA
+  // read-only: mprotect must downgrade the entry, or the migration's end
+  // maps a writable PTE that GUP-fast with FOLL_WRITE and the CPU use.
+  during_migration([&] { EXPECT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ), 0); });
+  std::vector<Page*> pg;
+  ASSERT_EQ(pin_unlocked(a, 1, pg), 1);
+  PageInfo pi = p->page_info(a);
+  ASSERT_EQ(pi.level, 1);
+  ASSERT_FALSE(pi.swap) << "a migration entry was left behind";
+  EXPECT_EQ(zone_at(p, a), ZONE_NORMAL);
+  EXPECT_FALSE(pi.writable);
+  EXPECT_TRUE(pi.anon_exclusive) << "the readable entry keeps the page exclusive";
+  Page* w = nullptr;
+  EXPECT_LE(get_user_pages_fast(mm(), a, 1, FOLL_WRITE, &w), 0);
+  EXPECT_EQ(p->fill(a, 0x3b, 1).sig, Signal::kSigsegv);
+  unpin_user_pages(pg.data(), 1);
+  expect_bytes(p, a, PAGE_SIZE, 0x3a);
+  // Exclusive still: making it writable again needs no fault.
+  ASSERT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ | PROT_WRITE), 0);
+  EXPECT_TRUE(p->page_info(a).writable);
+}
+
 TEST_F(GupTest, FastPinRacesWithDontneedMunmapAndSplit) {
   // GUP-fast (batch) pins while the layout changes under it: zap, unmap and
   // remap, and splits of partially mapped mTHPs by the shrinker. Every pin

@@ -202,7 +202,7 @@ void add_stress(CLI::App& app) {
   sub->add_option("--movable", o->movable, "ZONE_MOVABLE size, where FOLL_LONGTERM pins migrate from (default a quarter of --ram; 0: none)");
   sub->add_option("--swap", o->swap, "swap devices: blkdev,file (default), blkdev, file or none");
   sub->add_option("--inject", o->inject,
-                  "fault injection: every site but swapin fails each call with this probability (0.01 or 1%); "
+                  "fault injection: every site fails each call with this probability (0.01 or 1%); "
                   "the failures are expected outcomes");
   sub->add_flag("--debug-vm", o->debug_vm, "run the checker after every operation (also MMLAB_DEBUG_VM=all)");
   sub->add_flag("--plant-corruption", o->plant, "test only: change one byte behind the tracker's back (the run must fail)")

@@ -82,6 +82,10 @@ struct Region {
   ForkMode fork_mode = ForkMode::kNormal;
   std::vector<uint8_t> val;   // each page is filled with one byte value
   std::vector<uint8_t> lazy;  // MADV_FREE'd: reads val or zeros until written
+  // MADV_PAGEOUT'd since the page was last written or zapped: 1 + the
+  // System's count of injected swap-in failures at that MADV_PAGEOUT (0: not
+  // paged out). A swap-in failure since then may have stuck to the page.
+  std::vector<uint64_t> paged_out;
   uint64_t pages() const { return type->len / PAGE_SIZE; }
 };
 
@@ -121,6 +125,12 @@ class Worker {
   // System::injected_on_this_thread()) was failed by injection; if so the
   // failure is an expected outcome, counted as "OP: injected SIG".
   bool injected_outcome(uint64_t before, const char* what, Signal sig);
+  // A SIGBUS at page i of r that a failed swap-in explains: it was paged out
+  // and a swap-in failure was injected (on any thread, or in khugepaged)
+  // since. The unread folio stays in the swap cache and fails every fault
+  // on the page, in every process sharing the swap entry, until the entry
+  // goes (docs/STRESS.md). Counted as "OP: injected swap-in SIGBUS".
+  bool swapin_outcome(const Region* r, uint64_t i, const char* what, Signal sig);
   bool map_region(Region* r);
   bool map_region_retrying(Region* r);
   void apply_fork_mode(Region* r);
@@ -156,6 +166,12 @@ struct Shared {
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> stop{false};
   std::mutex mu;  // guards the result's vectors below
+  // Held by a thread from taking a range from the kernel's placement until
+  // it no longer needs to clean a failed attempt up: a failed mremap (or
+  // MAP_FIXED mmap) may have unmapped the thread's reservation already, and
+  // unmapping that range again must not hit another thread's new mapping
+  // placed into the hole meanwhile.
+  std::mutex placement;
   Result* res;
   uint64_t mismatches_kept = 0;
 };
@@ -184,6 +200,13 @@ bool Worker::injected_outcome(uint64_t before, const char* what, Signal sig) {
   return true;
 }
 
+bool Worker::swapin_outcome(const Region* r, uint64_t i, const char* what, Signal sig) {
+  if (sig != Signal::kSigbus || !r->paged_out[i]) return false;
+  if (static_cast<uint64_t>(s_->sys->injected("swapin")) < r->paged_out[i]) return false;
+  errors[fmt::format("{}: injected swap-in SIGBUS", what)]++;
+  return true;
+}
+
 // An address range of len aligned to align, placed by the kernel (never
 // MAP_FIXED over an address another thread might have just been given).
 long reserve_aligned(Process* p, uint64_t len, uint64_t align) {
@@ -199,6 +222,7 @@ long reserve_aligned(Process* p, uint64_t len, uint64_t align) {
 bool Worker::map_region(Region* r) {
   Process* p = s_->parent;
   const TypeInfo& t = *r->type;
+  std::lock_guard<std::mutex> placed(s_->placement);
   long at = reserve_aligned(p, t.len, t.align);
   if (at < 0) return false;
   const uint64_t a = static_cast<uint64_t>(at);
@@ -249,6 +273,7 @@ bool Worker::setup(std::string* err) {
     r->type = t;
     r->val.assign(r->pages(), 0);
     r->lazy.assign(r->pages(), 0);
+    r->paged_out.assign(r->pages(), 0);
     // One region in six forks specially; WIPEONFORK exists for private anonymous memory only.
     const uint64_t m = rnd(6);
     if (m == 0) r->fork_mode = ForkMode::kDontfork;
@@ -290,7 +315,7 @@ void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool la
   const uint64_t inj = System::injected_on_this_thread();
   AccessResult res = p->read_expect(a, want, PAGE_SIZE, &bad, &found);
   if (!res.ok()) {
-    if (injected_outcome(inj, "read", res.sig)) return;
+    if (injected_outcome(inj, "read", res.sig) || swapin_outcome(r, i, "read", res.sig)) return;
     mismatch(fmt::format("{}: {} page {} of {} at {:#x} in {}: {} on read", what, r->type->name, i, r->type->name, a,
                          p->name(), signal_name(res.sig)));
     return;
@@ -332,12 +357,13 @@ void Worker::op_write() {
     }
     if (!res.ok()) {
       // A failed fault wrote nothing: the page keeps its content.
-      if (injected_outcome(inj, "write", res.sig)) continue;
+      if (injected_outcome(inj, "write", res.sig) || swapin_outcome(r, k, "write", res.sig)) continue;
       mismatch(fmt::format("write to {} at {:#x}: {}", r->type->name, a, signal_name(res.sig)));
       return;
     }
     r->val[k] = v;
     r->lazy[k] = 0;
+    r->paged_out[k] = 0;
   }
 }
 
@@ -399,6 +425,7 @@ void Worker::op_pin() {
       (void)gp.fill(static_cast<uint64_t>(k) * PAGE_SIZE, v, PAGE_SIZE);
       r->val[pg] = v;
       r->lazy[pg] = 0;
+      r->paged_out[pg] = 0;
     }
   }
   gp.release(dirty ? Dirty::kYes : Dirty::kNo);
@@ -444,9 +471,10 @@ void Worker::op_pin_fork() {
     return;
   }
   const uint8_t old = r->val[i];
-  Process* child = s_->parent->fork(fmt::format("t{}-pinfork", id_));
+  int err = 0;
+  Process* child = s_->parent->fork(fmt::format("t{}-pinfork", id_), &err);
   if (!child) {
-    errors["pin-fork: fork ENOMEM"]++;
+    errors[fmt::format("pin-fork: fork {}", errno_name(-err))]++;
     gp.release();
     return;
   }
@@ -454,20 +482,22 @@ void Worker::op_pin_fork() {
   (void)gp.fill(0, v, PAGE_SIZE);
   gp.release(Dirty::kYes);
   r->val[i] = v;
+  r->paged_out[i] = 0;
   check_page(s_->parent, r, i, v, false, "parent after write through a pin held across fork");
   check_page(child, r, i, is_private(r->type->backing) ? old : v, false, "child after write through the parent's pin");
   child->exit();
 }
 
 void Worker::op_fork() {
-  Process* c1 = s_->parent->fork(fmt::format("t{}-child1", id_));
+  int err = 0;
+  Process* c1 = s_->parent->fork(fmt::format("t{}-child1", id_), &err);
   if (!c1) {
-    errors["fork: ENOMEM"]++;
+    error(kFork, err);
     return;
   }
-  Process* c2 = s_->parent->fork(fmt::format("t{}-child2", id_));
+  Process* c2 = s_->parent->fork(fmt::format("t{}-child2", id_), &err);
   if (!c2) {
-    errors["fork: ENOMEM"]++;
+    error(kFork, err);
     c1->exit();
     return;
   }
@@ -494,7 +524,7 @@ void Worker::op_fork() {
     const uint64_t inj = System::injected_on_this_thread();
     AccessResult res = c1->fill(a, v, PAGE_SIZE);
     if (!res.ok()) {
-      if (injected_outcome(inj, "child write", res.sig)) continue;
+      if (injected_outcome(inj, "child write", res.sig) || swapin_outcome(r, i, "child write", res.sig)) continue;
       mismatch(fmt::format("child write to {} at {:#x}: {}", r->type->name, a, signal_name(res.sig)));
       continue;
     }
@@ -545,8 +575,19 @@ void Worker::op_madvise(Op op, int advice) {
     if (advice == MADV_DONTNEED && is_private(r->type->backing)) {
       r->val[k] = 0;
       r->lazy[k] = 0;
+      r->paged_out[k] = 0;
     }
     if (advice == MADV_FREE && r->val[k]) r->lazy[k] = 1;
+    // Only private anonymous memory goes to swap (docs/NOTES.md, reclaim).
+  }
+  // Reclaim takes whole folios: pages of a large folio outside the range go
+  // too, so the mark covers the range widened to the type's alignment (the
+  // largest folio the region can hold). The first mark since the page was
+  // last written or zapped stays: a page stuck since then stays stuck.
+  if (advice == MADV_PAGEOUT && r->type->backing == Backing::kAnonPrivate) {
+    const uint64_t per = r->type->align / PAGE_SIZE;
+    for (uint64_t k = i / per * per; k < std::min(r->pages(), (i + n + per - 1) / per * per); k++)
+      if (!r->paged_out[k]) r->paged_out[k] = 1 + static_cast<uint64_t>(s_->sys->injected("swapin"));
   }
   // PAGEOUT is followed by a swap-in of one of the pages.
   const uint64_t k = i + rnd(n);
@@ -563,6 +604,7 @@ void Worker::op_remap() {
   r->addr.store(0, std::memory_order_release);
   if (r->fd < 0) std::fill(r->val.begin(), r->val.end(), 0);  // a new anonymous object
   std::fill(r->lazy.begin(), r->lazy.end(), 0);
+  std::fill(r->paged_out.begin(), r->paged_out.end(), 0);
   if (!map_region_retrying(r)) {
     mismatch(fmt::format("re-mmap of a {} region failed", r->type->name));
     s_->stop = true;
@@ -574,6 +616,7 @@ void Worker::op_remap() {
 
 void Worker::op_mremap() {
   Region* r = pick_region();
+  std::unique_lock<std::mutex> placed(s_->placement);
   const long dst = reserve_aligned(s_->parent, r->type->len, r->type->align);
   if (dst < 0) {
     error(kMremap, dst);
@@ -586,6 +629,7 @@ void Worker::op_mremap() {
     (void)s_->parent->munmap(static_cast<uint64_t>(dst), r->type->len);
     return;
   }
+  placed.unlock();
   r->addr.store(static_cast<uint64_t>(ret), std::memory_order_release);
   const uint64_t i = rnd(r->pages());
   check_page(s_->parent, r, i, r->val[i], r->lazy[i], "read after mremap");
@@ -645,8 +689,16 @@ void quiesce_and_check(Shared* s) {
   // An injected folio_trylock failure has no holder to look at the folio
   // again when it unlocks (the model's substitute for reclaim noticing it):
   // a swap-cache folio whose last swap PTE went stays in the swap cache, as
-  // in the kernel until reclaim. Run the model's reclaim stand-in first.
-  if (s->cfg->inject_rate > 0) (void)s->sys->run_shrinkers();
+  // in the kernel until reclaim. Run the model's reclaim stand-in first,
+  // with folio_trylock not failing: the stand-in tries once, where the
+  // kernel's reclaim would come back. Re-arming restarts the site's call
+  // numbers, so a new seed keeps its decisions from repeating.
+  if (s->cfg->inject_rate > 0) {
+    (void)s->sys->inject("folio_trylock", InjectSpec{});
+    (void)s->sys->run_shrinkers();
+    s->sys->inject_seed(s->cfg->seed + s->res->checks + 1);
+    (void)s->sys->inject("folio_trylock", InjectSpec{.mode = InjectSpec::Mode::kProbability, .probability = s->cfg->inject_rate});
+  }
   CheckReport rep = s->sys->check();
   {
     std::lock_guard<std::mutex> g(s->mu);
@@ -718,14 +770,9 @@ bool set_up_hugetlb(Shared* s, const TypeInfo& t, unsigned per_thread, std::stri
 
 std::vector<std::string> op_kinds() { return {std::begin(kOpNames), std::end(kOpNames)}; }
 
-// Every site but swapin: a failed swap-in read leaves the page failing
-// until its swap entry goes (docs/STRESS.md), which the tracker does not model.
-std::vector<std::string> inject_sites() {
-  std::vector<std::string> v;
-  for (const std::string& site : System::inject_sites())
-    if (site != "swapin") v.push_back(site);
-  return v;
-}
+// Every site, swapin included (the tracker accepts the SIGBUS a failed
+// swap-in leaves on a paged-out page: Worker::swapin_outcome).
+std::vector<std::string> inject_sites() { return System::inject_sites(); }
 
 std::vector<std::string> type_names() {
   std::vector<std::string> v;

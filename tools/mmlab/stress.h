@@ -42,7 +42,7 @@ struct Config {
   // alone decide the sequence.
   std::string_view choices;
   bool khugepaged_thread = true;
-  // Fault injection (--inject): every site but swapin fails each call with
+  // Fault injection (--inject): every site fails each call with
   // this probability, seeded with `seed`; 0 arms nothing.
   double inject_rate = 0;
   // Called before the process ends on a hang (prints the reproduction line).
