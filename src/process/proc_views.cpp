@@ -172,6 +172,45 @@ void put_kb(std::string* out, const char* label, uint64_t bytes, int width = 8) 
   *out += fmt::format("{}{:>{}} kB\n", label, bytes >> 10, width);
 }
 
+
+// smaps_pte_range() for the Pss alone: one PMD at a time, locked.
+void smaps_pss_vma(Vma* vma, MemSizeStats* mss) {
+  Mm* mm = vma->vm_mm;
+  const bool locked = vma->vm_flags & VM_LOCKED;
+  for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
+    next = pmd_addr_end(addr, vma->vm_end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) {
+      next = pud_addr_end(addr, vma->vm_end);
+      continue;
+    }
+    pmd_t val = pmdp_get(pmd);
+    if (pmd_none(val)) continue;
+    if (pmd_trans_huge(val)) {
+      SpinLock* ptl = pmd_lock(mm, pmd);
+      ptl->assert_held();
+      const pmd_t cur = pmdp_get(pmd);
+      if (pmd_trans_huge(cur)) {
+        if (Page* page = vm_normal_page_pmd(vma, addr, cur))
+          smaps_account(mss, page, true, pmd_young(cur), pmd_dirty(cur), locked);
+        ptl->unlock();
+        continue;
+      }
+      ptl->unlock();
+      if (pmd_none(cur)) continue;
+    }
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    ptl->assert_held();
+    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+      const pte_t ptent = ptep_get(pte);
+      if (!pte_present(ptent)) continue;
+      if (Page* page = vm_normal_page(vma, a, ptent)) smaps_account(mss, page, false, pte_young(ptent), pte_dirty(ptent), locked);
+    }
+    ptl->unlock();
+  }
+}
 }  // namespace
 
 std::string proc_smaps(Mm* mm) {
@@ -232,6 +271,23 @@ std::string proc_status_rss(Mm* mm) {
   s += fmt::format("VmSwap:\t{:>8} kB\n", kb(swap));
   s += fmt::format("HugetlbPages:\t{:>8} kB\n", kb(hugetlb_usage_pages(mm)));
   return s;
+}
+
+// The sum of the Pss lines of /proc/PID/smaps, in bytes, for a reader that
+// runs beside the faults: the same accounting (smaps_account), but each PTE
+// table under its lock and each PMD leaf under the PMD lock, as
+// smaps_pte_range() takes them, so that no entry or folio changes under the
+// count. hugetlb VMAs have no Pss (their smaps lines are Shared/Private_Hugetlb).
+uint64_t proc_pss(Mm* mm) {
+  MemSizeStats mss;
+  mmap_read_lock(mm);
+  for (auto& [start, v] : mm->vmas) {
+    Vma* vma = v.get();
+    if (vma->vm_flags & VM_HUGETLB) continue;
+    smaps_pss_vma(vma, &mss);
+  }
+  mmap_read_unlock(mm);
+  return mss.pss >> PSS_SHIFT;
 }
 
 // ---- /proc/PID/clear_refs ----
