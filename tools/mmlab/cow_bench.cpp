@@ -58,6 +58,7 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, Run* r, std::str
   }
   if (c.max_order >= 0) (void)s->tune("cow.max_order", std::to_string(c.max_order));
   if (c.reuse_whole) (void)s->tune("cow.reuse", "whole");
+  if (int t = set_geometry(s, p.geometry, err); t < 0) return t;
   r->parent = s->new_process("parent");
   // PMD-aligned, so that MADV_COLLAPSE has whole PMD ranges to work on.
   const long raw = r->parent->mmap(0, p.size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
@@ -190,6 +191,14 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   const int64_t copy0 = copied(), wpc0 = s->counter("fault.wp_copy"),
                 reu0 = s->counter("fault.wp_reuse"), anon0 = s->counter("fault.anon"), zero0 = s->counter("fault.zero"),
                 col0 = s->counter("collapse.success");
+  const std::vector<int64_t> orders0 = copies_by_order(s);
+  std::unique_ptr<Sampler> sampler;
+  // The measured phase starts after the fork (or the zero-page reads); the
+  // sampler follows the processes that live through it.
+  auto begin_measured = [&](std::vector<Process*> procs) {
+    sampler = std::make_unique<Sampler>(s, std::move(procs), p.sample);
+    sampler->start();
+  };
   std::vector<Writer> ws;
   if (!forks) {
     std::vector<uint8_t> buf(PAGE_SIZE);
@@ -199,6 +208,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
         return -EFAULT;
       }
     ws.push_back({r.parent, all_pages(p), {}, 0, true});
+    begin_measured({r.parent});
   } else {
     if (!prefault(&r, p, 0x11)) {
       *err = "prefault failed";
@@ -214,6 +224,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       }
       kids.push_back(q);
     }
+    // fork-exec's child exits during the phase: only the parent is sampled.
+    begin_measured(w.name == "fork-exec" ? std::vector<Process*>{r.parent} : s->processes());
     if (w.name == "usemem") {
       for (Process* q : kids) ws.push_back({q, all_pages(p), {}, 0, true});
     } else if (w.name == "cow-rand" || w.name == "prefork") {
@@ -230,6 +242,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   const auto t0 = Clock::now();
   if (w.name != "fork-exec") run_writers(&ws, r.addr, p.size, c.extra, p.time_writes);
   out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  sampler->stop(&out->metrics);
   for (const Writer& x : ws)
     if (!x.ok) {
       *err = "a write failed";
@@ -260,6 +273,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     for (const Writer& x : ws) out->child_kbps_sum += static_cast<double>(p.size) / 1024 / x.seconds;
     out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());
   }
+  out->copies_by_order = copies_by_order(s);
+  for (size_t o = 0; o < out->copies_by_order.size() && o < orders0.size(); o++) out->copies_by_order[o] -= orders0[o];
   out->bytes_copied = copied() - copy0;
   out->wp_copy = s->counter("fault.wp_copy") - wpc0;
   out->wp_reuse = s->counter("fault.wp_reuse") - reu0;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cow_bench_metrics.h"
+
 namespace mmlab::cli::cowbench {
 
 // What a column does besides its policy and folio size.
@@ -37,6 +39,8 @@ struct Params {
   double write_fraction = 0;  // cow-rand, prefork: the share of pages each writer writes
   uint64_t seed = 1;
   bool time_writes = true;  // per-page latency (off: only each writer's total time)
+  bool sample = true;       // the RSS/PSS/TLB sampler (cow_bench_metrics.h) during the measured phase
+  std::string geometry;     // tune tlb.geometry ("" or "off": none)
 };
 
 struct Result {
@@ -55,6 +59,8 @@ struct Result {
   double khugepaged_ms = 0;           // kKhugepaged: inside collapse_huge_page() ...
   double mmap_write_ms = 0;           // ... of which holding mmap_lock for write
   int64_t violations = 0;             // invariant-checker findings at the end (rfc only; any other fails the run)
+  Metrics metrics;                    // RSS and PSS over time, the TLB's counters (the measured phase)
+  std::vector<int64_t> copies_by_order;  // cow.copy.order<N> over the run (modelled time)
   // Copied bytes never written afterwards (copied minus what the copiers wrote, at least 0).
   int64_t waste() const { return bytes_copied > bytes_written ? bytes_copied - bytes_written : 0; }
 };
