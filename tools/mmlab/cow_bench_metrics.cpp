@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "fmt/format.h"
 
@@ -14,8 +15,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kPeriod = std::chrono::milliseconds(1);
-// The sampler waits at least this many times its last sample's cost.
-constexpr double kMaxDuty = 0.1;
+// A PSS walk is the expensive part of a sample (every page table locked in
+// turn): the next one waits at least 1/kPssDuty times the last one's cost.
+constexpr double kPssDuty = 0.05;
 
 double mib_s(int64_t bytes, double s) { return static_cast<double>(bytes) / (1 << 20) * s; }
 
@@ -94,12 +96,13 @@ Sampler::~Sampler() {
   }
 }
 
-Sample Sampler::take(double t_s, int64_t lookups0, int64_t l2_0) const {
+Sample Sampler::take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) const {
   Sample x;
   x.t_s = t_s;
+  x.has_pss = with_pss;
   for (Process* q : procs_) {
     x.rss += q->rss_anon();
-    x.pss += q->pss();
+    if (with_pss) x.pss += q->pss();
   }
   x.lookups = sys_->counter("tlb.lookup") - lookups0;
   x.l2_misses = sys_->counter("tlb.l2_miss") - l2_0;
@@ -107,17 +110,18 @@ Sample Sampler::take(double t_s, int64_t lookups0, int64_t l2_0) const {
 }
 
 void Sampler::loop() {
-  auto wait = std::chrono::duration<double>(kPeriod);
+  Clock::time_point next_pss = t0_;
   for (;;) {
     {
       std::unique_lock<std::mutex> g(mu_);
-      if (cv_.wait_for(g, wait, [this] { return stopping_; })) return;
+      if (cv_.wait_for(g, kPeriod, [this] { return stopping_; })) return;
     }
     const auto a = Clock::now();
-    samples_.push_back(take(std::chrono::duration<double>(a - t0_).count(), start_tlb_.lookups, start_tlb_.l2_misses));
-    const auto cost = std::chrono::duration<double>(Clock::now() - a);
-    busy_s_ += cost.count();
-    wait = std::max(std::chrono::duration<double>(kPeriod), cost / kMaxDuty);
+    const bool with_pss = a >= next_pss;
+    samples_.push_back(take(std::chrono::duration<double>(a - t0_).count(), start_tlb_.lookups, start_tlb_.l2_misses, with_pss));
+    const auto b = Clock::now();
+    busy_s_ += std::chrono::duration<double>(b - a).count();
+    if (with_pss) next_pss = b + std::chrono::duration_cast<Clock::duration>((b - a) / kPssDuty);
   }
 }
 
@@ -125,7 +129,7 @@ void Sampler::start() {
   start_tlb_ = read_tlb(sys_);
   t0_ = Clock::now();
   if (!on_) return;
-  samples_.push_back(take(0, start_tlb_.lookups, start_tlb_.l2_misses));
+  samples_.push_back(take(0, start_tlb_.lookups, start_tlb_.l2_misses, true));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -142,16 +146,18 @@ void Sampler::stop(Metrics* m) {
   *m = Metrics{};
   m->tlb = minus(read_tlb(sys_), start_tlb_);
   if (!on_) return;
-  samples_.push_back(take(end_s, start_tlb_.lookups, start_tlb_.l2_misses));
+  samples_.push_back(take(end_s, start_tlb_.lookups, start_tlb_.l2_misses, true));
   m->sampled = true;
   m->sampler_s = busy_s_;
+  const Sample* last_pss = nullptr;
   for (size_t i = 0; i < samples_.size(); i++) {
-    m->rss_peak = std::max(m->rss_peak, samples_[i].rss);
-    m->pss_peak = std::max(m->pss_peak, samples_[i].pss);
-    if (i == 0) continue;
-    const double dt = samples_[i].t_s - samples_[i - 1].t_s;
-    m->rss_mib_s += (mib_s(samples_[i].rss, dt) + mib_s(samples_[i - 1].rss, dt)) / 2;
-    m->pss_mib_s += (mib_s(samples_[i].pss, dt) + mib_s(samples_[i - 1].pss, dt)) / 2;
+    const Sample& x = samples_[i];
+    m->rss_peak = std::max(m->rss_peak, x.rss);
+    if (i > 0) m->rss_mib_s += (mib_s(x.rss, x.t_s - samples_[i - 1].t_s) + mib_s(samples_[i - 1].rss, x.t_s - samples_[i - 1].t_s)) / 2;
+    if (!x.has_pss) continue;
+    m->pss_peak = std::max(m->pss_peak, x.pss);
+    if (last_pss) m->pss_mib_s += (mib_s(x.pss, x.t_s - last_pss->t_s) + mib_s(last_pss->pss, x.t_s - last_pss->t_s)) / 2;
+    last_pss = &x;
   }
   m->samples = std::move(samples_);
 }
@@ -285,7 +291,9 @@ void MetricsReport::add(const std::string& column, const Metrics& m, const std::
     rss_.push_back(curve(column, m.samples, [](const std::vector<Sample>& v, size_t i) {
       return static_cast<double>(v[i].rss) / (1 << 20);
     }));
-    pss_.push_back(curve(column, m.samples, [](const std::vector<Sample>& v, size_t i) {
+    std::vector<Sample> with_pss;
+    std::copy_if(m.samples.begin(), m.samples.end(), std::back_inserter(with_pss), [](const Sample& x) { return x.has_pss; });
+    pss_.push_back(curve(column, with_pss, [](const std::vector<Sample>& v, size_t i) {
       return static_cast<double>(v[i].pss) / (1 << 20);
     }));
     if (tlb()) misses_.push_back(curve(column, m.samples, walks_per_1000));
@@ -315,9 +323,10 @@ void MetricsReport::finish(Report* rep) {
     rule += "---:|---:|---:|---:|---:|---:|";
   }
   rep->add(head + "\n" + rule + "\n" + rows_);
-  rep->add("\nPeaks and integrals from the sampler (every ~1 ms of measured time, at most a tenth of a CPU; PSS as smaps "
-           "computes it in the model's mapcount mode, CONFIG_PAGE_MAPCOUNT); flushes, IPIs and TLB figures are the "
-           "TLB model's events over the phase, per seed, never time.\n");
+  rep->add("\nPeaks and integrals (MiB·s, per seed) from the sampler: RSS and the TLB counters every ~1 ms of measured "
+           "time, PSS (smaps' Pss in the model's mapcount mode, CONFIG_PAGE_MAPCOUNT) at the phase's start and end and "
+           "in between as often as a twentieth of a CPU allows. Flushes, IPIs and TLB figures are the TLB model's "
+           "events over the phase, per seed, never time.\n");
   if (geometry_ == "arm64")
     rep->add("\nWith arm64 and 4K base pages a contpte block is 64K (16 x 4K): a 16K or 32K folio never folds, so no "
              "gain of the fixed-16K or fixed-32K column is TLB reach; only 64K and larger folios can fold.\n");

@@ -28,6 +28,7 @@ int set_geometry(System* s, const std::string& name, std::string* err);
 struct Sample {
   double t_s = 0;
   int64_t rss = 0, pss = 0;             // summed over the sampled processes, bytes
+  bool has_pss = false;                 // pss was read at this point
   int64_t lookups = 0, l2_misses = 0;   // tlb.lookup, tlb.l2_miss since the start
 };
 
@@ -49,12 +50,12 @@ struct Metrics {
 };
 
 // Every ~1 ms of measured time (the model's virtual clock does not move while
-// the workloads run: only khugepaged's schedule lives on it), or ten times the
-// last sample's own cost when that is longer, so that it never takes more than
-// about a tenth of a CPU, the sampler reads each process's RSS (the mm
-// counters, no lock), its PSS (Process::pss(): each page table locked while
-// read, as smaps does) and the TLB counters. The processes must not exit
-// while it runs. With on == false it only takes the TLB deltas.
+// the workloads run: only khugepaged's schedule lives on it) the sampler
+// reads each process's RSS (the mm counters, no lock) and the TLB counters;
+// their PSS (Process::pss(): each page table locked while read, as smaps
+// does) at the start and the end of the phase, and in between no more often
+// than keeps the PSS walks under a twentieth of a CPU. The processes must not
+// exit while it runs. With on == false it only takes the TLB deltas.
 class Sampler {
  public:
   Sampler(System* s, std::vector<Process*> procs, bool on);
@@ -66,7 +67,7 @@ class Sampler {
   void stop(Metrics* m);
 
  private:
-  Sample take(double t_s, int64_t lookups0, int64_t l2_0) const;
+  Sample take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) const;
   void loop();
   System* sys_;
   std::vector<Process*> procs_;
