@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kPeriod = std::chrono::milliseconds(1);
 // A PSS walk is the expensive part of a sample (every page table locked in
 // turn): the next one waits at least 1/kPssDuty times the last one's cost.
-constexpr double kPssDuty = 0.05;
+constexpr double kPssDuty = 0.01;
 
 double mib_s(int64_t bytes, double s) { return static_cast<double>(bytes) / (1 << 20) * s; }
 
@@ -110,7 +110,7 @@ Sample Sampler::take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) 
 }
 
 void Sampler::loop() {
-  Clock::time_point next_pss = t0_;
+  Clock::time_point next_pss = next_pss_;
   for (;;) {
     {
       std::unique_lock<std::mutex> g(mu_);
@@ -129,7 +129,12 @@ void Sampler::start() {
   start_tlb_ = read_tlb(sys_);
   t0_ = Clock::now();
   if (!on_) return;
+  // The first sample, before the writers start, is the state at time 0 and
+  // prices the first PSS walk.
   samples_.push_back(take(0, start_tlb_.lookups, start_tlb_.l2_misses, true));
+  const auto a = t0_;
+  t0_ = Clock::now();
+  next_pss_ = t0_ + std::chrono::duration_cast<Clock::duration>((t0_ - a) / kPssDuty);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -325,7 +330,7 @@ void MetricsReport::finish(Report* rep) {
   rep->add(head + "\n" + rule + "\n" + rows_);
   rep->add("\nPeaks and integrals (MiB·s, per seed) from the sampler: RSS and the TLB counters every ~1 ms of measured "
            "time, PSS (smaps' Pss in the model's mapcount mode, CONFIG_PAGE_MAPCOUNT) at the phase's start and end and "
-           "in between as often as a twentieth of a CPU allows. Flushes, IPIs and TLB figures are the TLB model's "
+           "in between as often as a hundredth of a CPU allows. Flushes, IPIs and TLB figures are the TLB model's "
            "events over the phase, per seed, never time.\n");
   if (geometry_ == "arm64")
     rep->add("\nWith arm64 and 4K base pages a contpte block is 64K (16 x 4K): a 16K or 32K folio never folds, so no "

@@ -54,7 +54,7 @@ struct Metrics {
 // reads each process's RSS (the mm counters, no lock) and the TLB counters;
 // their PSS (Process::pss(): each page table locked while read, as smaps
 // does) at the start and the end of the phase, and in between no more often
-// than keeps the PSS walks under a twentieth of a CPU. The processes must not
+// than keeps the PSS walks under a hundredth of a CPU. The processes must not
 // exit while it runs. With on == false it only takes the TLB deltas.
 class Sampler {
  public:
@@ -73,7 +73,7 @@ class Sampler {
   std::vector<Process*> procs_;
   bool on_;
   TlbCounts start_tlb_;
-  std::chrono::steady_clock::time_point t0_;
+  std::chrono::steady_clock::time_point t0_, next_pss_;
   std::vector<Sample> samples_;  // written by the sampler thread until it is joined
   double busy_s_ = 0;
   std::mutex mu_;
