@@ -270,6 +270,11 @@ class Process {
   PageInfo page_info(uint64_t addr) const;
   std::string folio_dump(uint64_t addr) const;  // dump_page() of the folio mapped at addr ("" if none)
   long rss_anon() const;   // bytes
+  // The sum of smaps' Pss lines (bytes), computed as the kernel's smaps does
+  // in the model's mapcount mode (CONFIG_PAGE_MAPCOUNT: each page's share is
+  // 1/its mapcount); each page table locked while it is read, so it may run
+  // beside this process's faults. 0 once exited.
+  long pss() const;
   long rss_file() const;
   long rss_shmem() const;
   long pgtables_bytes() const;

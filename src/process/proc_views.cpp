@@ -172,6 +172,63 @@ void put_kb(std::string* out, const char* label, uint64_t bytes, int width = 8) 
   *out += fmt::format("{}{:>{}} kB\n", label, bytes >> 10, width);
 }
 
+
+// walk_page_vma() with a pmd_entry, as smaps_pte_range() and
+// clear_refs_pte_range() are called: each PMD of the VMA in turn, a PMD leaf
+// passed to leaf(addr, pmd, value) under the PMD lock, a PTE table to
+// table(addr, next, first pte) under its lock.
+template <typename Leaf, typename Table>
+void walk_vma_pmds_locked(Vma* vma, Leaf leaf, Table table) {
+  Mm* mm = vma->vm_mm;
+  for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
+    next = pmd_addr_end(addr, vma->vm_end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) {
+      next = pud_addr_end(addr, vma->vm_end);  // no PMD table here at all
+      continue;
+    }
+    pmd_t v = pmdp_get(pmd);
+    if (pmd_none(v)) continue;
+    if (pmd_trans_huge(v)) {
+      SpinLock* ptl = pmd_lock(mm, pmd);
+      ptl->assert_held();
+      pmd_t cur = pmdp_get(pmd);
+      if (pmd_trans_huge(cur)) {
+        leaf(addr, pmd, cur);
+        ptl->unlock();
+        continue;
+      }
+      ptl->unlock();
+      if (pmd_none(cur)) continue;
+    }
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    ptl->assert_held();
+    table(addr, next, pte);
+    ptl->unlock();
+  }
+}
+
+// smaps_pte_range() for the Pss alone.
+void smaps_pss_vma(Vma* vma, MemSizeStats* mss) {
+  const bool locked = vma->vm_flags & VM_LOCKED;
+  walk_vma_pmds_locked(
+      vma,
+      [&](uint64_t addr, pmd_t*, pmd_t cur) {
+        if (Page* page = vm_normal_page_pmd(vma, addr, cur))
+          smaps_account(mss, page, true, pmd_young(cur), pmd_dirty(cur), locked);
+      },
+      [&](uint64_t addr, uint64_t next, pte_t* pte) {
+        for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+          const pte_t ptent = ptep_get(pte);
+          if (!pte_present(ptent)) continue;
+          if (Page* page = vm_normal_page(vma, a, ptent))
+            smaps_account(mss, page, false, pte_young(ptent), pte_dirty(ptent), locked);
+        }
+      });
+}
+
 }  // namespace
 
 std::string proc_smaps(Mm* mm) {
@@ -234,6 +291,23 @@ std::string proc_status_rss(Mm* mm) {
   return s;
 }
 
+// The sum of the Pss lines of /proc/PID/smaps, in bytes, for a reader that
+// runs beside the faults: the same accounting (smaps_account), but each PTE
+// table under its lock and each PMD leaf under the PMD lock, as
+// smaps_pte_range() takes them, so that no entry or folio changes under the
+// count. hugetlb VMAs have no Pss (their smaps lines are Shared/Private_Hugetlb).
+uint64_t proc_pss(Mm* mm) {
+  MemSizeStats mss;
+  mmap_read_lock(mm);
+  for (auto& [start, v] : mm->vmas) {
+    Vma* vma = v.get();
+    if (vma->vm_flags & VM_HUGETLB) continue;
+    smaps_pss_vma(vma, &mss);
+  }
+  mmap_read_unlock(mm);
+  return mss.pss >> PSS_SHIFT;
+}
+
 // ---- /proc/PID/clear_refs ----
 
 namespace {
@@ -252,52 +326,31 @@ bool pte_is_pinned(Vma* vma, uint64_t addr, pte_t pte) {
 // clear_soft_dirty_pmd / clear_soft_dirty write-protect every present entry
 // and clear its soft-dirty bit; swap PTEs lose their soft-dirty bit.
 void clear_soft_dirty_vma(Vma* vma) {
-  Mm* mm = vma->vm_mm;
   bool flush = false;
-  for (uint64_t addr = vma->vm_start, next; addr < vma->vm_end; addr = next) {
-    next = pmd_addr_end(addr, vma->vm_end);
-    pmd_t* pmd = mm_find_pmd(mm, addr);
-    if (!pmd) {
-      next = pud_addr_end(addr, vma->vm_end);  // no PMD table here at all
-      continue;
-    }
-    pmd_t v = pmdp_get(pmd);
-    if (pmd_none(v)) continue;
-    if (pmd_trans_huge(v)) {
-      SpinLock* ptl = pmd_lock(mm, pmd);
-      ptl->assert_held();
-      pmd_t cur = pmdp_get(pmd);
-      if (pmd_trans_huge(cur)) {
+  walk_vma_pmds_locked(
+      vma,
+      [&](uint64_t addr, pmd_t* pmd, pmd_t cur) {
         // Invalidate first (see change_huge_pmd), keeping the A/D bits the
         // hardware may set meanwhile.
         pmd_t old = entry_xchg(pmd, pmd_mkinvalid(cur));
         flush_pmd_tlb_range(vma, addr & PMD_MASK, (addr & PMD_MASK) + PMD_SIZE);
         entry_set(pmd, pmd_clear_soft_dirty(pmd_wrprotect(old)));
-        ptl->unlock();
-        continue;
-      }
-      ptl->unlock();
-      if (pmd_none(cur)) continue;
-    }
-    SpinLock* ptl;
-    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-    if (!pte) continue;
-    ptl->assert_held();
-    for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
-      pte_t ptent = ptep_get(pte);
-      if (pte_none(ptent)) continue;
-      if (pte_present(ptent)) {
-        if (pte_is_pinned(vma, a, ptent)) continue;
-        // ptep_modify_prot_start/commit.
-        pte_t old = entry_xchg(pte, pte_t{0});
-        entry_set(pte, pte_clear_soft_dirty(pte_wrprotect(old)));
-        flush |= pte_write(old);
-      } else {
-        entry_set(pte, pte_swp_clear_soft_dirty(ptent));
-      }
-    }
-    ptl->unlock();
-  }
+      },
+      [&](uint64_t addr, uint64_t next, pte_t* pte) {
+        for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
+          pte_t ptent = ptep_get(pte);
+          if (pte_none(ptent)) continue;
+          if (pte_present(ptent)) {
+            if (pte_is_pinned(vma, a, ptent)) continue;
+            // ptep_modify_prot_start/commit.
+            pte_t old = entry_xchg(pte, pte_t{0});
+            entry_set(pte, pte_clear_soft_dirty(pte_wrprotect(old)));
+            flush |= pte_write(old);
+          } else {
+            entry_set(pte, pte_swp_clear_soft_dirty(ptent));
+          }
+        }
+      });
   if (flush) flush_tlb_range(vma, vma->vm_start, vma->vm_end);
 }
 

@@ -81,6 +81,7 @@ long Process::rss_shmem() const { return mm_ ? mm_->get_mm_counter(MM_SHMEMPAGES
 long Process::pgtables_bytes() const { return mm_ ? mm_->pgtables_bytes.load() : 0; }
 
 std::string Process::smaps() const { return mm_ ? proc_smaps(mm_.get()) : ""; }
+long Process::pss() const { return mm_ ? static_cast<long>(proc_pss(mm_.get())) : 0; }
 std::string Process::status_rss() const { return mm_ ? proc_status_rss(mm_.get()) : ""; }
 
 std::vector<PteDumpEntry> Process::pagetable_dump(uint64_t start, uint64_t end) const {

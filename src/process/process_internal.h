@@ -17,6 +17,8 @@ AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len,
 // /proc views (process/proc_views.cpp).
 std::string proc_smaps(Mm* mm);
 std::string proc_status_rss(Mm* mm);
+// The sum of the smaps Pss lines, bytes; safe beside running faults.
+uint64_t proc_pss(Mm* mm);
 // clear_refs_write(CLEAR_REFS_SOFT_DIRTY), mmap_lock not held on entry.
 void clear_refs_soft_dirty(Mm* mm);
 

@@ -5,9 +5,11 @@
 // smaps/status report the kernel's numbers.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process/process_internal.h"
@@ -529,5 +531,82 @@ TEST_F(CheckerTest, SmapsAndStatusForSixteenBasePages) {
   EXPECT_NE(st.find("RssShmem:\t       0 kB\n"), std::string::npos) << st;
 }
 
+// ---- Process::pss(): smaps' Pss, summed, read with the page tables locked ----
+
+// The Pss lines of every VMA in smaps, summed (kB).
+long smaps_pss_kb(const std::string& smaps) {
+  std::istringstream in(smaps);
+  std::string line;
+  long kb = 0;
+  while (std::getline(in, line))
+    if (line.rfind("Pss:", 0) == 0) kb += std::strtol(line.c_str() + 4, nullptr, 10);
+  return kb;
+}
+
+TEST_F(CheckerTest, PssIsTheSumOfSmapsPssLinesUnderFork) {
+  no_thp();
+  enable_order_kb(64);
+  const uint64_t len = 256 * KiB;
+  const uint64_t a = map_aligned(p, len, 64 * KiB);
+  ASSERT_TRUE(p->fill(a, 0x11, len).ok());
+  EXPECT_EQ(p->pss(), static_cast<long>(len));
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
+  // Every page mapped twice: half each.
+  EXPECT_EQ(p->pss(), static_cast<long>(len / 2));
+  EXPECT_EQ(c->pss(), static_cast<long>(len / 2));
+  // The child's write copies one 4K page (cow.policy base): that page is
+  // the child's alone, the parent's old page is the parent's alone.
+  ASSERT_TRUE(c->fill(a, 0x22, PAGE_SIZE).ok());
+  EXPECT_EQ(c->pss(), static_cast<long>(PAGE_SIZE + (len - PAGE_SIZE) / 2));
+  EXPECT_EQ(p->pss(), static_cast<long>(PAGE_SIZE + (len - PAGE_SIZE) / 2));
+  for (Process* q : {p, c}) EXPECT_EQ(q->pss() >> 10, smaps_pss_kb(q->smaps())) << q->smaps();
+  c->exit();
+  EXPECT_EQ(c->pss(), 0);
+  EXPECT_EQ(p->pss(), static_cast<long>(len));
+  expect_ok();
+}
+
+TEST_F(CheckerTest, PssOfAPmdMappedThpSharedByFork) {
+  const uint64_t a = map_huge_madvised();
+  ASSERT_TRUE(p->fill(a, 0x33, PMD_SIZE).ok());
+  ASSERT_EQ(entry_at(a).level, 2);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(p->pss(), static_cast<long>(PMD_SIZE / 2));
+  EXPECT_EQ(c->pss(), static_cast<long>(PMD_SIZE / 2));
+  for (Process* q : {p, c}) EXPECT_EQ(q->pss() >> 10, smaps_pss_kb(q->smaps())) << q->smaps();
+  expect_ok();
+}
+
+
+// The sampler of `mmlab cow-bench` reads PSS while the children fault: the
+// walk locks each table, so it sees no half-made entry (TSan checks the rest),
+// and every value lies between the shared and the fully copied state.
+TEST_F(CheckerTest, PssBesideRunningCowFaults) {
+  no_thp();
+  enable_order_kb(64);
+  const uint64_t len = 2 * PMD_SIZE;
+  const uint64_t a = map_aligned(p, len, 64 * KiB);
+  ASSERT_TRUE(p->fill(a, 0x11, len).ok());
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    EXPECT_TRUE(c->fill(a, 0x22, len).ok());
+    done = true;
+  });
+  long reads = 0;
+  while (!done || reads == 0) {
+    const long v = c->pss();
+    EXPECT_GE(v, static_cast<long>(len / 2));
+    EXPECT_LE(v, static_cast<long>(len));
+    reads++;
+  }
+  writer.join();
+  EXPECT_EQ(c->pss(), static_cast<long>(len));
+  EXPECT_EQ(p->pss(), static_cast<long>(len));
+  expect_ok();
+}
 }  // namespace
 }  // namespace mmlab::test

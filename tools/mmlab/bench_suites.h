@@ -40,5 +40,7 @@ int suite_ro_pin(const BenchOptions& o, Report* rep);
 int suite_sweep(const BenchOptions& o, Report* rep);
 int suite_scaling(const BenchOptions& o, Report* rep);  // bench_suite_scaling.cpp
 int suite_threads(const BenchOptions& o, Report* rep);  // bench_suite_threads.cpp
+// A small `mmlab cow-bench` grid: CoW latency, waste, PSS (bench_suite_cow.cpp).
+int suite_cow(const BenchOptions& o, Report* rep);
 
 }  // namespace mmlab::cli

@@ -17,12 +17,14 @@
 //   threads   two threads pinning disjoint halves against one thread
 //   collapse  MADV_COLLAPSE of 256 MiB of 4K pages and of 64K mTHPs: time per
 //             2M, the copy's share, mmap_lock write-hold time, bytes copied
+//   cow       a small `mmlab cow-bench` grid (base, rfc, fixed-64K, fixed-512K,
+//             base-khugepaged over usemem and cow-rand): CoW latency, waste, PSS
 // Every GUP row also shows the physical floor: a plain loop reading the
 // entries and filling pages[] for the same request.
 // With --profile (a cost profile from `mmlab calibrate`), the fault, fork,
-// gup and ro-pin suites add "modelled" tables: the model's event counts
-// times the host's measured cost per event. They stay apart from the
-// measured tables (and under "modelled" in the JSON).
+// gup and ro-pin suites add "modelled" tables (the cow suite a column): the
+// model's event counts times the host's measured cost per event. They stay
+// apart from the measured figures (and under "modelled" in the JSON).
 //
 // Each suite is a file of its own (bench_suite_*.cpp, declared in
 // bench_suites.h); the statistics are bench_stats.cpp, the report and its
@@ -78,7 +80,7 @@ int run_bench(const BenchOptions& o) {
   static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
       {"fault", suite_fault}, {"fork", suite_fork}, {"data", suite_data}, {"gup", suite_gup}, {"unify", suite_unify},
       {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep},
-      {"scaling", suite_scaling}, {"threads", suite_threads}, {"collapse", suite_collapse}, {"corpus", suite_corpus}};
+      {"scaling", suite_scaling}, {"threads", suite_threads}, {"collapse", suite_collapse}, {"cow", suite_cow}, {"corpus", suite_corpus}};
   std::vector<std::string> chosen = o.suites;
   if (chosen.empty())
     for (auto& [n, f] : kSuites) chosen.push_back(n);
@@ -140,7 +142,7 @@ void add_bench(CLI::App& app) {
   sub->add_option("--size-mb", o->size_mb, "region size in MiB for every suite")->check(CLI::Range(4, 65536));
   sub->add_option("--repeats", o->repeats, "repeats per variant")->check(CLI::Range(1, 1000));
   sub->add_option("--suite", o->suites,
-                  "suites to run: fault, fork, data, gup, unify, fast, ro-pin, sweep, scaling, threads, collapse, corpus "
+                  "suites to run: fault, fork, data, gup, unify, fast, ro-pin, sweep, scaling, threads, collapse, cow, corpus "
                   "(default: all)");
   sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)")
       ->check(CLI::ExistingFile);

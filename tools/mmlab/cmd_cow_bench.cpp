@@ -26,6 +26,8 @@ struct CowCli {
   bool no_latency = false;
   uint64_t snapshot_writes = 0;
   double snapshot_rate = 0, zipf_s = 0.99;
+  bool no_sampler = false;
+  std::string geometry = "off", profile;
 };
 
 // Names from a comma list against the catalogue ("all": every one); false
@@ -55,12 +57,7 @@ bool pick(const char* what, const std::string& list, const std::vector<T>& all, 
   return true;
 }
 
-double pct(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - (q > 0 ? 1 : 0));
-  return v[i];
-}
+double pct(const std::vector<double>& v, double q) { return cowbench::percentile(v, q); }
 
 std::string mib(int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20)); }
 
@@ -94,6 +91,9 @@ void merge(cowbench::Result* into, const cowbench::Result& r) {
   into->violations += r.violations;
   into->khugepaged_ms += r.khugepaged_ms;
   into->mmap_write_ms += r.mmap_write_ms;
+  cowbench::merge_metrics(&into->metrics, r.metrics);
+  into->copies_by_order.resize(std::max(into->copies_by_order.size(), r.copies_by_order.size()));
+  for (size_t o = 0; o < r.copies_by_order.size(); o++) into->copies_by_order[o] += r.copies_by_order[o];
 }
 
 int run_cow_bench(const CowCli& o) {
@@ -113,6 +113,21 @@ int run_cow_bench(const CowCli& o) {
   p.snapshot_writes = o.snapshot_writes ? o.snapshot_writes : (o.quick ? 5000 : 20000);
   if (o.snapshot_rate > 0) p.snapshot_rate = o.snapshot_rate;
   p.zipf_s = o.zipf_s;
+  p.sample = !o.no_sampler;
+  if (!cowbench::geometry_known(o.geometry)) {
+    std::fprintf(stderr, "mmlab cow-bench: --geometry: unknown geometry '%s' (expected off, x86-intel, x86-amd or arm64)\n",
+                 o.geometry.c_str());
+    return 2;
+  }
+  p.geometry = o.geometry;
+  host::CostProfile profile;
+  if (!o.profile.empty()) {
+    std::string perr;
+    if (host::load_cost_profile(o.profile, &profile, &perr)) {
+      std::fprintf(stderr, "mmlab cow-bench: --profile %s: %s\n", o.profile.c_str(), perr.c_str());
+      return 2;
+    }
+  }
   // Every process may hold a private copy: the System needs size * (procs + 2)
   // of RAM, and fragmented (one child) twice size * 3.
   constexpr uint64_t kMaxRam = 64ull << 30;
@@ -133,6 +148,10 @@ int run_cow_bench(const CowCli& o) {
   Report rep;
   rep.add("# mmlab cow-bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
+  if (!o.profile.empty()) {
+    rep.profile = &profile;
+    rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
+  }
   rep.add(fmt::format("\nregion {} MiB, {} children (usemem, prefork), write share {:.4f} (cow-rand, prefork), {} seed(s); "
                       "`base`, `rfc` and the alternatives fault the region in with 64K folios, `fixed-N` with N folios. "
                       "Latency: each 4K page write the workload makes after the fork (or after the zero-page read), "
@@ -145,13 +164,18 @@ int run_cow_bench(const CowCli& o) {
                       "omission corrected), its service time from the write's start. Every run ends with the invariant "
                       "checker.\n",
                       p.size >> 20, p.procs, p.write_fraction, seeds, p.snapshot_writes, p.snapshot_rate, p.zipf_s));
+  rep.add(fmt::format("TLB geometry: {}; sampler {}; per-page latency {}.\n", o.geometry, p.sample ? "on" : "off (--no-sampler)",
+                      p.time_writes ? "on" : "off (--no-latency)"));
   rep.json["params"] = {{"size", p.size},
                         {"procs", p.procs},
                         {"write_fraction", p.write_fraction},
                         {"seeds", seeds},
                         {"snapshot_writes", p.snapshot_writes},
                         {"snapshot_rate", p.snapshot_rate},
-                        {"zipf_s", p.zipf_s}};
+                        {"zipf_s", p.zipf_s},
+                        {"geometry", o.geometry},
+                        {"sampler", p.sample},
+                        {"latency", p.time_writes}};
   for (const cowbench::Workload* w : ws) {
     rep.add(fmt::format("\n## {}: {}\n\n", w->name, w->what));
     const bool usemem = w->name == "usemem", snapshot = w->name == "snapshot", frag = w->name == "fragmented";
@@ -175,6 +199,7 @@ int run_cow_bench(const CowCli& o) {
     const std::vector<double> qs = {0.5, 0.9, 0.99, 0.999, 1.0};
     for (size_t i = 0; i < qs.size(); i++) cdf.xtics.push_back({static_cast<double>(i), fmt::format("p{}", qs[i] * 100)});
     double base_kbps = 0;
+    cowbench::MetricsReport metrics(w->name, o.geometry, rep.profile);
     // One untimed run first: the frame store's host memory is then touched,
     // and every timed column reuses it (the same RAM size throughout).
     {
@@ -278,6 +303,7 @@ int run_cow_bench(const CowCli& o) {
                            {"p99", pct(all.service_ns, 0.99) / 1000},
                            {"max", pct(all.service_ns, 1.0) / 1000}};
       if (frag) j["filler_pages"] = all.filler_pages / seeds;
+      metrics.add(c->name, all.metrics, all.copies_by_order, seeds, &j);
       if (c->extra == cowbench::Extra::kKhugepaged)
         rep.add(fmt::format("\n{}: khugepaged spent {:.2f} ms in collapse_huge_page(), {:.2f} ms of it holding "
                             "mmap_lock for write (per seed).\n",
@@ -287,8 +313,8 @@ int run_cow_bench(const CowCli& o) {
       rep.add("\nThe series reported +9/+12/+14% usemem throughput for its mTHP CoW; compare the `vs base` column's "
               "ratios, never the absolute KB/s.\n");
     if (!cdf.series.empty()) rep.plots.push_back(cdf);
+    metrics.finish(&rep);
   }
-  rep.add("\nNot measured yet: the TLB (misses, reach, flushes and IPIs) and PSS (docs/COW_BENCH.md).\n");
   return write_report(rep, o.out);
 }
 
@@ -315,6 +341,10 @@ void add_cow_bench(CLI::App& app) {
   sub->add_flag("--no-latency", o->no_latency,
                 "time each writer as a whole, not each page write: the run that shows the latency instrumentation "
                 "does not move the throughput ratios");
+  sub->add_flag("--no-sampler", o->no_sampler,
+                "no RSS/PSS/TLB sampling thread: the run that shows the sampler does not move the ratios");
+  sub->add_option("--geometry", o->geometry, "tune tlb.geometry in every column: off (default), x86-intel, x86-amd, arm64");
+  sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled CoW time, apart from measured time");
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   add_trace_options(sub);
   register_action(sub, [o] { return run_cow_bench(*o); });

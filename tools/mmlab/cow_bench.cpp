@@ -69,6 +69,7 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented,
   }
   if (c.max_order >= 0) (void)s->tune("cow.max_order", std::to_string(c.max_order));
   if (c.reuse_whole) (void)s->tune("cow.reuse", "whole");
+  if (int t = set_geometry(s, p.geometry, err); t < 0) return t;
   r->parent = s->new_process("parent");
   // PMD-aligned, so that MADV_COLLAPSE has whole PMD ranges to work on.
   const long raw = r->parent->mmap(0, p.size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
@@ -370,6 +371,14 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
                 afb0 = mthp_sum(s, "anon_fault_fallback"), thfb0 = s->vmstat("thp_fault_fallback"),
                 wpfb0 = mthp_sum(s, "wp_fault_fallback"), afa0 = mthp_sum(s, "anon_fault_alloc"),
                 wpa0 = mthp_sum(s, "wp_fault_alloc");
+  const std::vector<int64_t> orders0 = copies_by_order(s);
+  std::unique_ptr<Sampler> sampler;
+  // The measured phase starts after the fork (or the zero-page reads); the
+  // sampler follows the processes that live through it.
+  auto begin_measured = [&](std::vector<Process*> procs) {
+    sampler = std::make_unique<Sampler>(s, std::move(procs), p.sample);
+    sampler->start();
+  };
   std::vector<Writer> ws;
   std::function<void()> beside;
   std::vector<uint64_t> pfn_at_fork;
@@ -384,6 +393,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
         return -EFAULT;
       }
     ws.push_back(writer(r.parent, all_pages(p)));
+    begin_measured({r.parent});
   } else {
     if (!prefault(&r, p, 0x11, w.name == "usemem")) {
       *err = "prefault failed";
@@ -406,6 +416,12 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
       exited = Clock::now();
       copied_at_exit = copied();
     };
+    // A child that exits during the phase is not sampled (fork-exec,
+    // snapshot), nor is fragmented's filler.
+    std::vector<Process*> sampled;
+    for (Process* q : s->processes())
+      if (q->name() != "filler" && (!sharer_exits || q == r.parent)) sampled.push_back(q);
+    begin_measured(std::move(sampled));
     if (w.name == "usemem") {
       for (Process* q : kids) ws.push_back(writer(q, all_pages(p)));
     } else if (w.name == "cow-rand" || w.name == "prefork" || fragmented) {
@@ -427,6 +443,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   const auto t0 = Clock::now();
   run_writers(&ws, r.addr, p.size, c.extra, p.time_writes, beside);
   out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  sampler->stop(&out->metrics);
   for (const Writer& x : ws)
     if (!x.ok) {
       *err = "a write failed";
@@ -468,6 +485,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     for (const Writer& x : ws) out->child_kbps_sum += static_cast<double>(p.size) / 1024 / x.seconds;
     out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());
   }
+  out->copies_by_order = copies_by_order(s);
+  for (size_t o = 0; o < out->copies_by_order.size() && o < orders0.size(); o++) out->copies_by_order[o] -= orders0[o];
   out->bytes_copied = copied() - copy0;
   out->wp_copy = s->counter("fault.wp_copy") - wpc0;
   out->wp_reuse = s->counter("fault.wp_reuse") - reu0;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cow_bench_metrics.h"
+
 namespace mmlab::cli::cowbench {
 
 // What a column does besides its policy and folio size.
@@ -41,6 +43,8 @@ struct Params {
   uint64_t snapshot_writes = 20000;  // writes in the stream
   double snapshot_rate = 100000;     // mean arrival rate, writes per second (Poisson arrivals)
   double zipf_s = 0.99;              // the Zipf exponent of the written pages' popularity
+  bool sample = true;       // the RSS/PSS/TLB sampler (cow_bench_metrics.h) during the measured phase
+  std::string geometry;     // tune tlb.geometry ("" or "off": none)
 };
 
 struct Result {
@@ -75,6 +79,8 @@ struct Result {
   int64_t filler_pages = 0;
   int64_t anon_fault_fallback = 0, thp_fault_fallback = 0, wp_fault_fallback = 0;
   int64_t anon_fault_alloc = 0, wp_fault_alloc = 0;
+  Metrics metrics;                    // RSS and PSS over time, the TLB's counters (the measured phase)
+  std::vector<int64_t> copies_by_order;  // cow.copy.order<N> over the run (modelled time)
   // Copied bytes never written afterwards (copied minus what the copiers wrote, at least 0).
   int64_t waste() const { return bytes_copied > bytes_written ? bytes_copied - bytes_written : 0; }
 };
