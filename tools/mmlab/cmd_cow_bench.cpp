@@ -57,7 +57,6 @@ bool pick(const char* what, const std::string& list, const std::vector<T>& all, 
   return true;
 }
 
-double pct(const std::vector<double>& v, double q) { return cowbench::percentile(v, q); }
 
 std::string mib(int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20)); }
 
@@ -240,14 +239,14 @@ int run_cow_bench(const CowCli& o) {
       }
       const double n = seeds;
       std::vector<double> us;
-      for (double q : qs) us.push_back(pct(all.write_ns, q) / 1000);
+      for (double q : qs) us.push_back(cowbench::percentile(all.write_ns, q) / 1000);
       std::string lat;
       for (size_t i = 0; i < us.size(); i++)
         lat += all.write_ns.empty() ? std::string(" - |")
                                     : fmt::format(" {:.{}f} |", us[i], i + 1 < us.size() ? 2 : 1);
       std::string service;
       if (snapshot)
-        for (double q : {0.5, 0.99, 1.0}) service += fmt::format(" {:.2f} |", pct(all.service_ns, q) / 1000);
+        for (double q : {0.5, 0.99, 1.0}) service += fmt::format(" {:.2f} |", cowbench::percentile(all.service_ns, q) / 1000);
       rep.add(fmt::format("| {} |{}{} {} | {} | {} | {} | {} |", c->name, lat, service, all.wp_copy / seeds,
                           all.wp_reuse / seeds, mib(all.bytes_copied / seeds), mib(all.waste() / seeds),
                           all.zero_subpages / seeds));
@@ -299,9 +298,9 @@ int run_cow_bench(const CowCli& o) {
         j["copied_after_exit"] = all.copied_after_exit / seeds;
       }
       if (snapshot)
-        j["service_us"] = {{"p50", pct(all.service_ns, 0.5) / 1000},
-                           {"p99", pct(all.service_ns, 0.99) / 1000},
-                           {"max", pct(all.service_ns, 1.0) / 1000}};
+        j["service_us"] = {{"p50", cowbench::percentile(all.service_ns, 0.5) / 1000},
+                           {"p99", cowbench::percentile(all.service_ns, 0.99) / 1000},
+                           {"max", cowbench::percentile(all.service_ns, 1.0) / 1000}};
       if (frag) j["filler_pages"] = all.filler_pages / seeds;
       metrics.add(c->name, all.metrics, all.copies_by_order, seeds, &j);
       if (c->extra == cowbench::Extra::kKhugepaged)

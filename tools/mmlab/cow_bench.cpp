@@ -32,8 +32,17 @@ Column col(std::string name, unsigned kb, const char* policy, int max_order = -1
 struct Run {
   std::unique_ptr<System> sys;
   Process* parent = nullptr;
+  Process* filler = nullptr;  // fragmented's: holds memory, never part of the workload
   uint64_t addr = 0;
 };
+
+// The workload's processes: every process but fragmented's filler.
+std::vector<Process*> workload_procs(const Run& r) {
+  std::vector<Process*> v;
+  for (Process* q : r.sys->processes())
+    if (q != r.filler) v.push_back(q);
+  return v;
+}
 
 // The mTHP sizes a column enables: c.folio_kb, and the size of a
 // cow.max_order cap, which only the CoW path then uses (a CoW copies at an
@@ -237,8 +246,7 @@ void account(Run* r, const std::vector<Writer>& ws, Result* out) {
     out->service_ns.insert(out->service_ns.end(), w.service_ns.begin(), w.service_ns.end());
     out->bytes_written += distinct_pages(w.pages) * static_cast<int64_t>(PAGE_SIZE);
   }
-  for (Process* q : r->sys->processes())
-    if (q->name() != "filler") out->rss_peak += q->rss_anon();
+  for (Process* q : workload_procs(*r)) out->rss_peak += q->rss_anon();
 }
 
 // The frame behind each page of the parent's region.
@@ -270,7 +278,7 @@ int fragment(Run* r, const Column& c, Result* out, std::string* err) {
   System* s = r->sys.get();
   for (unsigned kb = 16; kb <= 2048; kb *= 2)
     (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb), "never");
-  Process* f = s->new_process("filler");
+  Process* f = r->filler = s->new_process("filler");
   constexpr uint64_t kReserve = 1ull << 20, kChunk = 64ull << 10;
   const uint64_t len = s->nr_free_pages() * PAGE_SIZE & ~(PMD_SIZE - 1);
   const long a = f->mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
@@ -419,8 +427,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     // A child that exits during the phase is not sampled (fork-exec,
     // snapshot), nor is fragmented's filler.
     std::vector<Process*> sampled;
-    for (Process* q : s->processes())
-      if (q->name() != "filler" && (!sharer_exits || q == r.parent)) sampled.push_back(q);
+    for (Process* q : workload_procs(r))
+      if (!sharer_exits || q == r.parent) sampled.push_back(q);
     begin_measured(std::move(sampled));
     if (w.name == "usemem") {
       for (Process* q : kids) ws.push_back(writer(q, all_pages(p)));
@@ -467,8 +475,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     // model's (collapse_huge_page's).
     const CollapseTiming before = s->collapse_timing();
     (void)s->tune("khugepaged.mthp", "on");
-    for (Process* q : s->processes())
-      if (q->name() != "filler") (void)q->madvise(r.addr, p.size, MADV_HUGEPAGE);
+    for (Process* q : workload_procs(r)) (void)q->madvise(r.addr, p.size, MADV_HUGEPAGE);
     if (int e = s->run_khugepaged(2); e < 0) {
       *err = fmt::format("run_khugepaged: {}", errno_name(-e));
       return e;
@@ -477,8 +484,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     out->khugepaged_ms = static_cast<double>(after.total_ns - before.total_ns) / 1e6;
     out->mmap_write_ms = static_cast<double>(after.mmap_write_ns - before.mmap_write_ns) / 1e6;
     int64_t rss = 0;
-    for (Process* q : s->processes())
-      if (q->name() != "filler") rss += q->rss_anon();
+    for (Process* q : workload_procs(r)) rss += q->rss_anon();
     out->rss_peak = std::max(out->rss_peak, rss);
   }
   if (w.name == "usemem") {
