@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace mmlab::host {
@@ -298,6 +299,41 @@ long agent_fork(int* sock, int* pass) {
   }
 }
 
+// The runner's own writable private memory, inherited: its .bss, heap and
+// stacks still hold 64K-aligned ranges the runner never touched (this file's
+// globals are first written here), and with mTHP `always` their first touch
+// would fault a large folio that counts in the test's machine-wide
+// statistics. MADV_NOHUGEPAGE on every such mapping keeps them at order 0;
+// the mappings the test creates afterwards are new VMAs and unaffected.
+// Called while THP is still disabled for this process; parses
+// /proc/self/maps with no allocation.
+void exclude_inherited_memory_from_thp() {
+  int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  static char buf[1 << 16];
+  size_t have = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buf + have, sizeof(buf) - have);
+    if (n <= 0 && have == 0) break;
+    have += n > 0 ? static_cast<size_t>(n) : 0;
+    char* line = buf;
+    char* end = buf + have;
+    for (char* nl; (nl = static_cast<char*>(std::memchr(line, '\n', end - line)));) {
+      *nl = 0;
+      char* p = line;
+      uint64_t lo = std::strtoull(p, &p, 16), hi = *p == '-' ? std::strtoull(p + 1, &p, 16) : 0;
+      // "lo-hi rw-p ...": writable and private ([vsyscall] is not).
+      if (hi > lo && p[0] == ' ' && p[1] == 'r' && p[2] == 'w' && p[4] == 'p' && !std::strstr(p, "[vsyscall]"))
+        ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_NOHUGEPAGE);
+      line = nl + 1;
+    }
+    have = static_cast<size_t>(end - line);
+    std::memmove(buf, line, have);
+    if (n <= 0 || have == sizeof(buf)) break;
+  }
+  ::close(fd);
+}
+
 // The freshly forked process: shed the runner's descriptors, signal state
 // and children, then serve.
 [[noreturn]] void agent_main(int sock) {
@@ -327,7 +363,8 @@ long agent_fork(int* sock, int* pass) {
   // The runner's restore-on-interrupt handlers (host/sysfs.cpp) are its own.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
   // The runner keeps THP off for its own allocations; a scenario process
-  // must see the system's settings as any process would.
+  // must see the system's settings as any process would, in its own mappings.
+  exclude_inherited_memory_from_thp();
   prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
 
   Response ready;
