@@ -18,8 +18,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cerrno>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -176,6 +178,45 @@ std::string cpus_allowed(int pid) {
   for (std::string l; std::getline(status, l);)
     if (l.rfind("Cpus_allowed_list:", 0) == 0) return l.substr(l.find_first_not_of(" \t", 18));
   return "";
+}
+
+// Each VMA of /proc/PID/smaps as "perms VmFlags", by start address.
+static std::map<uint64_t, std::string> smaps_flags(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+  std::map<uint64_t, std::string> out;
+  uint64_t cur = 0;
+  std::string perms;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmFlags:", 0) == 0) {
+      out[cur] = perms + line.substr(8);
+    } else if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
+               line.find(' ') > line.find('-')) {
+      cur = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+      perms = line.substr(line.find(' ') + 1, 4);
+    }
+  }
+  return out;
+}
+
+// The runner's untouched memory that a process inherits must not fault
+// mTHPs into the test's machine-wide statistics: each inherited writable
+// private mapping is VM_NOHUGEPAGE ("nh"); what the test maps is not.
+TEST_F(HostTest, InheritedMemoryNeverFaultsLargeFolios) {
+  long addr = a->mmap(0, 16 * kPage, kRW, kAnon, -1, 0);
+  ASSERT_GT(addr, 0);
+  auto vmas = smaps_flags(a->pid());
+  ASSERT_FALSE(vmas.empty());
+  int inherited = 0;
+  for (auto& [start, flags] : vmas) {
+    if (start == static_cast<uint64_t>(addr)) {
+      EXPECT_EQ(flags.find(" nh"), std::string::npos) << "the test's own mapping: " << flags;
+      continue;
+    }
+    if (flags.size() < 4 || flags[1] != 'w' || flags[3] != 'p') continue;
+    inherited++;
+    EXPECT_NE(flags.find(" nh"), std::string::npos) << std::hex << start << ": " << flags;
+  }
+  EXPECT_GT(inherited, 0);
 }
 
 TEST_F(HostTest, PinCpuHoldsForTheProcessAndItsForks) {
