@@ -117,8 +117,10 @@ vm_fault_t hugetlb_wp(HugeFault* f) REQUIRES(f->fm, f->ptl) {
       return vmf_error(err);
     }
     vm_fault_t ret = __vmf_anon_prepare(f->vma, f->flags);
+    // A machine check in the copy fails the fault (SIGBUS); the new folio
+    // and its reservation go back below, the old mapping stays.
+    if (!ret && copy_user_large_folio(new_folio, old_folio, mm->stats)) ret = VM_FAULT_HWPOISON_LARGE;
     if (!ret) {
-      copy_user_large_folio(new_folio, old_folio, mm->stats);
       folio_set_uptodate(new_folio);
       f->ptl = huge_pte_lock(mm, f->pte);
       f->ptl->assert_held();

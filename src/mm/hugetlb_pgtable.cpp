@@ -340,8 +340,15 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {
           dst_ptl = src_ptl = nullptr;
           break;
         }
-        copy_user_large_folio(new_folio, folio, src->stats);
+        const int copied = copy_user_large_folio(new_folio, folio, src->stats);
         folio_put(folio);
+        if (copied) {  // a machine check: the fork fails with -EHWPOISON
+          folio_put(new_folio);
+          ret = copied;
+          stop = true;
+          dst_ptl = src_ptl = nullptr;
+          break;
+        }
         dst_ptl = huge_pte_lock(dst, dst_pte);
         dst_ptl->assert_held();
         src_ptl = huge_pte_lock_nested(src, src_pte);

@@ -628,5 +628,68 @@ TEST_F(FaultInjectHugetlbTest, HugetlbReservationFailureFailsMmap) {
   EXPECT_EQ(sys->injected("hugetlb_resv"), 2);
 }
 
+// hugetlb_wp copies the whole huge page with copy_user_large_folio: a
+// machine check on any of its pages is VM_FAULT_HWPOISON_LARGE, SIGBUS; the
+// new page goes back to the pool and the child keeps sharing the old one.
+TEST_F(FaultInjectHugetlbTest, HugetlbCowCopyMachineCheckIsSigbus) {
+  set("hugepages/hugepages-2048kB/nr_hugepages", "2");
+  const long raw = p->mmap(0, PMD_SIZE, RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB);
+  ASSERT_GT(raw, 0);
+  const uint64_t a = static_cast<uint64_t>(raw);
+  ASSERT_TRUE(p->fill(a, 21, PMD_SIZE).ok());
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
+  const std::string free_before = attr("free_hugepages");
+  inject("copy_mc", times(1, -1, 100));  // the 101st page of the copy
+  EXPECT_EQ(c->fill(a + 7 * PAGE_SIZE, 22, PAGE_SIZE).sig, Signal::kSigbus);
+  off("copy_mc");
+  EXPECT_EQ(sys->injected("copy_mc"), 1);
+  EXPECT_EQ(attr("free_hugepages"), free_before);
+  EXPECT_EQ(entry_at(c, a).pfn, entry_at(p, a).pfn) << "the child still shares the old page";
+  expect_bytes(p, a, PMD_SIZE, 21);
+  expect_bytes(c, a, PMD_SIZE, 21);
+  checked("after the machine check");
+  ASSERT_TRUE(c->fill(a + 7 * PAGE_SIZE, 22, PAGE_SIZE).ok());  // no injection: the copy happens
+  EXPECT_NE(entry_at(c, a).pfn, entry_at(p, a).pfn);
+  expect_bytes(c, a + 7 * PAGE_SIZE, PAGE_SIZE, 22);
+  expect_bytes(p, a, PMD_SIZE, 21);
+  c->exit();
+}
+
+// fork copies a pinned anonymous huge page for the child at once
+// (copy_hugetlb_page_range): a machine check in that copy fails the fork
+// with -EHWPOISON; nothing leaks and the parent's page and pin are intact.
+TEST_F(FaultInjectHugetlbTest, ForkHugetlbCopyMachineCheckFailsTheFork) {
+  set("hugepages/hugepages-2048kB/nr_hugepages", "2");
+  const long raw = p->mmap(0, PMD_SIZE, RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB);
+  ASSERT_GT(raw, 0);
+  const uint64_t a = static_cast<uint64_t>(raw);
+  ASSERT_TRUE(p->fill(a, 23, PMD_SIZE).ok());
+  GupPages pin;
+  ASSERT_EQ(gup(p, GupEntry::kPinUserPages, a, 1, foll::WRITE, &pin), 1);
+  const std::string free_before = attr("free_hugepages");
+  inject("copy_mc", times(1, -1, 300));
+  int err = 0;
+  Process* c = p->fork("child", &err);
+  off("copy_mc");
+  EXPECT_EQ(c, nullptr);
+  EXPECT_EQ(err, -EHWPOISON);
+  EXPECT_EQ(sys->injected("copy_mc"), 1);
+  EXPECT_EQ(sys->processes().size(), 1u);
+  EXPECT_EQ(attr("free_hugepages"), free_before);
+  std::map<uint64_t, long> refs;
+  pin.add_refs(&refs);
+  CheckReport r = sys->check_with_refs(refs);
+  EXPECT_TRUE(r.ok()) << "after the failed fork:\n" << r.to_string();
+  expect_bytes(p, a, PMD_SIZE, 23);
+  c = p->fork("child", &err);  // without injection the child gets its own copy
+  ASSERT_TRUE(c);
+  EXPECT_EQ(err, 0);
+  EXPECT_NE(entry_at(c, a).pfn, entry_at(p, a).pfn);
+  expect_bytes(c, a, PMD_SIZE, 23);
+  pin.release(Dirty::kYes);
+  c->exit();
+}
+
 }  // namespace
 }  // namespace mmlab::test
