@@ -25,6 +25,10 @@ enum HostTaint : uint8_t {
                          // write fault upstream takes next does not happen
   kTaintSwapKind = 16,   // part of a large folio swapped out to the other kind of device than
                          // the test asked for (split where it would go whole, or the reverse)
+  kTaintZeroFolio = 32,  // in a folio that such a read fault made large (an mTHP), or that a
+                         // collapse over such pages made: its size and how it is mapped still
+                         // differ after a write (upstream: the write copies the zero page at
+                         // order 0, and a collapse finds zero pages, not written ones)
 };
 constexpr uint8_t kTaintZero = kTaintZeroPte | kTaintZeroPmd | kTaintZeroMapped;
 
