@@ -20,7 +20,7 @@ struct StressCli {
   uint64_t check_every = 1000;
   std::string mix, types = "default", ram = "4G", swap = "blkdev,file", movable, inject;
   std::vector<std::string> variants;
-  bool debug_vm = false, plant = false;
+  bool debug_vm = false, plant = false, race_swapin = false;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -106,6 +106,7 @@ std::string repro_line(const StressCli& o, const stress::Config& c) {
   if (o.swap != "blkdev,file") s += " --swap " + o.swap;
   if (!o.movable.empty()) s += " --movable " + o.movable;
   if (!o.inject.empty()) s += " --inject " + o.inject;
+  if (o.race_swapin) s += " --race-swapin-failure";
   return s;
 }
 
@@ -118,6 +119,7 @@ int run_stress(StressCli o) {
   c.seed = o.seed;
   c.check_every = o.debug_vm ? 1 : o.check_every;
   c.plant_corruption = o.plant;
+  c.race_swapin_failure = o.race_swapin;
   if (!parse_mix(o.mix, &c.mix) || !parse_types(o.types, &c.types) || !parse_variants(o.variants, &c.variants)) return 2;
   if (!parse_size(o.ram, &c.ram) || c.ram == 0 || c.ram % (4ull << 20)) {
     usage(fmt::format("--ram {}: expected a size that is a multiple of 4M (e.g. 4G)", o.ram));
@@ -161,7 +163,8 @@ int run_stress(StressCli o) {
     for (const auto& [k, v] : r.errors) std::printf("  %-28s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
   }
   if (!r.injected.empty()) {
-    std::printf("injected failures (--inject %s):\n", o.inject.c_str());
+    std::printf("injected failures (%s):\n",
+                o.inject.empty() ? "--race-swapin-failure" : ("--inject " + o.inject).c_str());
     for (const auto& [k, v] : r.injected) std::printf("  %-28s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
   }
   std::printf("statistics:\n");
@@ -206,6 +209,9 @@ void add_stress(CLI::App& app) {
                   "the failures are expected outcomes");
   sub->add_flag("--debug-vm", o->debug_vm, "run the checker after every operation (also MMLAB_DEBUG_VM=all)");
   sub->add_flag("--plant-corruption", o->plant, "test only: change one byte behind the tracker's back (the run must fail)")
+      ->group("");
+  sub->add_flag("--race-swapin-failure", o->race_swapin,
+                "test only: every swap-in fails, and one sticks to a page between its MADV_PAGEOUT and the tracker's mark")
       ->group("");
   add_trace_options(sub);
   register_action(sub, [o] { return run_stress(*o); });

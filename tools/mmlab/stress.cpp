@@ -144,6 +144,7 @@ class Worker {
   void op_fork();
   void op_mprotect();
   void op_madvise(Op op, int advice);
+  void race_swapin_failure(const Region* r, uint64_t i);
   void op_remap();
   void op_mremap();
   void op_variant();
@@ -566,6 +567,12 @@ void Worker::op_madvise(Op op, int advice) {
     i = rnd(r->pages());
     n = 1 + rnd(r->pages() - i);
   }
+  // The mark's count is read before the MADV_PAGEOUT: a page can be stuck
+  // from the moment reclaim has written it to swap, before the call
+  // returns, by any thread's fault. A failure counted here that came before
+  // the pageout only lets the tracker accept a SIGBUS it could not have
+  // caused, never refuse one it did.
+  const uint64_t swapin_failed = static_cast<uint64_t>(s_->sys->injected("swapin"));
   const int ret = s_->parent->madvise(r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE, n * PAGE_SIZE, advice);
   if (ret < 0) {
     error(op, ret);
@@ -580,18 +587,34 @@ void Worker::op_madvise(Op op, int advice) {
     if (advice == MADV_FREE && r->val[k]) r->lazy[k] = 1;
     // Only private anonymous memory goes to swap (docs/NOTES.md, reclaim).
   }
+  // PAGEOUT is followed by a swap-in of one of the pages.
+  const uint64_t k = i + rnd(n);
+  const bool swaps = advice == MADV_PAGEOUT && r->type->backing == Backing::kAnonPrivate;
+  if (swaps && s_->cfg->race_swapin_failure) race_swapin_failure(r, k);
   // Reclaim takes whole folios: pages of a large folio outside the range go
   // too, so the mark covers the range widened to the type's alignment (the
   // largest folio the region can hold). The first mark since the page was
   // last written or zapped stays: a page stuck since then stays stuck.
-  if (advice == MADV_PAGEOUT && r->type->backing == Backing::kAnonPrivate) {
+  if (swaps) {
     const uint64_t per = r->type->align / PAGE_SIZE;
-    for (uint64_t k = i / per * per; k < std::min(r->pages(), (i + n + per - 1) / per * per); k++)
-      if (!r->paged_out[k]) r->paged_out[k] = 1 + static_cast<uint64_t>(s_->sys->injected("swapin"));
+    for (uint64_t m = i / per * per; m < std::min(r->pages(), (i + n + per - 1) / per * per); m++)
+      if (!r->paged_out[m]) r->paged_out[m] = 1 + swapin_failed;
   }
-  // PAGEOUT is followed by a swap-in of one of the pages.
-  const uint64_t k = i + rnd(n);
   check_page(s_->parent, r, k, r->val[k], r->lazy[k], kOpNames[op]);
+}
+
+// --race-swapin-failure: a fault on page i between the pageout and the
+// tracker's mark, standing in for another thread's (a cross pin's GUP,
+// khugepaged's swap-in before a collapse). Every swap-in read fails in that
+// mode, so if the page went to swap the failure sticks to it, and the
+// operation's own check of the page then meets the stuck folio. Nothing is
+// checked here: the tracker learns of the failure only from the System's
+// count, as it would of another thread's.
+void Worker::race_swapin_failure(const Region* r, uint64_t i) {
+  int64_t bad = -1;
+  uint8_t found = 0;
+  (void)s_->parent->read_expect(r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE, r->val[i], PAGE_SIZE, &bad,
+                                &found);
 }
 
 void Worker::op_remap() {
@@ -845,6 +868,12 @@ bool run(const Config& cfg, Result* out, std::string* err) {
       }
     }
   }
+  if (cfg.race_swapin_failure) {
+    if (int r = s.sys->inject("swapin", InjectSpec{.mode = InjectSpec::Mode::kProbability, .probability = 1}); r < 0) {
+      *err = fmt::format("inject swapin: {}", errno_name(-r));
+      return false;
+    }
+  }
   s.khugepaged = cfg.khugepaged_thread && s.sys->start_khugepaged_thread() == 0;
   if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
   else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
@@ -907,8 +936,9 @@ bool run(const Config& cfg, Result* out, std::string* err) {
   if (s.khugepaged) s.sys->stop_khugepaged_thread();
 
   // The final sweep and the teardown run without injected failures.
+  const bool injecting = cfg.inject_rate > 0 || cfg.race_swapin_failure;
   for (const std::string& site : System::inject_sites())
-    if (int64_t n = s.sys->injected(site); cfg.inject_rate > 0 && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
+    if (int64_t n = s.sys->injected(site); injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
   s.sys->inject_off_all();
   if (cfg.plant_corruption) s.workers[0]->plant_corruption();
   for (auto& w : s.workers) w->verify_all("final sweep");

@@ -35,6 +35,13 @@ struct Config {
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
   bool plant_corruption = false;
+  // Test-only: every swap-in read fails (the site `swapin` armed with
+  // probability 1), and each MADV_PAGEOUT of private anonymous memory is
+  // followed, before the tracker marks the range, by a read of the page the
+  // operation then checks: a swap-in failure that sticks to the page between
+  // the pageout and the mark, as another thread's fault can (a cross pin's
+  // GUP, khugepaged's swap-in). The tracker must still accept the SIGBUS.
+  bool race_swapin_failure = false;
   // Fuzzing (tests/fuzz/fuzz_ops.cpp): when not empty, every choice (the
   // operation, its region, range, flags, bytes) is read from these bytes
   // instead of the seed's random stream, and the run ends when they run
