@@ -147,14 +147,19 @@ class System {
   // khugepaged thread is not running (no THP size it serves is enabled) or
   // no mm is registered. 0 or -ELOOP.
   int run_khugepaged(unsigned full_scans);
-  // khugepaged's wakes on a thread (and simulated CPU) of their own, back to
-  // back, concurrently with the caller's threads; run_khugepaged() then
-  // waits for that thread. -EBUSY if it runs already.
-  int start_khugepaged_thread();
+  // khugepaged's wakes on a thread (and simulated CPU) of their own,
+  // concurrently with the caller's threads; run_khugepaged() then waits for
+  // that thread. speedup 0: back to back, the clock jumping over the sleeps.
+  // speedup N: paced, each sleep lasting 1/N of its virtual length in host
+  // time and each wake's host time charged to the clock, so that khugepaged
+  // wakes beside a short workload as it would beside a long one. -EBUSY if
+  // it runs already.
+  int start_khugepaged_thread(uint64_t speedup = 0);
   void stop_khugepaged_thread();
   bool khugepaged_running() const;  // the khugepaged kthread exists
   void set_khugepaged_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost_ns);
   CollapseTiming collapse_timing() const;
+  KhugepagedTiming khugepaged_timing() const;
 
   // Violations the model recorded and went on from instead of aborting:
   // under `cow.policy rfc`, what the posting does that would corrupt the

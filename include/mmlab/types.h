@@ -112,7 +112,16 @@ struct CollapseTiming {
   uint64_t write_locked = 0;   // of which took mmap_lock for write
   uint64_t total_ns = 0;       // inside collapse_huge_page()
   uint64_t mmap_write_ns = 0;  // holding mmap_lock for write
+  uint64_t mmap_write_max_ns = 0;  // the longest single hold of it (what one blocked fault waits at most)
   uint64_t copy_ns = 0;        // copying (__collapse_huge_page_copy)
+};
+
+// Host time of the khugepaged thread's wakes so far (measured): the thread's
+// CPU time inside them, and their wall time (the part a paced thread charges
+// to the virtual clock).
+struct KhugepagedTiming {
+  uint64_t cpu_ns = 0;
+  uint64_t busy_ns = 0;
 };
 
 }  // namespace mmlab

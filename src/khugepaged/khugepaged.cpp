@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "fault/fault.h"
@@ -105,6 +106,14 @@ Khugepaged* state_of(const Mm* mm) { return mm->kernel->khugepaged; }
 uint64_t now_ns() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// The calling thread's CPU time: a wake blocked on an mm's lock spends wall
+// time, not CPU.
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // The per-size collapse statistics exist only under the mTHP variant; v6.18
@@ -1203,8 +1212,15 @@ bool Khugepaged::next_run(uint64_t* at) const {
 }
 
 void Khugepaged::step() {
+  const uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
   const StepEnd end = khugepaged_do_scan();
+  const uint64_t busy = now_ns() - w0;
+  t_wake_busy_ns_.fetch_add(busy, std::memory_order_relaxed);
+  t_wake_cpu_ns_.fetch_add(thread_cpu_ns() - c0, std::memory_order_relaxed);
   MutexGuard g(&mm_lock_);
+  // A paced thread's wake takes its host time on the clock too: the sleep
+  // after it starts when it ends. Elsewhere time stays deterministic.
+  if (threaded_ && speedup_) clock_->fetch_add(busy);
   if (end == StepEnd::kAllocSleep) {
     wait_ = Wait::kTimer;
     wake_at_ = clock_->load() + uint64_t{k_->settings.alloc_sleep_millisecs.load()} * 1000000;
@@ -1334,11 +1350,14 @@ int Khugepaged::run_full_scans(unsigned n) {
   return 0;
 }
 
-int Khugepaged::start_thread() {
+int Khugepaged::start_thread(uint64_t speedup) {
   MutexGuard g(&mm_lock_);
   if (threaded_) return -EBUSY;
   threaded_ = true;
   stop_thread_ = false;
+  speedup_ = speedup;
+  host_ref_ = std::chrono::steady_clock::now();
+  clock_ref_ = clock_->load();
   thread_ = std::thread([this] { thread_main(); });
   return 0;
 }
@@ -1352,12 +1371,40 @@ void Khugepaged::stop_thread() {
   }
   thread_.join();
   MutexGuard g(&mm_lock_);
+  // A paced thread's sleep under way when it stopped has lasted so far.
+  if (speedup_) {
+    uint64_t at = paced_clock(std::chrono::steady_clock::now());
+    if (kthread_ && wait_ == Wait::kTimer) at = std::min(at, wake_at_);
+    if (clock_->load() < at) clock_->store(at);
+  }
+  speedup_ = 0;
   threaded_ = false;
   exit_cv_.notify_all();
 }
 
-// The thread runs each wake as soon as it is due in virtual time, that is
-// at once: the clock jumps over the sleeps.
+uint64_t Khugepaged::paced_clock(std::chrono::steady_clock::time_point now) const {
+  const double host = std::chrono::duration<double, std::nano>(now - host_ref_).count();
+  return clock_ref_ + static_cast<uint64_t>(std::max(0.0, host) * static_cast<double>(speedup_));
+}
+
+std::chrono::steady_clock::time_point Khugepaged::paced_host_time(uint64_t at) const {
+  const uint64_t ahead = at > clock_ref_ ? at - clock_ref_ : 0;
+  return host_ref_ + std::chrono::nanoseconds(ahead / speedup_);
+}
+
+// After a wake: the next sleep is measured from here, on both clocks.
+void Khugepaged::paced_resync() {
+  MutexGuard g(&mm_lock_);
+  host_ref_ = std::chrono::steady_clock::now();
+  clock_ref_ = clock_->load();
+}
+
+// Back to back, the thread runs each wake as soon as it is due in virtual
+// time, that is at once: the clock jumps over the sleeps. Paced, it waits
+// for the host time the wake falls at (a sysfs store or a new mm may bring
+// it forward: the wait is woken and looks again). A timer's wake happens at
+// its virtual time, the host's lateness in waking it not counted; a wake
+// that waited for an event happens at the virtual time now.
 void Khugepaged::thread_main() {
   while (!stop_thread_) {
     uint64_t at = 0;
@@ -1365,10 +1412,20 @@ void Khugepaged::thread_main() {
       MutexGuard g(&mm_lock_);
       work_cv_.wait(mm_lock_, [&]() REQUIRES(mm_lock_) { return stop_thread_ || next_run(&at); });
       if (stop_thread_) break;
+      if (speedup_) {
+        const auto due = paced_host_time(at);
+        const auto now = std::chrono::steady_clock::now();
+        if (now < due) {
+          work_cv_.wait_until(mm_lock_, due);
+          continue;
+        }
+        if (wait_ != Wait::kTimer) at = std::max(at, paced_clock(now));
+      }
     }
     MutexGuard run(&run_lock_);
     if (clock_->load() < at) clock_->store(at);
     step();
+    paced_resync();
   }
 }
 
@@ -1378,6 +1435,9 @@ void Khugepaged::account_collapse(uint64_t total_ns, uint64_t write_ns, uint64_t
   if (write_locked) t_write_locked_.fetch_add(1, std::memory_order_relaxed);
   t_total_ns_.fetch_add(total_ns, std::memory_order_relaxed);
   t_write_ns_.fetch_add(write_ns, std::memory_order_relaxed);
+  uint64_t longest = t_write_max_ns_.load(std::memory_order_relaxed);
+  while (write_ns > longest && !t_write_max_ns_.compare_exchange_weak(longest, write_ns, std::memory_order_relaxed)) {
+  }
   t_copy_ns_.fetch_add(copy_ns, std::memory_order_relaxed);
 }
 
@@ -1389,6 +1449,14 @@ CollapseTiming Khugepaged::timing() const {
   t.total_ns = t_total_ns_.load();
   t.mmap_write_ns = t_write_ns_.load();
   t.copy_ns = t_copy_ns_.load();
+  t.mmap_write_max_ns = t_write_max_ns_.load();
+  return t;
+}
+
+KhugepagedTiming Khugepaged::wake_timing() const {
+  KhugepagedTiming t;
+  t.cpu_ns = t_wake_cpu_ns_.load();
+  t.busy_ns = t_wake_busy_ns_.load();
   return t;
 }
 

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -65,15 +66,18 @@ class Khugepaged {
   // The virtual cost of a wake, in ns (default: none).
   void set_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost);
 
-  // khugepaged on a thread (and simulated CPU) of its own: wakes back to
-  // back, the clock moved to each one's time. -EBUSY if already running.
-  [[nodiscard]] int start_thread();
+  // khugepaged on a thread (and simulated CPU) of its own. speedup 0: wakes
+  // back to back, the clock moved to each one's time. speedup N: paced, a
+  // sleep of S virtual ns lasting S/N host ns, each wake's host (wall) time
+  // added to the clock. -EBUSY if already running.
+  [[nodiscard]] int start_thread(uint64_t speedup = 0);
   void stop_thread();
 
   bool kthread_running() const;  // the khugepaged kthread exists (some THP size enabled)
   unsigned full_scans() const { return full_scans_.load(std::memory_order_acquire); }
   unsigned pages_collapsed() const { return pages_collapsed_.load(std::memory_order_acquire); }
   CollapseTiming timing() const;
+  KhugepagedTiming wake_timing() const;
 
   // ---- for the collapse code in khugepaged.cpp ----
   void __khugepaged_enter(Mm* mm);
@@ -108,6 +112,11 @@ class Khugepaged {
   // The time the next run is due, or false if it waits for an event.
   bool next_run(uint64_t* at) const REQUIRES(mm_lock_);
   void thread_main();
+  // A paced thread: the virtual time that corresponds to host time `now`,
+  // and the host time the virtual time `at` falls at.
+  uint64_t paced_clock(std::chrono::steady_clock::time_point now) const REQUIRES(mm_lock_);
+  std::chrono::steady_clock::time_point paced_host_time(uint64_t at) const REQUIRES(mm_lock_);
+  void paced_resync() EXCLUDES(mm_lock_);
 
   Kernel* const k_;
   std::atomic<uint64_t>* const clock_;
@@ -138,9 +147,14 @@ class Khugepaged {
   std::thread thread_;
   std::atomic<bool> stop_thread_{false};
   bool threaded_ GUARDED_BY(mm_lock_) = false;
+  // A paced thread's speed-up (0: back to back) and the last moment its
+  // virtual clock and host time were matched.
+  uint64_t speedup_ GUARDED_BY(mm_lock_) = 0;
+  std::chrono::steady_clock::time_point host_ref_ GUARDED_BY(mm_lock_){};
+  uint64_t clock_ref_ GUARDED_BY(mm_lock_) = 0;
 
   std::atomic<uint64_t> t_attempts_{0}, t_collapsed_{0}, t_write_locked_{0}, t_total_ns_{0}, t_write_ns_{0},
-      t_copy_ns_{0};
+      t_copy_ns_{0}, t_write_max_ns_{0}, t_wake_cpu_ns_{0}, t_wake_busy_ns_{0};
 };
 
 }  // namespace mmlab

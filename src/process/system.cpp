@@ -191,13 +191,14 @@ int System::sysfs_read(const std::string& path, std::string* value) const {
 uint64_t System::clock_ns() const { return clock_->load(); }
 int System::advance_clock(uint64_t ns) { return khugepaged_->advance(ns); }
 int System::run_khugepaged(unsigned full_scans) { return khugepaged_->run_full_scans(full_scans); }
-int System::start_khugepaged_thread() { return khugepaged_->start_thread(); }
+int System::start_khugepaged_thread(uint64_t speedup) { return khugepaged_->start_thread(speedup); }
 void System::stop_khugepaged_thread() { khugepaged_->stop_thread(); }
 bool System::khugepaged_running() const { return khugepaged_->kthread_running(); }
 void System::set_khugepaged_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost_ns) {
   khugepaged_->set_wake_cost(std::move(cost_ns));
 }
 CollapseTiming System::collapse_timing() const { return khugepaged_->timing(); }
+KhugepagedTiming System::khugepaged_timing() const { return khugepaged_->wake_timing(); }
 
 int System::tune(const std::string& key, const std::string& value) { return tune_write(k_->settings, key, value); }
 int System::tune_read(const std::string& key, std::string* value) const {

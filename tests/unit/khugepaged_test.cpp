@@ -3,6 +3,7 @@
 // clock, the mTHP variant, and collapse racing GUP-fast pins and writers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -352,6 +353,63 @@ TEST_F(KhugepagedTest, VirtualClockWakesAndSleeps) {
   EXPECT_EQ(sys->advance_clock(1), -ELOOP);
   set(std::string(kKhp) + "scan_sleep_millisecs", "10000");
   EXPECT_EQ(sys->run_khugepaged(1), 0);
+}
+
+// The total write-hold time sums the holds; the longest is kept apart (what
+// one fault blocked behind a collapse waits at most).
+TEST_F(KhugepagedTest, CollapseTimingKeepsTheLongestWriteHold) {
+  uint64_t a = small_pages(PMD_SIZE, 1), b = small_pages(PMD_SIZE, 2);
+  const CollapseTiming t0 = sys->collapse_timing();
+  EXPECT_EQ(t0.mmap_write_max_ns, 0u);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  const CollapseTiming t1 = sys->collapse_timing();
+  ASSERT_EQ(t1.write_locked, 1u);
+  EXPECT_GT(t1.mmap_write_max_ns, 0u);
+  EXPECT_EQ(t1.mmap_write_max_ns, t1.mmap_write_ns);
+  ASSERT_EQ(p->madvise(b, PMD_SIZE, MADV_COLLAPSE), 0);
+  const CollapseTiming t2 = sys->collapse_timing();
+  ASSERT_EQ(t2.write_locked, 2u);
+  EXPECT_LE(t2.mmap_write_max_ns, t2.mmap_write_ns);
+  EXPECT_EQ(t2.mmap_write_max_ns, std::max(t1.mmap_write_ns, t2.mmap_write_ns - t1.mmap_write_ns));
+  EXPECT_EQ(entry_at(a).level, 2);
+  EXPECT_EQ(entry_at(b).level, 2);
+}
+
+// A paced thread (start_khugepaged_thread(N)) charges each wake's host time
+// to the virtual clock, and sleeps the full virtual scan_sleep_millisecs in
+// between: from the end of one wake to the end of the next the clock moves
+// by more than the sleep (by exactly the sleep back to back). The wake-cost
+// hook, which runs at the end of each wake, reads the clock there.
+TEST_F(KhugepagedTest, PacedThreadChargesItsWakesToTheClock) {
+  constexpr uint64_t kSleep = 10'000'000'000ull;  // scan_sleep_millisecs' default
+  uint64_t a = small_pages(PMD_SIZE, 1);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_HUGEPAGE), 0);
+  std::vector<uint64_t> wake_ends;  // written by the khugepaged thread only, read after it stops
+  sys->set_khugepaged_wake_cost([&](const KhugepagedWakeStats&) {
+    wake_ends.push_back(sys->clock_ns());
+    return uint64_t{0};
+  });
+  const KhugepagedTiming w0 = sys->khugepaged_timing();
+  ASSERT_EQ(sys->start_khugepaged_thread(1'000'000), 0);  // 10 s sleeps last 10 us
+  EXPECT_EQ(sys->start_khugepaged_thread(1'000'000), -EBUSY);
+  // Three full scans (one wake each: the mm has one PMD range), however
+  // long the host takes to run them.
+  while (std::stol(rd(std::string(kKhp) + "full_scans")) < 3) std::this_thread::yield();
+  sys->stop_khugepaged_thread();
+  sys->set_khugepaged_wake_cost(nullptr);
+  const KhugepagedTiming w = sys->khugepaged_timing();
+  ASSERT_GE(wake_ends.size(), 3u);
+  EXPECT_GT(wake_ends[0], 0u);
+  for (size_t i = 1; i < wake_ends.size(); i++) EXPECT_GT(wake_ends[i] - wake_ends[i - 1], kSleep) << i;
+  EXPECT_LE(wake_ends.back(), (wake_ends.size() - 1) * kSleep + wake_ends[0] + (w.busy_ns - w0.busy_ns));
+  // Stopped, the clock holds the part of the sleep that had passed, and is
+  // the caller's again.
+  EXPECT_GE(sys->clock_ns(), wake_ends.back());
+  EXPECT_LE(sys->clock_ns(), wake_ends.back() + kSleep);
+  EXPECT_EQ(entry_at(a).level, 2);
+  const uint64_t now = sys->clock_ns();
+  ASSERT_EQ(sys->advance_clock(1), 0);
+  EXPECT_EQ(sys->clock_ns(), now + 1);
 }
 
 TEST_F(KhugepagedTest, AllocationFailureSleepsThenEndsTheWake) {

@@ -28,6 +28,7 @@ struct CowCli {
   double snapshot_rate = 0, zipf_s = 0.99;
   bool no_sampler = false;
   std::string geometry = "off", profile;
+  uint64_t khugepaged_speedup = 1000;
 };
 
 // Names from a comma list against the catalogue ("all": every one); false
@@ -60,6 +61,55 @@ bool pick(const char* what, const std::string& list, const std::vector<T>& all, 
 
 std::string mib(int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20)); }
 
+// khugepaged beside the writers: times and counts summed over the seeds,
+// the longest write hold the longest of any.
+void merge_khugepaged(cowbench::KhugepagedFigures* into, const cowbench::KhugepagedFigures& k) {
+  if (!k.ran) return;
+  into->ran = true;
+  into->cpu_ms += k.cpu_ms;
+  into->busy_ms += k.busy_ms;
+  into->collapse_ms += k.collapse_ms;
+  into->mmap_write_ms += k.mmap_write_ms;
+  into->mmap_write_max_ms = std::max(into->mmap_write_max_ms, k.mmap_write_max_ms);
+  into->virtual_s += k.virtual_s;
+  into->wakes += k.wakes;
+  into->full_scans += k.full_scans;
+  into->attempts += k.attempts;
+  into->collapses += k.collapses;
+  into->write_locked += k.write_locked;
+}
+
+// The khugepaged object of a column's report.json entry, per seed (the
+// longest hold over every seed).
+nlohmann::json khugepaged_json(const cowbench::KhugepagedFigures& k, unsigned seeds, uint64_t speedup) {
+  const double n = seeds;
+  return {{"speedup", speedup},
+          {"cpu_ms", k.cpu_ms / n},
+          {"busy_ms", k.busy_ms / n},
+          {"collapse_ms", k.collapse_ms / n},
+          {"mmap_write_ms", k.mmap_write_ms / n},
+          {"mmap_write_max_ms", k.mmap_write_max_ms},
+          {"virtual_s", k.virtual_s / n},
+          {"wakes", static_cast<double>(k.wakes) / n},
+          {"full_scans", static_cast<double>(k.full_scans) / n},
+          {"attempts", static_cast<double>(k.attempts) / n},
+          {"collapses", static_cast<double>(k.collapses) / n},
+          {"write_locked", static_cast<double>(k.write_locked) / n}};
+}
+
+std::string khugepaged_text(const std::string& column, const cowbench::KhugepagedFigures& k, unsigned seeds,
+                            uint64_t speedup) {
+  const double n = seeds;
+  return fmt::format(
+      "\n{}: khugepaged beside the writers (sleeps sped up {}x): {:.1f} wakes, {:.1f} full scans, {:.2f} s of virtual "
+      "time; {:.1f} collapses of {:.1f} attempts; CPU {:.2f} ms in its wakes ({:.2f} ms wall); {:.2f} ms in "
+      "collapse_huge_page(), {:.2f} ms of it holding mmap_lock for write, the longest hold {:.3f} ms (per seed; the "
+      "longest over the seeds).\n",
+      column, speedup, static_cast<double>(k.wakes) / n, static_cast<double>(k.full_scans) / n, k.virtual_s / n,
+      static_cast<double>(k.collapses) / n, static_cast<double>(k.attempts) / n, k.cpu_ms / n, k.busy_ms / n,
+      k.collapse_ms / n, k.mmap_write_ms / n, k.mmap_write_max_ms);
+}
+
 // Every seed's run merged: latencies pooled, counts summed, rates averaged.
 void merge(cowbench::Result* into, const cowbench::Result& r) {
   into->ran = true;
@@ -88,8 +138,7 @@ void merge(cowbench::Result* into, const cowbench::Result& r) {
   into->warnings += r.warnings;
   into->collapses += r.collapses;
   into->violations += r.violations;
-  into->khugepaged_ms += r.khugepaged_ms;
-  into->mmap_write_ms += r.mmap_write_ms;
+  merge_khugepaged(&into->khugepaged, r.khugepaged);
   cowbench::merge_metrics(&into->metrics, r.metrics);
   into->copies_by_order.resize(std::max(into->copies_by_order.size(), r.copies_by_order.size()));
   for (size_t o = 0; o < r.copies_by_order.size(); o++) into->copies_by_order[o] += r.copies_by_order[o];
@@ -119,6 +168,7 @@ int run_cow_bench(const CowCli& o) {
     return 2;
   }
   p.geometry = o.geometry;
+  p.khugepaged_speedup = o.khugepaged_speedup;
   host::CostProfile profile;
   if (!o.profile.empty()) {
     std::string perr;
@@ -174,7 +224,8 @@ int run_cow_bench(const CowCli& o) {
                         {"zipf_s", p.zipf_s},
                         {"geometry", o.geometry},
                         {"sampler", p.sample},
-                        {"latency", p.time_writes}};
+                        {"latency", p.time_writes},
+                        {"khugepaged_speedup", p.khugepaged_speedup}};
   for (const cowbench::Workload* w : ws) {
     rep.add(fmt::format("\n## {}: {}\n\n", w->name, w->what));
     const bool usemem = w->name == "usemem", snapshot = w->name == "snapshot", frag = w->name == "fragmented";
@@ -284,8 +335,6 @@ int run_cow_bench(const CowCli& o) {
           {"child_kbps_mean", all.child_kbps_mean / n},
           {"child_kbps_sum", all.child_kbps_sum / n},
           {"elapsed_s", all.elapsed_s / n},
-          {"khugepaged_ms", all.khugepaged_ms / n},
-          {"khugepaged_mmap_write_ms", all.mmap_write_ms / n},
           {"zero_subpages_copied", all.zero_subpages / seeds},
           {"anon_fault_fallback", all.anon_fault_fallback / seeds},
           {"anon_fault_alloc", all.anon_fault_alloc / seeds},
@@ -302,11 +351,9 @@ int run_cow_bench(const CowCli& o) {
                            {"p99", cowbench::percentile(all.service_ns, 0.99) / 1000},
                            {"max", cowbench::percentile(all.service_ns, 1.0) / 1000}};
       if (frag) j["filler_pages"] = all.filler_pages / seeds;
+      if (all.khugepaged.ran) j["khugepaged"] = khugepaged_json(all.khugepaged, seeds, p.khugepaged_speedup);
       metrics.add(c->name, all.metrics, all.copies_by_order, seeds, &j);
-      if (c->extra == cowbench::Extra::kKhugepaged)
-        rep.add(fmt::format("\n{}: khugepaged spent {:.2f} ms in collapse_huge_page(), {:.2f} ms of it holding "
-                            "mmap_lock for write (per seed).\n",
-                            c->name, all.khugepaged_ms / n, all.mmap_write_ms / n));
+      if (all.khugepaged.ran) rep.add(khugepaged_text(c->name, all.khugepaged, seeds, p.khugepaged_speedup));
     }
     if (w->name == "usemem")
       rep.add("\nThe series reported +9/+12/+14% usemem throughput for its mTHP CoW; compare the `vs base` column's "
@@ -344,6 +391,10 @@ void add_cow_bench(CLI::App& app) {
                 "no RSS/PSS/TLB sampling thread: the run that shows the sampler does not move the ratios");
   sub->add_option("--geometry", o->geometry, "tune tlb.geometry in every column: off (default), x86-intel, x86-amd, arm64");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled CoW time, apart from measured time");
+  sub->add_option("--khugepaged-speedup", o->khugepaged_speedup,
+                  "base-khugepaged: khugepaged's sleeps last 1/N of scan_sleep_millisecs and alloc_sleep_millisecs in "
+                  "host time, so that it wakes beside a short run (default 1000)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000000}));
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   add_trace_options(sub);
   register_action(sub, [o] { return run_cow_bench(*o); });

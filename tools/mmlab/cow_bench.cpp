@@ -48,7 +48,7 @@ std::vector<Process*> workload_procs(const Run& r) {
 // cow.max_order cap, which only the CoW path then uses (a CoW copies at an
 // enabled order). khugepaged's column: PMD THP for MADV_HUGEPAGE regions
 // only, so that the faults stay at c.folio_kb until the region is advised
-// after the writes.
+// once it is populated.
 void enable_sizes(System* s, const Column& c) {
   const unsigned cap_kb = c.max_order >= 2 ? 4u << c.max_order : 0;
   for (unsigned kb = 16; kb <= 2048; kb *= 2)
@@ -78,6 +78,7 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented,
   }
   if (c.max_order >= 0) (void)s->tune("cow.max_order", std::to_string(c.max_order));
   if (c.reuse_whole) (void)s->tune("cow.reuse", "whole");
+  if (c.extra == Extra::kKhugepaged) (void)s->tune("khugepaged.mthp", "on");
   if (int t = set_geometry(s, p.geometry, err); t < 0) return t;
   r->parent = s->new_process("parent");
   // PMD-aligned, so that MADV_COLLAPSE has whole PMD ranges to work on.
@@ -309,6 +310,68 @@ int fragment(Run* r, const Column& c, Result* out, std::string* err) {
   return 0;
 }
 
+// khugepaged beside the writers: its thread, paced, from the start of the
+// measured phase to the end of the writes. The figures are the phase's.
+class KhugepagedBeside {
+ public:
+  KhugepagedBeside(System* s, uint64_t speedup) : s_(s) {
+    t0_ = s->collapse_timing();
+    w0_ = s->khugepaged_timing();
+    clock0_ = s->clock_ns();
+    wakes0_ = s->counter("khugepaged.wakes");
+    scans0_ = full_scans();
+    started_ = s->start_khugepaged_thread(speedup) == 0;
+    wait_first_wake();
+  }
+  ~KhugepagedBeside() { stop(nullptr); }
+  KhugepagedBeside(const KhugepagedBeside&) = delete;
+  KhugepagedBeside& operator=(const KhugepagedBeside&) = delete;
+
+  void stop(KhugepagedFigures* out) {
+    if (started_) s_->stop_khugepaged_thread();
+    started_ = false;
+    if (!out) return;
+    const CollapseTiming t = s_->collapse_timing();
+    const KhugepagedTiming w = s_->khugepaged_timing();
+    auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+    out->ran = true;
+    out->cpu_ms = ms(w.cpu_ns - w0_.cpu_ns);
+    out->busy_ms = ms(w.busy_ns - w0_.busy_ns);
+    out->collapse_ms = ms(t.total_ns - t0_.total_ns);
+    out->mmap_write_ms = ms(t.mmap_write_ns - t0_.mmap_write_ns);
+    // No collapse runs before the phase (nothing is advised until the
+    // region is populated, and no MADV_COLLAPSE in this column): the
+    // System's longest hold is the phase's.
+    out->mmap_write_max_ms = ms(t.mmap_write_max_ns);
+    out->virtual_s = static_cast<double>(s_->clock_ns() - clock0_) / 1e9;
+    out->wakes = s_->counter("khugepaged.wakes") - wakes0_;
+    out->full_scans = full_scans() - scans0_;
+    out->attempts = static_cast<int64_t>(t.attempts - t0_.attempts);
+    out->collapses = static_cast<int64_t>(t.collapsed - t0_.collapsed);
+    out->write_locked = static_cast<int64_t>(t.write_locked - t0_.write_locked);
+  }
+
+ private:
+  // The thread's first wake is due at once; the writers start once it has
+  // begun (and then race its scan), so that a loaded host cannot leave a
+  // short phase without any wake. A kthread that never wakes (no THP size
+  // it serves) is waited for a second at most.
+  void wait_first_wake() const {
+    const auto give_up = Clock::now() + std::chrono::seconds(1);
+    while (started_ && s_->counter("khugepaged.wakes") == wakes0_ && Clock::now() < give_up) std::this_thread::yield();
+  }
+  int64_t full_scans() const {
+    std::string v;
+    return s_->sysfs_read("transparent_hugepage/khugepaged/full_scans", &v) == 0 ? std::stoll(v) : 0;
+  }
+  System* s_;
+  CollapseTiming t0_;
+  KhugepagedTiming w0_;
+  uint64_t clock0_ = 0;
+  int64_t wakes0_ = 0, scans0_ = 0;
+  bool started_ = false;
+};
+
 // A statistic summed over every mTHP size.
 int64_t mthp_sum(const System* s, const char* name) {
   int64_t n = 0;
@@ -381,11 +444,19 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
                 wpa0 = mthp_sum(s, "wp_fault_alloc");
   const std::vector<int64_t> orders0 = copies_by_order(s);
   std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<KhugepagedBeside> khugepaged;
+  const bool with_khugepaged = c.extra == Extra::kKhugepaged;
+  // khugepaged's column: the region advised MADV_HUGEPAGE once populated
+  // (which is when the kernel hands an mm to khugepaged; a child inherits
+  // VM_HUGEPAGE and is registered by fork).
+  auto advise_hugepage = [&]() { return r.parent->madvise(r.addr, p.size, MADV_HUGEPAGE); };
   // The measured phase starts after the fork (or the zero-page reads); the
-  // sampler follows the processes that live through it.
+  // sampler follows the processes that live through it, khugepaged's
+  // thread runs beside the writers.
   auto begin_measured = [&](std::vector<Process*> procs) {
     sampler = std::make_unique<Sampler>(s, std::move(procs), p.sample);
     sampler->start();
+    if (with_khugepaged) khugepaged = std::make_unique<KhugepagedBeside>(s, p.khugepaged_speedup);
   };
   std::vector<Writer> ws;
   std::function<void()> beside;
@@ -401,11 +472,19 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
         return -EFAULT;
       }
     ws.push_back(writer(r.parent, all_pages(p)));
+    if (with_khugepaged && advise_hugepage() < 0) {
+      *err = "MADV_HUGEPAGE failed";
+      return -EINVAL;
+    }
     begin_measured({r.parent});
   } else {
     if (!prefault(&r, p, 0x11, w.name == "usemem")) {
       *err = "prefault failed";
       return -ENOMEM;
+    }
+    if (with_khugepaged && advise_hugepage() < 0) {
+      *err = "MADV_HUGEPAGE failed";
+      return -EINVAL;
     }
     if (c.extra == Extra::kDontfork) (void)r.parent->madvise(r.addr, p.size, MADV_DONTFORK);
     std::vector<Process*> kids;
@@ -451,6 +530,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   const auto t0 = Clock::now();
   run_writers(&ws, r.addr, p.size, c.extra, p.time_writes, beside);
   out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (khugepaged) khugepaged->stop(&out->khugepaged);
   sampler->stop(&out->metrics);
   for (const Writer& x : ws)
     if (!x.ok) {
@@ -467,26 +547,6 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     out->copied_after_exit = copied() - copied_at_exit;
   }
   account(&r, ws, out);
-  if (c.extra == Extra::kKhugepaged) {
-    // khugepaged fixes the mappings up afterwards, the processes still
-    // alive: every process advises the region MADV_HUGEPAGE (which is when
-    // the kernel hands an mm to khugepaged), PMD collapse and the mTHP
-    // collapse series both on, two full scans of every mm; its time is the
-    // model's (collapse_huge_page's).
-    const CollapseTiming before = s->collapse_timing();
-    (void)s->tune("khugepaged.mthp", "on");
-    for (Process* q : workload_procs(r)) (void)q->madvise(r.addr, p.size, MADV_HUGEPAGE);
-    if (int e = s->run_khugepaged(2); e < 0) {
-      *err = fmt::format("run_khugepaged: {}", errno_name(-e));
-      return e;
-    }
-    const CollapseTiming after = s->collapse_timing();
-    out->khugepaged_ms = static_cast<double>(after.total_ns - before.total_ns) / 1e6;
-    out->mmap_write_ms = static_cast<double>(after.mmap_write_ns - before.mmap_write_ns) / 1e6;
-    int64_t rss = 0;
-    for (Process* q : workload_procs(r)) rss += q->rss_anon();
-    out->rss_peak = std::max(out->rss_peak, rss);
-  }
   if (w.name == "usemem") {
     for (const Writer& x : ws) out->child_kbps_sum += static_cast<double>(p.size) / 1024 / x.seconds;
     out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());

@@ -45,6 +45,24 @@ struct Params {
   double zipf_s = 0.99;              // the Zipf exponent of the written pages' popularity
   bool sample = true;       // the RSS/PSS/TLB sampler (cow_bench_metrics.h) during the measured phase
   std::string geometry;     // tune tlb.geometry ("" or "off": none)
+  // base-khugepaged: khugepaged's thread beside the writers, its sleeps
+  // lasting 1/khugepaged_speedup of their virtual length in host time.
+  uint64_t khugepaged_speedup = 1000;
+};
+
+// base-khugepaged: what khugepaged did beside the writers (one seed, or
+// summed over the seeds; the longest hold is the longest of them all).
+struct KhugepagedFigures {
+  bool ran = false;
+  double cpu_ms = 0;             // the thread's CPU time in its wakes
+  double busy_ms = 0;            // the wakes' wall time (charged to the virtual clock)
+  double collapse_ms = 0;        // inside collapse_huge_page()
+  double mmap_write_ms = 0;      // of which holding mmap_lock for write
+  double mmap_write_max_ms = 0;  // the longest single write hold
+  double virtual_s = 0;          // the virtual clock's advance over the phase
+  int64_t wakes = 0, full_scans = 0;
+  int64_t attempts = 0, collapses = 0;  // collapse_huge_page() calls, and those that collapsed
+  int64_t write_locked = 0;             // calls that took mmap_lock for write
 };
 
 struct Result {
@@ -61,8 +79,7 @@ struct Result {
   int64_t rss_peak = 0;               // sum of rss_anon over the processes, at the end of the writes
   int64_t warnings = 0;               // model warnings (cow.policy rfc's recorded violations)
   int64_t collapses = 0;              // MADV_COLLAPSE successes
-  double khugepaged_ms = 0;           // kKhugepaged: inside collapse_huge_page() ...
-  double mmap_write_ms = 0;           // ... of which holding mmap_lock for write
+  KhugepagedFigures khugepaged;       // kKhugepaged
   int64_t violations = 0;             // invariant-checker findings at the end (rfc only; any other fails the run)
   int64_t zero_subpages = 0;          // cow.zero_subpages_copied: copied pages whose bytes were all zero
   // Workloads whose sharer exits while the parent writes (fork-exec,
