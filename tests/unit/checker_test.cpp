@@ -310,6 +310,16 @@ TEST_F(CheckerTest, MapcountCorruptionIsReported) {
   expect_violation("MM-ID slot mapcount mismatch");
   aref(p1->mm_id_mapcount[0]).fetch_sub(1);
   expect_ok();
+  // Maybe mapped shared: a slot may count fewer mappings than its mm has
+  // (some added before it took the slot), never more.
+  set_bit(PG_maybe_shared, p1);
+  aref(p1->mm_id_mapcount[0]).fetch_add(1);
+  expect_violation("MM-ID slot mapcount mismatch");
+  aref(p1->mm_id_mapcount[0]).fetch_sub(2);
+  expect_ok();
+  aref(p1->mm_id_mapcount[0]).fetch_add(1);
+  clear_bit(PG_maybe_shared, p1);
+  expect_ok();
 
   // A small folio's own mapcount.
   enable_order_kb(64, "never");
