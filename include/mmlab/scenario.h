@@ -76,6 +76,10 @@ struct ScenarioResult {
   // of what the failing statement named) follows its message in diagnostics.
   std::string run_text;
   std::vector<std::string> output;
+  // With ScenarioOptions::record_states: "FILE:LINE DIGEST" after every
+  // statement run, the digest of the end state `mmlab diff` compares (every
+  // present entry, rss, vmstat, mTHP statistics and the model's counters).
+  std::vector<std::string> states;
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -126,6 +130,9 @@ struct ScenarioOptions {
   // after every statement, not only at the end of each test; a violation
   // fails the test at the statement that made it.
   bool debug_vm = false;
+  // Model backend: ScenarioResult::states, so that two builds' end states
+  // can be compared statement by statement (`mmlab run --states`).
+  bool record_states = false;
 };
 
 // Runs the tests, printing TAP to `tap` in file order as they finish (plan

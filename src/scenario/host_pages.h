@@ -31,6 +31,8 @@ enum HostTaint : uint8_t {
                          // order 0, and a collapse finds zero pages, not written ones)
 };
 constexpr uint8_t kTaintZero = kTaintZeroPte | kTaintZeroPmd | kTaintZeroMapped;
+// Any zero-page stand-in, written since or not.
+constexpr uint8_t kTaintStandIn = kTaintZero | kTaintZeroFolio;
 
 // What a range is, as far as the taints go: private anonymous memory (not
 // hugetlb) is where a read fault maps the zero page; hugetlb is where

@@ -435,7 +435,7 @@ class HostRun final : public TestRun {
     for (auto& [name, p] : procs_) {
       std::vector<std::pair<uint64_t, uint64_t>> stand_ins;
       for (auto& [from, t] : p.pages.taints())
-        if (t.bits & (kTaintZero | kTaintZeroFolio)) stand_ins.emplace_back(from, t.end);
+        if (t.bits & kTaintStandIn) stand_ins.emplace_back(from, t.end);
       for (auto& [from, to] : stand_ins) taint_collapsed(p, from, to - from);
     }
     if (now == start) return;
@@ -550,7 +550,7 @@ class HostRun final : public TestRun {
     }
     ReadWatch w;
     if (s.advice == MADV_POPULATE_READ) w = watch_read(st, p, at, s.size);
-    const uint8_t stand_in = s.advice == MADV_COLLAPSE ? p.pages.in(at, s.size) & (kTaintZero | kTaintZeroFolio) : 0;
+    const uint8_t stand_in = s.advice == MADV_COLLAPSE ? p.pages.in(at, s.size) & kTaintStandIn : 0;
     long r = sys(st, p.agent->madvise(at, s.size, s.advice));
     if (stand_in) {
       // Upstream finds zero pages where this host mapped fresh ones: for

@@ -65,7 +65,22 @@ bool TestRun::step(const Stmt& st) {
   guarded([&] { exec(st); });
   if (!ended_) guarded([&] { collect_violations(st, new_violations()); });
   if (ended_ && failure_ && !skipped_) add_failure_state(st);
+  if (opt_.record_states && !ended_) record_state(st);
   return !ended_;
+}
+
+// FNV-1a over the snapshot's lines and the counters: equal end states give
+// equal digests in any build, since snapshot() names frames only relative
+// to the previous statement's ("same-frame", "other-frame"), never by pfn.
+void TestRun::record_state(const Stmt& st) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ '\n') * 1099511628211ull;
+  };
+  for (const std::string& l : snapshot()) mix(l);
+  for (auto& [name, v] : counters()) mix(fmt::format("{} {}", name, v));
+  res_.states.push_back(fmt::format("{}:{} {:016x}", st.file, st.line, h));
 }
 
 namespace {

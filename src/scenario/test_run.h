@@ -127,6 +127,7 @@ class TestRun {
   // page table of its range, the folio at its address, the counters an
   // expectation on a statistic read), into the diagnostics.
   void add_failure_state(const Stmt& st);
+  void record_state(const Stmt& st);
   // Violations found so far and the texts expected among them.
   void collect_violations(const Stmt& st, const std::vector<std::string>& msgs);
   std::optional<Failure> check_expected_violations();

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <tuple>
 
 #include "commands.h"
 #include "mmlab/scenario.h"
@@ -13,7 +14,7 @@ namespace {
 
 struct RunOptions {
   std::vector<std::string> files;
-  std::string filter, json, known;
+  std::string filter, json, known, states;
   std::vector<std::string> variants;
   std::string backend = "model";
   std::vector<std::string> fake_probes;
@@ -67,10 +68,25 @@ int run_run(const RunOptions& o) {
     std::cerr << "mmlab run: " << err << "\n";
     return 2;
   }
+  if (!o.states.empty() && so.backend != Backend::kModel) {
+    std::cerr << "mmlab run: --states " << o.states << ": only the model backend shows its end state\n";
+    return 2;
+  }
+  so.record_states = !o.states.empty();
   auto prog = scenario_parse(o.files, &err);
   if (!prog) {
     std::cerr << err << "\n";
     return 2;
+  }
+  // Outputs are opened before any test runs: a bad path costs nothing.
+  std::ofstream json_out, states_out;
+  for (auto [path, out, opt] : {std::tuple{&o.json, &json_out, "--json"}, std::tuple{&o.states, &states_out, "--states"}}) {
+    if (path->empty()) continue;
+    out->open(*path);
+    if (!*out) {
+      std::cerr << "mmlab run: " << opt << " " << *path << ": cannot write\n";
+      return 2;
+    }
   }
   if (!scenario_count_tests(*prog, o.filter)) {
     // Nothing to run is a mistake (a glob that matches no test, files with
@@ -94,10 +110,20 @@ int run_run(const RunOptions& o) {
                             {"skipped_expectations", r.skipped_expectations}, {"skips", skips},
                             {"run", r.run_text}, {"output", r.output}, {"ms", r.seconds * 1e3}});
     }
-    std::ofstream out(o.json);
-    out << j.dump(2) << "\n";
-    if (!out) {
+    json_out << j.dump(2) << "\n";
+    if (!json_out.flush()) {
       std::cerr << "mmlab run: cannot write " << o.json << "\n";
+      return 2;
+    }
+  }
+  if (!o.states.empty()) {
+    for (auto& r : results) {
+      states_out << "test " << r.file << " " << r.name << (r.variant.empty() ? "" : " " + r.variant) << " "
+                 << outcome_name(r.outcome) << "\n";
+      for (auto& l : r.states) states_out << "  " << l << "\n";
+    }
+    if (!states_out.flush()) {
+      std::cerr << "mmlab run: cannot write " << o.states << "\n";
       return 2;
     }
   }
@@ -119,6 +145,9 @@ void add_run(CLI::App& app) {
                   "are restored)")
       ->check(CLI::IsMember({"model", "host"}));
   sub->add_option("--json", o->json, "write the results as JSON to this file (with the host probes' results)");
+  sub->add_option("--states", o->states,
+                  "model: write a digest of the end state after every statement to this file, so that two builds can be "
+                  "compared with diff(1) (a no-functional-change check across commits)");
   add_fake_probe_option(sub, &o->fake_probes);
   sub->add_option("--known", o->known,
                   "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
