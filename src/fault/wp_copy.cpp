@@ -70,15 +70,6 @@ void count_wp_copy(Mm* mm, unsigned order, bool unshare) {
   mm->stats->count_cow(order, unshare ? CowStat::unshare : CowStat::copy);
 }
 
-// Read right after the copy wrote it, so the page is in cache; a page with
-// data usually stops at its first word.
-static bool frame_is_zero(const void* frame) {
-  const uint64_t* w = static_cast<const uint64_t*>(frame);
-  for (uint64_t i = 0; i < PAGE_SIZE / sizeof(uint64_t); i += 8)
-    if (w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] | w[i + 7]) return false;
-  return true;
-}
-
 void count_wp_copy_bytes(Mm* mm, const Folio* new_folio, unsigned nr) {
   const uint64_t bytes = static_cast<uint64_t>(nr) * PAGE_SIZE;
   mm->stats->count(Event::copy_bytes, bytes);

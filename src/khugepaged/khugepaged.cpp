@@ -503,6 +503,7 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, pmd_t* pmd, pmd_t orig_p
       break;
     }
     mm->stats->count(Event::collapse_copied, PAGE_SIZE);
+    if (frame_is_zero(dst)) mm->stats->count(Event::collapse_zero_subpages);
     cc->bytes_copied += PAGE_SIZE;
   }
   if (result == SCAN_SUCCEED)

@@ -210,6 +210,16 @@ inline void stream_zero(uint8_t* d, uint64_t len) {
 
 }  // namespace user_copy_detail
 
+// Whether a page frame holds only zero bytes: read right after a copy wrote
+// it, so it is in cache, and a page with data usually stops at its first
+// word (the waste figures: copied pages that were all zero).
+inline bool frame_is_zero(const void* frame) {
+  const uint64_t* w = static_cast<const uint64_t*>(frame);
+  for (uint64_t i = 0; i < PAGE_SIZE / sizeof(uint64_t); i += 8)
+    if (w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] | w[i + 7]) return false;
+  return true;
+}
+
 // Zeroing a new folio's frames: nothing else can reach them yet.
 inline void zero_frames(PhysMem* phys, void* dst, uint64_t len) {
   DataTimeScope t(phys, DataTime::kZero);

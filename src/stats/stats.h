@@ -109,6 +109,7 @@ enum class MthpStat : uint16_t {
   X(collapse_success, "collapse.success", "ranges collapsed into a new folio")                     \
   X(collapse_copied, "collapse.bytes_copied", "bytes copied into collapsed folios")                \
   X(collapse_zeroed, "collapse.bytes_zeroed", "bytes zeroed for none/zero-page slots of collapsed folios") \
+  X(collapse_zero_subpages, "collapse.zero_subpages_copied", "pages collapses copied whose bytes were all zero (the model's figure: the kernel copies them unexamined)") \
   X(collapse_flush, "collapse.pmd_flush", "pmdp_collapse_flush() calls (PMD cleared, TLB flushed)") \
   X(collapse_table_sync, "collapse.table_sync", "tlb_remove_table_sync_one() waits for lockless walkers") \
   X(khugepaged_wake, "khugepaged.wakes", "khugepaged_do_scan() runs (wakes of the khugepaged thread)") \

@@ -46,6 +46,23 @@ class KhugepagedTest : public MmTest {
   }
 };
 
+// The waste figure: a present page written with zeros is copied, and
+// counted as a zero page copied; a none slot is zero-filled, not counted.
+TEST_F(KhugepagedTest, CollapseCountsCopiedPagesThatWereAllZero) {
+  uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 7, PMD_SIZE / 4).ok());
+  ASSERT_TRUE(p->fill(a + PMD_SIZE / 4, 0, PMD_SIZE / 4).ok());  // present, all zero
+  uint8_t last = 1;
+  ASSERT_TRUE(p->write(a + PMD_SIZE / 2 - 1, &last, 1).ok());  // the last such page is not all zero
+  sys->reset_counters();
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  EXPECT_EQ(p->page_info(a).level, 2);
+  EXPECT_EQ(ctr("collapse.bytes_copied"), static_cast<int64_t>(PMD_SIZE / 2));
+  EXPECT_EQ(ctr("collapse.bytes_zeroed"), static_cast<int64_t>(PMD_SIZE / 2));
+  EXPECT_EQ(ctr("collapse.zero_subpages_copied"), static_cast<int64_t>(PMD_SIZE / 4 / PAGE_SIZE - 1));
+  expect_bytes(p, a + PMD_SIZE / 4, PMD_SIZE / 4 - 1, 0);
+}
+
 TEST_F(KhugepagedTest, MadviseCollapseCopiesAndDepositsTheTable) {
   uint64_t a = map_aligned(PMD_SIZE);
   ASSERT_TRUE(p->fill(a, 7, PMD_SIZE / 2).ok());  // half present, half none

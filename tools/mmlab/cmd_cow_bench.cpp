@@ -206,7 +206,7 @@ int run_cow_bench(const CowCli& o) {
                       "Latency: each 4K page write the workload makes after the fork (or after the zero-page read), "
                       "fault included, measured time on this machine (only ratios between columns transfer to a kernel). "
                       "Copied: by CoW faults and by MADV_COLLAPSE. Waste: bytes copied that the copying processes never wrote "
-                      "afterwards; zero pages copied: copied pages whose bytes were all zero (cow.zero_subpages_copied); "
+                      "afterwards; zero pages copied: pages CoW faults or collapses copied whose bytes were all zero (cow. and collapse.zero_subpages_copied; a collapse zero-fills none and zero-page slots, collapse.bytes_zeroed, and does not count them here); "
                       "exited-sharer untouched (fork-exec, snapshot): the parent's copied pages it had not begun to write "
                       "when the sharer's exit returned. snapshot: {} 64-byte writes, Poisson arrivals at {:.0f}/s, "
                       "Zipf s={:.2f} over the pages; its latency runs from each write's scheduled time (coordinated "

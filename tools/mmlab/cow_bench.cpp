@@ -436,9 +436,10 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   if (fragmented)
     if (int e = fragment(&r, c, out, err); e < 0) return e;
   auto copied = [s] { return s->counter("cow.bytes_copied") + s->counter("collapse.bytes_copied"); };
+  auto zero_copies = [s] { return s->counter("cow.zero_subpages_copied") + s->counter("collapse.zero_subpages_copied"); };
   const int64_t copy0 = copied(), wpc0 = s->counter("fault.wp_copy"),
                 reu0 = s->counter("fault.wp_reuse"), anon0 = s->counter("fault.anon"), zero0 = s->counter("fault.zero"),
-                col0 = s->counter("collapse.success"), zsub0 = s->counter("cow.zero_subpages_copied"),
+                col0 = s->counter("collapse.success"), zsub0 = zero_copies(),
                 afb0 = mthp_sum(s, "anon_fault_fallback"), thfb0 = s->vmstat("thp_fault_fallback"),
                 wpfb0 = mthp_sum(s, "wp_fault_fallback"), afa0 = mthp_sum(s, "anon_fault_alloc"),
                 wpa0 = mthp_sum(s, "wp_fault_alloc");
@@ -559,7 +560,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   out->anon = s->counter("fault.anon") - anon0;
   out->zero = s->counter("fault.zero") - zero0;
   out->collapses = s->counter("collapse.success") - col0;
-  out->zero_subpages = s->counter("cow.zero_subpages_copied") - zsub0;
+  out->zero_subpages = zero_copies() - zsub0;
   out->anon_fault_fallback = mthp_sum(s, "anon_fault_fallback") - afb0;
   out->thp_fault_fallback = s->vmstat("thp_fault_fallback") - thfb0;
   out->wp_fault_fallback = mthp_sum(s, "wp_fault_fallback") - wpfb0;

@@ -81,7 +81,7 @@ struct Result {
   int64_t collapses = 0;              // MADV_COLLAPSE successes
   KhugepagedFigures khugepaged;       // kKhugepaged
   int64_t violations = 0;             // invariant-checker findings at the end (rfc only; any other fails the run)
-  int64_t zero_subpages = 0;          // cow.zero_subpages_copied: copied pages whose bytes were all zero
+  int64_t zero_subpages = 0;          // cow. + collapse.zero_subpages_copied: copied pages whose bytes were all zero
   // Workloads whose sharer exits while the parent writes (fork-exec,
   // snapshot): the parent's pages copied (their frame changed since the
   // fork, by CoW or collapse) that the parent had not touched by the time
