@@ -195,6 +195,7 @@ class System {
   // (a leaf lock of the facade, never nested with the model's locks).
   mutable std::mutex procs_lock_;
   std::unique_ptr<std::atomic<uint64_t>> clock_;  // virtual ns
+  uint32_t trace_pid_ = 0;                         // its process in the trace (0: none)
   std::unique_ptr<Khugepaged> khugepaged_;
 };
 

@@ -25,4 +25,19 @@ Format format_for(const std::string& path);
 // Events recorded since start().
 uint64_t events();
 
+// Which System an event belongs to: each System made while the trace is on
+// is a process of the trace (its own pid, named by name_system, with its
+// virtual clock in every event's fields), and its events are those of the
+// threads that made it or adopted it. Events of other threads go to pid 1,
+// "mmlab". attach_system returns the pid (0 with the trace off) and makes
+// it the calling thread's; detach_system forgets the clock (the System is
+// going away).
+uint32_t attach_system(const std::atomic<uint64_t>* clock);
+void detach_system(uint32_t pid);
+// Names the calling thread's System in the trace (a test's name).
+void name_system(const std::string& name);
+// The calling thread's System (0: none), and making it another thread's.
+uint32_t current_system();
+void adopt_system(uint32_t pid);
+
 }  // namespace mmlab::trace

@@ -40,6 +40,7 @@
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
+#include "mmlab/trace.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
 #include "tlb/tlb.h"
@@ -1359,7 +1360,11 @@ int Khugepaged::start_thread(uint64_t speedup) {
   speedup_ = speedup;
   host_ref_ = std::chrono::steady_clock::now();
   clock_ref_ = clock_->load();
-  thread_ = std::thread([this] { thread_main(); });
+  // The thread's events are its System's in the trace.
+  thread_ = std::thread([this, system = trace::current_system()] {
+    trace::adopt_system(system);
+    thread_main();
+  });
   return 0;
 }
 

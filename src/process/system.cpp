@@ -14,6 +14,7 @@
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mmlab/system.h"
+#include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_store.h"
 
@@ -35,6 +36,10 @@ bool on_folio_free(Kernel* k, Folio* f) {
 
 std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
   std::unique_ptr<System> sys(new System);
+  // The clock first: every event of the System, its first allocations
+  // included, carries it in the trace.
+  sys->clock_ = std::make_unique<std::atomic<uint64_t>>(0);
+  sys->trace_pid_ = trace::attach_system(sys->clock_.get());
   auto k = std::make_unique<Kernel>();
   k->stats = std::make_unique<Stats>();
   PhysConfig pc;
@@ -59,7 +64,6 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return true;
   });
   sys->k_ = std::move(k);
-  sys->clock_ = std::make_unique<std::atomic<uint64_t>>(0);
   sys->khugepaged_ = std::make_unique<Khugepaged>(kp, sys->clock_.get());
   if (err) *err = 0;
   return sys;
@@ -70,6 +74,7 @@ System::~System() {
   if (k_ && k_->phys) inject_off_all();  // teardown runs without injected failures
   for (auto& p : procs_) p->exit();
   procs_.clear();
+  trace::detach_system(trace_pid_);
 }
 
 bool parse_probability(const std::string& text, double* out) {

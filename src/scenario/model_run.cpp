@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
+#include "mmlab/trace.h"
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
 #include "scenario/test_run.h"
@@ -89,6 +90,7 @@ class ModelRun final : public TestRun {
     int err = 0;
     sys_ = System::create(cfg, &err);
     if (!sys_) throw StartError{fmt::format("cannot create a system: {}", errno_name(err))};
+    trace::name_system(res_.name);
     for (auto& [k, v] : tunes_)
       if (sys_->tune(k, v)) throw Failure{fmt::format("variant {}={} refused", k, v)};
   }

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <vector>
 
 #include "sync/cpu.h"
@@ -18,14 +20,31 @@ namespace {
 struct Event {
   uint64_t seq;  // the timestamp: a monotonic event counter (see docs/TRACING.md)
   int cpu;
+  uint32_t pid;        // 1: no System; else the System's, from 2
+  uint64_t vclock_ns;  // its System's virtual clock (0 without one)
   const char* name;
   std::string fields;
 };
+
+// A System of the trace.
+struct TracedSystem {
+  std::string name;
+  const std::atomic<uint64_t>* clock;  // null once the System went away
+};
+
+constexpr uint32_t kNoSystemPid = 1;
+
+// The calling thread's System: its pid, valid while the sink knows it (pids
+// are never reused, so a thread that outlives its System, or the trace
+// session that gave it, has none).
+thread_local uint32_t tl_pid = 0;
 
 struct Sink {
   Mutex lock;
   std::vector<Event> events GUARDED_BY(lock);
   uint64_t next GUARDED_BY(lock) = 0;
+  uint32_t last_pid GUARDED_BY(lock) = kNoSystemPid;
+  std::map<uint32_t, TracedSystem> systems GUARDED_BY(lock);
   std::string path GUARDED_BY(lock);
   Format format GUARDED_BY(lock) = Format::kFtrace;
   bool open GUARDED_BY(lock) = false;
@@ -34,6 +53,14 @@ struct Sink {
 Sink& sink() {
   static Sink s;
   return s;
+}
+
+// The calling thread's pid in the current session, or kNoSystemPid.
+uint32_t thread_pid(const Sink& s) REQUIRES(s.lock) { return s.systems.count(tl_pid) ? tl_pid : kNoSystemPid; }
+
+std::string system_name(const std::map<uint32_t, TracedSystem>& systems, uint32_t pid) {
+  auto it = systems.find(pid);
+  return it == systems.end() ? "mmlab" : it->second.name;
 }
 
 std::string json_escape(const std::string& s) {
@@ -66,30 +93,48 @@ std::string json_args(const std::string& fields) {
 
 // ftrace's text: "TASK-PID [CPU] FLAGS TIMESTAMP: EVENT: FIELDS", the
 // timestamp in seconds with microseconds (one event per microsecond here).
-void write_ftrace(std::ostream& out, const std::vector<Event>& ev) {
+// TASK is the System's name cut to 15 characters as a comm is, PID its pid.
+void write_ftrace(std::ostream& out, const std::vector<Event>& ev, const std::map<uint32_t, TracedSystem>& systems) {
   out << "# tracer: nop\n#\n# entries-in-buffer/entries-written: " << ev.size() << "/" << ev.size() << "\n#\n";
   out << "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n#              | |         |   |||||     |         |\n";
-  for (const Event& e : ev)
-    out << fmt::format("{:>16}-{:<7} [{:03}] ..... {:6}.{:06}: {}: {}\n", "mmlab", e.cpu, e.cpu, e.seq / 1000000,
+  for (const Event& e : ev) {
+    std::string task = system_name(systems, e.pid).substr(0, 15);
+    for (char& c : task)
+      if (c == ' ') c = '_';
+    out << fmt::format("{:>16}-{:<7} [{:03}] ..... {:6}.{:06}: {}: {}\n", task, e.pid, e.cpu, e.seq / 1000000,
                        e.seq % 1000000, e.name, e.fields);
+  }
 }
 
-void write_json(std::ostream& out, const std::vector<Event>& ev) {
-  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"event sequence number (1 us per event)\"},\"traceEvents\":[\n";
-  bool seen[NR_CPUS] = {};
+// One process per System (named by a process_name metadata event), one
+// track per simulated CPU in it (thread_name "cpuN").
+void write_json(std::ostream& out, const std::vector<Event>& ev, const std::map<uint32_t, TracedSystem>& systems) {
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"event sequence number (1 us per event); "
+         "vclock_ns in args: the System's virtual clock\"},\"traceEvents\":[\n";
+  std::set<uint32_t> named;
+  std::set<std::pair<uint32_t, int>> seen;
   bool first = true;
-  for (const Event& e : ev) {
-    if (!seen[e.cpu]) {  // one track per simulated CPU
-      seen[e.cpu] = true;
-      out << (first ? "" : ",\n")
-          << fmt::format("{{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":1,\"tid\":{},\"args\":{{\"name\":\"cpu{}\"}}}}",
-                         e.cpu, e.cpu);
-      first = false;
-    }
-    out << (first ? "" : ",\n")
-        << fmt::format("{{\"name\":\"{}\",\"cat\":\"mm\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":1,\"tid\":{},\"args\":{{{}}}}}",
-                       json_escape(e.name), e.seq, e.cpu, json_args(e.fields));
+  auto sep = [&] {
+    const char* s = first ? "" : ",\n";
     first = false;
+    return s;
+  };
+  for (const Event& e : ev) {
+    if (named.insert(e.pid).second) {
+      out << sep()
+          << fmt::format("{{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"{}\"}}}}",
+                         e.pid, json_escape(system_name(systems, e.pid)));
+    }
+    if (seen.insert({e.pid, e.cpu}).second) {
+      out << sep()
+          << fmt::format("{{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":{},\"args\":{{\"name\":\"cpu{}\"}}}}",
+                         e.pid, e.cpu, e.cpu);
+    }
+    std::string args = json_args(e.fields);
+    if (e.pid != kNoSystemPid) args += fmt::format("{}\"vclock_ns\":\"{}\"", args.empty() ? "" : ",", e.vclock_ns);
+    out << sep()
+        << fmt::format("{{\"name\":\"{}\",\"cat\":\"mm\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":{},\"tid\":{},\"args\":{{{}}}}}",
+                       json_escape(e.name), e.seq, e.pid, e.cpu, args);
   }
   out << "\n]}\n";
 }
@@ -101,8 +146,44 @@ void emit(const char* event, std::string fields) {
   const int cpu = smp_processor_id();
   MutexGuard l(&s.lock);
   if (!s.open) return;
-  s.events.push_back({s.next++, cpu, event, std::move(fields)});
+  const uint32_t pid = thread_pid(s);
+  const std::atomic<uint64_t>* clock = pid == kNoSystemPid ? nullptr : s.systems[pid].clock;
+  s.events.push_back({s.next++, cpu, pid, clock ? clock->load(std::memory_order_relaxed) : 0, event, std::move(fields)});
 }
+
+uint32_t attach_system(const std::atomic<uint64_t>* clock) {
+  Sink& s = sink();
+  MutexGuard l(&s.lock);
+  if (!s.open) return 0;
+  const uint32_t pid = ++s.last_pid;
+  s.systems[pid] = {fmt::format("system{}", pid - 1), clock};
+  tl_pid = pid;
+  return pid;
+}
+
+void detach_system(uint32_t pid) {
+  if (!pid) return;
+  Sink& s = sink();
+  MutexGuard l(&s.lock);
+  if (tl_pid == pid) tl_pid = 0;
+  if (auto it = s.systems.find(pid); it != s.systems.end()) it->second.clock = nullptr;
+}
+
+void name_system(const std::string& name) {
+  Sink& s = sink();
+  MutexGuard l(&s.lock);
+  if (!s.open) return;
+  if (const uint32_t pid = thread_pid(s); pid != kNoSystemPid) s.systems[pid].name = name;
+}
+
+uint32_t current_system() {
+  Sink& s = sink();
+  MutexGuard l(&s.lock);
+  const uint32_t pid = thread_pid(s);
+  return pid == kNoSystemPid ? 0 : pid;
+}
+
+void adopt_system(uint32_t pid) { tl_pid = pid; }
 
 Format format_for(const std::string& path) {
   return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0 ? Format::kChromeJson : Format::kFtrace;
@@ -121,6 +202,7 @@ int start(const std::string& path, Format format, std::string* error) {
     return -1;
   }
   s.events.clear();
+  s.systems.clear();
   s.next = 0;
   s.path = path;
   s.format = format;
@@ -136,9 +218,10 @@ int stop(std::string* error) {
   g_on.store(false, std::memory_order_relaxed);
   s.open = false;
   std::ofstream out(s.path);
-  if (s.format == Format::kChromeJson) write_json(out, s.events);
-  else write_ftrace(out, s.events);
+  if (s.format == Format::kChromeJson) write_json(out, s.events, s.systems);
+  else write_ftrace(out, s.events, s.systems);
   s.events.clear();
+  s.systems.clear();
   if (!out) {
     *error = "cannot write the trace file " + s.path;
     return -1;

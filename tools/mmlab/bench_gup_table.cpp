@@ -18,10 +18,10 @@ const Posting kBatchSeriesV5 = {
     "[v5]",
     "\"[RFC PATCH v5 0/8] batch lookups in follow_page_mask()\" (Rik van Riel), the tables in the changelogs of patches "
     "7/8 (walk) and 8/8 (batch): gup_test -L -m 256 -n 65536 -r 16 -t, median of 16, 4-CPU VM",
-    "v5 as quoted in the review, 11/2/26; the cover letter links v3 of 2026-08-11", true};
+    "v5 of 2026-11-02 (the review quotes it as posted \"11/2/26\", month first: after v3 of 2026-08-11)", true};
 const Posting kBatchV5Review = {
     "[v5 review]", "David Hildenbrand's reply to \"[PATCH 8/8] mm/gup: batch contiguous same-folio PTEs into one refcount grab\"",
-    "reply to the posting of 11/2/26", true};
+    "reply to the v5 posting of 2026-11-02", true};
 const Posting kUnifyHugetlb = {
     "[unify]",
     "\"[PATCH 0/7] mm/gup: Unify hugetlb, speed up thp\" (Peter Xu), cover letter: chrt -f 1 ./gup_test -m 512 -t -L -n 1024 -r 10",
