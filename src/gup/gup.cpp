@@ -123,20 +123,6 @@ void unpin_user_pages_dirty_lock(Page** pages, long npages, bool make_dirty) {
   }
 }
 
-void unpin_user_page_range_dirty_lock(Page* page, long npages, bool make_dirty) {
-  for (long i = 0; i < npages;) {
-    Folio* folio = page_folio(page + i);
-    long nr = std::min<long>(npages - i, folio_nr_pages(folio) - folio_page_idx(folio, page + i));
-    if (make_dirty && !folio_test_dirty(folio)) {
-      folio_lock(folio);
-      folio_set_dirty(folio);
-      folio_unlock(folio);
-    }
-    gup_put_folio(folio, static_cast<int>(nr), FOLL_PIN);
-    i += nr;
-  }
-}
-
 // ---- the rules ----
 
 // gup_must_unshare (mm/internal.h): asked only for a read-only entry.

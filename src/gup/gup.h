@@ -57,7 +57,6 @@ void put_page(Page* page);
 void unpin_user_page(Page* page);
 void unpin_user_pages(Page** pages, long npages);
 void unpin_user_pages_dirty_lock(Page** pages, long npages, bool make_dirty);
-void unpin_user_page_range_dirty_lock(Page* page, long npages, bool make_dirty);
 
 // get_dump_page: FOLL_FORCE|FOLL_DUMP|FOLL_GET of one page; nullptr for a hole.
 // Takes mmap_lock itself. *addr_out receives nothing; the caller puts the page.

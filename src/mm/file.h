@@ -79,13 +79,6 @@ inline bool file_is_shmem(const File* f) { return f->fs == FsClass::kShmem; }
 
 // The page-cache folio containing page `index`, or nullptr.
 Folio* filemap_lookup(File* f, uint64_t index) REQUIRES(f->lock);
-// Call fn(index, folio) for every folio in f's page cache, under f->lock
-// (for audits such as the checker; fn must not take other locks).
-template <typename Fn>
-void filemap_for_each_folio(File* f, Fn&& fn) {
-  MutexGuard g(&f->lock);
-  for (auto& [index, folio] : f->pages) fn(index, folio);
-}
 
 // The System's files (fds are indices), owned by the Kernel.
 struct FileTable {

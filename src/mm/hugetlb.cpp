@@ -462,13 +462,6 @@ long hugetlb_usage_pages(const Mm* mm) {
   return it == hs->usage.end() ? 0 : it->second;
 }
 
-void hugetlb_for_each_free_folio(Kernel* k, const std::function<void(Folio*)>& fn) {
-  HugetlbState* hs = hugetlb_state(k);
-  SpinGuard g(&hs->lock);
-  for (Hstate& h : hs->hstates)
-    for (Folio* f : h.freelist) fn(f);
-}
-
 std::string hugetlb_pool_audit(Kernel* k) {
   HugetlbState* hs = hugetlb_state(k);
   SpinGuard g(&hs->lock);

@@ -133,14 +133,8 @@ void folio_add_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma, uint64
   add_pte_mappings(folio, page, nr, vma, flags);
 }
 
-void folio_add_anon_rmap_pmd(Folio* folio, Page* page, Vma* vma, uint64_t, rmap_t flags) {
-  add_entire_mapping(folio, page, vma, flags);
-}
-
 void folio_add_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) { add_pte_mappings(folio, page, nr, vma, RMAP_NONE); }
-void folio_add_file_rmap_pmd(Folio* folio, Page* page, Vma* vma) { add_entire_mapping(folio, page, vma, RMAP_NONE); }
 void folio_dup_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst) { add_pte_mappings(folio, page, nr, dst, RMAP_NONE); }
-void folio_dup_file_rmap_pmd(Folio* folio, Page* page, Vma* dst) { add_entire_mapping(folio, page, dst, RMAP_NONE); }
 
 void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
   if (!folio_test_large(folio)) {
@@ -180,7 +174,6 @@ static void remove_entire(Folio* folio, Vma* vma) {
 }
 
 void folio_remove_rmap_pmd(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }
-void folio_remove_rmap_pud(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }
 
 int folio_try_dup_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma, Vma* src_vma) {
   Mm* src_mm = src_vma->vm_mm;
@@ -216,7 +209,6 @@ static int try_share(Folio* folio, Page* page) {
   return 0;
 }
 int folio_try_share_anon_rmap_pte(Folio* folio, Page* page) { return try_share(folio, page); }
-int folio_try_share_anon_rmap_pmd(Folio* folio, Page* page) { return try_share(folio, page); }
 
 void folio_move_anon_rmap(Folio* folio, Vma* vma) {
   aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(vma->anon_vma), std::memory_order_release);

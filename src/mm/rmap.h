@@ -26,13 +26,10 @@ enum class RmapLevel : uint8_t { kPte, kPmd, kPud };
 // kPte, or by one entire mapping (PMD THP) when kPmd.
 void folio_add_new_anon_rmap(Folio* folio, Vma* vma, uint64_t addr, rmap_t flags, RmapLevel level);
 void folio_add_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma, uint64_t addr, rmap_t flags);
-void folio_add_anon_rmap_pmd(Folio* folio, Page* page, Vma* vma, uint64_t addr, rmap_t flags);
 void folio_add_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma);
-void folio_add_file_rmap_pmd(Folio* folio, Page* page, Vma* vma);
 void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma);
 inline void folio_remove_rmap_pte(Folio* folio, Page* page, Vma* vma) { folio_remove_rmap_ptes(folio, page, 1, vma); }
 void folio_remove_rmap_pmd(Folio* folio, Page* page, Vma* vma);
-void folio_remove_rmap_pud(Folio* folio, Page* page, Vma* vma);
 
 // fork: share an anon mapping with the child, or -EBUSY if a page is
 // AnonExclusive and the folio may be DMA-pinned (the caller copies instead).
@@ -77,9 +74,6 @@ inline AnonVma* folio_anon_vma(const Folio* f) {
 // user addresses [*start, *end) at which vma may map them, clipped to the
 // VMA; false if none.
 bool vma_address_range(const Vma* vma, uint64_t pgoff, uint64_t nr_pages, uint64_t* start, uint64_t* end);
-inline bool folio_vma_range(const Folio* folio, const Vma* vma, uint64_t* start, uint64_t* end) {
-  return vma_address_range(vma, folio->page.index, static_cast<uint64_t>(folio_nr_pages(folio)), start, end);
-}
 
 // PageVmaMappedWalk::flags: look for migration entries pointing into the
 // range instead of present PTEs mapping it (remove_migration_pte).

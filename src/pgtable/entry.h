@@ -129,8 +129,6 @@ MMLAB_ENTRY_OPS(pud_t, pud)
 // present: the hardware bit, or protnone (a NUMA-hinting entry still maps a page).
 inline bool pte_present(pte_t e) { return e.v & (_PAGE_PRESENT | _PAGE_PROTNONE); }
 inline pte_t pfn_pte(pfn_t pfn, pgprot_t prot) { return pte_t{(pfn << PAGE_SHIFT) | prot.v}; }
-inline pte_t pte_clear_flags(pte_t e, uint64_t f) { return pte_t{e.v & ~f}; }
-inline pte_t pte_set_flags(pte_t e, uint64_t f) { return pte_t{e.v | f}; }
 
 // PMD/PUD: a leaf has PSE; a table entry points at the next-level table frame.
 inline bool pmd_present(pmd_t e) { return e.v & (_PAGE_PRESENT | _PAGE_PROTNONE | _PAGE_PSE); }
@@ -142,7 +140,6 @@ inline pmd_t pmd_mkinvalid(pmd_t e) { return pmd_t{e.v & ~_PAGE_PRESENT & ~_PAGE
 inline pmd_t mk_table_pmd(pfn_t table_pfn) { return pmd_t{(table_pfn << PAGE_SHIFT) | _PAGE_TABLE}; }
 inline bool pud_present(pud_t e) { return e.v & (_PAGE_PRESENT | _PAGE_PROTNONE | _PAGE_PSE); }
 inline bool pud_leaf(pud_t e) { return pud_present(e) && (e.v & _PAGE_PSE); }
-inline pud_t pfn_pud(pfn_t pfn, pgprot_t prot) { return pud_t{(pfn << PAGE_SHIFT) | prot.v | _PAGE_PSE}; }
 inline pud_t mk_table_pud(pfn_t table_pfn) { return pud_t{(table_pfn << PAGE_SHIFT) | _PAGE_TABLE}; }
 inline bool pgd_none(pgd_t e) { return e.v == 0; }
 inline bool pgd_present(pgd_t e) { return e.v & _PAGE_PRESENT; }

@@ -133,11 +133,6 @@ inline bool userfaultfd_missing(const Vma* vma) { return vma->vm_flags & VM_UFFD
 // A sequence count (seqcount_t), used for write_protect_seq.
 class SeqCount {
  public:
-  uint64_t read_begin() const {
-    uint64_t s;
-    while ((s = seq_.load(std::memory_order_acquire)) & 1) std::this_thread::yield();
-    return s;
-  }
   uint64_t raw_read() const { return seq_.load(std::memory_order_acquire); }
   bool read_retry(uint64_t start) const {
     std::atomic_thread_fence(std::memory_order_acquire);

@@ -77,12 +77,6 @@ void FaultInjector::clear_all() {
   for (size_t i = 0; i < kNrFaultSites; i++) set(static_cast<FaultSite>(i), FaultSpec{});
 }
 
-bool FaultInjector::any_armed() const {
-  for (size_t i = 0; i < kNrFaultSites; i++)
-    if (armed(static_cast<FaultSite>(i))) return true;
-  return false;
-}
-
 bool FaultInjector::should_fail_slow(FaultSite s, unsigned order) {
   using Mode = FaultSpec::Mode;
   Site& st = site(s);

@@ -81,7 +81,6 @@ class FaultInjector {
   void clear_all();
   void seed(uint64_t seed) { seed_.store(seed, std::memory_order_relaxed); }
   bool armed(FaultSite s) const { return site(s).mode.load(std::memory_order_relaxed) != FaultSpec::Mode::kOff; }
-  bool any_armed() const;
 
   // The check at a failure site: true when this call must fail. Counts the
   // failure in `inject.<site>`.

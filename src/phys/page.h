@@ -176,7 +176,6 @@ inline bool folio_test_partially_mapped(const Folio* f) {
 }
 // Small folio: mapped more than once. Large: the MM-ID "maybe mapped shared" bit.
 inline bool folio_maybe_mapped_shared(const Folio* f);
-inline bool folio_test_dirty_and_set(Folio* f) { return test_and_set_bit(PG_dirty, &f->page); }
 
 inline bool PageAnonExclusive(const Page* p) { return test_bit(PG_anon_exclusive, p); }
 inline void SetPageAnonExclusive(Page* p) { set_bit(PG_anon_exclusive, p); }
@@ -212,7 +211,6 @@ inline void folio_put(Folio* f) { folio_put_refs(f, 1); }
 
 // ---- mapcounts and pins ----------------------------------------------------
 
-inline int32_t& folio_large_mapcount_ref(Folio* f) { return folio_page(f, 1)->f1.large_mapcount; }
 inline int folio_large_mapcount(const Folio* f) {
   return aref(const_cast<int32_t&>(folio_page(f, 1)->f1.large_mapcount)).load(std::memory_order_acquire);
 }

@@ -170,17 +170,14 @@ inline void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
 // x86's flush_tlb_range of a hugetlb VMA: the stride of its page size
 // (huge_page_shift(hstate_vma(vma)), which mm passes).
 inline void flush_hugetlb_tlb_range(Vma* vma, unsigned huge_page_shift, uint64_t start, uint64_t end) {
-  flush_tlb_mm_range(vma->vm_mm, start, end, huge_page_shift, false);
+  flush_tlb_mm_range(vma->vm_mm, start, end, huge_page_shift, /*freed_tables=*/false);
 }
-// flush_pmd_tlb_range / flush_pud_tlb_range: PMD or PUD stride.
+// flush_pmd_tlb_range: PMD stride.
 inline void flush_pmd_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
-  flush_tlb_mm_range(vma->vm_mm, start, end, PMD_SHIFT, false);
-}
-inline void flush_pud_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
-  flush_tlb_mm_range(vma->vm_mm, start, end, PUD_SHIFT, false);
+  flush_tlb_mm_range(vma->vm_mm, start, end, PMD_SHIFT, /*freed_tables=*/false);
 }
 // flush_tlb_page: one entry.
-inline void flush_tlb_page(Vma* vma, uint64_t addr) { flush_tlb_mm_range(vma->vm_mm, addr, addr + PAGE_SIZE, PAGE_SHIFT, false); }
+inline void flush_tlb_page(Vma* vma, uint64_t addr) { flush_tlb_mm_range(vma->vm_mm, addr, addr + PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false); }
 
 // x86's pte_accessible: a present entry may be cached (the model has no
 // NUMA-balancing protnone entries with a flush pending).
