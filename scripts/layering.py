@@ -126,8 +126,8 @@ def nm_symbols(obj):
     return defined, undefined
 
 
-def up_calls(root, objdir, ranks):
-    """Yields (source, symbol, from_layer, to_layer) for each up-call."""
+def layer_objects(root, objdir, ranks):
+    """(layer, source, object) for each object file of a layer's source."""
     objs = []
     for dirpath, _, names in os.walk(objdir):
         for n in names:
@@ -136,6 +136,24 @@ def up_calls(root, objdir, ranks):
                 # Skip objects a build left behind for a source since moved.
                 if layer is not None and os.path.exists(os.path.join(root, src)):
                     objs.append((layer, src, os.path.join(dirpath, n)))
+    return objs
+
+
+def missing_objects(root, objs, ranks):
+    """The layer sources under src/ that no object file was built from: a
+    check over a partial (or wrong) build directory must not pass."""
+    built = {src for _, src, _ in objs}
+    want = []
+    for rel in source_files(root):
+        parts = rel.split(os.sep)
+        if rel.endswith(".cpp") and parts[0] == "src" and parts[1] in ranks and rel not in built:
+            want.append(rel)
+    return want
+
+
+def up_calls(root, objdir, ranks):
+    """Yields (source, symbol, from_layer, to_layer) for each up-call."""
+    objs = layer_objects(root, objdir, ranks)
     definer = {}
     refs = []
     for layer, src, obj in sorted(objs):
@@ -226,7 +244,14 @@ def main():
 
     ranks, extra = read_layers(args.layers)
     incs = list(up_includes(args.root, ranks, extra))
-    calls = list(up_calls(args.root, args.objects, ranks)) if args.objects else []
+    calls = []
+    if args.objects:
+        missing = missing_objects(args.root, layer_objects(args.root, args.objects, ranks), ranks)
+        if missing:
+            print(f"error: {args.objects}: no object file for {len(missing)} source(s), "
+                  f"e.g. {', '.join(missing[:3])}: the up-call check needs a complete build")
+            return 1
+        calls = list(up_calls(args.root, args.objects, ranks))
 
     found = {}
     for rel, lineno, dst, a, b in incs:
