@@ -13,7 +13,9 @@
 
 namespace mmlab {
 
-// External FOLL_* flags (include/linux/mm_types.h, v6.18 values).
+// External FOLL_* flags (include/linux/mm_types.h, v6.18 values). The public
+// foll:: table (include/mmlab/gup.h) repeats them for callers; process/gup_api.cpp
+// asserts at compile time that the two agree.
 inline constexpr unsigned FOLL_WRITE = 1u << 0;
 inline constexpr unsigned FOLL_GET = 1u << 1;
 inline constexpr unsigned FOLL_DUMP = 1u << 2;

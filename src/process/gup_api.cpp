@@ -7,6 +7,14 @@
 
 namespace mmlab {
 
+// The public foll:: table is the internal FOLL_* table, bit for bit.
+static_assert(foll::WRITE == FOLL_WRITE && foll::GET == FOLL_GET && foll::DUMP == FOLL_DUMP);
+static_assert(foll::FORCE == FOLL_FORCE && foll::NOWAIT == FOLL_NOWAIT && foll::NOFAULT == FOLL_NOFAULT);
+static_assert(foll::HWPOISON == FOLL_HWPOISON && foll::ANON == FOLL_ANON && foll::LONGTERM == FOLL_LONGTERM);
+static_assert(foll::SPLIT_PMD == FOLL_SPLIT_PMD && foll::PCI_P2PDMA == FOLL_PCI_P2PDMA);
+static_assert(foll::INTERRUPTIBLE == FOLL_INTERRUPTIBLE && foll::HONOR_NUMA_FAULT == FOLL_HONOR_NUMA_FAULT);
+static_assert(foll::TOUCH == FOLL_TOUCH && foll::PIN == FOLL_PIN);
+
 bool gup_entry_is_pin(GupEntry e) {
   return e == GupEntry::kPinUserPages || e == GupEntry::kPinUserPagesFast || e == GupEntry::kPinUserPagesUnlocked ||
          e == GupEntry::kPinUserPagesRemote;
