@@ -282,7 +282,8 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
     dst_ptl->assert_held();
     SpinLock* src_ptl = pmd_lockptr(src_mm, src_pmd);
     src_ptl->lock(LockClass::kPmdLock, kSingleDepthNesting);
-    VM_WARN_ON_ONCE(is_cow_mapping(src_vma->vm_flags) && pmd_write(pmd), "writable PFN-map PMD in a CoW mapping");
+    VM_WARN_ON_ONCE_MM(is_cow_mapping(src_vma->vm_flags) && pmd_write(pmd), src_vma->vm_mm,
+                       "writable PFN-map PMD in a CoW mapping");
     entry_set(dst_pmd, pmd_mkold(pmd));
     src_ptl->unlock();
     dst_ptl->unlock();

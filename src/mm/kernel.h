@@ -66,8 +66,14 @@ struct Kernel {
     MutexGuard g(&warn_lock);
     warnings.push_back(std::move(msg));
   }
+  // A VM_WARN_ON_ONCE* site's first firing in this System (true), or not.
+  bool vm_warn_once_first(const void* site) {
+    MutexGuard g(&warn_lock);
+    return warned_once.insert(site).second;
+  }
   mutable Mutex warn_lock;
   std::vector<std::string> warnings GUARDED_BY(warn_lock);
+  std::set<const void*> warned_once GUARDED_BY(warn_lock);
 
   // ---- test hooks: null except in white-box unit tests ----
   // Called by wp_page_copy with no lock but the fault's (mmap_lock or the

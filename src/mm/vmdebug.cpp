@@ -2,11 +2,13 @@
 #include "mm/vmdebug.h"
 
 #include <atomic>
+#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 
 #include "fmt/format.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
 #include "phys/phys.h"
 
 namespace mmlab {
@@ -59,13 +61,29 @@ void vm_bug(const char* cond, const char* msg, const Folio* f, const char* file,
   std::abort();
 }
 
-void vm_warn(const char* cond, const char* msg, const Folio* f, const char* file, int line) {
-  const char* what = f ? "VM_WARN_ON_FOLIO" : "VM_WARN_ON";
-  if (vm_record(what, cond, msg, f, file, line)) return;  // a violation, reported as such
+namespace {
+void report_warn(Kernel* k, const char* what, const char* cond, const char* msg, const Folio* f, const char* file,
+                 int line) {
   g_vm_warn_count.fetch_add(1, std::memory_order_relaxed);
-  if (Kernel* k = f ? kernel_of(&f->page) : nullptr) k->stats->count(Event::vm_warn);
+  if (k) k->stats->count(Event::vm_warn);
   std::fprintf(stderr, "WARNING: %s(%s) at %s:%d: %s\n%s\n", what, cond, file, line, msg,
                f ? dump_folio(f).c_str() : "");
+}
+}  // namespace
+
+void vm_warn(const char* cond, const char* msg, const Folio* f, const char* file, int line) {
+  if (vm_record("VM_WARN_ON_FOLIO", cond, msg, f, file, line)) return;  // a violation, reported as such
+  report_warn(f ? kernel_of(&f->page) : nullptr, "VM_WARN_ON_FOLIO", cond, msg, f, file, line);
+}
+
+void vm_warn_once(const void* site, const char* cond, const char* msg, const Folio* f, const Mm* mm,
+                  const char* file, int line) {
+  Kernel* k = f ? kernel_of(&f->page) : mm ? mm->kernel : nullptr;
+  assert(k && "a VM_WARN_ON_ONCE* site names its folio or mm");
+  if (!k->vm_warn_once_first(site)) return;
+  const char* what = f ? "VM_WARN_ON_ONCE_FOLIO" : "VM_WARN_ON_ONCE_MM";
+  if (vm_record(what, cond, msg, f, file, line)) return;
+  report_warn(k, what, cond, msg, f, file, line);
 }
 
 uint64_t vm_warn_count() { return g_vm_warn_count.load(std::memory_order_relaxed); }

@@ -9,17 +9,19 @@
 namespace mmlab {
 namespace {
 
+// VM_BUG_ON_FOLIO for the folio lock and the last put: phys/ sits below
+// mm/vmdebug.h, and each of these is a corrupt state, never a warning.
 #if defined(MMLAB_DEBUG_VM)
-[[noreturn]] void folio_warn_fail(const char* what, const Folio* f) {
-  std::fprintf(stderr, "mmlab: VM_WARN: folio %p: %s\n", static_cast<const void*>(f), what);
+[[noreturn]] void folio_bug(const char* what, const Folio* f) {
+  std::fprintf(stderr, "mmlab: VM_BUG_ON_FOLIO: folio %p: %s\n", static_cast<const void*>(f), what);
   std::abort();
 }
-#define FOLIO_VM_WARN(cond, what, f) \
+#define FOLIO_VM_BUG(cond, what, f) \
   do {                               \
-    if (cond) folio_warn_fail(what, f); \
+    if (cond) folio_bug(what, f); \
   } while (0)
 #else
-#define FOLIO_VM_WARN(cond, what, f) \
+#define FOLIO_VM_BUG(cond, what, f) \
   do {                               \
     (void)sizeof(cond);              \
     (void)(f);                       \
@@ -33,7 +35,7 @@ void folio_put_refs(Folio* f, int nr) {
   // The zero page and the huge zero folio hold a reference of their own for
   // the PhysMem's lifetime; reaching zero means a caller dropped one too many.
   if (folio_test_reserved(f) || folio_test_huge_zero(f)) {
-    FOLIO_VM_WARN(true, "last reference dropped on a zero page", f);
+    FOLIO_VM_BUG(true, "last reference dropped on a zero page", f);
     return;
   }
   PhysMem* pm = PhysMem::of(&f->page);
@@ -44,7 +46,7 @@ void folio_put_refs(Folio* f, int nr) {
 }
 
 bool folio_trylock(Folio* f) {
-  FOLIO_VM_WARN(PageTail(&f->page), "folio_trylock on a tail page", f);
+  FOLIO_VM_BUG(PageTail(&f->page), "folio_trylock on a tail page", f);
   // As if another task held the lock: every caller copes with a failed trylock.
   if (PhysMem::of(&f->page)->should_fail(FaultSite::folio_trylock, folio_order(f))) return false;
   if (test_and_set_bit(PG_locked, &f->page)) return false;
@@ -53,23 +55,23 @@ bool folio_trylock(Folio* f) {
 }
 
 void __folio_set_locked(Folio* f) {
-  FOLIO_VM_WARN(PageTail(&f->page), "__folio_set_locked on a tail page", f);
+  FOLIO_VM_BUG(PageTail(&f->page), "__folio_set_locked on a tail page", f);
   const bool was_locked = test_and_set_bit(PG_locked, &f->page);
-  FOLIO_VM_WARN(was_locked, "__folio_set_locked on a locked folio", f);
+  FOLIO_VM_BUG(was_locked, "__folio_set_locked on a locked folio", f);
   (void)was_locked;
   lockdep_acquire(f, LockClass::kFolioLock, 0, LockdepTry::kTry);
 }
 
 // A sleeping lock in the kernel: the waiter yields its CPU rather than spin.
 void folio_lock(Folio* f) {
-  FOLIO_VM_WARN(PageTail(&f->page), "folio_lock on a tail page", f);
+  FOLIO_VM_BUG(PageTail(&f->page), "folio_lock on a tail page", f);
   lockdep_acquire(f, LockClass::kFolioLock, 0);
   // Test before test-and-set so waiters do not bounce the flags word.
   while (test_bit(PG_locked, &f->page) || test_and_set_bit(PG_locked, &f->page)) std::this_thread::yield();
 }
 
 void folio_unlock(Folio* f) {
-  FOLIO_VM_WARN(!folio_test_locked(f), "folio_unlock of an unlocked folio", f);
+  FOLIO_VM_BUG(!folio_test_locked(f), "folio_unlock of an unlocked folio", f);
   lockdep_release(f);
   clear_bit(PG_locked, &f->page);  // release ordering: the critical section happens-before the next owner
 }
