@@ -31,6 +31,12 @@ inline constexpr fault_flags_t FAULT_FLAG_INSTRUCTION = 1u << 8, FAULT_FLAG_INTE
 inline constexpr fault_flags_t FAULT_FLAG_UNSHARE = 1u << 10, FAULT_FLAG_ORIG_PTE_VALID = 1u << 11;
 inline constexpr fault_flags_t FAULT_FLAG_VMA_LOCK = 1u << 12;
 
+// A folio allocator's answer when the page table went away under its
+// lockless look (the kernel's ERR_PTR(-EAGAIN)): the fault returns 0 and is
+// retried. alloc_anon_folio and the rfc alloc_wp_folio answer
+// std::variant<Folio*, RetryFault>: a folio, nullptr when out of memory, or this.
+struct RetryFault {};
+
 // struct vm_fault: the state one fault carries down the handlers.
 struct VmFault {
   Vma* vma = nullptr;

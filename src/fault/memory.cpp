@@ -68,10 +68,6 @@ Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {
 
 // ---- do_anonymous_page ----
 
-// alloc_anon_folio()'s answer when the page table went away under it (the
-// kernel's ERR_PTR(-EAGAIN)): the fault returns and is retried.
-struct RetryFault {};
-
 // mTHP order selection for an anonymous fault (alloc_anon_folio): a folio,
 // nullptr when out of memory, or RetryFault.
 static std::variant<Folio*, RetryFault> alloc_anon_folio(VmFault* vmf) {

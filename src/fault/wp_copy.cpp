@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <variant>
 
 #include "phys/frame_copy.h"
 #include "fmt/format.h"
@@ -95,9 +96,6 @@ void wp_copy_window(Mm* mm, Kernel::WpCopyPoint point) {
 namespace rfc {
 namespace {
 
-// ERR_PTR(-EAGAIN): the page table went away under the lockless scan.
-Folio* const kErrAgain = reinterpret_cast<Folio*>(-static_cast<intptr_t>(EAGAIN));
-
 // thp_wp_suitable_orders: no order above the old folio's.
 uint64_t thp_wp_suitable_orders(const Folio* old_folio, uint64_t orders) {
   const unsigned max_order = folio_order(old_folio);
@@ -120,8 +118,8 @@ bool pte_range_readonly(const pte_t* pte, unsigned nr) {
 }
 
 // alloc_wp_folio: the largest order the posting allows, or the order-0
-// folio_prealloc(); nullptr on OOM, kErrAgain to retry the fault.
-Folio* alloc_wp_folio(VmFault* vmf, bool pfn_is_zero) {
+// folio_prealloc(); nullptr on OOM, RetryFault to retry the fault.
+std::variant<Folio*, RetryFault> alloc_wp_folio(VmFault* vmf, bool pfn_is_zero) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   // userfaultfd needs per-page fault fidelity; a zero-page CoW or one with
@@ -134,7 +132,7 @@ Folio* alloc_wp_folio(VmFault* vmf, bool pfn_is_zero) {
     if (orders) {
       pmd_t pmdval;
       pte_t* pte = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
-      if (!pte) return kErrAgain;
+      if (!pte) return RetryFault{};
       // The highest order whose aligned range is entirely read-only.
       unsigned order = highest_order(orders);
       while (orders) {
@@ -244,9 +242,10 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
     return ret;
   }
   const bool pfn_is_zero = is_zero_pfn(phys, pte_pfn(vmf->orig_pte));
-  Folio* new_folio = alloc_wp_folio(vmf, pfn_is_zero);
+  const std::variant<Folio*, RetryFault> alloc = alloc_wp_folio(vmf, pfn_is_zero);
   // Flaw (d): the reference do_wp_page() took on the old folio is never dropped.
-  if (new_folio == kErrAgain) return 0;
+  if (std::holds_alternative<RetryFault>(alloc)) return 0;
+  Folio* new_folio = std::get<Folio*>(alloc);
   if (!new_folio) {
     if (old_folio) folio_put(old_folio);
     return VM_FAULT_OOM;
