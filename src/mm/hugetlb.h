@@ -82,8 +82,7 @@ struct HugetlbResvMap {
   int refs = 0;                 // VMAs using it (kref)
   // resv_map->rw_sema, the hugetlb VMA lock of the owner's VMAs: faults hold
   // it for read, zaps for write (mm/hugetlb_internal.h, HugetlbVmaLock).
-  // Class kGeneric like the fault mutex it nests in.
-  RwSemaphore rw_sema{LockClass::kGeneric};
+  RwSemaphore rw_sema{LockClass::kHugetlbVmaLock};
 };
 
 // vm_private_data of one private hugetlb VMA.
@@ -111,11 +110,9 @@ struct HugetlbState {
   std::set<HugetlbFileState*> files GUARDED_BY(lock);
   // hugetlb_fault_mutex_table: serializes faults on one (file, index).
   static constexpr unsigned kFaultMutexes = 64;
-  // Class kGeneric for now, not kHugetlbFaultMutex: hugetlb_wp retakes the
-  // mutex after unmap_ref_private with the old anon folio still locked
-  // (docs/NOTES.md, "Locks and debug checks").
+  // hugetlb_wp retakes it with the old anon folio locked (sync/lock_order.h).
   struct FaultMutex {
-    Mutex m{LockClass::kGeneric};
+    Mutex m{LockClass::kHugetlbFaultMutex};
   };
   std::array<FaultMutex, kFaultMutexes> fault_mutex;
 };

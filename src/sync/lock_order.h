@@ -12,8 +12,13 @@
 //      |                               write: vma_start_write, under mmap_lock
 //      |                               write)
 //      +- hugetlb fault mutex          LockClass::kHugetlbFaultMutex (one of a
-//      |                               hashed table, per (mapping, index);
-//      |                               sleeping; taken before the folio lock)
+//      |  |                            hashed table, per (mapping, index);
+//      |  |                            sleeping; taken before the folio lock)
+//      |  +- hugetlb VMA lock          LockClass::kHugetlbVmaLock (the reserve
+//      |                               map's rw_sema: read for faults, write
+//      |                               for zaps; the model takes it under the
+//      |                               fault mutex, the order in which
+//      |                               hugetlb_wp retakes the two)
 //      +- folio lock (PG_locked)       LockClass::kFolioLock (sleeping)
 //         +- anon_vma->rwsem,          LockClass::kRmapLock
 //         |  mapping->i_mmap_rwsem     (i_mmap first when both are held)
@@ -52,6 +57,13 @@
 //     it: take a folio reference, drop the PTL, lock the folio, retake the PTL
 //     and re-validate the entry (do_huge_pmd_wp_page). A successful trylock is
 //     recorded as held but adds no order edge.
+//   - One inversion the kernel's lockdep never sees (PG_locked is a bit
+//     lock): hugetlb_wp of the reserve owner drops the fault mutex and the
+//     hugetlb VMA lock to unmap the other mappers, then retakes both with the
+//     old anon folio still locked. That folio is reached only through page
+//     tables, where every locker only tries it (hugetlb_fault), so no thread
+//     waits for it while holding the mutex; the retake hides the folio's lock
+//     from the checker (hugetlb_wp_retake_locks in fault/hugetlb.cpp).
 //   - Two locks of one class nest only with distinct subclasses, always in the
 //     same subclass order (0 outside, kSingleDepthNesting inside).
 //   - Sleeping (rw_semaphore, folio lock) under a spinlock (page-table, zone,

@@ -33,6 +33,7 @@ const char* class_name(LockClass c) {
     case LockClass::kMmapLock: return "mmap_lock";
     case LockClass::kVmaLock: return "vma_lock";
     case LockClass::kHugetlbFaultMutex: return "hugetlb_fault_mutex";
+    case LockClass::kHugetlbVmaLock: return "hugetlb_vma_lock";
     case LockClass::kFolioLock: return "folio_lock";
     case LockClass::kRmapLock: return "rmap_lock";
     case LockClass::kPageTableLock: return "page_table_lock";

@@ -15,6 +15,7 @@ enum class LockClass : uint8_t {
   kMmapLock,          // mm->mmap_lock (rw_semaphore)
   kVmaLock,           // per-VMA lock
   kHugetlbFaultMutex, // hugetlb_fault_mutex_table[hash] (sleeping)
+  kHugetlbVmaLock,    // the hugetlb VMA lock, resv_map->rw_sema (sleeping)
   kFolioLock,         // PG_locked (sleeping)
   kRmapLock,          // anon_vma->rwsem, i_mmap_rwsem
   kPageTableLock,     // mm->page_table_lock (upper levels, PUD leaves)
