@@ -44,6 +44,7 @@ vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pa
 void set_pte_range(VmFault* vmf, Folio* folio, Page* page, unsigned nr, uint64_t addr, pte_t* ptep) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
+  table_page_of(mm->phys, ptep)->pt.ptl.assert_held();
   const bool write = vmf->flags & FAULT_FLAG_WRITE;
   pte_t entry = pfn_pte(mm->phys->page_to_pfn(page), vma->vm_page_prot);  // young: the prot has ACCESSED
   if (write)
@@ -290,6 +291,7 @@ vm_fault_t do_fault(VmFault* vmf) {
 }
 
 vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio) {
+  vmf->ptl->assert_held();
   if (!folio) {  // wp_pfn_shared: no ->pfn_mkwrite in the model
     wp_page_reuse_shared(vmf);
     return 0;

@@ -72,6 +72,8 @@ void hugetlb_wp_retake_locks(HugeFault* f, Folio* old_folio) ACQUIRE(f->fm) NO_T
 // entry and on return; the fault mutex is held (dropped around
 // unmap_ref_private).
 vm_fault_t hugetlb_wp(HugeFault* f) REQUIRES(f->fm, f->ptl) {
+  f->fm->assert_held();
+  f->ptl->assert_held();
   Vma* vma = f->vma;
   Mm* mm = f->mm;
   const bool unshare = f->flags & FAULT_FLAG_UNSHARE;

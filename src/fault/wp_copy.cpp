@@ -371,11 +371,12 @@ uint64_t wp_copy_orders(VmFault* vmf, Folio* old_folio, bool zero) {
 
 // Whether the PTEs from pte (nr of them, at addr) may be replaced by one new
 // folio, under the PTE lock: every one present, read-only, without uffd-wp,
-// and either the shared zero page (zero) or the consecutive pages of the old
-// folio with equal write and soft-dirty bits (folio_pte_batch), none of them
-// PageAnonExclusive; the faulting entry still vmf->orig_pte.
-bool wp_run_replaceable(VmFault* vmf, Folio* old_folio, pte_t* pte, uint64_t addr, unsigned nr, bool zero) {
+// and either the shared zero page (no old_folio) or the consecutive pages of
+// the old folio with equal write and soft-dirty bits (folio_pte_batch), none
+// of them PageAnonExclusive; the faulting entry still vmf->orig_pte.
+bool wp_run_replaceable(VmFault* vmf, Folio* old_folio, pte_t* pte, uint64_t addr, unsigned nr) {
   PhysMem* phys = vmf->mm()->phys;
+  table_page_of(phys, pte)->pt.ptl.assert_held();
   if (!(ptep_get(pte + ((vmf->address - addr) >> PAGE_SHIFT)) == vmf->orig_pte)) return false;
   pte_t first = ptep_get(pte);
   if (!pte_present(first) || pte_write(first) || pte_uffd_wp(first)) return false;

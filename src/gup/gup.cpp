@@ -773,6 +773,7 @@ Page* get_dump_page(Mm* mm, uint64_t addr) {
 // faultin_page_range (MADV_POPULATE_READ/WRITE): pages == NULL.
 // Opt-out: a fault may drop and retake the caller's mmap_lock.
 long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) NO_THREAD_SAFETY_ANALYSIS {
+  mmap_assert_locked(mm);
   unsigned flags = FOLL_TOUCH | FOLL_HWPOISON | FOLL_UNLOCKABLE | FOLL_MADV_POPULATE | (write ? FOLL_WRITE : 0);
   int locked = 1;  // the caller (madvise) holds mmap_lock for read
   long nr_pages = static_cast<long>((end - start) >> PAGE_SHIFT);

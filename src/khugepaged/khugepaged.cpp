@@ -340,6 +340,7 @@ int __collapse_huge_page_isolate(Vma* vma, uint64_t start_addr, pte_t* pte, cons
                                  std::vector<Folio*>* compound_pagelist) {
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
+  table_page_of(phys, pte)->pt.ptl.assert_held();
   const unsigned max_ptes_none = collapse_max_ptes_none(cc, vma, order);
   const unsigned max_ptes_shared = collapse_max_ptes_shared(cc, order);
   const unsigned nr_pages = 1u << order;

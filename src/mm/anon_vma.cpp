@@ -37,6 +37,7 @@ bool anon_vma_compatible(const Vma* a, const Vma* b) {
 // a fork child still linked to its parents' anon_vmas. Caller holds
 // page_table_lock, under which a neighbour's anon_vma and chain are set.
 AnonVma* reusable_anon_vma(const Vma* old, const Vma* a, const Vma* b) {
+  old->vm_mm->page_table_lock.assert_held();
   if (!anon_vma_compatible(a, b)) return nullptr;
   if (old->anon_vma && old->anon_vma_chain.size() == 1) return old->anon_vma;
   return nullptr;
@@ -59,6 +60,7 @@ AnonVma* find_mergeable_anon_vma(Mm* mm, Vma* vma) REQUIRES_SHARED(mm->mmap_lock
 
 // Link vma into av (anon_vma_chain_link). The caller holds av->rwsem.
 void anon_vma_chain_link(Vma* vma, AnonVma* av) REQUIRES(av->rwsem) {
+  av->rwsem.assert_write_held();
   av->vmas.insert(vma);
   vma->anon_vma_chain.insert(av);
 }

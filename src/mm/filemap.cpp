@@ -54,6 +54,7 @@ PhysMem* phys_of(const File* f) { return f->kernel->phys.get(); }
 uint64_t file_end_index(const File* f) { return (i_size_read(f) + PAGE_SIZE - 1) >> PAGE_SHIFT; }
 
 Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock) {
+  f->lock.assert_held();
   auto it = f->pages.upper_bound(index);
   if (it == f->pages.begin()) return nullptr;
   --it;

@@ -338,6 +338,7 @@ bool page_vma_mapped_walk(PageVmaMappedWalk* pvmw, const PvmwFn& found, const Pv
 }
 
 void rmap_walk_locked(AnonVma* av, const RmapWalkControl& rwc) {
+  av->rwsem.assert_held();
   for (Vma* vma : av->vmas) {
     if (!rwc.rmap_one(vma)) break;
     if (rwc.done && rwc.done()) break;

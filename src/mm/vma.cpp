@@ -13,6 +13,7 @@
 //   - Range changes of a VMA with an anon_vma happen under that anon_vma's
 //     rwsem (write), so an rmap walker computing addresses from
 //     vm_start/vm_pgoff sees the old or the new layout (vma_prepare).
+#include <cassert>
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
@@ -56,12 +57,14 @@ Vma* find_vma_intersection(Mm* mm, uint64_t start, uint64_t end) {
 }
 
 Vma* vma_prev(Mm* mm, Vma* vma) {
+  vma_tree_assert_stable(mm);
   auto it = mm->vmas.find(vma->vm_start);
   if (it == mm->vmas.begin() || it == mm->vmas.end()) return nullptr;
   return std::prev(it)->second.get();
 }
 
 Vma* vma_next(Mm* mm, Vma* vma) {
+  vma_tree_assert_stable(mm);
   auto it = mm->vmas.upper_bound(vma->vm_start);
   return it == mm->vmas.end() ? nullptr : it->second.get();
 }
@@ -115,6 +118,7 @@ void vma_end_read(Vma* vma) {
 
 void vma_start_write(Vma* vma) {
   Mm* mm = vma->vm_mm;
+  mmap_assert_write_locked(mm);
   // Stable: only mmap_write_unlock changes it, and we hold mmap_lock for write.
   const uint64_t seq = mm->mm_lock_seq.load(std::memory_order_relaxed);
   if (vma->vm_lock_seq.load(std::memory_order_relaxed) == seq) return;  // already ours

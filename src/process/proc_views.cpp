@@ -363,7 +363,7 @@ void clear_refs_soft_dirty(Mm* mm) {
   mmap_write_lock(mm);
   for (auto& kv : mm->vmas) {
     Vma* vma = kv.second.get();
-    if (!(vma->vm_flags & VM_SOFTDIRTY)) continue;
+    if (vma_soft_dirty_enabled(vma)) continue;
     mmap_assert_write_locked(vma->vm_mm);
     vma_start_write(vma);  // vm_flags_clear
     vma->vm_flags &= ~VM_SOFTDIRTY;

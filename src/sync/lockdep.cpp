@@ -161,10 +161,16 @@ void lockdep_assert_none_held_from(LockClass cls) {
   }
 }
 
-void lockdep_assert_held(const void* lock) {
+bool lockdep_is_held(const void* lock) {
   const HeldStack& h = t_held;
   for (int i = 0; i < h.n; i++)
-    if (h.e[i].lock == lock) return;
+    if (h.e[i].lock == lock) return true;
+  return false;
+}
+
+void lockdep_assert_held(const void* lock) {
+  if (lockdep_is_held(lock)) return;
+  const HeldStack& h = t_held;
   std::fprintf(stderr, "lockdep: %p is not held by this thread, which must hold it\n", lock);
   dump_held(h);
   std::fflush(stderr);

@@ -39,11 +39,14 @@ void lockdep_release(const void* lock);
 void lockdep_assert_none_held_from(LockClass cls);
 // lockdep_assert_held: aborts unless the calling thread holds `lock`.
 void lockdep_assert_held(const void* lock);
+// Whether the calling thread holds lock (for asserts of "one of these").
+bool lockdep_is_held(const void* lock);
 #else
 inline void lockdep_acquire(const void*, LockClass, int, LockdepTry = LockdepTry::kBlocking) {}
 inline void lockdep_release(const void*) {}
 inline void lockdep_assert_none_held_from(LockClass) {}
 inline void lockdep_assert_held(const void*) {}
+inline bool lockdep_is_held(const void*) { return true; }
 #endif
 
 }  // namespace mmlab
