@@ -53,6 +53,14 @@ bool is_zero_folio(const Folio* f) { return PhysMem::of(&f->page)->zero_page() =
 
 // ---- references and pins ----
 
+void gup_pin_referenced_folio(Folio* folio, int refs, Stats* stats) {
+  if (folio_has_pincount(folio))
+    aref(folio_page(folio, 1)->f1.pincount).fetch_add(refs, std::memory_order_acq_rel);
+  else
+    folio_ref_add(folio, refs * (GUP_PIN_COUNTING_BIAS - 1));
+  stats->count(VmStat::nr_foll_pin_acquired, static_cast<uint64_t>(refs));
+}
+
 int try_grab_folio(Folio* folio, int refs, unsigned flags) {
   if (folio_ref_count(folio) <= 0) return -ENOMEM;  // WARN_ON_ONCE in the kernel
   if (flags & FOLL_GET) {
@@ -60,13 +68,8 @@ int try_grab_folio(Folio* folio, int refs, unsigned flags) {
   } else if (flags & FOLL_PIN) {
     // The shared zero page is never accounted: unpinning it is a no-op too.
     if (is_zero_folio(folio)) return 0;
-    if (folio_has_pincount(folio)) {
-      folio_ref_add(folio, refs);
-      aref(folio_page(folio, 1)->f1.pincount).fetch_add(refs, std::memory_order_acq_rel);
-    } else {
-      folio_ref_add(folio, refs * GUP_PIN_COUNTING_BIAS);
-    }
-    kernel_of(&folio->page)->stats->count(VmStat::nr_foll_pin_acquired, static_cast<uint64_t>(refs));
+    folio_ref_add(folio, refs);
+    gup_pin_referenced_folio(folio, refs, kernel_of(&folio->page)->stats.get());
   }
   return 0;
 }

@@ -30,12 +30,8 @@ Folio* try_grab_folio_fast(Mm* mm, Page* page, int refs, unsigned flags) {
         folio_put_refs(folio, refs);
         return nullptr;  // the slow path migrates it
       }
-      if (folio_has_pincount(folio))
-        aref(folio_page(folio, 1)->f1.pincount).fetch_add(refs, std::memory_order_acq_rel);
-      else
-        folio_ref_add(folio, refs * (GUP_PIN_COUNTING_BIAS - 1));
+      gup_pin_referenced_folio(folio, refs, mm->stats);
       std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with folio_try_share_anon_rmap_*
-      mm->stats->count(VmStat::nr_foll_pin_acquired, static_cast<uint64_t>(refs));
       return folio;
     }
     folio_put_refs(folio, refs);
