@@ -127,8 +127,6 @@ vm_fault_t handle_pte_marker(VmFault* vmf, swp_entry_t entry) {
   return VM_FAULT_SIGBUS;
 }
 
-// pte_needs_soft_dirty_wp: soft-dirty tracking wants the next write to fault.
-bool pte_needs_soft_dirty_wp(const Vma* vma, pte_t pte) { return vma_soft_dirty_enabled(vma) && !pte_soft_dirty(pte); }
 bool userfaultfd_pte_wp(const Vma* vma, pte_t pte) { return (vma->vm_flags & VM_UFFD_WP) && pte_uffd_wp(pte); }
 
 }  // namespace

@@ -156,14 +156,14 @@ bool can_follow_write_common(Page* page, Vma* vma, unsigned flags) {
 bool can_follow_write_pte(pte_t pte, Page* page, Vma* vma, unsigned flags) {
   if (pte_write(pte)) return true;
   if (!can_follow_write_common(page, vma, flags)) return false;
-  if (vma_soft_dirty_enabled(vma) && !pte_soft_dirty(pte)) return false;
+  if (pte_needs_soft_dirty_wp(vma, pte)) return false;
   return !pte_uffd_wp(pte);
 }
 
 bool can_follow_write_pmd(pmd_t pmd, Page* page, Vma* vma, unsigned flags) {
   if (pmd_write(pmd)) return true;
   if (!can_follow_write_common(page, vma, flags)) return false;
-  if (vma_soft_dirty_enabled(vma) && !pmd_soft_dirty(pmd)) return false;
+  if (pmd_needs_soft_dirty_wp(vma, pmd)) return false;
   return !pmd_uffd_wp(pmd);
 }
 

@@ -174,7 +174,7 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
 static bool can_change_pmd_writable(Vma* vma, pmd_t pmd) {
   if (!(vma->vm_flags & VM_WRITE)) return false;
   if (pmd_protnone(pmd)) return false;
-  if (vma_soft_dirty_enabled(vma) && !pmd_soft_dirty(pmd)) return false;
+  if (pmd_needs_soft_dirty_wp(vma, pmd)) return false;
   if (pmd_uffd_wp(pmd)) return false;
   if (!(vma->vm_flags & VM_SHARED)) {
     Page* page = vm_normal_page_pmd(vma, 0, pmd);

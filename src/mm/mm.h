@@ -66,6 +66,14 @@ inline pmd_t maybe_pmd_mkwrite(pmd_t pmd, const Vma* vma) {
 // vma_soft_dirty_enabled: soft-dirty tracking is on for the VMA (clear_refs
 // cleared VM_SOFTDIRTY), so a clean entry must fault on its next write.
 inline bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
+// pte_needs_soft_dirty_wp / pmd_needs_soft_dirty_wp (mm/internal.h): soft-dirty
+// tracking wants the entry's next write to fault.
+inline bool pte_needs_soft_dirty_wp(const Vma* vma, pte_t pte) {
+  return vma_soft_dirty_enabled(vma) && !pte_soft_dirty(pte);
+}
+inline bool pmd_needs_soft_dirty_wp(const Vma* vma, pmd_t pmd) {
+  return vma_soft_dirty_enabled(vma) && !pmd_soft_dirty(pmd);
+}
 
 // The last user of mm is gone (mmput): mm_users drops to 0, khugepaged
 // lets go of the mm, then exit_mmap.

@@ -17,7 +17,7 @@ namespace {
 bool can_change_pte_writable(Vma* vma, uint64_t addr, pte_t pte) {
   if (!(vma->vm_flags & VM_WRITE)) return false;
   if (pte_protnone(pte)) return false;
-  if (vma_soft_dirty_enabled(vma) && !pte_soft_dirty(pte)) return false;  // soft-dirty tracking wants the fault
+  if (pte_needs_soft_dirty_wp(vma, pte)) return false;  // soft-dirty tracking wants the fault
   if (pte_uffd_wp(pte)) return false;
   if (!(vma->vm_flags & VM_SHARED)) {
     Page* page = vm_normal_page(vma, addr, pte);

@@ -162,7 +162,7 @@ pgprot_t vm_get_page_prot(vm_flags_t flags) {
 bool vma_wants_writenotify(const Vma* vma) {
   vm_flags_t f = vma->vm_flags;
   if ((f & (VM_SHARED | VM_WRITE)) != (VM_SHARED | VM_WRITE)) return false;
-  if (!(f & VM_SOFTDIRTY) && !(f & VM_HUGETLB)) return true;  // vma_soft_dirty_enabled
+  if (vma_soft_dirty_enabled(vma) && !(f & VM_HUGETLB)) return true;
   if (f & VM_UFFD_WP) return true;
   if (f & VM_PFNMAP) return false;
   // vm_ops_needs_writenotify / vma_fs_can_writeback: ext4-class files.
