@@ -221,12 +221,16 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
     case MADV_FREE:
       return madvise_dontneed_free(vma, start, end, behavior);
     case MADV_REMOVE:
-      // madvise_remove: needs a shared, writable file (shmem included).
-      // Without shmem files nothing qualifies yet. TODO(shmem): punch a hole.
+      // madvise_remove punches a hole in a shared writable file's page
+      // cache (vfs_fallocate(FALLOC_FL_PUNCH_HOLE)); the model's files have
+      // no hole punching, so it refuses every range where the kernel would
+      // succeed on a shared writable memfd (docs/NOTES.md, "Not modelled").
       *pprev = nullptr;
       return -EINVAL;
     case MADV_WILLNEED:
-      return 0;  // TODO(swap): swap in the range's swap entries
+      // The kernel starts swap-in (or readahead) of the range and returns;
+      // the model starts none: its swap cache stays as it was.
+      return 0;
     case MADV_COLD:
     case MADV_PAGEOUT:
       if (!can_madv_lru_vma(vma)) return -EINVAL;

@@ -369,7 +369,8 @@ long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, ui
         pgoff = addr >> PAGE_SHIFT;  // the linear index anon_vma reuse relies on
         break;
       default:  // includes MAP_SHARED_VALIDATE, which anonymous memory rejects
-        // TODO: MAP_DROPPABLE (v6.12+) is not modelled.
+        // MAP_DROPPABLE (v6.12+) is not modelled and fails here like an
+        // unknown type, where the kernel maps it.
         return -EINVAL;
     }
   }
