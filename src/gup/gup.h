@@ -44,15 +44,15 @@ inline constexpr unsigned INTERNAL_GUP_FLAGS = FOLL_TOUCH | FOLL_TRIED | FOLL_RE
 // read (as the kernel's get_user_pages and pin_user_pages require); the
 // unlocked and fast forms take it themselves. Returns pages obtained, or
 // -errno (pin_user_pages* return 0 for invalid arguments).
-long get_user_pages_remote(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages, int* locked);
-long pin_user_pages_remote(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages, int* locked);
-long get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
-long pin_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
-long get_user_pages_unlocked(Mm* mm, uint64_t start, long nr_pages, Page** pages, unsigned gup_flags);
-long pin_user_pages_unlocked(Mm* mm, uint64_t start, long nr_pages, Page** pages, unsigned gup_flags);
-long get_user_pages_fast(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
-long get_user_pages_fast_only(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
-long pin_user_pages_fast(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+[[nodiscard]] long get_user_pages_remote(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages, int* locked);
+[[nodiscard]] long pin_user_pages_remote(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages, int* locked);
+[[nodiscard]] long get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+[[nodiscard]] long pin_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+[[nodiscard]] long get_user_pages_unlocked(Mm* mm, uint64_t start, long nr_pages, Page** pages, unsigned gup_flags);
+[[nodiscard]] long pin_user_pages_unlocked(Mm* mm, uint64_t start, long nr_pages, Page** pages, unsigned gup_flags);
+[[nodiscard]] long get_user_pages_fast(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+[[nodiscard]] long get_user_pages_fast_only(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+[[nodiscard]] long pin_user_pages_fast(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
 
 // ---- releasing ----
 void put_page(Page* page);
@@ -65,14 +65,18 @@ void unpin_user_pages_dirty_lock(Page** pages, long npages, bool make_dirty);
 Page* get_dump_page(Mm* mm, uint64_t addr);
 
 // ---- internals shared with gup_fast.cpp ----
-int try_grab_folio(Folio* folio, int refs, unsigned flags);
+// The pin on top of refs references already taken (GUP_PIN_COUNTING_BIAS in
+// the refcount of a small folio, the pincount of a large one), counted in
+// nr_foll_pin_acquired: what try_grab_folio and try_grab_folio_fast share.
+void gup_pin_referenced_folio(Folio* folio, int refs, Stats* stats);
+[[nodiscard]] int try_grab_folio(Folio* folio, int refs, unsigned flags);
 void gup_put_folio(Folio* folio, int refs, unsigned flags);
 bool gup_must_unshare(Vma* vma, unsigned flags, Page* page);  // vma may be nullptr (GUP-fast)
-long __gup_longterm_locked(Mm* mm, uint64_t start, long nr_pages, Page** pages, int* locked, unsigned gup_flags);
-long gup_fast_fallback(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
+[[nodiscard]] long __gup_longterm_locked(Mm* mm, uint64_t start, long nr_pages, Page** pages, int* locked, unsigned gup_flags);
+[[nodiscard]] long gup_fast_fallback(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags, Page** pages);
 
 // MADV_POPULATE_READ/WRITE: fault in [start, end); 0 or -errno.
-long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) REQUIRES_SHARED(mm->mmap_lock);
+[[nodiscard]] long faultin_page_range(Mm* mm, uint64_t start, uint64_t end, bool write) REQUIRES_SHARED(mm->mmap_lock);
 // The table through which mm's populate paths reach faultin_page_range
 // (mm/gup_hooks.h); the System installs it in its Kernel.
 extern const GupHooks kGupHooks;

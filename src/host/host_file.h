@@ -12,7 +12,7 @@ namespace mmlab::host {
 // cached). Returns the descriptor, -errno (the kernel refused), or
 // kNoSuchFs with *why when the host has no file system of that class.
 constexpr int kNoSuchFs = -100000;
-int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
+[[nodiscard]] int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
                      std::string* why);
 
 }  // namespace mmlab::host

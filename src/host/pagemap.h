@@ -25,25 +25,25 @@ struct HostPageInfo {
 };
 
 // The page of `pid` at `addr`. 0 or -errno (*why says what could not be read).
-int host_page_info(int pid, uint64_t addr, HostPageInfo* out, std::string* why);
+[[nodiscard]] int host_page_info(int pid, uint64_t addr, HostPageInfo* out, std::string* why);
 
 // Raw pagemap entries of [addr, addr + npages pages).
-int pagemap_entries(int pid, uint64_t addr, uint64_t npages, std::vector<uint64_t>* out);
+[[nodiscard]] int pagemap_entries(int pid, uint64_t addr, uint64_t npages, std::vector<uint64_t>* out);
 
 // Which pages of [addr, addr + npages pages) a leaf above the PTE level
 // maps (PAGEMAP_SCAN's PAGE_IS_HUGE: a PMD-mapped THP or hugetlb). 0 or -errno.
-int pagemap_huge(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out);
+[[nodiscard]] int pagemap_huge(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out);
 
 // Which pages of [addr, addr + npages pages) are present and part of a
 // large folio (an mTHP or THP, not hugetlb). 0 or -errno.
-int pagemap_large_folio(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out);
+[[nodiscard]] int pagemap_large_folio(int pid, uint64_t addr, uint64_t npages, std::vector<bool>* out);
 
 // /proc/kpageflags of [pfn, pfn + n).
-int kpageflags(uint64_t pfn, uint64_t n, std::vector<uint64_t>* out);
+[[nodiscard]] int kpageflags(uint64_t pfn, uint64_t n, std::vector<uint64_t>* out);
 
 // Resident pages of [addr, addr + len) as the mm's rss counters count them:
 // anon, file and shmem pages mapped there (hugetlb and the zero page are not
 // counted). Adds to the three counters (in bytes).
-int host_rss(int pid, uint64_t addr, uint64_t len, uint64_t* anon, uint64_t* file, uint64_t* shmem);
+[[nodiscard]] int host_rss(int pid, uint64_t addr, uint64_t len, uint64_t* anon, uint64_t* file, uint64_t* shmem);
 
 }  // namespace mmlab::host

@@ -205,13 +205,15 @@ CapResult probe_pool(const char* kb) {
   if (got != "1") {
     std::ofstream("/proc/sys/vm/drop_caches") << "1";
     std::ofstream("/proc/sys/vm/compact_memory") << "1";
-    if (guard.write(rel, "1") == 0) sysfs_read(rel, &got);
+    // A failed read leaves got as it was, which the check below reports.
+    if (guard.write(rel, "1") == 0) (void)sysfs_read(rel, &got);
   }
   if (got != "1")
     return no(fmt::format("the hugepages-{}kB pool could not get a single page, even after dropping clean page cache and compacting", kb));
   std::string free, resv;
-  sysfs_read(fmt::format("hugepages/hugepages-{}kB/free_hugepages", kb), &free);
-  sysfs_read(fmt::format("hugepages/hugepages-{}kB/resv_hugepages", kb), &resv);
+  // Unreadable counters stay empty, which reads as "not 0" below.
+  (void)sysfs_read(fmt::format("hugepages/hugepages-{}kB/free_hugepages", kb), &free);
+  (void)sysfs_read(fmt::format("hugepages/hugepages-{}kB/resv_hugepages", kb), &resv);
   if (resv != "0")
     return yes(fmt::format("the hugepages-{}kB pool took a page; resv_hugepages reads {} (free {}) with no test process "
                            "alive: reservations leaked by an earlier process, so a test's pool is sized that many pages "

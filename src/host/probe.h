@@ -55,7 +55,7 @@ HostProbes host_probes();
 // list of cap names (or "all"); "" forces nothing. MMLAB_HOST_FAKE_PROBES
 // in the environment is read on the first host_probes() call and added.
 // 0, or -EINVAL with *why naming the unknown name.
-int set_fake_probes(const std::string& list, std::string* why);
+[[nodiscard]] int set_fake_probes(const std::string& list, std::string* why);
 
 // One "# host probe NAME: yes|no (DETAIL)" line per probe, then the mTHP sizes.
 std::vector<std::string> host_probe_lines(const HostProbes& p);

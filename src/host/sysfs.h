@@ -14,7 +14,7 @@ bool host_available(std::string* why);
 
 // /sys/kernel/mm/<rel>: the selected word of a "[bracketed]" choice file,
 // otherwise the text without its newline. 0 or -errno.
-int sysfs_read(const std::string& rel, std::string* out);
+[[nodiscard]] int sysfs_read(const std::string& rel, std::string* out);
 
 // Settings written for one test. The first write to a file saves what was
 // there; restore() (or the destructor) writes the saved values back in
@@ -50,12 +50,12 @@ class SysfsGuard {
 // next test that asks the same. The outermost HostLock restores it when the
 // run ends (the interrupt handler and the journal too, as for every write).
 inline constexpr const char* kGiganticPool = "hugepages/hugepages-1048576kB/nr_hugepages";
-int keep_pool_write(const std::string& rel, const std::string& value);  // 0 or -errno
+[[nodiscard]] int keep_pool_write(const std::string& rel, const std::string& value);  // 0 or -errno
 
 // Reservations of the pool in "hugepages/hugepages-<N>kB/" (resv_hugepages).
 // Right after apply_defaults, with no process of the test alive, they are
 // someone else's: a pool sized for a test has that many pages fewer to give.
-long pool_outside_reservations(const std::string& pool_dir);
+[[nodiscard]] long pool_outside_reservations(const std::string& pool_dir);
 
 // Something else a run made that must not outlive it, undone by the
 // interrupt handler and the journal: "umount" DIR (then rmdir) or "unlink"

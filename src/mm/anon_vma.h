@@ -8,7 +8,7 @@
 namespace mmlab {
 
 // Attach an anon_vma to vma if it has none (anon_vma_prepare). Returns 0 or -ENOMEM.
-int anon_vma_prepare(Vma* vma);
+[[nodiscard]] int anon_vma_prepare(Vma* vma);
 
 // Link a new VMA (split or copy) into every anon_vma of src (anon_vma_clone).
 void anon_vma_clone(Vma* dst, const Vma* src);

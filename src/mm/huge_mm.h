@@ -16,7 +16,7 @@ void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address);
 // Zap a PMD leaf entirely covered by the zap range; returns true if it was a leaf.
 bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr);
 // mprotect of a whole PMD leaf; returns HPAGE_PMD_NR if changed, 0 if not a leaf any more.
-long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable);
+[[nodiscard]] long change_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, pgprot_t newprot, bool may_make_writable);
 // Move a whole PMD leaf (mremap); false if the source is not a leaf any more.
 bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t new_addr, pmd_t* old_pmd, pmd_t* new_pmd);
 // MADV_FREE of the PMD leaf at *pmd over [addr, next) (madvise_free_huge_pmd):
@@ -56,7 +56,7 @@ void split_huge_pmd_address(Vma* vma, uint64_t address);
 // it, each with one reference for the list (the pageout path); otherwise they
 // keep only their mappings. 0, -EAGAIN (unexpected references: pinned, GET),
 // -EBUSY (not mapped / not anonymous) or -EINVAL (not large).
-int split_folio_to_list(Folio* folio, std::vector<Folio*>* list);
+[[nodiscard]] int split_folio_to_list(Folio* folio, std::vector<Folio*>* list);
 
 inline int split_folio(Folio* folio) { return split_folio_to_list(folio, nullptr); }
 
@@ -64,6 +64,6 @@ inline int split_folio(Folio* folio) { return split_folio_to_list(folio, nullptr
 bool can_split_folio(Folio* folio, int caller_pins, int* pextra_pins);
 
 // The deferred-split shrinker (deferred_split_scan): returns folios split.
-long deferred_split_scan(Kernel* k);
+[[nodiscard]] long deferred_split_scan(Kernel* k);
 
 }  // namespace mmlab

@@ -138,9 +138,9 @@ struct HugetlbFileState {
 // ---- what the rest of mm calls ----
 std::shared_ptr<File> hugetlb_file_setup(Kernel* k, uint64_t len, unsigned huge_shift, int* err);
 void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end);
-int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma);
-int hugetlb_sysfs_write(Kernel* k, const std::string& path, const std::string& value);  // -ENOENT if not a hugetlb path
-int hugetlb_sysfs_read(Kernel* k, const std::string& path, std::string* out);
+[[nodiscard]] int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma);
+[[nodiscard]] int hugetlb_sysfs_write(Kernel* k, const std::string& path, const std::string& value);  // -ENOENT if not a hugetlb path
+[[nodiscard]] int hugetlb_sysfs_read(Kernel* k, const std::string& path, std::string* out);
 inline bool is_vm_hugetlb_page(const Vma* vma) { return vma->vm_flags & VM_HUGETLB; }
 
 // hugetlbfs_file_mmap_prepare: a new VMA maps the hugetlbfs file f (also the
@@ -150,15 +150,15 @@ inline bool is_vm_hugetlb_page(const Vma* vma) { return vma->vm_flags & VM_HUGET
 // the pool cannot back it); a writable mapping past EOF extends the file.
 // Call it from file_mmap_prepare for FsClass::kHugetlbfs files, with the VMA
 // that will be linked (its address is the key of its reserve map).
-int hugetlb_file_mmap(File* f, Vma* vma);
+[[nodiscard]] int hugetlb_file_mmap(File* f, Vma* vma);
 // hugetlb_get_unmapped_area: a huge-page aligned address for a mapping of f
 // (len not a multiple of the huge page size, or MAP_FIXED at an unaligned
 // address: -EINVAL).
-long hugetlb_get_unmapped_area(Mm* mm, File* f, uint64_t addr, uint64_t len, uint64_t pgoff, int flags)
+[[nodiscard]] long hugetlb_get_unmapped_area(Mm* mm, File* f, uint64_t addr, uint64_t len, uint64_t pgoff, int flags)
     REQUIRES_SHARED(mm->mmap_lock);
 // vm_ops->may_split (hugetlb_vm_op_split): 0, or -EINVAL if addr is not
 // huge-page aligned in a hugetlb VMA. split_vma must call it first.
-int hugetlb_split_check(Vma* vma, uint64_t addr);
+[[nodiscard]] int hugetlb_split_check(Vma* vma, uint64_t addr);
 // vm_ops->open after vm_area_dup of a hugetlb VMA inside one mm (split,
 // copy_vma): dst shares src's reserve map and flags. Not for fork (the child
 // has no reservation: hugetlb_dup_vma_private).
@@ -180,21 +180,18 @@ uint64_t move_hugetlb_page_tables(Vma* vma, Vma* new_vma, uint64_t old_addr, uin
 bool free_huge_folio(Kernel* k, Folio* folio);
 // hugetlb_change_protection for mprotect of [start, end) of a hugetlb VMA
 // (change_protection must dispatch here). Returns base pages changed.
-long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot);
+[[nodiscard]] long hugetlb_change_protection(Vma* vma, uint64_t start, uint64_t end, pgprot_t newprot);
 // hugetlbfs_fallocate: instantiate [offset, offset+len) of f in its page
 // cache (zeroed). 0, -EINVAL (unaligned) or -ENOSPC (pool exhausted).
-int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len);
+[[nodiscard]] int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len);
 // hugetlbfs_evict_inode (remove_inode_hugepages + hugetlb_unreserve_pages):
 // drop f's page cache and its shared reservations. Done by the file's
 // HugetlbFileState destructor at the latest; idempotent.
 void hugetlb_evict_inode(File* f);
 // mm->hugetlb_usage in base pages (/proc/PID/status HugetlbPages).
-long hugetlb_usage_pages(const Mm* mm);
+[[nodiscard]] long hugetlb_usage_pages(const Mm* mm);
 // The huge page size of a hugetlb VMA (vma_kernel_pagesize), else PAGE_SIZE.
 uint64_t vma_kernel_pagesize(const Vma* vma);
-// For the invariant checker: every folio on a pool's free list (PG_hugetlb,
-// refcount 1 = the pool's reference, unmapped), under hugetlb_lock.
-void hugetlb_for_each_free_folio(Kernel* k, const std::function<void(Folio*)>& fn);
 // The pools' own consistency (counters against the free lists, free folios'
 // state, surplus <= nr, the per-mm usage of exited mms): "" or a description
 // of the first inconsistency. Quiescent system.

@@ -32,10 +32,10 @@ Folio* dequeue_hugetlb_folio(HugetlbState* hs, Hstate* h) REQUIRES(hs->lock);
 void free_folios(Kernel* k, std::vector<Folio*>& v);
 Folio* alloc_surplus_hugetlb_folio(Kernel* k, HugetlbState* hs, Hstate* h);
 void return_unused_surplus_pages(HugetlbState* hs, Hstate* h, long unused, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
-int hugetlb_acct_memory(Kernel* k, HugetlbState* hs, Hstate* h, long delta);
+[[nodiscard]] int hugetlb_acct_memory(Kernel* k, HugetlbState* hs, Hstate* h, long delta);
 Mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx);
 Folio* filemap_lock_hugetlb_folio(File* f, const Hstate* h, uint64_t idx);
-int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t idx);
+[[nodiscard]] int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t idx);
 void folio_zero_huge(Folio* folio, Stats* st);
 // 0, or -EHWPOISON when a page's copy meets a machine check.
 [[nodiscard]] int copy_user_large_folio(Folio* dst, Folio* src, Stats* st);
@@ -59,7 +59,7 @@ void hugetlb_add_file_rmap(Folio* f, const Vma* vma);
 void hugetlb_remove_rmap(Folio* f, const Vma* vma);
 void hugetlb_add_new_anon_rmap(Folio* f, Vma* vma, uint64_t addr);
 void hugetlb_count_add(HugetlbState* hs, Mm* mm, long n);
-long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address);
+[[nodiscard]] long unmap_ref_private(Vma* vma, Folio* folio, uint64_t address);
 void release_resv_map(HugetlbState* hs, HugetlbResvMap* m, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 HugetlbVmaInfo* vma_info(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 bool vma_is_resv_owner(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
@@ -83,7 +83,7 @@ class HugetlbVmaLock {
 };
 // Threads queued on vma's hugetlb VMA lock (0 without one): for tests that
 // force an interleaving.
-int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma);
+[[nodiscard]] int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma);
 // hugetlb_walk / huge_pte_offset: the entry for addr, or none if the table
 // above is missing.
 HPte hugetlb_walk(Mm* mm, uint64_t addr, const Hstate* h);
@@ -100,10 +100,10 @@ struct ResvCtx {
 };
 ResvCtx ctx_of(const Vma* vma);
 ResvCtx ctx_of(File* f);
-long vma_needs_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
+[[nodiscard]] long vma_needs_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 void vma_add_reservation(HugetlbState* hs, const ResvCtx& c, uint64_t idx, std::vector<Folio*>* to_free) REQUIRES(hs->lock);
 Folio* alloc_hugetlb_folio(Kernel* k, HugetlbState* hs, const ResvCtx& c, uint64_t idx, bool cow_from_owner, int* err);
 void restore_reserve_on_error(Kernel* k, HugetlbState* hs, const ResvCtx& c, uint64_t idx, Folio* folio);
-int hugetlb_reserve_pages(Kernel* k, File* f, uint64_t from, uint64_t to, Vma* vma, vm_flags_t vm_flags);
+[[nodiscard]] int hugetlb_reserve_pages(Kernel* k, File* f, uint64_t from, uint64_t to, Vma* vma, vm_flags_t vm_flags);
 
 }  // namespace mmlab

@@ -8,7 +8,7 @@
 
 namespace mmlab {
 // madvise(2): 0 or -errno.
-int do_madvise(Mm* mm, uint64_t start, uint64_t len, int advice);
+[[nodiscard]] int do_madvise(Mm* mm, uint64_t start, uint64_t len, int advice);
 
 // The PTE-table part that the madvise walkers over [start, end) inside one
 // PMD share (madvise_cold_or_pageout_pte_range, madvise_free_pte_range,

@@ -29,6 +29,6 @@ unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, u
 
 // fork: copy one non-present PTE (swap_duplicate, clear the exclusive marker
 // in the source). Returns 0 or -ENOMEM.
-int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
+[[nodiscard]] int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
 
 }  // namespace mmlab

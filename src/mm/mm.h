@@ -82,6 +82,6 @@ void mmput(Mm* mm);
 // prctl(PR_SET_THP_DISABLE): MMF_DISABLE_THP (flags 0) or
 // MMF_DISABLE_THP_EXCEPT_ADVISED (PR_THP_DISABLE_EXCEPT_ADVISED), both
 // cleared when enabling. 0 or -EINVAL (flags when enabling, unknown flags).
-int prctl_set_thp_disable(Mm* mm, bool disable, unsigned long flags);
+[[nodiscard]] int prctl_set_thp_disable(Mm* mm, bool disable, unsigned long flags);
 
 }  // namespace mmlab

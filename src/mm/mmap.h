@@ -14,16 +14,16 @@ namespace mmlab {
 struct File;
 
 // mmap(2) of anonymous memory (do_mmap).
-long do_mmap(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff);
+[[nodiscard]] long do_mmap(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, uint64_t pgoff);
 // munmap(2): takes mmap_lock for write (__vm_munmap).
-int do_munmap(Mm* mm, uint64_t start, uint64_t len);
+[[nodiscard]] int do_munmap(Mm* mm, uint64_t start, uint64_t len);
 
 // Tear down every VMA and page table (exit_mmap).
 void exit_mmap(Mm* mm);
 
 // get_unmapped_area(): an address for a new mapping of len bytes (addr a
 // hint, or the address itself with MAP_FIXED), or -errno. Anonymous only.
-long get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, uint64_t pgoff, int flags, vm_flags_t vm_flags)
+[[nodiscard]] long get_unmapped_area(Mm* mm, uint64_t addr, uint64_t len, uint64_t pgoff, int flags, vm_flags_t vm_flags)
     REQUIRES_SHARED(mm->mmap_lock);
 
 // calc_vm_prot_bits (include/linux/mman.h): PROT_* to VM_READ/WRITE/EXEC.
@@ -39,7 +39,7 @@ void mm_populate(Mm* mm, uint64_t start, uint64_t len);
 // do_mmap() of `file` (nullptr: anonymous, as do_mmap). The caller has done
 // ksys_mmap_pgoff's part: an fd resolved to `file`, MAP_HUGETLB turned into a
 // hugetlbfs file. Returns the address or -errno.
-long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
+[[nodiscard]] long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
                   uint64_t pgoff);
 
 }  // namespace mmlab

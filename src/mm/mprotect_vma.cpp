@@ -40,8 +40,10 @@ int mprotect_fixup(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t end, 
   if (!merged) return err;
   *pprev = merged;
   // The range is write-locked: no per-VMA fault runs in it while the entries change.
-  change_protection(merged, start, end, newflags);
-  // TODO(mlock): a private VM_LOCKED VMA becoming writable is populated (CoW now).
+  (void)change_protection(merged, start, end, newflags);  // how many entries changed: mprotect does not say
+  // The kernel populates a private VM_LOCKED VMA that becomes writable
+  // (populate_vma_page_range: the CoW now rather than at the first write);
+  // the model leaves its pages to fault on first write (docs/NOTES.md).
   return 0;
 }
 

@@ -8,7 +8,7 @@
 
 namespace mmlab {
 // mremap(2): the new address or -errno.
-long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr);
+[[nodiscard]] long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr);
 
 // Move the entries of [old_addr, old_addr+len) to new_addr (new_vma already
 // exists and covers the destination). PMD leaves move whole when both ends are

@@ -140,7 +140,8 @@ long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
   if (moved < r.old_len) {
     // Put back what moved and unmap the new area instead of the old one.
     move_page_tables(new_vma, r.new_addr, vma, r.addr, moved);
-    do_vmi_munmap(mm, r.new_addr, r.new_len, MunmapZap::kZap);
+    // As the kernel's move_vma: the mremap fails with -ENOMEM either way.
+    (void)do_vmi_munmap(mm, r.new_addr, r.new_len, MunmapZap::kZap);
     return -ENOMEM;
   }
 
@@ -154,7 +155,9 @@ long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
     if (new_vma != vma && r.addr == vma->vm_start && r.addr + r.old_len == vma->vm_end) unlink_anon_vmas(vma);
   } else if (r.old_len) {
     // The entries are gone already: remove the range and free its tables.
-    do_vmi_munmap(mm, r.addr, r.old_len, MunmapZap::kNoZap);
+    // The move stands even if this fails (it can fail only to split a VMA),
+    // as in the kernel's move_vma.
+    (void)do_vmi_munmap(mm, r.addr, r.old_len, MunmapZap::kNoZap);
   }
   return static_cast<long>(r.new_addr);
 }

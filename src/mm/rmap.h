@@ -33,13 +33,11 @@ void folio_remove_rmap_pmd(Folio* folio, Page* page, Vma* vma);
 
 // fork: share an anon mapping with the child, or -EBUSY if a page is
 // AnonExclusive and the folio may be DMA-pinned (the caller copies instead).
-int folio_try_dup_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma, Vma* src_vma);
-int folio_try_dup_anon_rmap_pmd(Folio* folio, Page* page, Vma* dst_vma, Vma* src_vma);
+[[nodiscard]] int folio_try_dup_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma, Vma* src_vma);
+[[nodiscard]] int folio_try_dup_anon_rmap_pmd(Folio* folio, Page* page, Vma* dst_vma, Vma* src_vma);
 void folio_dup_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma);
-void folio_dup_file_rmap_pmd(Folio* folio, Page* page, Vma* dst_vma);
 // Swap-out / migration: the entry is already cleared; -EBUSY if maybe pinned.
-int folio_try_share_anon_rmap_pte(Folio* folio, Page* page);
-int folio_try_share_anon_rmap_pmd(Folio* folio, Page* page);
+[[nodiscard]] int folio_try_share_anon_rmap_pte(Folio* folio, Page* page);
 
 // folio_move_anon_rmap: a reused folio now belongs to this VMA's anon_vma.
 void folio_move_anon_rmap(Folio* folio, Vma* vma);
@@ -51,7 +49,7 @@ void folio_add_large_mapcount(Folio* f, int diff, const Vma* vma);
 void folio_sub_large_mapcount(Folio* f, int diff, const Vma* vma);
 
 // MM-ID mapcount of this mm in the folio's slots (0 if none); for checkers.
-int folio_mm_id_mapcount(const Folio* folio, int mm_id);
+[[nodiscard]] int folio_mm_id_mapcount(const Folio* folio, int mm_id);
 
 // Deferred split queue (mm/huge_memory.c's deferred_split_folio).
 void deferred_split_folio(Folio* folio, bool partially_mapped);

@@ -104,10 +104,10 @@ inline constexpr uint64_t BIT(unsigned n) { return 1ull << n; }
 
 // The sysfs/tune interface, by path as on a real system. Errors are
 // -EINVAL (bad value) or -ENOENT (no such path).
-int settings_write(Settings& s, const std::string& path, const std::string& value);
-int settings_read(const Settings& s, const std::string& path, std::string* out);
-int tune_write(Settings& s, const std::string& key, const std::string& value);
-int tune_read(const Settings& s, const std::string& key, std::string* out);
+[[nodiscard]] int settings_write(Settings& s, const std::string& path, const std::string& value);
+[[nodiscard]] int settings_read(const Settings& s, const std::string& path, std::string* out);
+[[nodiscard]] int tune_write(Settings& s, const std::string& key, const std::string& value);
+[[nodiscard]] int tune_read(const Settings& s, const std::string& key, std::string* out);
 // Every settable path and its allowed values, for help texts and parsers.
 std::vector<std::string> settings_paths();
 std::vector<std::string> tune_keys();

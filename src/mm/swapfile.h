@@ -126,7 +126,7 @@ void free_swap_cache(Folio* folio);
 // Reclaim every swap-cache folio whose slots no swap PTE uses any more (the
 // model's substitute for LRU reclaim of such folios; run by run_shrinkers()).
 // Returns how many folios left the swap cache.
-long shrink_swap_cache(Kernel* k);
+[[nodiscard]] long shrink_swap_cache(Kernel* k);
 // swapon: a swap device of bytes (the first page is the header) of the given
 // kind. 0, -EINVAL if too small, -EPERM past MAX_SWAPFILES, -ENOMEM.
 [[nodiscard]] int swapon(Kernel* k, uint64_t bytes, SwapKind kind);

@@ -12,11 +12,11 @@ namespace mmlab {
 // VM_UFFD_* flags in uffd_flags (splitting and merging as madvise does).
 // 0, -EINVAL (unaligned, no VMA, a VMA userfaultfd cannot serve), -EPERM
 // (a VMA not VM_MAYWRITE), -ENOMEM.
-int userfaultfd_register(Mm* mm, uint64_t start, uint64_t len, vm_flags_t uffd_flags);
+[[nodiscard]] int userfaultfd_register(Mm* mm, uint64_t start, uint64_t len, vm_flags_t uffd_flags);
 
 // UFFDIO_WRITEPROTECT (mwriteprotect_range): set (or clear) uffd-wp on the
 // range's present and swap entries, write-protecting them. 0, -EINVAL,
 // -ENOENT (a VMA not registered for write-protection).
-int mwriteprotect_range(Mm* mm, uint64_t start, uint64_t len, bool enable_wp);
+[[nodiscard]] int mwriteprotect_range(Mm* mm, uint64_t start, uint64_t len, bool enable_wp);
 
 }  // namespace mmlab

@@ -42,7 +42,15 @@ Vma* vma_lookup(Mm* mm, uint64_t addr) {
   return addr < vma->vm_end ? vma : nullptr;
 }
 
+// The VMA set is stable under mmap_lock (either mode) or vma_tree_lock
+// shared; the lookups below need one of them.
+static void vma_tree_assert_stable(Mm* mm) {
+  assert(lockdep_is_held(&mm->mmap_lock) || lockdep_is_held(&mm->vma_tree_lock));
+  (void)mm;
+}
+
 Vma* find_vma(Mm* mm, uint64_t addr) {
+  vma_tree_assert_stable(mm);
   auto it = mm->vmas.upper_bound(addr);
   if (it != mm->vmas.begin()) {
     Vma* below = std::prev(it)->second.get();

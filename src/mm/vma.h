@@ -14,7 +14,7 @@ namespace mmlab {
 // Split vma at addr (addr strictly inside it); the new VMA covers [addr, old end)
 // when new_below is false. Splits a PMD leaf that straddles addr first
 // (vma_adjust_trans_huge). Returns 0 or -ENOMEM.
-int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) REQUIRES(mm->mmap_lock);
+[[nodiscard]] int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) REQUIRES(mm->mmap_lock);
 
 // Try to merge vma with its neighbours after its flags changed (vma_modify / vma_merge).
 Vma* vma_merge_neighbours(Mm* mm, Vma* vma) REQUIRES(mm->mmap_lock);
@@ -42,7 +42,7 @@ Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t
 // mremap's unmap of a range whose entries were moved away already.
 enum class MunmapZap : uint8_t { kZap, kNoZap };
 
-int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap = MunmapZap::kZap) REQUIRES(mm->mmap_lock);
+[[nodiscard]] int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap = MunmapZap::kZap) REQUIRES(mm->mmap_lock);
 
 // VM_SPECIAL (include/linux/mm.h): mappings that never merge or expand.
 inline constexpr vm_flags_t VM_SPECIAL = VM_IO | VM_DONTEXPAND | VM_PFNMAP | VM_MIXEDMAP;

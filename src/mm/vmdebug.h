@@ -65,7 +65,12 @@ uint64_t vm_warn_count();
     (void)sizeof(!!(cond));                  \
     (void)sizeof(folio);                     \
   } while (0)
-#define MMLAB_VM_CHECK_ONCE(cond, folio, msg) MMLAB_VM_CHECK(vm_warn, cond, folio, msg)
+#define MMLAB_VM_CHECK_ONCE(cond, folio, mm, msg) \
+  do {                                            \
+    (void)sizeof(!!(cond));                       \
+    (void)sizeof(folio);                          \
+    (void)sizeof(mm);                             \
+  } while (0)
 #endif
 
 #define VM_BUG_ON(cond, msg) MMLAB_VM_CHECK(vm_bug, cond, static_cast<const ::mmlab::Folio*>(nullptr), msg)

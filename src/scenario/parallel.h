@@ -13,7 +13,7 @@ namespace mmlab {
 // more than fit `budget` bytes (0: the host's available memory) when each
 // needs `bytes_per_test` (its frame store). At least 1. *why says what cut
 // the width, if anything did.
-int parallel_width(int jobs, uint64_t bytes_per_test, uint64_t budget, std::string* why);
+[[nodiscard]] int parallel_width(int jobs, uint64_t bytes_per_test, uint64_t budget, std::string* why);
 
 // Runs run(i) for every i in [0, n) on `width` threads and calls emit(i) on
 // the calling thread, in order, as soon as run(0..i) have returned. With

@@ -85,7 +85,7 @@ struct FakeProbes {
   }
   ~FakeProbes() {
     std::string why;
-    host::set_fake_probes("", &why);
+    (void)host::set_fake_probes("", &why);  // clearing cannot fail
   }
 };
 
