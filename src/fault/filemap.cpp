@@ -175,7 +175,7 @@ vm_fault_t do_read_fault(VmFault* vmf, uint64_t pgoff) {
   Page* page;
   vm_fault_t ret = do_file_fault(vmf, pgoff, &folio, &page);
   if (ret) return ret;
-  ret = finish_fault(vmf, folio, page, false);
+  ret = finish_fault(vmf, folio, page, /*is_cow=*/false);
   folio_unlock(folio);
   if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) folio_put(folio);
   return ret;
@@ -199,7 +199,7 @@ vm_fault_t do_cow_fault(VmFault* vmf, uint64_t pgoff) {
   copy_user_page(mm->phys, mm->phys->page_address(&new_folio->page), mm->phys->page_address(page));
   mm->stats->count(Event::copy_bytes, PAGE_SIZE);
   folio_set_uptodate(new_folio);
-  ret = finish_fault(vmf, new_folio, &new_folio->page, true);
+  ret = finish_fault(vmf, new_folio, &new_folio->page, /*is_cow=*/true);
   folio_unlock(folio);
   folio_put(folio);
   if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) folio_put(new_folio);
@@ -242,7 +242,7 @@ vm_fault_t do_shared_fault(VmFault* vmf, uint64_t pgoff) {
       return tmp;
     }
   }
-  ret = finish_fault(vmf, folio, page, false);
+  ret = finish_fault(vmf, folio, page, /*is_cow=*/false);
   if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) {
     folio_unlock(folio);
     folio_put(folio);

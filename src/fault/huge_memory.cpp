@@ -157,7 +157,7 @@ void map_anon_folio_pmd_nopf(Folio* folio, pmd_t* pmd, Vma* vma, uint64_t haddr)
   folio_add_new_anon_rmap(folio, vma, haddr, RMAP_EXCLUSIVE, RmapLevel::kPmd);
   folio_add_lru(folio);
   entry_set(pmd, entry);
-  deferred_split_folio(folio, false);  // for the underused-THP shrinker
+  deferred_split_folio(folio, /*partially_mapped=*/false);  // for the underused-THP shrinker
 }
 
 // map_anon_folio_pmd_pf: the fault's mapping, with its rss and statistics.

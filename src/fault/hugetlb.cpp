@@ -201,7 +201,7 @@ vm_fault_t hugetlb_no_page(HugeFault* f) RELEASE(f->fm) {
       }
     }
     int err = 0;
-    folio = alloc_hugetlb_folio(f->k, f->hs, c, f->idx, false, &err);
+    folio = alloc_hugetlb_folio(f->k, f->hs, c, f->idx, /*cow_from_owner=*/false, &err);
     if (!folio) {
       ret = hugetlb_pte_stable(f) ? vmf_error(err) : 0;
       return out();
@@ -274,7 +274,7 @@ vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   f.fm->lock();
   // Before the leaf is looked at: a zap of it must be over, reservation
   // restored, or not begun.
-  HugetlbVmaLock vl(f.hs, vma, /*write=*/false);
+  HugetlbVmaLock vl(f.hs, vma, RwSemHold::Mode::kRead);
   f.vl = &vl;
   f.pte = huge_pte_alloc(mm, f.address, f.h);
   if (!f.pte) {

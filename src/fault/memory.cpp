@@ -176,7 +176,7 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) {
   }
   add_mm_counter(mm, MM_ANONPAGES, nr);
   mm->stats->count_mthp(folio_order(folio), MthpStat::anon_fault_alloc);
-  map_anon_folio_pte_nopf(folio, vmf->pte, vma, addr, false);
+  map_anon_folio_pte_nopf(folio, vmf->pte, vma, addr, /*uffd_wp=*/false);
   vmf->ptl->unlock();
   mm->stats->count(Event::fault_anon);
   return 0;
@@ -236,7 +236,6 @@ static vm_fault_t wp_page_copy(VmFault* vmf) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
-  bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   Folio* old_folio = vmf->page ? page_folio(vmf->page) : nullptr;
 
   wp_copy_window(mm, Kernel::WpCopyPoint::kEnter);
@@ -301,7 +300,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) {
     if (copied) free_swap_cache(old_folio);
     folio_put(old_folio);  // the fault's own reference
   }
-  if (copied) count_wp_copy(mm, 0, unshare);
+  if (copied) count_wp_copy(vmf, 0);
   else mm->stats->count(Event::fault_retry);
   return 0;
 }

@@ -66,7 +66,9 @@ void wp_install_new_folio(VmFault* vmf, Folio* new_folio, pte_t* pte, uint64_t a
   set_ptes(vma->vm_mm, addr, pte, entry, nr);
 }
 
-void count_wp_copy(Mm* mm, unsigned order, bool unshare) {
+void count_wp_copy(const VmFault* vmf, unsigned order) {
+  Mm* mm = vmf->vma->vm_mm;
+  const bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   mm->stats->count(unshare ? Event::fault_unshare : Event::fault_wp_copy);
   mm->stats->count_cow(order, unshare ? CowStat::unshare : CowStat::copy);
 }
@@ -230,7 +232,6 @@ void put_old_refs(Folio* old_folio, unsigned nr, unsigned held, Mm* mm) {
 }  // namespace
 
 vm_fault_t wp_page_copy(VmFault* vmf) {
-  const bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
@@ -319,7 +320,7 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
     folio_put(old_folio);  // the fault's own reference
   }
   if (copied)
-    count_wp_copy(mm, new_order, unshare);
+    count_wp_copy(vmf, new_order);
   else
     mm->stats->count(Event::fault_retry);
   return 0;
@@ -353,15 +354,18 @@ struct WpRun {
 // (the per-size `enabled` controls and VM_HUGEPAGE/NOHUGEPAGE, never the PMD
 // order), naturally aligned inside the VMA, at most the old folio's order
 // and cow.max_order; none for an unshare, a userfaultfd-armed VMA, a PFN map
-// and an old folio that is not anonymous or may be pinned.
-uint64_t wp_copy_orders(VmFault* vmf, Folio* old_folio, bool zero) {
+// and an old folio that is not anonymous or may be pinned. No old folio: the
+// faulting entry maps the shared zero page, or nothing may be copied.
+uint64_t wp_copy_orders(VmFault* vmf, Folio* old_folio) {
   Vma* vma = vmf->vma;
   if ((vmf->flags & FAULT_FLAG_UNSHARE) || userfaultfd_armed(vma) || (vma->vm_flags & (VM_PFNMAP | VM_MIXEDMAP)))
     return 0;
   unsigned cap = vma->vm_mm->kernel->settings.cow_max_order.load(std::memory_order_relaxed);
-  if (!zero) {
+  if (!old_folio) {
+    if (vmf->page || !is_zero_pfn(vma->vm_mm->phys, pte_pfn(vmf->orig_pte))) return 0;
+  } else {
     // The model has no KSM: an anonymous folio is never a KSM folio.
-    if (!old_folio || !folio_test_anon(old_folio) || folio_maybe_dma_pinned(old_folio)) return 0;
+    if (!folio_test_anon(old_folio) || folio_maybe_dma_pinned(old_folio)) return 0;
     cap = std::min(cap, folio_order(old_folio));
   }
   uint64_t orders = thp_vma_allowable_orders(vma, vma->vm_flags, TvaType::kPagefault, BIT(PMD_ORDER) - 1);
@@ -380,7 +384,7 @@ bool wp_run_replaceable(VmFault* vmf, Folio* old_folio, pte_t* pte, uint64_t add
   if (!(ptep_get(pte + ((vmf->address - addr) >> PAGE_SHIFT)) == vmf->orig_pte)) return false;
   pte_t first = ptep_get(pte);
   if (!pte_present(first) || pte_write(first) || pte_uffd_wp(first)) return false;
-  if (zero) {
+  if (!old_folio) {
     for (unsigned i = 0; i < nr; i++) {
       pte_t e = ptep_get(pte + i);
       if (!pte_present(e) || !is_zero_pfn(phys, pte_pfn(e)) || pte_write(e) || pte_uffd_wp(e) ||
@@ -403,7 +407,7 @@ bool wp_run_replaceable(VmFault* vmf, Folio* old_folio, pte_t* pte, uint64_t add
 // the fault is replaceable, its entries snapshotted into *run. AnonExclusive
 // pages (and everything else that disqualifies a range) shrink the run to the
 // largest aligned sub-range around the fault without them. false: none.
-bool wp_run_snapshot(VmFault* vmf, Folio* old_folio, uint64_t orders, bool zero, WpRun* run) {
+bool wp_run_snapshot(VmFault* vmf, Folio* old_folio, uint64_t orders, WpRun* run) {
   Mm* mm = vmf->mm();
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
@@ -413,10 +417,10 @@ bool wp_run_snapshot(VmFault* vmf, Folio* old_folio, uint64_t orders, bool zero,
   bool found = false;
   for (unsigned order = highest_order(orders); orders && !found; order = next_order(&orders, order)) {
     const uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
-    if (!wp_run_replaceable(vmf, old_folio, table + pte_index(addr), addr, 1u << order, zero)) continue;
+    if (!wp_run_replaceable(vmf, old_folio, table + pte_index(addr), addr, 1u << order)) continue;
     run->addr = addr;
     run->order = order;
-    run->zero = zero;
+    run->zero = !old_folio;
     for (unsigned i = 0; i < run->nr(); i++) run->snap[i] = ptep_get(table + pte_index(addr) + i);
     found = true;
   }
@@ -479,8 +483,7 @@ bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) {
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
   Folio* old_folio = vmf->page ? page_folio(vmf->page) : nullptr;
-  const bool zero = !vmf->page && is_zero_pfn(phys, pte_pfn(vmf->orig_pte));
-  const uint64_t orders = wp_copy_orders(vmf, old_folio, zero);
+  const uint64_t orders = wp_copy_orders(vmf, old_folio);
   if (!orders) return false;
   if (vm_fault_t r = vmf_anon_prepare(vmf)) {
     if (old_folio) folio_put(old_folio);
@@ -488,7 +491,7 @@ bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) {
     return true;
   }
   WpRun run;
-  if (!wp_run_snapshot(vmf, old_folio, orders, zero, &run)) return false;
+  if (!wp_run_snapshot(vmf, old_folio, orders, &run)) return false;
   Folio* new_folio = wp_alloc_run_folio(vmf, orders, &run);
   if (!new_folio) return false;
   const unsigned nr = run.nr();
@@ -537,7 +540,7 @@ bool wp_page_copy_large(VmFault* vmf, vm_fault_t* ret) {
     free_swap_cache(old_folio);  // as the order-0 copy does
     folio_put(old_folio);
   }
-  count_wp_copy(mm, run.order, false);
+  count_wp_copy(vmf, run.order);
   return true;
 }
 

@@ -21,12 +21,12 @@ void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Sta
 // unshare keeps the faulting entry's soft-dirty and uffd-wp, read-only).
 void wp_install_new_folio(VmFault* vmf, Folio* new_folio, pte_t* pte, uint64_t addr, unsigned nr);
 // The model's write-protect fault counters: a copy into a new folio of
-// `order` that was installed (fault.wp_copy or fault.unshare,
+// `order` that was installed by vmf (fault.wp_copy or fault.unshare,
 // cow.copy/unshare.orderN), and the first nr pages of new_folio just copied
 // from old pages (counted where they are copied, installed or not): their
 // bytes, and how many of them came out all zero (cow.zero_subpages_copied,
 // the model's own figure of copies that moved nothing but zeroes).
-void count_wp_copy(Mm* mm, unsigned order, bool unshare);
+void count_wp_copy(const VmFault* vmf, unsigned order);
 void count_wp_copy_bytes(Mm* mm, const Folio* new_folio, unsigned nr);
 // mmu_notifier_invalidate_range_start() over the range about to be
 // replaced (the model has no notifier subscribers: counted), then

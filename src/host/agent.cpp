@@ -394,7 +394,7 @@ std::unique_ptr<Agent> Agent::spawn(const std::string& name, std::string* err) {
     agent_main(sv[1]);
   }
   ::close(sv[1]);
-  std::unique_ptr<Agent> a(new Agent(name, pid, sv[0], true));
+  std::unique_ptr<Agent> a(new Agent(name, pid, sv[0], /*direct_child=*/true));
   a->open_pidfd();
   Response ready;
   long r = a->await(&ready, nullptr);
@@ -545,7 +545,7 @@ std::unique_ptr<Agent> Agent::fork(const std::string& child_name, long* err) {
     if (err) *err = r;
     return nullptr;
   }
-  std::unique_ptr<Agent> c(new Agent(child_name, static_cast<int>(rs.ret), sock, false));
+  std::unique_ptr<Agent> c(new Agent(child_name, static_cast<int>(rs.ret), sock, /*direct_child=*/false));
   c->open_pidfd();
   return c;
 }

@@ -110,7 +110,7 @@ int HostSwap::add_file(uint64_t size, std::string* why) {
     return err;
   }
   register_host_swap(dev_.c_str(), image_.c_str());
-  int err = write_swap_area(fd, size, true);
+  int err = write_swap_area(fd, size, /*whole=*/true);
   close(fd);
   if (!err && swapon(dev_.c_str(), kSwapFlags) != 0) err = -errno;
   if (err) {
@@ -134,7 +134,7 @@ int HostSwap::add_blkdev(uint64_t size, std::string* why) {
   // an image to delete, and the loop device clears itself as our
   // descriptor closes.
   register_host_swap("", image_.c_str());
-  int err = ftruncate(fd, static_cast<off_t>(size)) ? -errno : write_swap_area(fd, size, false);
+  int err = ftruncate(fd, static_cast<off_t>(size)) ? -errno : write_swap_area(fd, size, /*whole=*/false);
   if (err) {
     close(fd);
     *why = fmt::format("cannot write the swap image {}: {}", image_, errno_name(err));

@@ -85,9 +85,15 @@ enum ScanResult : int {
 // KHUGEPAGED_MAX_PTES_LIMIT / COLLAPSE_MAX_PTES_LIMIT of the mTHP series.
 constexpr unsigned kMaxPtesLimit = HPAGE_PMD_NR - 1;
 
+// Who collapses: khugepaged's scan, or MADV_COLLAPSE (the kernel's
+// collapse_control.is_khugepaged).
+enum class Collapser : uint8_t { kKhugepaged, kMadviseCollapse };
+
 struct CollapseControl {
-  CollapseControl(Kernel* k, bool khugepaged)
-      : settings(&k->settings), is_khugepaged(khugepaged), mthp(k->settings.khugepaged_mthp.load()) {}
+  CollapseControl(Kernel* k, Collapser who)
+      : settings(&k->settings),
+        is_khugepaged(who == Collapser::kKhugepaged),
+        mthp(k->settings.khugepaged_mthp.load()) {}
   const Settings* settings;
   bool is_khugepaged;
   bool mthp;  // khugepaged.mthp, read once per collapse_control
@@ -542,7 +548,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   if (result != SCAN_SUCCEED) goto out_nolock;
 
   mmap_read_lock(mm);
-  result = hugepage_vma_revalidate(mm, pmd_addr, true, &vma, cc, order);
+  result = hugepage_vma_revalidate(mm, pmd_addr, /*expect_anon=*/true, &vma, cc, order);
   // fix-up: an mTHP collapse clears the whole PMD, so the whole PMD range
   // must still lie in this one VMA (v18 checks only the target range, and
   // write-locks only this VMA: a fault under another VMA's lock could
@@ -570,7 +576,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   // out, the anon_vma lock and the folio locks keep rmap walkers out.
   mmap_write_lock(mm);
   t_write = now_ns();
-  result = hugepage_vma_revalidate(mm, pmd_addr, true, &vma, cc, order);
+  result = hugepage_vma_revalidate(mm, pmd_addr, /*expect_anon=*/true, &vma, cc, order);
   if (result == SCAN_SUCCEED && !is_pmd_order(order) && (vma->vm_start > pmd_addr || vma->vm_end < pmd_addr + PMD_SIZE))
     result = SCAN_ADDRESS_RANGE;  // fix-up: as above
   if (result != SCAN_SUCCEED) goto out_up_write;
@@ -633,7 +639,7 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
     } else {
       // The table is still detached: the PTEs are written before the PMD
       // makes them reachable again.
-      map_anon_folio_pte_nopf(folio, pte, vma, start_addr, false);
+      map_anon_folio_pte_nopf(folio, pte, vma, start_addr, /*uffd_wp=*/false);
       entry_set(pmd, mk_table_pmd(pmd_pfn(_pmd)));
     }
     pmd_ptl->unlock();
@@ -650,7 +656,11 @@ out_up_write:
 out_nolock:
   if (folio) folio_put(folio);
   if (Khugepaged* kh = mm->kernel->khugepaged)
-    kh->account_collapse(now_ns() - t0, t_write ? write_ns : 0, copy_ns, t_write != 0, result == SCAN_SUCCEED);
+    kh->account_collapse({.total_ns = now_ns() - t0,
+                          .write_ns = t_write ? write_ns : 0,
+                          .copy_ns = copy_ns,
+                          .write_locked = t_write != 0,
+                          .ok = result == SCAN_SUCCEED});
   (void)end_addr;
   return result;
 }
@@ -880,7 +890,7 @@ int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped)
   Mm* mm = vma->vm_mm;
   mmap_assert_locked(mm);
   VM_BUG_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
-  CollapseControl cc(mm->kernel, false);
+  CollapseControl cc(mm->kernel, Collapser::kMadviseCollapse);
   if (!collapse_allowable_orders(vma, vma->vm_flags, &cc)) return -EINVAL;
   if (!vma_is_anonymous(vma)) return kCollapseFileNotModelled;
 
@@ -895,7 +905,7 @@ int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped)
     if (!mmap_locked) {
       mmap_read_lock(mm);
       mmap_locked = true;
-      result = hugepage_vma_revalidate(mm, addr, false, &vma, &cc, PMD_ORDER);
+      result = hugepage_vma_revalidate(mm, addr, /*expect_anon=*/false, &vma, &cc, PMD_ORDER);
       if (result != SCAN_SUCCEED) {
         last_fail = result;
         break;  // out_nolock (the lock is held)
@@ -947,7 +957,7 @@ void hook_enter_vma(Vma* vma, vm_flags_t vm_flags) {
   Mm* mm = vma->vm_mm;
   Khugepaged* kh = state_of(mm);
   if (!kh || mm->test_flag(MMF_VM_HUGEPAGE) || !hugepage_enabled_for_collapse(mm->kernel->settings)) return;
-  CollapseControl cc(mm->kernel, true);
+  CollapseControl cc(mm->kernel, Collapser::kKhugepaged);
   if (collapse_allowable_orders(vma, vm_flags, &cc)) kh->__khugepaged_enter(mm);
 }
 
@@ -1126,7 +1136,7 @@ unsigned Khugepaged::khugepaged_scan_mm_slot(unsigned pages, int* result) {
   scanning_mm_ = mm;
   mm_lock_.unlock();
 
-  CollapseControl cc(k_, true);
+  CollapseControl cc(k_, Collapser::kKhugepaged);
   Vma* vma = nullptr;
   const unsigned progress = khugepaged_scan_mm_vmas(mm, &address, pages, result, &cc, &vma, &pages_collapsed_);
 
@@ -1436,16 +1446,17 @@ void Khugepaged::thread_main() {
   }
 }
 
-void Khugepaged::account_collapse(uint64_t total_ns, uint64_t write_ns, uint64_t copy_ns, bool write_locked, bool ok) {
+void Khugepaged::account_collapse(const CollapseAttempt& a) {
+  const uint64_t write_ns = a.write_ns;
   t_attempts_.fetch_add(1, std::memory_order_relaxed);
-  if (ok) t_collapsed_.fetch_add(1, std::memory_order_relaxed);
-  if (write_locked) t_write_locked_.fetch_add(1, std::memory_order_relaxed);
-  t_total_ns_.fetch_add(total_ns, std::memory_order_relaxed);
+  if (a.ok) t_collapsed_.fetch_add(1, std::memory_order_relaxed);
+  if (a.write_locked) t_write_locked_.fetch_add(1, std::memory_order_relaxed);
+  t_total_ns_.fetch_add(a.total_ns, std::memory_order_relaxed);
   t_write_ns_.fetch_add(write_ns, std::memory_order_relaxed);
   uint64_t longest = t_write_max_ns_.load(std::memory_order_relaxed);
   while (write_ns > longest && !t_write_max_ns_.compare_exchange_weak(longest, write_ns, std::memory_order_relaxed)) {
   }
-  t_copy_ns_.fetch_add(copy_ns, std::memory_order_relaxed);
+  t_copy_ns_.fetch_add(a.copy_ns, std::memory_order_relaxed);
 }
 
 CollapseTiming Khugepaged::timing() const {

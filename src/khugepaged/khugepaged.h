@@ -82,7 +82,13 @@ class Khugepaged {
   // ---- for the collapse code in khugepaged.cpp ----
   void __khugepaged_enter(Mm* mm);
   void __khugepaged_exit(Mm* mm);
-  void account_collapse(uint64_t total_ns, uint64_t write_ns, uint64_t copy_ns, bool write_locked, bool ok);
+  // One collapse_huge_page call: its time, the part under mmap_lock for
+  // write and the copy's; whether it got that far, and whether it collapsed.
+  struct CollapseAttempt {
+    uint64_t total_ns, write_ns, copy_ns;
+    bool write_locked, ok;
+  };
+  void account_collapse(const CollapseAttempt& a);
 
  private:
   struct MmSlot {

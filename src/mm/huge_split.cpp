@@ -265,12 +265,12 @@ int split_anon_folio_locked(Kernel* k, Folio* folio, AnonVma* av, std::vector<Fo
     }
   }
   if (!frozen) {
-    remap_page(av, fpfn, index, static_cast<uint64_t>(nr), false);
+    remap_page(av, fpfn, index, static_cast<uint64_t>(nr), /*map_unused_to_zeropage=*/false);
     return -EAGAIN;
   }
 
   split_unmapped_folio(k, folio, nr, order);
-  remap_page(av, fpfn, index, static_cast<uint64_t>(nr), true);
+  remap_page(av, fpfn, index, static_cast<uint64_t>(nr), /*map_unused_to_zeropage=*/true);
 
   // Every new folio but the caller's: onto the caller's list (page reclaim)
   // or left where its mappings are; unmapped ones are freed.

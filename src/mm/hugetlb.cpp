@@ -190,7 +190,7 @@ void return_unused_surplus_pages(HugetlbState* hs, Hstate* h, long unused, std::
   h->resv_huge_pages -= unused;
   long nr = std::min(unused, h->surplus_huge_pages);
   while (nr-- > 0) {
-    Folio* f = remove_pool_hugetlb_folio(hs, h, true);
+    Folio* f = remove_pool_hugetlb_folio(hs, h, /*acct_surplus=*/true);
     if (!f) break;
     to_free->push_back(f);
   }
@@ -287,7 +287,7 @@ void set_max_huge_pages(Kernel* k, HugetlbState* hs, Hstate* h, long count) {
   long min_count = h->resv_huge_pages + h->nr_huge_pages - h->free_huge_pages;
   min_count = std::max(count, min_count);
   while (min_count < persistent_huge_pages(h)) {
-    Folio* f = remove_pool_hugetlb_folio(hs, h, false);
+    Folio* f = remove_pool_hugetlb_folio(hs, h, /*acct_surplus=*/false);
     if (!f) break;
     to_free.push_back(f);
   }

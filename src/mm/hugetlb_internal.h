@@ -73,7 +73,7 @@ bool vma_is_resv_owner(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* to
 // the opt-out in the implementation.
 class HugetlbVmaLock {
  public:
-  HugetlbVmaLock(HugetlbState* hs, const Vma* vma, bool write);
+  HugetlbVmaLock(HugetlbState* hs, const Vma* vma, RwSemHold::Mode mode);
   void lock() { hold_.lock(); }      // again, after unlock()
   void unlock() { hold_.unlock(); }  // idempotent
 

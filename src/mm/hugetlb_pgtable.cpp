@@ -273,7 +273,7 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
   if (s < e) {
     // __hugetlb_zap_begin/end: the hugetlb VMA lock for write over the unmap
     // and the reservations it restores.
-    HugetlbVmaLock vl(hugetlb_state(mm->kernel), vma, /*write=*/true);
+    HugetlbVmaLock vl(hugetlb_state(mm->kernel), vma, RwSemHold::Mode::kWrite);
     __unmap_hugepage_range(vma, s, e, nullptr);
   }
   // Until the VMA layer calls hugetlb_vm_op_close itself (closing twice is
@@ -332,7 +332,7 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {
         int err = 0;
         Folio* new_folio = nullptr;
         if (!dst_vma->anon_vma && anon_vma_prepare(dst_vma)) err = -ENOMEM;
-        else new_folio = alloc_hugetlb_folio(k, hs, dst_ctx, vma_hugecache_offset(h, dst_vma, addr), false, &err);
+        else new_folio = alloc_hugetlb_folio(k, hs, dst_ctx, vma_hugecache_offset(h, dst_vma, addr), /*cow_from_owner=*/false, &err);
         if (!new_folio) {
           folio_put(folio);
           ret = err;
@@ -362,7 +362,7 @@ int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {
         // hugetlb_install_folio
         folio_set_uptodate(new_folio);
         hugetlb_add_new_anon_rmap(new_folio, dst_vma, addr);
-        hset(dst_pte, make_huge_pte(dst_vma, new_folio, true));
+        hset(dst_pte, make_huge_pte(dst_vma, new_folio, /*try_mkwrite=*/true));
         hugetlb_count_add(hs, dst, h->pages_per_huge_page());
         src->stats->count(Event::fork_copied_pages, static_cast<uint64_t>(h->pages_per_huge_page()));
         break;

@@ -124,9 +124,8 @@ std::shared_ptr<HugetlbResvMap> owner_map(HugetlbState* hs, const Vma* vma) {
 }
 }  // namespace
 
-HugetlbVmaLock::HugetlbVmaLock(HugetlbState* hs, const Vma* vma, bool write)
-    : map_(owner_map(hs, vma)),
-      hold_(map_ ? &map_->rw_sema : nullptr, write ? RwSemHold::Mode::kWrite : RwSemHold::Mode::kRead) {}
+HugetlbVmaLock::HugetlbVmaLock(HugetlbState* hs, const Vma* vma, RwSemHold::Mode mode)
+    : map_(owner_map(hs, vma)), hold_(map_ ? &map_->rw_sema : nullptr, mode) {}
 
 int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma) {
   std::shared_ptr<HugetlbResvMap> m = owner_map(hs, vma);

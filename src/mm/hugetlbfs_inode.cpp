@@ -169,7 +169,7 @@ int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len) {
       if (f->pages.count(idx << h->order)) continue;
     }
     int err = 0;
-    Folio* folio = alloc_hugetlb_folio(k, hs, c, idx, false, &err);
+    Folio* folio = alloc_hugetlb_folio(k, hs, c, idx, /*cow_from_owner=*/false, &err);
     if (!folio) return -ENOSPC;
     folio_zero_huge(folio, k->stats.get());
     folio_set_uptodate(folio);

@@ -84,7 +84,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
       !folio_mapped(src) && aref(src->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
   if (!frozen) {
     ReadGuard rmap(&av->rwsem);
-    remove_migration_ptes(av, fpfn, index, static_cast<uint64_t>(nr), nullptr, false);
+    remove_migration_ptes(av, fpfn, index, static_cast<uint64_t>(nr), nullptr, /*map_unused_to_zeropage=*/false);
   } else {
     for (long i = 0; i < nr; i++)
       copy_frames(phys, phys->page_address(folio_page(dst, i)), phys->page_address(folio_page(src, i)), PAGE_SIZE);
@@ -92,7 +92,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     migrate_folio_state(k, dst, src);
     aref(src->page.refcount).store(1, std::memory_order_release);
     ReadGuard rmap(&av->rwsem);
-    remove_migration_ptes(av, fpfn, index, static_cast<uint64_t>(nr), dst, false);
+    remove_migration_ptes(av, fpfn, index, static_cast<uint64_t>(nr), dst, /*map_unused_to_zeropage=*/false);
   }
   put_anon_vma(av);
   folio_put(dst);  // the allocation reference: the mappings hold the rest

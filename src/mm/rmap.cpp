@@ -156,7 +156,7 @@ void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
   // and no entire mapping covers the folio.
   bool partially = unmapped && still > 0 && folio_entire_mapcount(folio) == 0;
   if (partially && folio_test_anon(folio) && !folio_test_partially_mapped(folio))
-    deferred_split_folio(folio, true);
+    deferred_split_folio(folio, /*partially_mapped=*/true);
 }
 
 static void remove_entire(Folio* folio, Vma* vma) {
@@ -170,7 +170,7 @@ static void remove_entire(Folio* folio, Vma* vma) {
   int32_t ptemapped = atomic_read(p1->f1.nr_pages_mapped);
   bool partially = left == 0 && ptemapped > 0 && ptemapped < folio_nr_pages(folio);
   if (partially && folio_test_anon(folio) && !folio_test_partially_mapped(folio))
-    deferred_split_folio(folio, true);
+    deferred_split_folio(folio, /*partially_mapped=*/true);
 }
 
 void folio_remove_rmap_pmd(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }

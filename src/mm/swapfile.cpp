@@ -82,7 +82,8 @@ namespace mmlab {
 // The device and its slots (mm/swapfile.c)
 // ============================================================================
 
-SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots, bool is_blkdev) : type(t), max(nr_slots), blkdev(is_blkdev) {
+SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots, SwapKind kind)
+    : type(t), max(nr_slots), blkdev(kind == SwapKind::kBlkdev) {
   data_len = nr_slots * PAGE_SIZE;
   void* p = ::mmap(nullptr, data_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p != MAP_FAILED) data = static_cast<uint8_t*>(p);
@@ -103,7 +104,7 @@ int swapon(Kernel* k, uint64_t bytes, SwapKind kind) {
   MutexGuard g(&ss->swapon_mutex);
   unsigned type = ss->nr_swapfiles.load(std::memory_order_relaxed);
   if (type >= MAX_SWAPFILES) return -EPERM;
-  auto dev = std::make_unique<SwapDevice>(type, nr, kind == SwapKind::kBlkdev);
+  auto dev = std::make_unique<SwapDevice>(type, nr, kind);
   if (!dev->data) return -ENOMEM;
   ss->devices[type] = std::move(dev);
   ss->nr_swapfiles.store(type + 1, std::memory_order_release);

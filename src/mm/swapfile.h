@@ -44,7 +44,7 @@ inline constexpr uint16_t SWAP_COUNT_MASK = 0x7fff;
 // struct swap_info_struct of an in-memory device. Slot 0 holds the swap
 // header and is never allocated, as in the kernel.
 struct SwapDevice {
-  SwapDevice(unsigned type, uint64_t nr_slots, bool blkdev);
+  SwapDevice(unsigned type, uint64_t nr_slots, SwapKind kind);
   ~SwapDevice();
   SwapDevice(const SwapDevice&) = delete;
   SwapDevice& operator=(const SwapDevice&) = delete;

@@ -197,7 +197,7 @@ bool FrameStorePool::host_thp_enabled() {
   return enabled;
 }
 
-FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, bool prefault, int* err) {
+FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, Prefault prefault, int* err) {
   FrameStore* s = nullptr;
   {
     MutexGuard g(&lock_);
@@ -232,7 +232,7 @@ FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, bool prefau
   }
   s->uses_++;
   s->advise(thp);
-  if (prefault) s->populate(ram_bytes);
+  if (prefault == Prefault::kYes) s->populate(ram_bytes);
   if (err) *err = 0;
   return s;
 }

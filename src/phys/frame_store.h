@@ -108,6 +108,9 @@ class FrameStore {
   bool thp_advised_ = false;            // MADV_HUGEPAGE is in force
 };
 
+// Whether acquire() populates the store's first ram_bytes (benchmarks).
+enum class Prefault : uint8_t { kNo, kYes };
+
 class FrameStorePool {
  public:
   static FrameStorePool& instance();
@@ -116,7 +119,7 @@ class FrameStorePool {
   // reads as zero bytes. prefault: populate the first ram_bytes (once per
   // store). nullptr (and *err = -ENOMEM) when the host refuses the mapping.
   // The caller owns the store until it calls release().
-  FrameStore* acquire(uint64_t ram_bytes, HostThp thp, bool prefault, int* err);
+  FrameStore* acquire(uint64_t ram_bytes, HostThp thp, Prefault prefault, int* err);
   // nr_frames_used: the frames the System used (the start of the store).
   void release(FrameStore* s, uint64_t nr_frames_used);
 

@@ -33,7 +33,8 @@ std::unique_ptr<PhysMem> PhysMem::create(const PhysConfig& cfg, Stats* stats, in
   pm->cfg_ = cfg;
   pm->nr_frames_ = cfg.ram_bytes >> PAGE_SHIFT;
   pm->movable_start_pfn_ = (cfg.ram_bytes - cfg.movable_bytes) >> PAGE_SHIFT;
-  pm->frame_store_ = FrameStorePool::instance().acquire(cfg.ram_bytes, cfg.host_thp, cfg.prefault, err);
+  pm->frame_store_ = FrameStorePool::instance().acquire(cfg.ram_bytes, cfg.host_thp,
+                                                         cfg.prefault ? Prefault::kYes : Prefault::kNo, err);
   if (!pm->frame_store_) return nullptr;
   pm->store_ = pm->frame_store_->data();
   pm->memmap_ = pm->frame_store_->memmap();

@@ -59,7 +59,7 @@ void smaps_account(MemSizeStats* mss, Page* page, bool compound, bool young, boo
 
   // refcount 1: mapped exactly once (by this entry), so private and whole.
   if (folio_ref_count(folio) == 1) {
-    smaps_page_accumulate(mss, folio, size, size << PSS_SHIFT, dirty, locked, true);
+    smaps_page_accumulate(mss, folio, size, size << PSS_SHIFT, dirty, locked, /*is_private=*/true);
     return;
   }
   // CONFIG_PAGE_MAPCOUNT: the precise per-page mapcount (PTEs of the page
@@ -90,7 +90,7 @@ void smap_gather_stats(Vma* vma, MemSizeStats* mss, uint64_t* huge_page_size) {
     }
     Page* page = vm_normal_page(vma, addr, pte);  // nullptr for the zero page
     if (!page) return;
-    smaps_account(mss, page, false, pte_young(pte), pte_dirty(pte), locked);
+    smaps_account(mss, page, /*compound=*/false, pte_young(pte), pte_dirty(pte), locked);
   };
   // hugetlb leaves: smaps_hugetlb_range() (not resident in Rss).
   auto hugetlb_leaf = [&](Page* page, uint64_t size) {
@@ -110,7 +110,7 @@ void smap_gather_stats(Vma* vma, MemSizeStats* mss, uint64_t* huge_page_size) {
     if (folio_test_anon(folio)) mss->anonymous_thp += PMD_SIZE;
     else if (folio_test_swapbacked(folio)) mss->shmem_thp += PMD_SIZE;
     else mss->file_thp += PMD_SIZE;
-    smaps_account(mss, page, true, pmd_young(pmd), pmd_dirty(pmd), locked);
+    smaps_account(mss, page, /*compound=*/true, pmd_young(pmd), pmd_dirty(pmd), locked);
   };
   ops.pud_leaf = [&](uint64_t, pud_t* pudp) {
     pud_t pud = pudp_get(pudp);
@@ -121,7 +121,7 @@ void smap_gather_stats(Vma* vma, MemSizeStats* mss, uint64_t* huge_page_size) {
       hugetlb_leaf(page, PUD_SIZE);
       return;
     }
-    smaps_account(mss, page, true, pud_young(pud), pud_dirty(pud), locked);
+    smaps_account(mss, page, /*compound=*/true, pud_young(pud), pud_dirty(pud), locked);
   };
   walk_page_range(vma->vm_mm, vma->vm_start, vma->vm_end, ops);
 }
@@ -217,14 +217,14 @@ void smaps_pss_vma(Vma* vma, MemSizeStats* mss) {
       vma,
       [&](uint64_t addr, pmd_t*, pmd_t cur) {
         if (Page* page = vm_normal_page_pmd(vma, addr, cur))
-          smaps_account(mss, page, true, pmd_young(cur), pmd_dirty(cur), locked);
+          smaps_account(mss, page, /*compound=*/true, pmd_young(cur), pmd_dirty(cur), locked);
       },
       [&](uint64_t addr, uint64_t next, pte_t* pte) {
         for (uint64_t a = addr; a < next; a += PAGE_SIZE, pte++) {
           const pte_t ptent = ptep_get(pte);
           if (!pte_present(ptent)) continue;
           if (Page* page = vm_normal_page(vma, a, ptent))
-            smaps_account(mss, page, false, pte_young(ptent), pte_dirty(ptent), locked);
+            smaps_account(mss, page, /*compound=*/false, pte_young(ptent), pte_dirty(ptent), locked);
         }
       });
 }

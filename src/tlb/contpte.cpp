@@ -49,7 +49,7 @@ bool erase_fold(TlbState* t, uintptr_t key) {
 // flushes its 16 entries first.
 void contpte_convert(Mm* mm, uint64_t addr) {
   const uint64_t start = addr & CONT_PTE_MASK;
-  flush_tlb_mm_range(mm, start, start + CONT_PTE_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm, start, start + CONT_PTE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
 }
 
 // contpte_try_unfold: a folded block that is about to be broken loses the

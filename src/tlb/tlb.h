@@ -162,10 +162,10 @@ unsigned tlb_count_entries(TlbState* t, int cpu, int level, TlbSize size);
 
 // ---- flushes (tlbflush.cpp: arch/x86/mm/tlb.c, asm/tlbflush.h) ----
 void flush_tlb_mm_range(Mm* mm, uint64_t start, uint64_t end, unsigned stride_shift, bool freed_tables);
-inline void flush_tlb_mm(Mm* mm) { flush_tlb_mm_range(mm, 0, TLB_FLUSH_ALL, PAGE_SHIFT, false); }
+inline void flush_tlb_mm(Mm* mm) { flush_tlb_mm_range(mm, 0, TLB_FLUSH_ALL, PAGE_SHIFT, /*freed_tables=*/false); }
 // x86's flush_tlb_range: the page stride.
 inline void flush_tlb_range(Vma* vma, uint64_t start, uint64_t end) {
-  flush_tlb_mm_range(vma->vm_mm, start, end, PAGE_SHIFT, false);
+  flush_tlb_mm_range(vma->vm_mm, start, end, PAGE_SHIFT, /*freed_tables=*/false);
 }
 // x86's flush_tlb_range of a hugetlb VMA: the stride of its page size
 // (huge_page_shift(hstate_vma(vma)), which mm passes).

@@ -152,14 +152,14 @@ pte_t ptep_clear_flush(Vma* vma, uint64_t addr, pte_t* ptep) {
 
 pte_t clear_flush_ptes(Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr) {
   pte_t first = get_and_clear_full_ptes(vma->vm_mm, addr, ptep, nr);
-  if (pte_accessible(vma->vm_mm, first)) flush_tlb_mm_range(vma->vm_mm, addr, addr + nr * PAGE_SIZE, PAGE_SHIFT, false);
+  if (pte_accessible(vma->vm_mm, first)) flush_tlb_mm_range(vma->vm_mm, addr, addr + nr * PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   return first;
 }
 
 pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp) {
   pmd_lockptr(vma->vm_mm, pmdp)->assert_held();
   pmd_t old = entry_xchg(pmdp, pmd_t{0});
-  flush_tlb_mm_range(vma->vm_mm, address, address + PMD_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(vma->vm_mm, address, address + PMD_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   return old;
 }
 
@@ -179,7 +179,7 @@ void tlb_note_freed_table(Mm* mm, uint64_t start, uint64_t end) {
     if (g->end != TLB_FLUSH_ALL) g->end = std::max(g->end, end);
     return;
   }
-  flush_tlb_mm_range(mm, start, end, PAGE_SHIFT, true);
+  flush_tlb_mm_range(mm, start, end, PAGE_SHIFT, /*freed_tables=*/true);
 }
 
 // tlb_finish_mmu -> tlb_flush_mmu -> x86's tlb_flush: one flush of the

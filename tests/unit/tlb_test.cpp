@@ -66,13 +66,13 @@ TEST_F(TlbTest, CeilingOf33EntriesAtThePageStride) {
   const uint64_t a = written(64 * PAGE_SIZE);
   ASSERT_TRUE(held(a) && held(a + 40 * PAGE_SIZE));
   const int64_t range = c("tlb.flush_range"), full = c("tlb.flush_full");
-  flush_tlb_mm_range(mm(), a, a + 33 * PAGE_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + 33 * PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_range"), range + 1);
   EXPECT_EQ(c("tlb.flush_full"), full);
   EXPECT_FALSE(held(a));
   EXPECT_FALSE(held(a + 32 * PAGE_SIZE));
   EXPECT_TRUE(held(a + 33 * PAGE_SIZE)) << "33 entries: a ranged flush leaves the rest";
-  flush_tlb_mm_range(mm(), a + 33 * PAGE_SIZE, a + 67 * PAGE_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a + 33 * PAGE_SIZE, a + 67 * PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_full"), full + 1) << "34 entries: over the ceiling";
   EXPECT_FALSE(held(a + 40 * PAGE_SIZE));
   EXPECT_EQ(vm(VmStat::nr_tlb_local_flush_one), 33);
@@ -83,12 +83,12 @@ TEST_F(TlbTest, CeilingAtThePmdStrideAndOneEntry) {
   geometry("x86-intel");
   const uint64_t a = 1ull << 40;
   const int64_t range = c("tlb.flush_range"), full = c("tlb.flush_full"), single = c("tlb.flush_single");
-  flush_tlb_mm_range(mm(), a, a + 33 * PMD_SIZE, PMD_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + 33 * PMD_SIZE, PMD_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_range"), range + 1) << "33 PMD entries are within the ceiling";
-  flush_tlb_mm_range(mm(), a, a + 34 * PMD_SIZE, PMD_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + 34 * PMD_SIZE, PMD_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_full"), full + 1);
   // The same 2M at the page stride is 512 entries: a full flush.
-  flush_tlb_mm_range(mm(), a, a + PMD_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + PMD_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_full"), full + 2);
   Vma* v = vma_at(written(PAGE_SIZE));
   flush_pmd_tlb_range(v, a, a + PMD_SIZE);
@@ -100,7 +100,7 @@ TEST_F(TlbTest, FlushAllAndFlushTlbMmAreFull) {
   const uint64_t a = written(4 * PAGE_SIZE);
   ASSERT_TRUE(held(a));
   const int64_t full = c("tlb.flush_full");
-  flush_tlb_mm_range(mm(), a, TLB_FLUSH_ALL, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, TLB_FLUSH_ALL, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_full"), full + 1);
   EXPECT_FALSE(held(a));
   ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok());
@@ -138,7 +138,7 @@ TEST_F(TlbTest, IpisGoToCpusRunningTheMmAndNotLazy) {
   switch_mm_irqs_off(tlb(), away, &q->mm()->tlb_ctx);  // left in the mask, runs another mm
   ASSERT_TRUE(in_mask(away));
   const int64_t ipis = c("tlb.ipi"), sent = vm(VmStat::nr_tlb_remote_flush);
-  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.ipi"), ipis + 2) << "the two CPUs running the mm, not the lazy one nor the one that left";
   EXPECT_EQ(vm(VmStat::nr_tlb_remote_flush), sent + 1);
   EXPECT_EQ(vm(VmStat::nr_tlb_remote_flush_received), 2);
@@ -160,7 +160,7 @@ TEST_F(TlbTest, FreedPageTablesSendIpisToTheWholeCpumask) {
   enter_lazy_tlb(tlb(), lazy);
   switch_mm_irqs_off(tlb(), away, &q->mm()->tlb_ctx);
   const int64_t ipis = c("tlb.ipi");
-  flush_tlb_mm_range(mm(), a, a + PMD_SIZE, PAGE_SHIFT, true);
+  flush_tlb_mm_range(mm(), a, a + PMD_SIZE, PAGE_SHIFT, /*freed_tables=*/true);
   EXPECT_EQ(c("tlb.ipi"), ipis + 3) << "every CPU in the cpumask, the lazy one too";
   EXPECT_FALSE(in_mask(away)) << "the IPI found it running another mm and took it out";
   bool is_lazy = true;
@@ -180,7 +180,7 @@ TEST_F(TlbTest, FreedPageTablesSendIpisToTheWholeCpumask) {
 TEST_F(TlbTest, OffCountsFlushesButTracksNoCpu) {
   const uint64_t a = written(PAGE_SIZE);
   EXPECT_EQ(mm()->tlb_ctx.cpumask.load(), 0u);
-  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.flush_single"), 1);
   EXPECT_EQ(c("tlb.lookup"), 0);
   EXPECT_EQ(c("tlb.ipi"), 0);
@@ -204,9 +204,9 @@ TEST_F(TlbTest, ACpuWhoseThreadExitedIsLazy) {
   EXPECT_EQ(tlb_loaded_ctx(tlb(), cpu, &lazy), mm()->tlb_ctx.ctx_id);
   EXPECT_TRUE(lazy);
   const int64_t ipis = c("tlb.ipi");
-  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, false);
+  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   EXPECT_EQ(c("tlb.ipi"), ipis);
-  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, true);
+  flush_tlb_mm_range(mm(), a, a + PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/true);
   EXPECT_EQ(c("tlb.ipi"), ipis + 1);
 }
 
