@@ -14,13 +14,16 @@
 //
 // Also mm/migrate.c's remove_migration_ptes (remove_migration_pte,
 // try_to_map_unused_to_zeropage), shared with the folio split's
-// remap_page.
+// remap_page, and migration_entry_wait, where a fault on a migration entry
+// waits (do_swap_page in fault/memory_swap.cpp calls it).
+#include <thread>
 #include <vector>
 
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
+#include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"  // the migration-entry format (swapops.h)
@@ -113,6 +116,29 @@ void remove_migration_ptes(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr,
     }});
     if (!restored) break;
   }
+}
+
+// migration_entry_wait: sleep until the thread that replaced the PTE by a
+// migration entry (a folio split) unlocks the folio; the fault then retries.
+void migration_entry_wait(Mm* mm, pmd_t* pmd, uint64_t address) {
+  SpinLock* ptl;
+  pte_t* ptep = pte_offset_map_lock(mm, pmd, address, &ptl);
+  if (!ptep) return;
+  ptl->assert_held();
+  pte_t pte = ptep_get(ptep);
+  Folio* folio = nullptr;
+  if (is_swap_pte(pte) && is_migration_entry(pte_to_swp_entry(pte))) {
+    folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(pte_to_swp_entry(pte))));
+    if (!folio_ref_try_add(folio, 1)) folio = nullptr;  // frozen: being split right now
+  }
+  ptl->unlock();
+  if (!folio) {
+    std::this_thread::yield();
+    return;
+  }
+  // migration_entry_wait_on_locked: wait for the lock bit, without taking it.
+  while (folio_test_locked(folio)) std::this_thread::yield();
+  folio_put(folio);
 }
 
 // Returns 0 when the folio was moved (or freed meanwhile), -ENOMEM or -EBUSY.
