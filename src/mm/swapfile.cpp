@@ -3,7 +3,7 @@
 // __read_swap_cache_async is read_swap_cache), and the device I/O
 // (mm/page_io.c). Elsewhere, and described here too: swap-in faults
 // (do_swap_page, mm/memory.c) in fault/memory_swap.cpp; swap and migration
-// entries in zap and fork in mm/memory.cpp; the reclaim that MADV_COLD and
+// entries in zap and fork in mm/zap.cpp and mm/fork.cpp; the reclaim that MADV_COLD and
 // MADV_PAGEOUT drive, in mm/madvise.cpp (madvise_cold_or_pageout_pte_range,
 // with folio_deactivate of mm/swap.c) and mm/vmscan.cpp (shrink_folio_list,
 // try_to_unmap_one of mm/rmap.c), including the discard of MADV_FREE's
