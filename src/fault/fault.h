@@ -129,7 +129,7 @@ bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma);
 [[nodiscard]] vm_fault_t do_fault(VmFault* vmf);
 // PTL held on entry, released on return.
 [[nodiscard]] vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl);
-// fault/swap.cpp
+// fault/memory_swap.cpp
 [[nodiscard]] vm_fault_t do_swap_page(VmFault* vmf);
 // fault/hugetlb.cpp
 [[nodiscard]] vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags);

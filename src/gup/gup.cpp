@@ -27,6 +27,7 @@
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
+#include "mm/migrate.h"
 #include "mm/mm.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
@@ -654,8 +655,6 @@ static bool folio_is_longterm_pinnable(const Folio* folio) {
   if (is_zero_folio(folio)) return true;
   return phys->page_zonenum(&folio->page) != ZONE_MOVABLE;
 }
-
-int migrate_longterm_unpinnable_folio(Folio* folio);  // mm/migrate.cpp
 
 // check_and_migrate_movable_pages: 0 (keep every pin), -EAGAIN (all pins
 // dropped and the folios moved: pin again), or -ENOMEM/-EBUSY (nothing held).

@@ -1,6 +1,7 @@
 // fork(): duplicating an address space (kernel/fork.c's dup_mmap and
-// anon_vma_fork, mm/memory.c's copy_page_range family, mm/huge_memory.c's
-// copy_huge_pmd).
+// anon_vma_fork, mm/memory.c's copy_page_range family with
+// copy_nonpresent_pte for swap and migration entries and markers,
+// mm/huge_memory.c's copy_huge_pmd).
 //
 // Locking, outermost first (sync/lock_order.h):
 //   parent mmap_lock (write)      for the whole copy; every parent VMA is also
@@ -43,6 +44,7 @@
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/vma.h"
 #include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
@@ -182,6 +184,45 @@ int copy_present_ptes(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte
   }
   __copy_present_ptes(dst_vma, src_vma, dst_pte, src_pte, pte, addr, 1);
   return 1;
+}
+
+// copy_nonpresent_pte. Both PTLs are held (destination, then source).
+int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr) {
+  Mm* dst_mm = dst_vma->vm_mm;
+  Mm* src_mm = src_vma->vm_mm;
+  const pte_t orig = ptep_get(src_pte);
+  pte_t pte = orig;
+  swp_entry_t entry = pte_to_swp_entry(orig);
+  if (!non_swap_entry(entry)) {
+    if (swap_duplicate(src_mm->kernel, entry) < 0) return -ENOMEM;
+    // The swap entry is shared now: neither side may map it exclusive.
+    if (pte_swp_exclusive(orig)) {
+      pte = pte_swp_clear_exclusive(orig);
+      entry_set(src_pte, pte);
+    }
+    inc_mm_counter(dst_mm, MM_SWAPENTS);
+  } else if (is_migration_entry(entry)) {
+    Folio* folio = page_folio(src_mm->phys->pfn_to_page(swp_offset_pfn(entry)));
+    inc_mm_counter(dst_mm, mm_counter(folio));
+    if (!is_readable_migration_entry(entry) && is_cow_mapping(dst_vma->vm_flags)) {
+      // Parent and child must both map it read-only; a previously exclusive
+      // entry is shared now.
+      pte = swp_entry_to_pte(make_migration_entry(SWP_MIGRATION_READ, swp_offset(entry)));
+      if (pte_swp_soft_dirty(orig)) pte = pte_swp_mksoft_dirty(pte);
+      if (pte_swp_uffd_wp(orig)) pte = pte_swp_mkuffd_wp(pte);
+      entry_set(src_pte, pte);
+    }
+  } else if (is_pte_marker_entry(entry)) {
+    // copy_pte_marker: poison and guard markers are inherited; uffd-wp only
+    // where the child VMA is registered for it.
+    uint64_t marker = swp_offset(entry) & (PTE_MARKER_POISONED | PTE_MARKER_GUARD);
+    if ((swp_offset(entry) & PTE_MARKER_UFFD_WP) && (dst_vma->vm_flags & VM_UFFD_WP)) marker |= PTE_MARKER_UFFD_WP;
+    if (marker) set_pte_at(dst_mm, addr, dst_pte, swp_entry_to_pte(swp_entry(SWP_PTE_MARKER, marker)));
+    return 0;
+  }
+  if (!(dst_vma->vm_flags & VM_UFFD_WP)) pte = pte_swp_clear_uffd_wp(pte);
+  entry_set(dst_pte, pte);
+  return 0;
 }
 
 // copy_pte_range: both PTLs held (child's, then the parent's nested) while

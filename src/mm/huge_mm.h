@@ -1,6 +1,6 @@
 // The PMD-leaf operations of mm/huge_memory.c (include/linux/huge_mm.h),
 // defined in mm/huge_memory.cpp, and the folio split (split_folio_to_list,
-// the deferred-split shrinker) of mm/huge_split.cpp. Callers hold mmap_lock (or the VMA lock,
+// the deferred-split shrinker) of mm/huge_memory_split.cpp. Callers hold mmap_lock (or the VMA lock,
 // for the fault path) and find the PMD leaf themselves.
 #pragma once
 

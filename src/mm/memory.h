@@ -1,4 +1,5 @@
-// The parts of mm/memory.c below the fault path.
+// The parts of mm/memory.c below the fault path: vm_normal_page in
+// mm/memory.cpp, zap in mm/zap.cpp, fork's copy_page_range in mm/fork.cpp.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +22,5 @@ void zap_vma_range(Vma* vma, uint64_t start, uint64_t end);
 // Free the page-table pages that map only [start, end), where no VMA remains,
 // staying within [floor, ceiling) (the neighbours' tables are kept).
 void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling);
-
-// fault/swap.cpp: swap entries in the zap and fork paths.
-// Zap the non-present entries starting at pte (swap entries, migration
-// entries, markers); returns how many it consumed (>= 1).
-unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr);
-
-// fork: copy one non-present PTE (swap_duplicate, clear the exclusive marker
-// in the source). Returns 0 or -ENOMEM.
-[[nodiscard]] int copy_nonpresent_pte(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte, uint64_t addr);
 
 }  // namespace mmlab

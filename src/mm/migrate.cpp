@@ -11,14 +11,22 @@
 // new folio. Nothing is remembered between the two walks: while the folio is
 // unmapped, processes whose mmap_lock the migrating thread does not hold
 // can fork (copying the entries), zap or move them.
+//
+// Also mm/migrate.c's remove_migration_ptes (remove_migration_pte,
+// try_to_map_unused_to_zeropage), shared with the folio split's
+// remap_page, and migration_entry_wait, where a fault on a migration entry
+// waits (do_swap_page in fault/memory_swap.cpp calls it).
+#include <thread>
 #include <vector>
 
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
+#include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
+#include "mm/swapfile.h"  // the migration-entry format (swapops.h)
 #include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
@@ -37,7 +45,101 @@ void migrate_folio_state(Kernel* k, Folio* dst, Folio* src) {
   if (folio_test_large(dst)) k->stats->count_mthp(folio_order(dst), MthpStat::nr_anon);
 }
 
+// try_to_map_unused_to_zeropage: a zero-filled order-0 page of a split folio
+// is mapped by the shared zero page instead (and so freed).
+bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t old, Page* page, Folio* folio) {
+  if (folio_test_large(folio)) return false;
+  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED)) return false;
+  PhysMem* phys = vma->vm_mm->phys;
+  uint8_t found = 0;
+  if (user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) >= 0) return false;  // memchr_inv
+  pte_t newpte = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
+  if (pte_swp_soft_dirty(old)) newpte = pte_mksoft_dirty(newpte);
+  if (pte_swp_uffd_wp(old)) newpte = pte_mkuffd_wp(newpte);
+  set_pte_at(vma->vm_mm, addr, ptep, newpte);
+  dec_mm_counter(vma->vm_mm, mm_counter(folio));
+  return true;
+}
+
+// remove_migration_pte for one entry the walk found: it becomes a PTE of the
+// page at the same index of dst (a migration), of the page's own (new) folio
+// (dst null: a split, or a migration undone), or of the zero page.
+void remove_migration_pte(PageVmaMappedWalk* pvmw, Folio* dst, bool map_unused_to_zeropage) {
+  Vma* vma = pvmw->vma;
+  const uint64_t a = pvmw->address;
+  pte_t* pte = pvmw->pte;
+  const pte_t old = ptep_get(pte);
+  const swp_entry_t entry = pte_to_swp_entry(old);
+  PhysMem* phys = vma->vm_mm->phys;
+  Page* page = dst ? folio_page(dst, static_cast<long>(swp_offset_pfn(entry) - pvmw->pfn))
+                   : phys->pfn_to_page(swp_offset_pfn(entry));
+  const pfn_t pfn = phys->page_to_pfn(page);
+  Folio* folio = page_folio(page);
+  if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) return;
+  folio_get(folio);
+  pte_t ptev = pfn_pte(pfn, vma->vm_page_prot);
+  if (pte_swp_soft_dirty(old)) ptev = pte_mksoft_dirty(ptev);
+  ptev = is_migration_entry_young(entry) ? pte_mkyoung(ptev) : pte_mkold(ptev);
+  if (folio_test_dirty(folio) && is_migration_entry_dirty(entry)) ptev = pte_mkdirty(ptev);
+  if (is_writable_migration_entry(entry)) ptev = pte_mkwrite_novma(ptev);
+  else if (pte_swp_uffd_wp(old)) ptev = pte_mkuffd_wp(ptev);
+  rmap_t flags = RMAP_NONE;
+  if (folio_test_anon(folio) && !is_readable_migration_entry(entry)) flags |= RMAP_EXCLUSIVE;
+  folio_add_anon_rmap_ptes(folio, page, 1, vma, a, flags);
+  set_pte_at(vma->vm_mm, a, pte, ptev);
+}
+
+// remove_migration_ptes on one VMA: every migration entry pointing into
+// [fpfn, fpfn + nr) (the folio before the split or migration) is replaced.
+// Returns how many it replaced.
+long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
+                               bool map_unused_to_zeropage) {
+  PageVmaMappedWalk pvmw{.pfn = fpfn, .nr_pages = nr, .pgoff = index, .vma = vma, .flags = PVMW_MIGRATION};
+  long restored = 0;
+  page_vma_mapped_walk(&pvmw, [&](PageVmaMappedWalk* w) {
+    remove_migration_pte(w, dst, map_unused_to_zeropage);
+    restored++;
+    return true;
+  });
+  return restored;
+}
+
 }  // namespace
+
+void remove_migration_ptes(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
+                           bool map_unused_to_zeropage) REQUIRES_SHARED(av->rwsem) {
+  for (;;) {
+    long restored = 0;
+    rmap_walk_locked(av, {.rmap_one = [&](Vma* vma) {
+      restored += remove_migration_ptes_vma(vma, fpfn, index, nr, dst, map_unused_to_zeropage);
+      return true;
+    }});
+    if (!restored) break;
+  }
+}
+
+// migration_entry_wait: sleep until the thread that replaced the PTE by a
+// migration entry (a folio split) unlocks the folio; the fault then retries.
+void migration_entry_wait(Mm* mm, pmd_t* pmd, uint64_t address) {
+  SpinLock* ptl;
+  pte_t* ptep = pte_offset_map_lock(mm, pmd, address, &ptl);
+  if (!ptep) return;
+  ptl->assert_held();
+  pte_t pte = ptep_get(ptep);
+  Folio* folio = nullptr;
+  if (is_swap_pte(pte) && is_migration_entry(pte_to_swp_entry(pte))) {
+    folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(pte_to_swp_entry(pte))));
+    if (!folio_ref_try_add(folio, 1)) folio = nullptr;  // frozen: being split right now
+  }
+  ptl->unlock();
+  if (!folio) {
+    std::this_thread::yield();
+    return;
+  }
+  // migration_entry_wait_on_locked: wait for the lock bit, without taking it.
+  while (folio_test_locked(folio)) std::this_thread::yield();
+  folio_put(folio);
+}
 
 // Returns 0 when the folio was moved (or freed meanwhile), -ENOMEM or -EBUSY.
 int migrate_longterm_unpinnable_folio(Folio* src) {

@@ -1,6 +1,8 @@
 // Mapcount bookkeeping (mm/rmap.c). Counts are plain counts (no -1 bias).
 // The reverse-map walk (rmap_walk, page_vma_mapped_walk of
-// mm/page_vma_mapped.c) and the batch its unmapping callers share.
+// mm/page_vma_mapped.c) and the batch its unmapping callers share, and
+// try_to_migrate (try_to_migrate_one), which the folio split and
+// migration use to replace every mapping by a migration entry.
 #include "mm/rmap.h"
 
 #include <algorithm>
@@ -414,6 +416,49 @@ bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplaceP
       },
       [&](PageVmaMappedWalk*, uint64_t start, uint64_t end) { batch.table_done(start, end); });
   return walked || done;
+}
+
+namespace {
+
+// One present PTE of the folio becomes a migration entry that remembers
+// write, exclusive, young, dirty, soft-dirty and uffd-wp. false: a page that
+// may be pinned cannot lose its exclusive mapping.
+bool try_to_migrate_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  pte_t* pte = pvmw->pte;
+  const pfn_t pfn = pte_pfn(ptep_get(pte));
+  Page* subpage = pvmw->vma->vm_mm->phys->pfn_to_page(pfn);
+  const bool anon_exclusive = PageAnonExclusive(subpage);
+  // Clear first (see folio_try_share_anon_rmap_pte); one flush per table.
+  pte_t pteval = entry_xchg(pte, pte_t{0});
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);
+  if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+    entry_set(pte, pteval);
+    return false;
+  }
+  unsigned type = pte_write(pteval) ? SWP_MIGRATION_WRITE
+                  : anon_exclusive  ? SWP_MIGRATION_READ_EXCLUSIVE
+                                    : SWP_MIGRATION_READ;
+  uint64_t off = pfn;
+  if (pte_young(pteval)) off |= SWP_MIG_YOUNG;
+  if (pte_dirty(pteval)) off |= SWP_MIG_DIRTY;
+  batch->set_swp_pte(pte, pteval, swp_entry_to_pte(make_migration_entry(type, off)), subpage);
+  return true;
+}
+
+// try_to_migrate_one(TTU_SPLIT_HUGE_PMD) for one VMA: a PMD mapping is split,
+// then every PTE mapping a page of the folio becomes a migration entry
+// (mlocked or not). false stops the walk.
+bool try_to_migrate_one(Folio* folio, Vma* vma) {
+  return try_to_unmap_vma(folio, vma, TTU_IGNORE_MLOCK,
+                          [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) { return try_to_migrate_pte(folio, w, b); });
+}
+
+}  // namespace
+
+void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem) {
+  rmap_walk_locked(av, {.rmap_one = [folio](Vma* vma) { return try_to_migrate_one(folio, vma); },
+                        .done = [folio] { return !folio_mapped(folio); }});
 }
 
 }  // namespace mmlab

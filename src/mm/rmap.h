@@ -130,8 +130,8 @@ void rmap_walk_locked(AnonVma* av, const RmapWalkControl& rwc) REQUIRES_SHARED(a
 // for a folio without one.
 void rmap_walk(Folio* folio, const RmapWalkControl& rwc);
 
-// Migration entries of anonymous folios (mm/rmap.c try_to_migrate,
-// mm/migrate.c remove_migration_ptes; defined in mm/huge_split.cpp).
+// Migration entries of anonymous folios (try_to_migrate: mm/rmap.c, defined
+// in mm/rmap.cpp; remove_migration_ptes: mm/migrate.c, in mm/migrate.cpp).
 // try_to_migrate: every mapping of the locked folio in av's VMAs becomes a
 // migration entry (PMD mappings split first); it stops at a page that may be
 // pinned, leaving the folio mapped.

@@ -1,13 +1,13 @@
-// Swap (this file: the device, its slots and the swap cache; fault/swap.cpp:
-// do_swap_page; mm/vmscan.cpp: the reclaim; mm/memory.cpp: swap entries in
-// zap and fork): the in-memory swap device and its slots (mm/swapfile.c), the swap
-// cache (mm/swap_state.c), swap-in faults (do_swap_page, mm/memory.c), swap
-// and migration entries in zap and fork, the reclaim that MADV_COLD and
-// MADV_PAGEOUT drive (madvise_cold_or_pageout_pte_range in mm/madvise.c,
-// folio_deactivate in mm/swap.c, shrink_folio_list in mm/vmscan.c,
-// try_to_unmap_one in mm/rmap.c), including the discard of MADV_FREE's
-// lazy-free folios, and clearing soft-dirty bits (clear_refs_write in
-// fs/proc/task_mmu.c).
+// Swap. This file: the in-memory swap device and its slots (mm/swapfile.c),
+// the swap cache and its read for swap-in (mm/swap_state.c:
+// __read_swap_cache_async is read_swap_cache), and the device I/O
+// (mm/page_io.c). Elsewhere, and described here too: swap-in faults
+// (do_swap_page, mm/memory.c) in fault/memory_swap.cpp; swap and migration
+// entries in zap and fork in mm/zap.cpp and mm/fork.cpp; the reclaim that MADV_COLD and
+// MADV_PAGEOUT drive, in mm/madvise.cpp (madvise_cold_or_pageout_pte_range,
+// with folio_deactivate of mm/swap.c) and mm/vmscan.cpp (shrink_folio_list,
+// try_to_unmap_one of mm/rmap.c), including the discard of MADV_FREE's
+// lazy-free folios.
 //
 // Reclaim follows shrink_folio_list's order: a swap-backed folio gets swap
 // space first (a large folio whole from a block device; a swap file, no
@@ -299,6 +299,54 @@ void swap_cache_split_folio(Folio* head, long nr) {
   SpinGuard g(&si->lock);
   for (long i = 0; i < nr; i++)
     si->cache[swp_offset(entry) + static_cast<uint64_t>(i)] = reinterpret_cast<Folio*>(folio_page(head, i));
+}
+
+// __read_swap_cache_async for one slot: the folio the swap cache holds, with a
+// reference (*fresh false), or a new order-0 folio added to the swap cache,
+// read from the device and left locked (*fresh true). nullptr when the slot
+// was freed meanwhile (its swap PTE is gone) or memory ran out.
+Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh) {
+  const uint64_t off = swp_offset(entry);
+  for (;;) {
+    if (Folio* f = swap_cache_get_folio(k, entry)) {
+      *fresh = false;
+      return f;
+    }
+    Folio* nf = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
+    if (!nf) return nullptr;
+    // Private to us until added to the cache: the lock cannot be contended.
+    __folio_set_locked(nf);
+    folio_set_swapbacked(nf);
+    enum class Add : uint8_t { kAdded, kRaced, kGone } r;
+    {
+      SpinGuard g(&si->lock);
+      uint16_t v = si->swap_map[off];
+      if (si->cache[off]) {
+        r = Add::kRaced;  // another folio is (being) added, or is frozen by a split
+      } else if (!(v & SWAP_COUNT_MASK)) {
+        r = Add::kGone;  // !swap_entry_swapped(): every swap PTE of it is gone
+      } else {
+        // swapcache_prepare + swap_cache_add_folio.
+        folio_ref_add(nf, 1);
+        aref(nf->page.private_).store(entry.val, std::memory_order_release);
+        folio_set_swapcache(nf);
+        si->swap_map[off] = static_cast<uint16_t>(v | SWAP_HAS_CACHE);
+        si->cache[off] = nf;
+        r = Add::kAdded;
+      }
+    }
+    if (r != Add::kAdded) {
+      folio_unlock(nf);
+      folio_put(nf);
+      if (r == Add::kGone) return nullptr;
+      std::this_thread::yield();
+      continue;
+    }
+    if (swap_read_folio(k, nf, si, off)) folio_set_uptodate(nf);
+    folio_add_lru(nf);
+    *fresh = true;
+    return nf;
+  }
 }
 
 int swap_duplicate(Kernel* k, swp_entry_t entry) {

@@ -1,6 +1,7 @@
-// Swap (mm/swapfile.c, mm/swap_state.c, mm/vmscan.c's pageout path, and
-// do_swap_page of mm/memory.c): an in-memory swap device, the swap cache,
-// swap-in faults, and the migration entries that splitting a folio uses.
+// Swap (mm/swapfile.c, mm/swap_state.c, mm/page_io.c; defined in
+// mm/swapfile.cpp): an in-memory swap device, its slots, the swap cache and
+// its read for swap-in faults (do_swap_page is in fault/memory_swap.cpp),
+// and the migration entries that splitting a folio uses.
 //
 // The model's device is held in host memory and is an ordinary block device
 // (not a SWP_SYNCHRONOUS_IO one such as zram) or a swap file, which differs
@@ -104,6 +105,12 @@ Folio* swap_cache_get_folio(Kernel* k, swp_entry_t entry);
 // that is not in the swap cache yet, and add it to the swap cache (PG_swapcache,
 // private_ = first entry, one reference per page). 0 or -ENOMEM (no room).
 [[nodiscard]] int folio_alloc_swap(Folio* folio);
+// __read_swap_cache_async for one slot of si (the entry's device): the folio
+// the swap cache holds, with a reference (*fresh false), or a new order-0
+// folio added to the swap cache, read from the device and left locked
+// (*fresh true). nullptr when the slot was freed meanwhile (its swap PTE is
+// gone) or memory ran out.
+Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh);
 // Remove a locked folio from the swap cache: its slots lose SWAP_HAS_CACHE
 // (and are freed if no swap PTE uses them), PG_swapcache is cleared and the
 // cache's references are dropped (swap_cache_del_folio + put_swap_folio).

@@ -1,7 +1,8 @@
-// The reclaim that MADV_COLD and MADV_PAGEOUT drive (madvise_cold_or_pageout_pte_range
-// in mm/madvise.c, folio_deactivate in mm/swap.c, shrink_folio_list in
-// mm/vmscan.c, try_to_unmap_one in mm/rmap.c); see mm/swapfile.cpp for how
-// the model departs from the kernel.
+// The reclaim that MADV_PAGEOUT drives (reclaim_pages and shrink_folio_list
+// in mm/vmscan.c, with try_to_unmap_one of mm/rmap.c); the walk that
+// deactivates or isolates the folios (madvise_cold_or_pageout_pte_range) is
+// in mm/madvise.cpp. See mm/swapfile.cpp for how the model departs from the
+// kernel.
 #include "mm/mm.h"
 #include "mm/swapfile.h"
 
@@ -15,7 +16,6 @@
 
 #include "mm/huge_mm.h"
 #include "mm/kernel.h"
-#include "mm/madvise.h"
 #include "mm/memory.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
@@ -28,8 +28,7 @@
 namespace mmlab {
 
 // ============================================================================
-// MADV_COLD and MADV_PAGEOUT: deactivate or isolate, then reclaim
-// (mm/madvise.c, mm/swap.c, mm/vmscan.c, mm/rmap.c)
+// MADV_PAGEOUT's reclaim of the folios madvise isolated (mm/vmscan.c, mm/rmap.c)
 // ============================================================================
 
 namespace {
@@ -267,124 +266,9 @@ void shrink_folio_list(Kernel* k, std::vector<Folio*>* list) {
   }
 }
 
-// The end of madvise_cold_or_pageout_pte_range for one folio: clear the
-// reference bits (page-idle tracking's PG_young is not modelled), then
-// deactivate it (MADV_COLD) or isolate it for reclaim (MADV_PAGEOUT).
-void cold_or_pageout_folio(Folio* folio, ColdOrPageout what, std::vector<Folio*>* list) {
-  folio_clear_referenced(folio);
-  if (folio_test_active(folio)) folio_set_workingset(folio);
-  if (what == ColdOrPageout::kCold) {
-    folio_deactivate(folio);
-    return;
-  }
-  if (!folio_isolate_lru(folio)) return;
-  if (folio_test_unevictable(folio)) {
-    folio_putback_lru(folio);
-    return;
-  }
-  list->push_back(folio);
-}
-
-// A folio the walk leaves alone: MADV_PAGEOUT reclaims anonymous folios
-// only (file reclaim is not modelled); MADV_COLD deactivates any folio.
-bool skip_folio(const Folio* folio, ColdOrPageout what) {
-  return what == ColdOrPageout::kPageout && !folio_test_anon(folio);
-}
-
-// The PMD-leaf part of madvise_cold_or_pageout_pte_range. true: done with
-// this PMD; false: look at the PTEs (the leaf was split, or is gone).
-bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, ColdOrPageout what,
-                         std::vector<Folio*>* list) {
-  Mm* mm = vma->vm_mm;
-  SpinLock* ptl = pmd_lock(mm, pmd);
-  ptl->assert_held();
-  pmd_t orig = pmdp_get(pmd);
-  if (!pmd_trans_huge(orig)) {
-    ptl->unlock();
-    return pmd_none(orig);
-  }
-  Page* page = vm_normal_page_pmd(vma, addr, orig);
-  Folio* folio = page ? page_folio(page) : nullptr;  // nullptr: the huge zero folio
-  // Do not interfere with other mappings of this folio.
-  if (!folio || folio_maybe_mapped_shared(folio) || skip_folio(folio, what)) {
-    ptl->unlock();
-    return true;
-  }
-  if (end - addr != PMD_SIZE) {
-    // Only part of the THP is advised: split it, then work on the pages.
-    folio_get(folio);
-    ptl->unlock();
-    folio_lock(folio);
-    int err = split_folio(folio);
-    folio_unlock_swap(folio);
-    folio_put(folio);
-    return err != 0;
-  }
-  if (what == ColdOrPageout::kCold && pmd_young(orig)) {
-    // pmdp_invalidate, then the entry comes back old.
-    pmd_t old = entry_xchg(pmd, pmd_mkinvalid(orig));
-    flush_pmd_tlb_range(vma, addr, addr + PMD_SIZE);
-    entry_set(pmd, pmd_mkold(old));
-  }
-  cold_or_pageout_folio(folio, what, list);
-  ptl->unlock();
-  return true;
-}
-
-// madvise_cold_or_pageout_pte_range for [addr, end) inside one PMD.
-void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPageout what,
-                               std::vector<Folio*>* list) {
-  Mm* mm = vma->vm_mm;
-  pmd_t* pmd = mm_find_pmd(mm, addr);
-  if (!pmd) return;
-  if (pmd_trans_huge(pmdp_get(pmd)) && cold_or_pageout_pmd(vma, pmd, addr, end, what, list)) return;
-  MadvisePteWalk w(vma, pmd, addr, end);
-  if (!w.lock(addr)) return;
-  unsigned nr;
-  for (; addr < end; w.advance(nr), addr += nr * PAGE_SIZE) {
-    nr = 1;
-    pte_t ptent = ptep_get(w.pte());
-    if (pte_none(ptent) || !pte_present(ptent)) continue;
-    Page* page = vm_normal_page(vma, addr, ptent);
-    if (!page) continue;
-    Folio* folio = page_folio(page);
-    if (skip_folio(folio, what)) continue;
-    if (folio_test_large(folio)) {
-      // Split a large folio only if it is not entirely mapped inside the
-      // range; otherwise it is deactivated or reclaimed whole.
-      MadvisePteWalk::LargeFolio step = w.large_folio(folio, addr, &ptent, &nr);
-      if (step == MadvisePteWalk::LargeFolio::kStop) break;
-      if (step == MadvisePteWalk::LargeFolio::kNext) continue;
-    }
-    // Other mappings of this folio, and folios off the LRU, are left alone.
-    // A large folio here is mapped entirely by this range, so mapcount ==
-    // nr_pages means nobody else maps it.
-    if (!folio_test_lru(folio) || folio_mapcount(folio) != folio_nr_pages(folio)) continue;
-    if (what == ColdOrPageout::kCold && pte_young(ptent)) {
-      clear_young_dirty_ptes(mm, addr, w.pte(), nr, CYDP_CLEAR_YOUNG);
-      w.owe_flush();  // tlb_remove_tlb_entries
-    }
-    cold_or_pageout_folio(folio, what, list);
-  }
-}
-
 }  // namespace
 
-// madvise_cold / madvise_pageout for [start, end) of vma (mmap_lock held
-// for read), after can_madv_lru_vma().
-void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what) {
-  mmap_assert_locked(vma->vm_mm);
-  Kernel* k = vma->vm_mm->kernel;
-  // Shared mappings hold page cache or shmem, which the model does not
-  // reclaim; MADV_COLD still deactivates their folios.
-  if (what == ColdOrPageout::kPageout && (vma->vm_flags & (VM_SHARED | VM_MAYSHARE))) return;
-  end = std::min(end, vma->vm_end);
-  for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
-    next = pmd_addr_end(addr, end);
-    std::vector<Folio*> list;
-    cold_or_pageout_pmd_range(vma, addr, next, what, &list);
-    shrink_folio_list(k, &list);  // reclaim_pages(); empty for MADV_COLD
-  }
-}
+// reclaim_pages (MADV_PAGEOUT): shrink_folio_list over the folios it isolated.
+void reclaim_pages(Kernel* k, std::vector<Folio*>* folio_list) { shrink_folio_list(k, folio_list); }
 
 }  // namespace mmlab

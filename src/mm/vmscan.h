@@ -1,19 +1,20 @@
-// The madvise-driven reclaim of mm/vmscan.c and mm/madvise.c (MADV_COLD,
-// MADV_PAGEOUT). Defined in mm/vmscan.cpp.
+// The reclaim of mm/vmscan.c that MADV_PAGEOUT drives (reclaim_pages,
+// declared in the kernel's mm/internal.h). Defined in mm/vmscan.cpp; the
+// madvise walk that isolates the folios is in mm/madvise.cpp.
 #pragma once
 
-#include <cstdint>
+#include <vector>
 
-#include "pgtable/mm_types.h"
+#include "phys/page.h"
 
 namespace mmlab {
 
-// MADV_COLD (madvise_cold: deactivate) or MADV_PAGEOUT (madvise_pageout:
-// reclaim to swap, discard lazy-free folios) of [start, end) in vma, which
-// passed can_madv_lru_vma(). Large folios the range covers only in part are
-// split first; folios another process may map are left alone.
-enum class ColdOrPageout : uint8_t { kCold, kPageout };
+struct Kernel;
 
-void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what);
+// reclaim_pages: shrink_folio_list over folios the caller isolated from the
+// LRU (each holding an isolation reference): swapped out or, lazy-free,
+// discarded, and freed; or put back. A large folio split on the way appends
+// its other parts to the list.
+void reclaim_pages(Kernel* k, std::vector<Folio*>* folio_list);
 
 }  // namespace mmlab

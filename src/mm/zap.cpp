@@ -1,5 +1,6 @@
-// Unmapping (mm/memory.c's zap_pte_range family) and freeing page tables
-// (free_pgtables / free_pgd_range).
+// Unmapping (mm/memory.c's zap_pte_range family, with the swap entries,
+// migration entries and markers it meets: zap_nonpresent_ptes) and freeing
+// page tables (free_pgtables / free_pgd_range).
 #include <vector>
 
 #include "mm/huge_mm.h"
@@ -54,6 +55,25 @@ unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsi
   add_mm_counter(mm, mm_counter(folio), -static_cast<long>(nr));
   folio_remove_rmap_ptes(folio, page, static_cast<int>(nr), vma);
   batch->folios.push_back({folio, static_cast<int>(nr)});
+  return nr;
+}
+
+// zap_nonpresent_ptes, for a caller without zap_details: swap entries free
+// their slots (a batch of consecutive ones at once), migration entries drop
+// the rss they stand for, and markers (uffd-wp, guard, poison) are dropped.
+unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr) {
+  Mm* mm = vma->vm_mm;
+  swp_entry_t entry = pte_to_swp_entry(ptent);
+  unsigned nr = 1;
+  if (!non_swap_entry(entry)) {
+    nr = swap_pte_batch(pte, max_nr, ptent);
+    add_mm_counter(mm, MM_SWAPENTS, -static_cast<long>(nr));
+    free_swap_and_cache_nr(mm->kernel, entry, nr);
+  } else if (is_migration_entry(entry)) {
+    Folio* folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(entry)));
+    dec_mm_counter(mm, mm_counter(folio));
+  }
+  for (unsigned i = 0; i < nr; i++) ptep_get_and_clear(mm, addr + i * PAGE_SIZE, pte + i);
   return nr;
 }
 

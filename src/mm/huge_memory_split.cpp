@@ -1,9 +1,10 @@
 // Splitting a large anonymous folio into order-0 folios, and the
-// deferred-split shrinker: mm/huge_memory.c (__folio_split,
-// __split_unmapped_folio, deferred_split_scan, thp_underused), with the
-// rmap halves from mm/rmap.c (unmap_folio -> try_to_migrate_one) and
-// mm/migrate.c (remap_page -> remove_migration_pte,
-// try_to_map_unused_to_zeropage).
+// deferred-split shrinker: the split code of mm/huge_memory.c
+// (__folio_split, __split_unmapped_folio, deferred_split_scan,
+// thp_underused). Its rmap halves are where the kernel has them:
+// unmap_folio -> try_to_migrate in mm/rmap.cpp, remap_page ->
+// remove_migration_ptes (with try_to_map_unused_to_zeropage) in
+// mm/migrate.cpp.
 //
 // The protocol is the kernel's: with the folio locked and the anon_vma
 // write-locked, every mapping is replaced by a migration entry (a PMD mapping
@@ -20,9 +21,10 @@
 //    replaced, where the kernel's split_huge_pmd_locked(freeze=true) writes
 //    migration entries directly; the end state is the same.
 //  - The anon_vma's VMAs are a set ordered by address, not the kernel's
-//    interval tree in fork order, so remap_page() repeats its walk until a pass
-//    finds no migration entry left (a concurrent fork may have copied one into
-//    a child VMA visited earlier).
+//    interval tree in fork order, so remap_page() (remove_migration_ptes in
+//    mm/migrate.cpp) repeats its walk until a pass finds no migration entry
+//    left (a concurrent fork may have copied one into a child VMA visited
+//    earlier).
 //  - folio_get_anon_vma() has no RCU: the anon_vma of a folio that is still
 //    mapped is assumed to stay alive while its reference is taken.
 //  - deferred_split_scan() scans the whole queue in one call; a folio that is
@@ -63,125 +65,8 @@ bool page_is_zero(PhysMem* phys, Page* page) {
   return user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) < 0;
 }
 
-// One present PTE of the folio becomes a migration entry that remembers
-// write, exclusive, young, dirty, soft-dirty and uffd-wp. false: a page that
-// may be pinned cannot lose its exclusive mapping.
-bool try_to_migrate_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
-  pte_t* pte = pvmw->pte;
-  const pfn_t pfn = pte_pfn(ptep_get(pte));
-  Page* subpage = pvmw->vma->vm_mm->phys->pfn_to_page(pfn);
-  const bool anon_exclusive = PageAnonExclusive(subpage);
-  // Clear first (see folio_try_share_anon_rmap_pte); one flush per table.
-  pte_t pteval = entry_xchg(pte, pte_t{0});
-  batch->cleared();
-  if (pte_dirty(pteval)) folio_set_dirty(folio);
-  if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
-    entry_set(pte, pteval);
-    return false;
-  }
-  unsigned type = pte_write(pteval) ? SWP_MIGRATION_WRITE
-                  : anon_exclusive  ? SWP_MIGRATION_READ_EXCLUSIVE
-                                    : SWP_MIGRATION_READ;
-  uint64_t off = pfn;
-  if (pte_young(pteval)) off |= SWP_MIG_YOUNG;
-  if (pte_dirty(pteval)) off |= SWP_MIG_DIRTY;
-  batch->set_swp_pte(pte, pteval, swp_entry_to_pte(make_migration_entry(type, off)), subpage);
-  return true;
-}
-
-// try_to_migrate_one(TTU_SPLIT_HUGE_PMD) for one VMA: a PMD mapping is split,
-// then every PTE mapping a page of the folio becomes a migration entry
-// (mlocked or not). false stops the walk.
-bool try_to_migrate_one(Folio* folio, Vma* vma) {
-  return try_to_unmap_vma(folio, vma, TTU_IGNORE_MLOCK,
-                          [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) { return try_to_migrate_pte(folio, w, b); });
-}
-
-}  // namespace
-
-void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem) {
-  rmap_walk_locked(av, {.rmap_one = [folio](Vma* vma) { return try_to_migrate_one(folio, vma); },
-                        .done = [folio] { return !folio_mapped(folio); }});
-}
-
-namespace {
-
 // unmap_folio: try_to_migrate over the locked anon_vma.
 void unmap_folio(Folio* folio, AnonVma* av) REQUIRES(av->rwsem) { try_to_migrate(folio, av); }
-
-// try_to_map_unused_to_zeropage: a zero-filled order-0 page of a split folio
-// is mapped by the shared zero page instead (and so freed).
-bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t old, Page* page, Folio* folio) {
-  if (folio_test_large(folio)) return false;
-  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED)) return false;
-  PhysMem* phys = vma->vm_mm->phys;
-  if (!page_is_zero(phys, page)) return false;
-  pte_t newpte = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
-  if (pte_swp_soft_dirty(old)) newpte = pte_mksoft_dirty(newpte);
-  if (pte_swp_uffd_wp(old)) newpte = pte_mkuffd_wp(newpte);
-  set_pte_at(vma->vm_mm, addr, ptep, newpte);
-  dec_mm_counter(vma->vm_mm, mm_counter(folio));
-  return true;
-}
-
-// remove_migration_pte for one entry the walk found: it becomes a PTE of the
-// page at the same index of dst (a migration), of the page's own (new) folio
-// (dst null: a split, or a migration undone), or of the zero page.
-void remove_migration_pte(PageVmaMappedWalk* pvmw, Folio* dst, bool map_unused_to_zeropage) {
-  Vma* vma = pvmw->vma;
-  const uint64_t a = pvmw->address;
-  pte_t* pte = pvmw->pte;
-  const pte_t old = ptep_get(pte);
-  const swp_entry_t entry = pte_to_swp_entry(old);
-  PhysMem* phys = vma->vm_mm->phys;
-  Page* page = dst ? folio_page(dst, static_cast<long>(swp_offset_pfn(entry) - pvmw->pfn))
-                   : phys->pfn_to_page(swp_offset_pfn(entry));
-  const pfn_t pfn = phys->page_to_pfn(page);
-  Folio* folio = page_folio(page);
-  if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) return;
-  folio_get(folio);
-  pte_t ptev = pfn_pte(pfn, vma->vm_page_prot);
-  if (pte_swp_soft_dirty(old)) ptev = pte_mksoft_dirty(ptev);
-  ptev = is_migration_entry_young(entry) ? pte_mkyoung(ptev) : pte_mkold(ptev);
-  if (folio_test_dirty(folio) && is_migration_entry_dirty(entry)) ptev = pte_mkdirty(ptev);
-  if (is_writable_migration_entry(entry)) ptev = pte_mkwrite_novma(ptev);
-  else if (pte_swp_uffd_wp(old)) ptev = pte_mkuffd_wp(ptev);
-  rmap_t flags = RMAP_NONE;
-  if (folio_test_anon(folio) && !is_readable_migration_entry(entry)) flags |= RMAP_EXCLUSIVE;
-  folio_add_anon_rmap_ptes(folio, page, 1, vma, a, flags);
-  set_pte_at(vma->vm_mm, a, pte, ptev);
-}
-
-// remove_migration_ptes on one VMA: every migration entry pointing into
-// [fpfn, fpfn + nr) (the folio before the split or migration) is replaced.
-// Returns how many it replaced.
-long remove_migration_ptes_vma(Vma* vma, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
-                               bool map_unused_to_zeropage) {
-  PageVmaMappedWalk pvmw{.pfn = fpfn, .nr_pages = nr, .pgoff = index, .vma = vma, .flags = PVMW_MIGRATION};
-  long restored = 0;
-  page_vma_mapped_walk(&pvmw, [&](PageVmaMappedWalk* w) {
-    remove_migration_pte(w, dst, map_unused_to_zeropage);
-    restored++;
-    return true;
-  });
-  return restored;
-}
-
-}  // namespace
-
-void remove_migration_ptes(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, Folio* dst,
-                           bool map_unused_to_zeropage) REQUIRES_SHARED(av->rwsem) {
-  for (;;) {
-    long restored = 0;
-    rmap_walk_locked(av, {.rmap_one = [&](Vma* vma) {
-      restored += remove_migration_ptes_vma(vma, fpfn, index, nr, dst, map_unused_to_zeropage);
-      return true;
-    }});
-    if (!restored) break;
-  }
-}
-
-namespace {
 
 // remap_page: put back every mapping unmap_folio() took away.
 void remap_page(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr, bool map_unused_to_zeropage)

@@ -1,5 +1,8 @@
-// Swap-in faults: do_swap_page (mm/memory.c) and __read_swap_cache_async
-// (mm/swap_state.c). The device and the swap cache are in mm/swapfile.cpp.
+// Swap-in faults, the swap half of mm/memory.c's fault code: do_swap_page
+// and its helpers (handle_pte_marker, pte_marker_clear). The swap-cache
+// lookup and read it calls (read_swap_cache: __read_swap_cache_async of
+// mm/swap_state.c) is in mm/swapfile.cpp with the device and the swap cache;
+// migration_entry_wait is in mm/migrate.cpp.
 #include "mm/mm.h"
 #include "mm/swapfile.h"
 
@@ -13,6 +16,7 @@
 
 #include "fault/fault.h"
 #include "mm/kernel.h"
+#include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/vmdebug.h"
@@ -21,7 +25,7 @@
 namespace mmlab {
 
 // ============================================================================
-// Swap-in (do_swap_page, mm/memory.c; __read_swap_cache_async, mm/swap_state.c)
+// Swap-in (do_swap_page, mm/memory.c)
 // ============================================================================
 
 namespace {
@@ -31,78 +35,6 @@ bool folio_matches_swap_entry(const Folio* folio, swp_entry_t entry) {
   swp_entry_t first = folio_swap_entry(folio);
   return swp_type(first) == swp_type(entry) && swp_offset(entry) >= swp_offset(first) &&
          swp_offset(entry) < swp_offset(first) + static_cast<uint64_t>(folio_nr_pages(folio));
-}
-
-// __read_swap_cache_async for one slot: the folio the swap cache holds, with a
-// reference (*fresh false), or a new order-0 folio added to the swap cache,
-// read from the device and left locked (*fresh true). nullptr when the slot
-// was freed meanwhile (its swap PTE is gone) or memory ran out.
-Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh) {
-  const uint64_t off = swp_offset(entry);
-  for (;;) {
-    if (Folio* f = swap_cache_get_folio(k, entry)) {
-      *fresh = false;
-      return f;
-    }
-    Folio* nf = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
-    if (!nf) return nullptr;
-    // Private to us until added to the cache: the lock cannot be contended.
-    __folio_set_locked(nf);
-    folio_set_swapbacked(nf);
-    enum class Add : uint8_t { kAdded, kRaced, kGone } r;
-    {
-      SpinGuard g(&si->lock);
-      uint16_t v = si->swap_map[off];
-      if (si->cache[off]) {
-        r = Add::kRaced;  // another folio is (being) added, or is frozen by a split
-      } else if (!(v & SWAP_COUNT_MASK)) {
-        r = Add::kGone;  // !swap_entry_swapped(): every swap PTE of it is gone
-      } else {
-        // swapcache_prepare + swap_cache_add_folio.
-        folio_ref_add(nf, 1);
-        aref(nf->page.private_).store(entry.val, std::memory_order_release);
-        folio_set_swapcache(nf);
-        si->swap_map[off] = static_cast<uint16_t>(v | SWAP_HAS_CACHE);
-        si->cache[off] = nf;
-        r = Add::kAdded;
-      }
-    }
-    if (r != Add::kAdded) {
-      folio_unlock(nf);
-      folio_put(nf);
-      if (r == Add::kGone) return nullptr;
-      std::this_thread::yield();
-      continue;
-    }
-    if (swap_read_folio(k, nf, si, off)) folio_set_uptodate(nf);
-    folio_add_lru(nf);
-    *fresh = true;
-    return nf;
-  }
-}
-
-// migration_entry_wait: sleep until the thread that replaced the PTE by a
-// migration entry (a folio split) unlocks the folio; the fault then retries.
-void migration_entry_wait(VmFault* vmf) {
-  Mm* mm = vmf->mm();
-  SpinLock* ptl;
-  pte_t* ptep = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
-  if (!ptep) return;
-  ptl->assert_held();
-  pte_t pte = ptep_get(ptep);
-  Folio* folio = nullptr;
-  if (is_swap_pte(pte) && is_migration_entry(pte_to_swp_entry(pte))) {
-    folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(pte_to_swp_entry(pte))));
-    if (!folio_ref_try_add(folio, 1)) folio = nullptr;  // frozen: being split right now
-  }
-  ptl->unlock();
-  if (!folio) {
-    std::this_thread::yield();
-    return;
-  }
-  // migration_entry_wait_on_locked: wait for the lock bit, without taking it.
-  while (folio_test_locked(folio)) std::this_thread::yield();
-  folio_put(folio);
 }
 
 // pte_marker_clear: drop a marker that no longer means anything.
@@ -139,7 +71,7 @@ vm_fault_t do_swap_page(VmFault* vmf) {
   swp_entry_t entry = pte_to_swp_entry(vmf->orig_pte);
   if (non_swap_entry(entry)) {
     if (is_migration_entry(entry)) {
-      migration_entry_wait(vmf);
+      migration_entry_wait(mm, vmf->pmd, vmf->address);
       return 0;
     }
     if (is_pte_marker_entry(entry)) return handle_pte_marker(vmf, entry);
