@@ -164,11 +164,18 @@ class ModelRun final : public TestRun {
     FsClass fs;
     fs_class_from_name(s.fs, &fs);
     if (s.hugetlb_shift) fs = FsClass::kHugetlbfs;
+    // scenario_check_sizes() refuses this before a run; a caller that did
+    // not ask it still gets no allocation that cannot succeed.
+    if (s.size > opt_.ram_bytes)
+      fail(st, fmt::format("file {} of {} bytes: larger than the System's RAM ({} bytes); a file is allocated whole", s.name, s.size,
+                           opt_.ram_bytes));
     int fd = sys_->create_file(s.size, fs, s.hugetlb_shift, s.name);
     check_errno(st, fd, "file");
     if (fd >= 0) files_[s.name] = fd;
   }
   void run(const Stmt& st, const stmt::Swap& s) {
+    if (s.size > opt_.ram_bytes)
+      fail(st, fmt::format("swap of {} bytes: larger than the System's RAM ({} bytes)", s.size, opt_.ram_bytes));
     check_errno(st, sys_->add_swap(s.size, s.kind == "file" ? SwapKind::kFile : SwapKind::kBlkdev), "swap");
   }
   void run(const Stmt& st, const stmt::Khugepaged& s) {
