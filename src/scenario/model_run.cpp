@@ -281,8 +281,15 @@ class ModelRun final : public TestRun {
       fail(st, fmt::format("NPAGES {}: a pages array of {} bytes is larger than a caller could allocate ({} bytes: "
                            "kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)",
                            s.nr_pages, s.nr_pages * sizeof(void*), limit));
+    // The call gets the count as written (the kernel returns what it can),
+    // but the pages array only as many slots as the mapped run from the
+    // address holds: a count far beyond the region costs no host memory.
+    // A test's statements run on one thread, so the run cannot grow meanwhile.
+    Process* p = proc(st, s.proc);
+    const uint64_t at = addr(st, s.addr);
+    const long nr = static_cast<long>(s.nr_pages);
     Handle& h = handles_[s.handle];
-    h.ret = gup(proc(st, s.proc), s.entry, addr(st, s.addr), static_cast<long>(s.nr_pages), s.gup_flags, &h.pages);
+    h.ret = gup(p, s.entry, at, nr, s.gup_flags, &h.pages, gup_reachable_pages(p, at, nr));
   }
   void run(const Stmt& st, const stmt::HandleWrite& s) {
     check_errno(st, handle(st, s.handle).pages.fill(s.offset, s.byte, s.size), "write through the handle");
