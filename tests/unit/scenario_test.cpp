@@ -401,6 +401,15 @@ TEST(ScenarioRunTest, FileAndSwapBeyondTheRamAreRefusedUpFront) {
   EXPECT_EQ(r.results[1].diagnostics.front(), "t.mms:4: swap of 1073741824000 bytes: larger than the System's RAM (268435456 bytes)");
 }
 
+// A read's SIZE, and a handle access's, are the scenario's: the one far
+// beyond the mapping ends in its signal or -EFAULT, its buffer never that size.
+TEST(ScenarioRunTest, AccessSizesBeyondTheMappingAllocateNothing) {
+  RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nexpect-error SIGSEGV P read A 0x100000000000\n"
+                 "P gup H A 2 get\nexpect-error EFAULT H read 0 0x100000000000 1\nexpect-error EFAULT H write 4K 0x100000000000 1\n");
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+}
+
 TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {
   // The interpreter releases what handles still hold, then checks for leaks.
   RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nP gup H A 2 pin\nexpect H 2\ncheck\n");
