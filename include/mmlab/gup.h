@@ -81,7 +81,7 @@ class GupPages {
   void add_refs(std::map<uint64_t, long>* refs) const;
 
  private:
-  friend long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out);
+  friend long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out, long capacity);
   std::vector<Page*> pages_;
   long count_ = 0;
   bool pin_ = false;
@@ -89,7 +89,18 @@ class GupPages {
 
 // Call entry point `e` on p's address space; the pages obtained are held in
 // *out (released first if it held any). Returns the entry point's value.
-long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out);
+// `capacity`: the length of the pages array to allocate, when the caller
+// knows the call cannot return more than nr_pages would allow (-1: nr_pages;
+// see gup_reachable_pages).
+long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_flags, GupPages* out, long capacity = -1);
+
+// The most pages a GUP call from `start` asking for nr_pages can return in
+// p's address space as it is now: the pages from start's to the end of the
+// run of VMAs that follow one another without a gap from the one holding
+// start, at most nr_pages (0: no VMA holds start). Every page GUP hands back
+// lies in such a run, so while no other thread changes the address space
+// this sizes the pages array of a count taken from untrusted input.
+long gup_reachable_pages(Process* p, uint64_t start, long nr_pages);
 
 // get_dump_page over [start, start+len): pages returned and holes.
 void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* holes);

@@ -109,6 +109,14 @@ std::vector<HostProbeReport> scenario_host_probes();
 // with *error naming an unknown probe.
 int scenario_host_fake_probes(const std::string& list, std::string* error);
 
+struct ScenarioOptions;
+// The sizes of a parsed program against the run's System and host: a
+// `file` (allocated whole) larger than the System's RAM or the host's
+// available memory, or a `swap` device larger than the System's RAM (on the
+// host backend: the host's available memory), is refused before anything is
+// allocated. false with *error = "file:line:column: expected ..., not 'TOKEN'".
+bool scenario_check_sizes(const ScenarioProgram& prog, const ScenarioOptions& opt, std::string* error);
+
 struct ScenarioOptions {
   std::string filter;  // glob over test names; empty: all
   Backend backend = Backend::kModel;

@@ -43,6 +43,12 @@ std::vector<CounterInfo> counter_catalog();
 // much of a frame store.
 uint64_t host_memory_available();
 
+// The most simulated RAM a System can have (SystemConfig::ram_bytes): its
+// memmap must fit the frame store's memmap window (4 TiB less 4 MiB).
+// System::create refuses more with -EINVAL; a caller checks its input here
+// first to say so.
+uint64_t system_max_ram_bytes();
+
 // The host memory behind a System's RAM (frame stores are recycled across
 // Systems of one process; see src/phys/frame_store.h).
 struct FrameStoreInfo {

@@ -20,14 +20,18 @@ const char* zone_name(ZoneType z) {
   }
 }
 
+uint64_t PhysMem::max_ram_bytes() {
+  const uint64_t frames = (kMemmapAlign - kMemmapOffset) / sizeof(Page);
+  return round_down(frames << PAGE_SHIFT, kMaxOrderBytes);
+}
+
 std::unique_ptr<PhysMem> PhysMem::create(const PhysConfig& cfg, Stats* stats, int* err) {
   int dummy;
   if (!err) err = &dummy;
   *err = -EINVAL;
   if (cfg.ram_bytes == 0 || !is_aligned(cfg.ram_bytes, kMaxOrderBytes)) return nullptr;
   if (!is_aligned(cfg.movable_bytes, kMaxOrderBytes) || cfg.movable_bytes >= cfg.ram_bytes) return nullptr;
-  // The memmap must fit in one kMemmapAlign window after the back pointer.
-  if ((cfg.ram_bytes >> PAGE_SHIFT) > (kMemmapAlign - kMemmapOffset) / sizeof(Page)) return nullptr;
+  if (cfg.ram_bytes > max_ram_bytes()) return nullptr;
 
   std::unique_ptr<PhysMem> pm(new PhysMem());
   pm->cfg_ = cfg;

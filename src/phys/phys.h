@@ -70,6 +70,9 @@ class PhysMem {
   // The simulated kernel this memory belongs to (set by the System; opaque here).
   void* owner = nullptr;
 
+  // The largest RAM create() accepts: a multiple of the largest buddy block
+  // whose memmap fits one kMemmapAlign window after the back pointer.
+  static uint64_t max_ram_bytes();
   // Returns nullptr and sets *err (-ENOMEM, -EINVAL) if the host cannot give the reservation.
   static std::unique_ptr<PhysMem> create(const PhysConfig& cfg, Stats* stats, int* err);
   ~PhysMem();

@@ -1,6 +1,8 @@
 // The public face of GUP (include/mmlab/gup.h).
 #include "gup/gup.h"
 #include "mm/kernel.h"
+#include "mm/mm.h"
+#include "mm/vmdebug.h"
 #include "mmlab/gup.h"
 #include "phys/frame_copy.h"
 #include "sync/rwsem.h"
@@ -130,11 +132,24 @@ void GupPages::add_refs(std::map<uint64_t, long>* refs) const {
   }
 }
 
-long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out) {
+long gup_reachable_pages(Process* p, uint64_t start, long nr_pages) {
+  Mm* mm = p->mm();
+  if (!mm || nr_pages <= 0) return 0;
+  const uint64_t want = static_cast<uint64_t>(nr_pages), from = start & PAGE_MASK;
+  mmap_read_lock(mm);
+  uint64_t end = from;
+  for (Vma* vma = vma_lookup(mm, from); vma && vma->vm_start <= end && (end - from) / PAGE_SIZE < want; vma = vma_next(mm, vma))
+    end = vma->vm_end;
+  mmap_read_unlock(mm);
+  return static_cast<long>(std::min(want, (end - from) / PAGE_SIZE));
+}
+
+long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out, long capacity) {
   out->release();
   Mm* mm = p->mm();
   if (!mm) return -ESRCH;
-  out->pages_.assign(static_cast<size_t>(std::max<long>(nr_pages, 1)), nullptr);
+  const long slots = capacity >= 0 ? std::min(capacity, nr_pages) : nr_pages;
+  out->pages_.assign(static_cast<size_t>(std::max<long>(slots, 1)), nullptr);
   Page** pages = out->pages_.data();
   long ret = 0;
   switch (e) {
@@ -164,6 +179,9 @@ long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, 
       break;
     }
   }
+  // More pages than the array holds would have been written past its end:
+  // a caller's capacity that was not an upper bound, or a model bug.
+  VM_BUG_ON(ret > static_cast<long>(out->pages_.size()), "GUP returned more pages than its caller's capacity");
   out->count_ = ret > 0 ? ret : 0;
   out->pin_ = gup_entry_is_pin(e);
   return ret;

@@ -233,6 +233,8 @@ int64_t System::mthp_stat(unsigned order, const std::string& name) const {
 
 uint64_t host_memory_available() { return host_available_memory(); }
 
+uint64_t system_max_ram_bytes() { return PhysMem::max_ram_bytes(); }
+
 std::vector<CounterInfo> counter_catalog() {
   std::vector<CounterInfo> v;
   for (unsigned i = 0; i < static_cast<unsigned>(Event::kNr); i++)

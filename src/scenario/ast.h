@@ -46,11 +46,13 @@ struct Exit {  // P exit
 struct File {  // file F SIZE [fs=CLASS] [hugetlb=2M|1G]
   std::string name;
   uint64_t size = 0;
+  int size_col = 0;  // the SIZE token's column, for scenario_check_sizes()
   std::string fs = "shmem";
   unsigned hugetlb_shift = 0;  // 21 or 30 (then fs is hugetlbfs)
 };
 struct Swap {  // swap SIZE [blkdev|file]
   uint64_t size = 0;
+  int size_col = 0;  // the SIZE token's column, for scenario_check_sizes()
   std::string kind = "blkdev";
 };
 struct Khugepaged {  // khugepaged [N]

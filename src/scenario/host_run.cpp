@@ -725,8 +725,15 @@ class HostRun final : public TestRun {
     return it->second;
   }
 
+  // Beyond what the handle holds is -EFAULT, as on the model: checked
+  // before a buffer of the statement's size is allocated.
+  static bool beyond_held(const Handle& h, uint64_t off, uint64_t len) {
+    const uint64_t held = h.gup && h.gup->ret > 0 ? static_cast<uint64_t>(h.gup->ret) * PAGE_SIZE : 0;
+    return off > held || len > held - off;
+  }
   void run(const Stmt& st, const stmt::HandleWrite& s) {
     Handle& h = handle(st, s.handle);
+    if (beyond_held(h, s.offset, s.size)) return check_errno(st, -EFAULT, "write through the handle");
     std::vector<uint8_t> buf(s.size, s.byte);
     int r = h.gup->write(s.offset, buf.data(), s.size);
     if (r == -EOPNOTSUPP) throw SkipTest{"a vmsplice() handle cannot be written through on the host"};
@@ -734,6 +741,7 @@ class HostRun final : public TestRun {
   }
   void run(const Stmt& st, const stmt::HandleRead& s) {
     Handle& h = handle(st, s.handle);
+    if (beyond_held(h, s.offset, s.size)) return check_errno(st, -EFAULT, "read through the handle");
     std::vector<uint8_t> buf(s.size, s.byte);
     int r = h.gup->read(s.offset, buf.data(), s.size);
     check_errno(st, r, "read through the handle");

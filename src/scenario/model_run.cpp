@@ -164,11 +164,18 @@ class ModelRun final : public TestRun {
     FsClass fs;
     fs_class_from_name(s.fs, &fs);
     if (s.hugetlb_shift) fs = FsClass::kHugetlbfs;
+    // scenario_check_sizes() refuses this before a run; a caller that did
+    // not ask it still gets no allocation that cannot succeed.
+    if (s.size > opt_.ram_bytes)
+      fail(st, fmt::format("file {} of {} bytes: larger than the System's RAM ({} bytes); a file is allocated whole", s.name, s.size,
+                           opt_.ram_bytes));
     int fd = sys_->create_file(s.size, fs, s.hugetlb_shift, s.name);
     check_errno(st, fd, "file");
     if (fd >= 0) files_[s.name] = fd;
   }
   void run(const Stmt& st, const stmt::Swap& s) {
+    if (s.size > opt_.ram_bytes)
+      fail(st, fmt::format("swap of {} bytes: larger than the System's RAM ({} bytes)", s.size, opt_.ram_bytes));
     check_errno(st, sys_->add_swap(s.size, s.kind == "file" ? SwapKind::kFile : SwapKind::kBlkdev), "swap");
   }
   void run(const Stmt& st, const stmt::Khugepaged& s) {
@@ -254,8 +261,14 @@ class ModelRun final : public TestRun {
     Process* p = proc(st, s.proc);
     uint64_t a = addr(st, s.addr);
     if (!s.byte) {
-      std::vector<uint8_t> buf(s.size);
-      check_access(st, p->read(a, buf.data(), s.size), "read");
+      // In pieces: the SIZE is the scenario's (up to the address space), the
+      // buffer only a piece of it; the first fault ends the read as one would.
+      constexpr uint64_t kPiece = 1ull << 20;
+      std::vector<uint8_t> buf(std::min(s.size, kPiece));
+      AccessResult r;
+      for (uint64_t done = 0; done < s.size && r.ok(); done += kPiece)
+        r = p->read(a + done, buf.data(), std::min(kPiece, s.size - done));
+      check_access(st, r, "read");
       return;
     }
     int64_t bad = -1;
@@ -274,8 +287,15 @@ class ModelRun final : public TestRun {
       fail(st, fmt::format("NPAGES {}: a pages array of {} bytes is larger than a caller could allocate ({} bytes: "
                            "kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)",
                            s.nr_pages, s.nr_pages * sizeof(void*), limit));
+    // The call gets the count as written (the kernel returns what it can),
+    // but the pages array only as many slots as the mapped run from the
+    // address holds: a count far beyond the region costs no host memory.
+    // A test's statements run on one thread, so the run cannot grow meanwhile.
+    Process* p = proc(st, s.proc);
+    const uint64_t at = addr(st, s.addr);
+    const long nr = static_cast<long>(s.nr_pages);
     Handle& h = handles_[s.handle];
-    h.ret = gup(proc(st, s.proc), s.entry, addr(st, s.addr), static_cast<long>(s.nr_pages), s.gup_flags, &h.pages);
+    h.ret = gup(p, s.entry, at, nr, s.gup_flags, &h.pages, gup_reachable_pages(p, at, nr));
   }
   void run(const Stmt& st, const stmt::HandleWrite& s) {
     check_errno(st, handle(st, s.handle).pages.fill(s.offset, s.byte, s.size), "write through the handle");

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "fmt/format.h"
 #include "mmlab/gup.h"
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
@@ -88,7 +89,7 @@ class LineParser {
   }
   // DURATION: a number and a unit (ns, us, ms, s); the result in ns.
   uint64_t duration() {
-    const char* what = "a DURATION (a number and ns, us, ms or s, e.g. 10ms)";
+    const std::string what = "a DURATION (a number and ns, us, ms or s, e.g. 10ms)";
     if (done()) fail(what);
     const std::string& s = t_[i_].s;
     size_t digits = 0;
@@ -96,7 +97,12 @@ class LineParser {
     const std::string unit = s.substr(digits);
     uint64_t mult = unit == "ns" ? 1 : unit == "us" ? 1000 : unit == "ms" ? 1000000 : unit == "s" ? 1000000000 : 0;
     uint64_t v;
-    if (!digits || !mult || !checked_number(s.substr(0, digits), &v) || v > ~0ull / mult) fail(what);
+    if (!digits || !mult || !parse_number(s.substr(0, digits), &v)) {
+      bool overflow = false;
+      if (digits && mult) parse_number(s.substr(0, digits), &v, &overflow);
+      fail(overflow ? "a DURATION below 2^64 ns, not '" + s + "'" : what + ", not '" + s + "'");
+    }
+    if (v > ~0ull / mult) fail("a DURATION below 2^64 ns (about 584 years), not '" + s + "'");
     i_++;
     return v * mult;
   }
@@ -108,8 +114,18 @@ class LineParser {
     a.region = s.substr(0, plus);
     if (!is_name(a.region)) fail("an ADDR (R or R+SIZE)");
     if (plus != std::string::npos && !checked_number(s.substr(plus + 1), &a.offset)) fail("an ADDR (R or R+SIZE)");
+    // A region lies below TASK_SIZE: a larger offset can only wrap past 2^64
+    // or leave the user address space, never name a byte of R.
+    if (a.offset >= TASK_SIZE) fail(fmt::format("an ADDR whose offset is below TASK_SIZE ({:#x}), not '{}'", TASK_SIZE, s));
     i_++;
     return a;
+  }
+  // After ADDR and its SIZE (the token just read): ADDR + SIZE stays in the
+  // user address space, so that no statement's range wraps past 2^64.
+  void in_user_space(const AddrExpr& a, uint64_t len, const char* what = "a SIZE that keeps") {
+    if (len <= TASK_SIZE - a.offset) return;
+    back();
+    fail(fmt::format("{} {}+{:#x} below TASK_SIZE ({:#x}), not '{}'", what, a.region, a.offset, TASK_SIZE, t_[i_].s));
   }
   int prot() {
     static const std::pair<const char*, int> kProts[] = {
@@ -386,6 +402,7 @@ stmt::Mremap parse_mremap(LineParser& lp, const std::string& who) {
   m.proc = who;
   m.addr = lp.addr();
   m.old_size = lp.size();
+  lp.in_user_space(m.addr, m.old_size);
   m.new_size = lp.size();
   m.region = lp.name();
   if (!lp.done()) {
@@ -395,8 +412,10 @@ stmt::Mremap parse_mremap(LineParser& lp, const std::string& who) {
     try {
       m.to = sub.addr();
     } catch (const ParseFail&) {
-      lp.fail("to=ADDR");
+      lp.fail(fmt::format("to=ADDR (R or R+SIZE, the offset below TASK_SIZE {:#x}), not '{}'", TASK_SIZE, to));
     }
+    if (m.new_size > TASK_SIZE - m.to->offset)
+      lp.fail(fmt::format("to=ADDR that keeps NEW below TASK_SIZE ({:#x}), not '{}'", TASK_SIZE, to));
     lp.word("");
   }
   return m;
@@ -420,6 +439,7 @@ stmt::Print parse_print(LineParser& lp, const std::string& who) {
   if (lp.done()) return p;
   p.addr = lp.addr();
   p.size = lp.size();
+  lp.in_user_space(*p.addr, p.size);
   return p;
 }
 
@@ -433,11 +453,13 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
   if (verb == "munmap") {
     stmt::Munmap m{who, lp.addr()};
     m.size = lp.size();
+    lp.in_user_space(m.addr, m.size);
     return m;
   }
   if (verb == "mprotect") {
     stmt::Mprotect m{who, lp.addr()};
     m.size = lp.size();
+    lp.in_user_space(m.addr, m.size);
     m.prot = lp.prot();
     return m;
   }
@@ -446,6 +468,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
     m.proc = who;
     m.addr = lp.addr();
     m.size = lp.size();
+    lp.in_user_space(m.addr, m.size);
     m.advice_name = lp.word("an ADVICE");
     m.advice = advice_from(m.advice_name);
     if (m.advice < 0)
@@ -463,6 +486,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
   if (verb == "userfaultfd") {  // UFFDIO_REGISTER
     stmt::UffdRegister u{who, lp.addr()};
     u.size = lp.size();
+    lp.in_user_space(u.addr, u.size);
     std::string modes = lp.word("MODES (missing, wp or missing,wp)");
     if (modes == "missing") u.missing = true;
     else if (modes == "wp") u.wp = true;
@@ -473,6 +497,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
   if (verb == "uffd-wp") {  // UFFDIO_WRITEPROTECT
     stmt::UffdWp u{who, lp.addr()};
     u.size = lp.size();
+    lp.in_user_space(u.addr, u.size);
     std::string on = lp.word("on or off");
     if (on != "on" && on != "off") lp.back(), lp.fail("on or off");
     u.on = on == "on";
@@ -488,6 +513,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
   if (verb == "write") {
     stmt::Write w{who, lp.addr()};
     w.size = lp.number("a SIZE");
+    lp.in_user_space(w.addr, w.size);
     w.byte = static_cast<uint8_t>(lp.byte());
     return w;
   }
@@ -496,6 +522,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
     r.proc = who;
     r.addr = lp.addr();
     r.size = lp.number("a SIZE");
+    lp.in_user_space(r.addr, r.size);
     if (!lp.done()) r.byte = static_cast<uint8_t>(lp.byte());
     return r;
   }
@@ -509,6 +536,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
     // count is a typo, and would not fit the pages array of any caller.
     if (g.nr_pages > kMaxGupPages)
       lp.back(), lp.fail("NPAGES up to " + std::to_string(kMaxGupPages) + " (the pages of a 128 TiB user address space)");
+    lp.in_user_space(g.addr, g.nr_pages * PAGE_SIZE, "NPAGES that keep");
     parse_gup_flags(lp, &g);
     return g;
   }
@@ -519,6 +547,7 @@ StmtBody parse_named(LineParser& lp, const std::string& who) {
     d.dump = lp.name();
     d.addr = lp.addr();
     d.size = lp.size();
+    lp.in_user_space(d.addr, d.size);
     return d;
   }
   lp.fail("a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print), not '" + verb + "'");
@@ -584,6 +613,7 @@ stmt::Sysfs parse_sysfs(LineParser& lp) {
 stmt::File parse_file(LineParser& lp) {
   stmt::File f;
   f.name = lp.name();
+  if (const Token* t = lp.peek()) f.size_col = t->col;
   f.size = lp.size();
   while (!lp.done()) {
     std::string opt = lp.peek()->s;
@@ -666,6 +696,7 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
     st->body = parse_file(lp);
   } else if (w == "swap") {
     stmt::Swap sw;
+    if (const Token* t = lp.peek()) sw.size_col = t->col;
     sw.size = lp.size();
     // The kind decides whether large folios swap out whole (a block device
     // does; a swap file never does).
@@ -919,6 +950,62 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
 }
 
 static void free_program(ScenarioProgram* p) { delete p; }
+
+namespace {
+
+// The token at `col` (1-based) of a source line.
+std::string token_at(const std::string& line, int col) {
+  if (col < 1 || static_cast<size_t>(col) > line.size()) return "";
+  const size_t from = static_cast<size_t>(col) - 1;
+  size_t to = from;
+  while (to < line.size() && !std::isspace(static_cast<unsigned char>(line[to])) && line[to] != '#') to++;
+  return line.substr(from, to - from);
+}
+
+std::string size_words(uint64_t bytes) {
+  static const std::pair<unsigned, const char*> kUnits[] = {{30, "G"}, {20, "M"}, {10, "K"}};
+  for (auto& [shift, unit] : kUnits)
+    if (bytes && bytes % (1ull << shift) == 0) return std::to_string(bytes >> shift) + unit;
+  return std::to_string(bytes);
+}
+
+// A file is allocated whole (its page cache populated) and a swap device's
+// slots each take host memory: both are refused where the RAM of the
+// System (or, for a file, the host's available memory) cannot hold them.
+bool check_stmt_size(const Stmt& st, const ScenarioOptions& opt, uint64_t host_avail, std::string* error) {
+  auto refuse = [&](int col, const std::string& what) {
+    *error = fmt::format("{}:{}:{}: expected {}, not '{}'", st.file, st.line, col, what, token_at(st.text, col));
+    return false;
+  };
+  const bool model = opt.backend == Backend::kModel;
+  if (const auto* f = st.as<stmt::File>()) {
+    if (model && f->size > opt.ram_bytes)
+      return refuse(f->size_col, fmt::format("a file SIZE up to the System's RAM ({}, --ram): a file is allocated whole", size_words(opt.ram_bytes)));
+    if (host_avail && f->size > host_avail)
+      return refuse(f->size_col, fmt::format("a file SIZE up to the host's available memory ({} MiB): a file is allocated whole", host_avail >> 20));
+  }
+  if (const auto* s = st.as<stmt::Swap>()) {
+    if (model && s->size > opt.ram_bytes)
+      return refuse(s->size_col, fmt::format("a swap SIZE up to the System's RAM ({}, --ram)", size_words(opt.ram_bytes)));
+    if (!model && host_avail && s->size > host_avail)
+      return refuse(s->size_col, fmt::format("a swap SIZE up to the host's available memory ({} MiB)", host_avail >> 20));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool scenario_check_sizes(const ScenarioProgram& prog, const ScenarioOptions& opt, std::string* error) {
+  const uint64_t host_avail = host_memory_available();
+  for (auto& f : prog.files) {
+    for (auto& st : f.prelude)
+      if (!check_stmt_size(st, opt, host_avail, error)) return false;
+    for (auto& tc : f.tests)
+      for (auto& st : tc.stmts)
+        if (!check_stmt_size(st, opt, host_avail, error)) return false;
+  }
+  return true;
+}
 
 // Test names identify results (TAP lines, --known, mmlab diff, JSON): a name
 // used twice in one run would make two results indistinguishable.

@@ -544,5 +544,33 @@ TEST_F(GupTest, RemoteEntryPointsPinAnotherAddressSpace) {
   q->exit();
 }
 
+// gup_reachable_pages: the run of VMAs without a gap from the address,
+// across VMA boundaries, ending at the first hole; a call for far more
+// pages than that, its array sized by it, returns just the run.
+TEST_F(GupTest, ReachablePagesEndAtTheFirstHole) {
+  const long raw = p->mmap(0, 16 * PAGE_SIZE, RW, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(raw, 0);
+  const uint64_t a = static_cast<uint64_t>(raw);
+  ASSERT_EQ(p->mprotect(a + 4 * PAGE_SIZE, 4 * PAGE_SIZE, PROT_READ), 0);  // three VMAs, no gap
+  EXPECT_EQ(gup_reachable_pages(p, a, 1000), 16);
+  EXPECT_EQ(gup_reachable_pages(p, a, 5), 5);
+  EXPECT_EQ(gup_reachable_pages(p, a + 2 * PAGE_SIZE + 123, 1000), 14);  // from the page holding the address
+  EXPECT_EQ(gup_reachable_pages(p, a + 16 * PAGE_SIZE, 1000), 0);
+  EXPECT_EQ(gup_reachable_pages(p, a, 0), 0);
+  ASSERT_EQ(p->munmap(a + 10 * PAGE_SIZE, PAGE_SIZE), 0);
+  EXPECT_EQ(gup_reachable_pages(p, a, 1000), 10);
+  EXPECT_EQ(gup_reachable_pages(p, a + 11 * PAGE_SIZE, 1000), 5);
+  const long huge = 1L << 26;  // an array of this many pointers would take 512 MiB
+  GupPages gets, pins;
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPages, a, huge, 0, &gets, gup_reachable_pages(p, a, huge)), 10);
+  EXPECT_EQ(gets.count(), 10);
+  EXPECT_EQ(gup(p, GupEntry::kPinUserPagesFast, a + 11 * PAGE_SIZE, huge, foll::WRITE, &pins,
+                gup_reachable_pages(p, a + 11 * PAGE_SIZE, huge)),
+            5);
+  EXPECT_EQ(gup(p, GupEntry::kGetUserPages, a + 10 * PAGE_SIZE, huge, 0, &gets, gup_reachable_pages(p, a + 10 * PAGE_SIZE, huge)),
+            -EFAULT);
+  pins.release();
+}
+
 }  // namespace
 }  // namespace mmlab::test

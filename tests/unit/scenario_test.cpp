@@ -165,6 +165,7 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
 }
 
 TEST(ScenarioParseTest, BadInputIsAParseError) {
+  std::string err;
   // Numbers that do not fit 64 bits wrap to something else: refused.
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP write A 18446744073709555712 1\n"),
             "t.mms:4:11: expected a number below 2^64, not '18446744073709555712'");
@@ -177,9 +178,30 @@ TEST(ScenarioParseTest, BadInputIsAParseError) {
   EXPECT_EQ(parse_error("test a\nexpect H 99999999999999999999\n"),
             "t.mms:2:10: expected a number below 2^64, not '99999999999999999999'");
   EXPECT_EQ(parse_error("test a\nadvance 99999999999999999999s\n"),
-            "t.mms:2:9: expected a number below 2^64, not '99999999999999999999'");
+            "t.mms:2:9: expected a DURATION below 2^64 ns, not '99999999999999999999s'");
+  // A duration whose nanoseconds do not fit 64 bits, and one with no unit, name their token.
+  EXPECT_EQ(parse_error("test a\nadvance 18446744073709551615s\n"),
+            "t.mms:2:9: expected a DURATION below 2^64 ns (about 584 years), not '18446744073709551615s'");
+  EXPECT_EQ(parse_error("test a\nadvance 10\n"), "t.mms:2:9: expected a DURATION (a number and ns, us, ms or s, e.g. 10ms), not '10'");
+  // An address offset or range that would wrap past 2^64 or leave the user
+  // address space never names a byte of its region.
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP write A+18446744073709547520 1 1\n"),
+            "t.mms:4:9: expected an ADDR whose offset is below TASK_SIZE (0x7ffffffff000), not 'A+18446744073709547520'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP write A+0xffffffffffffffff 1 1\n"),
+            "t.mms:4:9: expected an ADDR whose offset is below TASK_SIZE (0x7ffffffff000), not 'A+0xffffffffffffffff'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP write A+4K 0xffffffffffffffff 1\n"),
+            "t.mms:4:14: expected a SIZE that keeps A+0x1000 below TASK_SIZE (0x7ffffffff000), not '0xffffffffffffffff'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP munmap A 0x800000000000\n"),
+            "t.mms:4:12: expected a SIZE that keeps A+0x0 below TASK_SIZE (0x7ffffffff000), not '0x800000000000'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP gup H A+0x7fffff000000 34359738368 get\n"),
+            "t.mms:4:26: expected NPAGES that keep A+0x7fffff000000 below TASK_SIZE (0x7ffffffff000), not '34359738368'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP mremap A 4K 8K B to=A+0x7fffffffe000\n"),
+            "t.mms:4:20: expected to=ADDR that keeps NEW below TASK_SIZE (0x7ffffffff000), not 'to=A+0x7fffffffe000'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nexpect P A+0x800000000000 mapped none\n"),
+            "t.mms:4:10: expected an ADDR whose offset is below TASK_SIZE (0x7ffffffff000), not 'A+0x800000000000'");
+  // The last page below TASK_SIZE still parses.
+  EXPECT_TRUE(scenario_parse_text("t.mms", "test a\nproc P\nP mmap A 4K rw private\nP read A+0x7fffffffe000 4K\n", &err)) << err;
   // The largest number still parses.
-  std::string err;
   EXPECT_TRUE(scenario_parse_text("t.mms", "test a\nexpect counter gup.grab 0xffffffffffffffff\n", &err)) << err;
   // A sysfs value of the wrong form; one of the right form that the store
   // rejects is EINVAL at run time (collapse.mms asserts those).
@@ -351,6 +373,41 @@ TEST(ScenarioRunTest, GupCountBeyondAnyPagesArrayIsATestError) {
             "(268435456 bytes: kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)");
   // A count beyond the mapping but within bounds returns what the range holds.
   EXPECT_EQ(r.results[1].outcome, Outcome::kPass) << r.tap;
+}
+
+// A file (allocated whole) or a swap device beyond the System's RAM is
+// refused before the run, at its SIZE token; a run that was not checked
+// fails the test at the statement, allocating nothing.
+TEST(ScenarioRunTest, FileAndSwapBeyondTheRamAreRefusedUpFront) {
+  std::string err;
+  auto prog = scenario_parse_text("t.mms", "test a\nfile F 512M\ntest b\n  swap   1G blkdev\ntest c\nfile G 256M\nswap 256M\n", &err);
+  ASSERT_TRUE(prog) << err;
+  ScenarioOptions opt;
+  opt.ram_bytes = 256ull << 20;
+  EXPECT_FALSE(scenario_check_sizes(*prog, opt, &err));
+  EXPECT_EQ(err, "t.mms:2:8: expected a file SIZE up to the System's RAM (256M, --ram): a file is allocated whole, not '512M'");
+  auto swap_only = scenario_parse_text("t.mms", "test b\n  swap   1G blkdev\n", &err);
+  ASSERT_TRUE(swap_only) << err;
+  EXPECT_FALSE(scenario_check_sizes(*swap_only, opt, &err));
+  EXPECT_EQ(err, "t.mms:2:10: expected a swap SIZE up to the System's RAM (256M, --ram), not '1G'");
+  opt.ram_bytes = 1ull << 30;
+  EXPECT_TRUE(scenario_check_sizes(*prog, opt, &err)) << err;
+  RunOut r = run("test a\nfile F 100G\ntest b\nswap 1000G\n");
+  ASSERT_EQ(r.results.size(), 2u);
+  ASSERT_FALSE(r.results[0].diagnostics.empty());
+  EXPECT_EQ(r.results[0].diagnostics.front(),
+            "t.mms:2: file F of 107374182400 bytes: larger than the System's RAM (268435456 bytes); a file is allocated whole");
+  ASSERT_FALSE(r.results[1].diagnostics.empty());
+  EXPECT_EQ(r.results[1].diagnostics.front(), "t.mms:4: swap of 1073741824000 bytes: larger than the System's RAM (268435456 bytes)");
+}
+
+// A read's SIZE, and a handle access's, are the scenario's: the one far
+// beyond the mapping ends in its signal or -EFAULT, its buffer never that size.
+TEST(ScenarioRunTest, AccessSizesBeyondTheMappingAllocateNothing) {
+  RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nexpect-error SIGSEGV P read A 0x100000000000\n"
+                 "P gup H A 2 get\nexpect-error EFAULT H read 0 0x100000000000 1\nexpect-error EFAULT H write 4K 0x100000000000 1\n");
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
 }
 
 TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {

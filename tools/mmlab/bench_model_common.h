@@ -32,6 +32,10 @@ inline constexpr FolioCase kCases[] = {{"4K", nullptr}, {"64K", "hugepages-64kB"
 // model: a separate run, since the timing itself costs.
 enum class DataTiming { kOff, kOn };
 
+// Host memory a benchmark System takes when `touched` bytes of its RAM are
+// used: the frames, their memmap (1/64), page tables, and slack.
+inline uint64_t model_host_need(uint64_t touched) { return touched + touched / 32 + (64ull << 20); }
+
 // A System of `ram` (rounded up to 4 MiB) whose anonymous faults take the case's folio size.
 std::unique_ptr<System> bench_system(uint64_t ram, const FolioCase& c, int* err);
 

@@ -74,8 +74,15 @@ CollapseSample collapse_once(const FolioCase& c, uint64_t size, int* err) {
 
 }  // namespace
 
+namespace {
+uint64_t collapse_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.quick ? 64 : 256)) << 20; }
+}  // namespace
+
+// The populated region and, at most, a new huge folio for each of its PMDs.
+HostNeed need_collapse(const BenchOptions& o) { return {model_host_need(2 * collapse_size(o)), collapse_size(o) >> 20}; }
+
 int suite_collapse(const BenchOptions& o, Report* rep) {
-  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 64 : 256)) << 20;
+  const uint64_t size = collapse_size(o);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   const FolioCase cases[] = {kCases[0], kCases[1]};  // 4K pages and 64K mTHPs
   std::vector<std::vector<CollapseSample>> samples(std::size(cases));

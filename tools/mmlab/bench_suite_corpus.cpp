@@ -23,6 +23,9 @@
 
 namespace mmlab::cli {
 
+// A fixed set of small tests: nothing --size-mb could make too large.
+HostNeed need_corpus(const BenchOptions&) { return {0, 0, false}; }
+
 int suite_corpus(const BenchOptions& o, Report* rep) {
   const std::string file = o.corpus.empty() ? std::string(MMLAB_SOURCE_DIR) + "/tests/scenarios/cow.mms" : o.corpus;
   const std::string filter = "cow-anon-basic-*";

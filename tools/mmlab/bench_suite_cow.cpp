@@ -64,11 +64,24 @@ int run_column(const cowbench::Workload& w, const cowbench::Column& c, cowbench:
 
 }  // namespace
 
-int suite_cow(const BenchOptions& o, Report* rep) {
+namespace {
+cowbench::Params cow_params(const BenchOptions& o) {
   cowbench::Params p;
   p.size = (o.size_mb ? o.size_mb : (o.quick ? 16 : 64)) << 20;
   p.size = std::max<uint64_t>(PMD_SIZE, p.size & ~(PMD_SIZE - 1));
   p.procs = o.quick ? 2 : 4;
+  return p;
+}
+}  // namespace
+
+// One cow-bench run at a time: every process's copy of the region.
+HostNeed need_cow(const BenchOptions& o) {
+  const cowbench::Params p = cow_params(o);
+  return {cowbench::host_bytes_needed(p, false), p.size >> 20};
+}
+
+int suite_cow(const BenchOptions& o, Report* rep) {
+  cowbench::Params p = cow_params(o);
   p.write_fraction = 1.0 / 32;
   const unsigned seeds = o.repeats ? static_cast<unsigned>(o.repeats) : (o.quick ? 1 : 3);
   rep->add(fmt::format("\n## cow: `mmlab cow-bench` over {} MiB, {} children (usemem), write share 1/32 (cow-rand), {} seed(s)\n\n"

@@ -104,8 +104,15 @@ int data_passes(const FolioCase& c, uint64_t size, long repeats, NativeBuffer& n
 
 }  // namespace
 
+namespace {
+uint64_t data_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.quick ? 64 : 256)) << 20; }
+}  // namespace
+
+// Two native buffers of the region beside one System with it pre-faulted.
+HostNeed need_data(const BenchOptions& o) { return {2 * data_size(o) + model_host_need(data_size(o)), data_size(o) >> 20}; }
+
 int suite_data(const BenchOptions& o, Report* rep) {
-  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 64 : 256)) << 20;
+  const uint64_t size = data_size(o);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 7);
   NativeBuffer nat(size), user(size);
   if (!nat.data() || !user.data()) return 1;

@@ -141,8 +141,15 @@ void trace_cost(uint64_t size, long repeats, Report* rep) {
 
 }  // namespace
 
+namespace {
+uint64_t fault_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.quick ? 256 : 1024)) << 20; }
+}  // namespace
+
+// The native buffer beside one System faulting the region in.
+HostNeed need_fault(const BenchOptions& o) { return {fault_size(o) + model_host_need(fault_size(o)), fault_size(o) >> 20}; }
+
 int suite_fault(const BenchOptions& o, Report* rep) {
-  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 256 : 1024)) << 20;
+  const uint64_t size = fault_size(o);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   NativeBuffer native(size);
   if (!native.data()) {

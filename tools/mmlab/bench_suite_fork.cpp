@@ -79,9 +79,21 @@ ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, Data
 
 }  // namespace
 
+namespace {
+uint64_t fork_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.quick ? 128 : 1024)) << 20; }
+uint64_t fork_cow_bytes(uint64_t size) { return std::min<uint64_t>(size, 64ull << 20); }
+}  // namespace
+
+// Two native buffers of the CoW span beside one System with the populated
+// region, the child's tables and the CoW copies.
+HostNeed need_fork(const BenchOptions& o) {
+  const uint64_t size = fork_size(o), cow = fork_cow_bytes(size);
+  return {2 * cow + model_host_need(size + size / 512 + cow), size >> 20};
+}
+
 int suite_fork(const BenchOptions& o, Report* rep) {
-  const uint64_t size = (o.size_mb ? o.size_mb : (o.quick ? 128 : 1024)) << 20;
-  const uint64_t cow_bytes = std::min<uint64_t>(size, 64ull << 20);
+  const uint64_t size = fork_size(o);
+  const uint64_t cow_bytes = fork_cow_bytes(size);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   NativeBuffer src(cow_bytes), dst(cow_bytes);
   if (!src.data() || !dst.data()) return 1;

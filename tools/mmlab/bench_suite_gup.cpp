@@ -44,8 +44,23 @@ Published batch_only(const std::string& folio) {
 
 }  // namespace
 
+namespace {
+// Each suite's region in MiB: --size-mb, or its own.
+uint64_t gup_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.quick ? 64 : 256); }
+uint64_t unify_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.quick ? 64 : 512); }
+uint64_t sweep_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.quick ? 32 : 256); }
+// One gup_test System at a time, the region pre-faulted.
+HostNeed gup_need(uint64_t mb) { return {gup_bench_host_need(longterm(mb, -1, 1, "4K")), mb}; }
+}  // namespace
+
+HostNeed need_gup(const BenchOptions& o) { return gup_need(gup_mb(o)); }
+HostNeed need_unify(const BenchOptions& o) { return gup_need(unify_mb(o)); }
+HostNeed need_fast(const BenchOptions& o) { return gup_need(gup_mb(o)); }
+HostNeed need_ro_pin(const BenchOptions& o) { return gup_need(gup_mb(o)); }
+HostNeed need_sweep(const BenchOptions& o) { return gup_need(sweep_mb(o)); }
+
 int suite_gup(const BenchOptions& o, Report* rep) {
-  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
+  uint64_t mb = gup_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
   std::vector<GupRow> rows;
   for (const char* f : {"4K", "64K", "2M"}) {
@@ -61,7 +76,7 @@ int suite_gup(const BenchOptions& o, Report* rep) {
 }
 
 int suite_unify(const BenchOptions& o, Report* rep) {
-  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 512);
+  uint64_t mb = unify_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 10);
   GupBenchConfig thp = longterm(mb, 1024, r, "2M");
   walk_variants(&thp, {"v6.5", "legacy"});
@@ -87,7 +102,7 @@ int suite_unify(const BenchOptions& o, Report* rep) {
 }
 
 int suite_fast(const BenchOptions& o, Report* rep) {
-  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
+  uint64_t mb = gup_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
   std::vector<GupRow> rows;
   for (auto cmd : {GupCmd::kGupFast, GupCmd::kPinFast}) {
@@ -108,7 +123,7 @@ int suite_fast(const BenchOptions& o, Report* rep) {
 }
 
 int suite_ro_pin(const BenchOptions& o, Report* rep) {
-  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
+  uint64_t mb = gup_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
   GupBenchConfig c = longterm(mb, -1, r, "64K");
   c.gup_flags = 0;  // -W: read-only
@@ -144,7 +159,7 @@ Plot sweep_plot(const std::string& file, const std::string& title, const std::st
 }  // namespace
 
 int suite_sweep(const BenchOptions& o, Report* rep) {
-  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 32 : 256);
+  uint64_t mb = sweep_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 8);
   std::vector<GupRow> rows;
   const std::vector<long> per_call = {1L, 16L, 64L, 123L, 512L, -1L};

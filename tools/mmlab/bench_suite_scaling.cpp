@@ -13,8 +13,20 @@
 
 namespace mmlab::cli {
 
+namespace {
+std::vector<uint64_t> scaling_sizes_mb(const BenchOptions& o) {
+  return o.quick ? std::vector<uint64_t>{4, 16, 64} : std::vector<uint64_t>{4, 16, 64, 256, 1024, 4096};
+}
+}  // namespace
+
+// Its largest region, whatever --size-mb says.
+HostNeed need_scaling(const BenchOptions& o) {
+  const uint64_t mb = scaling_sizes_mb(o).back();
+  return {gup_bench_host_need(longterm(mb, -1, 1, "4K")), mb, false};
+}
+
 int suite_scaling(const BenchOptions& o, Report* rep) {
-  std::vector<uint64_t> sizes = o.quick ? std::vector<uint64_t>{4, 16, 64} : std::vector<uint64_t>{4, 16, 64, 256, 1024, 4096};
+  std::vector<uint64_t> sizes = scaling_sizes_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   rep->add("\n## scaling: pin_user_pages(FOLL_LONGTERM) of the whole region, per region size\n\n");
   rep->add("| folio | variant | sizes (MiB) | ns/page per size | fit: us = a + b * pages | R^2 |\n|---|---|---|---|---|---:|\n");

@@ -15,8 +15,14 @@
 
 namespace mmlab::cli {
 
+namespace {
+uint64_t threads_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.quick ? 64 : 256); }
+}  // namespace
+
+HostNeed need_threads(const BenchOptions& o) { return {gup_bench_host_need(longterm(threads_mb(o), 512, 1, "4K")), threads_mb(o)}; }
+
 int suite_threads(const BenchOptions& o, Report* rep) {
-  uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
+  uint64_t mb = threads_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
   rep->add(fmt::format("\n## two threads pinning disjoint halves of {} MiB against one thread pinning all of it (get time of the slower thread)\n\n", mb));
   rep->add("| folio | variant | 1 thread us | 2 threads us | speedup |\n|---|---|---:|---:|---:|\n");

@@ -26,6 +26,29 @@ uint64_t folio_bytes_of(const std::string& label);
 // How every suite prepares the frame store, for the report.
 extern const char* const kFrameStorePreparation;
 
+// The host memory a suite takes at its largest moment with these options
+// (its Systems' frames, memmap and tables, and its native buffers), and the
+// region that sets it (MiB): run_bench refuses, before any suite runs, what
+// the host cannot hold. bytes 0: nothing to check (corpus: fixed tests).
+struct HostNeed {
+  uint64_t bytes = 0;
+  uint64_t region_mb = 0;
+  bool sized_by_option = true;  // false: --size-mb does not change it (scaling's fixed sizes)
+};
+HostNeed need_fault(const BenchOptions& o);
+HostNeed need_fork(const BenchOptions& o);
+HostNeed need_data(const BenchOptions& o);
+HostNeed need_collapse(const BenchOptions& o);
+HostNeed need_corpus(const BenchOptions& o);
+HostNeed need_gup(const BenchOptions& o);
+HostNeed need_unify(const BenchOptions& o);
+HostNeed need_fast(const BenchOptions& o);
+HostNeed need_ro_pin(const BenchOptions& o);
+HostNeed need_sweep(const BenchOptions& o);
+HostNeed need_scaling(const BenchOptions& o);
+HostNeed need_threads(const BenchOptions& o);
+HostNeed need_cow(const BenchOptions& o);
+
 // The model's own costs.
 int suite_fault(const BenchOptions& o, Report* rep);     // bench_suite_fault.cpp
 int suite_fork(const BenchOptions& o, Report* rep);      // bench_suite_fork.cpp

@@ -77,20 +77,46 @@ void note_noise(const std::vector<double>& spreads, long ivcsw, double seconds, 
 }
 
 int run_bench(const BenchOptions& o) {
-  static const std::pair<const char*, int (*)(const BenchOptions&, Report*)> kSuites[] = {
-      {"fault", suite_fault}, {"fork", suite_fork}, {"data", suite_data}, {"gup", suite_gup}, {"unify", suite_unify},
-      {"fast", suite_fast},   {"ro-pin", suite_ro_pin}, {"sweep", suite_sweep},
-      {"scaling", suite_scaling}, {"threads", suite_threads}, {"collapse", suite_collapse}, {"cow", suite_cow}, {"corpus", suite_corpus}};
+  struct Suite {
+    const char* name;
+    int (*run)(const BenchOptions&, Report*);
+    HostNeed (*need)(const BenchOptions&);
+  };
+  static const Suite kSuites[] = {
+      {"fault", suite_fault, need_fault},       {"fork", suite_fork, need_fork},          {"data", suite_data, need_data},
+      {"gup", suite_gup, need_gup},             {"unify", suite_unify, need_unify},       {"fast", suite_fast, need_fast},
+      {"ro-pin", suite_ro_pin, need_ro_pin},    {"sweep", suite_sweep, need_sweep},       {"scaling", suite_scaling, need_scaling},
+      {"threads", suite_threads, need_threads}, {"collapse", suite_collapse, need_collapse}, {"cow", suite_cow, need_cow},
+      {"corpus", suite_corpus, need_corpus}};
   std::vector<std::string> chosen = o.suites;
   if (chosen.empty())
-    for (auto& [n, f] : kSuites) chosen.push_back(n);
+    for (auto& s : kSuites) chosen.push_back(s.name);
   // Every argument is checked before any suite runs: a typo in the last
   // --suite, or an --out that cannot be written, never costs a run.
   std::string names;
-  for (auto& [n, f] : kSuites) names += (names.empty() ? "" : ", ") + std::string(n);
+  for (auto& s : kSuites) names += (names.empty() ? "" : ", ") + std::string(s.name);
   for (auto& name : chosen)
-    if (std::none_of(std::begin(kSuites), std::end(kSuites), [&](auto& s) { return name == s.first; })) {
+    if (std::none_of(std::begin(kSuites), std::end(kSuites), [&](auto& s) { return name == s.name; })) {
       std::fprintf(stderr, "mmlab bench: --suite %s: no such suite (suites: %s)\n", name.c_str(), names.c_str());
+      return 2;
+    }
+  // What each suite will touch, against what the host has now: a size the
+  // host cannot hold is refused here, not killed or failed half-way.
+  if (const uint64_t avail = host_memory_available())
+    for (auto& s : kSuites) {
+      if (std::find(chosen.begin(), chosen.end(), s.name) == chosen.end()) continue;
+      const HostNeed need = s.need(o);
+      if (need.bytes <= avail) continue;
+      const auto mib = [](uint64_t b) { return static_cast<unsigned long long>(b >> 20); };
+      if (o.size_mb && need.sized_by_option)
+        std::fprintf(stderr, "mmlab bench: --size-mb %llu: the %s suite needs %llu MiB of host memory, the host has %llu MiB available\n",
+                     static_cast<unsigned long long>(o.size_mb), s.name, mib(need.bytes), mib(avail));
+      else
+        std::fprintf(stderr, "mmlab bench: --suite %s: needs %llu MiB of host memory (its %llu MiB region%s), the host has %llu MiB "
+                     "available (%s)\n",
+                     s.name, mib(need.bytes), static_cast<unsigned long long>(need.region_mb),
+                     need.sized_by_option ? "" : ", whatever --size-mb", mib(avail),
+                     need.sized_by_option ? "--size-mb or --quick makes it smaller" : "--quick makes it smaller");
       return 2;
     }
   std::string err;
@@ -120,9 +146,9 @@ int run_bench(const BenchOptions& o) {
   getrusage(RUSAGE_SELF, &ru0);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& name : chosen)
-    for (auto& [n, f] : kSuites)
-      if (name == n)
-        if (int e = f(o, &rep)) return e;
+    for (auto& s : kSuites)
+      if (name == s.name)
+        if (int e = s.run(o, &rep)) return e;
   struct rusage ru1;
   getrusage(RUSAGE_SELF, &ru1);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,10 +6,14 @@
 // Exit status: 0 written, 1 a measurement or the write failed, 2 usage,
 // 4 the host cannot be calibrated here (not root, /sys/kernel/mm read-only):
 // ctest treats 4 as a skip.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "commands.h"
@@ -25,6 +29,7 @@ struct CalibrateCli {
   bool quick = false;
   uint64_t size_mb = 0;  // 0: 256, or 64 with --quick
   int runs = 0;          // 0: 5, or 3 with --quick
+  bool out_given = false;  // --out on the command line (an empty value is refused, not the default)
 };
 
 std::string default_name() {
@@ -40,14 +45,63 @@ std::string file_safe(std::string s) {
   return s;
 }
 
+// Whether the profile can be written at `path`, checked before the
+// measuring: its directory is made and the file opened for writing without
+// truncating one that exists (a failed run leaves an older profile whole).
+// *created: the file did not exist, and the caller removes it if no profile
+// is written after all.
+bool out_usable(const std::string& path, bool* created, std::string* why) {
+  std::error_code ec;
+  if (path.empty()) {
+    *why = "empty path";
+    return false;
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    *why = "is a directory";
+    return false;
+  }
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      *why = "cannot make its directory: " + ec.message();
+      return false;
+    }
+  }
+  *created = !std::filesystem::exists(path, ec);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  close(fd);
+  return true;
+}
+
 int run_calibrate(const CalibrateCli& c) {
   std::string why;
+  host::CalibrateOptions o;
+  o.name = c.name.empty() ? default_name() : c.name;
+  // The output is checked first: a path that cannot be written costs nothing.
+  const std::string path = c.out.empty() && !c.out_given ? "calibrate-out/" + file_safe(o.name) + ".json" : c.out;
+  bool created = false;
+  if (!out_usable(path, &created, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: --out %s: cannot write the profile there: %s\n", path.empty() ? "''" : path.c_str(),
+                 why.c_str());
+    return 2;
+  }
+  // A profile that is not written after all leaves no empty file behind.
+  struct RemoveUnlessKept {
+    const std::string& path;
+    bool remove;
+    ~RemoveUnlessKept() {
+      if (remove) std::remove(path.c_str());
+    }
+  } cleanup{path, created};
   if (!host::host_calibration_available(&why)) {
     std::fprintf(stderr, "mmlab calibrate: cannot measure this host: %s\n", why.c_str());
     return kExitUnavailable;
   }
-  host::CalibrateOptions o;
-  o.name = c.name.empty() ? default_name() : c.name;
   o.region_bytes = (c.size_mb ? c.size_mb : (c.quick ? 64 : 256)) << 20;
   o.runs = c.runs ? c.runs : (c.quick ? 3 : 5);
   const bool tty = isatty(STDERR_FILENO);
@@ -64,11 +118,11 @@ int run_calibrate(const CalibrateCli& c) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fputs(host::cost_profile_table(p).c_str(), stdout);
-  std::string path = c.out.empty() ? "calibrate-out/" + file_safe(p.name) + ".json" : c.out;
   if (host::save_cost_profile(path, p, &why)) {
     std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
     return 1;
   }
+  cleanup.remove = false;
   std::printf("\nprofile %s: %s (%.1f s measuring, %.1f s in all)\n", p.name.c_str(), path.c_str(), p.seconds, secs);
   return 0;
 }
@@ -85,7 +139,10 @@ void add_calibrate(CLI::App& app) {
   sub->add_flag("--quick", c->quick, "64 MiB fault and CoW regions and 3 runs instead of 256 MiB and 5");
   sub->add_option("--size-mb", c->size_mb, "fault and CoW region in MiB (the pinned buffer is always 256 MiB)")->check(CLI::Range(4, 4096));
   sub->add_option("--runs", c->runs, "runs per measurement (the median is kept)")->check(CLI::Range(1, 100));
-  register_action(sub, [c] { return run_calibrate(*c); });
+  register_action(sub, [c, sub] {
+    c->out_given = sub->count("--out") > 0;
+    return run_calibrate(*c);
+  });
 }
 
 }  // namespace mmlab::cli

@@ -151,8 +151,12 @@ int run_cow_bench(const CowCli& o) {
     return 2;
   cowbench::Params p;
   p.size = o.quick ? (16ull << 20) : (64ull << 20);
-  if (!o.size.empty() && (!parse_size(o.size, &p.size) || p.size < PMD_SIZE || p.size % PMD_SIZE)) {
-    std::fprintf(stderr, "mmlab cow-bench: --size %s: expected a multiple of 2M, at least 2M (e.g. 64M)\n", o.size.c_str());
+  // Every process may hold a private copy: the System needs size * (procs + 2)
+  // of RAM, and fragmented (one child) twice size * 3.
+  constexpr uint64_t kMaxRam = 64ull << 30;
+  if (std::string msg; !o.size.empty() && !parse_size_option("--size", o.size, PMD_SIZE, PMD_SIZE, kMaxRam,
+                                                              "the simulated RAM a run may have", &p.size, &msg)) {
+    std::fprintf(stderr, "mmlab cow-bench: %s\n", msg.c_str());
     return 2;
   }
   p.procs = o.procs ? o.procs : (o.quick ? 2 : 4);
@@ -177,14 +181,19 @@ int run_cow_bench(const CowCli& o) {
       return 2;
     }
   }
-  // Every process may hold a private copy: the System needs size * (procs + 2)
-  // of RAM, and fragmented (one child) twice size * 3.
-  constexpr uint64_t kMaxRam = 64ull << 30;
   const bool fragmented = std::any_of(ws.begin(), ws.end(), [](const cowbench::Workload* w) { return w->name == "fragmented"; });
   if (p.size > kMaxRam / std::max(p.procs + 2, fragmented ? 6u : 0u)) {
     std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u needs more than the %llu GiB of simulated RAM a run may have%s\n",
                  o.size.c_str(), p.procs, static_cast<unsigned long long>(kMaxRam >> 30),
                  fragmented ? " (fragmented needs 6 times the size)" : "");
+    return 2;
+  }
+  // The processes' copies are real bytes of the frame store: a grid the
+  // host cannot hold is refused before its first run, not killed in it.
+  if (const uint64_t need = cowbench::host_bytes_needed(p, fragmented), avail = host_memory_available(); avail && need > avail) {
+    std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u: a run may touch %llu MiB of host memory, the host has %llu MiB available\n",
+                 o.size.empty() ? size_text(p.size).c_str() : o.size.c_str(), p.procs, static_cast<unsigned long long>(need >> 20),
+                 static_cast<unsigned long long>(avail >> 20));
     return 2;
   }
   const unsigned seeds = o.seeds ? o.seeds : (o.quick ? 1 : 3);

@@ -61,6 +61,16 @@ int run_diff(const DiffCli& o) {
     std::cerr << err << "\n";
     return 2;
   }
+  // Each side's sizes against its System (or the host).
+  for (const DiffConfig* side : {&d.a, &d.b}) {
+    ScenarioOptions so;
+    so.backend = side->backend;
+    so.ram_bytes = d.ram_bytes;
+    if (!scenario_check_sizes(*prog, so, &err)) {
+      std::cerr << err << "\n";
+      return 2;
+    }
+  }
   if (!scenario_count_tests(*prog, o.filter)) {
     // Nothing to run is a mistake (a glob that matches no test, files with
     // none), never a pass.

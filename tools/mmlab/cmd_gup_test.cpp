@@ -2,12 +2,16 @@
 // (v6.18) driving the model's mm/gup_test.c equivalent, plus model options to
 // compare variants side by side in one process.
 #include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdint>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "commands.h"
@@ -34,6 +38,7 @@ struct GupTestOptions {
   std::vector<std::string> sysfs, tune;
   std::string walk, fast, json;
   bool protect_read = false;
+  std::set<std::string> given;  // the string options given on the command line (even as '')
 };
 
 int parse_kv(const std::string& s, std::string* k, std::string* v) {
@@ -42,6 +47,17 @@ int parse_kv(const std::string& s, std::string* k, std::string* v) {
   *k = s.substr(0, eq);
   *v = s.substr(eq + 1);
   return 0;
+}
+
+// A non-negative number, decimal or 0x hex (strtoull's base 0), that fits 64 bits.
+bool parse_unsigned(const std::string& s, uint64_t* out) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;  // strtoull takes "-1" and " 1"
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+  if (*end || errno == ERANGE) return false;
+  *out = v;
+  return true;
 }
 
 int run_gup_test(const GupTestOptions& o) {
@@ -62,26 +78,45 @@ int run_gup_test(const GupTestOptions& o) {
   cfg.file = o.f;
   cfg.dump_use_pin = o.p;
   cfg.protect_read = o.protect_read;
+  // A string option given with an empty value ('') is a mistake, never the default.
+  for (auto& [opt, value] : {std::pair{"-F", &o.F}, std::pair{"-f", &o.f}, std::pair{"--walk", &o.walk},
+                             std::pair{"--fast", &o.fast}, std::pair{"--json", &o.json}})
+    if (o.given.count(opt) && value->empty()) {
+      std::fprintf(stderr, "gup-test: %s '': expected a value\n", opt);
+      return 2;
+    }
+  if (o.n == 0) {
+    std::fprintf(stderr, "gup-test: -n 0: expected pages per call (1 or more), or a negative number for the whole region\n");
+    return 2;
+  }
   unsigned flags = 0;
   if (!o.F.empty()) {
-    char* end = nullptr;
-    long v = std::strtol(o.F.c_str(), &end, 0);
-    if (*end || v < 0) {
-      std::fprintf(stderr, "gup-test: -F %s: not a number\n", o.F.c_str());
+    // gup_test's gup_flags is a __u32: a value beyond it is not a flag set.
+    uint64_t v = 0;
+    if (!parse_unsigned(o.F, &v) || v > UINT32_MAX) {
+      std::fprintf(stderr, "gup-test: -F %s: expected a number from 0 to 0xffffffff (gup_flags is 32 bits)\n", o.F.c_str());
       return 2;
     }
     flags = static_cast<unsigned>(v);
   }
   if (!o.W) flags |= foll::WRITE;  // -w is the default
   cfg.gup_flags = flags;
+  // DUMP_USER_PAGES_TEST takes at most GUP_TEST_MAX_PAGES_TO_DUMP indices,
+  // each a __u32 page index inside the region.
+  constexpr size_t kMaxPagesToDump = 8;
+  if (o.which.size() > kMaxPagesToDump) {
+    std::fprintf(stderr, "gup-test: %zu page indices: at most %zu (GUP_TEST_MAX_PAGES_TO_DUMP)\n", o.which.size(), kMaxPagesToDump);
+    return 2;
+  }
+  const uint64_t region_pages = cfg.size / 4096;
   for (auto& s : o.which) {
-    char* end = nullptr;
-    long v = std::strtol(s.c_str(), &end, 0);
-    if (*end || v < 0) {
-      std::fprintf(stderr, "gup-test: page index %s: not a number\n", s.c_str());
+    uint64_t v = 0;
+    if (!parse_unsigned(s, &v) || v >= region_pages) {
+      std::fprintf(stderr, "gup-test: page index %s: expected a number from 0 to %llu (the region's pages)\n", s.c_str(),
+                   static_cast<unsigned long long>(region_pages - 1));
       return 2;
     }
-    if (cfg.which_pages.size() < 8) cfg.which_pages.push_back(v);
+    cfg.which_pages.push_back(static_cast<long>(v));
   }
   for (auto& kv : o.sysfs) {
     std::string k, v;
@@ -172,7 +207,11 @@ void add_gup_test(CLI::App& app) {
   sub->add_option("--json", o->json, "write every figure to this JSON file");
   sub->add_flag("--protect-read", o->protect_read, "model: mprotect(PROT_READ) the region after pre-faulting");
   add_trace_options(sub);
-  register_action(sub, [o] { return run_gup_test(*o); });
+  register_action(sub, [o, sub] {
+    for (const char* opt : {"-F", "-f", "--walk", "--fast", "--json"})
+      if (sub->count(opt)) o->given.insert(opt);
+    return run_gup_test(*o);
+  });
 }
 
 }  // namespace mmlab::cli

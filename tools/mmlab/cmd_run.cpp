@@ -74,7 +74,7 @@ int run_run(const RunOptions& o) {
   }
   so.record_states = !o.states.empty();
   auto prog = scenario_parse(o.files, &err);
-  if (!prog) {
+  if (!prog || !scenario_check_sizes(*prog, so, &err)) {
     std::cerr << err << "\n";
     return 2;
   }

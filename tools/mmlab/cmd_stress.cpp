@@ -121,13 +121,13 @@ int run_stress(StressCli o) {
   c.plant_corruption = o.plant;
   c.race_swapin_failure = o.race_swapin;
   if (!parse_mix(o.mix, &c.mix) || !parse_types(o.types, &c.types) || !parse_variants(o.variants, &c.variants)) return 2;
-  if (!parse_size(o.ram, &c.ram) || c.ram == 0 || c.ram % (4ull << 20)) {
-    usage(fmt::format("--ram {}: expected a size that is a multiple of 4M (e.g. 4G)", o.ram));
+  if (std::string msg; !parse_ram_option("--ram", o.ram, &c.ram, &msg)) {
+    usage(msg);
     return 2;
   }
   if (!o.movable.empty()) {
     uint64_t m = 0;
-    if (!parse_size(o.movable, &m) || m % (4ull << 20) || m >= c.ram) {
+    if (parse_size(o.movable, &m) != SizeParse::kOk || m % (4ull << 20) || m >= c.ram) {
       usage(fmt::format("--movable {}: expected a multiple of 4M below --ram (or 0)", o.movable));
       return 2;
     }

@@ -35,8 +35,18 @@ int run_selected(CLI::App& app);
 
 // The non-empty items of a comma list.
 std::vector<std::string> split_list(const std::string& s);
-// A byte size: a number with an optional K, M or G suffix ("4G"). False if malformed.
-bool parse_size(const std::string& s, uint64_t* out);
+// A byte size: a number with an optional K, M, G or T suffix ("4G").
+enum class SizeParse { kOk, kMalformed, kTooLarge };  // kTooLarge: beyond 64 bits
+SizeParse parse_size(const std::string& s, uint64_t* out);
+// The largest unit that states it exactly: "4G", "4194300M", "4097".
+std::string size_text(uint64_t bytes);
+// OPT VALUE as a size in [min, max] and a multiple of `multiple` (0: any):
+// false with *msg "OPT VALUE: not a size (...)", "...: too large: at most
+// MAX (MAX_WHY)", "...: too small: at least MIN" or "...: not a multiple of M".
+bool parse_size_option(const std::string& opt, const std::string& s, uint64_t multiple, uint64_t min, uint64_t max,
+                       const std::string& max_why, uint64_t* out, std::string* msg);
+// A System's RAM (--ram): a multiple of 4M up to system_max_ram_bytes().
+bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t* out, std::string* msg);
 // The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.
 struct ParallelCli {
   int jobs = 0;  // 0: one per CPU

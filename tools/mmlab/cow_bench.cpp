@@ -59,10 +59,14 @@ void enable_sizes(System* s, const Column& c) {
 
 // fragmented's RAM is twice the others': half of it ends up in the filler's
 // order-0 holes, which are what the workload then allocates from.
+uint64_t ram_of_run(const Params& p, unsigned nr_procs, bool fragmented) {
+  const uint64_t need = fragmented ? 2 * p.size * (nr_procs + 2) + (64ull << 20) : p.size * (nr_procs + 2) + (256ull << 20);
+  return (need + (4ull << 20) - 1) & ~((4ull << 20) - 1);
+}
+
 int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented, Run* r, std::string* err) {
   SystemConfig cfg;
-  const uint64_t need = fragmented ? 2 * p.size * (nr_procs + 2) + (64ull << 20) : p.size * (nr_procs + 2) + (256ull << 20);
-  cfg.ram_bytes = (need + (4ull << 20) - 1) & ~((4ull << 20) - 1);
+  cfg.ram_bytes = ram_of_run(p, nr_procs, fragmented);
   int e = 0;
   r->sys = System::create(cfg, &e);
   if (!r->sys) {
@@ -413,6 +417,12 @@ const std::vector<Workload>& workloads() {
       {"fragmented", "cow-rand on memory a live filler process left in 4K holes: large allocations fall back"},
   };
   return v;
+}
+
+uint64_t host_bytes_needed(const Params& p, bool fragmented) {
+  uint64_t ram = ram_of_run(p, p.procs, false);
+  if (fragmented) ram = std::max(ram, ram_of_run(p, 1, true));
+  return ram + ram / PAGE_SIZE * 64;  // the frames and their memmap
 }
 
 int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {

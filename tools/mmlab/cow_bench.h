@@ -102,6 +102,11 @@ struct Result {
   int64_t waste() const { return bytes_copied > bytes_written ? bytes_copied - bytes_written : 0; }
 };
 
+// The host memory a run of the grid may touch at these parameters: its
+// System's RAM (every process's copy of the region) and that RAM's memmap;
+// `fragmented` when the grid has that workload (twice the RAM).
+uint64_t host_bytes_needed(const Params& p, bool fragmented);
+
 // Runs one workload under one column on a fresh System. 0, or -errno with
 // *err saying what failed.
 int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err);

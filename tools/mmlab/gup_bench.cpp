@@ -1,3 +1,4 @@
+#include "bench_model_common.h"
 #include "gup_bench.h"
 
 #include <sys/resource.h>
@@ -41,10 +42,12 @@ long host_faults_now() {
 
 const char* gup_cmd_name(GupCmd c) { return gup_test_cmd_name(to_ioctl(c)); }
 
+uint64_t gup_bench_host_need(const GupBenchConfig& cfg) { return model_host_need(cfg.size); }
+
 int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line) {
   // Pre-faulting touches a frame per page of the region, plus its memmap and
   // tables: refuse up front what the host cannot hold.
-  const uint64_t need = cfg.size + cfg.size / 32 + (64ull << 20);
+  const uint64_t need = gup_bench_host_need(cfg);
   if (const uint64_t avail = host_memory_available(); avail && need > avail) {
     res->error = fmt::format("-m {}: the pre-faulted region needs {} MiB of host memory, the host has {} MiB available",
                              cfg.size >> 20, need >> 20, avail >> 20);

@@ -60,6 +60,10 @@ struct GupBenchResult {
   bool usage_error = false;  // the error names a bad option value (exit 2), not a failure of the run
 };
 
+// Host memory run_gup_bench takes for cfg (the pre-faulted region's frames,
+// memmap and tables); it refuses, as a usage error, more than the host has.
+uint64_t gup_bench_host_need(const GupBenchConfig& cfg);
+
 // Runs the configuration; `line` receives each output line (the kernel
 // tool's exact per-iteration text). Returns 0 or -errno with res->error set.
 int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line);

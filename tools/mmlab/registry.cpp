@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "mmlab/system.h"
 #include "mmlab/trace.h"
 
 namespace mmlab::cli {
@@ -62,21 +63,57 @@ int run_selected(CLI::App& app) {
   return 2;
 }
 
-bool parse_size(const std::string& s, uint64_t* out) {
-  if (s.empty()) return false;
+SizeParse parse_size(const std::string& s, uint64_t* out) {
+  if (s.empty()) return SizeParse::kMalformed;
   unsigned shift = 0;
   std::string body = s;
   switch (body.back()) {
     case 'K': shift = 10; break;
     case 'M': shift = 20; break;
     case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
     default: break;
   }
   if (shift) body.pop_back();
-  if (body.empty() || body.size() > 12 || body.find_first_not_of("0123456789") != std::string::npos) return false;
-  const uint64_t v = std::stoull(body);
-  if (v > (~0ull >> shift)) return false;  // would wrap: another size than written
+  if (body.empty() || body.find_first_not_of("0123456789") != std::string::npos) return SizeParse::kMalformed;
+  uint64_t v = 0;
+  for (char c : body)
+    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, static_cast<uint64_t>(c - '0'), &v))
+      return SizeParse::kTooLarge;
+  if (v > (~0ull >> shift)) return SizeParse::kTooLarge;  // would wrap: another size than written
   *out = v << shift;
+  return SizeParse::kOk;
+}
+
+std::string size_text(uint64_t bytes) {
+  static const std::pair<unsigned, const char*> kUnits[] = {{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}};
+  for (auto& [shift, unit] : kUnits)
+    if (bytes && bytes % (1ull << shift) == 0) return std::to_string(bytes >> shift) + unit;
+  return std::to_string(bytes);
+}
+
+bool parse_size_option(const std::string& opt, const std::string& s, uint64_t multiple, uint64_t min, uint64_t max,
+                       const std::string& max_why, uint64_t* out, std::string* msg) {
+  uint64_t v = 0;
+  const SizeParse p = parse_size(s, &v);
+  const std::string head = opt + " " + (s.empty() ? std::string("''") : s) + ": ";
+  if (p == SizeParse::kMalformed) {
+    *msg = head + "not a size (a number with an optional K, M, G or T suffix, e.g. 4G)";
+    return false;
+  }
+  if (p == SizeParse::kTooLarge || v > max) {
+    *msg = head + "too large: at most " + size_text(max) + " (" + max_why + ")";
+    return false;
+  }
+  if (multiple && v % multiple) {
+    *msg = head + "not a multiple of " + size_text(multiple);
+    return false;
+  }
+  if (v < min) {
+    *msg = head + "too small: at least " + size_text(min);
+    return false;
+  }
+  *out = v;
   return true;
 }
 
@@ -89,16 +126,23 @@ void add_parallel_options(CLI::App* sub, ParallelCli* o) {
                   "fewer tests run at once where they would not fit");
 }
 
+bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t* out, std::string* msg) {
+  constexpr uint64_t kBlock = 4ull << 20;  // the page allocator's largest block
+  const uint64_t max = system_max_ram_bytes();
+  const std::string why = max == (1ull << 42) - kBlock ? "4T less 4M: the largest memmap a System can have" : "the largest memmap a System can have";
+  return parse_size_option(opt, s, kBlock, kBlock, max, why, out, msg);
+}
+
 bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget) {
   *jobs = o.jobs;
   *budget = 0;
-  constexpr uint64_t kBlock = 4ull << 20;  // the page allocator's largest block
-  if (!parse_size(o.ram, ram) || *ram == 0 || *ram % kBlock) {
-    std::cerr << "mmlab " << cmd << ": --ram " << o.ram << ": expected a size that is a multiple of 4M (e.g. 4G)\n";
+  std::string msg;
+  if (!parse_ram_option("--ram", o.ram, ram, &msg)) {
+    std::cerr << "mmlab " << cmd << ": " << msg << "\n";
     return false;
   }
-  if (!o.mem_budget.empty() && (!parse_size(o.mem_budget, budget) || *budget == 0)) {
-    std::cerr << "mmlab " << cmd << ": --mem-budget " << o.mem_budget << ": expected a size (e.g. 8G)\n";
+  if (!o.mem_budget.empty() && !parse_size_option("--mem-budget", o.mem_budget, 0, 1, ~0ull, "", budget, &msg)) {
+    std::cerr << "mmlab " << cmd << ": " << msg << "\n";
     return false;
   }
   return true;

@@ -1,0 +1,2 @@
+test advance-overflow
+advance 18446744073709551615s

@@ -1,0 +1,2 @@
+test file-beyond-ram
+file F 100G

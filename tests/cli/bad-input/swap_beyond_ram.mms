@@ -1,0 +1,2 @@
+test swap-beyond-ram
+swap 1000G
