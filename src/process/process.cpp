@@ -1,5 +1,4 @@
 // Process: the system calls of one user process, on its Mm.
-#include "fmt/format.h"
 #include "mm/filemap.h"
 #include "mm/fork.h"
 #include "mm/kernel.h"
@@ -9,9 +8,7 @@
 #include "mm/mprotect.h"
 #include "mm/mremap.h"
 #include "mm/userfaultfd.h"
-#include "mm/vmdebug.h"
 #include "mmlab/system.h"
-#include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
 #include "process/process_internal.h"
 
@@ -85,124 +82,12 @@ long Process::pss() const { return mm_ ? static_cast<long>(proc_pss(mm_.get())) 
 std::string Process::status_rss() const { return mm_ ? proc_status_rss(mm_.get()) : ""; }
 
 std::vector<PteDumpEntry> Process::pagetable_dump(uint64_t start, uint64_t end) const {
-  std::vector<PteDumpEntry> out;
-  if (!mm_) return out;
-  Mm* mm = mm_.get();
-  PhysMem* phys = mm->phys;
-  end = std::min(end, TASK_SIZE);
-  auto order_of = [&](pfn_t pfn) {
-    if (phys->is_zero_pfn(pfn) || !phys->pfn_valid(pfn)) return -1;
-    return static_cast<int>(folio_order(page_folio(phys->pfn_to_page(pfn))));
-  };
-  PageWalkOps ops;
-  ops.pud_leaf = [&](uint64_t a, pud_t* p) {
-    pud_t v = pudp_get(p);
-    out.push_back({a, 3, pud_pfn(v), v.v, order_of(pud_pfn(v)), false});
-  };
-  ops.pmd_leaf = [&](uint64_t a, pmd_t* p) {
-    pmd_t v = pmdp_get(p);
-    out.push_back({a, 2, pmd_pfn(v), v.v, order_of(pmd_pfn(v)), false});
-  };
-  ops.pte_entry = [&](uint64_t a, pte_t* p) {
-    pte_t v = ptep_get(p);
-    bool swap = !pte_present(v);
-    out.push_back({a, 1, swap ? 0 : pte_pfn(v), v.v, swap ? -1 : order_of(pte_pfn(v)), swap});
-  };
-  walk_page_range(mm, start, end, ops);
-  return out;
+  return mm_ ? ptdump_entries(mm_.get(), start, end) : std::vector<PteDumpEntry>{};
 }
-
-PageInfo Process::page_info(uint64_t addr) const {
-  PageInfo info;
-  if (!mm_) return info;
-  Mm* mm = mm_.get();
-  PhysMem* phys = mm->phys;
-  mmap_read_lock(mm);
-  auto entries = pagetable_dump(addr & PAGE_MASK, (addr & PAGE_MASK) + PAGE_SIZE);
-  if (!entries.empty()) {
-    const PteDumpEntry& e = entries.front();
-    info.level = e.swap ? 0 : e.level;
-    info.swap = e.swap;
-    if (!e.swap) {
-      uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
-      info.pfn = e.pfn + (((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT) * (leaf > PAGE_SIZE ? 1 : 0);
-      info.writable = e.bits & _PAGE_RW;
-      info.dirty = e.bits & _PAGE_DIRTY;
-      info.young = e.bits & _PAGE_ACCESSED;
-      info.soft_dirty = e.bits & _PAGE_SOFT_DIRTY;
-      info.uffd_wp = e.bits & _PAGE_UFFD_WP;
-      if (phys->pfn_valid(info.pfn)) {
-        Page* page = phys->pfn_to_page(info.pfn);
-        Folio* folio = page_folio(page);
-        info.zero = phys->is_zero_pfn(info.pfn) || phys->is_huge_zero_pfn(info.pfn);
-        info.order = static_cast<int>(folio_order(folio));
-        info.anon = folio_test_anon(folio);
-        Page* excl = e.level > 1 ? &folio->page : page;
-        info.anon_exclusive = info.anon && PageAnonExclusive(excl);
-        info.maybe_pinned = !info.zero && folio_maybe_dma_pinned(folio);
-        info.refcount = folio_ref_count(folio);
-        info.mapcount = folio_mapcount(folio);
-        info.pincount = folio_pincount(folio);
-        info.folio_dirty = folio_test_dirty(folio);
-        info.referenced = folio_test_referenced(folio);
-        info.active = folio_test_active(folio);
-        info.lru = folio_test_lru(folio);
-      }
-    }
-  }
-  mmap_read_unlock(mm);
-  return info;
-}
-
-std::string Process::folio_dump(uint64_t addr) const {
-  if (!mm_) return "";
-  Mm* mm = mm_.get();
-  PhysMem* phys = mm->phys;
-  std::string out;
-  mmap_read_lock(mm);
-  auto entries = pagetable_dump(addr & PAGE_MASK, (addr & PAGE_MASK) + PAGE_SIZE);
-  if (!entries.empty() && !entries.front().swap) {
-    const PteDumpEntry& e = entries.front();
-    const pfn_t pfn = e.pfn + (e.level > 1 ? ((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT : 0);
-    if (phys->pfn_valid(pfn)) {
-      Page* page = phys->pfn_to_page(pfn);
-      Folio* folio = page_folio(page);
-      out = fmt::format("page {:#x} is page {} of its folio\n{}", pfn, pfn - phys->page_to_pfn(&folio->page), dump_folio(folio));
-      // The mapping is a host pointer: name its kind, so that a run prints the same text each time.
-      const size_t at = out.find("mapping:0x");
-      const size_t end = at == std::string::npos ? at : out.find(' ', at);
-      if (end != std::string::npos)
-        out.replace(at, end - at, folio->page.mapping == 0 ? "mapping:none" : folio_test_anon(folio) ? "mapping:anon" : "mapping:file");
-    }
-  }
-  mmap_read_unlock(mm);
-  return out;
-}
-
+PageInfo Process::page_info(uint64_t addr) const { return mm_ ? page_info_at(mm_.get(), addr) : PageInfo{}; }
+std::string Process::folio_dump(uint64_t addr) const { return mm_ ? folio_dump_at(mm_.get(), addr) : ""; }
 std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {
-  std::string s = "address          level  pfn       bits                    order\n";
-  for (auto& e : pagetable_dump(start, end)) {
-    std::string bits;
-    auto add = [&](bool on, const char* n) {
-      if (on) bits += bits.empty() ? n : std::string("|") + n;
-    };
-    if (e.swap) {
-      add(true, "swap");
-      add(e.bits & _PAGE_SWP_EXCLUSIVE, "exclusive");
-    } else {
-      add(e.bits & _PAGE_RW, "write");
-      add(e.bits & _PAGE_DIRTY, "dirty");
-      add(e.bits & _PAGE_ACCESSED, "young");
-      add(e.bits & _PAGE_SPECIAL, "special");
-      add(e.bits & _PAGE_SOFT_DIRTY, "soft-dirty");
-      add(e.bits & _PAGE_UFFD_WP, "uffd-wp");
-      add(!(e.bits & _PAGE_PRESENT), "protnone");
-    }
-    static const char* lv[] = {"", "pte", "pmd", "pud"};
-    s += fmt::format("{:016x} {:<6} {:<9x} {:<23} {}\n", e.addr, lv[e.level], e.pfn, bits,
-                     e.folio_order < 0 ? std::string("-") : std::to_string(e.folio_order));
-  }
-  return s;
+  return mm_ ? ptdump_text(mm_.get(), start, end) : "";
 }
 
 // kernel_clone(), the address-space part (copy_mm), and the child Process

@@ -19,6 +19,14 @@ std::string proc_smaps(Mm* mm);
 std::string proc_status_rss(Mm* mm);
 // The sum of the smaps Pss lines, bytes; safe beside running faults.
 uint64_t proc_pss(Mm* mm);
+// The page-table and folio views (process/ptdump.cpp): the leaf entries of
+// [start, end) (caller holds mmap_lock or the process is quiescent), the
+// page at addr and its folio (each takes mmap_lock for read), and the
+// entries as text.
+std::vector<PteDumpEntry> ptdump_entries(Mm* mm, uint64_t start, uint64_t end);
+PageInfo page_info_at(Mm* mm, uint64_t addr);
+std::string folio_dump_at(Mm* mm, uint64_t addr);
+std::string ptdump_text(Mm* mm, uint64_t start, uint64_t end);
 // clear_refs_write(CLEAR_REFS_SOFT_DIRTY), mmap_lock not held on entry.
 void clear_refs_soft_dirty(Mm* mm);
 
