@@ -127,10 +127,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
       const RatioCi speedup = median_ratio_ci(base_g, g);
       const long outliers = count_outliers(g);
       if (g.size() >= 4) rep->spreads.push_back(relative_iqr(g));  // fewer samples have no quartiles
-      std::string diff = "-";
-      if (!is_base && speedup.valid)  // v's median against base's: 1/ratio - 1, and the interval's ends swapped
-        diff = fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / speedup.ratio - 1), 100 * (1 / speedup.hi - 1),
-                           100 * (1 / speedup.lo - 1));
+      const std::string diff = is_base ? std::string("-") : diff_ci_text(speedup);
       double pages = static_cast<double>(res.region_pages) * static_cast<double>(g.size());
       auto per = [&](const char* c) { return pages ? ctr[c] / pages : 0.0; };
       double floor_med = median_of(fl);

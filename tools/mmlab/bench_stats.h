@@ -16,17 +16,35 @@ struct Stat {
 };
 Stat stat_of(const std::vector<double>& v);
 
+// How the two sides' samples were taken. kAlternated: as many on each side,
+// repeat r of every variant run before repeat r+1 of any, so sample i of
+// one side and sample i of the other share a round (and its disturbances).
+// kIndependent: no such correspondence (the sides ran apart, or their
+// samples are not rounds).
+enum class Pairing { kAlternated, kIndependent };
+
 // The ratio of medians median(base) / median(v) (a speedup: above 1, v is
-// faster) and its 95% bootstrap percentile interval. With as many samples on
-// each side, taken alternately (repeat r of every variant runs before repeat
-// r+1 of any), the resampling is paired: repeat indices are drawn, so a
-// disturbance that slowed one round slows both sides of it. Deterministic
-// (a fixed seed): the same samples give the same interval.
+// faster) and its 95% bootstrap percentile interval. Alternated samples are
+// resampled in pairs (repeat indices are drawn, so a disturbance that slowed
+// one round slows both sides of it); independent ones (or sides of unequal
+// size) each on their own. Deterministic (a fixed seed): the same samples
+// give the same interval. Every ratio the report prints with an interval
+// comes from here.
 struct RatioCi {
   double ratio = 0, lo = 0, hi = 0;
-  bool valid = false;  // fewer than two samples on a side: no interval
+  bool valid = false;  // no interval: too few samples on a side, or no positive median
+  long n = 0;          // the smaller side's sample count
 };
-RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, int resamples = 2000);
+RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v,
+                        Pairing pairing = Pairing::kAlternated, int resamples = 2000);
+
+// The interval as printed: "[1.10x, 1.40x]", or why there is none.
+std::string ci_text(const RatioCi& r);
+// The ratio and its interval: "1.23x [1.10x, 1.40x]".
+std::string ratio_ci_text(const RatioCi& r);
+// v against base as a change of v's median (1/ratio - 1, the interval's
+// ends swapped): "-81.5% [-84.0%, -78.2%]", or why there is no interval.
+std::string diff_ci_text(const RatioCi& r);
 
 // The quartiles of the samples (linearly interpolated; all 0 if there are none).
 struct Quartiles {
