@@ -152,7 +152,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
                                           {"mean_get_us", sg.mean}, {"stddev_get_us", sg.stddev},
                                           {"warmup_discarded", warmup}, {"outliers", outliers},
                                           {"relative_iqr_get", relative_iqr(g)}, {"speedup_median_ratio", speedup.ratio},
-                                          {"speedup_ci95", speedup.valid ? nlohmann::json::array({speedup.lo, speedup.hi}) : nlohmann::json()},
+                                          {"speedup_ci95", ci_json(speedup)},
                                           {"folios_by_size", res.folios_by_size}, {"counters_total", ctr}};
     }
     if (row.pin_folio) pins.push_back({row.label, row.pin_folio, res.region_pages});

@@ -79,6 +79,11 @@ std::string ci_text(const RatioCi& r) {
 
 std::string ratio_ci_text(const RatioCi& r) { return fmt::format("{:.2f}x {}", r.ratio, ci_text(r)); }
 
+std::string percent_ci_text(const RatioCi& r) {
+  if (!r.valid) return fmt::format("{:.0f}% {}", 100 * r.ratio, ci_text(r));
+  return fmt::format("{:.0f}% [{:.0f}%, {:.0f}%]", 100 * r.ratio, 100 * r.lo, 100 * r.hi);
+}
+
 std::string diff_ci_text(const RatioCi& r) {
   if (!r.valid || r.ratio <= 0 || r.lo <= 0) return "n/a";
   return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / r.ratio - 1), 100 * (1 / r.hi - 1), 100 * (1 / r.lo - 1));

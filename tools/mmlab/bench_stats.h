@@ -42,6 +42,8 @@ RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<doubl
 std::string ci_text(const RatioCi& r);
 // The ratio and its interval: "1.23x [1.10x, 1.40x]".
 std::string ratio_ci_text(const RatioCi& r);
+// The ratio as a percentage: "12% [10%, 14%]".
+std::string percent_ci_text(const RatioCi& r);
 // v against base as a change of v's median (1/ratio - 1, the interval's
 // ends swapped): "-81.5% [-84.0%, -78.2%]", or why there is no interval.
 std::string diff_ci_text(const RatioCi& r);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_report.h"
+#include "bench_stats.h"
 #include "bench_suites.h"
 #include "cow_bench.h"
 #include "fmt/format.h"
@@ -30,6 +31,7 @@ std::string mib(double b) { return fmt::format("{:.1f}", b / (1 << 20)); }
 // One column over the seeds: latencies pooled, the rest per seed.
 struct Pooled {
   std::vector<double> ns;
+  std::vector<double> child_kbps;  // usemem: every child's KB/s, over the seeds
   double wp_copy = 0, copied = 0, waste = 0, kbps = 0, pss_mib_s = 0, flushes = 0, ipis = 0;
   int64_t pss_peak = 0, violations = 0;
   std::vector<int64_t> copies_by_order;
@@ -46,6 +48,7 @@ int run_column(const cowbench::Workload& w, const cowbench::Column& c, cowbench:
       return 1;
     }
     out->ns.insert(out->ns.end(), r.write_ns.begin(), r.write_ns.end());
+    out->child_kbps.insert(out->child_kbps.end(), r.child_kbps.begin(), r.child_kbps.end());
     const double n = seeds;
     out->wp_copy += static_cast<double>(r.wp_copy) / n;
     out->copied += static_cast<double>(r.bytes_copied) / n;
@@ -92,11 +95,14 @@ int suite_cow(const BenchOptions& o, Report* rep) {
     }
     const bool usemem = w->name == "usemem";
     rep->add(fmt::format("\n### cow {}: {}\n\n", wn, w->what));
+    if (usemem)
+      rep->add("vs base: the median of the children's KB/s over base's, with its 95% bootstrap interval (the children "
+               "of every seed; two columns' children ran apart, so they are resampled independently).\n\n");
     std::string head = "| column | p50 µs | p99 µs | CoW copies | copied MiB | copied never written MiB | peak PSS MiB | PSS MiB·s | "
                        "flushes | IPIs | violations |";
     std::string rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
     if (usemem) {
-      head += " KB/s per child | vs base |";
+      head += " KB/s per child (median) | vs base (95% CI) |";
       rule += "---:|---:|";
     }
     if (rep->profile) {
@@ -104,7 +110,7 @@ int suite_cow(const BenchOptions& o, Report* rep) {
       rule += "---:|";
     }
     rep->add(head + "\n" + rule + "\n");
-    double base_kbps = 0;
+    std::vector<double> base_kbps;  // base's children: vs base's reference
     for (const char* cn : kColumns) {
       const cowbench::Column* c = by_name(cowbench::columns(), cn);
       if (!c) {
@@ -124,9 +130,19 @@ int suite_cow(const BenchOptions& o, Report* rep) {
            {"copied_never_written", r.waste}, {"pss_peak", r.pss_peak}, {"pss_mib_s", r.pss_mib_s},
            {"flushes", r.flushes}, {"ipis", r.ipis},        {"violations", r.violations}};
       if (usemem) {
-        if (c->name == "base") base_kbps = r.kbps;
-        row += fmt::format(" {:.0f} | {} |", r.kbps, base_kbps > 0 ? fmt::format("{:+.1f}%", 100 * (r.kbps / base_kbps - 1)) : "-");
+        // The children of two columns ran apart: their KB/s are compared
+        // as independent samples (a ratio of medians, median(this) / median(base)).
+        const bool is_base = c->name == std::string("base");
+        if (is_base) base_kbps = r.child_kbps;
+        const RatioCi vs = median_ratio_ci(r.child_kbps, base_kbps, Pairing::kIndependent);
+        row += fmt::format(" {:.0f} | {} |", median_of(r.child_kbps),
+                           is_base ? std::string("1.00x (base)") : base_kbps.empty() ? std::string("-") : ratio_ci_text(vs));
         j["child_kbps_mean"] = r.kbps;
+        j["child_kbps"] = r.child_kbps;
+        if (!is_base && !base_kbps.empty()) {
+          j["vs_base"] = vs.ratio;
+          j["vs_base_ci95"] = ci_json(vs);
+        }
       }
       if (rep->profile) {
         const cowbench::ModelledCow mc = cowbench::modelled_cow_ms(r.copies_by_order, *rep->profile);

@@ -125,10 +125,12 @@ void trace_cost(uint64_t size, long repeats, Report* rep) {
       100 * (*std::max_element(off.begin(), off.end()) - *std::min_element(off.begin(), off.end())) / median_of(off);
   rep->add(fmt::format("\n## trace cost: 4K fault-in of {} MiB, off and on (median of {} runs, interleaved)\n\n",
                        size >> 20, repeats));
-  rep->add("| trace | ns/page | events per fault | vs off |\n|---|---:|---:|---:|\n");
-  rep->add(fmt::format("| off | {:.1f} | - | 1.00x |\n", off_ns));
-  rep->add(fmt::format("| on (kept in memory, written to /dev/null) | {:.1f} | {:.2f} | {:.2f}x |\n", on_ns, per_fault,
-                       off_ns > 0 ? on_ns / off_ns : 0.0));
+  // vs off: median(on) / median(off), paired over the interleaved repeats.
+  const RatioCi vs_off = median_ratio_ci(on, off);
+  rep->add("| trace | ns/page | events per fault | vs off (95% CI) |\n|---|---:|---:|---:|\n");
+  rep->add(fmt::format("| off | {:.1f} | - | 1.00x (base) |\n", off_ns));
+  rep->add(fmt::format("| on (kept in memory, written to /dev/null) | {:.1f} | {:.2f} | {} |\n", on_ns, per_fault,
+                       ratio_ci_text(vs_off)));
   rep->add(fmt::format("\nOff, a call site costs {:.2f} ns (a loop of its check beside the same loop without it); a "
                        "fault passes {:.2f} sites (the events one fault records when on), so the trace adds {:.2f} ns "
                        "to a {:.0f} ns fault ({:.2f}%; the off runs spread {:.1f}%).\n",
@@ -136,6 +138,7 @@ void trace_cost(uint64_t size, long repeats, Report* rep) {
                        off_ns > 0 ? 100 * site_ns * per_fault / off_ns : 0.0, spread));
   rep->json["fault"]["trace"] = {{"off_ns_per_page", off_ns},   {"on_ns_per_page", on_ns},
                                  {"events_per_fault", per_fault}, {"off_ns_per_site", site_ns},
+                                 {"on_vs_off", vs_off.ratio},     {"on_vs_off_ci95", ci_json(vs_off)},
                                  {"off_samples", off},          {"on_samples", on}};
 }
 
@@ -180,9 +183,11 @@ int suite_fault(const BenchOptions& o, Report* rep) {
   rep->add("Zeroing is timed inside the model in a second run of each case; bookkeeping = the rest of the fault-in "
            "loop per fault (allocation, walk, rmap, LRU, statistics, the CPU model's access). Native memset: the same "
            "bytes, one call per folio, on a buffer touched before.\n\n");
-  rep->add("| folio | median ms | ns/page | vs 4K | faults | zeroing ns/page | native memset ns/page | zeroing vs memset | "
+  rep->add("vs 4K and zeroing vs memset are ratios of medians with their 95% bootstrap intervals, paired over the "
+           "rounds (each round runs every case and the memsets once).\n\n");
+  rep->add("| folio | median ms | ns/page | vs 4K (95% CI) | faults | zeroing ns/page | native memset ns/page | zeroing vs memset (95% CI) | "
            "bookkeeping ns/fault | host faults | page tables |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  double base = 0;
+  std::vector<double> base_t;  // the 4K case's fault-in times: vs 4K's base
   Plot plot = bar_plot("fault", fmt::format("fault: first touch of every page of {} MiB, {} runs", size >> 20, repeats),
                        "ns per 4K page (median; bars: IQR)", {"4K", "64K", "2M"},
                        {"model fault-in", "of which zeroing", "native memset"});
@@ -197,7 +202,13 @@ int suite_fault(const BenchOptions& o, Report* rep) {
     const double m = median_of(t), mz = median_of(z);
     const double native_ns_page = median_of(memset_s[i]) * 1e9 / pages;
     const int64_t faults = samples[i].back().faults;
-    if (i == 0) base = m;
+    if (i == 0) base_t = t;
+    // vs 4K: median(4K) / median(this case), a speedup; zeroing vs memset:
+    // the model's zeroing time over the memset's, both per round.
+    const RatioCi vs_4k = median_ratio_ci(base_t, t);
+    std::vector<double> memset_ns;
+    for (double x : memset_s[i]) memset_ns.push_back(x * 1e9);
+    const RatioCi zero_vs = median_ratio_ci(z, memset_ns);
     const double zero_page = mz / pages;
     const double book = faults ? (m * 1e9 - mz) / static_cast<double>(faults) : 0;
     const long host = static_cast<long>(median_of(hf));
@@ -205,15 +216,19 @@ int suite_fault(const BenchOptions& o, Report* rep) {
     plot.series[0].points.push_back(sample_point(x, t, 1e9 / pages));
     plot.series[1].points.push_back(sample_point(x, z, 1 / pages));
     plot.series[2].points.push_back(sample_point(x, memset_s[i], 1e9 / pages));
-    rep->add(fmt::format("| {} | {:.2f} | {:.1f} | {:.2f}x | {} | {:.1f} | {:.1f} | {:.2f}x | {:.0f} | {}{} | {} KiB |\n",
-                         kCases[i].name, m * 1e3, m * 1e9 / pages, base / m, faults, zero_page, native_ns_page,
-                         native_ns_page > 0 ? zero_page / native_ns_page : 0.0, book, host,
+    rep->add(fmt::format("| {} | {:.2f} | {:.1f} | {} | {} | {:.1f} | {:.1f} | {} | {:.0f} | {}{} | {} KiB |\n",
+                         kCases[i].name, m * 1e3, m * 1e9 / pages, i == 0 ? std::string("1.00x (base)") : ratio_ci_text(vs_4k),
+                         faults, zero_page, native_ns_page, ratio_ci_text(zero_vs), book, host,
                          first_touch_note(host, size / PAGE_SIZE), samples[i].back().pgtables_bytes / 1024));
     rep->json["fault"][kCases[i].name] = {{"median_s", m},
                                           {"samples", t},
                                           {"faults", faults},
                                           {"zero_ns", mz},
                                           {"native_memset_ns_per_page", native_ns_page},
+                                          {"vs_4k", vs_4k.ratio},
+                                          {"vs_4k_ci95", ci_json(vs_4k)},
+                                          {"zeroing_vs_memset", zero_vs.ratio},
+                                          {"zeroing_vs_memset_ci95", ci_json(zero_vs)},
                                           {"bookkeeping_ns_per_fault", book},
                                           {"host_faults", host},
                                           {"pgtables_bytes", samples[i].back().pgtables_bytes}};
