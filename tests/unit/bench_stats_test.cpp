@@ -53,6 +53,25 @@ TEST(BenchStatsTest, IntervalIsAFunctionOfTheSamples) {
   EXPECT_GE(x.hi, x.ratio);
 }
 
+TEST(BenchStatsTest, NoIntervalBelowFiveSamples) {
+  // Four rounds: the ratio, but no interval (it could not be a 95% one).
+  const std::vector<double> a = {10, 12, 11, 15}, b = {5, 7, 6, 5.5};
+  const RatioCi four = median_ratio_ci(a, b);
+  EXPECT_FALSE(four.valid);
+  EXPECT_EQ(four.n, 4);
+  EXPECT_DOUBLE_EQ(four.ratio, 11.5 / 5.75);
+  EXPECT_EQ(ci_text(four), "n/a (n<5)");
+  EXPECT_EQ(ratio_ci_text(four), "2.00x n/a (n<5)");
+  EXPECT_EQ(diff_ci_text(four), "n/a (n<5)");
+  EXPECT_EQ(percent_ci_text(four), "200% n/a (n<5)");
+  // The smaller side decides.
+  EXPECT_FALSE(median_ratio_ci({1, 2, 3, 4, 5, 6}, {1, 2, 3, 4}, Pairing::kIndependent).valid);
+  // Five on each side: an interval.
+  const RatioCi five = median_ratio_ci({10, 12, 11, 15, 9}, {5, 7, 6, 5.5, 6.2});
+  EXPECT_TRUE(five.valid);
+  EXPECT_EQ(five.n, 5);
+}
+
 TEST(BenchStatsTest, NoRatioWithoutAPositiveMedian) {
   const RatioCi r = median_ratio_ci({1, 2, 3, 4, 5}, {0, 0, 0, 0, 0});
   EXPECT_FALSE(r.valid);
@@ -96,6 +115,7 @@ TEST(BenchStatsTest, GupTestSummaryKeepsASingleRepeat) {
   const std::string s = format_gup_summary(gup_result(1));
   EXPECT_NE(s.find("gup.walk=legacy          1 "), std::string::npos) << s;
   EXPECT_NE(s.find("none discarded with one repeat"), std::string::npos) << s;
+  EXPECT_NE(s.find("n/a (n<5)"), std::string::npos) << s;
 }
 
 }  // namespace

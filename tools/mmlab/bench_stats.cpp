@@ -47,7 +47,7 @@ RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<doubl
   const double mv = median_of(v);
   if (mv <= 0) return r;
   r.ratio = median_of(base) / mv;
-  if (base.size() < 2 || v.size() < 2) return r;
+  if (r.n < kMinCiSamples) return r;
   std::mt19937_64 rng(0x6d6d6c6162);  // fixed: the interval is a function of the samples
   const bool paired = pairing == Pairing::kAlternated && base.size() == v.size();
   std::uniform_int_distribution<size_t> pick_b(0, base.size() - 1), pick_v(0, v.size() - 1);
@@ -72,8 +72,14 @@ RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<doubl
   return r;
 }
 
+namespace {
+std::string no_interval(const RatioCi& r) {
+  return r.n < kMinCiSamples ? fmt::format("n/a (n<{})", kMinCiSamples) : std::string("n/a");
+}
+}  // namespace
+
 std::string ci_text(const RatioCi& r) {
-  if (!r.valid) return "n/a";
+  if (!r.valid) return no_interval(r);
   return fmt::format("[{:.2f}x, {:.2f}x]", r.lo, r.hi);
 }
 
@@ -85,7 +91,7 @@ std::string percent_ci_text(const RatioCi& r) {
 }
 
 std::string diff_ci_text(const RatioCi& r) {
-  if (!r.valid || r.ratio <= 0 || r.lo <= 0) return "n/a";
+  if (!r.valid || r.ratio <= 0 || r.lo <= 0) return no_interval(r);
   return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / r.ratio - 1), 100 * (1 / r.hi - 1), 100 * (1 / r.lo - 1));
 }
 

@@ -16,6 +16,16 @@ struct Stat {
 };
 Stat stat_of(const std::vector<double>& v);
 
+// The fewest samples on each side for which an interval is printed. Below
+// it the bootstrap interval is degenerate rather than wide: a resampled
+// median can only be one of the samples (or the mean of two), so the
+// percentile interval never leaves the samples' range, and that range
+// covers a median with probability 1 - 2^(1-n) (75% for n = 3, 87.5% for
+// n = 4): a "95%" interval that is not one. A Student t interval would be
+// a different statistic (a mean, under normality, which skewed timings are
+// not). So below this there is no interval: "n/a (n<5)".
+inline constexpr long kMinCiSamples = 5;
+
 // How the two sides' samples were taken. kAlternated: as many on each side,
 // repeat r of every variant run before repeat r+1 of any, so sample i of
 // one side and sample i of the other share a round (and its disturbances).
@@ -32,13 +42,14 @@ enum class Pairing { kAlternated, kIndependent };
 // comes from here.
 struct RatioCi {
   double ratio = 0, lo = 0, hi = 0;
-  bool valid = false;  // no interval: too few samples on a side, or no positive median
+  bool valid = false;  // no interval: fewer than kMinCiSamples on a side, or no positive median
   long n = 0;          // the smaller side's sample count
 };
 RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v,
                         Pairing pairing = Pairing::kAlternated, int resamples = 2000);
 
-// The interval as printed: "[1.10x, 1.40x]", or why there is none.
+// The interval as printed: "[1.10x, 1.40x]", or why there is none
+// ("n/a (n<5)").
 std::string ci_text(const RatioCi& r);
 // The ratio and its interval: "1.23x [1.10x, 1.40x]".
 std::string ratio_ci_text(const RatioCi& r);

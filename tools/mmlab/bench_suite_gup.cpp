@@ -44,9 +44,13 @@ Published batch_only(const std::string& folio) {
 
 }  // namespace
 
+// --quick's repeats for the GUP tables: the first is a warm-up, and five
+// samples are the fewest that carry an interval (kMinCiSamples).
+constexpr long kQuickRepeats = kMinCiSamples + 1;
+
 int suite_gup(const BenchOptions& o, Report* rep) {
   uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
-  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   std::vector<GupRow> rows;
   for (const char* f : {"4K", "64K", "2M"}) {
     GupBenchConfig c = longterm(mb, -1, r, f);
@@ -88,7 +92,7 @@ int suite_unify(const BenchOptions& o, Report* rep) {
 
 int suite_fast(const BenchOptions& o, Report* rep) {
   uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
-  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   std::vector<GupRow> rows;
   for (auto cmd : {GupCmd::kGupFast, GupCmd::kPinFast}) {
     for (const char* f : {"4K", "64K"}) {
@@ -109,7 +113,7 @@ int suite_fast(const BenchOptions& o, Report* rep) {
 
 int suite_ro_pin(const BenchOptions& o, Report* rep) {
   uint64_t mb = o.size_mb ? o.size_mb : (o.quick ? 64 : 256);
-  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   GupBenchConfig c = longterm(mb, -1, r, "64K");
   c.gup_flags = 0;  // -W: read-only
   c.protect_read = true;
