@@ -78,6 +78,14 @@ TEST(BenchStatsTest, NoRatioWithoutAPositiveMedian) {
   EXPECT_EQ(r.ratio, 0);
 }
 
+TEST(BenchStatsTest, APartAboveItsTotalIsNoRemainder) {
+  EXPECT_EQ(remainder_of(1000, 300), 700);
+  EXPECT_EQ(remainder_of(1000, 1000), 0);
+  // Zeroing timed at 4050 ns more than the fault-in it is part of: noise
+  // between the two runs, no negative bookkeeping.
+  EXPECT_FALSE(remainder_of(100000, 104050).has_value());
+}
+
 // A gup-test result: `repeats` rounds of two variants alternated, the first
 // round much slower (a cold start).
 GupBenchResult gup_result(long repeats) {

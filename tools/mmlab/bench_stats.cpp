@@ -95,6 +95,11 @@ std::string diff_ci_text(const RatioCi& r) {
   return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / r.ratio - 1), 100 * (1 / r.hi - 1), 100 * (1 / r.lo - 1));
 }
 
+std::optional<double> remainder_of(double total, double part) {
+  if (part > total) return std::nullopt;
+  return total - part;
+}
+
 Quartiles quartiles_of(const std::vector<double>& v) {
   std::vector<double> s = v;
   std::sort(s.begin(), s.end());

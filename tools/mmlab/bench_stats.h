@@ -3,6 +3,7 @@
 // least-squares line.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,13 @@ std::string percent_ci_text(const RatioCi& r);
 // v against base as a change of v's median (1/ratio - 1, the interval's
 // ends swapped): "-81.5% [-84.0%, -78.2%]", or why there is no interval.
 std::string diff_ci_text(const RatioCi& r);
+
+// What is left of a total once a part timed in another run is taken off
+// (bookkeeping = fault-in time - zeroing time): nullopt when the part
+// exceeds the total, which only the noise between the two runs can do. The
+// report flags such a rest ("zeroing exceeds total: noise"); it never
+// prints it negative, nor clamps it to a 0 that would read as measured.
+std::optional<double> remainder_of(double total, double part);
 
 // The quartiles of the samples (linearly interpolated; all 0 if there are none).
 struct Quartiles {
