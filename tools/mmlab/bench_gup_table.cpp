@@ -201,23 +201,34 @@ Plot speedup_bars(const std::string& file, const std::string& title, const std::
   p.ratio = true;
   p.xlabel = "case";
   p.ylabel = "get-time speedup vs the row's base (median ratio; bars: IQR)";
-  std::vector<std::string> names;  // the base variants first, then by registration
+  // The first series is the rows' base, grey. Where the rows have
+  // different bases (unify: v6.5 on THP, legacy on hugetlb), it is one
+  // series holding each row's base, titled with their names, so that no
+  // row's base takes a variant's colour; a variant that is one row's base
+  // and another's variant (legacy) then has its own series for the latter.
+  std::vector<std::string> bases;
   for (auto& r : results)
-    if (std::find(names.begin(), names.end(), r.variants[r.base].name) == names.end()) names.push_back(r.variants[r.base].name);
-  const size_t bases = names.size();
+    if (std::find(bases.begin(), bases.end(), r.variants[r.base].name) == bases.end()) bases.push_back(r.variants[r.base].name);
+  std::string base_title = bases.size() == 1 ? bases.front() : "the row's base: ";
+  for (size_t i = 0; bases.size() > 1 && i < bases.size(); i++) base_title += (i ? ", " : "") + bases[i];
+  std::vector<std::string> names;  // the variants other than a row's base, by registration
   for (auto& r : results)
     for (auto& v : r.variants)
-      if (std::find(names.begin(), names.end(), v.name) == names.end()) names.push_back(v.name);
-  std::stable_sort(names.begin() + static_cast<long>(bases), names.end(),
+      if (&v != &r.variants[r.base] && (bases.size() > 1 || v.name != bases.front()) &&
+          std::find(names.begin(), names.end(), v.name) == names.end())
+        names.push_back(v.name);
+  std::stable_sort(names.begin(), names.end(),
                    [](const std::string& a, const std::string& b) { return variant_rank(a) < variant_rank(b); });
+  if (!results.empty()) p.series.push_back({base_title, {}});
   for (auto& n : names) p.series.push_back({n, {}});
   for (size_t i = 0; i < results.size(); i++) {
     p.categories.push_back(rows[i].plot_label.empty() ? rows[i].label : rows[i].plot_label);
     const auto& r = results[i];
     for (auto& v : r.variants) {
-      const size_t s = static_cast<size_t>(std::find(names.begin(), names.end(), v.name) - names.begin());
+      const bool is_base = &v == &r.variants[r.base];
+      const size_t s = is_base ? 0 : 1 + static_cast<size_t>(std::find(names.begin(), names.end(), v.name) - names.begin());
       PlotPoint pt = speedup_point(static_cast<double>(i), r.variants[r.base].get_us, v.get_us);
-      if (&v != &r.variants[r.base]) pt.published = rows[i].kernel.speedup(v.name);
+      if (!is_base) pt.published = rows[i].kernel.speedup(v.name);
       p.series[s].points.push_back(pt);
     }
   }

@@ -80,6 +80,12 @@ int suite_cow(const BenchOptions& o, Report* rep) {
                        "sampler; flushes and IPIs: the TLB model's events (no geometry here: `mmlab cow-bench --geometry` "
                        "adds the misses). The full grid, plots and mechanism sentences: `mmlab cow-bench` (docs/COW_BENCH.md).\n",
                        p.size >> 20, p.procs, seeds));
+  // The plot: page-write latency per workload, a bar per column (base first, grey).
+  Plot plot = bar_plot("cow", fmt::format("cow: page-write latency after fork, {} MiB, {} seed(s)", p.size >> 20, seeds),
+                       "page-write latency us (p50; bars: p25-p75)",
+                       std::vector<std::string>(std::begin(kWorkloads), std::end(kWorkloads)),
+                       std::vector<std::string>(std::begin(kColumns), std::end(kColumns)));
+  plot.xlabel = "workload";
   for (const char* wn : kWorkloads) {
     const cowbench::Workload* w = by_name(cowbench::workloads(), wn);
     if (!w) {
@@ -122,6 +128,10 @@ int suite_cow(const BenchOptions& o, Report* rep) {
       if (int e = run_column(*w, *c, p, seeds, &r)) return e;
       progress_done();
       const double p50 = cowbench::percentile(r.ns, 0.5) / 1e3, p99 = cowbench::percentile(r.ns, 0.99) / 1e3;
+      const size_t col = static_cast<size_t>(std::find(std::begin(kColumns), std::end(kColumns), cn) - std::begin(kColumns));
+      const double x = static_cast<double>(std::find(std::begin(kWorkloads), std::end(kWorkloads), wn) - std::begin(kWorkloads));
+      plot.series[col].points.push_back(
+          {x, p50, cowbench::percentile(r.ns, 0.25) / 1e3, cowbench::percentile(r.ns, 0.75) / 1e3});
       std::string row = fmt::format("| {} | {:.2f} | {:.2f} | {:.0f} | {} | {} | {} | {:.2f} | {:.0f} | {:.0f} | {} |", cn, p50, p99,
                                     r.wp_copy, mib(r.copied), mib(r.waste), mib(static_cast<double>(r.pss_peak)),
                                     r.pss_mib_s, r.flushes, r.ipis, r.violations);
@@ -156,6 +166,7 @@ int suite_cow(const BenchOptions& o, Report* rep) {
       rep->add("\nmodelled CoW ms: the model's copies per size x the host's cost (its CoW fault for 4K; \\* its first-touch "
                "fault of a folio of the size for larger copies), not measured here.\n");
   }
+  rep->plots.push_back(plot);
   return 0;
 }
 

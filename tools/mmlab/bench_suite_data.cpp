@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_gup_table.h"
 #include "bench_model_common.h"
 #include "bench_modelled.h"
 #include "bench_report.h"
@@ -133,6 +134,24 @@ int suite_data(const BenchOptions& o, Report* rep) {
   rep->add("| folio | path | pass | model ms | model GB/s | native ms | native GB/s | model / native bandwidth (95% CI) | host faults |\n"
            "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   const double gb = static_cast<double>(size) / 1e9;
+  // The plot: per pass, each folio size and path's bandwidth against the
+  // native pass's (the dashed line at 1 is native: no baseline series).
+  Plot plot;
+  plot.file = "data";
+  plot.title = fmt::format("data: bulk passes through the CPU model over {} MiB, {} repeats", size >> 20, repeats);
+  plot.xlabel = "pass";
+  plot.ylabel = "model / native bandwidth (median ratio; bars: IQR)";
+  plot.ratio = true;
+  plot.first_is_baseline = false;
+  for (auto& r : rows) {
+    auto cat = std::find(plot.categories.begin(), plot.categories.end(), r.op);
+    if (cat == plot.categories.end()) cat = plot.categories.insert(cat, r.op);
+    const std::string title = r.folio + " " + r.path;
+    auto sr = std::find_if(plot.series.begin(), plot.series.end(), [&](const PlotSeries& x) { return x.title == title; });
+    if (sr == plot.series.end()) sr = plot.series.insert(sr, {title, {}});
+    sr->points.push_back(speedup_point(static_cast<double>(cat - plot.categories.begin()), r.native_s, r.model_s));
+  }
+  rep->plots.push_back(plot);
   for (auto& r : rows) {
     const double model_s = median_of(r.model_s), native_s = median_of(r.native_s);
     const RatioCi bw = median_ratio_ci(r.native_s, r.model_s);  // native time over model time
