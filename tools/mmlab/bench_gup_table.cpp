@@ -81,7 +81,8 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
   rep->add("The first repeat of each variant is a warm-up, discarded (with one repeat, nothing is); n counts the rest, "
            "and flags samples beyond Tukey's far-out fences (Q1 - 3 IQR, Q3 + 3 IQR) as outliers. The speedup and the "
            "difference are the same statistic, the ratio of median get times, with a 95% bootstrap interval "
-           "(paired over the alternated repeats).\n\n");
+           "(paired over the alternated repeats); with fewer than " + std::to_string(kMinCiSamples) +
+           " samples a side there is none (\"n/a (n<" + std::to_string(kMinCiSamples) + ")\"): so few cannot give a 95% interval.\n\n");
   rep->add("| case | variant | n | median get us | median put us | get speedup vs the row's base"
            " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | host faults | kernel |\n"
            "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
@@ -127,10 +128,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
       const RatioCi speedup = median_ratio_ci(base_g, g);
       const long outliers = count_outliers(g);
       if (g.size() >= 4) rep->spreads.push_back(relative_iqr(g));  // fewer samples have no quartiles
-      std::string diff = "-";
-      if (!is_base && speedup.valid)  // v's median against base's: 1/ratio - 1, and the interval's ends swapped
-        diff = fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / speedup.ratio - 1), 100 * (1 / speedup.hi - 1),
-                           100 * (1 / speedup.lo - 1));
+      const std::string diff = is_base ? std::string("-") : diff_ci_text(speedup);
       double pages = static_cast<double>(res.region_pages) * static_cast<double>(g.size());
       auto per = [&](const char* c) { return pages ? ctr[c] / pages : 0.0; };
       double floor_med = median_of(fl);
@@ -155,7 +153,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
                                           {"mean_get_us", sg.mean}, {"stddev_get_us", sg.stddev},
                                           {"warmup_discarded", warmup}, {"outliers", outliers},
                                           {"relative_iqr_get", relative_iqr(g)}, {"speedup_median_ratio", speedup.ratio},
-                                          {"speedup_ci95", speedup.valid ? nlohmann::json::array({speedup.lo, speedup.hi}) : nlohmann::json()},
+                                          {"speedup_ci95", ci_json(speedup)},
                                           {"folios_by_size", res.folios_by_size}, {"counters_total", ctr}};
     }
     if (row.pin_folio) pins.push_back({row.label, row.pin_folio, res.region_pages});
@@ -203,23 +201,34 @@ Plot speedup_bars(const std::string& file, const std::string& title, const std::
   p.ratio = true;
   p.xlabel = "case";
   p.ylabel = "get-time speedup vs the row's base (median ratio; bars: IQR)";
-  std::vector<std::string> names;  // the base variants first, then by registration
+  // The first series is the rows' base, grey. Where the rows have
+  // different bases (unify: v6.5 on THP, legacy on hugetlb), it is one
+  // series holding each row's base, titled with their names, so that no
+  // row's base takes a variant's colour; a variant that is one row's base
+  // and another's variant (legacy) then has its own series for the latter.
+  std::vector<std::string> bases;
   for (auto& r : results)
-    if (std::find(names.begin(), names.end(), r.variants[r.base].name) == names.end()) names.push_back(r.variants[r.base].name);
-  const size_t bases = names.size();
+    if (std::find(bases.begin(), bases.end(), r.variants[r.base].name) == bases.end()) bases.push_back(r.variants[r.base].name);
+  std::string base_title = bases.size() == 1 ? bases.front() : "the row's base: ";
+  for (size_t i = 0; bases.size() > 1 && i < bases.size(); i++) base_title += (i ? ", " : "") + bases[i];
+  std::vector<std::string> names;  // the variants other than a row's base, by registration
   for (auto& r : results)
     for (auto& v : r.variants)
-      if (std::find(names.begin(), names.end(), v.name) == names.end()) names.push_back(v.name);
-  std::stable_sort(names.begin() + static_cast<long>(bases), names.end(),
+      if (&v != &r.variants[r.base] && (bases.size() > 1 || v.name != bases.front()) &&
+          std::find(names.begin(), names.end(), v.name) == names.end())
+        names.push_back(v.name);
+  std::stable_sort(names.begin(), names.end(),
                    [](const std::string& a, const std::string& b) { return variant_rank(a) < variant_rank(b); });
+  if (!results.empty()) p.series.push_back({base_title, {}});
   for (auto& n : names) p.series.push_back({n, {}});
   for (size_t i = 0; i < results.size(); i++) {
     p.categories.push_back(rows[i].plot_label.empty() ? rows[i].label : rows[i].plot_label);
     const auto& r = results[i];
     for (auto& v : r.variants) {
-      const size_t s = static_cast<size_t>(std::find(names.begin(), names.end(), v.name) - names.begin());
+      const bool is_base = &v == &r.variants[r.base];
+      const size_t s = is_base ? 0 : 1 + static_cast<size_t>(std::find(names.begin(), names.end(), v.name) - names.begin());
       PlotPoint pt = speedup_point(static_cast<double>(i), r.variants[r.base].get_us, v.get_us);
-      if (&v != &r.variants[r.base]) pt.published = rows[i].kernel.speedup(v.name);
+      if (!is_base) pt.published = rows[i].kernel.speedup(v.name);
       p.series[s].points.push_back(pt);
     }
   }

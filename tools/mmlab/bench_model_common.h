@@ -58,18 +58,6 @@ class NativeBuffer {
 // model's plain path does. The offset of the first other byte, or -1.
 int64_t native_find_not(const uint8_t* p, uint8_t byte, uint64_t len);
 
-// The median of `repeats` timings of f(repeat), in seconds.
-template <typename F>
-double time_median(long repeats, F&& f) {
-  std::vector<double> t;
-  for (long r = 0; r < repeats; r++) {
-    const auto t0 = Clock::now();
-    f(r);
-    t.push_back(seconds_since(t0));
-  }
-  return median_of(t);
-}
-
 // What the host gave the frame store (how the report says which backing it had).
 std::string store_text(const FrameStoreInfo& fs);
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 
 #include "bench_stats.h"
@@ -29,11 +30,19 @@ std::string quoted(const std::string& s) {
 // Colours by series position: the baseline (first) is grey.
 constexpr const char* kColours[] = {"#808080", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2"};
 
-const char* colour(size_t i) { return kColours[i % std::size(kColours)]; }
+// Past the palette's end the colours repeat, grey never: it is the baseline's.
+const char* colour(size_t i) { return i == 0 ? kColours[0] : kColours[1 + (i - 1) % (std::size(kColours) - 1)]; }
 
 // The x at which bar `series` of `n` sits within category `cat`.
 double bar_x(size_t cat, size_t series, size_t n, double width) {
   return static_cast<double>(cat) + (static_cast<double>(series) - (static_cast<double>(n) - 1) / 2) * width;
+}
+
+// The colour of series i: in bar plots the baseline, when the first series
+// is one, grey, and every other series a colour; line plots have no
+// baseline series.
+const char* series_colour(const Plot& p, size_t i) {
+  return colour(!p.lines && p.first_is_baseline ? i : i + 1);
 }
 
 std::string header(const Plot& p, const std::string& png) {
@@ -43,8 +52,12 @@ std::string header(const Plot& p, const std::string& png) {
   s += "set xlabel " + quoted(p.xlabel) + "\n";
   s += "set ylabel " + quoted(p.ylabel) + "\n";
   s += "set key below\nset grid ytics\nset border 3\nset tics nomirror\n";
-  if (p.ratio) s += "set yrange [0:*]\nset arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#404040'\n";
-  else s += "set yrange [0:*]\n";
+  // The axis is set to fit every bar's upper end: autoscaling to the next
+  // tic can leave the longest error bar ending on the border, where it
+  // reads as clipped.
+  const double top = y_top(p);
+  s += top > 0 ? fmt::format("set yrange [0:{:.6g}]\n", top) : std::string("set yrange [0:*]\n");
+  if (p.ratio) s += "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#404040'\n";
   return s;
 }
 
@@ -67,7 +80,7 @@ std::string bar_script(const Plot& p, const std::string& png) {
     }
     s += "EOD\n";
     plot += fmt::format("{}$s{} using 1:2 with boxes lc rgb '{}' title {}, $s{} using 1:2:3:4 with yerrorbars lc rgb 'black' pt 0 notitle",
-                        i ? ", " : "", i, colour(i), quoted(p.series[i].title), i);
+                        i ? ", " : "", i, series_colour(p, i), quoted(p.series[i].title), i);
   }
   if (!published.empty()) {
     s += "$published << EOD\n" + published + "EOD\n";
@@ -94,7 +107,7 @@ std::string line_script(const Plot& p, const std::string& png) {
     }
     s += "EOD\n";
     plot += fmt::format("{}$s{} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.8 lc rgb '{}' title {}", i ? ", " : "", i,
-                        colour(i + 1), quoted(p.series[i].title));
+                        series_colour(p, i), quoted(p.series[i].title));
   }
   if (!published.empty()) {
     s += "$published << EOD\n" + published + "EOD\n";
@@ -125,6 +138,18 @@ int run_gnuplot(const std::string& script) {
 }
 
 }  // namespace
+
+double y_top(const Plot& p) {
+  double top = 0;
+  for (auto& sr : p.series)
+    for (auto& pt : sr.points) {
+      for (double y : {pt.y, pt.hi})
+        if (std::isfinite(y)) top = std::max(top, y);
+      if (std::isfinite(pt.published)) top = std::max(top, pt.published);
+    }
+  if (top <= 0) return 0;
+  return std::max(top * 1.08, p.ratio ? 1.1 : 0.0);
+}
 
 PlotPoint sample_point(double x, const std::vector<double>& samples, double k) {
   const Quartiles q = quartiles_of(samples);

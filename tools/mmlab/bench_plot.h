@@ -30,6 +30,8 @@ struct Plot {
   bool lines = false;                   // a line plot over a numeric x; otherwise clustered bars
   bool logx = false;                    // line plots: a log x-axis
   bool ratio = false;                   // a y of ratios: linear from 0, with a dashed line at 1
+  bool first_is_baseline = true;       // bars: the first series is the baseline, grey (a ratio plot
+                                        // whose baseline is the dashed line at 1 has none)
   std::vector<std::string> categories;  // bars: the x labels; points' x is the index
   std::vector<std::pair<double, std::string>> xtics;  // line plots: labelled x positions
   std::vector<PlotSeries> series;
@@ -42,6 +44,11 @@ PlotPoint sample_point(double x, const std::vector<double>& samples, double k = 
 // A bar plot over `categories` with one series per title (points added by the caller).
 Plot bar_plot(const std::string& file, const std::string& title, const std::string& ylabel,
               const std::vector<std::string>& categories, const std::vector<std::string>& series);
+
+// The top of the y-axis: the highest bar, error bar end or published
+// marker, with a margin (1.1 at least on a ratio plot, so that its line at
+// 1 shows); 0 if there are no points (gnuplot's autoscale then).
+double y_top(const Plot& p);
 
 // The gnuplot script that draws `p` into `png` (the data inline, every
 // string quoted for gnuplot, so any character in a path or label is safe).

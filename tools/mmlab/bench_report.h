@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_plot.h"
+#include "bench_stats.h"
 #include "mmlab/calibrate.h"
 #include "nlohmann/json.hpp"
 
@@ -24,6 +25,9 @@ struct Report {
 
 void progress(const std::string& what);
 void progress_done();
+
+// A ratio's 95% interval in report.json: [lo, hi], or null where there is none.
+inline nlohmann::json ci_json(const RatioCi& r) { return r.valid ? nlohmann::json::array({r.lo, r.hi}) : nlohmann::json(); }
 
 // A row whose timed region took host faults on more than 1% of the pages it
 // touched is marked: its time is the host's first touch, not the model's.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "fmt/format.h"
+
 
 namespace mmlab::cli {
 
@@ -39,14 +41,15 @@ double quantile_sorted(const std::vector<double>& s, double q) {
 
 }  // namespace
 
-RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, int resamples) {
+RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, Pairing pairing, int resamples) {
   RatioCi r;
+  r.n = static_cast<long>(std::min(base.size(), v.size()));
   const double mv = median_of(v);
   if (mv <= 0) return r;
   r.ratio = median_of(base) / mv;
-  if (base.size() < 2 || v.size() < 2) return r;
+  if (r.n < kMinCiSamples) return r;
   std::mt19937_64 rng(0x6d6d6c6162);  // fixed: the interval is a function of the samples
-  const bool paired = base.size() == v.size();
+  const bool paired = pairing == Pairing::kAlternated && base.size() == v.size();
   std::uniform_int_distribution<size_t> pick_b(0, base.size() - 1), pick_v(0, v.size() - 1);
   std::vector<double> ratios, rb(base.size()), rv(v.size());
   ratios.reserve(static_cast<size_t>(resamples));
@@ -67,6 +70,34 @@ RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<doubl
   r.hi = quantile_sorted(ratios, 0.975);
   r.valid = true;
   return r;
+}
+
+namespace {
+std::string no_interval(const RatioCi& r) {
+  return r.n < kMinCiSamples ? fmt::format("n/a (n<{})", kMinCiSamples) : std::string("n/a");
+}
+}  // namespace
+
+std::string ci_text(const RatioCi& r) {
+  if (!r.valid) return no_interval(r);
+  return fmt::format("[{:.2f}x, {:.2f}x]", r.lo, r.hi);
+}
+
+std::string ratio_ci_text(const RatioCi& r) { return fmt::format("{:.2f}x {}", r.ratio, ci_text(r)); }
+
+std::string percent_ci_text(const RatioCi& r) {
+  if (!r.valid) return fmt::format("{:.0f}% {}", 100 * r.ratio, ci_text(r));
+  return fmt::format("{:.0f}% [{:.0f}%, {:.0f}%]", 100 * r.ratio, 100 * r.lo, 100 * r.hi);
+}
+
+std::string diff_ci_text(const RatioCi& r) {
+  if (!r.valid || r.ratio <= 0 || r.lo <= 0) return no_interval(r);
+  return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / r.ratio - 1), 100 * (1 / r.hi - 1), 100 * (1 / r.lo - 1));
+}
+
+std::optional<double> remainder_of(double total, double part) {
+  if (part > total) return std::nullopt;
+  return total - part;
 }
 
 Quartiles quartiles_of(const std::vector<double>& v) {

@@ -3,6 +3,7 @@
 // least-squares line.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,17 +17,55 @@ struct Stat {
 };
 Stat stat_of(const std::vector<double>& v);
 
+// The fewest samples on each side for which an interval is printed. Below
+// it the bootstrap interval is degenerate rather than wide: a resampled
+// median can only be one of the samples (or the mean of two), so the
+// percentile interval never leaves the samples' range, and that range
+// covers a median with probability 1 - 2^(1-n) (75% for n = 3, 87.5% for
+// n = 4): a "95%" interval that is not one. A Student t interval would be
+// a different statistic (a mean, under normality, which skewed timings are
+// not). So below this there is no interval: "n/a (n<5)".
+inline constexpr long kMinCiSamples = 5;
+
+// How the two sides' samples were taken. kAlternated: as many on each side,
+// repeat r of every variant run before repeat r+1 of any, so sample i of
+// one side and sample i of the other share a round (and its disturbances).
+// kIndependent: no such correspondence (the sides ran apart, or their
+// samples are not rounds).
+enum class Pairing { kAlternated, kIndependent };
+
 // The ratio of medians median(base) / median(v) (a speedup: above 1, v is
-// faster) and its 95% bootstrap percentile interval. With as many samples on
-// each side, taken alternately (repeat r of every variant runs before repeat
-// r+1 of any), the resampling is paired: repeat indices are drawn, so a
-// disturbance that slowed one round slows both sides of it. Deterministic
-// (a fixed seed): the same samples give the same interval.
+// faster) and its 95% bootstrap percentile interval. Alternated samples are
+// resampled in pairs (repeat indices are drawn, so a disturbance that slowed
+// one round slows both sides of it); independent ones (or sides of unequal
+// size) each on their own. Deterministic (a fixed seed): the same samples
+// give the same interval. Every ratio the report prints with an interval
+// comes from here.
 struct RatioCi {
   double ratio = 0, lo = 0, hi = 0;
-  bool valid = false;  // fewer than two samples on a side: no interval
+  bool valid = false;  // no interval: fewer than kMinCiSamples on a side, or no positive median
+  long n = 0;          // the smaller side's sample count
 };
-RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, int resamples = 2000);
+RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v,
+                        Pairing pairing = Pairing::kAlternated, int resamples = 2000);
+
+// The interval as printed: "[1.10x, 1.40x]", or why there is none
+// ("n/a (n<5)").
+std::string ci_text(const RatioCi& r);
+// The ratio and its interval: "1.23x [1.10x, 1.40x]".
+std::string ratio_ci_text(const RatioCi& r);
+// The ratio as a percentage: "12% [10%, 14%]".
+std::string percent_ci_text(const RatioCi& r);
+// v against base as a change of v's median (1/ratio - 1, the interval's
+// ends swapped): "-81.5% [-84.0%, -78.2%]", or why there is no interval.
+std::string diff_ci_text(const RatioCi& r);
+
+// What is left of a total once a part timed in another run is taken off
+// (bookkeeping = fault-in time - zeroing time): nullopt when the part
+// exceeds the total, which only the noise between the two runs can do. The
+// report flags such a rest ("zeroing exceeds total: noise"); it never
+// prints it negative, nor clamps it to a 0 that would read as measured.
+std::optional<double> remainder_of(double total, double part);
 
 // The quartiles of the samples (linearly interpolated; all 0 if there are none).
 struct Quartiles {

@@ -24,7 +24,7 @@ namespace mmlab::cli {
 namespace {
 
 struct CollapseSample {
-  double us_per_2m = 0, copy_share = 0, write_hold_us = 0;
+  double us_per_2m = 0, copy_us_per_2m = 0, copy_share = 0, write_hold_us = 0;
   int64_t bytes_copied = 0, collapses = 0;
 };
 
@@ -65,6 +65,7 @@ CollapseSample collapse_once(const FolioCase& c, uint64_t size, int* err) {
   s.us_per_2m = wall * 1e6 / static_cast<double>(size / PMD_SIZE);
   const double total = static_cast<double>(t1.total_ns - t0.total_ns);
   s.copy_share = total > 0 ? static_cast<double>(t1.copy_ns - t0.copy_ns) / total : 0;
+  s.copy_us_per_2m = static_cast<double>(t1.copy_ns - t0.copy_ns) / 1e3 / static_cast<double>(size / PMD_SIZE);
   const uint64_t locked = t1.write_locked - t0.write_locked;
   s.write_hold_us = locked ? static_cast<double>(t1.mmap_write_ns - t0.mmap_write_ns) / 1e3 / static_cast<double>(locked) : 0;
   s.bytes_copied = sys->counter("collapse.bytes_copied");
@@ -103,19 +104,29 @@ int suite_collapse(const BenchOptions& o, Report* rep) {
   rep->add(fmt::format("\n## MADV_COLLAPSE of {} MiB, one 2M range per call (median of {} runs)\n\n", size >> 20, repeats));
   rep->add("| source folios | us per 2M | copy share | mmap_lock write-held per collapse (us) | bytes copied | collapses |\n"
            "|---|---:|---:|---:|---:|---:|\n");
+  Plot plot = bar_plot("collapse", fmt::format("collapse: MADV_COLLAPSE of {} MiB, one 2M range per call, {} runs", size >> 20, repeats),
+                       "us (median; bars: IQR)", {"4K", "64K"},
+                       {"MADV_COLLAPSE per 2M", "of which the copy", "mmap_lock write-held per collapse"});
+  plot.xlabel = "source folios";
   for (size_t i = 0; i < std::size(cases); i++) {
-    std::vector<double> us, share, hold;
+    std::vector<double> us, share, hold, copy_us;
     for (auto& s : samples[i]) {
       us.push_back(s.us_per_2m);
       share.push_back(s.copy_share);
       hold.push_back(s.write_hold_us);
+      copy_us.push_back(s.copy_us_per_2m);
     }
+    const double x = static_cast<double>(i);
+    plot.series[0].points.push_back(sample_point(x, us));
+    plot.series[1].points.push_back(sample_point(x, copy_us));
+    plot.series[2].points.push_back(sample_point(x, hold));
     const CollapseSample& last = samples[i].back();
     rep->add(fmt::format("| {} | {:.1f} | {:.0f}% | {:.1f} | {} | {} |\n", cases[i].name, median_of(us), median_of(share) * 100,
                          median_of(hold), last.bytes_copied, last.collapses));
     rep->json["collapse"][cases[i].name] = {{"us_per_2m", us}, {"copy_share", share}, {"write_hold_us", hold},
                                             {"bytes_copied", last.bytes_copied}, {"collapses", last.collapses}};
   }
+  rep->plots.push_back(plot);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_report.h"
+#include "bench_stats.h"
 #include "bench_suites.h"
 #include "cow_bench.h"
 #include "fmt/format.h"
@@ -30,6 +31,7 @@ std::string mib(double b) { return fmt::format("{:.1f}", b / (1 << 20)); }
 // One column over the seeds: latencies pooled, the rest per seed.
 struct Pooled {
   std::vector<double> ns;
+  std::vector<double> child_kbps;  // usemem: every child's KB/s, over the seeds
   double wp_copy = 0, copied = 0, waste = 0, kbps = 0, pss_mib_s = 0, flushes = 0, ipis = 0;
   int64_t pss_peak = 0, violations = 0;
   std::vector<int64_t> copies_by_order;
@@ -46,6 +48,7 @@ int run_column(const cowbench::Workload& w, const cowbench::Column& c, cowbench:
       return 1;
     }
     out->ns.insert(out->ns.end(), r.write_ns.begin(), r.write_ns.end());
+    out->child_kbps.insert(out->child_kbps.end(), r.child_kbps.begin(), r.child_kbps.end());
     const double n = seeds;
     out->wp_copy += static_cast<double>(r.wp_copy) / n;
     out->copied += static_cast<double>(r.bytes_copied) / n;
@@ -90,6 +93,12 @@ int suite_cow(const BenchOptions& o, Report* rep) {
                        "sampler; flushes and IPIs: the TLB model's events (no geometry here: `mmlab cow-bench --geometry` "
                        "adds the misses). The full grid, plots and mechanism sentences: `mmlab cow-bench` (docs/COW_BENCH.md).\n",
                        p.size >> 20, p.procs, seeds));
+  // The plot: page-write latency per workload, a bar per column (base first, grey).
+  Plot plot = bar_plot("cow", fmt::format("cow: page-write latency after fork, {} MiB, {} seed(s)", p.size >> 20, seeds),
+                       "page-write latency us (p50; bars: p25-p75)",
+                       std::vector<std::string>(std::begin(kWorkloads), std::end(kWorkloads)),
+                       std::vector<std::string>(std::begin(kColumns), std::end(kColumns)));
+  plot.xlabel = "workload";
   for (const char* wn : kWorkloads) {
     const cowbench::Workload* w = by_name(cowbench::workloads(), wn);
     if (!w) {
@@ -105,11 +114,14 @@ int suite_cow(const BenchOptions& o, Report* rep) {
     }
     const bool usemem = w->name == "usemem";
     rep->add(fmt::format("\n### cow {}: {}\n\n", wn, w->what));
+    if (usemem)
+      rep->add("vs base: the median of the children's KB/s over base's, with its 95% bootstrap interval (the children "
+               "of every seed; two columns' children ran apart, so they are resampled independently).\n\n");
     std::string head = "| column | p50 µs | p99 µs | CoW copies | copied MiB | copied never written MiB | peak PSS MiB | PSS MiB·s | "
                        "flushes | IPIs | violations |";
     std::string rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
     if (usemem) {
-      head += " KB/s per child | vs base |";
+      head += " KB/s per child (median) | vs base (95% CI) |";
       rule += "---:|---:|";
     }
     if (rep->profile) {
@@ -117,7 +129,7 @@ int suite_cow(const BenchOptions& o, Report* rep) {
       rule += "---:|";
     }
     rep->add(head + "\n" + rule + "\n");
-    double base_kbps = 0;
+    std::vector<double> base_kbps;  // base's children: vs base's reference
     for (const char* cn : kColumns) {
       const cowbench::Column* c = by_name(cowbench::columns(), cn);
       if (!c) {
@@ -129,6 +141,10 @@ int suite_cow(const BenchOptions& o, Report* rep) {
       if (int e = run_column(*w, *c, p, seeds, &r)) return e;
       progress_done();
       const double p50 = cowbench::percentile(r.ns, 0.5) / 1e3, p99 = cowbench::percentile(r.ns, 0.99) / 1e3;
+      const size_t col = static_cast<size_t>(std::find(std::begin(kColumns), std::end(kColumns), cn) - std::begin(kColumns));
+      const double x = static_cast<double>(std::find(std::begin(kWorkloads), std::end(kWorkloads), wn) - std::begin(kWorkloads));
+      plot.series[col].points.push_back(
+          {x, p50, cowbench::percentile(r.ns, 0.25) / 1e3, cowbench::percentile(r.ns, 0.75) / 1e3});
       std::string row = fmt::format("| {} | {:.2f} | {:.2f} | {:.0f} | {} | {} | {} | {:.2f} | {:.0f} | {:.0f} | {} |", cn, p50, p99,
                                     r.wp_copy, mib(r.copied), mib(r.waste), mib(static_cast<double>(r.pss_peak)),
                                     r.pss_mib_s, r.flushes, r.ipis, r.violations);
@@ -137,9 +153,19 @@ int suite_cow(const BenchOptions& o, Report* rep) {
            {"copied_never_written", r.waste}, {"pss_peak", r.pss_peak}, {"pss_mib_s", r.pss_mib_s},
            {"flushes", r.flushes}, {"ipis", r.ipis},        {"violations", r.violations}};
       if (usemem) {
-        if (c->name == "base") base_kbps = r.kbps;
-        row += fmt::format(" {:.0f} | {} |", r.kbps, base_kbps > 0 ? fmt::format("{:+.1f}%", 100 * (r.kbps / base_kbps - 1)) : "-");
+        // The children of two columns ran apart: their KB/s are compared
+        // as independent samples (a ratio of medians, median(this) / median(base)).
+        const bool is_base = c->name == std::string("base");
+        if (is_base) base_kbps = r.child_kbps;
+        const RatioCi vs = median_ratio_ci(r.child_kbps, base_kbps, Pairing::kIndependent);
+        row += fmt::format(" {:.0f} | {} |", median_of(r.child_kbps),
+                           is_base ? std::string("1.00x (base)") : base_kbps.empty() ? std::string("-") : ratio_ci_text(vs));
         j["child_kbps_mean"] = r.kbps;
+        j["child_kbps"] = r.child_kbps;
+        if (!is_base && !base_kbps.empty()) {
+          j["vs_base"] = vs.ratio;
+          j["vs_base_ci95"] = ci_json(vs);
+        }
       }
       if (rep->profile) {
         const cowbench::ModelledCow mc = cowbench::modelled_cow_ms(r.copies_by_order, *rep->profile);
@@ -153,6 +179,7 @@ int suite_cow(const BenchOptions& o, Report* rep) {
       rep->add("\nmodelled CoW ms: the model's copies per size x the host's cost (its CoW fault for 4K; \\* its first-touch "
                "fault of a folio of the size for larger copies), not measured here.\n");
   }
+  rep->plots.push_back(plot);
   return 0;
 }
 

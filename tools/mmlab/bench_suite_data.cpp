@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_gup_table.h"
 #include "bench_model_common.h"
 #include "bench_modelled.h"
 #include "bench_report.h"
@@ -29,7 +30,7 @@ namespace {
 
 struct DataRow {
   std::string folio, path, op;
-  double model_s = 0, native_s = 0;
+  std::vector<double> model_s, native_s;  // per repeat, the two alternated
   long host_faults = 0;
 };
 
@@ -81,19 +82,21 @@ int data_passes(const FolioCase& c, uint64_t size, long repeats, NativeBuffer& n
       if (std::string(op.name) == "verifying read") fill(0);  // the bytes the warm-up pass expects
       op.model(0);                                               // warm-up, discarded (and the native one)
       op.native(0);
-      DataRow row{c.name, path, op.name};
+      DataRow row{c.name, path, op.name, {}, {}, 0};
       const bool verifying = std::string(op.name) == "verifying read";
-      std::vector<double> t;
-      const long hf0 = host_faults_now();
+      // The model's pass and the native one alternate, so that a round's
+      // disturbance falls on both (the ratio's interval is paired over them).
       for (long r = 0; r < repeats; r++) {
         if (verifying) fill(r);  // untimed: the bytes the pass expects
-        const auto t0 = Clock::now();
+        const long hf0 = host_faults_now();
+        auto t0 = Clock::now();
         op.model(r);
-        t.push_back(seconds_since(t0));
+        row.model_s.push_back(seconds_since(t0));
+        row.host_faults += host_faults_now() - hf0;
+        t0 = Clock::now();
+        op.native(r);
+        row.native_s.push_back(seconds_since(t0));
       }
-      row.host_faults = host_faults_now() - hf0;
-      row.model_s = median_of(t);
-      row.native_s = time_median(repeats, op.native);
       rows->push_back(row);
     }
   }
@@ -133,15 +136,43 @@ int suite_data(const BenchOptions& o, Report* rep) {
   rep->add("plain: memcpy/memset and a memcmp-class scan (one thread uses the System); atomic: relaxed 8-byte words "
            "(after a second thread moved bytes). A verifying read compares every byte with the expected one; its native "
            "pass is memcmp against a 4 KiB block of that byte.\n\n");
-  rep->add("| folio | path | pass | model ms | model GB/s | native ms | native GB/s | model / native bandwidth | host faults |\n"
+  rep->add("model / native bandwidth: the ratio of median times (native over model), with its 95% bootstrap interval, "
+           "paired over the repeats (each runs the model's pass, then the native one).\n\n");
+  rep->add("| folio | path | pass | model ms | model GB/s | native ms | native GB/s | model / native bandwidth (95% CI) | host faults |\n"
            "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   const double gb = static_cast<double>(size) / 1e9;
+  // The plot: per pass, each folio size and path's bandwidth against the
+  // native pass's (the dashed line at 1 is native: no baseline series).
+  Plot plot;
+  plot.file = "data";
+  plot.title = fmt::format("data: bulk passes through the CPU model over {} MiB, {} repeats", size >> 20, repeats);
+  plot.xlabel = "pass";
+  plot.ylabel = "model / native bandwidth (median ratio; bars: IQR)";
+  plot.ratio = true;
+  plot.first_is_baseline = false;
   for (auto& r : rows) {
-    rep->add(fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.0f}% | {}{} |\n", r.folio, r.path, r.op,
-                         r.model_s * 1e3, gb / r.model_s, r.native_s * 1e3, gb / r.native_s, 100 * r.native_s / r.model_s,
-                         r.host_faults, first_touch_note(r.host_faults, size / PAGE_SIZE)));
-    rep->json["data"][r.folio][r.path][r.op] = {
-        {"model_s", r.model_s}, {"native_s", r.native_s}, {"bytes", size}, {"host_faults", r.host_faults}};
+    auto cat = std::find(plot.categories.begin(), plot.categories.end(), r.op);
+    if (cat == plot.categories.end()) cat = plot.categories.insert(cat, r.op);
+    const std::string title = r.folio + " " + r.path;
+    auto sr = std::find_if(plot.series.begin(), plot.series.end(), [&](const PlotSeries& x) { return x.title == title; });
+    if (sr == plot.series.end()) sr = plot.series.insert(sr, {title, {}});
+    sr->points.push_back(speedup_point(static_cast<double>(cat - plot.categories.begin()), r.native_s, r.model_s));
+  }
+  rep->plots.push_back(plot);
+  for (auto& r : rows) {
+    const double model_s = median_of(r.model_s), native_s = median_of(r.native_s);
+    const RatioCi bw = median_ratio_ci(r.native_s, r.model_s);  // native time over model time
+    rep->add(fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {} | {}{} |\n", r.folio, r.path, r.op,
+                         model_s * 1e3, gb / model_s, native_s * 1e3, gb / native_s, percent_ci_text(bw), r.host_faults,
+                         first_touch_note(r.host_faults, size / PAGE_SIZE)));
+    rep->json["data"][r.folio][r.path][r.op] = {{"model_s", model_s},
+                                                {"native_s", native_s},
+                                                {"model_samples_s", r.model_s},
+                                                {"native_samples_s", r.native_s},
+                                                {"model_vs_native_bandwidth", bw.ratio},
+                                                {"model_vs_native_bandwidth_ci95", ci_json(bw)},
+                                                {"bytes", size},
+                                                {"host_faults", r.host_faults}};
   }
   rep->add("\n" + store_text(store) + "\n");
   return 0;

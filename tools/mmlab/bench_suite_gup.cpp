@@ -51,6 +51,9 @@ uint64_t unify_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.qui
 uint64_t sweep_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.quick ? 32 : 256); }
 // One gup_test System at a time, the region pre-faulted.
 HostNeed gup_need(uint64_t mb) { return {gup_bench_host_need(longterm(mb, -1, 1, "4K")), mb}; }
+// --quick's repeats for the GUP tables: the first is a warm-up, and five
+// samples are the fewest that carry an interval (kMinCiSamples).
+constexpr long kQuickRepeats = kMinCiSamples + 1;
 }  // namespace
 
 HostNeed need_gup(const BenchOptions& o) { return gup_need(gup_mb(o)); }
@@ -61,7 +64,7 @@ HostNeed need_sweep(const BenchOptions& o) { return gup_need(sweep_mb(o)); }
 
 int suite_gup(const BenchOptions& o, Report* rep) {
   uint64_t mb = gup_mb(o);
-  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   std::vector<GupRow> rows;
   for (const char* f : {"4K", "64K", "2M"}) {
     GupBenchConfig c = longterm(mb, -1, r, f);
@@ -103,7 +106,7 @@ int suite_unify(const BenchOptions& o, Report* rep) {
 
 int suite_fast(const BenchOptions& o, Report* rep) {
   uint64_t mb = gup_mb(o);
-  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   std::vector<GupRow> rows;
   for (auto cmd : {GupCmd::kGupFast, GupCmd::kPinFast}) {
     for (const char* f : {"4K", "64K"}) {
@@ -124,7 +127,7 @@ int suite_fast(const BenchOptions& o, Report* rep) {
 
 int suite_ro_pin(const BenchOptions& o, Report* rep) {
   uint64_t mb = gup_mb(o);
-  long r = o.repeats ? o.repeats : (o.quick ? 5 : 16);
+  long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   GupBenchConfig c = longterm(mb, -1, r, "64K");
   c.gup_flags = 0;  // -W: read-only
   c.protect_read = true;

@@ -559,7 +559,8 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
   }
   account(&r, ws, out);
   if (w.name == "usemem") {
-    for (const Writer& x : ws) out->child_kbps_sum += static_cast<double>(p.size) / 1024 / x.seconds;
+    for (const Writer& x : ws) out->child_kbps.push_back(static_cast<double>(p.size) / 1024 / x.seconds);
+    for (double k : out->child_kbps) out->child_kbps_sum += k;
     out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());
   }
   out->copies_by_order = copies_by_order(s);

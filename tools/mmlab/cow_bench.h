@@ -73,6 +73,7 @@ struct Result {
   double elapsed_s = 0;               // the measured phase, wall clock
   double child_kbps_mean = 0;         // usemem: KB/s per child (mean) ...
   double child_kbps_sum = 0;          // ... and summed
+  std::vector<double> child_kbps;     // ... and each child's
   int64_t wp_copy = 0, wp_reuse = 0, anon = 0, zero = 0;  // faults by kind
   int64_t bytes_copied = 0;           // cow.bytes_copied + collapse.bytes_copied
   int64_t bytes_written = 0;          // distinct pages written after the fork (or the zero-page read), bytes

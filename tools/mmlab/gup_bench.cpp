@@ -11,6 +11,7 @@
 #include "bench_stats.h"
 #include "fmt/format.h"
 #include "mmlab/system.h"
+#include "mmlab/tune.h"
 
 namespace mmlab::cli {
 namespace {
@@ -228,21 +229,43 @@ std::string format_folio_sizes(const std::map<uint64_t, uint64_t>& by_size) {
 }
 
 std::string format_gup_summary(const GupBenchResult& res) {
-  std::string s = fmt::format("# {:<20} {:>5} {:>12} {:>12} {:>8} {:>10}\n", "variant", "n", "median get", "median put",
-                              "get x", "ns/page");
-  double base = 0;
-  for (auto& v : res.variants) {
-    std::vector<double> g, p;
+  // The first repeat of each variant is a warm-up, discarded as bench's
+  // suites discard it (with one repeat, nothing is).
+  long repeats = 0;
+  for (auto& it : res.iters) repeats = std::max(repeats, it.repeat + 1);
+  const long warmup = repeats > 1 ? 1 : 0;
+  auto samples = [&](const std::string& v, bool put) {
+    std::vector<double> s;
     for (auto& it : res.iters)
-      if (it.variant == v) {
-        g.push_back(it.get_us);
-        p.push_back(it.put_us);
-      }
-    double mg = median_of(g);
-    if (v.find("legacy") != std::string::npos || base == 0) base = base == 0 || v.find("legacy") != std::string::npos ? mg : base;
-    s += fmt::format("# {:<20} {:>5} {:>10.1f}us {:>10.1f}us {:>7.2f}x {:>10.2f}\n", v, g.size(), mg, median_of(p),
-                     mg > 0 ? base / mg : 0.0, res.region_pages ? mg * 1000.0 / static_cast<double>(res.region_pages) : 0.0);
+      if (it.variant == v && it.repeat >= warmup) s.push_back(put ? it.put_us : it.get_us);
+    return s;
+  };
+  // The base: the variant that is its key's default (the v6.18 baseline),
+  // or the first.
+  size_t base = 0;
+  for (size_t i = 0; i < res.variants.size(); i++) {
+    const std::string& v = res.variants[i];
+    const auto eq = v.find('=');
+    if (eq != std::string::npos && v.substr(eq + 1) == tune_default(v.substr(0, eq))) {
+      base = i;
+      break;
+    }
   }
+  const std::vector<double> base_g = samples(res.variants[base], false);
+  std::string s = fmt::format("# {:<20} {:>5} {:>12} {:>12} {:>8} {:>18} {:>10}\n", "variant", "n", "median get", "median put",
+                              "get x", "get x 95% CI", "ns/page");
+  for (size_t i = 0; i < res.variants.size(); i++) {
+    const std::vector<double> g = samples(res.variants[i], false);
+    const RatioCi x = median_ratio_ci(base_g, g);
+    const double mg = median_of(g);
+    s += fmt::format("# {:<20} {:>5} {:>10.1f}us {:>10.1f}us {:>7.2f}x {:>18} {:>10.2f}\n", res.variants[i], g.size(), mg,
+                     median_of(samples(res.variants[i], true)), x.ratio, i == base ? std::string("(base)") : ci_text(x),
+                     res.region_pages ? mg * 1000.0 / static_cast<double>(res.region_pages) : 0.0);
+  }
+  s += fmt::format("# n: samples (one per repeat and thread){}; get x: the median get time of {} over the variant's, "
+                   "with its 95% bootstrap interval (paired over the alternated repeats; none below {} samples)\n",
+                   warmup ? " after the first repeat, a warm-up, discarded" : ", none discarded with one repeat",
+                   res.variants[base], kMinCiSamples);
   return s;
 }
 

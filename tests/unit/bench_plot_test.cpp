@@ -1,0 +1,105 @@
+// The plots of `mmlab bench` (tools/mmlab/bench_plot.h, the GUP tables'
+// speedup bars): which series is the grey baseline, and a y-axis that holds
+// every bar's upper end. The gnuplot scripts are checked as text; nothing
+// is drawn.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench_gup_table.h"
+#include "bench_plot.h"
+#include "fmt/format.h"
+
+namespace mmlab::cli {
+namespace {
+
+constexpr const char* kGrey = "#808080";
+
+// The colour the script gives the boxes of series i.
+std::string box_colour(const std::string& script, size_t i) {
+  const std::string key = "$s" + std::to_string(i) + " using 1:2 with boxes lc rgb '";
+  const size_t at = script.find(key);
+  if (at == std::string::npos) return "";
+  return script.substr(at + key.size(), 7);
+}
+
+TEST(BenchPlotTest, TheAxisHoldsTheLongestErrorBar) {
+  // unify's case: a 35x bar whose interquartile range reaches 62x.
+  Plot p = bar_plot("unify", "t", "speedup", {"2M THP", "2M hugetlb"}, {"base", "legacy"});
+  p.ratio = true;
+  p.series[0].points = {{0, 1, 0.9, 1.1}, {1, 1, 0.95, 1.05}};
+  p.series[1].points = {{0, 35.4, 20, 62}};
+  EXPECT_GT(y_top(p), 62);
+  EXPECT_LT(y_top(p), 70);
+  const std::string s = gnuplot_script(p, "/tmp/x.png");
+  EXPECT_NE(s.find(fmt::format("set yrange [0:{:.6g}]", y_top(p))), std::string::npos) << s;
+  // A published marker above every bar is inside too.
+  p.series[1].points[0].published = 80;
+  EXPECT_GT(y_top(p), 80);
+  // A ratio plot of small ratios still shows its line at 1.
+  Plot small = bar_plot("r", "t", "ratio", {"a"}, {"x"});
+  small.ratio = true;
+  small.series[0].points = {{0, 0.3, 0.2, 0.4}};
+  EXPECT_GE(y_top(small), 1.1);
+}
+
+TEST(BenchPlotTest, TheBaselineIsGreyAndOnlyIt) {
+  Plot p = bar_plot("fault", "t", "ns", {"4K"}, {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"});
+  for (auto& sr : p.series) sr.points = {{0, 1, 1, 1}};
+  const std::string s = gnuplot_script(p, "/tmp/x.png");
+  EXPECT_EQ(box_colour(s, 0), kGrey);
+  for (size_t i = 1; i < p.series.size(); i++) EXPECT_NE(box_colour(s, i), kGrey) << "series " << i;
+  // A plot whose baseline is the line at 1 has no grey series.
+  p.first_is_baseline = false;
+  const std::string d = gnuplot_script(p, "/tmp/x.png");
+  for (size_t i = 0; i < p.series.size(); i++) EXPECT_NE(box_colour(d, i), kGrey) << "series " << i;
+}
+
+RowResult gup_row_result(const std::string& base, const std::string& other, double speedup) {
+  RowResult r;
+  r.variants = {{base, {100, 110, 90, 105, 95}}, {other, {}}};
+  for (double x : r.variants[0].get_us) r.variants[1].get_us.push_back(x / speedup);
+  r.base = 0;
+  r.region_pages = 1000;
+  return r;
+}
+
+TEST(BenchPlotTest, RowsWithDifferentBasesShareOneGreyBaseSeries) {
+  // unify: v6.5 is the THP row's base, legacy the hugetlb row's (and the
+  // THP row's variant).
+  std::vector<GupRow> rows(2);
+  rows[0].label = "2M THP";
+  rows[1].label = "2M hugetlb";
+  const std::vector<RowResult> res = {gup_row_result("v6.5", "legacy", 35), gup_row_result("legacy", "batch", 1.2)};
+  const Plot p = speedup_bars("unify", "t", rows, res);
+  ASSERT_EQ(p.series.size(), 3u);
+  EXPECT_EQ(p.series[0].title, "the row's base: v6.5, legacy");
+  ASSERT_EQ(p.series[0].points.size(), 2u);
+  for (auto& pt : p.series[0].points) EXPECT_DOUBLE_EQ(pt.y, 1.0);
+  EXPECT_EQ(p.series[1].title, "legacy");
+  ASSERT_EQ(p.series[1].points.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.series[1].points[0].x, 0);
+  EXPECT_NEAR(p.series[1].points[0].y, 35, 1e-9);
+  EXPECT_EQ(p.series[2].title, "batch");
+  EXPECT_DOUBLE_EQ(p.series[2].points[0].x, 1);
+  const std::string s = gnuplot_script(p, "/tmp/x.png");
+  EXPECT_EQ(box_colour(s, 0), kGrey);
+  EXPECT_NE(box_colour(s, 1), kGrey);
+}
+
+TEST(BenchPlotTest, RowsWithOneBaseKeepItsName) {
+  std::vector<GupRow> rows(2);
+  rows[0].label = "4K";
+  rows[1].label = "64K";
+  const std::vector<RowResult> res = {gup_row_result("legacy", "walk", 2), gup_row_result("legacy", "walk", 2.5)};
+  const Plot p = speedup_bars("gup", "t", rows, res);
+  ASSERT_EQ(p.series.size(), 2u);
+  EXPECT_EQ(p.series[0].title, "legacy");
+  EXPECT_EQ(p.series[0].points.size(), 2u);
+  EXPECT_EQ(p.series[1].title, "walk");
+  EXPECT_EQ(p.series[1].points.size(), 2u);
+}
+
+}  // namespace
+}  // namespace mmlab::cli
