@@ -42,17 +42,6 @@ static bool pte_range_none(pte_t* pte, unsigned nr) {
   return true;
 }
 
-// Zero a new folio, the page containing the faulting address last so it is
-// cache-hot (folio_zero_user).
-void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Stats* st) {
-  long nr = folio_nr_pages(folio);
-  long target = static_cast<long>((fault_addr - folio_addr) >> PAGE_SHIFT);
-  if (target < 0 || target >= nr) target = 0;
-  PhysMem* phys = PhysMem::of(&folio->page);
-  zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), nr, target);
-  st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
-}
-
 // An order-0 folio for a fault, charged; nullptr (the caller's VM_FAULT_OOM,
 // with no statistic) when the allocation or the charge fails.
 Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero) {

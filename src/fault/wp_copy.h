@@ -11,8 +11,6 @@ namespace mmlab {
 // ---- mm/memory.c helpers fault/memory.cpp shares with the policies ----
 // folio_prealloc: an order-0 folio for a CoW, zeroed when need_zero.
 Folio* folio_prealloc(Mm* mm, uint64_t addr, bool need_zero);
-// folio_zero_user: clear a new folio, the faulting page last.
-void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Stats* st);
 // The new folio of a write-protect copy over the nr PTEs from pte at addr,
 // which the caller cleared and flushed under their lock (patches 1/7 and 5/7
 // of the posting make this multi-page; for nr 1 it is v6.18's): one

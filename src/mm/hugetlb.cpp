@@ -371,22 +371,6 @@ void folio_zero_huge(Folio* folio, Stats* st) {
   st->count(Event::zero_bytes, bytes);
 }
 
-// The kernel copies page by page with copy_mc_user_highpage and stops with
-// -EHWPOISON at the first page that meets a machine check (the caller then
-// frees the partly written destination). The model's machine checks are the
-// injector's `copy_mc` site, drawn once per page in the same order; the bytes
-// then move in one bulk copy, since a destination that failed is never read.
-int copy_user_large_folio(Folio* dst, Folio* src, Stats* st) {
-  PhysMem* phys = PhysMem::of(&src->page);
-  const long nr = folio_nr_pages(src);
-  for (long i = 0; i < nr; i++)
-    if (phys->should_fail(FaultSite::copy_mc)) return -EHWPOISON;
-  const uint64_t bytes = static_cast<uint64_t>(nr) * PAGE_SIZE;
-  copy_frames(phys, folio_address(dst), folio_address(src), bytes);
-  st->count(Event::copy_bytes, bytes);
-  return 0;
-}
-
 namespace {
 
 // ---- sysfs ----

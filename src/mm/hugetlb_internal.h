@@ -37,8 +37,6 @@ Mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx);
 Folio* filemap_lock_hugetlb_folio(File* f, const Hstate* h, uint64_t idx);
 [[nodiscard]] int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t idx);
 void folio_zero_huge(Folio* folio, Stats* st);
-// 0, or -EHWPOISON when a page's copy meets a machine check.
-[[nodiscard]] int copy_user_large_folio(Folio* dst, Folio* src, Stats* st);
 // ---- the huge "pte": a PMD entry (2 MiB) or a PUD entry (1 GiB) ----
 //
 // Both levels use the x86 leaf format, so values are handled as pmd_t.

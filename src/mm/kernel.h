@@ -24,7 +24,7 @@ struct FileTable;     // mm/file.h (page cache, files)
 struct GupHooks;         // mm/gup_hooks.h (MADV_POPULATE and mm_populate into GUP)
 struct KhugepagedHooks;  // mm/khugepaged.h (the call sites' way into khugepaged)
 class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
-struct SwapState;     // fault/swap.h (swap devices, swap cache)
+struct SwapState;     // mm/swapfile.h (swap devices, swap cache)
 struct HugetlbState;  // mm/hugetlb.h (hugetlb pools)
 
 struct Kernel {

@@ -26,8 +26,8 @@
 #include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
-#include "mm/swapfile.h"  // the migration-entry format (swapops.h)
 #include "mm/vmdebug.h"
+#include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
 

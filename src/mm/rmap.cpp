@@ -11,9 +11,9 @@
 #include "mm/huge_mm.h"
 #include "mm/memory.h"
 #include "mm/swap.h"
-#include "mm/swapfile.h"  // the migration-entry format (swapops.h)
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
+#include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "pgtable/pgtable.h"
 #include "tlb/tlb.h"
 

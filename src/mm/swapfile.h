@@ -1,7 +1,7 @@
 // Swap (mm/swapfile.c, mm/swap_state.c, mm/page_io.c; defined in
 // mm/swapfile.cpp): an in-memory swap device, its slots, the swap cache and
-// its read for swap-in faults (do_swap_page is in fault/memory_swap.cpp),
-// and the migration entries that splitting a folio uses.
+// its read for swap-in faults (do_swap_page is in fault/memory_swap.cpp).
+// The swap-entry and migration-entry formats are in pgtable/entry.h.
 //
 // The model's device is held in host memory and is an ordinary block device
 // (not a SWP_SYNCHRONOUS_IO one such as zram) or a swap file, which differs
@@ -71,26 +71,6 @@ struct SwapState {
   std::array<std::unique_ptr<SwapDevice>, MAX_SWAPFILES> devices;
   std::atomic<unsigned> nr_swapfiles{0};
 };
-
-// ---- migration entries (include/linux/swapops.h) ----
-// The offset holds the pfn; x86 keeps the young and dirty bits of the
-// replaced PTE above it (SWP_MIG_YOUNG_BIT / SWP_MIG_DIRTY_BIT).
-inline constexpr uint64_t SWP_MIG_YOUNG = 1ull << 44;
-inline constexpr uint64_t SWP_MIG_DIRTY = 1ull << 45;
-inline pfn_t swp_offset_pfn(swp_entry_t e) { return swp_offset(e) & (SWP_MIG_YOUNG - 1); }
-inline swp_entry_t make_migration_entry(unsigned type, pfn_t pfn) { return swp_entry(type, pfn); }
-inline bool is_writable_migration_entry(swp_entry_t e) { return swp_type(e) == SWP_MIGRATION_WRITE; }
-inline bool is_readable_migration_entry(swp_entry_t e) { return swp_type(e) == SWP_MIGRATION_READ; }
-inline bool is_migration_entry_young(swp_entry_t e) { return swp_offset(e) & SWP_MIG_YOUNG; }
-inline bool is_migration_entry_dirty(swp_entry_t e) { return swp_offset(e) & SWP_MIG_DIRTY; }
-
-// ---- swap PTE bits the entry.h set does not have ----
-inline pte_t pte_swp_clear_soft_dirty(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_SOFT_DIRTY}; }
-inline pte_t pte_swp_clear_uffd_wp(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_UFFD_WP}; }
-// The same swap PTE with its offset moved by delta (pte_move_swp_offset).
-inline pte_t pte_move_swp_offset(pte_t e, long delta) {
-  return pte_t{e.v + static_cast<uint64_t>(delta) * (1ull << SWP_OFFSET_SHIFT)};
-}
 
 // ---- the swap cache and slots (mm/swap_state.c, mm/swapfile.c) ----
 // folio->swap: the entry of the folio's first page (Page::private_).

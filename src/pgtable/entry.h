@@ -3,7 +3,8 @@
 // level), NX, plus the software bits the kernel uses (special, uffd-wp,
 // soft-dirty; protnone reuses the global bit while present is clear).
 // Non-present, non-none entries are swap-format entries (swap, migration,
-// PTE markers) with a type and an offset.
+// PTE markers) with a type and an offset; the migration-entry helpers of
+// include/linux/swapops.h are here too.
 #pragma once
 
 #include <atomic>
@@ -175,6 +176,24 @@ inline bool pte_swp_soft_dirty(pte_t e) { return e.v & _PAGE_SWP_SOFT_DIRTY; }
 inline pte_t pte_swp_mksoft_dirty(pte_t e) { return pte_t{e.v | _PAGE_SWP_SOFT_DIRTY}; }
 inline bool pte_swp_uffd_wp(pte_t e) { return e.v & _PAGE_SWP_UFFD_WP; }
 inline pte_t pte_swp_mkuffd_wp(pte_t e) { return pte_t{e.v | _PAGE_SWP_UFFD_WP}; }
+inline pte_t pte_swp_clear_soft_dirty(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_SOFT_DIRTY}; }
+inline pte_t pte_swp_clear_uffd_wp(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_UFFD_WP}; }
+// The same swap PTE with its offset moved by delta (pte_move_swp_offset).
+inline pte_t pte_move_swp_offset(pte_t e, long delta) {
+  return pte_t{e.v + static_cast<uint64_t>(delta) * (1ull << SWP_OFFSET_SHIFT)};
+}
+
+// ---- migration entries (include/linux/swapops.h) ----
+// The offset holds the pfn; x86 keeps the young and dirty bits of the
+// replaced PTE above it (SWP_MIG_YOUNG_BIT / SWP_MIG_DIRTY_BIT).
+inline constexpr uint64_t SWP_MIG_YOUNG = 1ull << 44;
+inline constexpr uint64_t SWP_MIG_DIRTY = 1ull << 45;
+inline pfn_t swp_offset_pfn(swp_entry_t e) { return swp_offset(e) & (SWP_MIG_YOUNG - 1); }
+inline swp_entry_t make_migration_entry(unsigned type, pfn_t pfn) { return swp_entry(type, pfn); }
+inline bool is_writable_migration_entry(swp_entry_t e) { return swp_type(e) == SWP_MIGRATION_WRITE; }
+inline bool is_readable_migration_entry(swp_entry_t e) { return swp_type(e) == SWP_MIGRATION_READ; }
+inline bool is_migration_entry_young(swp_entry_t e) { return swp_offset(e) & SWP_MIG_YOUNG; }
+inline bool is_migration_entry_dirty(swp_entry_t e) { return swp_offset(e) & SWP_MIG_DIRTY; }
 
 // ---- index helpers ----
 inline unsigned pgd_index(uint64_t a) { return (a >> PGDIR_SHIFT) & (PTRS_PER_PGD - 1); }

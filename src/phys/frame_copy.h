@@ -1,7 +1,9 @@
 // Moving bytes in and out of frames: the CPU model's loads and stores,
 // device access through GUP handles, file read/write (user_*), the
 // kernel-side copies (copy_frames: CoW, fork's eager copies, swap I/O,
-// migration) and zeroing new folios (zero_frames).
+// migration) and zeroing new folios (zero_frames), and the user-folio
+// helpers of mm/memory.c built on them (folio_zero_user,
+// copy_user_large_folio: phys/frame_copy.cpp).
 //
 // Two paths (PhysMem::data_begin_plain() picks one per move):
 // - plain: memcpy/memset and a memcmp-class scan, vectorised, at memory
@@ -244,6 +246,15 @@ inline void zero_folio_frames(PhysMem* phys, uint8_t* base, long nr, long target
                                 static_cast<uint64_t>(nr - target - 1) * PAGE_SIZE);
   std::memset(base + static_cast<uint64_t>(target) * PAGE_SIZE, 0, PAGE_SIZE);
 }
+
+// folio_zero_user: zero a new folio whose first page maps folio_addr, the
+// page of fault_addr last (through the cache), counting the bytes in st.
+void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Stats* st);
+
+// copy_user_large_folio: src's pages into the new folio dst of the same
+// size, counting the bytes in st. 0, or -EHWPOISON when a page's copy meets
+// a machine check (the injector's `copy_mc` site), dst then partly written.
+[[nodiscard]] int copy_user_large_folio(Folio* dst, Folio* src, Stats* st);
 
 // copy_user_highpage: the destination is a new, private frame.
 inline void copy_user_page(PhysMem* phys, void* dst, const void* src) { copy_frames(phys, dst, src, PAGE_SIZE); }

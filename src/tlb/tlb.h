@@ -193,7 +193,7 @@ pte_t clear_flush_ptes(Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr);
 // read the old value sees the change at its re-check.
 pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp);
 
-// ---- the mmu_gather (mmu_gather.cpp: include/asm-generic/tlb.h, mm/mmu_gather.c) ----
+// ---- the mmu_gather (tlbflush.cpp: include/asm-generic/tlb.h, mm/mmu_gather.c) ----
 // A zap gathers the range it cleared and flushes once at the end
 // (tlb_finish_mmu), with freed_tables when page tables went with it, so that
 // the IPIs reach every CPU in the mm's cpumask. While a gather is open on
