@@ -11,6 +11,7 @@
 #include "mm/huge_mm.h"
 #include "mm/memory.h"
 #include "mm/swap.h"
+#include "mm/swapfile.h"
 #include "mm/kernel.h"
 #include "mm/vmdebug.h"
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
@@ -460,5 +461,122 @@ void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem) {
   rmap_walk_locked(av, {.rmap_one = [folio](Vma* vma) { return try_to_migrate_one(folio, vma); },
                         .done = [folio] { return !folio_mapped(folio); }});
 }
+
+// ---- try_to_unmap: swap-out and the lazy-free discard (shrink_folio_list) ----
+
+namespace {
+
+// One present PTE of a swap-backed folio (locked, in the swap cache)
+// becomes a swap entry. false: the page must stay mapped (no swap count, or
+// maybe pinned).
+bool try_to_unmap_swap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  Kernel* k = mm->kernel;
+  pte_t* pte = pvmw->pte;
+  const pfn_t pfn = pte_pfn(ptep_get(pte));
+  Page* subpage = mm->phys->pfn_to_page(pfn);
+  const bool anon_exclusive = PageAnonExclusive(subpage);
+  // Clear first (see folio_try_share_anon_rmap_pte); the TLB flush is batched.
+  pte_t pteval = entry_xchg(pte, pte_t{0});
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);
+  const swp_entry_t entry{folio_swap_entry(folio).val + (pfn - folio_pfn(folio))};
+  if (swap_duplicate(k, entry) < 0) {
+    entry_set(pte, pteval);
+    return false;
+  }
+  if (anon_exclusive && folio_try_share_anon_rmap_pte(folio, subpage)) {
+    // Maybe pinned: the page must stay mapped.
+    swap_free_nr(k, entry, 1);
+    entry_set(pte, pteval);
+    return false;
+  }
+  dec_mm_counter(mm, MM_ANONPAGES);
+  inc_mm_counter(mm, MM_SWAPENTS);
+  pte_t swp_pte = swp_entry_to_pte(entry);
+  if (anon_exclusive) swp_pte = pte_swp_mkexclusive(swp_pte);
+  batch->set_swp_pte(pte, pteval, swp_pte, subpage);
+  return true;
+}
+
+// folio_unmap_pte_batch: a lazy-free large folio is unmapped a run of PTEs
+// at a time, within one page table and VMA; everything else one by one.
+unsigned folio_unmap_pte_batch(Folio* folio, const PageVmaMappedWalk* pvmw, pte_t pte) {
+  if (!folio_test_large(folio)) return 1;
+  if (!folio_test_anon(folio) || folio_test_swapbacked(folio)) return 1;
+  const uint64_t end_addr = pmd_addr_end(pvmw->address, pvmw->vma->vm_end);
+  return folio_pte_batch(folio, pvmw->pte, pte, static_cast<unsigned>((end_addr - pvmw->address) >> PAGE_SHIFT));
+}
+
+// try_to_unmap_one's MADV_FREE check for the run of PTEs at pvmw->pte of a
+// lazy-free folio: a clean folio nobody else holds is discarded (its PTEs
+// stay none, so the next access faults in a zeroed page); one redirtied
+// through a PTE or a GUP reference is swap-backed again and keeps its PTEs;
+// one with another reference keeps them too and stays lazy-free. false
+// stops the walk (walk_abort).
+bool try_to_unmap_lazyfree_ptes(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  const pte_t first = ptep_get(pvmw->pte);
+  Page* subpage = mm->phys->pfn_to_page(pte_pfn(first));
+  const unsigned nr = folio_unmap_pte_batch(folio, pvmw, first);
+  pte_t pteval = get_and_clear_full_ptes(mm, pvmw->address, pvmw->pte, nr);
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);  // folio_mark_dirty
+  // Synchronize with GUP-fast: clear the PTEs, then read the refcount; it
+  // takes its reference, then reads the PTE again.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const int ref_count = folio_ref_count(folio);
+  const int map_count = folio_mapcount(folio);
+  if (folio_test_dirty(folio)) {
+    set_ptes(mm, pvmw->address, pvmw->pte, pteval, nr);
+    folio_set_swapbacked(folio);
+    return false;
+  }
+  // The cleared PTEs still count in both (their rmap goes at the table's
+  // end), so only the isolation's reference may be left over.
+  if (ref_count != 1 + map_count) {
+    set_ptes(mm, pvmw->address, pvmw->pte, pteval, nr);
+    return false;
+  }
+  add_mm_counter(mm, MM_ANONPAGES, -static_cast<long>(nr));
+  batch->discarded(subpage, nr);
+  return true;
+}
+
+// try_to_unmap_one(TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH) on one VMA: every
+// PTE of vma mapping a page of the folio becomes a swap entry, or, for a
+// lazy-free folio, is discarded. A PMD mapping is split first, except that
+// of a lazy-free folio, which is discarded or kept whole. An mlocked VMA
+// keeps its pages. false stops the rmap walk: a page could not be unmapped.
+bool try_to_unmap_one(Folio* folio, Vma* vma) {
+  return try_to_unmap_vma(
+      folio, vma, 0,
+      [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
+        VM_WARN_ON_ONCE_FOLIO(folio_test_swapbacked(folio) != folio_test_swapcache(folio), folio,
+                         "unmapping an anonymous folio that is swap-backed but not in the swap cache");
+        if (!folio_test_swapbacked(folio)) return try_to_unmap_lazyfree_ptes(folio, w, b);
+        return try_to_unmap_swap_pte(folio, w, b);
+      },
+      [folio, vma](PageVmaMappedWalk* w) {
+        if (folio_test_swapbacked(folio)) return PmdLeafAction::kSplit;
+        switch (unmap_huge_pmd_locked(vma, w->address, w->pmd, folio)) {
+          case PmdDiscard::kDiscarded:
+            return PmdLeafAction::kDone;
+          case PmdDiscard::kKept:
+            return PmdLeafAction::kAbort;
+          case PmdDiscard::kNotLeaf:
+            break;
+        }
+        return PmdLeafAction::kLookAtPtes;
+      });
+}
+
+}  // namespace
+
+void try_to_unmap(Folio* folio) {
+  rmap_walk(folio, {.rmap_one = [folio](Vma* vma) { return try_to_unmap_one(folio, vma); },
+                    .done = [folio] { return !folio_mapped(folio); }});
+}
+
 
 }  // namespace mmlab

@@ -136,6 +136,11 @@ void rmap_walk(Folio* folio, const RmapWalkControl& rwc);
 // migration entry (PMD mappings split first); it stops at a page that may be
 // pinned, leaving the folio mapped.
 void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem);
+// try_to_unmap (TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH): shrink_folio_list's
+// unmap of a locked folio over the rmap walk: every PTE mapping it becomes a
+// swap entry (it is in the swap cache), or, lazy-free, is discarded; an
+// mlocked VMA or a maybe-pinned page keeps it mapped (folio_mapped after).
+void try_to_unmap(Folio* folio);
 // remove_migration_ptes: every migration entry into [fpfn, fpfn + nr) (linear
 // index `index`) in av's VMAs maps the page at the same index of dst again,
 // or its own page when dst is null; repeated until a pass finds none, so that
