@@ -103,6 +103,13 @@ class System {
   // /proc/vmstat item, an event counter ("gup.descents") or an mTHP statistic.
   int64_t vmstat(const std::string& name) const;  // -1 if unknown
   int64_t counter(const std::string& name) const;  // -1 if unknown
+  // The TLB model's entries in use, summed over the simulated CPUs, per
+  // level (L1 dTLB, L2), and the bytes they translate (the TLB's reach).
+  // All zero with `tune tlb.geometry off`.
+  struct TlbOccupancy {
+    uint64_t l1_entries = 0, l1_bytes = 0, l2_entries = 0, l2_bytes = 0;
+  };
+  TlbOccupancy tlb_occupancy() const;
   int64_t mthp_stat(unsigned order, const std::string& name) const;  // -1 if unknown
   void reset_counters();
   std::string vmstat_text() const;  // /proc/vmstat format

@@ -17,6 +17,7 @@
 #include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_store.h"
+#include "tlb/tlb.h"
 
 namespace mmlab {
 
@@ -223,6 +224,11 @@ int64_t System::counter(const std::string& name) const {
   unsigned order;
   if (cow_stat_from_name(name, &c, &order)) return static_cast<int64_t>(k_->stats->read_cow(order, c));
   return -1;
+}
+
+System::TlbOccupancy System::tlb_occupancy() const {
+  const TlbReach l1 = tlb_reach(&k_->tlb, 1), l2 = tlb_reach(&k_->tlb, 2);
+  return {l1.entries, l1.bytes, l2.entries, l2.bytes};
 }
 
 int64_t System::mthp_stat(unsigned order, const std::string& name) const {

@@ -276,6 +276,18 @@ bool tlb_holds(TlbState* t, int cpu, const MmTlbContext* ctx, uint64_t addr) {
   return found;
 }
 
+TlbReach tlb_reach(TlbState* t, int level) {
+  TlbReach r;
+  if (!tlb_enabled(t)) return r;
+  for (int cpu = 0; cpu < NR_CPUS; cpu++)
+    for (int s = 0; s < kNrTlbSizes; s++) {
+      const uint64_t n = tlb_count_entries(t, cpu, level, static_cast<TlbSize>(s));
+      r.entries += n;
+      r.bytes += n << kTlbSizeShift[s];
+    }
+  return r;
+}
+
 unsigned tlb_count_entries(TlbState* t, int cpu, int level, TlbSize size) {
   TlbCpu& c = t->cpus[cpu];
   SpinGuard g(&c.lock, LockClass::kTlbLock);

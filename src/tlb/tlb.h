@@ -159,6 +159,14 @@ void tlb_user_access(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep);
 bool tlb_holds(TlbState* t, int cpu, const MmTlbContext* ctx, uint64_t addr);
 // Valid entries of CPU `cpu`'s TLB at a level (1 or 2) of a size.
 unsigned tlb_count_entries(TlbState* t, int cpu, int level, TlbSize size);
+// The valid entries at a level (1 or 2) over every CPU's TLB, and the bytes
+// they translate (the level's reach: an entry of size S covers S, so a
+// coalesced x86-amd entry 16K and a folded arm64 block 64K). Zero without a
+// geometry.
+struct TlbReach {
+  uint64_t entries = 0, bytes = 0;
+};
+TlbReach tlb_reach(TlbState* t, int level);
 
 // ---- flushes (tlbflush.cpp: arch/x86/mm/tlb.c, asm/tlbflush.h) ----
 void flush_tlb_mm_range(Mm* mm, uint64_t start, uint64_t end, unsigned stride_shift, bool freed_tables);

@@ -61,6 +61,40 @@ class TlbTest : public MmTest {
 
 // ---- x86's flush rules ----
 
+// System::tlb_occupancy: nothing without a geometry; with one, the entries
+// a user access filled, at the size of the translation (a 2M THP's one
+// entry covers 2M, 4K pages 4K each), summed over the CPUs.
+TEST_F(TlbTest, OccupancyCountsEntriesAndTheirReach) {
+  set("transparent_hugepage/hugepages-2048kB/enabled", "always");
+  const uint64_t thp = map_aligned(p, PMD_SIZE);
+  const long small = p->mmap(0, 8 * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(small, 0);
+  ASSERT_TRUE(p->fill(thp, 1, PMD_SIZE).ok());
+  ASSERT_TRUE(p->fill(static_cast<uint64_t>(small), 1, 8 * PAGE_SIZE).ok());
+  const System::TlbOccupancy off = sys->tlb_occupancy();
+  EXPECT_EQ(off.l1_entries + off.l2_entries + off.l1_bytes + off.l2_bytes, 0u);
+
+  geometry("x86-intel");
+  uint8_t b;
+  ASSERT_TRUE(p->read(thp + PAGE_SIZE, &b, 1).ok());
+  for (int i = 0; i < 8; i++) ASSERT_TRUE(p->read(static_cast<uint64_t>(small) + i * PAGE_SIZE, &b, 1).ok());
+  const System::TlbOccupancy on = sys->tlb_occupancy();
+  // One 2M entry and eight 4K entries, in L1 or L2 (Skylake fills both).
+  EXPECT_GE(on.l1_entries + on.l2_entries, 9u);
+  EXPECT_EQ(on.l1_bytes % PAGE_SIZE, 0u);
+  EXPECT_GE(on.l1_bytes + on.l2_bytes, PMD_SIZE + 8 * PAGE_SIZE);
+  EXPECT_EQ(on.l1_entries, tlb_reach(tlb(), 1).entries);
+  EXPECT_EQ(on.l2_bytes, tlb_reach(tlb(), 2).bytes);
+  uint64_t counted = 0;
+  for (int cpu = 0; cpu < NR_CPUS; cpu++) counted += tlb_count_entries(tlb(), cpu, 1, kTlb2M);
+  EXPECT_EQ(counted, 1u);  // the THP's one entry, on this thread's CPU
+
+  // A full flush empties this mm's entries from every level.
+  flush_tlb_mm(mm());
+  const System::TlbOccupancy flushed = sys->tlb_occupancy();
+  EXPECT_EQ(flushed.l1_entries + flushed.l2_entries, 0u);
+}
+
 TEST_F(TlbTest, CeilingOf33EntriesAtThePageStride) {
   geometry("x86-intel");
   const uint64_t a = written(64 * PAGE_SIZE);

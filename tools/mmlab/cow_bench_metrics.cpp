@@ -106,6 +106,9 @@ Sample Sampler::take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) 
   }
   x.lookups = sys_->counter("tlb.lookup") - lookups0;
   x.l2_misses = sys_->counter("tlb.l2_miss") - l2_0;
+  const System::TlbOccupancy o = sys_->tlb_occupancy();
+  x.l2_entries = static_cast<int64_t>(o.l2_entries);
+  x.l2_reach = static_cast<int64_t>(o.l2_bytes);
   return x;
 }
 
@@ -155,15 +158,20 @@ void Sampler::stop(Metrics* m) {
   m->sampled = true;
   m->sampler_s = busy_s_;
   const Sample* last_pss = nullptr;
+  double reach_s = 0;  // bytes x seconds
   for (size_t i = 0; i < samples_.size(); i++) {
     const Sample& x = samples_[i];
     m->rss_peak = std::max(m->rss_peak, x.rss);
+    m->l2_reach_peak = std::max(m->l2_reach_peak, x.l2_reach);
+    if (i > 0)
+      reach_s += static_cast<double>(x.l2_reach + samples_[i - 1].l2_reach) / 2 * (x.t_s - samples_[i - 1].t_s);
     if (i > 0) m->rss_mib_s += (mib_s(x.rss, x.t_s - samples_[i - 1].t_s) + mib_s(samples_[i - 1].rss, x.t_s - samples_[i - 1].t_s)) / 2;
     if (!x.has_pss) continue;
     m->pss_peak = std::max(m->pss_peak, x.pss);
     if (last_pss) m->pss_mib_s += (mib_s(x.pss, x.t_s - last_pss->t_s) + mib_s(last_pss->pss, x.t_s - last_pss->t_s)) / 2;
     last_pss = &x;
   }
+  if (end_s > 0) m->l2_reach_mean = reach_s / end_s;
   m->samples = std::move(samples_);
 }
 
@@ -176,6 +184,8 @@ void merge_metrics(Metrics* into, const Metrics& r) {
   into->rss_mib_s += r.rss_mib_s;
   into->pss_mib_s += r.pss_mib_s;
   into->sampler_s += r.sampler_s;
+  into->l2_reach_peak = std::max(into->l2_reach_peak, r.l2_reach_peak);
+  into->l2_reach_mean += r.l2_reach_mean;
   add(&into->tlb, r.tlb);
 }
 
@@ -267,9 +277,11 @@ void MetricsReport::add(const std::string& column, const Metrics& m, const std::
                                 m.sampled ? fmt::format("{:.2f}", m.pss_mib_s / n) : "-");
   row += fmt::format(" {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |", t.flushes / n, t.flush_full / n, t.flush_range / n,
                      t.flush_single / n, t.ipis / n);
-  if (tlb())
+  if (tlb()) {
     row += fmt::format(" {:.0f} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {:.0f} |", t.lookups / n, t.l1_misses / n,
                        t.l2_misses / n, per_1000, t.folds / n, t.unfolds / n);
+    row += m.sampled ? fmt::format(" {} | {:.1f} |", mib(m.l2_reach_peak), m.l2_reach_mean / n / (1 << 20)) : " - | - |";
+  }
   rows_ += row + "\n";
   (*j)["metrics"] = {{"sampled", m.sampled},
                      {"samples", m.samples.size()},
@@ -291,7 +303,9 @@ void MetricsReport::add(const std::string& column, const Metrics& m, const std::
                        {"ipis", t.ipis / n},
                        {"remote_flush_rounds", t.remote_flush_rounds / n},
                        {"contpte_folds", t.folds / n},
-                       {"contpte_unfolds", t.unfolds / n}}}};
+                       {"contpte_unfolds", t.unfolds / n},
+                       {"l2_reach_peak_bytes", m.l2_reach_peak},
+                       {"l2_reach_mean_bytes", m.l2_reach_mean / n}}}};
   if (m.sampled) {
     rss_.push_back(curve(column, m.samples, [](const std::vector<Sample>& v, size_t i) {
       return static_cast<double>(v[i].rss) / (1 << 20);
@@ -324,14 +338,15 @@ void MetricsReport::finish(Report* rep) {
   std::string head = "| column | peak RSS MiB | peak PSS MiB | RSS MiB·s | PSS MiB·s | flushes | full | ranged | single | IPIs |";
   std::string rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
   if (tlb()) {
-    head += " lookups | L1 misses | L2 misses (walks) | walks per 1000 | contpte folds | unfolds |";
-    rule += "---:|---:|---:|---:|---:|---:|";
+    head += " lookups | L1 misses | L2 misses (walks) | walks per 1000 | contpte folds | unfolds | L2 reach peak MiB | L2 reach mean MiB |";
+    rule += "---:|---:|---:|---:|---:|---:|---:|---:|";
   }
   rep->add(head + "\n" + rule + "\n" + rows_);
   rep->add("\nPeaks and integrals (MiB·s, per seed) from the sampler: RSS and the TLB counters every ~1 ms of measured "
            "time, PSS (smaps' Pss in the model's mapcount mode, CONFIG_PAGE_MAPCOUNT) at the phase's start and end and "
            "in between as often as a hundredth of a CPU allows. Flushes, IPIs and TLB figures are the TLB model's "
-           "events over the phase, per seed, never time.\n");
+           "events over the phase, per seed, never time. L2 reach: the bytes the L2 TLB's valid entries translate, "
+           "summed over the simulated CPUs (System::tlb_occupancy), its peak over the samples and its time average.\n");
   if (geometry_ == "arm64")
     rep->add("\nWith arm64 and 4K base pages a contpte block is 64K (16 x 4K): a 16K or 32K folio never folds, so no "
              "gain of the fixed-16K or fixed-32K column is TLB reach; only 64K and larger folios can fold.\n");

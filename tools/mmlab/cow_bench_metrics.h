@@ -30,6 +30,7 @@ struct Sample {
   int64_t rss = 0, pss = 0;             // summed over the sampled processes, bytes
   bool has_pss = false;                 // pss was read at this point
   int64_t lookups = 0, l2_misses = 0;   // tlb.lookup, tlb.l2_miss since the start
+  int64_t l2_entries = 0, l2_reach = 0;  // System::tlb_occupancy's L2 at this point (bytes)
 };
 
 // The TLB model's counters over the measured phase (deltas; zero without a
@@ -47,6 +48,10 @@ struct Metrics {
   double rss_mib_s = 0, pss_mib_s = 0;      // time integrals (trapezoids over the samples)
   double sampler_s = 0;                     // the sampler's own time (inside its samples)
   TlbCounts tlb;
+  // The L2 TLB's reach over the samples (bytes; zero without a geometry):
+  // its peak, and its time average (the integral over the phase's length).
+  int64_t l2_reach_peak = 0;
+  double l2_reach_mean = 0;
 };
 
 // Every ~1 ms of measured time (the model's virtual clock does not move while
