@@ -65,6 +65,23 @@ RowResult gup_row_result(const std::string& base, const std::string& other, doub
   return r;
 }
 
+// A line plot with more series than colours (cow-bench's 14 columns): a
+// colour that comes back comes with another dash and point type.
+TEST(BenchPlotTest, LinesPastThePaletteDifferInDashAndPoint) {
+  Plot p;
+  p.lines = true;
+  for (int i = 0; i < 14; i++) p.series.push_back({fmt::format("c{}", i), {{1, 1, 1, 1}}});
+  const std::string s = gnuplot_script(p, "/tmp/x.png");
+  auto style = [&](size_t i) {
+    const std::string key = "$s" + std::to_string(i) + " using 1:2:3:4 with yerrorlines lw 1.5 ";
+    const size_t at = s.find(key);
+    return at == std::string::npos ? std::string() : s.substr(at + key.size(), s.find(" title", at) - at - key.size());
+  };
+  ASSERT_FALSE(style(0).empty());
+  for (size_t i = 0; i < 14; i++)
+    for (size_t j = i + 1; j < 14; j++) EXPECT_NE(style(i), style(j)) << i << " and " << j << ": " << style(i);
+}
+
 TEST(BenchPlotTest, RowsWithDifferentBasesShareOneGreyBaseSeries) {
   // unify: v6.5 is the THP row's base, legacy the hugetlb row's (and the
   // THP row's variant).

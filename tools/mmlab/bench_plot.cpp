@@ -106,8 +106,11 @@ std::string line_script(const Plot& p, const std::string& png) {
       if (!std::isnan(pt.published)) published += fmt::format("{:.6g} {:.6g}\n", pt.x, pt.published);
     }
     s += "EOD\n";
-    plot += fmt::format("{}$s{} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.8 lc rgb '{}' title {}", i ? ", " : "", i,
-                        series_colour(p, i), quoted(p.series[i].title));
+    // Past the palette's end a colour comes back: each round of it gets its
+    // own dash and point type, so that no two lines look alike.
+    const size_t round = i / (std::size(kColours) - 1);
+    plot += fmt::format("{}$s{} using 1:2:3:4 with yerrorlines lw 1.5 dt {} pt {} ps 0.8 lc rgb '{}' title {}",
+                        i ? ", " : "", i, 1 + round, 7 + 2 * round, series_colour(p, i), quoted(p.series[i].title));
   }
   if (!published.empty()) {
     s += "$published << EOD\n" + published + "EOD\n";
