@@ -124,6 +124,16 @@ void PhysMem::list_add(PageList& l, Page* p) {
   l.head = to_u64(p);
 }
 
+void PhysMem::list_add_tail(PageList& l, Page* p) {
+  st(p->lru.next, uint64_t{0});
+  st(p->lru.prev, l.tail);
+  if (l.tail)
+    st(to_page(l.tail)->lru.next, to_u64(p));
+  else
+    l.head = to_u64(p);
+  l.tail = to_u64(p);
+}
+
 void PhysMem::list_del(PageList& l, Page* p) {
   const uint64_t next = ld(p->lru.next), prev = ld(p->lru.prev);
   if (prev)
@@ -230,7 +240,10 @@ void PhysMem::free_one_block(Zone& z, Page* p, unsigned order) {
 // ---- per-CPU lists ----------------------------------------------------------
 
 // Models rmqueue_bulk(): up to count blocks of one order under one zone->lock,
-// already marked as pcp pages, onto out. Returns the number taken.
+// already marked as pcp pages, onto out. Returns the number taken. Each block
+// goes to the tail, so the list is in the order the buddy lists gave them:
+// ascending frames out of a split block, and the CPU's prefetchers see a
+// process that faults upwards touch its frames upwards.
 unsigned PhysMem::rmqueue_bulk(Zone& z, unsigned order, unsigned count, PageList& out) {
   unsigned n = 0;
   ZoneLockGuard g(&z.lock, stats_);
@@ -239,7 +252,7 @@ unsigned PhysMem::rmqueue_bulk(Zone& z, unsigned order, unsigned count, PageList
     if (!p) break;
     st(p->private_, uint64_t{order});
     set_bit(PG_pcp, p);
-    list_add(out, p);
+    list_add_tail(out, p);
   }
   return n;
 }

@@ -189,6 +189,7 @@ class PhysMem {
 
   // List primitives; the caller holds the lock that protects the list.
   static void list_add(PageList& l, Page* p);
+  static void list_add_tail(PageList& l, Page* p);
   static void list_del(PageList& l, Page* p);
   static Page* list_pop(PageList& l);
   static Page* list_pop_tail(PageList& l);
