@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -20,6 +21,21 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr long kDefaultPipePages = 16;  // a new pipe's capacity, in pages
+constexpr uint64_t kPiece = 1ull << 20;  // what read_expect and fill move at a time
+
+// The offset of the first byte of [p, p+len) that is not `byte`, or -1:
+// memcmp against a page of it, then the page that differs byte by byte.
+int64_t find_not(const uint8_t* p, uint64_t len, uint8_t byte) {
+  uint8_t pattern[kPage];
+  std::memset(pattern, byte, sizeof pattern);
+  for (uint64_t off = 0; off < len; off += kPage) {
+    const uint64_t n = std::min(kPage, len - off);
+    if (std::memcmp(p + off, pattern, n) == 0) continue;
+    for (uint64_t i = 0; i < n; i++)
+      if (p[off + i] != byte) return static_cast<int64_t>(off + i);
+  }
+  return -1;
+}
 
 class VmspliceHandle final : public HostGupHandle {
  public:
@@ -53,24 +69,39 @@ class VmspliceHandle final : public HostGupHandle {
   // tee() into a scratch pipe duplicates the buffers without consuming them;
   // reading the scratch pipe copies the pages' current contents.
   int read(uint64_t off, void* buf, uint64_t len) override {
-    if (rfd_ < 0) return -EBADF;
-    int size = ::fcntl(rfd_, F_GETPIPE_SZ);
-    if (size < 0) return -errno;
-    int t[2];
-    if (::pipe2(t, O_CLOEXEC) < 0) return -errno;
     std::vector<uint8_t> data;
-    int err = copy_out(t, size, &data);
-    ::close(t[0]);
-    ::close(t[1]);
-    if (err < 0) return err;
+    if (int err = contents(&data)) return err;
     if (off > data.size() || len > data.size() - off) return -EFAULT;  // beyond what was taken
     std::memcpy(buf, data.data() + off, len);
+    return 0;
+  }
+
+  // One copy of the pipe: each read() copies all of it.
+  int read_expect(uint64_t off, uint64_t len, uint8_t byte, int64_t* bad, uint8_t* found) override {
+    std::vector<uint8_t> data;
+    if (int err = contents(&data)) return err;
+    if (off > data.size() || len > data.size() - off) return -EFAULT;
+    *bad = find_not(data.data() + off, len, byte);
+    if (*bad >= 0) *found = data[off + static_cast<uint64_t>(*bad)];
     return 0;
   }
 
   int write(uint64_t, const void*, uint64_t) override { return -EOPNOTSUPP; }
 
  private:
+  // Everything in our pipe.
+  int contents(std::vector<uint8_t>* data) {
+    if (rfd_ < 0) return -EBADF;
+    int size = ::fcntl(rfd_, F_GETPIPE_SZ);
+    if (size < 0) return -errno;
+    int t[2];
+    if (::pipe2(t, O_CLOEXEC) < 0) return -errno;
+    int err = copy_out(t, size, data);
+    ::close(t[0]);
+    ::close(t[1]);
+    return err < 0 ? err : 0;
+  }
+
   // Everything in our pipe, through the scratch pipe t (of the same size).
   int copy_out(const int t[2], int size, std::vector<uint8_t>* data) {
     if (size > kDefaultPipePages * static_cast<int>(kPage) && ::fcntl(t[1], F_SETPIPE_SZ, size) < 0) return -errno;
@@ -187,6 +218,32 @@ class IouringHandle final : public HostGupHandle {
 };
 
 }  // namespace
+
+int HostGupHandle::read_expect(uint64_t off, uint64_t len, uint8_t byte, int64_t* bad, uint8_t* found) {
+  std::vector<uint8_t> piece(std::min(len, kPiece));
+  *bad = -1;
+  for (uint64_t done = 0; done < len;) {
+    const uint64_t n = std::min(len - done, kPiece);
+    if (int err = read(off + done, piece.data(), n)) return err;
+    const int64_t at = *bad < 0 ? find_not(piece.data(), n, byte) : -1;
+    if (at >= 0) {
+      *bad = static_cast<int64_t>(done) + at;
+      *found = piece[static_cast<uint64_t>(at)];
+    }
+    done += n;
+  }
+  return 0;
+}
+
+int HostGupHandle::fill(uint64_t off, uint64_t len, uint8_t byte) {
+  const std::vector<uint8_t> piece(std::min(len, kPiece), byte);
+  for (uint64_t done = 0; done < len;) {
+    const uint64_t n = std::min(len - done, kPiece);
+    if (int err = write(off + done, piece.data(), n)) return err;
+    done += n;
+  }
+  return 0;
+}
 
 std::unique_ptr<HostGupHandle> host_gup_vmsplice(Agent& a, uint64_t addr, long npages) {
   return std::make_unique<VmspliceHandle>(a, addr, npages);

@@ -22,6 +22,12 @@ class HostGupHandle {
   // page. 0 or -errno (-EOPNOTSUPP: a vmsplice handle cannot be written).
   virtual int read(uint64_t off, void* buf, uint64_t len) = 0;
   virtual int write(uint64_t off, const void* buf, uint64_t len) = 0;
+  // `H read OFF SIZE BYTE`: 0 or -errno, and in *bad the offset of the first
+  // byte read that is not `byte` (that byte in *found), or -1. Both move the
+  // range a piece at a time through a small buffer: a 1 GiB buffer (and
+  // memfd) of fresh host memory cost more than the device access itself.
+  virtual int read_expect(uint64_t off, uint64_t len, uint8_t byte, int64_t* bad, uint8_t* found);
+  int fill(uint64_t off, uint64_t len, uint8_t byte);  // `H write OFF SIZE BYTE`
 };
 
 // vmsplice(addr, npages pages) into a new pipe, enlarged with F_SETPIPE_SZ

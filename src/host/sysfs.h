@@ -37,7 +37,8 @@ class SysfsGuard {
   // shmem THP off, empty hugetlb pools), once no huge page is in use any
   // more. 0 or -errno with *why.
   // keep_gigantic: leave the 1G pool as the run's previous test sized it
-  // (the test sizes it itself; see keep_pool_write).
+  // (the test sizes it itself, or never looks at 1G pages; see
+  // keep_pool_write).
   int apply_defaults(std::string* why, bool keep_gigantic = false);
 
  private:

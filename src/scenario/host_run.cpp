@@ -111,6 +111,27 @@ class HostRun final : public TestRun {
     uint64_t addr = 0, len = 0;
   };
 
+  // Whether the gigantic pool an earlier test of this run sized may stay as
+  // it is: this test sizes it itself, or never looks at 1 GiB pages. A
+  // gigantic page costs seconds to clear the first time it is faulted on
+  // this project's paravirtualised hosts (the hypervisor backs the guest's
+  // memory on first touch, ~2.5 s per GiB, and takes freed memory back), a
+  // few tens of ms once backed; emptying the pool between the tests that
+  // use it paid that again for each.
+  static bool keeps_gigantic_pool(const std::vector<const Stmt*>& stmts) {
+    bool sizes = false, looks = false;
+    for (const Stmt* st : stmts) {
+      if (auto* w = st->as<stmt::Sysfs>()) {
+        sizes |= w->path == host::kGiganticPool && w->value != "0";
+        looks |= w->path.find("hugepages-1048576kB") != std::string::npos;
+      }
+      if (auto* e = st->as<stmt::ExpectSysfs>()) looks |= e->path.find("hugepages-1048576kB") != std::string::npos;
+      if (auto* m = st->as<stmt::Mmap>()) looks |= m->hugetlb_shift == PUD_SHIFT;
+      if (auto* f = st->as<stmt::File>()) looks |= f->hugetlb_shift == PUD_SHIFT;
+    }
+    return sizes || !looks;
+  }
+
   void start(const std::vector<const Stmt*>& stmts) override {
     probes_ = host::host_probes();
     // mmlab's own allocations must not fault THPs and count in the test's
@@ -119,10 +140,7 @@ class HostRun final : public TestRun {
     // A hung test ends the run through the restoring SIGALRM handler (host/sysfs.h).
     alarm(kTestTimeoutSec);
     std::string why;
-    bool sizes_gigantic = false;
-    for (const Stmt* st : stmts)
-      if (auto* w = st->as<stmt::Sysfs>()) sizes_gigantic |= w->path == host::kGiganticPool && w->value != "0";
-    if (guard_.apply_defaults(&why, sizes_gigantic)) throw StartError{"cannot reset the host's settings: " + why};
+    if (guard_.apply_defaults(&why, keeps_gigantic_pool(stmts))) throw StartError{"cannot reset the host's settings: " + why};
     for (const char* pool : kPools) outside_resv_[pool] = host::pool_outside_reservations(pool);
     std::set<std::string> counters;
     bool drains = false;
@@ -376,16 +394,35 @@ class HostRun final : public TestRun {
     }
   }
 
-  // The khugepaged kthread exists only while a THP size it serves is enabled
-  // (start_stop_khugepaged).
-  static bool khugepaged_thread_running() {
+  // The khugepaged kthread's pid, or 0: it exists only while a THP size it
+  // serves is enabled (start_stop_khugepaged).
+  static pid_t khugepaged_pid() {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
       std::ifstream comm(e.path() / "comm");
       std::string name;
-      if (comm && std::getline(comm, name) && name == "khugepaged") return true;
+      if (comm && std::getline(comm, name) && name == "khugepaged")
+        return static_cast<pid_t>(std::strtol(e.path().filename().c_str(), nullptr, 10));
     }
-    return false;
+    return 0;
+  }
+
+  // How often the thread has been switched out (voluntarily or not), and
+  // whether it is asleep now (state S); -1 if its status cannot be read.
+  static long thread_switches(pid_t pid, bool* asleep) {
+    std::ifstream status(fmt::format("/proc/{}/status", pid));
+    std::string line;
+    long switches = -1;
+    *asleep = false;
+    while (std::getline(status, line)) {
+      if (line.rfind("State:", 0) == 0) {
+        const size_t at = line.find_first_not_of(" \t", 6);
+        *asleep = at != std::string::npos && line[at] == 'S';
+      }
+      for (const char* key : {"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"})
+        if (line.rfind(key, 0) == 0) switches = std::max(switches, 0L) + std::strtol(line.c_str() + std::strlen(key), nullptr, 10);
+    }
+    return switches;
   }
 
   static long khugepaged_full_scans() {
@@ -398,7 +435,8 @@ class HostRun final : public TestRun {
   // start + N + 1), with the scan sleep lowered meanwhile.
   void run(const Stmt& st, const stmt::Khugepaged& s) {
     if (!s.scans) return;
-    if (!khugepaged_thread_running())
+    const pid_t thread = khugepaged_pid();
+    if (!thread)
       throw SkipTest{"the host's khugepaged thread is not running (it runs only while a THP size it serves is enabled)"};
     // Both sleeps lowered meanwhile (a write also wakes the thread): after an
     // allocation failure it would otherwise sleep alloc_sleep_millisecs.
@@ -417,15 +455,32 @@ class HostRun final : public TestRun {
     }
     // A full scan visits every registered mm on the machine, and a wake may
     // sit in compaction or an alloc sleep: allow for a busy machine.
-    // The thread sleeps without scanning while no mm is registered
-    // (khugepaged_wait_event), as the model's `khugepaged` returns at once
-    // then: no full scan at all within kIdleWait means nothing to scan.
+    // With no mm registered (an anonymous VMA without an anon_vma is not:
+    // thp_vma_allowable_orders refuses it to khugepaged), the thread sleeps
+    // without a timeout (khugepaged_wait_work) and never completes a scan,
+    // as the model's `khugepaged` returns at once then. With work it wakes
+    // at least every kSleepMs. So a thread found asleep that has not been
+    // switched once in kIdleQuiet has nothing to scan; where its status
+    // cannot be read, no full scan within kIdleWait says the same.
     const auto t0 = std::chrono::steady_clock::now();
     const auto deadline = t0 + std::chrono::seconds(60 + 30 * s.scans);
     constexpr auto kIdleWait = std::chrono::seconds(10);
+    constexpr auto kIdleQuiet = std::chrono::milliseconds(500);
+    bool asleep = false;
+    long switches = thread_switches(thread, &asleep);
+    auto quiet_since = t0;
+    auto idle = [&](std::chrono::steady_clock::time_point now) {
+      const long seen = thread_switches(thread, &asleep);
+      if (seen < 0 || switches < 0) return now - t0 >= kIdleWait;
+      if (seen != switches || !asleep) {
+        switches = seen;
+        quiet_since = now;
+      }
+      return now - quiet_since >= kIdleQuiet || now - t0 >= kIdleWait;
+    };
     long now = start;
     while ((now = khugepaged_full_scans()) < start + static_cast<long>(s.scans) + 1 && std::chrono::steady_clock::now() < deadline &&
-           (now > start || std::chrono::steady_clock::now() - t0 < kIdleWait))
+           (now > start || !idle(std::chrono::steady_clock::now())))
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     for (int i = 0; i < 2; i++)
       if (lower[i]) guard_.write(sleep_files[i], sleep_was[i]);
@@ -734,22 +789,22 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::HandleWrite& s) {
     Handle& h = handle(st, s.handle);
     if (beyond_held(h, s.offset, s.size)) return check_errno(st, -EFAULT, "write through the handle");
-    std::vector<uint8_t> buf(s.size, s.byte);
-    int r = h.gup->write(s.offset, buf.data(), s.size);
+    int r = h.gup->fill(s.offset, s.size, s.byte);
     if (r == -EOPNOTSUPP) throw SkipTest{"a vmsplice() handle cannot be written through on the host"};
     check_errno(st, r, "write through the handle");
   }
   void run(const Stmt& st, const stmt::HandleRead& s) {
     Handle& h = handle(st, s.handle);
     if (beyond_held(h, s.offset, s.size)) return check_errno(st, -EFAULT, "read through the handle");
-    std::vector<uint8_t> buf(s.size, s.byte);
-    int r = h.gup->read(s.offset, buf.data(), s.size);
+    int64_t bad = -1;
+    uint8_t found = 0;
+    int r = h.gup->read_expect(s.offset, s.size, s.byte, &bad, &found);
     check_errno(st, r, "read through the handle");
     if (h.taint) {
       skip_expectation(taint_reason(h.taint));
       return;
     }
-    expect_handle_bytes(st, s, buf);
+    expect_handle_mismatch(st, s, bad, found);
   }
 
   // The probe a page's taint comes from, as the skip reason.

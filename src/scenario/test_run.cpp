@@ -329,11 +329,6 @@ void TestRun::expect_bytes(const Stmt& st, const stmt::Read& r, int64_t bad, uin
                             r.addr.offset, r.size, *r.byte, found, r.addr.offset + static_cast<uint64_t>(bad)));
 }
 
-void TestRun::expect_handle_bytes(const Stmt& st, const stmt::HandleRead& r, const std::vector<uint8_t>& buf) {
-  for (uint64_t i = 0; i < buf.size(); i++)
-    if (buf[i] != r.byte) expect_handle_mismatch(st, r, static_cast<int64_t>(i), buf[i]);
-}
-
 void TestRun::expect_handle_mismatch(const Stmt& st, const stmt::HandleRead& r, int64_t bad, uint8_t found) {
   if (bad < 0) return;
   violation(st, fmt::format("expected every byte {} reads at +{:#x}..+{:#x} == {:#04x}, found {:#04x} at +{:#x}", r.handle,

@@ -86,8 +86,7 @@ class TestRun {
   void check_signal(const Stmt& st, const std::string& sig, uint64_t fault_addr, const char* what);
   // Expectations on observed values: one diagnostic text for both backends.
   void expect_bytes(const Stmt& st, const stmt::Read& r, int64_t bad, uint8_t found);  // P read ADDR SIZE BYTE
-  void expect_handle_bytes(const Stmt& st, const stmt::HandleRead& r, const std::vector<uint8_t>& buf);  // H read OFFSET SIZE BYTE
-  void expect_handle_mismatch(const Stmt& st, const stmt::HandleRead& r, int64_t bad, uint8_t found);  // the same, first mismatch known
+  void expect_handle_mismatch(const Stmt& st, const stmt::HandleRead& r, int64_t bad, uint8_t found);  // H read OFFSET SIZE BYTE
   void expect_handle_ret(const Stmt& st, const stmt::ExpectHandle& e, long ret);
   void expect_number(const Stmt& st, const std::string& what, int64_t expected, int64_t found);  // sysfs, vmstat, counter
   void expect_rss(const Stmt& st, const stmt::ExpectRss& e, uint64_t found);
