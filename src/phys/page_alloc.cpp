@@ -504,7 +504,7 @@ bool PhysMem::free_pages_prepare(Page* p, unsigned order) {
     // CONFIG_PAGE_POISONING: a frame is handed out again only through a
     // path that zeroes or overwrites it; one that does not reads the poison,
     // never another test's bytes from the recycled frame store.
-    std::memset(page_address(p), kPagePoison, PAGE_SIZE << order);
+    poison_frames(page_address(p), kPagePoison, PAGE_SIZE << order);
   }
   for (uint64_t i = 0; i < (1ull << order); i++) reset_page(p + i, 0);
   return true;
