@@ -290,6 +290,13 @@ TEST(FrameStoreTest, SecondThreadSwitchesToAtomicWords) {
   ASSERT_TRUE(p->read_expect(addr + MiB - 5, 1, 64, &bad, &found).ok());  // unaligned, across the boundary
   EXPECT_EQ(bad, 5);
   EXPECT_EQ(found, 2);
+  // A line that differs only in its sixth word, after three that do not:
+  // the scan that tests a line at a time still names the first byte.
+  const uint8_t nine = 9;
+  ASSERT_TRUE(p->write(addr + 3 * 64 + 5 * 8 + 3, &nine, 1).ok());
+  ASSERT_TRUE(p->read_expect(addr, 1, 1024, &bad, &found).ok());
+  EXPECT_EQ(bad, 3 * 64 + 5 * 8 + 3);
+  EXPECT_EQ(found, 9);
   p->exit();
   EXPECT_TRUE(sys->check().ok());
 }
