@@ -57,8 +57,8 @@ inline void store64(uint8_t* p, uint64_t v) {
 inline void atomic_memcpy(uint8_t* d, const uint8_t* s, uint64_t len) {
   uint64_t i = 0;
   if (aligned8(d) && aligned8(s)) {
-    // Written out a line at a time: the compiler does not unroll a loop of
-    // atomics.
+    // Four words at a time, written out: the compiler does not unroll a
+    // loop of atomics.
     for (; i + 32 <= len; i += 32) {
       const uint64_t a = load64(s + i), b = load64(s + i + 8), c = load64(s + i + 16), e = load64(s + i + 24);
       store64(d + i, a);
@@ -92,10 +92,9 @@ inline int64_t atomic_find_not(const uint8_t* p, uint8_t byte, uint64_t len, uin
   };
   for (; i < len && !aligned8(p + i); i++)
     if (one(i)) return static_cast<int64_t>(i);
-  // Eight words a test: the loads are independent, and one branch per
-  // line instead of one per word (29% of native memcmp's bandwidth word by
-  // word; the words of a line that differs are looked at one by one).
-  // Written out: the compiler does not unroll a loop of atomic loads.
+  // A line (eight words) per branch, written out because the compiler does
+  // not unroll a loop of atomic loads; the words of a line that differs are
+  // then looked at one by one below.
   for (; i + 64 <= len; i += 64) {
     const uint8_t* l = p + i;
     const uint64_t x = ((load64(l) ^ word) | (load64(l + 8) ^ word)) | ((load64(l + 16) ^ word) | (load64(l + 24) ^ word)) |
@@ -215,24 +214,22 @@ inline void copy_frames(PhysMem* phys, void* dst, const void* src, uint64_t len)
 
 namespace user_copy_detail {
 
-// Fills with non-temporal stores: no read for ownership, and the lines do
+// Zeroes with non-temporal stores: no read for ownership, and the lines do
 // not displace the cache (what will be touched next is elsewhere).
-inline void stream_fill(uint8_t* d, uint8_t byte, uint64_t len) {
+inline void stream_zero(uint8_t* d, uint64_t len) {
   if (!aligned8(d) || len % 64) {
-    std::memset(d, byte, len);
+    std::memset(d, 0, len);
     return;
   }
-  const __m128i v = _mm_set1_epi8(static_cast<char>(byte));
+  const __m128i z = _mm_setzero_si128();
   for (uint64_t i = 0; i < len; i += 64) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), v);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), v);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), z);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), z);
   }
   _mm_sfence();
 }
-
-inline void stream_zero(uint8_t* d, uint64_t len) { stream_fill(d, 0, len); }
 
 }  // namespace user_copy_detail
 
