@@ -52,6 +52,27 @@ struct Response {  // also sent once, as it is here, when the process is ready
 };
 }  // namespace wire
 
+// The page of `byte` is kept for the next call with the same byte: the
+// agent calls once per page of a read.
+int64_t find_not(const uint8_t* p, uint64_t len, uint8_t byte) {
+  struct Pattern {
+    alignas(64) uint8_t bytes[4096];
+    int byte = -1;
+  };
+  thread_local Pattern pat;
+  if (pat.byte != byte) {
+    std::memset(pat.bytes, byte, sizeof pat.bytes);
+    pat.byte = byte;
+  }
+  for (uint64_t off = 0; off < len; off += sizeof pat.bytes) {
+    const uint64_t n = std::min<uint64_t>(sizeof pat.bytes, len - off);
+    if (std::memcmp(p + off, pat.bytes, n) == 0) continue;
+    for (uint64_t i = 0; i < n; i++)
+      if (p[off + i] != byte) return static_cast<int64_t>(off + i);
+  }
+  return -1;
+}
+
 namespace {
 
 using wire::Op;
@@ -167,30 +188,29 @@ void touch_write(uint64_t addr, uint64_t len, uint8_t byte) {
 
 // Each page is entered by a single volatile load of its first byte of the
 // range, the access that faults; once it is done the page is mapped (nothing
-// else runs in this process), so the rest of the chunk is checked with memcmp
-// against a page of the expected byte rather than a byte at a time (a 1 GiB
-// verifying read took a second that way). A read without an expected byte
-// loads only that first byte: the rest of the page changes no kernel state.
+// else runs in this process), so the rest of the chunk is checked by
+// find_not rather than a byte at a time (a 1 GiB verifying read took a
+// second that way). A read without an expected byte loads only that first
+// byte: the rest of the page changes no kernel state.
 void touch_read(uint64_t addr, uint64_t len, int expect) {
-  alignas(64) static uint8_t pattern[kPage];
-  if (expect >= 0) std::memset(pattern, expect, sizeof pattern);
   for (uint64_t done = 0; done < len;) {
     uint64_t cur = addr + done;
     uint64_t chunk = std::min(len - done, kPage - (cur & (kPage - 1)));
-    const uint8_t first = *reinterpret_cast<const volatile uint8_t*>(cur);
+    (void)*reinterpret_cast<const volatile uint8_t*>(cur);
     if (expect >= 0 && g_bad < 0) {
       const auto* p = reinterpret_cast<const uint8_t*>(cur);
-      if (first != static_cast<uint8_t>(expect) || std::memcmp(p, pattern, chunk) != 0) {
-        uint64_t i = 0;
-        while (i + 1 < chunk && p[i] == static_cast<uint8_t>(expect)) i++;
-        g_bad = static_cast<int64_t>(done + i);
-        g_found = p[i];
+      const int64_t at = find_not(p, chunk, static_cast<uint8_t>(expect));
+      if (at >= 0) {
+        g_bad = static_cast<int64_t>(done) + at;
+        g_found = p[at];
       }
     }
     done += chunk;
   }
 }
 
+// No locals live across the sigsetjmp: everything the jump must not lose is
+// in the volatile globals.
 Response run_access(const Request& rq) {
   g_sig = 0;
   g_fault_addr = 0;

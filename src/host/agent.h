@@ -17,6 +17,11 @@ struct Request;
 struct Response;
 }  // namespace wire
 
+// The offset of the first byte of [p, p+len) that is not `byte`, or -1
+// (memcmp against a page of it): the verifying reads of a process's memory
+// and of what a GUP handle holds.
+int64_t find_not(const uint8_t* p, uint64_t len, uint8_t byte);
+
 // How a CPU access ended: sig 0 (completed) or SIGSEGV/SIGBUS at fault_addr.
 // A read with an expected byte also reports the first byte that differs.
 struct HostAccess {

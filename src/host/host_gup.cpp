@@ -23,20 +23,6 @@ constexpr uint64_t kPage = 4096;
 constexpr long kDefaultPipePages = 16;  // a new pipe's capacity, in pages
 constexpr uint64_t kPiece = 1ull << 20;  // what read_expect and fill move at a time
 
-// The offset of the first byte of [p, p+len) that is not `byte`, or -1:
-// memcmp against a page of it, then the page that differs byte by byte.
-int64_t find_not(const uint8_t* p, uint64_t len, uint8_t byte) {
-  uint8_t pattern[kPage];
-  std::memset(pattern, byte, sizeof pattern);
-  for (uint64_t off = 0; off < len; off += kPage) {
-    const uint64_t n = std::min(kPage, len - off);
-    if (std::memcmp(p + off, pattern, n) == 0) continue;
-    for (uint64_t i = 0; i < n; i++)
-      if (p[off + i] != byte) return static_cast<int64_t>(off + i);
-  }
-  return -1;
-}
-
 class VmspliceHandle final : public HostGupHandle {
  public:
   VmspliceHandle(Agent& a, uint64_t addr, long npages) {

@@ -319,6 +319,20 @@ TEST_F(HostRunTest, WrongExpectationsFailWithTheHostsValues) {
   EXPECT_NE(r[2].diagnostics.at(0).find("write ended with SIGSEGV"), std::string::npos);
 }
 
+// A verifying read, of the process's memory and through a pin, names the
+// first byte that differs wherever in a page it is, past the first page.
+TEST_F(HostRunTest, VerifyingReadsNameTheFirstByteThatDiffers) {
+  auto r = run("test p\nproc P\nP mmap A 64K rw private\nP write A 64K 1\nP write A+0x5007 1 2\nP read A 64K 1\n"
+               "test h\nproc P\nP mmap A 64K rw private\nP write A 64K 1\nP gup H A 16 pin,fast,write,longterm\n"
+               "expect H 16\nP write A+0x9005 1 3\nH read 0 64K 1\nunpin H\n");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].outcome, Outcome::kFail);
+  EXPECT_NE(r[0].diagnostics.at(0).find("found 0x02 at +0x5007"), std::string::npos) << r[0].diagnostics.at(0);
+  if (r[1].outcome == Outcome::kSkip) GTEST_SKIP() << r[1].reason;  // no io_uring on this host
+  EXPECT_EQ(r[1].outcome, Outcome::kFail);
+  EXPECT_NE(r[1].diagnostics.at(0).find("found 0x03 at +0x9005"), std::string::npos) << r[1].diagnostics.at(0);
+}
+
 TEST_F(HostRunTest, WhatTheHostCannotDoSkipsTheTest) {
   auto r = run("test a\ntune gup.walk batch\nproc P\n"
                "test b\nproc P\nP mmap A 16K rw private\nP gup H A 4 pin,longterm\n"
