@@ -31,19 +31,20 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 def read_layers(path):
     """Returns (ranks: layer -> rank, extra: path prefix -> layer)."""
     ranks, extra = {}, {}
-    rank = 0
+    rank = -1
     with open(path) as f:
         for line in f:
             line = line.split("#", 1)[0].strip()
             if not line:
                 continue
-            # "a|b" on one line: one rank shared by both layers.
-            words = line.split()
-            for name in words[0].split("|"):
-                ranks[name] = rank
+            # "= layer ...": the same rank as the line before.
+            shared = line.startswith("=")
+            words = line.lstrip("=").split()
+            if not shared or rank < 0:
+                rank += 1
+            ranks[words[0]] = rank
             for p in words[1:]:
-                extra[p] = words[0].split("|")[0]
-            rank += 1
+                extra[p] = words[0]
     return ranks, extra
 
 
@@ -70,7 +71,7 @@ def resolve(root, includer, target):
     """Repository-relative path of an #include "target" seen in includer."""
     here = os.path.dirname(includer)
     for cand in (os.path.join(here, target), os.path.join("src", target),
-                 os.path.join("include", target)):
+                 os.path.join("include", target), os.path.join("tools", "mmlab", target)):
         if os.path.exists(os.path.join(root, cand)):
             return os.path.normpath(cand)
     if target == "build_info.h":  # generated from src/base/build_info.h.in
@@ -99,14 +100,16 @@ def up_includes(root, ranks, extra):
                     yield rel, lineno, dst, src_layer, dst_layer
 
 
-def object_layer(path, ranks):
-    """The layer of an object file from the source path CMake mirrors."""
+def object_layer(path, ranks, extra):
+    """The layer of an object file, and its source, from the source path
+    CMake mirrors under the target's directory."""
     parts = path.replace(os.sep, "/").split("/")
     for i, p in enumerate(parts[:-1]):
-        if p == "src" and parts[i + 1] in ranks:
-            return parts[i + 1], "src/" + "/".join(parts[i + 1:])[:-2]
-        if p == "tools":
-            return "tools", "tools/" + "/".join(parts[i + 1:])[:-2]
+        if p in ("src", "tools"):
+            src = "/".join(parts[i:])[:-2]
+            layer = layer_of(src, ranks, extra)
+            if layer is not None:
+                return layer, src
     return None, None
 
 
@@ -126,34 +129,64 @@ def nm_symbols(obj):
     return defined, undefined
 
 
-def layer_objects(root, objdir, ranks):
-    """(layer, source, object) for each object file of a layer's source."""
+UNITY_INCLUDE_RE = re.compile(r'^#include "([^"]+)"', re.M)
+
+
+def unity_sources(root, obj):
+    """The repository-relative sources a unity batch's object was built from
+    (CMake writes the batch, unity_N_cxx.cxx, beside its object)."""
+    try:
+        with open(obj[:-2]) as f:
+            text = f.read()
+    except OSError:
+        return []
+    root = os.path.realpath(root)
+    out = []
+    for path in UNITY_INCLUDE_RE.findall(text):
+        path = os.path.realpath(path)
+        if path.startswith(root + os.sep):
+            out.append(os.path.relpath(path, root))
+    return out
+
+
+def layer_objects(root, objdir, ranks, extra):
+    """(layer, source, object) for each object file of a layer's source; a
+    unity batch's object once per source it holds, which must all belong
+    to one layer."""
     objs = []
     for dirpath, _, names in os.walk(objdir):
         for n in names:
-            if n.endswith(".cpp.o"):
-                layer, src = object_layer(os.path.join(dirpath, n), ranks)
+            obj = os.path.join(dirpath, n)
+            if re.fullmatch(r"unity_\d+_cxx\.cxx\.o", n):
+                srcs = unity_sources(root, obj)
+                layers = {layer_of(s, ranks, extra) for s in srcs} - {None}
+                if len(layers) > 1:
+                    sys.exit(f"error: {obj}: a unity batch holds sources of several layers ({', '.join(sorted(layers))})")
+                if layers:
+                    layer = layers.pop()
+                    objs += [(layer, s, obj) for s in srcs if layer_of(s, ranks, extra)]
+            elif n.endswith(".cpp.o"):
+                layer, src = object_layer(obj, ranks, extra)
                 # Skip objects a build left behind for a source since moved.
                 if layer is not None and os.path.exists(os.path.join(root, src)):
-                    objs.append((layer, src, os.path.join(dirpath, n)))
+                    objs.append((layer, src, obj))
     return objs
 
 
-def missing_objects(root, objs, ranks):
-    """The layer sources under src/ that no object file was built from: a
+def missing_objects(root, objs, ranks, extra):
+    """The layer sources (src/, tools/) that no object file was built from: a
     check over a partial (or wrong) build directory must not pass."""
     built = {src for _, src, _ in objs}
     want = []
     for rel in source_files(root):
-        parts = rel.split(os.sep)
-        if rel.endswith(".cpp") and parts[0] == "src" and parts[1] in ranks and rel not in built:
+        if rel.endswith(".cpp") and layer_of(rel, ranks, extra) is not None and rel not in built:
             want.append(rel)
     return want
 
 
-def up_calls(root, objdir, ranks):
+def up_calls(root, objdir, ranks, extra):
     """Yields (source, symbol, from_layer, to_layer) for each up-call."""
-    objs = layer_objects(root, objdir, ranks)
+    objs = layer_objects(root, objdir, ranks, extra)
     definer = {}
     refs = []
     for layer, src, obj in sorted(objs):
@@ -201,7 +234,7 @@ def up_declared(root, objdir, ranks, extra):
         for n in names:
             if not n.endswith(".cpp.o"):
                 continue
-            layer, src = object_layer(os.path.join(dirpath, n), ranks)
+            layer, src = object_layer(os.path.join(dirpath, n), ranks, extra)
             if layer is None or not os.path.exists(os.path.join(root, src)):
                 continue
             defined, _ = nm_symbols(os.path.join(dirpath, n))
@@ -246,12 +279,12 @@ def main():
     incs = list(up_includes(args.root, ranks, extra))
     calls = []
     if args.objects:
-        missing = missing_objects(args.root, layer_objects(args.root, args.objects, ranks), ranks)
+        missing = missing_objects(args.root, layer_objects(args.root, args.objects, ranks, extra), ranks, extra)
         if missing:
             print(f"error: {args.objects}: no object file for {len(missing)} source(s), "
                   f"e.g. {', '.join(missing[:3])}: the up-call check needs a complete build")
             return 1
-        calls = list(up_calls(args.root, args.objects, ranks))
+        calls = list(up_calls(args.root, args.objects, ranks, extra))
 
     found = {}
     for rel, lineno, dst, a, b in incs:

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "stress.h"
+#include "stress/stress.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "bench_gup_table.h"
-#include "bench_plot.h"
+#include "bench/gup_table.h"
+#include "report/plot.h"
 #include "fmt/format.h"
 
 namespace mmlab::cli {

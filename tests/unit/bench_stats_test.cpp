@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bench_stats.h"
-#include "gup_bench.h"
+#include "report/statistics.h"
+#include "bench/gup_bench.h"
 
 namespace mmlab::cli {
 namespace {

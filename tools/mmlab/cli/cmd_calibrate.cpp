@@ -1,0 +1,148 @@
+// `mmlab calibrate`: measures on the running kernel what the model cannot
+// incur itself (first-touch and CoW fault costs per folio size, io_uring
+// long-term pin costs) and writes them as a named cost profile, which
+// `mmlab bench --profile` turns into modelled time.
+//
+// Exit status: 0 written, 1 a measurement or the write failed, 2 usage,
+// 4 the host cannot be calibrated here (not root, /sys/kernel/mm read-only):
+// ctest treats 4 as a skip.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "cli/commands.h"
+#include "mmlab/calibrate.h"
+
+namespace mmlab::cli {
+namespace {
+
+constexpr int kExitUnavailable = 4;
+
+struct CalibrateCli {
+  std::string name, out;
+  bool quick = false;
+  uint64_t size_mb = 0;  // 0: 256, or 64 with --quick
+  int runs = 0;          // 0: 5, or 3 with --quick
+  bool out_given = false;  // --out on the command line (an empty value is refused, not the default)
+};
+
+std::string default_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || !host[0]) return "host";
+  return host;
+}
+
+// The name becomes a file name: keep it to one path component.
+std::string file_safe(std::string s) {
+  for (char& ch : s)
+    if (ch == '/' || ch == ' ') ch = '_';
+  return s;
+}
+
+// Whether the profile can be written at `path`, checked before the
+// measuring: its directory is made and the file opened for writing without
+// truncating one that exists (a failed run leaves an older profile whole).
+// *created: the file did not exist, and the caller removes it if no profile
+// is written after all.
+bool out_usable(const std::string& path, bool* created, std::string* why) {
+  std::error_code ec;
+  if (path.empty()) {
+    *why = "empty path";
+    return false;
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    *why = "is a directory";
+    return false;
+  }
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      *why = "cannot make its directory: " + ec.message();
+      return false;
+    }
+  }
+  *created = !std::filesystem::exists(path, ec);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  close(fd);
+  return true;
+}
+
+int run_calibrate(const CalibrateCli& c) {
+  std::string why;
+  host::CalibrateOptions o;
+  o.name = c.name.empty() ? default_name() : c.name;
+  // The output is checked first: a path that cannot be written costs nothing.
+  const std::string path = c.out.empty() && !c.out_given ? "calibrate-out/" + file_safe(o.name) + ".json" : c.out;
+  bool created = false;
+  if (!out_usable(path, &created, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: --out %s: cannot write the profile there: %s\n", path.empty() ? "''" : path.c_str(),
+                 why.c_str());
+    return 2;
+  }
+  // A profile that is not written after all leaves no empty file behind.
+  struct RemoveUnlessKept {
+    const std::string& path;
+    bool remove;
+    ~RemoveUnlessKept() {
+      if (remove) std::remove(path.c_str());
+    }
+  } cleanup{path, created};
+  if (!host::host_calibration_available(&why)) {
+    std::fprintf(stderr, "mmlab calibrate: cannot measure this host: %s\n", why.c_str());
+    return kExitUnavailable;
+  }
+  o.region_bytes = (c.size_mb ? c.size_mb : (c.quick ? 64 : 256)) << 20;
+  o.runs = c.runs ? c.runs : (c.quick ? 3 : 5);
+  const bool tty = isatty(STDERR_FILENO);
+  o.progress = [tty](const std::string& what) {
+    if (tty) std::fprintf(stderr, "\r\033[K  calibrate: %s ...", what.c_str());
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  host::CostProfile p;
+  int e = host::calibrate_host(o, &p, &why);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (e) {
+    std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
+    return 1;
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fputs(host::cost_profile_table(p).c_str(), stdout);
+  if (host::save_cost_profile(path, p, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
+    return 1;
+  }
+  cleanup.remove = false;
+  std::printf("\nprofile %s: %s (%.1f s measuring, %.1f s in all)\n", p.name.c_str(), path.c_str(), p.seconds, secs);
+  return 0;
+}
+
+}  // namespace
+
+void add_calibrate(CLI::App& app) {
+  auto c = std::make_shared<CalibrateCli>();  // owned by the action: the options bind to its members
+  auto* sub = app.add_subcommand("calibrate",
+                                 "measure fault, CoW and long-term pin costs on the running kernel into a cost profile "
+                                 "(root; exit 4 where the host cannot be measured)");
+  sub->add_option("--name", c->name, "profile name (default: the host name)");
+  sub->add_option("--out", c->out, "profile file (default: calibrate-out/<name>.json)");
+  sub->add_flag("--quick", c->quick, "64 MiB fault and CoW regions and 3 runs instead of 256 MiB and 5");
+  sub->add_option("--size-mb", c->size_mb, "fault and CoW region in MiB (the pinned buffer is always 256 MiB)")->check(CLI::Range(4, 4096));
+  sub->add_option("--runs", c->runs, "runs per measurement (the median is kept)")->check(CLI::Range(1, 100));
+  register_action(sub, [c, sub] {
+    c->out_given = sub->count("--out") > 0;
+    return run_calibrate(*c);
+  });
+}
+
+}  // namespace mmlab::cli

@@ -1,0 +1,163 @@
+// `mmlab run FILE...`: run .mms scenarios and report in kselftest TAP.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <tuple>
+
+#include "cli/commands.h"
+#include "mmlab/scenario.h"
+#include "mmlab/system.h"
+#include "nlohmann/json.hpp"
+
+namespace mmlab::cli {
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> files;
+  std::string filter, json, known, states;
+  std::vector<std::string> variants;
+  std::string backend = "model";
+  std::vector<std::string> fake_probes;
+  bool tap = false, times = false, debug_vm = false;
+  ParallelCli par;
+};
+
+int run_run(const RunOptions& o) {
+  ScenarioOptions so;
+  so.filter = o.filter;
+  so.backend = o.backend == "host" ? Backend::kHost : Backend::kModel;
+  so.times = o.times;
+  const char* env = std::getenv("MMLAB_DEBUG_VM");
+  so.debug_vm = o.debug_vm || (env && std::string(env) == "all");
+  if (!parse_parallel_options("run", o.par, &so.jobs, &so.ram_bytes, &so.mem_budget)) return 2;
+  for (auto& v : o.variants) {
+    auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+      std::cerr << "mmlab run: --variant " << v << ": expected KEY=VALUE[,VALUE...]\n";
+      return 2;
+    }
+    std::vector<std::string> vals;
+    std::string rest = v.substr(eq + 1);
+    const std::string key = v.substr(0, eq);
+    if ((rest == "all" || rest == "others") && !tune_values(key).empty()) {  // in registration order
+      for (auto& val : tune_values(key))
+        if (rest == "all" || val != tune_default(key)) vals.push_back(val);
+      so.variants.push_back({key, vals});
+      continue;
+    }
+    size_t pos = 0;
+    while (pos <= rest.size()) {
+      size_t c = rest.find(',', pos);
+      if (c == std::string::npos) c = rest.size();
+      std::string val = rest.substr(pos, c - pos);
+      if (!tune_value_known(v.substr(0, eq), val)) {
+        std::cerr << "mmlab run: --variant " << v << ": the build has no " << v.substr(0, eq) << "=" << val << "\n";
+        return 2;
+      }
+      vals.push_back(val);
+      pos = c + 1;
+    }
+    so.variants.push_back({v.substr(0, eq), vals});
+  }
+  std::string err;
+  if (!o.known.empty() && load_known_differences(o.known, &so.known, &err)) {
+    std::cerr << "mmlab run: " << err << "\n";
+    return 2;
+  }
+  if (fake_host_probes(o.fake_probes, &err)) {
+    std::cerr << "mmlab run: " << err << "\n";
+    return 2;
+  }
+  if (!o.states.empty() && so.backend != Backend::kModel) {
+    std::cerr << "mmlab run: --states " << o.states << ": only the model backend shows its end state\n";
+    return 2;
+  }
+  so.record_states = !o.states.empty();
+  auto prog = scenario_parse(o.files, &err);
+  if (!prog || !scenario_check_sizes(*prog, so, &err)) {
+    std::cerr << err << "\n";
+    return 2;
+  }
+  // Outputs are opened before any test runs: a bad path costs nothing.
+  std::ofstream json_out, states_out;
+  for (auto [path, out, opt] : {std::tuple{&o.json, &json_out, "--json"}, std::tuple{&o.states, &states_out, "--states"}}) {
+    if (path->empty()) continue;
+    out->open(*path);
+    if (!*out) {
+      std::cerr << "mmlab run: " << opt << " " << *path << ": cannot write\n";
+      return 2;
+    }
+  }
+  if (!scenario_count_tests(*prog, o.filter)) {
+    // Nothing to run is a mistake (a glob that matches no test, files with
+    // none), never a pass.
+    std::cerr << "mmlab run: " << (o.filter.empty() ? std::string("the files hold no test") : "no test matches --filter " + o.filter) << "\n";
+    return 2;
+  }
+  auto results = scenario_run(*prog, so, std::cout);
+  if (!o.json.empty()) {
+    nlohmann::json j;
+    if (so.backend == Backend::kHost) {
+      j["host_probes"] = nlohmann::json::array();
+      for (auto& p : scenario_host_probes())
+        j["host_probes"].push_back({{"name", p.name}, {"available", p.available}, {"forced", p.forced}, {"detail", p.detail}});
+    }
+    for (auto& r : results) {
+      nlohmann::json skips = nlohmann::json::array();
+      for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
+      j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
+                            {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
+                            {"skipped_expectations", r.skipped_expectations}, {"skips", skips},
+                            {"run", r.run_text}, {"output", r.output}, {"ms", r.seconds * 1e3}});
+    }
+    json_out << j.dump(2) << "\n";
+    if (!json_out.flush()) {
+      std::cerr << "mmlab run: cannot write " << o.json << "\n";
+      return 2;
+    }
+  }
+  if (!o.states.empty()) {
+    for (auto& r : results) {
+      states_out << "test " << r.file << " " << r.name << (r.variant.empty() ? "" : " " + r.variant) << " "
+                 << outcome_name(r.outcome) << "\n";
+      for (auto& l : r.states) states_out << "  " << l << "\n";
+    }
+    if (!states_out.flush()) {
+      std::cerr << "mmlab run: cannot write " << o.states << "\n";
+      return 2;
+    }
+  }
+  return scenario_exit_status(results);
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();  // owned by the action: the options bind to its members
+  auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
+  sub->add_option("files", o->files, "scenario files")->required();
+  sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
+  sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch; KEY=all: every "
+                  "value, KEY=others: every value but the default; `mmlab variants` lists them)")
+      ->allow_extra_args(false);  // one KEY=VALUES per --variant: the scenario files that follow are not variants
+  sub->add_option("--backend", o->backend,
+                  "model (default), or host: real processes and system calls on this machine's kernel (root; settings "
+                  "are restored)")
+      ->check(CLI::IsMember({"model", "host"}));
+  sub->add_option("--json", o->json, "write the results as JSON to this file (with the host probes' results)");
+  sub->add_option("--states", o->states,
+                  "model: write a digest of the end state after every statement to this file, so that two builds can be "
+                  "compared with diff(1) (a no-functional-change check across commits)");
+  add_fake_probe_option(sub, &o->fake_probes);
+  sub->add_option("--known", o->known,
+                  "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
+  sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
+  sub->add_flag("--times", o->times, "a '# time: N ms total' line at the end (each test always has its '# time: N ms' line)");
+  sub->add_flag("--debug-vm", o->debug_vm,
+                "model: run the invariant checker after every statement, not only at each test's end (also MMLAB_DEBUG_VM=all)");
+  add_parallel_options(sub, &o->par);
+  add_trace_options(sub);
+  register_action(sub, [o] { return run_run(*o); });
+}
+
+}  // namespace mmlab::cli

@@ -1,0 +1,163 @@
+#include <iostream>
+#include <map>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "mmlab/system.h"
+#include "mmlab/trace.h"
+
+namespace mmlab::cli {
+namespace {
+std::map<CLI::App*, std::function<int()>>& actions() {
+  static std::map<CLI::App*, std::function<int()>> a;
+  return a;
+}
+}  // namespace
+
+void register_action(CLI::App* sub, std::function<int()> action) { actions()[sub] = std::move(action); }
+
+namespace {
+struct TraceCli {
+  std::string file, format;
+};
+std::map<CLI::App*, std::shared_ptr<TraceCli>>& traces() {
+  static std::map<CLI::App*, std::shared_ptr<TraceCli>> t;
+  return t;
+}
+
+int run_traced(CLI::App* sub, const std::function<int()>& action) {
+  auto it = traces().find(sub);
+  if (it == traces().end() || it->second->file.empty()) return action();
+  const TraceCli& t = *it->second;
+  const trace::Format f = t.format.empty() ? trace::format_for(t.file)
+                          : t.format == "json" ? trace::Format::kChromeJson
+                                               : trace::Format::kFtrace;
+  std::string err;
+  if (trace::start(t.file, f, &err)) {
+    std::cerr << "mmlab " << sub->get_name() << ": --trace " << t.file << ": " << err << "\n";
+    return 2;
+  }
+  const int rc = action();
+  if (trace::stop(&err)) {
+    std::cerr << "mmlab " << sub->get_name() << ": --trace " << t.file << ": " << err << "\n";
+    return rc ? rc : 1;
+  }
+  return rc;
+}
+}  // namespace
+
+void add_trace_options(CLI::App* sub) {
+  auto t = std::make_shared<TraceCli>();
+  traces()[sub] = t;
+  sub->add_option("--trace", t->file,
+                  "record the model's events (kernel tracepoint names: mm_page_alloc, mm_fault, gup_call, ...) into "
+                  "FILE; docs/TRACING.md");
+  sub->add_option("--trace-format", t->format, "ftrace (text, the default) or json (Chrome/Perfetto; the default for *.json)")
+      ->check(CLI::IsMember({"ftrace", "json"}));
+}
+
+int run_selected(CLI::App& app) {
+  for (auto* sub : app.get_subcommands())
+    if (auto it = actions().find(sub); it != actions().end()) return run_traced(sub, it->second);
+  return 2;
+}
+
+SizeParse parse_size(const std::string& s, uint64_t* out) {
+  if (s.empty()) return SizeParse::kMalformed;
+  unsigned shift = 0;
+  std::string body = s;
+  switch (body.back()) {
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: break;
+  }
+  if (shift) body.pop_back();
+  if (body.empty() || body.find_first_not_of("0123456789") != std::string::npos) return SizeParse::kMalformed;
+  uint64_t v = 0;
+  for (char c : body)
+    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, static_cast<uint64_t>(c - '0'), &v))
+      return SizeParse::kTooLarge;
+  if (v > (~0ull >> shift)) return SizeParse::kTooLarge;  // would wrap: another size than written
+  *out = v << shift;
+  return SizeParse::kOk;
+}
+
+std::string size_text(uint64_t bytes) {
+  static const std::pair<unsigned, const char*> kUnits[] = {{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}};
+  for (auto& [shift, unit] : kUnits)
+    if (bytes && bytes % (1ull << shift) == 0) return std::to_string(bytes >> shift) + unit;
+  return std::to_string(bytes);
+}
+
+bool parse_size_option(const std::string& opt, const std::string& s, uint64_t multiple, uint64_t min, uint64_t max,
+                       const std::string& max_why, uint64_t* out, std::string* msg) {
+  uint64_t v = 0;
+  const SizeParse p = parse_size(s, &v);
+  const std::string head = opt + " " + (s.empty() ? std::string("''") : s) + ": ";
+  if (p == SizeParse::kMalformed) {
+    *msg = head + "not a size (a number with an optional K, M, G or T suffix, e.g. 4G)";
+    return false;
+  }
+  if (p == SizeParse::kTooLarge || v > max) {
+    *msg = head + "too large: at most " + size_text(max) + " (" + max_why + ")";
+    return false;
+  }
+  if (multiple && v % multiple) {
+    *msg = head + "not a multiple of " + size_text(multiple);
+    return false;
+  }
+  if (v < min) {
+    *msg = head + "too small: at least " + size_text(min);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+void add_parallel_options(CLI::App* sub, ParallelCli* o) {
+  sub->add_option("-j,--jobs", o->jobs, "tests run at once on the model, each on its own thread and System (default: one per CPU)")
+      ->check(CLI::Range(0, 1024));
+  sub->add_option("--ram", o->ram, "simulated RAM of each test's System (default 4G)");
+  sub->add_option("--mem-budget", o->mem_budget,
+                  "host memory the tests' frame stores may use at once (default: the host's available memory); "
+                  "fewer tests run at once where they would not fit");
+}
+
+bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t* out, std::string* msg) {
+  constexpr uint64_t kBlock = 4ull << 20;  // the page allocator's largest block
+  const uint64_t max = system_max_ram_bytes();
+  const std::string why = max == (1ull << 42) - kBlock ? "4T less 4M: the largest memmap a System can have" : "the largest memmap a System can have";
+  return parse_size_option(opt, s, kBlock, kBlock, max, why, out, msg);
+}
+
+bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget) {
+  *jobs = o.jobs;
+  *budget = 0;
+  std::string msg;
+  if (!parse_ram_option("--ram", o.ram, ram, &msg)) {
+    std::cerr << "mmlab " << cmd << ": " << msg << "\n";
+    return false;
+  }
+  if (!o.mem_budget.empty() && !parse_size_option("--mem-budget", o.mem_budget, 0, 1, ~0ull, "", budget, &msg)) {
+    std::cerr << "mmlab " << cmd << ": " << msg << "\n";
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(',', pos);
+    if (c == std::string::npos) c = s.size();
+    if (c > pos) out.push_back(s.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
+}  // namespace mmlab::cli

@@ -1,0 +1,594 @@
+// The workloads and columns of `mmlab cow-bench` (cow_bench.h).
+#include "cowbench/cow_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "fmt/format.h"
+#include "mmlab/system.h"
+
+namespace mmlab::cli::cowbench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ns_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::nano>(b - a).count(); }
+
+// The base, rfc and alternative columns use 64K folios: the arm64 contpte
+// block the series was posted for.
+Column col(std::string name, unsigned kb, const char* policy, int max_order = -1, bool whole = false,
+           Extra extra = Extra::kNone) {
+  return Column{std::move(name), kb, policy, max_order, whole, extra};
+}
+
+struct Run {
+  std::unique_ptr<System> sys;
+  Process* parent = nullptr;
+  Process* filler = nullptr;  // fragmented's: holds memory, never part of the workload
+  uint64_t addr = 0;
+};
+
+// The workload's processes: every process but fragmented's filler.
+std::vector<Process*> workload_procs(const Run& r) {
+  std::vector<Process*> v;
+  for (Process* q : r.sys->processes())
+    if (q != r.filler) v.push_back(q);
+  return v;
+}
+
+// The mTHP sizes a column enables: c.folio_kb, and the size of a
+// cow.max_order cap, which only the CoW path then uses (a CoW copies at an
+// enabled order). khugepaged's column: PMD THP for MADV_HUGEPAGE regions
+// only, so that the faults stay at c.folio_kb until the region is advised
+// once it is populated.
+void enable_sizes(System* s, const Column& c) {
+  const unsigned cap_kb = c.max_order >= 2 ? 4u << c.max_order : 0;
+  for (unsigned kb = 16; kb <= 2048; kb *= 2)
+    (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb),
+                         kb == c.folio_kb || kb == cap_kb ? "always" : "never");
+  if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
+}
+
+// fragmented's RAM is twice the others': half of it ends up in the filler's
+// order-0 holes, which are what the workload then allocates from.
+uint64_t ram_of_run(const Params& p, unsigned nr_procs, bool fragmented) {
+  const uint64_t need = fragmented ? 2 * p.size * (nr_procs + 2) + (64ull << 20) : p.size * (nr_procs + 2) + (256ull << 20);
+  return (need + (4ull << 20) - 1) & ~((4ull << 20) - 1);
+}
+
+int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented, Run* r, std::string* err) {
+  SystemConfig cfg;
+  cfg.ram_bytes = ram_of_run(p, nr_procs, fragmented);
+  int e = 0;
+  r->sys = System::create(cfg, &e);
+  if (!r->sys) {
+    *err = fmt::format("System::create: {}", errno_name(-e));
+    return e ? e : -ENOMEM;
+  }
+  System* s = r->sys.get();
+  (void)s->sysfs_write("transparent_hugepage/enabled", "never");
+  enable_sizes(s, c);  // the region faults in with c.folio_kb folios
+  if (int t = s->tune("cow.policy", c.policy); t < 0) {
+    *err = fmt::format("tune cow.policy {}: {}", c.policy, errno_name(-t));
+    return t;
+  }
+  if (c.max_order >= 0) (void)s->tune("cow.max_order", std::to_string(c.max_order));
+  if (c.reuse_whole) (void)s->tune("cow.reuse", "whole");
+  if (c.extra == Extra::kKhugepaged) (void)s->tune("khugepaged.mthp", "on");
+  if (int t = set_geometry(s, p.geometry, err); t < 0) return t;
+  r->parent = s->new_process("parent");
+  // PMD-aligned, so that MADV_COLLAPSE has whole PMD ranges to work on.
+  const long raw = r->parent->mmap(0, p.size + PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (raw < 0) {
+    *err = fmt::format("mmap: {}", errno_name(static_cast<int>(-raw)));
+    return static_cast<int>(raw);
+  }
+  r->addr = (static_cast<uint64_t>(raw) + PMD_SIZE - 1) & ~(PMD_SIZE - 1);
+  return 0;
+}
+
+// The parent's memory before the fork: every page written (the data a
+// process has), or for usemem populated as its --prefault does it
+// (MAP_POPULATE of a writable private mapping: zero-filled folios faulted in
+// for write, so its children's CoW copies zeroes).
+bool prefault(Run* r, const Params& p, uint8_t byte, bool populate) {
+  if (populate) return r->parent->madvise(r->addr, p.size, MADV_POPULATE_WRITE) == 0;
+  return r->parent->fill(r->addr, byte, p.size).ok();
+}
+
+struct Writer {
+  Process* proc = nullptr;
+  std::vector<uint64_t> pages;     // the page of each write, in order
+  std::vector<double> due_ns;      // snapshot: each write's scheduled time from the start (empty: back to back, 4K each)
+  std::vector<uint16_t> offs;      // snapshot: each 64-byte write's offset in its page
+  bool track_starts = false;       // record each write's start (the exited-sharer waste needs them)
+  std::vector<double> ns, service_ns;
+  std::vector<Clock::time_point> starts;
+  double seconds = 0;
+  bool ok = true;
+};
+
+Writer writer(Process* q, std::vector<uint64_t> pages) {
+  Writer w;
+  w.proc = q;
+  w.pages = std::move(pages);
+  return w;
+}
+
+// Every page of w.pages written whole with `byte`, back to back, each timed
+// unless !timed.
+bool write_pages(Writer* w, uint64_t addr, uint8_t byte, bool timed) {
+  if (timed) w->ns.reserve(w->pages.size());
+  for (uint64_t i : w->pages) {
+    const auto t0 = Clock::now();
+    if (w->track_starts) w->starts.push_back(t0);
+    if (!w->proc->fill(addr + i * PAGE_SIZE, byte, PAGE_SIZE).ok()) return false;
+    if (timed) w->ns.push_back(ns_between(t0, Clock::now()));
+  }
+  return true;
+}
+
+// The open-loop stream: write i waits for its scheduled time (spinning: the
+// arrivals are microseconds apart), and its latency runs from that time, so
+// a write queued behind a slow one counts its wait (coordinated omission
+// corrected); its service time runs from its actual start.
+bool write_scheduled(Writer* w, uint64_t addr, uint8_t byte) {
+  uint8_t buf[64];
+  std::memset(buf, byte, sizeof(buf));
+  w->ns.reserve(w->pages.size());
+  w->service_ns.reserve(w->pages.size());
+  const auto epoch = Clock::now();
+  for (size_t i = 0; i < w->pages.size(); i++) {
+    const auto due = epoch + std::chrono::nanoseconds(static_cast<int64_t>(w->due_ns[i]));
+    while (Clock::now() < due) {
+    }
+    const auto t0 = Clock::now();
+    w->starts.push_back(t0);
+    if (!w->proc->write(addr + w->pages[i] * PAGE_SIZE + w->offs[i], buf, sizeof(buf)).ok()) return false;
+    const auto t1 = Clock::now();
+    w->ns.push_back(ns_between(due, t1));
+    w->service_ns.push_back(ns_between(t0, t1));
+  }
+  return true;
+}
+
+// Page popularity by Zipf's law (rank r weighs 1/r^s) over the pages in a
+// seeded random order, so that the hot pages are scattered over the region
+// as a hash table's are; sampled by inverting the CDF.
+class ZipfPages {
+ public:
+  ZipfPages(uint64_t n, double s, uint64_t seed) : cdf_(n), page_(n), rng_(seed) {
+    double sum = 0;
+    for (uint64_t r = 0; r < n; r++) cdf_[r] = sum += 1.0 / std::pow(static_cast<double>(r + 1), s);
+    for (double& x : cdf_) x /= sum;
+    std::iota(page_.begin(), page_.end(), uint64_t{0});
+    std::shuffle(page_.begin(), page_.end(), rng_);
+  }
+  uint64_t next() {
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    const size_t r = static_cast<size_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+    return page_[std::min(r, page_.size() - 1)];
+  }
+  std::mt19937_64& rng() { return rng_; }
+
+ private:
+  std::vector<double> cdf_;
+  std::vector<uint64_t> page_;
+  std::mt19937_64 rng_;
+};
+
+// snapshot's trace, made before the run from the seed alone: Poisson
+// arrivals at p.snapshot_rate, Zipfian pages, 64-byte-aligned offsets.
+Writer snapshot_writer(Process* q, const Params& p) {
+  Writer w;
+  w.proc = q;
+  ZipfPages z(p.size / PAGE_SIZE, p.zipf_s, p.seed * 104729);
+  double t = 0;
+  for (uint64_t i = 0; i < p.snapshot_writes; i++) {
+    const double u = static_cast<double>(z.rng()() >> 11) * 0x1.0p-53;
+    t += -std::log1p(-u) / p.snapshot_rate * 1e9;
+    w.due_ns.push_back(t);
+    w.pages.push_back(z.next());
+    w.offs.push_back(static_cast<uint16_t>((z.rng()() % (PAGE_SIZE / 64)) * 64));
+  }
+  w.track_starts = true;
+  return w;
+}
+
+std::vector<uint64_t> all_pages(const Params& p) {
+  std::vector<uint64_t> v(p.size / PAGE_SIZE);
+  for (uint64_t i = 0; i < v.size(); i++) v[i] = i;
+  return v;
+}
+
+// A random share of the pages, each at most once, in random order.
+std::vector<uint64_t> some_pages(const Params& p, uint64_t seed) {
+  std::vector<uint64_t> v = all_pages(p);
+  std::mt19937_64 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  const uint64_t n = std::max<uint64_t>(1, static_cast<uint64_t>(p.write_fraction * static_cast<double>(v.size())));
+  v.resize(std::min<uint64_t>(n, v.size()));
+  return v;
+}
+
+// Each writer on its own thread, all at once, as forked children run, and
+// `beside` (if any) on one more (a sharer's exec or BGSAVE); with
+// kCollapseAfterFork each writer first collapses the region (MADV_COLLAPSE).
+void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra, bool timed,
+                 const std::function<void()>& beside = {}) {
+  std::vector<std::thread> t;
+  if (beside) t.emplace_back(beside);  // first: the writers race it, never get a head start
+  for (size_t k = 0; k < ws->size(); k++) {
+    t.emplace_back([ws, k, addr, size, extra, timed] {
+      Writer& w = (*ws)[k];
+      const auto t0 = Clock::now();  // the collapse is the writer's time too
+      if (extra == Extra::kCollapseAfterFork) (void)w.proc->madvise(addr, size, MADV_COLLAPSE);
+      const auto byte = static_cast<uint8_t>(0x40 + k);
+      w.ok = w.due_ns.empty() ? write_pages(&w, addr, byte, timed) : write_scheduled(&w, addr, byte);
+      w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+  }
+  for (auto& th : t) th.join();
+}
+
+int64_t distinct_pages(const std::vector<uint64_t>& pages) {
+  std::vector<uint64_t> v = pages;
+  std::sort(v.begin(), v.end());
+  return std::unique(v.begin(), v.end()) - v.begin();
+}
+
+void account(Run* r, const std::vector<Writer>& ws, Result* out) {
+  for (const Writer& w : ws) {
+    out->write_ns.insert(out->write_ns.end(), w.ns.begin(), w.ns.end());
+    out->service_ns.insert(out->service_ns.end(), w.service_ns.begin(), w.service_ns.end());
+    out->bytes_written += distinct_pages(w.pages) * static_cast<int64_t>(PAGE_SIZE);
+  }
+  for (Process* q : workload_procs(*r)) out->rss_peak += q->rss_anon();
+}
+
+// The frame behind each page of the parent's region.
+std::vector<uint64_t> region_pfns(Process* q, uint64_t addr, uint64_t size) {
+  std::vector<uint64_t> v(size / PAGE_SIZE);
+  for (uint64_t i = 0; i < v.size(); i++) v[i] = q->page_info(addr + i * PAGE_SIZE).pfn;
+  return v;
+}
+
+// The parent's pages whose frame changed since the fork (they were copied)
+// and that the parent had not begun to write when the sharer's exit returned
+// at `exited`: copied for a sharer that went away before the copy was used.
+int64_t exited_sharer_untouched(const Run& r, const Params& p, const std::vector<uint64_t>& pfn_at_fork,
+                                const Writer& parent, Clock::time_point exited) {
+  std::vector<bool> touched(pfn_at_fork.size());
+  for (size_t j = 0; j < parent.pages.size() && j < parent.starts.size(); j++)
+    if (parent.starts[j] < exited) touched[parent.pages[j]] = true;
+  const std::vector<uint64_t> now = region_pfns(r.parent, r.addr, p.size);
+  int64_t n = 0;
+  for (size_t i = 0; i < now.size(); i++) n += now[i] != pfn_at_fork[i] && !touched[i] ? 1 : 0;
+  return n * static_cast<int64_t>(PAGE_SIZE);
+}
+
+// fragmented: a filler process faults nearly all free memory at 4K, then
+// drops (MADV_DONTNEED) its pages on even frames, so that no two free frames
+// are buddies and the only free blocks above order 0 are in the reserve it
+// leaves; it stays alive. The column's sizes are enabled again afterwards.
+int fragment(Run* r, const Column& c, Result* out, std::string* err) {
+  System* s = r->sys.get();
+  for (unsigned kb = 16; kb <= 2048; kb *= 2)
+    (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb), "never");
+  Process* f = r->filler = s->new_process("filler");
+  constexpr uint64_t kReserve = 1ull << 20, kChunk = 64ull << 10;
+  const uint64_t len = s->nr_free_pages() * PAGE_SIZE & ~(PMD_SIZE - 1);
+  const long a = f->mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  if (a < 0) {
+    *err = fmt::format("filler mmap: {}", errno_name(static_cast<int>(-a)));
+    return static_cast<int>(a);
+  }
+  const auto base = static_cast<uint64_t>(a);
+  uint64_t filled = 0;
+  while (filled + kChunk <= len && s->nr_free_pages() * PAGE_SIZE > kReserve + kChunk) {
+    if (!f->fill(base + filled, 0x33, kChunk).ok()) {
+      *err = "the filler's fault failed";
+      return -ENOMEM;
+    }
+    filled += kChunk;
+  }
+  for (uint64_t off = 0; off < filled; off += PAGE_SIZE) {
+    if (f->page_info(base + off).pfn % 2) {
+      out->filler_pages++;
+      continue;
+    }
+    if (int e = f->madvise(base + off, PAGE_SIZE, MADV_DONTNEED); e < 0) {
+      *err = fmt::format("filler MADV_DONTNEED: {}", errno_name(-e));
+      return e;
+    }
+  }
+  enable_sizes(s, c);
+  return 0;
+}
+
+// khugepaged beside the writers: its thread, paced, from the start of the
+// measured phase to the end of the writes. The figures are the phase's.
+class KhugepagedBeside {
+ public:
+  KhugepagedBeside(System* s, uint64_t speedup) : s_(s) {
+    t0_ = s->collapse_timing();
+    w0_ = s->khugepaged_timing();
+    clock0_ = s->clock_ns();
+    wakes0_ = s->counter("khugepaged.wakes");
+    scans0_ = full_scans();
+    started_ = s->start_khugepaged_thread(speedup) == 0;
+    wait_first_wake();
+  }
+  ~KhugepagedBeside() { stop(nullptr); }
+  KhugepagedBeside(const KhugepagedBeside&) = delete;
+  KhugepagedBeside& operator=(const KhugepagedBeside&) = delete;
+
+  void stop(KhugepagedFigures* out) {
+    if (started_) s_->stop_khugepaged_thread();
+    started_ = false;
+    if (!out) return;
+    const CollapseTiming t = s_->collapse_timing();
+    const KhugepagedTiming w = s_->khugepaged_timing();
+    auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+    out->ran = true;
+    out->cpu_ms = ms(w.cpu_ns - w0_.cpu_ns);
+    out->busy_ms = ms(w.busy_ns - w0_.busy_ns);
+    out->collapse_ms = ms(t.total_ns - t0_.total_ns);
+    out->mmap_write_ms = ms(t.mmap_write_ns - t0_.mmap_write_ns);
+    // No collapse runs before the phase (nothing is advised until the
+    // region is populated, and no MADV_COLLAPSE in this column): the
+    // System's longest hold is the phase's.
+    out->mmap_write_max_ms = ms(t.mmap_write_max_ns);
+    out->virtual_s = static_cast<double>(s_->clock_ns() - clock0_) / 1e9;
+    out->wakes = s_->counter("khugepaged.wakes") - wakes0_;
+    out->full_scans = full_scans() - scans0_;
+    out->attempts = static_cast<int64_t>(t.attempts - t0_.attempts);
+    out->collapses = static_cast<int64_t>(t.collapsed - t0_.collapsed);
+    out->write_locked = static_cast<int64_t>(t.write_locked - t0_.write_locked);
+  }
+
+ private:
+  // The thread's first wake is due at once; the writers start once it has
+  // begun (and then race its scan), so that a loaded host cannot leave a
+  // short phase without any wake. A kthread that never wakes (no THP size
+  // it serves) is waited for a second at most.
+  void wait_first_wake() const {
+    const auto give_up = Clock::now() + std::chrono::seconds(1);
+    while (started_ && s_->counter("khugepaged.wakes") == wakes0_ && Clock::now() < give_up) std::this_thread::yield();
+  }
+  int64_t full_scans() const {
+    std::string v;
+    return s_->sysfs_read("transparent_hugepage/khugepaged/full_scans", &v) == 0 ? std::stoll(v) : 0;
+  }
+  System* s_;
+  CollapseTiming t0_;
+  KhugepagedTiming w0_;
+  uint64_t clock0_ = 0;
+  int64_t wakes0_ = 0, scans0_ = 0;
+  bool started_ = false;
+};
+
+// A statistic summed over every mTHP size.
+int64_t mthp_sum(const System* s, const char* name) {
+  int64_t n = 0;
+  for (unsigned order = 2; order <= PMD_ORDER; order++) n += std::max<int64_t>(0, s->mthp_stat(order, name));
+  return n;
+}
+
+}  // namespace
+
+const std::vector<Column>& columns() {
+  static const std::vector<Column> v = {
+      col("base", 64, "base"),
+      col("rfc", 64, "rfc"),
+      col("fixed-16K", 16, "fixed"),
+      col("fixed-32K", 32, "fixed"),
+      col("fixed-64K", 64, "fixed"),
+      col("fixed-128K", 128, "fixed"),
+      col("fixed-512K", 512, "fixed"),
+      col("fixed-512K-max2", 512, "fixed", 2),
+      col("fixed-512K-max4", 512, "fixed", 4),
+      col("fixed-512K-max6", 512, "fixed", 6),
+      col("fixed-64K-reuse-whole", 64, "fixed", -1, true),
+      col("base-collapse-after-fork", 64, "base", -1, false, Extra::kCollapseAfterFork),
+      col("base-dontfork", 64, "base", -1, false, Extra::kDontfork),
+      col("base-khugepaged", 64, "base", -1, false, Extra::kKhugepaged),
+  };
+  return v;
+}
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> v = {
+      {"usemem", "the series' usemem: the parent prefaults, K children each write every page at once"},
+      {"cow-rand", "sparse writes after fork: one child writes a random share of the pages"},
+      {"fork-exec", "a child that exits right after fork while the parent writes every page"},
+      {"prefork", "K long-lived children, each writing a random share of the pages"},
+      {"read-then-write", "no fork: every page read (the zero page), then written"},
+      {"snapshot", "Redis BGSAVE: the parent serves an open-loop Zipfian stream of 64-byte writes while a child reads "
+                   "the region once and exits"},
+      {"fragmented", "cow-rand on memory a live filler process left in 4K holes: large allocations fall back"},
+  };
+  return v;
+}
+
+uint64_t host_bytes_needed(const Params& p, bool fragmented) {
+  uint64_t ram = ram_of_run(p, p.procs, false);
+  if (fragmented) ram = std::max(ram, ram_of_run(p, 1, true));
+  return ram + ram / PAGE_SIZE * 64;  // the frames and their memmap
+}
+
+int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {
+  *out = Result{};
+  const bool forks = w.name != "read-then-write";
+  // The workloads whose one child goes away while the parent writes.
+  const bool sharer_exits = w.name == "fork-exec" || w.name == "snapshot";
+  if (c.extra == Extra::kDontfork && w.name != "fork-exec") {
+    out->not_run = "the children use the region";
+    return 0;
+  }
+  if (c.extra == Extra::kCollapseAfterFork && (!forks || w.name == "fork-exec")) {
+    out->not_run = forks ? "the child never writes" : "no fork";
+    return 0;
+  }
+  const unsigned nr_children = (w.name == "usemem" || w.name == "prefork") ? p.procs : forks ? 1 : 0;
+  const bool fragmented = w.name == "fragmented";
+  Run r;
+  if (int e = set_up(c, p, nr_children, fragmented, &r, err); e < 0) return e;
+  System* s = r.sys.get();
+  if (fragmented)
+    if (int e = fragment(&r, c, out, err); e < 0) return e;
+  auto copied = [s] { return s->counter("cow.bytes_copied") + s->counter("collapse.bytes_copied"); };
+  auto zero_copies = [s] { return s->counter("cow.zero_subpages_copied") + s->counter("collapse.zero_subpages_copied"); };
+  const int64_t copy0 = copied(), wpc0 = s->counter("fault.wp_copy"),
+                reu0 = s->counter("fault.wp_reuse"), anon0 = s->counter("fault.anon"), zero0 = s->counter("fault.zero"),
+                col0 = s->counter("collapse.success"), zsub0 = zero_copies(),
+                afb0 = mthp_sum(s, "anon_fault_fallback"), thfb0 = s->vmstat("thp_fault_fallback"),
+                wpfb0 = mthp_sum(s, "wp_fault_fallback"), afa0 = mthp_sum(s, "anon_fault_alloc"),
+                wpa0 = mthp_sum(s, "wp_fault_alloc");
+  const std::vector<int64_t> orders0 = copies_by_order(s);
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<KhugepagedBeside> khugepaged;
+  const bool with_khugepaged = c.extra == Extra::kKhugepaged;
+  // khugepaged's column: the region advised MADV_HUGEPAGE once populated
+  // (which is when the kernel hands an mm to khugepaged; a child inherits
+  // VM_HUGEPAGE and is registered by fork).
+  auto advise_hugepage = [&]() { return r.parent->madvise(r.addr, p.size, MADV_HUGEPAGE); };
+  // The measured phase starts after the fork (or the zero-page reads); the
+  // sampler follows the processes that live through it, khugepaged's
+  // thread runs beside the writers.
+  auto begin_measured = [&](std::vector<Process*> procs) {
+    sampler = std::make_unique<Sampler>(s, std::move(procs), p.sample);
+    sampler->start();
+    if (with_khugepaged) khugepaged = std::make_unique<KhugepagedBeside>(s, p.khugepaged_speedup);
+  };
+  std::vector<Writer> ws;
+  std::function<void()> beside;
+  std::vector<uint64_t> pfn_at_fork;
+  Clock::time_point exited{};
+  int64_t copied_at_exit = 0;
+  bool reader_ok = true;  // snapshot's child: its reads all succeeded
+  if (!forks) {
+    std::vector<uint8_t> buf(PAGE_SIZE);
+    for (uint64_t off = 0; off < p.size; off += PAGE_SIZE)
+      if (!r.parent->read(r.addr + off, buf.data(), PAGE_SIZE).ok()) {
+        *err = "read fault failed";
+        return -EFAULT;
+      }
+    ws.push_back(writer(r.parent, all_pages(p)));
+    if (with_khugepaged && advise_hugepage() < 0) {
+      *err = "MADV_HUGEPAGE failed";
+      return -EINVAL;
+    }
+    begin_measured({r.parent});
+  } else {
+    if (!prefault(&r, p, 0x11, w.name == "usemem")) {
+      *err = "prefault failed";
+      return -ENOMEM;
+    }
+    if (with_khugepaged && advise_hugepage() < 0) {
+      *err = "MADV_HUGEPAGE failed";
+      return -EINVAL;
+    }
+    if (c.extra == Extra::kDontfork) (void)r.parent->madvise(r.addr, p.size, MADV_DONTFORK);
+    std::vector<Process*> kids;
+    for (unsigned k = 0; k < nr_children; k++) {
+      Process* q = r.parent->fork(fmt::format("child{}", k));
+      if (!q) {
+        *err = "fork failed";
+        return -ENOMEM;
+      }
+      kids.push_back(q);
+    }
+    if (sharer_exits) pfn_at_fork = region_pfns(r.parent, r.addr, p.size);
+    // The sharer's exit, and the bytes copied by then.
+    auto exit_sharer = [&, q = kids[0]] {
+      q->exit();
+      exited = Clock::now();
+      copied_at_exit = copied();
+    };
+    // A child that exits during the phase is not sampled (fork-exec,
+    // snapshot), nor is fragmented's filler.
+    std::vector<Process*> sampled;
+    for (Process* q : workload_procs(r))
+      if (!sharer_exits || q == r.parent) sampled.push_back(q);
+    begin_measured(std::move(sampled));
+    if (w.name == "usemem") {
+      for (Process* q : kids) ws.push_back(writer(q, all_pages(p)));
+    } else if (w.name == "cow-rand" || w.name == "prefork" || fragmented) {
+      for (unsigned k = 0; k < kids.size(); k++) ws.push_back(writer(kids[k], some_pages(p, p.seed * 7919 + k)));
+    } else if (w.name == "fork-exec") {  // the child's mm goes away (exec) as the parent writes
+      ws.push_back(writer(r.parent, all_pages(p)));
+      ws[0].track_starts = true;
+      beside = exit_sharer;
+    } else {  // snapshot: the child reads the region once (BGSAVE) and exits as the parent serves writes
+      ws.push_back(snapshot_writer(r.parent, p));
+      beside = [&, q = kids[0], exit_sharer] {
+        std::vector<uint8_t> buf(64ull << 10);
+        for (uint64_t off = 0; off < p.size; off += buf.size())
+          if (!q->read(r.addr + off, buf.data(), buf.size()).ok()) reader_ok = false;
+        exit_sharer();
+      };
+    }
+  }
+  const auto t0 = Clock::now();
+  run_writers(&ws, r.addr, p.size, c.extra, p.time_writes, beside);
+  out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (khugepaged) khugepaged->stop(&out->khugepaged);
+  sampler->stop(&out->metrics);
+  for (const Writer& x : ws)
+    if (!x.ok) {
+      *err = "a write failed";
+      return -EFAULT;
+    }
+  if (!reader_ok) {
+    *err = "the snapshot child's read failed";
+    return -EFAULT;
+  }
+  if (sharer_exits) {
+    out->exit_tracked = true;
+    out->exited_sharer_untouched = exited_sharer_untouched(r, p, pfn_at_fork, ws[0], exited);
+    out->copied_after_exit = copied() - copied_at_exit;
+  }
+  account(&r, ws, out);
+  if (w.name == "usemem") {
+    for (const Writer& x : ws) out->child_kbps.push_back(static_cast<double>(p.size) / 1024 / x.seconds);
+    for (double k : out->child_kbps) out->child_kbps_sum += k;
+    out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());
+  }
+  out->copies_by_order = copies_by_order(s);
+  for (size_t o = 0; o < out->copies_by_order.size() && o < orders0.size(); o++) out->copies_by_order[o] -= orders0[o];
+  out->bytes_copied = copied() - copy0;
+  out->wp_copy = s->counter("fault.wp_copy") - wpc0;
+  out->wp_reuse = s->counter("fault.wp_reuse") - reu0;
+  out->anon = s->counter("fault.anon") - anon0;
+  out->zero = s->counter("fault.zero") - zero0;
+  out->collapses = s->counter("collapse.success") - col0;
+  out->zero_subpages = zero_copies() - zsub0;
+  out->anon_fault_fallback = mthp_sum(s, "anon_fault_fallback") - afb0;
+  out->thp_fault_fallback = s->vmstat("thp_fault_fallback") - thfb0;
+  out->wp_fault_fallback = mthp_sum(s, "wp_fault_fallback") - wpfb0;
+  out->anon_fault_alloc = mthp_sum(s, "anon_fault_alloc") - afa0;
+  out->wp_fault_alloc = mthp_sum(s, "wp_fault_alloc") - wpa0;
+  out->warnings = static_cast<int64_t>(s->warnings().size());
+  for (Process* q : s->processes()) q->exit();
+  CheckReport rep = s->check();
+  out->violations = static_cast<int64_t>(rep.violations.size());
+  // cow.policy rfc is the posting as sent: what it breaks is a result.
+  if (!rep.ok() && std::string(c.policy) != "rfc") {
+    *err = fmt::format("the invariant checker failed after {} under {}: {}", w.name, c.name,
+                       rep.violations.empty() ? "" : rep.violations.front().invariant);
+    return -EIO;
+  }
+  out->ran = true;
+  return 0;
+}
+
+}  // namespace mmlab::cli::cowbench

@@ -1,0 +1,135 @@
+// `mmlab cow-bench`'s figures over time (docs/COW_BENCH.md): a sampler that
+// follows RSS, PSS and the TLB model's counters through a workload's
+// measured phase, the TLB geometry a run selects, and the modelled time a
+// cost profile gives the fault counts. A consumer of the public API only.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "report/report.h"
+#include "mmlab/calibrate.h"
+#include "mmlab/system.h"
+
+namespace mmlab::cli::cowbench {
+
+// The values of `tune tlb.geometry` a run may select ("off": none).
+const std::vector<std::string>& geometries();
+bool geometry_known(const std::string& name);
+// `tune tlb.geometry` on s (nothing for "off" or ""). 0, or -errno with *err.
+int set_geometry(System* s, const std::string& name, std::string* err);
+
+// One point of the measured phase, at t_s seconds from its start.
+struct Sample {
+  double t_s = 0;
+  int64_t rss = 0, pss = 0;             // summed over the sampled processes, bytes
+  bool has_pss = false;                 // pss was read at this point
+  int64_t lookups = 0, l2_misses = 0;   // tlb.lookup, tlb.l2_miss since the start
+  int64_t l2_entries = 0, l2_reach = 0;  // System::tlb_occupancy's L2 at this point (bytes)
+};
+
+// The TLB model's counters over the measured phase (deltas; zero without a
+// geometry except the flushes, which are counted always).
+struct TlbCounts {
+  int64_t lookups = 0, l1_misses = 0, l2_misses = 0;
+  int64_t flushes = 0, flush_full = 0, flush_range = 0, flush_single = 0;
+  int64_t ipis = 0, remote_flush_rounds = 0, folds = 0, unfolds = 0;
+};
+
+struct Metrics {
+  bool sampled = false;  // false with --no-sampler: no peaks, integrals or curves
+  std::vector<Sample> samples;
+  int64_t rss_peak = 0, pss_peak = 0;       // bytes
+  double rss_mib_s = 0, pss_mib_s = 0;      // time integrals (trapezoids over the samples)
+  double sampler_s = 0;                     // the sampler's own time (inside its samples)
+  TlbCounts tlb;
+  // The L2 TLB's reach over the samples (bytes; zero without a geometry):
+  // its peak, and its time average (the integral over the phase's length).
+  int64_t l2_reach_peak = 0;
+  double l2_reach_mean = 0;
+};
+
+// Every ~1 ms of measured time (the model's virtual clock does not move while
+// the workloads run: only khugepaged's schedule lives on it) the sampler
+// reads each process's RSS (the mm counters, no lock) and the TLB counters;
+// their PSS (Process::pss(): each page table locked while read, as smaps
+// does) at the start and the end of the phase, and in between no more often
+// than keeps the PSS walks under a hundredth of a CPU. The processes must not
+// exit while it runs. With on == false it only takes the TLB deltas.
+class Sampler {
+ public:
+  Sampler(System* s, std::vector<Process*> procs, bool on);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+  void start();
+  // Ends the phase: a last sample, the integrals and the TLB deltas into *m.
+  void stop(Metrics* m);
+
+ private:
+  Sample take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) const;
+  void loop();
+  System* sys_;
+  std::vector<Process*> procs_;
+  bool on_;
+  TlbCounts start_tlb_;
+  std::chrono::steady_clock::time_point t0_, next_pss_;
+  std::vector<Sample> samples_;  // written by the sampler thread until it is joined
+  double busy_s_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+TlbCounts read_tlb(const System* s);
+
+// Seeds merged: peaks the maximum, integrals and counts summed (the caller
+// divides by the seeds), the first seed's curve kept for the plots.
+void merge_metrics(Metrics* into, const Metrics& r);
+
+// The q-quantile (0..1) of v: the smallest value with at least q of the
+// samples at or below it.
+double percentile(std::vector<double> v, double q);
+
+// Modelled CoW time: the model's copies per folio order times the host's
+// cost at that size from a cost profile: its CoW fault (one 4K copy) for
+// order 0, its first-touch fault of a folio of that size (allocation, zeroing
+// and mapping of as many bytes as the copy allocates and fills) for larger
+// orders. -1 when the profile lacks a size the copies need.
+struct ModelledCow {
+  double ms = -1;
+  bool approximated = false;  // a large copy stood in for by a first touch
+};
+ModelledCow modelled_cow_ms(const std::vector<int64_t>& copies_by_order, const host::CostProfile& p);
+// cow.copy.order<N> for every order (index = order).
+std::vector<int64_t> copies_by_order(const System* s);
+
+// One workload's table of these figures, its modelled-time table (with a
+// profile) and its plots (RSS and PSS over time; TLB misses over time with
+// a geometry), built column by column beside cmd_cow_bench.cpp's main table.
+class MetricsReport {
+ public:
+  MetricsReport(std::string workload, std::string geometry, const host::CostProfile* profile)
+      : workload_(std::move(workload)), geometry_(std::move(geometry)), profile_(profile) {}
+  // A column's figures, merged over `seeds` runs.
+  void add(const std::string& column, const Metrics& m, const std::vector<int64_t>& copies_by_order, unsigned seeds,
+           nlohmann::json* j);
+  // The tables, the mechanism sentences and the plots into rep.
+  void finish(Report* rep);
+
+ private:
+  bool tlb() const { return !geometry_.empty() && geometry_ != "off"; }
+  std::string workload_, geometry_;
+  const host::CostProfile* profile_;
+  std::string rows_, modelled_rows_;
+  bool approximated_ = false;
+  std::vector<PlotSeries> rss_, pss_, misses_;
+};
+
+}  // namespace mmlab::cli::cowbench

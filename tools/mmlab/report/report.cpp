@@ -1,0 +1,108 @@
+#include "report/report.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "fmt/format.h"
+#include "mmlab/system.h"
+
+namespace mmlab::cli {
+const char* const kFrameStorePreparation =
+    "recycled: every case runs once untimed first, so its timed rounds reuse that round's frame store (the same "
+    "frames: allocation is deterministic); MADV_HUGEPAGE on the store; host faults counted per timed region";
+
+void Report::add(const std::string& s) {
+  text += s;
+  std::fputs(s.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void progress(const std::string& what) {
+  if (isatty(STDOUT_FILENO)) {
+    std::fprintf(stderr, "\r\033[K  running %s ...", what.c_str());
+    std::fflush(stderr);
+  }
+}
+
+void progress_done() {
+  if (isatty(STDOUT_FILENO)) std::fprintf(stderr, "\r\033[K");
+}
+
+std::string first_touch_note(long host_faults, uint64_t pages) {
+  if (pages == 0 || static_cast<uint64_t>(host_faults) * 100 <= pages) return "";
+  return " (host first touch: not the model's time)";
+}
+
+std::string environment_text(nlohmann::json* env) {
+  std::string cpu = "unknown";
+  std::ifstream ci("/proc/cpuinfo");
+  for (std::string line; std::getline(ci, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  std::string kernel;
+  std::ifstream kv("/proc/sys/kernel/osrelease");
+  std::getline(kv, kernel);
+  std::string thp;
+  std::ifstream th("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::getline(th, thp);
+  (*env)["cpu"] = cpu;
+  (*env)["host_kernel"] = kernel;
+  (*env)["host_thp"] = thp;
+  (*env)["nproc"] = sysconf(_SC_NPROCESSORS_ONLN);
+  (*env)["build"] = build_description();
+  (*env)["commit"] = build_commit();
+  (*env)["profile"] = "baseline v6.18 defaults; gup.walk/gup.fast variants as listed per row; classic LRU";
+  (*env)["frame_store"] = kFrameStorePreparation;
+  return fmt::format("CPU: {} ({} cores); host kernel {}; host THP {}\nframe store: {}\nbuild: {} (commit {})\n", cpu,
+                     sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, kFrameStorePreparation, build_description(), build_commit());
+}
+
+std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j) {
+  *j = {{"name", p.name}, {"file", file}, {"date", p.date}, {"cpu", p.machine.cpu}, {"kernel", p.machine.kernel},
+        {"commit", p.commit}};
+  return fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost per event, "
+                     "not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
+}
+
+int write_report(const Report& rep, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream md(dir + "/report.md");
+  md << rep.text;
+  std::ofstream js(dir + "/report.json");
+  js << rep.json.dump(2) << "\n";
+  if (!md || !js) {
+    std::fprintf(stderr, "mmlab bench: cannot write into %s\n", dir.c_str());
+    return 1;
+  }
+  std::string plots = write_plots(rep.plots, dir);
+  std::printf("\nreport: %s/report.md, %s/report.json%s\n", dir.c_str(), dir.c_str(), plots.c_str());
+  return 0;
+}
+
+bool out_dir_usable(const std::string& dir, std::string* err) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    *err = ec.message();
+    return false;
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    *err = "not a directory";
+    return false;
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    *err = std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mmlab::cli

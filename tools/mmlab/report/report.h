@@ -1,0 +1,52 @@
+// The `mmlab bench` report: one text (terminal and Markdown share one table
+// format) and a JSON document built side by side, progress lines, the
+// environment header, and the files written into --out (with the plots).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/plot.h"
+#include "report/statistics.h"
+#include "mmlab/calibrate.h"
+#include "nlohmann/json.hpp"
+
+namespace mmlab::cli {
+
+struct Report {
+  std::string text;
+  nlohmann::json json;
+  const host::CostProfile* profile = nullptr;  // --profile: add the modelled tables
+  std::vector<double> spreads;  // the relative IQR of every GUP table row: how noisy the run was
+  std::vector<Plot> plots;      // drawn into --out after the run
+  void add(const std::string& s);
+};
+
+void progress(const std::string& what);
+void progress_done();
+
+// A ratio's 95% interval in report.json: [lo, hi], or null where there is none.
+inline nlohmann::json ci_json(const RatioCi& r) { return r.valid ? nlohmann::json::array({r.lo, r.hi}) : nlohmann::json(); }
+
+// A row whose timed region took host faults on more than 1% of the pages it
+// touched is marked: its time is the host's first touch, not the model's.
+std::string first_touch_note(long host_faults, uint64_t pages);
+
+// How the benchmarks prepare the frame store, for the report.
+extern const char* const kFrameStorePreparation;
+
+// The report's header lines: CPU, host kernel and THP, frame store, build.
+std::string environment_text(nlohmann::json* env);
+// Where the modelled tables' host costs come from.
+std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j);
+
+// The output directory, made and found writable before any run: false
+// and *err (the reason) otherwise.
+bool out_dir_usable(const std::string& dir, std::string* err);
+
+// Writes report.md, report.json and the plots into `dir` and prints the
+// summary line. 0, or 1 (with a message) if the files cannot be written.
+int write_report(const Report& rep, const std::string& dir);
+
+}  // namespace mmlab::cli
