@@ -1,5 +1,5 @@
-// The `mmlab bench` suites (bench_suite_*.cpp), their options, and what they
-// share about folio sizes. cmd_bench.cpp runs them in the order asked.
+// The `mmlab bench` suites (suite_*.cpp, registered in suites.cpp), their
+// options, and what they share about folio sizes; bench.cpp runs them.
 #pragma once
 
 #include <cstdint>
@@ -32,35 +32,26 @@ struct HostNeed {
   uint64_t region_mb = 0;
   bool sized_by_option = true;  // false: --size-mb does not change it (scaling's fixed sizes)
 };
-HostNeed need_fault(const BenchOptions& o);
-HostNeed need_fork(const BenchOptions& o);
-HostNeed need_data(const BenchOptions& o);
-HostNeed need_collapse(const BenchOptions& o);
-HostNeed need_corpus(const BenchOptions& o);
-HostNeed need_gup(const BenchOptions& o);
-HostNeed need_unify(const BenchOptions& o);
-HostNeed need_fast(const BenchOptions& o);
-HostNeed need_ro_pin(const BenchOptions& o);
-HostNeed need_sweep(const BenchOptions& o);
-HostNeed need_scaling(const BenchOptions& o);
-HostNeed need_threads(const BenchOptions& o);
-HostNeed need_cow(const BenchOptions& o);
 
-// The model's own costs.
-int suite_fault(const BenchOptions& o, Report* rep);     // bench_suite_fault.cpp
-int suite_fork(const BenchOptions& o, Report* rep);      // bench_suite_fork.cpp
-int suite_data(const BenchOptions& o, Report* rep);      // bench_suite_data.cpp
-int suite_collapse(const BenchOptions& o, Report* rep);  // bench_suite_collapse.cpp
-int suite_corpus(const BenchOptions& o, Report* rep);    // bench_suite_corpus.cpp
-// GUP over the gup_test engine: the patch series' tables (bench_suite_gup.cpp).
-int suite_gup(const BenchOptions& o, Report* rep);
-int suite_unify(const BenchOptions& o, Report* rep);
-int suite_fast(const BenchOptions& o, Report* rep);
-int suite_ro_pin(const BenchOptions& o, Report* rep);
-int suite_sweep(const BenchOptions& o, Report* rep);
-int suite_scaling(const BenchOptions& o, Report* rep);  // bench_suite_scaling.cpp
-int suite_threads(const BenchOptions& o, Report* rep);  // bench_suite_threads.cpp
-// A small `mmlab cow-bench` grid: CoW latency, waste, PSS (bench_suite_cow.cpp).
-int suite_cow(const BenchOptions& o, Report* rep);
+// One `mmlab bench` suite: a record in its own file (suite_<name>.cpp),
+// listed once in suites.cpp's table, from which the run order, `--suite`'s
+// check and help, and `bench --list` come.
+struct BenchSuite {
+  const char* name;     // --suite NAME
+  const char* summary;  // one line: what it measures
+  HostNeed (*need)(const BenchOptions& o);
+  int (*run)(const BenchOptions& o, Report* rep);  // 0, or the command's exit status
+};
+
+// Every suite, in the order `bench` runs them.
+const std::vector<const BenchSuite*>& bench_suites();
+// The suite of that name, or nullptr.
+const BenchSuite* find_bench_suite(const std::string& name);
+// "fault, fork, ...": the names, for messages and help.
+std::string bench_suite_names();
+
+// Runs the suites o.suites names (all without any) into a report in o.out:
+// every argument is checked before any suite runs (2, with a message).
+int run_bench(const BenchOptions& o);
 
 }  // namespace mmlab::cli

@@ -80,9 +80,9 @@ uint64_t collapse_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : 
 }  // namespace
 
 // The populated region and, at most, a new huge folio for each of its PMDs.
-HostNeed need_collapse(const BenchOptions& o) { return {model_host_need(2 * collapse_size(o)), collapse_size(o) >> 20}; }
+static HostNeed need_collapse(const BenchOptions& o) { return {model_host_need(2 * collapse_size(o)), collapse_size(o) >> 20}; }
 
-int suite_collapse(const BenchOptions& o, Report* rep) {
+static int suite_collapse(const BenchOptions& o, Report* rep) {
   const uint64_t size = collapse_size(o);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   const FolioCase cases[] = {kCases[0], kCases[1]};  // 4K pages and 64K mTHPs
@@ -129,5 +129,11 @@ int suite_collapse(const BenchOptions& o, Report* rep) {
   rep->plots.push_back(plot);
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_collapse = {
+    .name = "collapse",
+    .summary = "MADV_COLLAPSE of 4K pages and of 64K mTHPs: time per 2M, the copy's share, mmap_lock write hold",
+    .need = need_collapse,
+    .run = suite_collapse};
 
 }  // namespace mmlab::cli

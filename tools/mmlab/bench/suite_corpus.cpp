@@ -24,9 +24,9 @@
 namespace mmlab::cli {
 
 // A fixed set of small tests: nothing --size-mb could make too large.
-HostNeed need_corpus(const BenchOptions&) { return {0, 0, false}; }
+static HostNeed need_corpus(const BenchOptions&) { return {0, 0, false}; }
 
-int suite_corpus(const BenchOptions& o, Report* rep) {
+static int suite_corpus(const BenchOptions& o, Report* rep) {
   const std::string file = o.corpus.empty() ? std::string(MMLAB_SOURCE_DIR) + "/tests/scenarios/cow.mms" : o.corpus;
   const std::string filter = "cow-anon-basic-*";
   std::string err;
@@ -83,5 +83,11 @@ int suite_corpus(const BenchOptions& o, Report* rep) {
   rep->json["corpus"]["host"] = {{"tests", both}, {"host_s", host_both}, {"model_s_same_tests", model_both}};
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_corpus = {
+    .name = "corpus",
+    .summary = "a fixed subset of cow.mms on the model and on the host kernel, and their ratio",
+    .need = need_corpus,
+    .run = suite_corpus};
 
 }  // namespace mmlab::cli

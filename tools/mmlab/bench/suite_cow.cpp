@@ -78,12 +78,12 @@ cowbench::Params cow_params(const BenchOptions& o) {
 }  // namespace
 
 // One cow-bench run at a time: every process's copy of the region.
-HostNeed need_cow(const BenchOptions& o) {
+static HostNeed need_cow(const BenchOptions& o) {
   const cowbench::Params p = cow_params(o);
   return {cowbench::host_bytes_needed(p, false), p.size >> 20};
 }
 
-int suite_cow(const BenchOptions& o, Report* rep) {
+static int suite_cow(const BenchOptions& o, Report* rep) {
   cowbench::Params p = cow_params(o);
   p.write_fraction = 1.0 / 32;
   const unsigned seeds = o.repeats ? static_cast<unsigned>(o.repeats) : (o.quick ? 1 : 3);
@@ -182,5 +182,11 @@ int suite_cow(const BenchOptions& o, Report* rep) {
   rep->plots.push_back(plot);
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_cow = {
+    .name = "cow",
+    .summary = "a small cow-bench grid (base, rfc, fixed-64K, fixed-512K, base-khugepaged over usemem and cow-rand)",
+    .need = need_cow,
+    .run = suite_cow};
 
 }  // namespace mmlab::cli

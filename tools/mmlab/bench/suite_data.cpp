@@ -112,9 +112,9 @@ uint64_t data_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.q
 }  // namespace
 
 // Two native buffers of the region beside one System with it pre-faulted.
-HostNeed need_data(const BenchOptions& o) { return {2 * data_size(o) + model_host_need(data_size(o)), data_size(o) >> 20}; }
+static HostNeed need_data(const BenchOptions& o) { return {2 * data_size(o) + model_host_need(data_size(o)), data_size(o) >> 20}; }
 
-int suite_data(const BenchOptions& o, Report* rep) {
+static int suite_data(const BenchOptions& o, Report* rep) {
   const uint64_t size = data_size(o);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 7);
   NativeBuffer nat(size), user(size);
@@ -177,5 +177,11 @@ int suite_data(const BenchOptions& o, Report* rep) {
   rep->add("\n" + store_text(store) + "\n");
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_data = {
+    .name = "data",
+    .summary = "bulk loads and stores through the CPU model beside native passes",
+    .need = need_data,
+    .run = suite_data};
 
 }  // namespace mmlab::cli

@@ -181,9 +181,9 @@ uint64_t fault_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.
 }  // namespace
 
 // The native buffer beside one System faulting the region in.
-HostNeed need_fault(const BenchOptions& o) { return {fault_size(o) + model_host_need(fault_size(o)), fault_size(o) >> 20}; }
+static HostNeed need_fault(const BenchOptions& o) { return {fault_size(o) + model_host_need(fault_size(o)), fault_size(o) >> 20}; }
 
-int suite_fault(const BenchOptions& o, Report* rep) {
+static int suite_fault(const BenchOptions& o, Report* rep) {
   const uint64_t size = fault_size(o);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   NativeBuffer native(size);
@@ -299,5 +299,11 @@ int suite_fault(const BenchOptions& o, Report* rep) {
   }
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_fault = {
+    .name = "fault",
+    .summary = "fault-in of a region with 4K, 64K and 2M folios, zeroing and bookkeeping apart",
+    .need = need_fault,
+    .run = suite_fault};
 
 }  // namespace mmlab::cli

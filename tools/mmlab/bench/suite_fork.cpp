@@ -87,12 +87,12 @@ uint64_t fork_cow_bytes(uint64_t size) { return std::min<uint64_t>(size, 64ull <
 
 // Two native buffers of the CoW span beside one System with the populated
 // region, the child's tables and the CoW copies.
-HostNeed need_fork(const BenchOptions& o) {
+static HostNeed need_fork(const BenchOptions& o) {
   const uint64_t size = fork_size(o), cow = fork_cow_bytes(size);
   return {2 * cow + model_host_need(size + size / 512 + cow), size >> 20};
 }
 
-int suite_fork(const BenchOptions& o, Report* rep) {
+static int suite_fork(const BenchOptions& o, Report* rep) {
   const uint64_t size = fork_size(o);
   const uint64_t cow_bytes = fork_cow_bytes(size);
   const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
@@ -195,5 +195,11 @@ int suite_fork(const BenchOptions& o, Report* rep) {
   }
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_fork = {
+    .name = "fork",
+    .summary = "fork of a populated region, then CoW faults, per folio size",
+    .need = need_fork,
+    .run = suite_fork};
 
 }  // namespace mmlab::cli

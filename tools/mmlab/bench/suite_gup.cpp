@@ -56,13 +56,13 @@ HostNeed gup_need(uint64_t mb) { return {gup_bench_host_need(longterm(mb, -1, 1,
 constexpr long kQuickRepeats = kMinCiSamples + 1;
 }  // namespace
 
-HostNeed need_gup(const BenchOptions& o) { return gup_need(gup_mb(o)); }
-HostNeed need_unify(const BenchOptions& o) { return gup_need(unify_mb(o)); }
-HostNeed need_fast(const BenchOptions& o) { return gup_need(gup_mb(o)); }
-HostNeed need_ro_pin(const BenchOptions& o) { return gup_need(gup_mb(o)); }
-HostNeed need_sweep(const BenchOptions& o) { return gup_need(sweep_mb(o)); }
+static HostNeed need_gup(const BenchOptions& o) { return gup_need(gup_mb(o)); }
+static HostNeed need_unify(const BenchOptions& o) { return gup_need(unify_mb(o)); }
+static HostNeed need_fast(const BenchOptions& o) { return gup_need(gup_mb(o)); }
+static HostNeed need_ro_pin(const BenchOptions& o) { return gup_need(gup_mb(o)); }
+static HostNeed need_sweep(const BenchOptions& o) { return gup_need(sweep_mb(o)); }
 
-int suite_gup(const BenchOptions& o, Report* rep) {
+static int suite_gup(const BenchOptions& o, Report* rep) {
   uint64_t mb = gup_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   std::vector<GupRow> rows;
@@ -78,7 +78,7 @@ int suite_gup(const BenchOptions& o, Report* rep) {
   return 0;
 }
 
-int suite_unify(const BenchOptions& o, Report* rep) {
+static int suite_unify(const BenchOptions& o, Report* rep) {
   uint64_t mb = unify_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 10);
   GupBenchConfig thp = longterm(mb, 1024, r, "2M");
@@ -104,7 +104,7 @@ int suite_unify(const BenchOptions& o, Report* rep) {
   return 0;
 }
 
-int suite_fast(const BenchOptions& o, Report* rep) {
+static int suite_fast(const BenchOptions& o, Report* rep) {
   uint64_t mb = gup_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   std::vector<GupRow> rows;
@@ -125,7 +125,7 @@ int suite_fast(const BenchOptions& o, Report* rep) {
   return 0;
 }
 
-int suite_ro_pin(const BenchOptions& o, Report* rep) {
+static int suite_ro_pin(const BenchOptions& o, Report* rep) {
   uint64_t mb = gup_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? kQuickRepeats : 16);
   GupBenchConfig c = longterm(mb, -1, r, "64K");
@@ -161,7 +161,7 @@ Plot sweep_plot(const std::string& file, const std::string& title, const std::st
 
 }  // namespace
 
-int suite_sweep(const BenchOptions& o, Report* rep) {
+static int suite_sweep(const BenchOptions& o, Report* rep) {
   uint64_t mb = sweep_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 8);
   std::vector<GupRow> rows;
@@ -210,5 +210,31 @@ int suite_sweep(const BenchOptions& o, Report* rep) {
   rep->plots.push_back(time);
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_gup = {
+    .name = "gup",
+    .summary = "gup-batch-follow-page-mask v5's tables: gup_test -L -m 256 -n 65536 -r 16 -t on 4K, 64K and 2M, every gup.walk from legacy on",
+    .need = need_gup,
+    .run = suite_gup};
+extern const BenchSuite kBenchSuite_unify = {
+    .name = "unify",
+    .summary = "gup-unify-hugetlb-speed-up-thp: -m 512 -t -L -n 1024, v6.5 vs legacy on THP, legacy vs batch on hugetlb",
+    .need = need_unify,
+    .run = suite_unify};
+extern const BenchSuite kBenchSuite_fast = {
+    .name = "fast",
+    .summary = "GUP-fast (-u, -a) on 4K and 64K mTHP, every gup.fast value",
+    .need = need_fast,
+    .run = suite_fast};
+extern const BenchSuite kBenchSuite_ro_pin = {
+    .name = "ro-pin",
+    .summary = "R/O long-term pins of read-only 64K mTHP: batch vs batch-ro",
+    .need = need_ro_pin,
+    .run = suite_ro_pin};
+extern const BenchSuite kBenchSuite_sweep = {
+    .name = "sweep",
+    .summary = "pages per call 1, 16, 64, 123, 512 and the whole region, legacy vs batch",
+    .need = need_sweep,
+    .run = suite_sweep};
 
 }  // namespace mmlab::cli

@@ -20,12 +20,12 @@ std::vector<uint64_t> scaling_sizes_mb(const BenchOptions& o) {
 }  // namespace
 
 // Its largest region, whatever --size-mb says.
-HostNeed need_scaling(const BenchOptions& o) {
+static HostNeed need_scaling(const BenchOptions& o) {
   const uint64_t mb = scaling_sizes_mb(o).back();
   return {gup_bench_host_need(longterm(mb, -1, 1, "4K")), mb, false};
 }
 
-int suite_scaling(const BenchOptions& o, Report* rep) {
+static int suite_scaling(const BenchOptions& o, Report* rep) {
   std::vector<uint64_t> sizes = scaling_sizes_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? 3 : 5);
   rep->add("\n## scaling: pin_user_pages(FOLL_LONGTERM) of the whole region, per region size\n\n");
@@ -74,5 +74,11 @@ int suite_scaling(const BenchOptions& o, Report* rep) {
   rep->plots.push_back(plot);
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_scaling = {
+    .name = "scaling",
+    .summary = "GUP time per page from 4 MiB to 4 GiB, with a linear fit",
+    .need = need_scaling,
+    .run = suite_scaling};
 
 }  // namespace mmlab::cli

@@ -19,9 +19,9 @@ namespace {
 uint64_t threads_mb(const BenchOptions& o) { return o.size_mb ? o.size_mb : (o.quick ? 64 : 256); }
 }  // namespace
 
-HostNeed need_threads(const BenchOptions& o) { return {gup_bench_host_need(longterm(threads_mb(o), 512, 1, "4K")), threads_mb(o)}; }
+static HostNeed need_threads(const BenchOptions& o) { return {gup_bench_host_need(longterm(threads_mb(o), 512, 1, "4K")), threads_mb(o)}; }
 
-int suite_threads(const BenchOptions& o, Report* rep) {
+static int suite_threads(const BenchOptions& o, Report* rep) {
   uint64_t mb = threads_mb(o);
   long r = o.repeats ? o.repeats : (o.quick ? kMinCiSamples + 1 : 16);  // --quick: 5 after the warm-up
   rep->add(fmt::format("\n## two threads pinning disjoint halves of {} MiB against one thread pinning all of it (get time of the slower thread)\n\n", mb));
@@ -72,5 +72,11 @@ int suite_threads(const BenchOptions& o, Report* rep) {
   rep->plots.push_back(plot);
   return 0;
 }
+
+extern const BenchSuite kBenchSuite_threads = {
+    .name = "threads",
+    .summary = "two threads pinning disjoint halves against one thread",
+    .need = need_threads,
+    .run = suite_threads};
 
 }  // namespace mmlab::cli

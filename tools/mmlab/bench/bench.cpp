@@ -1,0 +1,140 @@
+// `mmlab bench`, the engine: checks every argument against the suites'
+// needs, runs the chosen suites in table order, and writes the report.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/suite.h"
+#include "fmt/format.h"
+#include "mmlab/calibrate.h"
+#include "mmlab/system.h"
+#include "report/report.h"
+#include "report/statistics.h"
+
+namespace mmlab::cli {
+namespace {
+
+// A noisy run, told from the run itself: the GUP rows' spread (the median
+// row's interquartile range above kNoisySpread of its median), or, for
+// suites without such rows, the preemptions per second of the run.
+constexpr double kNoisySpread = 0.10;
+constexpr double kNoisyPreemptionsPerSecond = 50;
+
+void note_noise(const std::vector<double>& spreads, long ivcsw, double seconds, Report* rep) {
+  const double spread = median_of(spreads);
+  const double rate = seconds > 0 ? static_cast<double>(ivcsw) / seconds : 0;
+  rep->json["environment"]["median_row_relative_iqr"] = spreads.empty() ? nlohmann::json() : nlohmann::json(spread);
+  const bool noisy = spreads.empty() ? rate > kNoisyPreemptionsPerSecond : spread > kNoisySpread;
+  rep->json["environment"]["noisy"] = noisy;
+  if (!noisy) return;
+  rep->add(spreads.empty()
+               ? fmt::format("\nwarning: noisy run: {} involuntary context switches in {:.0f} s ({:.0f}/s, above {:.0f}/s)\n",
+                             ivcsw, seconds, rate, kNoisyPreemptionsPerSecond)
+               : fmt::format("\nwarning: noisy run: the median row's interquartile range is {:.0f}% of its median get time "
+                             "(above {:.0f}%); {} involuntary context switches in {:.0f} s\n",
+                             100 * spread, 100 * kNoisySpread, ivcsw, seconds));
+}
+
+// The suites --suite names, in the order given (each once; every suite, in
+// table order, without any); false (with a message) on a name no suite has.
+bool chosen_suites(const BenchOptions& o, std::vector<const BenchSuite*>* out) {
+  if (o.suites.empty()) {
+    *out = bench_suites();
+    return true;
+  }
+  for (const std::string& name : o.suites) {
+    const BenchSuite* s = find_bench_suite(name);
+    if (!s) {
+      std::fprintf(stderr, "mmlab bench: --suite %s: no such suite (suites: %s)\n", name.c_str(), bench_suite_names().c_str());
+      return false;
+    }
+    if (std::find(out->begin(), out->end(), s) == out->end()) out->push_back(s);
+  }
+  return true;
+}
+
+// What each suite will touch, against what the host has now: a size the
+// host cannot hold is refused here, not killed or failed half-way.
+bool host_can_hold(const BenchOptions& o, const std::vector<const BenchSuite*>& suites) {
+  const uint64_t avail = host_memory_available();
+  if (!avail) return true;
+  const auto mib = [](uint64_t b) { return static_cast<unsigned long long>(b >> 20); };
+  for (const BenchSuite* s : suites) {
+    const HostNeed need = s->need(o);
+    if (need.bytes <= avail) continue;
+    if (o.size_mb && need.sized_by_option)
+      std::fprintf(stderr, "mmlab bench: --size-mb %llu: the %s suite needs %llu MiB of host memory, the host has %llu MiB available\n",
+                   static_cast<unsigned long long>(o.size_mb), s->name, mib(need.bytes), mib(avail));
+    else
+      std::fprintf(stderr, "mmlab bench: --suite %s: needs %llu MiB of host memory (its %llu MiB region%s), the host has %llu MiB "
+                   "available (%s)\n",
+                   s->name, mib(need.bytes), static_cast<unsigned long long>(need.region_mb),
+                   need.sized_by_option ? "" : ", whatever --size-mb", mib(avail),
+                   need.sized_by_option ? "--size-mb or --quick makes it smaller" : "--quick makes it smaller");
+    return false;
+  }
+  return true;
+}
+
+// Every argument checked before any suite runs: a typo in the last
+// --suite, or an --out that cannot be written, never costs a run.
+bool check_arguments(const BenchOptions& o, std::vector<const BenchSuite*>* suites) {
+  if (!chosen_suites(o, suites) || !host_can_hold(o, *suites)) return false;
+  std::string err;
+  if (o.out.empty() || !out_dir_usable(o.out, &err)) {
+    std::fprintf(stderr, "mmlab bench: --out '%s': cannot write reports there: %s\n", o.out.c_str(),
+                 o.out.empty() ? "empty path" : err.c_str());
+    return false;
+  }
+  if (build_is_instrumented()) {
+    std::fprintf(stderr, "mmlab bench: refusing to report timings from a debug or sanitizer build; build the release preset\n");
+    return false;
+  }
+  return true;
+}
+
+// Runs the suites, then records how long that took and how often the
+// scheduler preempted the run: the report's noise verdict.
+int run_suites(const BenchOptions& o, const std::vector<const BenchSuite*>& suites, Report* rep) {
+  struct rusage ru0;
+  getrusage(RUSAGE_SELF, &ru0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const BenchSuite* s : suites)
+    if (int e = s->run(o, rep)) return e;
+  struct rusage ru1;
+  getrusage(RUSAGE_SELF, &ru1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const long ivcsw = ru1.ru_nivcsw - ru0.ru_nivcsw;
+  rep->json["environment"]["involuntary_context_switches"] = ivcsw;
+  rep->json["environment"]["run_seconds"] = seconds;
+  note_noise(rep->spreads, ivcsw, seconds, rep);
+  return 0;
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& o) {
+  std::vector<const BenchSuite*> suites;
+  if (!check_arguments(o, &suites)) return 2;
+  Report rep;
+  host::CostProfile profile;
+  if (!o.profile.empty()) {
+    std::string err;
+    if (host::load_cost_profile(o.profile, &profile, &err)) {
+      std::fprintf(stderr, "mmlab bench: --profile: %s\n", err.c_str());
+      return 2;
+    }
+    rep.profile = &profile;
+  }
+  rep.add("# mmlab bench\n\n");
+  rep.add(environment_text(&rep.json["environment"]));
+  if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
+  if (int e = run_suites(o, suites, &rep)) return e;
+  return write_report(rep, o.out);
+}
+
+}  // namespace mmlab::cli
