@@ -26,18 +26,9 @@ const T* by_name(const std::vector<T>& all, const std::string& name) {
   return it == all.end() ? nullptr : &*it;
 }
 
-std::string mib(double b) { return fmt::format("{:.1f}", b / (1 << 20)); }
-
-// One column over the seeds: latencies pooled, the rest per seed.
-struct Pooled {
-  std::vector<double> ns;
-  std::vector<double> child_kbps;  // usemem: every child's KB/s, over the seeds
-  double wp_copy = 0, copied = 0, waste = 0, kbps = 0, pss_mib_s = 0, flushes = 0, ipis = 0;
-  int64_t pss_peak = 0, violations = 0;
-  std::vector<int64_t> copies_by_order;
-};
-
-int run_column(const cowbench::Workload& w, const cowbench::Column& c, cowbench::Params p, unsigned seeds, Pooled* out) {
+// One column over the seeds, merged (cow_bench.h's Result::merge).
+int run_column(const cowbench::Workload& w, const cowbench::Column& c, cowbench::Params p, unsigned seeds,
+               cowbench::Result* out) {
   for (unsigned s = 0; s < seeds; s++) {
     p.seed = s + 1;
     cowbench::Result r;
@@ -47,22 +38,41 @@ int run_column(const cowbench::Workload& w, const cowbench::Column& c, cowbench:
       std::fprintf(stderr, "mmlab bench: cow %s under %s: %s\n", w.name.c_str(), c.name.c_str(), err.c_str());
       return 1;
     }
-    out->ns.insert(out->ns.end(), r.write_ns.begin(), r.write_ns.end());
-    out->child_kbps.insert(out->child_kbps.end(), r.child_kbps.begin(), r.child_kbps.end());
-    const double n = seeds;
-    out->wp_copy += static_cast<double>(r.wp_copy) / n;
-    out->copied += static_cast<double>(r.bytes_copied) / n;
-    out->waste += static_cast<double>(r.waste()) / n;
-    out->kbps += r.child_kbps_mean / n;
-    out->pss_mib_s += r.metrics.pss_mib_s / n;
-    out->flushes += static_cast<double>(r.metrics.tlb.flushes) / n;
-    out->ipis += static_cast<double>(r.metrics.tlb.ipis) / n;
-    out->pss_peak = std::max(out->pss_peak, r.metrics.pss_peak);
-    out->violations += r.violations;
-    out->copies_by_order.resize(std::max(out->copies_by_order.size(), r.copies_by_order.size()));
-    for (size_t o = 0; o < r.copies_by_order.size(); o++) out->copies_by_order[o] += r.copies_by_order[o] / seeds;
+    out->merge(r);
   }
   return 0;
+}
+
+// The figures of the suite's table and JSON, named values of cow-bench's
+// (cowbench::cow_metrics()): a quantile of a distribution, or the value.
+struct Figure {
+  const char* json;
+  const char* header;
+  const char* key;
+  double quantile;  // kSamples values only
+  int decimals;
+};
+constexpr Figure kFigures[] = {
+    {"p50_us", "p50 µs", "latency_us", 0.5, 2},
+    {"p99_us", "p99 µs", "latency_us", 0.99, 2},
+    {"wp_copy", "CoW copies", "wp_copy", 0, 0},
+    {"bytes_copied", "copied MiB", "bytes_copied", 0, -1},
+    {"copied_never_written", "copied never written MiB", "copied_never_written", 0, -1},
+    {"pss_peak", "peak PSS MiB", "metrics.pss_peak", 0, -1},
+    {"pss_mib_s", "PSS MiB·s", "metrics.pss_mib_s", 0, 2},
+    {"flushes", "flushes", "metrics.tlb.flushes", 0, 0},
+    {"ipis", "IPIs", "metrics.tlb.ipis", 0, 0},
+    {"violations", "violations", "violations", 0, 0},
+};
+
+double figure(const MetricSet& m, const Figure& f) {
+  return f.key == std::string("latency_us") ? quantile_of(m.samples(f.key), f.quantile) : m.value(f.key);
+}
+
+// A figure as the table prints it: bytes (decimals -1) as MiB.
+std::string figure_text(const MetricSet& m, const Figure& f) {
+  const double v = figure(m, f);
+  return f.decimals < 0 ? fmt::format("{:.1f}", v / (1 << 20)) : fmt::format("{:.{}f}", v, f.decimals);
 }
 
 }  // namespace
@@ -109,7 +119,7 @@ static int suite_cow(const BenchOptions& o, Report* rep) {
     // touched, and the timed columns reuse it.
     {
       progress(fmt::format("cow {}: warm-up", wn));
-      Pooled warm;
+      cowbench::Result warm;
       if (int e = run_column(*w, cowbench::columns().front(), p, 1, &warm)) return e;
     }
     const bool usemem = w->name == "usemem";
@@ -117,9 +127,8 @@ static int suite_cow(const BenchOptions& o, Report* rep) {
     if (usemem)
       rep->add("vs base: the median of the children's KB/s over base's, with its 95% bootstrap interval (the children "
                "of every seed; two columns' children ran apart, so they are resampled independently).\n\n");
-    std::string head = "| column | p50 µs | p99 µs | CoW copies | copied MiB | copied never written MiB | peak PSS MiB | PSS MiB·s | "
-                       "flushes | IPIs | violations |";
-    std::string rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+    std::string head = "| column |", rule = "|---|";
+    for (const Figure& f : kFigures) head += fmt::format(" {} |", f.header), rule += "---:|";
     if (usemem) {
       head += " KB/s per child (median) | vs base (95% CI) |";
       rule += "---:|---:|";
@@ -137,38 +146,39 @@ static int suite_cow(const BenchOptions& o, Report* rep) {
         return 1;
       }
       progress(fmt::format("cow {} / {}", wn, cn));
-      Pooled r;
+      cowbench::Result r;
       if (int e = run_column(*w, *c, p, seeds, &r)) return e;
       progress_done();
-      const double p50 = cowbench::percentile(r.ns, 0.5) / 1e3, p99 = cowbench::percentile(r.ns, 0.99) / 1e3;
+      const std::vector<double>& us = r.m.samples("latency_us");
       const size_t col = static_cast<size_t>(std::find(std::begin(kColumns), std::end(kColumns), cn) - std::begin(kColumns));
       const double x = static_cast<double>(std::find(std::begin(kWorkloads), std::end(kWorkloads), wn) - std::begin(kWorkloads));
-      plot.series[col].points.push_back(
-          {x, p50, cowbench::percentile(r.ns, 0.25) / 1e3, cowbench::percentile(r.ns, 0.75) / 1e3});
-      std::string row = fmt::format("| {} | {:.2f} | {:.2f} | {:.0f} | {} | {} | {} | {:.2f} | {:.0f} | {:.0f} | {} |", cn, p50, p99,
-                                    r.wp_copy, mib(r.copied), mib(r.waste), mib(static_cast<double>(r.pss_peak)),
-                                    r.pss_mib_s, r.flushes, r.ipis, r.violations);
+      plot.series[col].points.push_back({x, quantile_of(us, 0.5), quantile_of(us, 0.25), quantile_of(us, 0.75)});
+      std::string row = fmt::format("| {} |", cn);
       auto& j = rep->json["cow"][wn][cn];
-      j = {{"p50_us", p50},        {"p99_us", p99},         {"wp_copy", r.wp_copy},  {"bytes_copied", r.copied},
-           {"copied_never_written", r.waste}, {"pss_peak", r.pss_peak}, {"pss_mib_s", r.pss_mib_s},
-           {"flushes", r.flushes}, {"ipis", r.ipis},        {"violations", r.violations}};
+      for (const Figure& f : kFigures) {
+        row += " " + figure_text(r.m, f) + " |";
+        j[f.json] = figure(r.m, f);
+      }
       if (usemem) {
         // The children of two columns ran apart: their KB/s are compared
         // as independent samples (a ratio of medians, median(this) / median(base)).
+        const std::vector<double>& kbps = r.m.samples("child_kbps");
         const bool is_base = c->name == std::string("base");
-        if (is_base) base_kbps = r.child_kbps;
-        const RatioCi vs = median_ratio_ci(r.child_kbps, base_kbps, Pairing::kIndependent);
-        row += fmt::format(" {:.0f} | {} |", median_of(r.child_kbps),
+        if (is_base) base_kbps = kbps;
+        const RatioCi vs = median_ratio_ci(kbps, base_kbps, Pairing::kIndependent);
+        row += fmt::format(" {:.0f} | {} |", median_of(kbps),
                            is_base ? std::string("1.00x (base)") : base_kbps.empty() ? std::string("-") : ratio_ci_text(vs));
-        j["child_kbps_mean"] = r.kbps;
-        j["child_kbps"] = r.child_kbps;
+        j["child_kbps_mean"] = r.m.value("child_kbps_mean");
+        j["child_kbps"] = kbps;
         if (!is_base && !base_kbps.empty()) {
           j["vs_base"] = vs.ratio;
           j["vs_base_ci95"] = ci_json(vs);
         }
       }
       if (rep->profile) {
-        const cowbench::ModelledCow mc = cowbench::modelled_cow_ms(r.copies_by_order, *rep->profile);
+        std::vector<int64_t> per_seed = r.copies_by_order;
+        for (auto& n : per_seed) n /= seeds;
+        const cowbench::ModelledCow mc = cowbench::modelled_cow_ms(per_seed, *rep->profile);
         row += mc.ms < 0 ? " n/a |" : fmt::format(" {:.2f}{} |", mc.ms, mc.approximated ? " *" : "");
         rep->json["modelled"]["cow"][wn][cn] = {{"cow_ms", mc.ms < 0 ? nlohmann::json() : nlohmann::json(mc.ms)},
                                                 {"approximated", mc.approximated}};

@@ -245,13 +245,22 @@ int64_t distinct_pages(const std::vector<uint64_t>& pages) {
   return std::unique(v.begin(), v.end()) - v.begin();
 }
 
-void account(Run* r, const std::vector<Writer>& ws, Result* out) {
+// What the writers did: their latencies, the distinct bytes they wrote, and
+// the workload's RSS at the end of the writes.
+void account(const Run& r, const std::vector<Writer>& ws, MetricSet* m) {
+  int64_t written = 0, rss = 0;
+  size_t writes = 0;
+  std::vector<double> us;
   for (const Writer& w : ws) {
-    out->write_ns.insert(out->write_ns.end(), w.ns.begin(), w.ns.end());
-    out->service_ns.insert(out->service_ns.end(), w.service_ns.begin(), w.service_ns.end());
-    out->bytes_written += distinct_pages(w.pages) * static_cast<int64_t>(PAGE_SIZE);
+    for (double ns : w.ns) us.push_back(ns / 1000);
+    writes += w.ns.size();
+    written += distinct_pages(w.pages) * static_cast<int64_t>(PAGE_SIZE);
   }
-  for (Process* q : workload_procs(*r)) out->rss_peak += q->rss_anon();
+  m->add_samples("latency_us", us);
+  m->set("writes", static_cast<double>(writes));
+  m->set("bytes_written", static_cast<double>(written));
+  for (Process* q : workload_procs(r)) rss += q->rss_anon();
+  m->set("rss_peak", static_cast<double>(rss));
 }
 
 // The frame behind each page of the parent's region.
@@ -279,7 +288,7 @@ int64_t exited_sharer_untouched(const Run& r, const Params& p, const std::vector
 // drops (MADV_DONTNEED) its pages on even frames, so that no two free frames
 // are buddies and the only free blocks above order 0 are in the reserve it
 // leaves; it stays alive. The column's sizes are enabled again afterwards.
-int fragment(Run* r, const Column& c, Result* out, std::string* err) {
+int fragment(Run* r, const Column& c, MetricSet* m, std::string* err) {
   System* s = r->sys.get();
   for (unsigned kb = 16; kb <= 2048; kb *= 2)
     (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb), "never");
@@ -300,9 +309,10 @@ int fragment(Run* r, const Column& c, Result* out, std::string* err) {
     }
     filled += kChunk;
   }
+  int64_t kept = 0;
   for (uint64_t off = 0; off < filled; off += PAGE_SIZE) {
     if (f->page_info(base + off).pfn % 2) {
-      out->filler_pages++;
+      kept++;
       continue;
     }
     if (int e = f->madvise(base + off, PAGE_SIZE, MADV_DONTNEED); e < 0) {
@@ -310,6 +320,7 @@ int fragment(Run* r, const Column& c, Result* out, std::string* err) {
       return e;
     }
   }
+  m->set("filler_pages", static_cast<double>(kept));
   enable_sizes(s, c);
   return 0;
 }
@@ -318,7 +329,7 @@ int fragment(Run* r, const Column& c, Result* out, std::string* err) {
 // measured phase to the end of the writes. The figures are the phase's.
 class KhugepagedBeside {
  public:
-  KhugepagedBeside(System* s, uint64_t speedup) : s_(s) {
+  KhugepagedBeside(System* s, uint64_t speedup) : s_(s), speedup_(speedup) {
     t0_ = s->collapse_timing();
     w0_ = s->khugepaged_timing();
     clock0_ = s->clock_ns();
@@ -331,28 +342,29 @@ class KhugepagedBeside {
   KhugepagedBeside(const KhugepagedBeside&) = delete;
   KhugepagedBeside& operator=(const KhugepagedBeside&) = delete;
 
-  void stop(KhugepagedFigures* out) {
+  // Stops the thread; with `out`, its work over the phase as khugepaged.*.
+  void stop(MetricSet* out) {
     if (started_) s_->stop_khugepaged_thread();
     started_ = false;
     if (!out) return;
     const CollapseTiming t = s_->collapse_timing();
     const KhugepagedTiming w = s_->khugepaged_timing();
     auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
-    out->ran = true;
-    out->cpu_ms = ms(w.cpu_ns - w0_.cpu_ns);
-    out->busy_ms = ms(w.busy_ns - w0_.busy_ns);
-    out->collapse_ms = ms(t.total_ns - t0_.total_ns);
-    out->mmap_write_ms = ms(t.mmap_write_ns - t0_.mmap_write_ns);
+    out->set("khugepaged.speedup", static_cast<double>(speedup_));
+    out->set("khugepaged.cpu_ms", ms(w.cpu_ns - w0_.cpu_ns));
+    out->set("khugepaged.busy_ms", ms(w.busy_ns - w0_.busy_ns));
+    out->set("khugepaged.collapse_ms", ms(t.total_ns - t0_.total_ns));
+    out->set("khugepaged.mmap_write_ms", ms(t.mmap_write_ns - t0_.mmap_write_ns));
     // No collapse runs before the phase (nothing is advised until the
     // region is populated, and no MADV_COLLAPSE in this column): the
     // System's longest hold is the phase's.
-    out->mmap_write_max_ms = ms(t.mmap_write_max_ns);
-    out->virtual_s = static_cast<double>(s_->clock_ns() - clock0_) / 1e9;
-    out->wakes = s_->counter("khugepaged.wakes") - wakes0_;
-    out->full_scans = full_scans() - scans0_;
-    out->attempts = static_cast<int64_t>(t.attempts - t0_.attempts);
-    out->collapses = static_cast<int64_t>(t.collapsed - t0_.collapsed);
-    out->write_locked = static_cast<int64_t>(t.write_locked - t0_.write_locked);
+    out->set("khugepaged.mmap_write_max_ms", ms(t.mmap_write_max_ns));
+    out->set("khugepaged.virtual_s", static_cast<double>(s_->clock_ns() - clock0_) / 1e9);
+    out->set("khugepaged.wakes", static_cast<double>(s_->counter("khugepaged.wakes") - wakes0_));
+    out->set("khugepaged.full_scans", static_cast<double>(full_scans() - scans0_));
+    out->set("khugepaged.attempts", static_cast<double>(t.attempts - t0_.attempts));
+    out->set("khugepaged.collapses", static_cast<double>(t.collapsed - t0_.collapsed));
+    out->set("khugepaged.write_locked", static_cast<double>(t.write_locked - t0_.write_locked));
   }
 
  private:
@@ -369,6 +381,7 @@ class KhugepagedBeside {
     return s_->sysfs_read("transparent_hugepage/khugepaged/full_scans", &v) == 0 ? std::stoll(v) : 0;
   }
   System* s_;
+  uint64_t speedup_;
   CollapseTiming t0_;
   KhugepagedTiming w0_;
   uint64_t clock0_ = 0;
@@ -383,7 +396,249 @@ int64_t mthp_sum(const System* s, const char* name) {
   return n;
 }
 
+int64_t bytes_copied(const System* s) { return s->counter("cow.bytes_copied") + s->counter("collapse.bytes_copied"); }
+
+// The counted values of a run: each the difference of a System reading
+// over the measured phase (the set-up's faults and copies excluded).
+struct CountedValue {
+  const char* key;  // cow_metrics()
+  int64_t (*read)(const System* s);
+};
+const CountedValue kCounted[] = {
+    {"bytes_copied", bytes_copied},
+    {"wp_copy", [](const System* s) { return s->counter("fault.wp_copy"); }},
+    {"wp_reuse", [](const System* s) { return s->counter("fault.wp_reuse"); }},
+    {"anon_faults", [](const System* s) { return s->counter("fault.anon"); }},
+    {"zero_faults", [](const System* s) { return s->counter("fault.zero"); }},
+    {"collapses", [](const System* s) { return s->counter("collapse.success"); }},
+    {"zero_subpages_copied",
+     [](const System* s) { return s->counter("cow.zero_subpages_copied") + s->counter("collapse.zero_subpages_copied"); }},
+    {"anon_fault_fallback", [](const System* s) { return mthp_sum(s, "anon_fault_fallback"); }},
+    {"thp_fault_fallback", [](const System* s) { return s->vmstat("thp_fault_fallback"); }},
+    {"wp_fault_fallback", [](const System* s) { return mthp_sum(s, "wp_fault_fallback"); }},
+    {"anon_fault_alloc", [](const System* s) { return mthp_sum(s, "anon_fault_alloc"); }},
+    {"wp_fault_alloc", [](const System* s) { return mthp_sum(s, "wp_fault_alloc"); }},
+};
+
+// Why a column does not apply to a workload, or nullptr.
+const char* not_applicable(const Workload& w, const Column& c) {
+  const bool forks = w.name != "read-then-write";
+  if (c.extra == Extra::kDontfork && w.name != "fork-exec") return "the children use the region";
+  if (c.extra == Extra::kCollapseAfterFork && (!forks || w.name == "fork-exec"))
+    return forks ? "the child never writes" : "no fork";
+  return nullptr;
+}
+
+// One run of a workload under a column, step by step: set up, prepare the
+// writers (fork, or read the zero page), the measured phase, the figures,
+// and the end (every process exits, then the invariant checker).
+class WorkloadRun {
+ public:
+  WorkloadRun(const Workload& w, const Column& c, const Params& p, Result* out)
+      : w_(w), c_(c), p_(p), out_(out), forks_(w.name != "read-then-write"),
+        sharer_exits_(w.name == "fork-exec" || w.name == "snapshot"), fragmented_(w.name == "fragmented") {}
+  int set_up(std::string* err);
+  int prepare(std::string* err);
+  int measure(std::string* err);
+  void record();
+  int finish(std::string* err);
+
+ private:
+  unsigned nr_children() const { return (w_.name == "usemem" || w_.name == "prefork") ? p_.procs : forks_ ? 1 : 0; }
+  int advise_hugepage(std::string* err);
+  int prepare_zero_page_reads(std::string* err);
+  int prepare_fork(std::string* err);
+  void writers_after_fork(const std::vector<Process*>& kids);
+  void begin_measured(std::vector<Process*> procs);
+
+  const Workload& w_;
+  const Column& c_;
+  const Params& p_;
+  Result* out_;
+  const bool forks_, sharer_exits_, fragmented_;
+  Run r_;
+  System* s_ = nullptr;
+  std::vector<int64_t> counted0_, orders0_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<KhugepagedBeside> khugepaged_;
+  std::vector<Writer> ws_;
+  std::function<void()> beside_;
+  std::vector<uint64_t> pfn_at_fork_;
+  Clock::time_point exited_{};
+  int64_t copied_at_exit_ = 0;
+  bool reader_ok_ = true;  // snapshot's child: its reads all succeeded
+  double elapsed_s_ = 0;
+};
+
+int WorkloadRun::set_up(std::string* err) {
+  if (int e = mmlab::cli::cowbench::set_up(c_, p_, nr_children(), fragmented_, &r_, err); e < 0) return e;
+  s_ = r_.sys.get();
+  if (fragmented_)
+    if (int e = fragment(&r_, c_, &out_->m, err); e < 0) return e;
+  for (const CountedValue& v : kCounted) counted0_.push_back(v.read(s_));
+  orders0_ = copies_by_order(s_);
+  return 0;
+}
+
+// khugepaged's column: the region advised MADV_HUGEPAGE once populated
+// (which is when the kernel hands an mm to khugepaged; a child inherits
+// VM_HUGEPAGE and is registered by fork).
+int WorkloadRun::advise_hugepage(std::string* err) {
+  if (c_.extra != Extra::kKhugepaged || r_.parent->madvise(r_.addr, p_.size, MADV_HUGEPAGE) == 0) return 0;
+  *err = "MADV_HUGEPAGE failed";
+  return -EINVAL;
+}
+
+// The measured phase starts after the fork (or the zero-page reads); the
+// sampler follows the processes that live through it, khugepaged's thread
+// runs beside the writers.
+void WorkloadRun::begin_measured(std::vector<Process*> procs) {
+  sampler_ = std::make_unique<Sampler>(s_, std::move(procs), p_.sample);
+  sampler_->start();
+  if (c_.extra == Extra::kKhugepaged) khugepaged_ = std::make_unique<KhugepagedBeside>(s_, p_.khugepaged_speedup);
+}
+
+int WorkloadRun::prepare(std::string* err) { return forks_ ? prepare_fork(err) : prepare_zero_page_reads(err); }
+
+// read-then-write: every page read first (the zero page), then written.
+int WorkloadRun::prepare_zero_page_reads(std::string* err) {
+  std::vector<uint8_t> buf(PAGE_SIZE);
+  for (uint64_t off = 0; off < p_.size; off += PAGE_SIZE)
+    if (!r_.parent->read(r_.addr + off, buf.data(), PAGE_SIZE).ok()) {
+      *err = "read fault failed";
+      return -EFAULT;
+    }
+  ws_.push_back(writer(r_.parent, all_pages(p_)));
+  if (int e = advise_hugepage(err)) return e;
+  begin_measured({r_.parent});
+  return 0;
+}
+
+int WorkloadRun::prepare_fork(std::string* err) {
+  if (!prefault(&r_, p_, 0x11, w_.name == "usemem")) {
+    *err = "prefault failed";
+    return -ENOMEM;
+  }
+  if (int e = advise_hugepage(err)) return e;
+  if (c_.extra == Extra::kDontfork) (void)r_.parent->madvise(r_.addr, p_.size, MADV_DONTFORK);
+  std::vector<Process*> kids;
+  for (unsigned k = 0; k < nr_children(); k++) {
+    Process* q = r_.parent->fork(fmt::format("child{}", k));
+    if (!q) {
+      *err = "fork failed";
+      return -ENOMEM;
+    }
+    kids.push_back(q);
+  }
+  if (sharer_exits_) pfn_at_fork_ = region_pfns(r_.parent, r_.addr, p_.size);
+  // A child that exits during the phase is not sampled (fork-exec,
+  // snapshot), nor is fragmented's filler.
+  std::vector<Process*> sampled;
+  for (Process* q : workload_procs(r_))
+    if (!sharer_exits_ || q == r_.parent) sampled.push_back(q);
+  begin_measured(std::move(sampled));
+  writers_after_fork(kids);
+  return 0;
+}
+
+void WorkloadRun::writers_after_fork(const std::vector<Process*>& kids) {
+  // The sharer's exit, and the bytes copied by then.
+  auto exit_sharer = [this, q = kids[0]] {
+    q->exit();
+    exited_ = Clock::now();
+    copied_at_exit_ = bytes_copied(s_);
+  };
+  if (w_.name == "usemem") {
+    for (Process* q : kids) ws_.push_back(writer(q, all_pages(p_)));
+  } else if (w_.name == "cow-rand" || w_.name == "prefork" || fragmented_) {
+    for (unsigned k = 0; k < kids.size(); k++) ws_.push_back(writer(kids[k], some_pages(p_, p_.seed * 7919 + k)));
+  } else if (w_.name == "fork-exec") {  // the child's mm goes away (exec) as the parent writes
+    ws_.push_back(writer(r_.parent, all_pages(p_)));
+    ws_[0].track_starts = true;
+    beside_ = exit_sharer;
+  } else {  // snapshot: the child reads the region once (BGSAVE) and exits as the parent serves writes
+    ws_.push_back(snapshot_writer(r_.parent, p_));
+    beside_ = [this, q = kids[0], exit_sharer] {
+      std::vector<uint8_t> buf(64ull << 10);
+      for (uint64_t off = 0; off < p_.size; off += buf.size())
+        if (!q->read(r_.addr + off, buf.data(), buf.size()).ok()) reader_ok_ = false;
+      exit_sharer();
+    };
+  }
+}
+
+int WorkloadRun::measure(std::string* err) {
+  const auto t0 = Clock::now();
+  run_writers(&ws_, r_.addr, p_.size, c_.extra, p_.time_writes, beside_);
+  elapsed_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (khugepaged_) khugepaged_->stop(&out_->m);
+  Sampled sampled;
+  sampler_->stop(&sampled);
+  record_sampled(sampled, p_.geometry, &out_->m);
+  out_->curve = std::move(sampled.samples);
+  for (const Writer& x : ws_)
+    if (!x.ok) {
+      *err = "a write failed";
+      return -EFAULT;
+    }
+  if (!reader_ok_) {
+    *err = "the snapshot child's read failed";
+    return -EFAULT;
+  }
+  return 0;
+}
+
+void WorkloadRun::record() {
+  MetricSet& m = out_->m;
+  m.set("elapsed_s", elapsed_s_);
+  if (sharer_exits_) {
+    m.set("exited_sharer_untouched", static_cast<double>(exited_sharer_untouched(r_, p_, pfn_at_fork_, ws_[0], exited_)));
+    m.set("copied_after_exit", static_cast<double>(bytes_copied(s_) - copied_at_exit_));
+  }
+  if (w_.name == "snapshot") {
+    std::vector<double> us;
+    for (double ns : ws_[0].service_ns) us.push_back(ns / 1000);
+    m.add_samples("service_us", us);
+  }
+  account(r_, ws_, &m);
+  double sum = 0;
+  std::vector<double> kbps;
+  for (const Writer& x : ws_) kbps.push_back(static_cast<double>(p_.size) / 1024 / x.seconds);
+  for (double k : kbps) sum += k;
+  m.set("child_kbps_mean", w_.name == "usemem" ? sum / static_cast<double>(ws_.size()) : 0);
+  m.set("child_kbps_sum", w_.name == "usemem" ? sum : 0);
+  if (w_.name == "usemem") m.add_samples("child_kbps", kbps);
+  for (size_t i = 0; i < std::size(kCounted); i++)
+    m.set(kCounted[i].key, static_cast<double>(kCounted[i].read(s_) - counted0_[i]));
+  out_->copies_by_order = copies_by_order(s_);
+  for (size_t o = 0; o < out_->copies_by_order.size() && o < orders0_.size(); o++) out_->copies_by_order[o] -= orders0_[o];
+  m.set("warnings", static_cast<double>(s_->warnings().size()));
+}
+
+int WorkloadRun::finish(std::string* err) {
+  for (Process* q : s_->processes()) q->exit();
+  CheckReport rep = s_->check();
+  out_->m.set("violations", static_cast<double>(rep.violations.size()));
+  // cow.policy rfc is the posting as sent: what it breaks is a result.
+  if (!rep.ok() && std::string(c_.policy) != "rfc") {
+    *err = fmt::format("the invariant checker failed after {} under {}: {}", w_.name, c_.name,
+                       rep.violations.empty() ? "" : rep.violations.front().invariant);
+    return -EIO;
+  }
+  out_->ran = true;
+  return 0;
+}
+
 }  // namespace
+
+void Result::merge(const Result& r) {
+  if (!r.ran) return;
+  if (!ran) curve = r.curve;
+  ran = true;
+  m.merge(r.m);
+  copies_by_order.resize(std::max(copies_by_order.size(), r.copies_by_order.size()));
+  for (size_t o = 0; o < r.copies_by_order.size(); o++) copies_by_order[o] += r.copies_by_order[o];
+}
 
 const std::vector<Column>& columns() {
   static const std::vector<Column> v = {
@@ -407,14 +662,16 @@ const std::vector<Column>& columns() {
 
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> v = {
-      {"usemem", "the series' usemem: the parent prefaults, K children each write every page at once"},
+      {"usemem", "the series' usemem: the parent prefaults, K children each write every page at once", {"usemem"}},
       {"cow-rand", "sparse writes after fork: one child writes a random share of the pages"},
-      {"fork-exec", "a child that exits right after fork while the parent writes every page"},
+      {"fork-exec", "a child that exits right after fork while the parent writes every page", {"exits"}},
       {"prefork", "K long-lived children, each writing a random share of the pages"},
       {"read-then-write", "no fork: every page read (the zero page), then written"},
       {"snapshot", "Redis BGSAVE: the parent serves an open-loop Zipfian stream of 64-byte writes while a child reads "
-                   "the region once and exits"},
-      {"fragmented", "cow-rand on memory a live filler process left in 4K holes: large allocations fall back"},
+                   "the region once and exits",
+       {"snapshot", "exits"}},
+      {"fragmented", "cow-rand on memory a live filler process left in 4K holes: large allocations fall back",
+       {"fragmented"}},
   };
   return v;
 }
@@ -427,168 +684,16 @@ uint64_t host_bytes_needed(const Params& p, bool fragmented) {
 
 int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {
   *out = Result{};
-  const bool forks = w.name != "read-then-write";
-  // The workloads whose one child goes away while the parent writes.
-  const bool sharer_exits = w.name == "fork-exec" || w.name == "snapshot";
-  if (c.extra == Extra::kDontfork && w.name != "fork-exec") {
-    out->not_run = "the children use the region";
+  if (const char* why = not_applicable(w, c)) {
+    out->not_run = why;
     return 0;
   }
-  if (c.extra == Extra::kCollapseAfterFork && (!forks || w.name == "fork-exec")) {
-    out->not_run = forks ? "the child never writes" : "no fork";
-    return 0;
-  }
-  const unsigned nr_children = (w.name == "usemem" || w.name == "prefork") ? p.procs : forks ? 1 : 0;
-  const bool fragmented = w.name == "fragmented";
-  Run r;
-  if (int e = set_up(c, p, nr_children, fragmented, &r, err); e < 0) return e;
-  System* s = r.sys.get();
-  if (fragmented)
-    if (int e = fragment(&r, c, out, err); e < 0) return e;
-  auto copied = [s] { return s->counter("cow.bytes_copied") + s->counter("collapse.bytes_copied"); };
-  auto zero_copies = [s] { return s->counter("cow.zero_subpages_copied") + s->counter("collapse.zero_subpages_copied"); };
-  const int64_t copy0 = copied(), wpc0 = s->counter("fault.wp_copy"),
-                reu0 = s->counter("fault.wp_reuse"), anon0 = s->counter("fault.anon"), zero0 = s->counter("fault.zero"),
-                col0 = s->counter("collapse.success"), zsub0 = zero_copies(),
-                afb0 = mthp_sum(s, "anon_fault_fallback"), thfb0 = s->vmstat("thp_fault_fallback"),
-                wpfb0 = mthp_sum(s, "wp_fault_fallback"), afa0 = mthp_sum(s, "anon_fault_alloc"),
-                wpa0 = mthp_sum(s, "wp_fault_alloc");
-  const std::vector<int64_t> orders0 = copies_by_order(s);
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<KhugepagedBeside> khugepaged;
-  const bool with_khugepaged = c.extra == Extra::kKhugepaged;
-  // khugepaged's column: the region advised MADV_HUGEPAGE once populated
-  // (which is when the kernel hands an mm to khugepaged; a child inherits
-  // VM_HUGEPAGE and is registered by fork).
-  auto advise_hugepage = [&]() { return r.parent->madvise(r.addr, p.size, MADV_HUGEPAGE); };
-  // The measured phase starts after the fork (or the zero-page reads); the
-  // sampler follows the processes that live through it, khugepaged's
-  // thread runs beside the writers.
-  auto begin_measured = [&](std::vector<Process*> procs) {
-    sampler = std::make_unique<Sampler>(s, std::move(procs), p.sample);
-    sampler->start();
-    if (with_khugepaged) khugepaged = std::make_unique<KhugepagedBeside>(s, p.khugepaged_speedup);
-  };
-  std::vector<Writer> ws;
-  std::function<void()> beside;
-  std::vector<uint64_t> pfn_at_fork;
-  Clock::time_point exited{};
-  int64_t copied_at_exit = 0;
-  bool reader_ok = true;  // snapshot's child: its reads all succeeded
-  if (!forks) {
-    std::vector<uint8_t> buf(PAGE_SIZE);
-    for (uint64_t off = 0; off < p.size; off += PAGE_SIZE)
-      if (!r.parent->read(r.addr + off, buf.data(), PAGE_SIZE).ok()) {
-        *err = "read fault failed";
-        return -EFAULT;
-      }
-    ws.push_back(writer(r.parent, all_pages(p)));
-    if (with_khugepaged && advise_hugepage() < 0) {
-      *err = "MADV_HUGEPAGE failed";
-      return -EINVAL;
-    }
-    begin_measured({r.parent});
-  } else {
-    if (!prefault(&r, p, 0x11, w.name == "usemem")) {
-      *err = "prefault failed";
-      return -ENOMEM;
-    }
-    if (with_khugepaged && advise_hugepage() < 0) {
-      *err = "MADV_HUGEPAGE failed";
-      return -EINVAL;
-    }
-    if (c.extra == Extra::kDontfork) (void)r.parent->madvise(r.addr, p.size, MADV_DONTFORK);
-    std::vector<Process*> kids;
-    for (unsigned k = 0; k < nr_children; k++) {
-      Process* q = r.parent->fork(fmt::format("child{}", k));
-      if (!q) {
-        *err = "fork failed";
-        return -ENOMEM;
-      }
-      kids.push_back(q);
-    }
-    if (sharer_exits) pfn_at_fork = region_pfns(r.parent, r.addr, p.size);
-    // The sharer's exit, and the bytes copied by then.
-    auto exit_sharer = [&, q = kids[0]] {
-      q->exit();
-      exited = Clock::now();
-      copied_at_exit = copied();
-    };
-    // A child that exits during the phase is not sampled (fork-exec,
-    // snapshot), nor is fragmented's filler.
-    std::vector<Process*> sampled;
-    for (Process* q : workload_procs(r))
-      if (!sharer_exits || q == r.parent) sampled.push_back(q);
-    begin_measured(std::move(sampled));
-    if (w.name == "usemem") {
-      for (Process* q : kids) ws.push_back(writer(q, all_pages(p)));
-    } else if (w.name == "cow-rand" || w.name == "prefork" || fragmented) {
-      for (unsigned k = 0; k < kids.size(); k++) ws.push_back(writer(kids[k], some_pages(p, p.seed * 7919 + k)));
-    } else if (w.name == "fork-exec") {  // the child's mm goes away (exec) as the parent writes
-      ws.push_back(writer(r.parent, all_pages(p)));
-      ws[0].track_starts = true;
-      beside = exit_sharer;
-    } else {  // snapshot: the child reads the region once (BGSAVE) and exits as the parent serves writes
-      ws.push_back(snapshot_writer(r.parent, p));
-      beside = [&, q = kids[0], exit_sharer] {
-        std::vector<uint8_t> buf(64ull << 10);
-        for (uint64_t off = 0; off < p.size; off += buf.size())
-          if (!q->read(r.addr + off, buf.data(), buf.size()).ok()) reader_ok = false;
-        exit_sharer();
-      };
-    }
-  }
-  const auto t0 = Clock::now();
-  run_writers(&ws, r.addr, p.size, c.extra, p.time_writes, beside);
-  out->elapsed_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (khugepaged) khugepaged->stop(&out->khugepaged);
-  sampler->stop(&out->metrics);
-  for (const Writer& x : ws)
-    if (!x.ok) {
-      *err = "a write failed";
-      return -EFAULT;
-    }
-  if (!reader_ok) {
-    *err = "the snapshot child's read failed";
-    return -EFAULT;
-  }
-  if (sharer_exits) {
-    out->exit_tracked = true;
-    out->exited_sharer_untouched = exited_sharer_untouched(r, p, pfn_at_fork, ws[0], exited);
-    out->copied_after_exit = copied() - copied_at_exit;
-  }
-  account(&r, ws, out);
-  if (w.name == "usemem") {
-    for (const Writer& x : ws) out->child_kbps.push_back(static_cast<double>(p.size) / 1024 / x.seconds);
-    for (double k : out->child_kbps) out->child_kbps_sum += k;
-    out->child_kbps_mean = out->child_kbps_sum / static_cast<double>(ws.size());
-  }
-  out->copies_by_order = copies_by_order(s);
-  for (size_t o = 0; o < out->copies_by_order.size() && o < orders0.size(); o++) out->copies_by_order[o] -= orders0[o];
-  out->bytes_copied = copied() - copy0;
-  out->wp_copy = s->counter("fault.wp_copy") - wpc0;
-  out->wp_reuse = s->counter("fault.wp_reuse") - reu0;
-  out->anon = s->counter("fault.anon") - anon0;
-  out->zero = s->counter("fault.zero") - zero0;
-  out->collapses = s->counter("collapse.success") - col0;
-  out->zero_subpages = zero_copies() - zsub0;
-  out->anon_fault_fallback = mthp_sum(s, "anon_fault_fallback") - afb0;
-  out->thp_fault_fallback = s->vmstat("thp_fault_fallback") - thfb0;
-  out->wp_fault_fallback = mthp_sum(s, "wp_fault_fallback") - wpfb0;
-  out->anon_fault_alloc = mthp_sum(s, "anon_fault_alloc") - afa0;
-  out->wp_fault_alloc = mthp_sum(s, "wp_fault_alloc") - wpa0;
-  out->warnings = static_cast<int64_t>(s->warnings().size());
-  for (Process* q : s->processes()) q->exit();
-  CheckReport rep = s->check();
-  out->violations = static_cast<int64_t>(rep.violations.size());
-  // cow.policy rfc is the posting as sent: what it breaks is a result.
-  if (!rep.ok() && std::string(c.policy) != "rfc") {
-    *err = fmt::format("the invariant checker failed after {} under {}: {}", w.name, c.name,
-                       rep.violations.empty() ? "" : rep.violations.front().invariant);
-    return -EIO;
-  }
-  out->ran = true;
-  return 0;
+  WorkloadRun run(w, c, p, out);
+  if (int e = run.set_up(err); e < 0) return e;
+  if (int e = run.prepare(err); e < 0) return e;
+  if (int e = run.measure(err); e < 0) return e;
+  run.record();
+  return run.finish(err);
 }
 
 }  // namespace mmlab::cli::cowbench

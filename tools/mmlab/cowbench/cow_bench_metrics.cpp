@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
+#include <set>
 
 #include "fmt/format.h"
 
@@ -42,6 +44,197 @@ int set_geometry(System* s, const std::string& name, std::string* err) {
   return 0;
 }
 
+namespace {
+
+using U = Unit;
+using S = Source;
+using M = Merge;
+
+// Copied bytes never written afterwards: copied minus what the copiers wrote, at least 0.
+double copied_never_written(const MetricSet& m) {
+  return std::max(0.0, m.value("bytes_copied") - m.value("bytes_written"));
+}
+
+// Page walks per 1000 TLB lookups over the phase (0 without lookups).
+double misses_per_1000(const MetricSet& m) {
+  const double lookups = m.value("metrics.tlb.lookups");
+  return lookups > 0 ? 1000 * m.value("metrics.tlb.misses") / lookups : 0;
+}
+
+}  // namespace
+
+const std::vector<MetricDef>& cow_metrics() {
+  static const std::vector<MetricDef> defs = {
+      // The main table: latency, faults, copies, waste, memory.
+      {.key = "latency_us", .unit = U::kUs, .source = S::kMeasured, .merge = M::kSamples,
+       .what = "page-write latency, µs (snapshot: from each write's scheduled time)", .header = "{q} µs", .table = "main",
+       .quantiles = {0.5, 0.9, 0.99, 0.999, 1.0}},
+      {.key = "service_us", .unit = U::kUs, .source = S::kMeasured, .merge = M::kSamples,
+       .what = "snapshot: each write's time from its actual start, µs", .header = "service {q} µs", .table = "main",
+       .group = "snapshot", .quantiles = {0.5, 0.99, 1.0}},
+      {.key = "writes", .unit = U::kCount, .source = S::kCounted, .merge = M::kSum, .what = "page writes timed"},
+      {.key = "wp_copy", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "CoW faults that copied",
+       .header = "CoW copies", .table = "main"},
+      {.key = "wp_reuse", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "write faults that reused the page", .header = "reuses", .table = "main"},
+      {.key = "anon_faults", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "anonymous first-touch faults"},
+      {.key = "zero_faults", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "zero-page read faults"},
+      {.key = "bytes_copied", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMean,
+       .what = "bytes copied by CoW faults and MADV_COLLAPSE", .header = "copied MiB", .table = "main"},
+      {.key = "bytes_written", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMean,
+       .what = "distinct pages written after the fork (or the zero-page read), bytes"},
+      {.key = "copied_never_written", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMean,
+       .what = "bytes copied that the copying processes never wrote afterwards", .header = "copied never written MiB",
+       .table = "main", .derive = copied_never_written},
+      {.key = "zero_subpages_copied", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "copied pages whose bytes were all zero (cow. and collapse.zero_subpages_copied)",
+       .header = "zero pages copied", .table = "main"},
+      {.key = "exited_sharer_untouched", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMean,
+       .what = "the parent's copied pages it had not begun to write when the sharer's exit returned, bytes",
+       .header = "exited-sharer untouched MiB", .table = "main", .group = "exits"},
+      {.key = "copied_after_exit", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMean,
+       .what = "bytes copied after the sharer's exit returned", .header = "copied after exit MiB", .table = "main",
+       .group = "exits"},
+      {.key = "rss_peak", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMax,
+       .what = "rss_anon summed over the processes at the end of the writes", .header = "peak RSS MiB", .table = "main"},
+      {.key = "collapses", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "MADV_COLLAPSE successes",
+       .header = "collapses", .table = "main"},
+      {.key = "warnings", .unit = U::kCount, .source = S::kCounted, .merge = M::kSum,
+       .what = "model warnings (cow.policy rfc's recorded violations)", .header = "warnings", .table = "main"},
+      {.key = "violations", .unit = U::kCount, .source = S::kCounted, .merge = M::kSum,
+       .what = "invariant-checker findings at the end (rfc only; any other fails the run)", .header = "violations",
+       .table = "main"},
+      {.key = "child_kbps_mean", .unit = U::kKBps, .source = S::kMeasured, .merge = M::kMean,
+       .what = "usemem: KB/s per child, the mean", .header = "KB/s per child", .table = "main", .group = "usemem",
+       .vs_base = true},
+      {.key = "child_kbps_sum", .unit = U::kKBps, .source = S::kMeasured, .merge = M::kMean,
+       .what = "usemem: KB/s of the children, summed"},
+      {.key = "child_kbps", .unit = U::kKBps, .source = S::kMeasured, .merge = M::kSamples,
+       .what = "usemem: each child's KB/s", .json = false},
+      {.key = "elapsed_s", .unit = U::kSeconds, .source = S::kMeasured, .merge = M::kMean,
+       .what = "the measured phase, wall clock"},
+      {.key = "anon_fault_fallback", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "mTHP anonymous faults that fell back (every size)", .header = "anon_fault_fallback", .table = "main",
+       .group = "fragmented"},
+      {.key = "anon_fault_alloc", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "mTHP anonymous faults that allocated (every size)", .header = "anon_fault_alloc", .table = "main",
+       .group = "fragmented"},
+      {.key = "wp_fault_fallback", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "large-CoW faults that fell back (every size)", .header = "wp_fault_fallback", .table = "main",
+       .group = "fragmented"},
+      {.key = "wp_fault_alloc", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "large-CoW faults that allocated (every size)", .header = "wp_fault_alloc", .table = "main",
+       .group = "fragmented"},
+      {.key = "thp_fault_fallback", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "PMD THP faults that fell back", .header = "thp_fault_fallback", .table = "main", .group = "fragmented"},
+      {.key = "filler_pages", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "fragmented: the filler's pages left mapped"},
+      // base-khugepaged: khugepaged's thread beside the writers.
+      {.key = "khugepaged.speedup", .unit = U::kCount, .source = S::kCounted, .merge = M::kFirst,
+       .what = "its sleeps last 1/speedup of their virtual length in host time"},
+      {.key = "khugepaged.cpu_ms", .unit = U::kMs, .source = S::kMeasured, .merge = M::kMean,
+       .what = "the thread's CPU time in its wakes"},
+      {.key = "khugepaged.busy_ms", .unit = U::kMs, .source = S::kMeasured, .merge = M::kMean,
+       .what = "the wakes' wall time (charged to the virtual clock)"},
+      {.key = "khugepaged.collapse_ms", .unit = U::kMs, .source = S::kMeasured, .merge = M::kMean,
+       .what = "wall time inside collapse_huge_page()"},
+      {.key = "khugepaged.mmap_write_ms", .unit = U::kMs, .source = S::kMeasured, .merge = M::kMean,
+       .what = "of which holding mmap_lock for write"},
+      {.key = "khugepaged.mmap_write_max_ms", .unit = U::kMs, .source = S::kMeasured, .merge = M::kMax,
+       .what = "the longest single write hold"},
+      {.key = "khugepaged.virtual_s", .unit = U::kSeconds, .source = S::kCounted, .merge = M::kMean,
+       .what = "the virtual clock's advance over the phase"},
+      {.key = "khugepaged.wakes", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "khugepaged wakes"},
+      {.key = "khugepaged.full_scans", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "full scans of the mm list"},
+      {.key = "khugepaged.attempts", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "collapse_huge_page() calls"},
+      {.key = "khugepaged.collapses", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "collapse_huge_page() calls that collapsed"},
+      {.key = "khugepaged.write_locked", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "calls that took mmap_lock for write"},
+      // The memory table: the sampler's RSS and PSS, the TLB model's events.
+      {.key = "metrics.sampled", .unit = U::kFlag, .source = S::kCounted, .merge = M::kMax,
+       .what = "the sampler ran (not --no-sampler)"},
+      {.key = "metrics.samples", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "samples taken"},
+      {.key = "metrics.rss_peak", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMax,
+       .what = "RSS summed over the sampled processes, its peak", .header = "peak RSS MiB", .table = "memory",
+       .valid_if = "metrics.sampled"},
+      {.key = "metrics.pss_peak", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMax,
+       .what = "PSS summed over the sampled processes, its peak", .header = "peak PSS MiB", .table = "memory",
+       .valid_if = "metrics.sampled"},
+      {.key = "metrics.rss_mib_s", .unit = U::kMiBSeconds, .source = S::kMeasured, .merge = M::kMean,
+       .what = "RSS integrated over the phase, MiB·s", .header = "RSS MiB·s", .table = "memory",
+       .valid_if = "metrics.sampled"},
+      {.key = "metrics.pss_mib_s", .unit = U::kMiBSeconds, .source = S::kMeasured, .merge = M::kMean,
+       .what = "PSS integrated over the phase, MiB·s", .header = "PSS MiB·s", .table = "memory",
+       .valid_if = "metrics.sampled"},
+      {.key = "metrics.sampler_s", .unit = U::kSeconds, .source = S::kMeasured, .merge = M::kMean,
+       .what = "the sampler's own time"},
+      {.key = "metrics.tlb.geometry", .unit = U::kText, .source = S::kCounted, .merge = M::kFirst,
+       .what = "tune tlb.geometry, or off"},
+      {.key = "metrics.tlb.flushes", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "TLB flushes",
+       .header = "flushes", .table = "memory"},
+      {.key = "metrics.tlb.flush_full", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "full flushes", .header = "full", .table = "memory"},
+      {.key = "metrics.tlb.flush_range", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "ranged flushes", .header = "ranged", .table = "memory"},
+      {.key = "metrics.tlb.flush_single", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "single-page flushes", .header = "single", .table = "memory"},
+      {.key = "metrics.tlb.ipis", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "flush IPIs",
+       .header = "IPIs", .table = "memory"},
+      {.key = "metrics.tlb.remote_flush_rounds", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "nr_tlb_remote_flush"},
+      {.key = "metrics.tlb.lookups", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean, .what = "TLB lookups",
+       .header = "lookups", .table = "memory", .group = "tlb"},
+      {.key = "metrics.tlb.l1_misses", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "L1 dTLB misses", .header = "L1 misses", .table = "memory", .group = "tlb"},
+      {.key = "metrics.tlb.misses", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "L2 TLB misses: page walks", .header = "L2 misses (walks)", .table = "memory", .group = "tlb"},
+      {.key = "metrics.tlb.misses_per_1000_lookups", .unit = U::kPerThousand, .source = S::kCounted, .merge = M::kMean,
+       .what = "page walks per 1000 lookups", .header = "walks per 1000", .table = "memory", .group = "tlb",
+       .derive = misses_per_1000},
+      {.key = "metrics.tlb.contpte_folds", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "contpte folds", .header = "contpte folds", .table = "memory", .group = "tlb"},
+      {.key = "metrics.tlb.contpte_unfolds", .unit = U::kCount, .source = S::kCounted, .merge = M::kMean,
+       .what = "contpte unfolds", .header = "unfolds", .table = "memory", .group = "tlb"},
+      {.key = "metrics.tlb.l2_reach_peak_bytes", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMax,
+       .what = "the L2 TLB's reach, its peak", .header = "L2 reach peak MiB", .table = "memory", .group = "tlb",
+       .valid_if = "metrics.sampled"},
+      {.key = "metrics.tlb.l2_reach_mean_bytes", .unit = U::kBytes, .source = S::kCounted, .merge = M::kMean,
+       .what = "the L2 TLB's reach, its time average", .header = "L2 reach mean MiB", .table = "memory",
+       .group = "tlb", .valid_if = "metrics.sampled"},
+      // With --profile: the model's copies times the host's costs.
+      {.key = "modelled.profile", .unit = U::kText, .source = S::kModelled, .merge = M::kFirst,
+       .what = "the cost profile's name"},
+      {.key = "modelled.cow_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
+       .what = "modelled CoW time per seed (null: the profile lacks a size)"},
+      {.key = "modelled.cow_ms_approximated", .unit = U::kFlag, .source = S::kModelled, .merge = M::kFirst,
+       .what = "a large copy stood in for by a first-touch fault of its size"},
+  };
+  return defs;
+}
+
+void record_sampled(const Sampled& m, const std::string& geometry, MetricSet* out) {
+  const TlbCounts& t = m.tlb;
+  out->set("metrics.sampled", m.sampled);
+  out->set("metrics.samples", static_cast<double>(m.samples.size()));
+  out->set("metrics.rss_peak", static_cast<double>(m.rss_peak));
+  out->set("metrics.pss_peak", static_cast<double>(m.pss_peak));
+  out->set("metrics.rss_mib_s", m.rss_mib_s);
+  out->set("metrics.pss_mib_s", m.pss_mib_s);
+  out->set("metrics.sampler_s", m.sampler_s);
+  out->set_text("metrics.tlb.geometry", geometry.empty() ? "off" : geometry);
+  const std::pair<const char*, int64_t> counts[] = {
+      {"lookups", t.lookups},        {"l1_misses", t.l1_misses},     {"misses", t.l2_misses},
+      {"flushes", t.flushes},        {"flush_full", t.flush_full},   {"flush_range", t.flush_range},
+      {"flush_single", t.flush_single}, {"ipis", t.ipis},            {"remote_flush_rounds", t.remote_flush_rounds},
+      {"contpte_folds", t.folds},    {"contpte_unfolds", t.unfolds}};
+  for (const auto& [name, v] : counts) out->set(fmt::format("metrics.tlb.{}", name), static_cast<double>(v));
+  out->set("metrics.tlb.l2_reach_peak_bytes", static_cast<double>(m.l2_reach_peak));
+  out->set("metrics.tlb.l2_reach_mean_bytes", m.l2_reach_mean);
+}
+
 TlbCounts read_tlb(const System* s) {
   TlbCounts t;
   t.lookups = s->counter("tlb.lookup");
@@ -65,20 +258,6 @@ TlbCounts minus(const TlbCounts& a, const TlbCounts& b) {
           a.flushes - b.flushes,         a.flush_full - b.flush_full,   a.flush_range - b.flush_range,
           a.flush_single - b.flush_single, a.ipis - b.ipis,             a.remote_flush_rounds - b.remote_flush_rounds,
           a.folds - b.folds,             a.unfolds - b.unfolds};
-}
-
-void add(TlbCounts* a, const TlbCounts& b) {
-  a->lookups += b.lookups;
-  a->l1_misses += b.l1_misses;
-  a->l2_misses += b.l2_misses;
-  a->flushes += b.flushes;
-  a->flush_full += b.flush_full;
-  a->flush_range += b.flush_range;
-  a->flush_single += b.flush_single;
-  a->ipis += b.ipis;
-  a->remote_flush_rounds += b.remote_flush_rounds;
-  a->folds += b.folds;
-  a->unfolds += b.unfolds;
 }
 
 }  // namespace
@@ -141,7 +320,7 @@ void Sampler::start() {
   thread_ = std::thread([this] { loop(); });
 }
 
-void Sampler::stop(Metrics* m) {
+void Sampler::stop(Sampled* m) {
   const double end_s = std::chrono::duration<double>(Clock::now() - t0_).count();
   if (thread_.joinable()) {
     {
@@ -151,7 +330,7 @@ void Sampler::stop(Metrics* m) {
     cv_.notify_all();
     thread_.join();
   }
-  *m = Metrics{};
+  *m = Sampled{};
   m->tlb = minus(read_tlb(sys_), start_tlb_);
   if (!on_) return;
   samples_.push_back(take(end_s, start_tlb_.lookups, start_tlb_.l2_misses, true));
@@ -173,27 +352,6 @@ void Sampler::stop(Metrics* m) {
   }
   if (end_s > 0) m->l2_reach_mean = reach_s / end_s;
   m->samples = std::move(samples_);
-}
-
-void merge_metrics(Metrics* into, const Metrics& r) {
-  const bool first = into->samples.empty() && !into->sampled;
-  into->sampled = into->sampled || r.sampled;
-  if (first) into->samples = r.samples;
-  into->rss_peak = std::max(into->rss_peak, r.rss_peak);
-  into->pss_peak = std::max(into->pss_peak, r.pss_peak);
-  into->rss_mib_s += r.rss_mib_s;
-  into->pss_mib_s += r.pss_mib_s;
-  into->sampler_s += r.sampler_s;
-  into->l2_reach_peak = std::max(into->l2_reach_peak, r.l2_reach_peak);
-  into->l2_reach_mean += r.l2_reach_mean;
-  add(&into->tlb, r.tlb);
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(v.size()))) - (q > 0 ? 1 : 0));
-  return v[i];
 }
 
 std::vector<int64_t> copies_by_order(const System* s) {
@@ -230,11 +388,9 @@ namespace {
 // At most this many points of a curve go into a plot.
 constexpr size_t kPlotPoints = 200;
 
-std::string mib(int64_t b) { return fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20)); }
-
 // Every step-th sample, the last one always.
 template <typename F>
-PlotSeries curve(const std::string& title, const std::vector<Sample>& v, F y) {
+PlotSeries curve_series(const std::string& title, const std::vector<Sample>& v, F y) {
   PlotSeries s{title, {}};
   const size_t step = std::max<size_t>(1, v.size() / kPlotPoints);
   for (size_t i = 0; i < v.size(); i += step) {
@@ -268,58 +424,23 @@ Plot line_plot(const std::string& file, const std::string& title, const std::str
 
 }  // namespace
 
-void MetricsReport::add(const std::string& column, const Metrics& m, const std::vector<int64_t>& copies, unsigned seeds, nlohmann::json* j) {
-  const double n = seeds;
-  const TlbCounts& t = m.tlb;
-  const double per_1000 = t.lookups ? 1000.0 * static_cast<double>(t.l2_misses) / static_cast<double>(t.lookups) : 0;
-  std::string row = fmt::format("| {} | {} | {} | {} | {} |", column, m.sampled ? mib(m.rss_peak) : "-",
-                                m.sampled ? mib(m.pss_peak) : "-", m.sampled ? fmt::format("{:.2f}", m.rss_mib_s / n) : "-",
-                                m.sampled ? fmt::format("{:.2f}", m.pss_mib_s / n) : "-");
-  row += fmt::format(" {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |", t.flushes / n, t.flush_full / n, t.flush_range / n,
-                     t.flush_single / n, t.ipis / n);
-  if (tlb()) {
-    row += fmt::format(" {:.0f} | {:.0f} | {:.0f} | {:.1f} | {:.0f} | {:.0f} |", t.lookups / n, t.l1_misses / n,
-                       t.l2_misses / n, per_1000, t.folds / n, t.unfolds / n);
-    row += m.sampled ? fmt::format(" {} | {:.1f} |", mib(m.l2_reach_peak), m.l2_reach_mean / n / (1 << 20)) : " - | - |";
-  }
-  rows_ += row + "\n";
-  (*j)["metrics"] = {{"sampled", m.sampled},
-                     {"samples", m.samples.size()},
-                     {"rss_peak", m.rss_peak},
-                     {"pss_peak", m.pss_peak},
-                     {"rss_mib_s", m.rss_mib_s / n},
-                     {"pss_mib_s", m.pss_mib_s / n},
-                     {"sampler_s", m.sampler_s / n},
-                     {"tlb",
-                      {{"geometry", tlb() ? geometry_ : "off"},
-                       {"lookups", t.lookups / n},
-                       {"l1_misses", t.l1_misses / n},
-                       {"misses", t.l2_misses / n},
-                       {"misses_per_1000_lookups", per_1000},
-                       {"flushes", t.flushes / n},
-                       {"flush_full", t.flush_full / n},
-                       {"flush_range", t.flush_range / n},
-                       {"flush_single", t.flush_single / n},
-                       {"ipis", t.ipis / n},
-                       {"remote_flush_rounds", t.remote_flush_rounds / n},
-                       {"contpte_folds", t.folds / n},
-                       {"contpte_unfolds", t.unfolds / n},
-                       {"l2_reach_peak_bytes", m.l2_reach_peak},
-                       {"l2_reach_mean_bytes", m.l2_reach_mean / n}}}};
-  if (m.sampled) {
-    rss_.push_back(curve(column, m.samples, [](const std::vector<Sample>& v, size_t i) {
+void MetricsReport::add(const std::string& column, MetricSet* m, const std::vector<Sample>& curve,
+                        const std::vector<int64_t>& copies) {
+  rows_.push_back({column, m, ""});
+  if (m->value("metrics.sampled") != 0) {
+    rss_.push_back(curve_series(column, curve, [](const std::vector<Sample>& v, size_t i) {
       return static_cast<double>(v[i].rss) / (1 << 20);
     }));
     std::vector<Sample> with_pss;
-    std::copy_if(m.samples.begin(), m.samples.end(), std::back_inserter(with_pss), [](const Sample& x) { return x.has_pss; });
-    pss_.push_back(curve(column, with_pss, [](const std::vector<Sample>& v, size_t i) {
+    std::copy_if(curve.begin(), curve.end(), std::back_inserter(with_pss), [](const Sample& x) { return x.has_pss; });
+    pss_.push_back(curve_series(column, with_pss, [](const std::vector<Sample>& v, size_t i) {
       return static_cast<double>(v[i].pss) / (1 << 20);
     }));
-    if (tlb()) misses_.push_back(curve(column, m.samples, walks_per_1000));
+    if (tlb()) misses_.push_back(curve_series(column, curve, walks_per_1000));
   }
   if (!profile_) return;
   std::vector<int64_t> per_seed = copies;
-  for (auto& c : per_seed) c = static_cast<int64_t>(static_cast<double>(c) / n);
+  for (auto& c : per_seed) c = static_cast<int64_t>(static_cast<double>(c) / std::max(1u, m->runs()));
   const ModelledCow mc = modelled_cow_ms(per_seed, *profile_);
   approximated_ |= mc.approximated;
   std::string orders;
@@ -327,21 +448,14 @@ void MetricsReport::add(const std::string& column, const Metrics& m, const std::
     if (per_seed[o]) orders += fmt::format("{}{}K x {}", orders.empty() ? "" : ", ", 4u << o, per_seed[o]);
   modelled_rows_ += fmt::format("| {} | {} | {}{} |\n", column, orders.empty() ? "-" : orders,
                                 mc.ms < 0 ? "n/a" : fmt::format("{:.2f}", mc.ms), mc.approximated ? " *" : "");
-  (*j)["modelled"] = {{"profile", profile_->name},
-                      {"cow_ms", mc.ms < 0 ? nlohmann::json() : nlohmann::json(mc.ms)},
-                      {"cow_ms_approximated", mc.approximated}};
+  m->set_text("modelled.profile", profile_->name);
+  m->set("modelled.cow_ms", mc.ms < 0 ? std::numeric_limits<double>::quiet_NaN() : mc.ms);
+  m->set("modelled.cow_ms_approximated", mc.approximated);
 }
-
 void MetricsReport::finish(Report* rep) {
   rep->add(fmt::format("\n### {}: RSS and PSS over the measured phase, TLB flushes and IPIs{}\n\n", workload_,
                        tlb() ? fmt::format(", TLB misses (tlb.geometry {})", geometry_) : ""));
-  std::string head = "| column | peak RSS MiB | peak PSS MiB | RSS MiB·s | PSS MiB·s | flushes | full | ranged | single | IPIs |";
-  std::string rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
-  if (tlb()) {
-    head += " lookups | L1 misses | L2 misses (walks) | walks per 1000 | contpte folds | unfolds | L2 reach peak MiB | L2 reach mean MiB |";
-    rule += "---:|---:|---:|---:|---:|---:|---:|---:|";
-  }
-  rep->add(head + "\n" + rule + "\n" + rows_);
+  rep->add(metric_table(cow_metrics(), "memory", tlb() ? std::set<std::string>{"tlb"} : std::set<std::string>{}, rows_));
   rep->add("\nPeaks and integrals (MiB·s, per seed) from the sampler: RSS and the TLB counters every ~1 ms of measured "
            "time, PSS (smaps' Pss in the model's mapcount mode, CONFIG_PAGE_MAPCOUNT) at the phase's start and end and "
            "in between as often as a hundredth of a CPU allows. Flushes, IPIs and TLB figures are the TLB model's "

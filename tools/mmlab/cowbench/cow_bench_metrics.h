@@ -1,7 +1,8 @@
-// `mmlab cow-bench`'s figures over time (docs/COW_BENCH.md): a sampler that
-// follows RSS, PSS and the TLB model's counters through a workload's
-// measured phase, the TLB geometry a run selects, and the modelled time a
-// cost profile gives the fault counts. A consumer of the public API only.
+// `mmlab cow-bench`'s figures (docs/COW_BENCH.md): the table of its named
+// values, a sampler that follows RSS, PSS and the TLB model's counters
+// through a workload's measured phase, the TLB geometry a run selects, and
+// the modelled time a cost profile gives the fault counts. A consumer of the
+// public API only.
 #pragma once
 
 #include <chrono>
@@ -12,11 +13,18 @@
 #include <thread>
 #include <vector>
 
+#include "report/metrics.h"
 #include "report/report.h"
 #include "mmlab/calibrate.h"
 #include "mmlab/system.h"
 
 namespace mmlab::cli::cowbench {
+
+// Every value a cow-bench run reports, with its unit, source and merge;
+// tables "main" (latency, copies, waste) and "memory" (RSS, PSS, TLB), and
+// the groups of optional columns a workload's tables show (Workload::groups,
+// "tlb" with a geometry).
+const std::vector<MetricDef>& cow_metrics();
 
 // The values of `tune tlb.geometry` a run may select ("off": none).
 const std::vector<std::string>& geometries();
@@ -41,7 +49,8 @@ struct TlbCounts {
   int64_t ipis = 0, remote_flush_rounds = 0, folds = 0, unfolds = 0;
 };
 
-struct Metrics {
+// The sampler's figures of one run.
+struct Sampled {
   bool sampled = false;  // false with --no-sampler: no peaks, integrals or curves
   std::vector<Sample> samples;
   int64_t rss_peak = 0, pss_peak = 0;       // bytes
@@ -69,7 +78,7 @@ class Sampler {
   Sampler& operator=(const Sampler&) = delete;
   void start();
   // Ends the phase: a last sample, the integrals and the TLB deltas into *m.
-  void stop(Metrics* m);
+  void stop(Sampled* m);
 
  private:
   Sample take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) const;
@@ -89,13 +98,8 @@ class Sampler {
 
 TlbCounts read_tlb(const System* s);
 
-// Seeds merged: peaks the maximum, integrals and counts summed (the caller
-// divides by the seeds), the first seed's curve kept for the plots.
-void merge_metrics(Metrics* into, const Metrics& r);
-
-// The q-quantile (0..1) of v: the smallest value with at least q of the
-// samples at or below it.
-double percentile(std::vector<double> v, double q);
+// The sampler's figures as named values (metrics.*) of a run.
+void record_sampled(const Sampled& m, const std::string& geometry, MetricSet* out);
 
 // Modelled CoW time: the model's copies per folio order times the host's
 // cost at that size from a cost profile: its CoW fault (one 4K copy) for
@@ -110,16 +114,17 @@ ModelledCow modelled_cow_ms(const std::vector<int64_t>& copies_by_order, const h
 // cow.copy.order<N> for every order (index = order).
 std::vector<int64_t> copies_by_order(const System* s);
 
-// One workload's table of these figures, its modelled-time table (with a
-// profile) and its plots (RSS and PSS over time; TLB misses over time with
-// a geometry), built column by column beside cmd_cow_bench.cpp's main table.
+// One workload's "memory" table, its modelled-time table (with a profile)
+// and its plots (RSS and PSS over time; TLB misses over time with a
+// geometry), built column by column beside the main table.
 class MetricsReport {
  public:
   MetricsReport(std::string workload, std::string geometry, const host::CostProfile* profile)
       : workload_(std::move(workload)), geometry_(std::move(geometry)), profile_(profile) {}
-  // A column's figures, merged over `seeds` runs.
-  void add(const std::string& column, const Metrics& m, const std::vector<int64_t>& copies_by_order, unsigned seeds,
-           nlohmann::json* j);
+  // A column's merged values (modelled.* added to them with a profile), its
+  // curve and its copies per order summed over the seeds; m must live until finish().
+  void add(const std::string& column, MetricSet* m, const std::vector<Sample>& curve,
+           const std::vector<int64_t>& copies_by_order);
   // The tables, the mechanism sentences and the plots into rep.
   void finish(Report* rep);
 
@@ -127,7 +132,8 @@ class MetricsReport {
   bool tlb() const { return !geometry_.empty() && geometry_ != "off"; }
   std::string workload_, geometry_;
   const host::CostProfile* profile_;
-  std::string rows_, modelled_rows_;
+  std::vector<MetricRow> rows_;
+  std::string modelled_rows_;
   bool approximated_ = false;
   std::vector<PlotSeries> rss_, pss_, misses_;
 };

@@ -9,12 +9,7 @@
 
 namespace mmlab::cli {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+double median_of(std::vector<double> v) { return quantile_of(std::move(v), 0.5); }
 
 Stat stat_of(const std::vector<double>& v) {
   Stat s;
@@ -30,7 +25,8 @@ Stat stat_of(const std::vector<double>& v) {
 
 namespace {
 
-// The q-quantile of sorted samples, linearly interpolated.
+// The q-quantile of sorted samples: the linear interpolation between the
+// order statistics at q * (n - 1) (Hyndman and Fan's type 7).
 double quantile_sorted(const std::vector<double>& s, double q) {
   if (s.empty()) return 0;
   const double pos = q * static_cast<double>(s.size() - 1);
@@ -40,6 +36,11 @@ double quantile_sorted(const std::vector<double>& s, double q) {
 }
 
 }  // namespace
+
+double quantile_of(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v, q);
+}
 
 RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, Pairing pairing, int resamples) {
   RatioCi r;

@@ -9,6 +9,10 @@
 
 namespace mmlab::cli {
 
+// The q-quantile (0..1) of the samples, 0 if there are none: the linear
+// interpolation between order statistics (type 7, R's and numpy's default),
+// the one definition every percentile, median and quartile of the tool uses.
+double quantile_of(std::vector<double> v, double q);
 double median_of(std::vector<double> v);
 
 struct Stat {
