@@ -8,7 +8,7 @@
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/memcontrol.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
@@ -182,7 +182,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
     return VM_FAULT_FALLBACK;
   }
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
-  khugepaged_enter_vma(vma, vma->vm_flags);
+  mm_khugepaged_enter_vma(vma, vma->vm_flags);
   // handle_userfault(VM_UFFD_MISSING): with nobody reading the userfaultfd
   // the model delivers what UFFD_FEATURE_SIGBUS does.
   if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;

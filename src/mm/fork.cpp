@@ -39,7 +39,7 @@
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/memory.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"

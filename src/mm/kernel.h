@@ -22,7 +22,7 @@ struct Mm;
 
 struct FileTable;     // mm/file.h (page cache, files)
 struct GupHooks;         // mm/gup_hooks.h (MADV_POPULATE and mm_populate into GUP)
-struct KhugepagedHooks;  // mm/khugepaged.h (the call sites' way into khugepaged)
+struct KhugepagedHooks;  // mm/khugepaged_hooks.h (the call sites' way into khugepaged)
 class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
 struct SwapState;     // mm/swapfile.h (swap devices, swap cache)
 struct HugetlbState;  // mm/hugetlb.h (hugetlb pools)

@@ -3,7 +3,7 @@
 
 #include "mm/filemap.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/vmdebug.h"

@@ -55,7 +55,9 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return nullptr;
   }
   k->phys->owner = k.get();
+  // The tables through which mm/ and fault/ reach the layers above them.
   k->gup_hooks = &kGupHooks;
+  k->khugepaged_hooks = &kKhugepagedHooks;
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
   // Under cow.policy rfc a bad page is a recorded finding, not an abort.
