@@ -13,7 +13,7 @@
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 
 namespace mmlab {

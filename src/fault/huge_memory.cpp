@@ -13,7 +13,7 @@
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"
 #include "trace/trace.h"
@@ -188,7 +188,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
   if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;
 
   if (!(vmf->flags & FAULT_FLAG_WRITE) && mm->kernel->settings.use_zero_page.load()) {
-    Page* table = pgtable_alloc(mm);
+    Page* table = pte_alloc_one(mm);
     if (!table) return VM_FAULT_OOM;
     Folio* zero = mm_get_huge_zero_folio(mm);
     if (!zero) {
@@ -212,7 +212,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
 
   Folio* folio = vma_alloc_anon_folio_pmd(vma, vmf->address);
   if (!folio) return VM_FAULT_FALLBACK;
-  Page* table = pgtable_alloc(mm);
+  Page* table = pte_alloc_one(mm);
   if (!table) {
     folio_put(folio);
     return VM_FAULT_OOM;

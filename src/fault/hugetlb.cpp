@@ -14,7 +14,7 @@
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

@@ -19,7 +19,7 @@
 #include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 
 namespace mmlab {

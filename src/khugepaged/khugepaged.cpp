@@ -17,7 +17,7 @@
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 
 namespace mmlab {
 namespace {

@@ -35,7 +35,7 @@
 #include "mm/mmap.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"

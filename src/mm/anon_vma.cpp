@@ -13,7 +13,7 @@
 
 #include "mm/anon_vma.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 
 namespace mmlab {
 

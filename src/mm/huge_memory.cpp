@@ -16,7 +16,7 @@
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"
 

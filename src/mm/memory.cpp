@@ -6,7 +6,7 @@
 
 #include "mm/kernel.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 
 namespace mmlab {
 

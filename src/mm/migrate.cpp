@@ -26,7 +26,7 @@
 #include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "phys/frame_copy.h"
 #include "trace/trace.h"

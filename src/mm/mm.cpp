@@ -6,7 +6,7 @@
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "pgtable/pgtable.h"
 #include "tlb/tlb.h"
 

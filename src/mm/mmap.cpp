@@ -23,7 +23,7 @@
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

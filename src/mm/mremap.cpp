@@ -18,7 +18,7 @@
 #include "mm/mmap.h"
 #include "mm/mremap.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 
 namespace mmlab {
 namespace {

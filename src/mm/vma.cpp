@@ -28,7 +28,7 @@
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 
 namespace mmlab {
 

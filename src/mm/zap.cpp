@@ -11,7 +11,7 @@
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

@@ -10,7 +10,7 @@
 
 #include "mm/kernel.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "mmlab/system.h"
 #include "phys/phys.h"
 
