@@ -49,12 +49,12 @@ inline TableLevel pgtable_level(const Page* t) {
 inline const Mm* pgtable_mm(const Page* t) {
   return reinterpret_cast<const Mm*>(aref(const_cast<uint64_t&>(t->mapping)).load(std::memory_order_relaxed));
 }
-// A walk step's table (debug builds): t must be a page-table page of `level`
-// that mm owns. The kernel has no such check (its ptdesc records no level,
-// and its owner for x86 PGDs only); a table of another level or mm is
-// corrupt state, so a VM_BUG_ON_PAGE.
+// A walk step's table (debug builds): t must be a table of `level` that mm
+// owns. The kernel has no such check (its ptdesc records no level, and its
+// owner for x86 PGDs only); a table of another level or mm is corrupt state,
+// so a VM_BUG_ON_PAGE. PG_table is the invariant checker's to report
+// (check/), which walks with walk_page_range.
 inline void assert_table_page(const Mm* mm, const Page* t, TableLevel level) {
-  VM_BUG_ON_PAGE(!PageTable(t), t, "page-table walk: not a page-table page");
   VM_BUG_ON_PAGE(pgtable_level(t) != level, t, "page-table walk: a table of another level");
   VM_BUG_ON_PAGE(pgtable_mm(t) != mm, t, "page-table walk: another mm's table");
 }
