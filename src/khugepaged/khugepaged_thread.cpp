@@ -32,6 +32,8 @@ uint64_t thread_cpu_ns() {
 
 }  // namespace
 
+// The schedule: a runnable thread runs now, a sleeping one when its timer
+// expires, one waiting for an event not until a wake_up_interruptible.
 bool Khugepaged::next_run(uint64_t* at) const {
   if (!kthread_) return false;
   switch (wait_) {
@@ -47,6 +49,9 @@ bool Khugepaged::next_run(uint64_t* at) const {
   return false;
 }
 
+// One wake (khugepaged_do_scan) at the current clock, then the sleep it
+// chooses (khugepaged_wait_work, or the alloc sleep), with the wake's host
+// time counted.
 void Khugepaged::step() {
   const uint64_t w0 = now_ns(), c0 = thread_cpu_ns();
   const StepEnd end = khugepaged_do_scan();
@@ -65,9 +70,6 @@ void Khugepaged::step() {
   if (wake_cost_) clock_->fetch_add(wake_cost_(wake_stats_));
   khugepaged_wait_work();
 }
-
-// start_stop_khugepaged: the kthread runs while some THP size that khugepaged
-// serves is enabled. Its first wake is at once; stopped, it lets go of the
 
 void Khugepaged::set_wake_cost(std::function<uint64_t(const KhugepagedWakeStats&)> cost) {
   MutexGuard g(&run_lock_);
