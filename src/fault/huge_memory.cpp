@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
 #include "mm/kernel.h"
@@ -13,7 +14,6 @@
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"
 #include "trace/trace.h"

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "khugepaged/khugepaged_internal.h"
 #include "mm/huge_mm.h"
@@ -17,13 +18,13 @@
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
-#include "base/mmdebug.h"
 
 namespace mmlab {
 namespace {
 
 Khugepaged* state_of(const Mm* mm) { return mm->kernel->khugepaged; }
 
+// madvise_collapse_errno: MADV_COLLAPSE tells the caller what to do next.
 int madvise_collapse_errno(int r) {
   switch (r) {
     case SCAN_ALLOC_HUGE_PAGE_FAIL:
@@ -122,6 +123,7 @@ void khugepaged_enter_vma(Vma* vma, vm_flags_t vm_flags) {
   if (collapse_allowable_orders(vma, vm_flags, &cc)) kh->__khugepaged_enter(mm);
 }
 
+// khugepaged_fork's and khugepaged_exit's way in (mm/khugepaged_hooks.h).
 void hook_enter(Mm* mm) {
   if (Khugepaged* kh = state_of(mm)) kh->__khugepaged_enter(mm);
 }

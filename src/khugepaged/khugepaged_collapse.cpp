@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "khugepaged/khugepaged_internal.h"
 #include "mm/kernel.h"
@@ -35,7 +36,6 @@
 #include "mm/mmap.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "base/mmdebug.h"
 #include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
@@ -785,8 +785,6 @@ int mthp_collapse(Mm* mm, uint64_t address, int referenced, int unmapped, Collap
   if (alloc_failed) return SCAN_ALLOC_HUGE_PAGE_FAIL;
   return last_result;
 }
-
-// madvise_collapse_errno: MADV_COLLAPSE tells the caller what to do next.
 
 }  // namespace
 }  // namespace mmlab

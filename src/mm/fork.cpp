@@ -33,6 +33,7 @@
 #include <atomic>
 #include <string>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
 #include "mm/fork.h"
@@ -46,7 +47,6 @@
 #include "mm/swap.h"
 #include "mm/swapfile.h"
 #include "mm/vma.h"
-#include "base/mmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

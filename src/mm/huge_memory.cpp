@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "base/mmdebug.h"
 #include "mm/filemap.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
@@ -16,7 +17,6 @@
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"
 

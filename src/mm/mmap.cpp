@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
@@ -23,7 +24,6 @@
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/vma.h"
-#include "base/mmdebug.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

@@ -12,13 +12,13 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/hugetlb.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/mremap.h"
 #include "mm/vma.h"
-#include "base/mmdebug.h"
 
 namespace mmlab {
 namespace {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
@@ -28,7 +29,6 @@
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/vma.h"
-#include "base/mmdebug.h"
 
 namespace mmlab {
 
