@@ -151,6 +151,10 @@ protected:
 
 #if defined(MMLAB_DEBUG_VM)
 
+// The frame store is not inherited by a fork (MADV_DONTFORK): a death
+// test's child runs the test again from the start instead.
+#define THREADSAFE_DEATH_TESTS() GTEST_FLAG_SET(death_test_style, "threadsafe")
+
 TEST_F(PgtableWalkCheckTest, TablesKnowTheirLevelAndMm) {
   EXPECT_EQ(pgtable_level(pmd_table), TableLevel::kPmd);
   EXPECT_EQ(pgtable_level(pte_table), TableLevel::kPte);
@@ -160,6 +164,7 @@ TEST_F(PgtableWalkCheckTest, TablesKnowTheirLevelAndMm) {
 }
 
 TEST_F(PgtableWalkCheckTest, ATableOfAnotherLevelIsABug) {
+  THREADSAFE_DEATH_TESTS();
   Mm *mm = p->mm();
   set_level(pmd_table, static_cast<uint64_t>(TableLevel::kPte));
   EXPECT_DEATH(walk(mm, a), "VM_BUG_ON_PAGE.*a table of another level");
@@ -172,6 +177,7 @@ TEST_F(PgtableWalkCheckTest, ATableOfAnotherLevelIsABug) {
 }
 
 TEST_F(PgtableWalkCheckTest, AnotherMmsTableIsABug) {
+  THREADSAFE_DEATH_TESTS();
   Process *q = sys->new_process("other");
   ASSERT_TRUE(q);
   set_owner(pte_table, q->mm());

@@ -166,8 +166,10 @@ TEST_F(TlbTest, PtepClearFlushFlushesOnlyAnAccessibleEntry) {
 #if defined(MMLAB_DEBUG_VM)
 // The TLB layer checks the table of the entries it is handed (debug
 // builds): a flush of a PMD entry as if it were a PTE, or the reverse, is a
-// bug caught before anything is cleared.
+// bug caught before anything is cleared. The frame store is not inherited
+// by a fork (MADV_DONTFORK): the death test's child runs the test again.
 TEST_F(TlbTest, AnEntryOfAnotherLevelIsABug) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   Vma* v = vma_at(written(PAGE_SIZE));
   const uint64_t a = v->vm_start;
   pmd_t* pmd = mm_find_pmd(mm(), a);
