@@ -25,7 +25,7 @@
 #include "mm/swapfile.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "pgtable/entry.h"
 #include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"

@@ -7,13 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
-#include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 
 namespace mmlab {

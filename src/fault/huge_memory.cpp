@@ -5,15 +5,15 @@
 #include <atomic>
 #include <cstring>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/memcontrol.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"
 #include "trace/trace.h"
@@ -182,13 +182,13 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
     return VM_FAULT_FALLBACK;
   }
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
-  khugepaged_enter_vma(vma, vma->vm_flags);
+  mm_khugepaged_enter_vma(vma, vma->vm_flags);
   // handle_userfault(VM_UFFD_MISSING): with nobody reading the userfaultfd
   // the model delivers what UFFD_FEATURE_SIGBUS does.
   if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;
 
   if (!(vmf->flags & FAULT_FLAG_WRITE) && mm->kernel->settings.use_zero_page.load()) {
-    Page* table = pgtable_alloc(mm);
+    Page* table = pte_alloc_one(mm);
     if (!table) return VM_FAULT_OOM;
     Folio* zero = mm_get_huge_zero_folio(mm);
     if (!zero) {
@@ -212,7 +212,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
 
   Folio* folio = vma_alloc_anon_folio_pmd(vma, vmf->address);
   if (!folio) return VM_FAULT_FALLBACK;
-  Page* table = pgtable_alloc(mm);
+  Page* table = pte_alloc_one(mm);
   if (!table) {
     folio_put(folio);
     return VM_FAULT_OOM;

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/file.h"
 #include "mm/hugetlb.h"
@@ -14,7 +15,6 @@
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

@@ -18,7 +18,7 @@
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
 #include "tlb/tlb.h"

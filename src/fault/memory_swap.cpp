@@ -14,12 +14,12 @@
 #include <optional>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/kernel.h"
 #include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 
 namespace mmlab {

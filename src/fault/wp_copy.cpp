@@ -25,7 +25,7 @@
 #include "mm/memcontrol.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

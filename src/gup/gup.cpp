@@ -29,7 +29,7 @@
 #include "mm/kernel.h"
 #include "mm/migrate.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "pgtable/pgtable.h"
 #include "trace/trace.h"
 

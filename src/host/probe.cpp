@@ -18,7 +18,7 @@
 #include "host/agent.h"
 #include "host/host_gup.h"
 #include "host/pagemap.h"
-#include "host/swapfile.h"
+#include "host/host_swap.h"
 #include "host/sysfs.h"
 #include "mmlab/types.h"
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "host/loopfs.h"
-#include "host/swapfile.h"
+#include "host/host_swap.h"
 #include "mmlab/types.h"
 
 namespace mmlab::host {

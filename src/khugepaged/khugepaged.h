@@ -4,8 +4,14 @@
 // fix-ups docs/VARIANTS.md lists).
 //
 // The layer sits above gup/ and below process/. The call sites below it
-// (registration, fork, exit, MADV_COLLAPSE) reach it through the hooks of
-// mm/khugepaged.h, which the Khugepaged object installs in its Kernel.
+// (registration, fork, exit, MADV_COLLAPSE) reach it through the table of
+// mm/khugepaged_hooks.h, kKhugepagedHooks, which the System installs in its
+// Kernel next to GUP's.
+//
+// Files: khugepaged.cpp (registration, the mm_slot list and its scan,
+// MADV_COLLAPSE), khugepaged_collapse.cpp (the scan of one PMD range and
+// collapse_huge_page), khugepaged_thread.cpp (the model's thread and clock),
+// khugepaged_internal.h (what they share).
 //
 // Time is virtual. The khugepaged thread's life is modelled as the kernel's
 // khugepaged() loop: a wake (khugepaged_do_scan), then a sleep of
@@ -38,11 +44,16 @@
 namespace mmlab {
 
 struct Kernel;
+struct KhugepagedHooks;
 struct Mm;
+
+// The table through which mm/ and fault/ reach khugepaged and MADV_COLLAPSE
+// (mm/khugepaged_hooks.h); the System installs it in its Kernel.
+extern const KhugepagedHooks kKhugepagedHooks;
 
 class Khugepaged {
  public:
-  // Installs the hooks in k; clock is the System's virtual clock (ns).
+  // Registers itself as k's khugepaged; clock is the System's virtual clock (ns).
   Khugepaged(Kernel* k, std::atomic<uint64_t>* clock);
   ~Khugepaged();
   Khugepaged(const Khugepaged&) = delete;
@@ -79,7 +90,7 @@ class Khugepaged {
   CollapseTiming timing() const;
   KhugepagedTiming wake_timing() const;
 
-  // ---- for the collapse code in khugepaged.cpp ----
+  // ---- for the registration hooks and CollapseTimer (khugepaged_internal.h) ----
   void __khugepaged_enter(Mm* mm);
   void __khugepaged_exit(Mm* mm);
   // One collapse_huge_page call: its time, the part under mmap_lock for
@@ -115,6 +126,9 @@ class Khugepaged {
   void khugepaged_wait_work() REQUIRES(mm_lock_);
   // One run of the khugepaged thread at the current clock.
   void step() REQUIRES(run_lock_) EXCLUDES(mm_lock_);
+  // advance()'s and run_full_scans()' loop: the wakes due by `end` until
+  // `done`; 0 or -ELOOP.
+  int run_wakes(uint64_t end, const std::function<bool()>& done) REQUIRES(run_lock_) EXCLUDES(mm_lock_);
   // The time the next run is due, or false if it waits for an event.
   bool next_run(uint64_t* at) const REQUIRES(mm_lock_);
   void thread_main();

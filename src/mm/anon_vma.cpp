@@ -11,9 +11,9 @@
 #include <atomic>
 #include <memory>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
 
 namespace mmlab {
 

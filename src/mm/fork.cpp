@@ -33,20 +33,20 @@
 #include <atomic>
 #include <string>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
 #include "mm/fork.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/memory.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
@@ -334,7 +334,7 @@ int copy_huge_pmd(Vma* dst_vma, Vma* src_vma, pmd_t* dst_pmd, pmd_t* src_pmd, ui
   // File THPs are not copied: the child refaults them.
   if (!vma_is_anonymous(dst_vma)) return 0;
 
-  Page* pgtable = pgtable_alloc(dst_mm);  // the child's deposit, before the locks
+  Page* pgtable = pte_alloc_one(dst_mm);  // the child's deposit, before the locks
   if (!pgtable) return -ENOMEM;
 
   SpinLock* dst_ptl = pmd_lock(dst_mm, dst_pmd);

@@ -6,17 +6,17 @@
 #include <atomic>
 #include <cstring>
 
+#include "base/mmdebug.h"
 #include "mm/filemap.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/memory.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"
 

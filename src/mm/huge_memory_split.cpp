@@ -36,6 +36,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
 #include "mm/huge_mm.h"
@@ -44,7 +45,6 @@
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
 

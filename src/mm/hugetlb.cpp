@@ -17,7 +17,7 @@
 #include "mm/hugetlb_internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

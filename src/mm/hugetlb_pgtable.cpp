@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/hugetlb.h"
@@ -17,7 +18,6 @@
 #include "mm/kernel.h"
 #include "mm/mmap.h"
 #include "mm/rmap.h"
-#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

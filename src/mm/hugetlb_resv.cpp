@@ -27,12 +27,12 @@
 #include <string>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
-#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

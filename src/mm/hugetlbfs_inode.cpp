@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
@@ -16,7 +17,6 @@
 #include "mm/mmap.h"
 #include "mm/rmap.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"

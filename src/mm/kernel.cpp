@@ -1,5 +1,6 @@
 #include "mm/kernel.h"
 
+#include "mm/debug.h"
 #include "mm/hugetlb.h"
 #include "mm/swapfile.h"
 #include "mm/file.h"
@@ -9,6 +10,7 @@ namespace mmlab {
 Kernel::Kernel()
     : files(std::make_unique<FileTable>()), swap(std::make_unique<SwapState>()), hugetlb(std::make_unique<HugetlbState>()) {
   settings.tlb = &tlb;
+  vm_debug_init();  // the VM_* reports find this Kernel through mm/debug.cpp
 }
 
 Kernel::~Kernel() = default;

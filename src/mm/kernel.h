@@ -22,7 +22,7 @@ struct Mm;
 
 struct FileTable;     // mm/file.h (page cache, files)
 struct GupHooks;         // mm/gup_hooks.h (MADV_POPULATE and mm_populate into GUP)
-struct KhugepagedHooks;  // mm/khugepaged.h (the call sites' way into khugepaged)
+struct KhugepagedHooks;  // mm/khugepaged_hooks.h (the call sites' way into khugepaged)
 class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
 struct SwapState;     // mm/swapfile.h (swap devices, swap cache)
 struct HugetlbState;  // mm/hugetlb.h (hugetlb pools)
@@ -58,9 +58,9 @@ struct Kernel {
 
   // Violations the model detected and went on from instead of aborting:
   // what the `rfc` CoW path does that the kernel would only survive
-  // corrupted, and, under that policy, every VM_BUG_ON_FOLIO and
-  // VM_WARN_ON_FOLIO site (mm/vmdebug.h). The scenario runner fails the
-  // test with them.
+  // corrupted, and, under that policy, every VM_BUG_ON* and VM_WARN_ON*
+  // site on a page, folio or mm of this System (base/mmdebug.h, through
+  // mm/debug.cpp's reporter). The scenario runner fails the test with them.
   bool vm_warn_records() const { return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc; }
   void vm_warn(std::string msg) {
     MutexGuard g(&warn_lock);

@@ -8,7 +8,7 @@
 // (madvise_cold_or_pageout_pte_range: deactivate, or isolate for the
 // reclaim_pages of mm/vmscan.cpp).
 //
-// MADV_COLLAPSE is khugepaged's (reached through mm/khugepaged.h).
+// MADV_COLLAPSE is khugepaged's (reached through mm/khugepaged_hooks.h).
 //
 // Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
 // (nothing to read ahead), MADV_REMOVE (-EINVAL: needs shmem files),
@@ -19,7 +19,7 @@
 #include "mm/gup_hooks.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/madvise.h"
 #include "mm/memory.h"
 #include "mm/mm.h"
@@ -366,7 +366,7 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
       return 0;
     case MADV_COLLAPSE: {
       bool lock_dropped = false;
-      int err = madvise_collapse(vma, start, end, &lock_dropped);
+      int err = mm_madvise_collapse(vma, start, end, &lock_dropped);
       if (lock_dropped) *pprev = nullptr;  // the VMA may be gone: the walk looks up again
       return err;
     }
@@ -401,7 +401,7 @@ int hugepage_madvise(Vma* vma, int advice, vm_flags_t* vm_flags) {
     *vm_flags &= ~VM_NOHUGEPAGE;
     *vm_flags |= VM_HUGEPAGE;
     // Worth scanning now, without waiting for a fault that may never come.
-    khugepaged_enter_vma(vma, *vm_flags);
+    mm_khugepaged_enter_vma(vma, *vm_flags);
   } else {
     *vm_flags &= ~VM_HUGEPAGE;
     *vm_flags |= VM_NOHUGEPAGE;

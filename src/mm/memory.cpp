@@ -4,9 +4,9 @@
 // mm/zap.cpp; fork's copy_page_range family mm/fork.cpp).
 #include "mm/memory.h"
 
+#include "base/mmdebug.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
 
 namespace mmlab {
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
 #include "mm/kernel.h"
@@ -26,7 +27,6 @@
 #include "mm/migrate.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
-#include "mm/vmdebug.h"
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "phys/frame_copy.h"
 #include "trace/trace.h"

@@ -1,12 +1,12 @@
 // mm_struct lifetime (kernel/fork.c's mm_alloc / __mmput) and rss helpers.
 #include "mm/mm.h"
 
+#include "base/mmdebug.h"
 #include "mm/filemap.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
-#include "mm/vmdebug.h"
 #include "pgtable/pgtable.h"
 #include "tlb/tlb.h"
 

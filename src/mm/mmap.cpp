@@ -12,18 +12,18 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
 #include "mm/gup_hooks.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/memory.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -313,7 +313,7 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
   vma = vma_merge_neighbours(mm, vma);
   vma_set_page_prot(vma);  // write-notify for soft-dirty or file dirty tracking
   // __mmap_new_vma (a merge registered in vma_merge_neighbours already).
-  khugepaged_enter_vma(vma, vma->vm_flags);
+  mm_khugepaged_enter_vma(vma, vma->vm_flags);
   return static_cast<long>(addr);
 }
 

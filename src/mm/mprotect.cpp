@@ -1,115 +1,116 @@
-// The page-table half of mprotect (mm/mprotect.c): change_protection().
-#include "mm/filemap.h"
-#include "mm/huge_mm.h"
-#include "mm/hugetlb.h"
-#include "mm/kernel.h"
-#include "mm/memory.h"
+// mprotect(): the VMA part (mm/mprotect.c's do_mprotect_pkey and
+// mprotect_fixup). The page tables are change_protection()'s
+// (mprotect_pgtable.cpp).
+#include <algorithm>
+
+#include "mm/mm.h"
+#include "mm/mmap.h"
 #include "mm/mprotect.h"
-#include "mm/swap.h"
-#include "mm/swapfile.h"
+#include "mm/vma.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
 namespace {
 
-// can_change_pte_writable: may this PTE be made writable without a write
-// fault? Only if the fault would reuse the page without further checks.
-bool can_change_pte_writable(Vma* vma, uint64_t addr, pte_t pte) {
-  if (!(vma->vm_flags & VM_WRITE)) return false;
-  if (pte_protnone(pte)) return false;
-  if (pte_needs_soft_dirty_wp(vma, pte)) return false;  // soft-dirty tracking wants the fault
-  if (pte_uffd_wp(pte)) return false;
-  if (!(vma->vm_flags & VM_SHARED)) {
-    Page* page = vm_normal_page(vma, addr, pte);
-    return page && folio_test_anon(page_folio(page)) && PageAnonExclusive(page);
-  }
-  return pte_dirty(pte);
-}
+// uapi bits the public header does not name.
+constexpr int PROT_SEM = 0x8;
+constexpr int PROT_GROWSDOWN = 0x01000000;
+constexpr int PROT_GROWSUP = 0x02000000;
 
-// A writable migration entry becomes a readable one (anonymous folios keep
-// their exclusivity): when the migration ends, remove_migration_pte makes a
-// writable entry a writable PTE whatever the VMA allows by then, so without
-// this an mprotect(PROT_READ) during the migration leaves a writable PTE in
-// a read-only VMA. The kernel does not check the new protection here either,
-// it always downgrades. Swap entries and markers keep their bits; none stay none.
-bool change_nonpresent_pte(Mm* mm, uint64_t addr, pte_t* pte) {
-  const pte_t old = ptep_get(pte);
-  if (!is_swap_pte(old)) return false;
-  const swp_entry_t entry = pte_to_swp_entry(old);
-  if (!is_writable_migration_entry(entry)) return false;
-  Folio* folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(entry)));
-  const unsigned type = folio_test_anon(folio) ? SWP_MIGRATION_READ_EXCLUSIVE : SWP_MIGRATION_READ;
-  pte_t newpte = swp_entry_to_pte(make_migration_entry(type, swp_offset(entry)));
-  if (pte_swp_soft_dirty(old)) newpte = pte_swp_mksoft_dirty(newpte);
-  if (pte_swp_uffd_wp(old)) newpte = pte_swp_mkuffd_wp(newpte);
-  set_pte_at(mm, addr, pte, newpte);
-  return true;
-}
+// arch_validate_prot (generic; x86 without protection keys in the model).
+bool arch_validate_prot(int prot) { return (prot & ~(PROT_READ | PROT_WRITE | PROT_EXEC | PROT_SEM)) == 0; }
 
-long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_t newprot, bool try_writable) {
-  Mm* mm = vma->vm_mm;
-  SpinLock* ptl;
-  pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
-  if (!pte) return 0;
-  ptl->assert_held();
-  long pages = 0;
-  bool flush = false;
-  uint64_t start = addr;
-  for (; addr < end; pte++, addr += PAGE_SIZE) {
-    pte_t old = ptep_get(pte);
-    if (!pte_present(old)) {
-      if (change_nonpresent_pte(mm, addr, pte)) pages++;
-      continue;
-    }
-    pte_t ptent = pte_modify(old, newprot);
-    if (pte_special(old) && mm->phys->is_zero_pfn(pte_pfn(old))) ptent = pte_wrprotect(ptent);
-    else if (try_writable && !pte_write(ptent) && can_change_pte_writable(vma, addr, ptent))
-      ptent = pte_mkwrite_novma(ptent);
-    if (ptent == old) continue;
-    // ptep_modify_prot_start/commit: the hardware may set A/D concurrently.
-    pte_t cur = ptep_get_and_clear(mm, addr, pte);
-    ptent.v |= cur.v & (_PAGE_ACCESSED | _PAGE_DIRTY);
-    entry_set(pte, ptent);
-    if (pte_write(old) && !pte_write(ptent)) flush = true;
-    pages++;
+// mprotect_fixup: give [start, end) of vma the flags newflags. *pprev
+// receives the VMA that covers the range afterwards (possibly merged).
+int mprotect_fixup(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t end, vm_flags_t newflags)
+    REQUIRES(mm->mmap_lock) {
+  const vm_flags_t oldflags = vma->vm_flags;
+  if (newflags == oldflags) {
+    *pprev = vma;
+    return 0;
   }
-  if (flush) flush_tlb_range(vma, start, end);
-  ptl->unlock();
-  return pages;
+  // Commit accounting: private memory becoming writable is charged; an
+  // anonymous VMA that never faulted is uncharged when it loses write.
+  if (newflags & VM_WRITE) {
+    if (!(oldflags & (VM_ACCOUNT | VM_WRITE | VM_HUGETLB | VM_SHARED | VM_NORESERVE))) newflags |= VM_ACCOUNT;
+  } else if ((oldflags & VM_ACCOUNT) && vma->is_anonymous() && !vma->anon_vma) {
+    newflags &= ~VM_ACCOUNT;
+  }
+  int err = -ENOMEM;
+  Vma* merged = vma_modify_flags(mm, vma, start, end, newflags, &err);
+  if (!merged) return err;
+  *pprev = merged;
+  // The range is write-locked: no per-VMA fault runs in it while the entries change.
+  (void)change_protection(merged, start, end, newflags);  // how many entries changed: mprotect does not say
+  // The kernel populates a private VM_LOCKED VMA that becomes writable
+  // (populate_vma_page_range: the CoW now rather than at the first write);
+  // the model leaves its pages to fault on first write (docs/NOTES.md).
+  return 0;
 }
 
 }  // namespace
 
-long change_protection(Vma* vma, uint64_t start, uint64_t end, vm_flags_t newflags) {
-  Mm* mm = vma->vm_mm;
-  // mprotect_fixup has set vm_flags and vm_page_prot (read-only where write-notify is wanted).
-  pgprot_t newprot = vma->vm_page_prot;
-  // vma_wants_manual_pte_write_upgrade: where vm_page_prot is read-only but a
-  // write fault would not need to do anything, make the PTE writable now:
-  // private writable mappings (exclusive anon pages) and write-notify shared ones (dirty pages).
-  bool try_writable = (newflags & VM_SHARED) ? vma_wants_writenotify(vma) : (newflags & VM_WRITE) != 0;
-  if (is_vm_hugetlb_page(vma)) return hugetlb_change_protection(vma, start, end, newprot);
-  long pages = 0;
-  for (uint64_t addr = start, next; addr < end; addr = next) {
-    next = pmd_addr_end(addr, end);
-    pmd_t* pmd = mm_find_pmd(mm, addr);
-    if (!pmd) continue;
-    pmd_t v = pmdp_get(pmd);
-    if (pmd_none(v)) continue;
-    if (pmd_trans_huge(v)) {
-      if (next - addr == PMD_SIZE) {
-        long n = change_huge_pmd(vma, pmd, addr, newprot, try_writable);
-        if (n) {
-          pages += n;
-          continue;
-        }
-      } else {
-        split_huge_pmd(vma, pmd, addr);
+int do_mprotect(Mm* mm, uint64_t start, uint64_t len, int prot) {
+  const int grows = prot & (PROT_GROWSDOWN | PROT_GROWSUP);
+  prot &= ~(PROT_GROWSDOWN | PROT_GROWSUP);
+  if (grows == (PROT_GROWSDOWN | PROT_GROWSUP)) return -EINVAL;  // can't be both
+  if (start & ~PAGE_MASK) return -EINVAL;
+  if (!len) return 0;
+  len = round_up(len, PAGE_SIZE);
+  uint64_t end = start + len;
+  if (end <= start) return -ENOMEM;
+  if (!arch_validate_prot(prot)) return -EINVAL;
+
+  mmap_write_lock(mm);
+  int error = -ENOMEM;
+  Vma* vma = find_vma_intersection(mm, start, end);
+  if (!vma) goto out;
+  if (grows & PROT_GROWSDOWN) {
+    start = vma->vm_start;
+    error = -EINVAL;
+    if (!(vma->vm_flags & VM_GROWSDOWN)) goto out;
+  } else {
+    if (vma->vm_start > start) goto out;  // a hole at the start
+    if (grows & PROT_GROWSUP) {
+      error = -EINVAL;  // no VM_GROWSUP on x86
+      goto out;
+    }
+  }
+
+  {
+    uint64_t nstart = start;
+    uint64_t tmp = start;
+    error = 0;
+    // do_mprotect_pkey's mmu_gather: change_protection's flushes widen it,
+    // and it is flushed once after the last VMA.
+    MmuGather tlb;
+    tlb_gather_mmu(&tlb, mm);
+    for (;;) {
+      // Here vma->vm_start <= nstart < vma->vm_end.
+      vm_flags_t newflags = calc_vm_prot_bits(prot) | (vma->vm_flags & ~VM_ACCESS_FLAGS);
+      // newflags >> 4 puts VM_MAY* where VM_* are: asking for what the
+      // mapping may never have (write to a read-only shared file) fails.
+      if ((newflags & ~(newflags >> 4)) & VM_ACCESS_FLAGS) {
+        error = -EACCES;
+        break;
+      }
+      tmp = std::min(vma->vm_end, end);
+      Vma* prev = nullptr;
+      error = mprotect_fixup(mm, vma, &prev, nstart, tmp, newflags);
+      if (error) break;
+      nstart = tmp;
+      if (nstart >= end) break;
+      vma = find_vma(mm, nstart);
+      if (!vma || vma->vm_start > nstart) {  // a hole
+        error = -ENOMEM;
+        break;
       }
     }
-    pages += change_pte_range(vma, pmd, addr, next, newprot, try_writable);
+    tlb_finish_mmu(&tlb);
   }
-  return pages;
+out:
+  mmap_write_unlock(mm);
+  return error;
 }
 
 }  // namespace mmlab

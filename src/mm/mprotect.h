@@ -1,5 +1,5 @@
-// mm/mprotect.c: the system call (mm/mprotect_vma.cpp) and its page-table
-// part (mm/mprotect.cpp).
+// mm/mprotect.c: the system call (mm/mprotect.cpp) and its page-table
+// part (mm/mprotect_pgtable.cpp).
 #pragma once
 
 #include <cstdint>

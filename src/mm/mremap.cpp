@@ -1,78 +1,247 @@
-// The page-table half of mremap (mm/mremap.c): move_page_tables(); hugetlb
-// VMAs go to move_hugetlb_page_tables() (mm/hugetlb_pgtable.cpp).
-#include "mm/huge_mm.h"
+// mremap(): the VMA part (mm/mremap.c: check_mremap_params, check_prep_vma
+// with align_hugetlb and resize_is_valid, shrink_vma, expand_vma, mremap_to,
+// move_vma; mm/vma.c's copy_vma). The entries move with move_page_tables()
+// (mremap_pgtable.cpp), hugetlb ones with move_hugetlb_page_tables().
+//
+// hugetlb mappings (since v5.16): both lengths are rounded up to the huge
+// page size, the old and the new address must be huge-page aligned, and a
+// mapping never grows (the reservation map cannot be split); a move keeps
+// the file offsets, so the moved VMA takes over the reservation map
+// (clear_vma_resv_huge_pages on the source).
+#include <algorithm>
+#include <mutex>
+#include <shared_mutex>
+
+#include "base/mmdebug.h"
+#include "mm/anon_vma.h"
 #include "mm/hugetlb.h"
-#include "mm/kernel.h"
-#include "mm/memory.h"
+#include "mm/mm.h"
+#include "mm/mmap.h"
 #include "mm/mremap.h"
-#include "mm/swap.h"
-#include "tlb/tlb.h"
+#include "mm/vma.h"
 
 namespace mmlab {
 namespace {
 
-pmd_t* alloc_new_pmd(Mm* mm, uint64_t addr) {
-  pud_t* pud = pud_alloc(mm, addr);
-  if (!pud) return nullptr;
-  return pmd_alloc(mm, pud, addr);
+// struct vma_remap_struct, trimmed to what an anonymous-only model needs.
+struct RemapRequest {
+  uint64_t addr;
+  uint64_t old_len;
+  uint64_t new_len;
+  int flags;
+  uint64_t new_addr;
+  bool populate_expansion = false;  // a VM_LOCKED VMA grew: mm_populate the new part
+};
+
+bool implies_new_addr(const RemapRequest& r) { return r.flags & (MREMAP_FIXED | MREMAP_DONTUNMAP); }
+
+// vrm_overlaps: do the old and the new range intersect?
+bool overlaps(const RemapRequest& r) {
+  return r.addr + r.old_len > r.new_addr && r.new_addr + r.new_len > r.addr;
 }
 
-// move_ptes: both PTLs held, the old one first, the new one nested.
-void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pmd_t* new_pmd, uint64_t new_addr) {
-  Mm* mm = vma->vm_mm;
-  SpinLock* old_ptl;
-  pte_t* old_pte = pte_offset_map_lock(mm, old_pmd, old_addr, &old_ptl);
-  if (!old_pte) return;
-  old_ptl->assert_held();
-  pmd_t new_pmdval = pmdp_get(new_pmd);
-  pte_t* new_pte = pte_offset(mm->phys, new_pmdval, new_addr);
-  SpinLock* new_ptl = pte_lockptr(mm->phys, new_pmdval);
-  SpinNestedGuard nested(new_ptl, old_ptl, LockClass::kPteLock);
-  bool flush = false;
-  uint64_t start = old_addr;
-  for (; old_addr < old_end; old_pte++, new_pte++, old_addr += PAGE_SIZE, new_addr += PAGE_SIZE) {
-    pte_t pte = ptep_get(old_pte);
-    if (pte_none(pte)) continue;
-    pte = entry_xchg(old_pte, pte_t{0});
-    if (pte_present(pte)) {
-      flush = true;
-      pte = pte_mksoft_dirty(pte);  // move_soft_dirty_pte
-      pte = pte_clear_uffd_wp(pte);  // without the remap event feature, uffd-wp is dropped
-    }
-    entry_set(new_pte, pte);
+// check_mremap_params: the checks that need no VMA, on page-aligned lengths.
+int check_mremap_params(const Mm* mm, const RemapRequest& r) {
+  if (r.flags & ~(MREMAP_FIXED | MREMAP_MAYMOVE | MREMAP_DONTUNMAP)) return -EINVAL;
+  if (r.addr & ~PAGE_MASK) return -EINVAL;
+  // A zero old_len duplicates a shared mapping; a zero new_len is nonsense.
+  if (!r.new_len) return -EINVAL;
+  if (r.new_len > mm->task_size) return -EINVAL;
+  if (!implies_new_addr(r)) return 0;
+  if (r.new_addr > mm->task_size - r.new_len) return -EINVAL;
+  if (r.new_addr & ~PAGE_MASK) return -EINVAL;
+  if (!(r.flags & MREMAP_MAYMOVE)) return -EINVAL;  // a fixed address implies a move
+  if ((r.flags & MREMAP_DONTUNMAP) && r.old_len != r.new_len) return -EINVAL;
+  if (overlaps(r)) return -EINVAL;
+  return 0;
+}
+
+// align_hugetlb: whole huge pages, from huge-page aligned addresses (the
+// new address is checked as given, even when no move was asked for), and
+// no growth. false: -EINVAL.
+bool align_hugetlb(RemapRequest& r, const Vma* vma) {
+  const uint64_t hsize = vma_kernel_pagesize(vma);
+  r.old_len = round_up(r.old_len, hsize);
+  r.new_len = round_up(r.new_len, hsize);
+  if (r.addr & (hsize - 1)) return false;
+  if (r.new_addr & (hsize - 1)) return false;
+  return r.new_len <= r.old_len;
+}
+
+// resize_is_valid: may vma's [addr, addr+old_len) become new_len long?
+int resize_is_valid(const RemapRequest& r, const Vma* vma) {
+  if (!r.old_len && !(vma->vm_flags & (VM_SHARED | VM_MAYSHARE))) return -EINVAL;  // no private "duplicate"
+  if ((r.flags & MREMAP_DONTUNMAP) && (vma->vm_flags & (VM_DONTEXPAND | VM_PFNMAP))) return -EINVAL;
+  if (r.old_len > vma->vm_end - r.addr) return -EFAULT;  // can't remap across VMA boundaries
+  if (r.new_len == r.old_len) return 0;
+  uint64_t pgoff = linear_page_index(vma, r.addr);
+  if (pgoff + (r.new_len >> PAGE_SHIFT) < pgoff) return -EINVAL;
+  if (vma->vm_flags & (VM_DONTEXPAND | VM_PFNMAP)) return -EFAULT;
+  return 0;
+}
+
+// vma_expandable: is there room for vma to grow by delta in place?
+bool vma_expandable(Mm* mm, Vma* vma, uint64_t delta) REQUIRES(mm->mmap_lock) {
+  uint64_t end = vma->vm_end + delta;
+  if (end < vma->vm_end) return false;  // overflow
+  if (find_vma_intersection(mm, vma->vm_end, end)) return false;
+  if (get_unmapped_area(mm, vma->vm_start, end - vma->vm_start, 0, MAP_FIXED, 0) < 0) return false;
+  return true;
+}
+
+// vrm_set_new_addr: the destination (MREMAP_FIXED: new_addr itself; else a
+// fresh area, new_addr a hint only with MREMAP_DONTUNMAP).
+long set_new_addr(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  int map_flags = 0;
+  if (r.flags & MREMAP_FIXED) map_flags |= MAP_FIXED;
+  if (vma->vm_flags & VM_MAYSHARE) map_flags |= MAP_SHARED;
+  uint64_t hint = implies_new_addr(r) ? r.new_addr : 0;
+  const uint64_t pgoff = linear_page_index(vma, r.addr);
+  long res = is_vm_hugetlb_page(vma)
+                 ? hugetlb_get_unmapped_area(mm, vma->vm_file.get(), hint, r.new_len, pgoff, map_flags)
+                 : get_unmapped_area(mm, hint, r.new_len, pgoff, map_flags, vma->vm_flags);
+  if (res < 0) return res;
+  r.new_addr = static_cast<uint64_t>(res);
+  return 0;
+}
+
+// copy_vma: a VMA like vma for [new_addr, new_addr+new_len), merged with its
+// new neighbours when they are compatible. An anonymous VMA that never
+// faulted takes the linear offset of its new place, to merge more often.
+Vma* copy_vma(Mm* mm, Vma* vma, uint64_t new_addr, uint64_t new_len, uint64_t pgoff) REQUIRES(mm->mmap_lock) {
+  if (vma->is_anonymous() && !vma->anon_vma) pgoff = new_addr >> PAGE_SHIFT;
+  std::unique_ptr<Vma> nv = vm_area_dup(vma);
+  if (is_vm_hugetlb_page(vma)) hugetlb_vm_op_open(vma, nv.get());  // vm_ops->open: shares the reserve map
+  nv->vm_start = new_addr;
+  nv->vm_end = new_addr + new_len;
+  nv->vm_pgoff = pgoff;
+  anon_vma_clone(nv.get(), vma);
+  Vma* new_vma = vma_link(mm, std::move(nv));
+  return vma_merge_neighbours(mm, new_vma);
+}
+
+// move_vma: copy the VMA, move the entries, unmap the source range (or, with
+// MREMAP_DONTUNMAP, leave it mapped and empty).
+long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  mmap_assert_write_locked(vma->vm_mm);
+  vma_start_write(vma);  // no racing faults in the source
+
+  Vma* new_vma = copy_vma(mm, vma, r.new_addr, r.new_len, linear_page_index(vma, r.addr));
+  mm->total_vm.fetch_add(r.new_len >> PAGE_SHIFT, std::memory_order_relaxed);
+  // The merge may have absorbed the source VMA (an unfaulted anonymous VMA
+  // moved next to itself): find it again.
+  vma = vma_lookup(mm, r.addr);
+  VM_BUG_ON(!vma && r.old_len, "mremap source vanished");
+
+  uint64_t moved = r.old_len ? move_page_tables(vma, r.addr, new_vma, r.new_addr, r.old_len) : 0;
+  // fixup_hugetlb_reservations: the reservation map now lives on in the new
+  // VMA; the source gives nothing back when it is unmapped.
+  if (is_vm_hugetlb_page(vma)) clear_vma_resv_huge_pages(vma, new_vma);
+  if (moved < r.old_len) {
+    // Put back what moved and unmap the new area instead of the old one.
+    move_page_tables(new_vma, r.new_addr, vma, r.addr, moved);
+    // As the kernel's move_vma: the mremap fails with -ENOMEM either way.
+    (void)do_vmi_munmap(mm, r.new_addr, r.new_len, MunmapZap::kZap);
+    return -ENOMEM;
   }
-  if (flush) flush_tlb_range(vma, start, old_end);
-  nested.unlock();
-  old_ptl->unlock();
+
+  if (r.flags & MREMAP_DONTUNMAP) {
+    // dontunmap_complete: the old VMA stays, unlocked and uncharged; if it
+    // was moved whole, its pages all live in the new VMA now.
+    mmap_assert_write_locked(vma->vm_mm);
+    vma_start_write(vma);
+    vma->vm_flags &= ~(VM_LOCKED | VM_LOCKONFAULT | VM_ACCOUNT);
+    vma_set_page_prot(vma);
+    if (new_vma != vma && r.addr == vma->vm_start && r.addr + r.old_len == vma->vm_end) unlink_anon_vmas(vma);
+  } else if (r.old_len) {
+    // The entries are gone already: remove the range and free its tables.
+    // The move stands even if this fails (it can fail only to split a VMA),
+    // as in the kernel's move_vma.
+    (void)do_vmi_munmap(mm, r.addr, r.old_len, MunmapZap::kNoZap);
+  }
+  return static_cast<long>(r.new_addr);
+}
+
+// expand_vma: grow in place when [addr, addr+old_len) ends the VMA and the
+// space above is free, else move (MREMAP_MAYMOVE) or fail.
+long expand_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  int err = resize_is_valid(r, vma);
+  if (err) return err;
+  const uint64_t delta = r.new_len - r.old_len;
+  if (vma->vm_end - r.addr == r.old_len && vma_expandable(mm, vma, delta)) {
+    // vma_merge_extend: the VMA grows, then may merge with the next one.
+    mmap_assert_write_locked(vma->vm_mm);
+    vma_start_write(vma);
+    {
+      AnonVmaWriteLock rmap(vma->anon_vma);
+      WriteGuard tree(&mm->vma_tree_lock);
+      vma->vm_end += delta;
+    }
+    mm->total_vm.fetch_add(delta >> PAGE_SHIFT, std::memory_order_relaxed);
+    vma = vma_merge_neighbours(mm, vma);
+    if (vma->vm_flags & VM_LOCKED) {
+      r.populate_expansion = true;
+      r.new_addr = r.addr;
+    }
+    return static_cast<long>(r.addr);
+  }
+  if (!(r.flags & MREMAP_MAYMOVE)) return -ENOMEM;
+  err = static_cast<int>(set_new_addr(mm, r, vma));
+  if (err) return err;
+  if (vma->vm_flags & VM_LOCKED) r.populate_expansion = true;
+  return move_vma(mm, r, vma);
+}
+
+// mremap_to: MREMAP_FIXED / MREMAP_DONTUNMAP.
+long mremap_to(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  if (r.flags & MREMAP_FIXED) {
+    int err = do_vmi_munmap(mm, r.new_addr, r.new_len);
+    if (err) return err;
+    vma = vma_lookup(mm, r.addr);  // the unmap may have split it
+    if (!vma) return -EFAULT;
+  }
+  if (r.new_len < r.old_len) {  // shrink first, then move what is left
+    int err = do_vmi_munmap(mm, r.addr + r.new_len, r.old_len - r.new_len);
+    if (err) return err;
+    r.old_len = r.new_len;
+    vma = vma_lookup(mm, r.addr);
+    if (!vma) return -EFAULT;
+  }
+  int err = resize_is_valid(r, vma);
+  if (err) return err;
+  long res = set_new_addr(mm, r, vma);
+  if (res) return res;
+  if ((vma->vm_flags & VM_LOCKED) && r.new_len > r.old_len) r.populate_expansion = true;
+  return move_vma(mm, r, vma);
+}
+
+long mremap_locked(Mm* mm, RemapRequest& r) REQUIRES(mm->mmap_lock) {
+  Vma* vma = vma_lookup(mm, r.addr);
+  if (!vma) return -EFAULT;
+  if (is_vm_hugetlb_page(vma) && !align_hugetlb(r, vma)) return -EINVAL;
+  if (implies_new_addr(r)) return mremap_to(mm, r, vma);
+  if (r.new_len == r.old_len) return static_cast<long>(r.addr);  // MREMAP_NO_RESIZE
+  if (r.new_len < r.old_len) {                                   // shrink_vma: always in place
+    int err = do_vmi_munmap(mm, r.addr + r.new_len, r.old_len - r.new_len);
+    if (err) return err;
+    return static_cast<long>(r.addr);
+  }
+  return expand_vma(mm, r, vma);
 }
 
 }  // namespace
 
-uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t new_addr, uint64_t len) {
-  Mm* mm = vma->vm_mm;
-  if (is_vm_hugetlb_page(vma)) return move_hugetlb_page_tables(vma, new_vma, old_addr, new_addr, len);
-  uint64_t old_end = old_addr + len;
-  uint64_t moved = 0;
-  while (old_addr < old_end) {
-    uint64_t extent = pmd_addr_end(old_addr, old_end) - old_addr;
-    extent = std::min(extent, pmd_addr_end(new_addr, new_addr + extent) - new_addr);
-    pmd_t* old_pmd = mm_find_pmd(mm, old_addr);
-    if (old_pmd && !pmd_none(pmdp_get(old_pmd))) {
-      pmd_t* new_pmd = alloc_new_pmd(mm, new_addr);
-      if (!new_pmd) break;
-      if (pmd_trans_huge(pmdp_get(old_pmd))) {
-        if (extent == PMD_SIZE && move_huge_pmd(vma, old_addr, new_addr, old_pmd, new_pmd)) goto next;
-        split_huge_pmd(vma, old_pmd, old_addr);
-      }
-      if (!pte_alloc(mm, new_pmd)) break;
-      move_ptes(vma, old_pmd, old_addr, old_addr + extent, new_pmd, new_addr);
-    }
-  next:
-    old_addr += extent;
-    new_addr += extent;
-    moved += extent;
-  }
-  return moved;
+long do_mremap(Mm* mm, uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr) {
+  RemapRequest r{addr, round_up(old_len, PAGE_SIZE), round_up(new_len, PAGE_SIZE), flags, new_addr};
+  int err = check_mremap_params(mm, r);
+  if (err) return err;
+
+  mmap_write_lock(mm);
+  long ret = mremap_locked(mm, r);
+  mmap_write_unlock(mm);
+  if (ret >= 0 && r.populate_expansion && r.new_len > r.old_len)
+    mm_populate(mm, r.new_addr + r.old_len, r.new_len - r.old_len);
+  return ret;
 }
 
 }  // namespace mmlab

@@ -1,5 +1,5 @@
-// mm/mremap.c: the system call (mm/mremap_vma.cpp) and its page-table part
-// (mm/mremap.cpp).
+// mm/mremap.c: the system call (mm/mremap.cpp) and its page-table part
+// (mm/mremap_pgtable.cpp).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@
 #include "mm/swap.h"
 #include "mm/swapfile.h"
 #include "mm/kernel.h"
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "pgtable/pgtable.h"
 #include "tlb/tlb.h"

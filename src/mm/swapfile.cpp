@@ -66,13 +66,13 @@
 #include <optional>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
 

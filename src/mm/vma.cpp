@@ -20,15 +20,15 @@
 #include <thread>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
-#include "mm/khugepaged.h"
+#include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/vma.h"
-#include "mm/vmdebug.h"
 
 namespace mmlab {
 
@@ -353,7 +353,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
   for (auto& v : gone) unlink_anon_vmas(v.get());
   // vma_merge_existing_range / vma_merge_new_range: the merged VMA may be
   // eligible where its parts were not (it may have an anon_vma now).
-  khugepaged_enter_vma(target, flags);
+  mm_khugepaged_enter_vma(target, flags);
   return target;
 }
 

@@ -14,13 +14,13 @@
 #include <optional>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "mm/vmscan.h"
 #include "phys/frame_copy.h"
 #include "tlb/tlb.h"

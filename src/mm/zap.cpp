@@ -3,6 +3,7 @@
 // page tables (free_pgtables / free_pgd_range).
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
@@ -11,7 +12,6 @@
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
-#include "mm/vmdebug.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

@@ -14,7 +14,7 @@ DeferredTables::DeferredTables() : walkers(std::make_unique<WalkerSlot[]>(NR_CPU
 // pgd_alloc (arch/x86/mm/pgtable.c) at mm creation, pgd_free at its end.
 Mm::Mm(Kernel* k, PhysMem* phys_mem, Stats* st, DeferredTables* dt, int id)
     : kernel(k), phys(phys_mem), stats(st), deferred_tables(dt), mm_id(id) {
-  Page* t = pgtable_alloc(this);
+  Page* t = pgtable_alloc(this, TableLevel::kPgd);
   if (t) pgd = static_cast<pgd_t*>(phys->page_address(t));
 }
 
@@ -25,7 +25,7 @@ Mm::~Mm() {
   pgtable_reclaim_deferred(this);
 }
 
-Page* pgtable_alloc(Mm* mm) {
+Page* pgtable_alloc(Mm* mm, TableLevel level) {
   if (mm->phys->should_fail(FaultSite::pgtable_alloc)) return nullptr;
   Page* p = mm->phys->alloc_pages(GFP_PGTABLE_USER, 0);
   if (!p) return nullptr;
@@ -33,6 +33,11 @@ Page* pgtable_alloc(Mm* mm) {
   p->pt.ptl = SpinLock{};
   p->pt.nr_entries = 0;
   p->pt.free_next = 0;
+  if constexpr (kDebugVm) {
+    // Before the table is linked: the entry that links it publishes these.
+    aref(p->private_).store(static_cast<uint64_t>(level), std::memory_order_relaxed);
+    aref(p->mapping).store(reinterpret_cast<uint64_t>(mm), std::memory_order_relaxed);
+  }
   mm->pgtables_bytes.fetch_add(PAGE_SIZE, std::memory_order_relaxed);
   mm->stats->count(Event::pgtable_alloc);
   mm->stats->count(VmStat::nr_page_table_pages);
@@ -49,6 +54,7 @@ static void pgtable_release(Mm* mm, Page* table) {
 }
 
 void pgtable_free(Mm* mm, Page* table) {
+  VM_BUG_ON_PAGE(pgtable_mm(table) != mm, table, "freeing another mm's page table");
   mm->pgtables_bytes.fetch_sub(PAGE_SIZE, std::memory_order_relaxed);
   pgtable_free_deferred(mm, table);
 }
@@ -126,7 +132,7 @@ pud_t* pud_alloc(Mm* mm, uint64_t addr) {
   pgd_t* pgd = pgd_offset(mm, addr);
   pgd_t e = pgdp_get(pgd);
   if (pgd_none(e)) {
-    Page* t = pgtable_alloc(mm);
+    Page* t = pgtable_alloc(mm, TableLevel::kPud);
     if (!t) return nullptr;
     SpinGuard g(&mm->page_table_lock, LockClass::kPageTableLock);
     e = pgdp_get(pgd);
@@ -138,13 +144,14 @@ pud_t* pud_alloc(Mm* mm, uint64_t addr) {
     g.unlock();
     if (t) pgtable_free(mm, t);  // somebody else won the race
   }
+  assert_table_page(mm, mm->phys->pfn_to_page(pgd_pfn(e)), TableLevel::kPud);
   return pud_offset(mm->phys, e, addr);
 }
 
 pmd_t* pmd_alloc(Mm* mm, pud_t* pud, uint64_t addr) {
   pud_t e = pudp_get(pud);
   if (pud_none(e)) {
-    Page* t = pgtable_alloc(mm);
+    Page* t = pgtable_alloc(mm, TableLevel::kPmd);
     if (!t) return nullptr;
     SpinGuard g(&mm->page_table_lock, LockClass::kPageTableLock);
     e = pudp_get(pud);
@@ -157,12 +164,13 @@ pmd_t* pmd_alloc(Mm* mm, pud_t* pud, uint64_t addr) {
     if (t) pgtable_free(mm, t);
   }
   if (pud_leaf(e)) return nullptr;  // a PUD leaf has no PMD table under it
+  assert_table_page(mm, mm->phys->pfn_to_page(pud_pfn(e)), TableLevel::kPmd);
   return pmd_offset(mm->phys, e, addr);
 }
 
 bool pte_alloc(Mm* mm, pmd_t* pmd) {
   if (!pmd_none(pmdp_get(pmd))) return true;
-  Page* t = pgtable_alloc(mm);
+  Page* t = pte_alloc_one(mm);
   if (!t) return false;
   SpinLock* ptl = pmd_lock(mm, pmd);
   ptl->assert_held();
@@ -178,6 +186,7 @@ bool pte_alloc(Mm* mm, pmd_t* pmd) {
 pud_t* mm_find_pud(Mm* mm, uint64_t addr) {
   pgd_t pgd = pgdp_get(pgd_offset(mm, addr));
   if (!pgd_present(pgd)) return nullptr;
+  assert_table_page(mm, mm->phys->pfn_to_page(pgd_pfn(pgd)), TableLevel::kPud);
   return pud_offset(mm->phys, pgd, addr);
 }
 
@@ -186,12 +195,14 @@ pmd_t* mm_find_pmd(Mm* mm, uint64_t addr) {
   if (!pud) return nullptr;
   pud_t e = pudp_get(pud);
   if (!pud_present(e) || pud_leaf(e)) return nullptr;
+  assert_table_page(mm, mm->phys->pfn_to_page(pud_pfn(e)), TableLevel::kPmd);
   return pmd_offset(mm->phys, e, addr);
 }
 
 // ---- locks ----
 
 SpinLock* pmd_lock(Mm* mm, pmd_t* pmdp) {
+  assert_table_of(mm, pmdp, TableLevel::kPmd);
   SpinLock* l = spin_lock_returned(pmd_lockptr(mm, pmdp), LockClass::kPmdLock);
   mm->stats->count(Event::pmd_lock);
   return l;
@@ -205,6 +216,7 @@ pte_t* pte_offset_map(Mm* mm, pmd_t* pmd, uint64_t addr, pmd_t* pmdvalp) {
   pmd_t v = pmdp_get(pmd);
   if (pmdvalp) *pmdvalp = v;
   if (!pmd_present(v) || pmd_leaf(v) || pmd_none(v)) return nullptr;
+  assert_table_page(mm, mm->phys->pfn_to_page(pmd_pfn(v)), TableLevel::kPte);
   return pte_offset(mm->phys, v, addr);
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "pgtable/entry.h"
 #include "pgtable/mm_types.h"
 #include "phys/phys.h"
@@ -35,9 +36,38 @@ inline T* table_of(PhysMem* phys, pfn_t pfn) {
   return static_cast<T*>(phys->pfn_address(pfn));
 }
 
+// ---- what a table page is: its level and owner ----
+// The level of a table page, numbered as walk_page_range's table visitor
+// numbers them.
+enum class TableLevel : uint8_t { kPte = 1, kPmd = 2, kPud = 3, kPgd = 4 };
+// Debug builds record in each table page its level (Page::private_) and the
+// mm it belongs to (Page::mapping) when it is allocated; the frame's reset at
+// free clears both. Release builds record nothing: these read 0 there.
+inline TableLevel pgtable_level(const Page* t) {
+  return static_cast<TableLevel>(aref(const_cast<uint64_t&>(t->private_)).load(std::memory_order_relaxed));
+}
+inline const Mm* pgtable_mm(const Page* t) {
+  return reinterpret_cast<const Mm*>(aref(const_cast<uint64_t&>(t->mapping)).load(std::memory_order_relaxed));
+}
+// A walk step's table (debug builds): t must be a table of `level` that mm
+// owns. The kernel has no such check (its ptdesc records no level, and its
+// owner for x86 PGDs only); a table of another level or mm is corrupt state,
+// so a VM_BUG_ON_PAGE. PG_table is the invariant checker's to report
+// (check/), which walks with walk_page_range.
+inline void assert_table_page(const Mm* mm, const Page* t, TableLevel level) {
+  VM_BUG_ON_PAGE(pgtable_level(t) != level, t, "page-table walk: a table of another level");
+  VM_BUG_ON_PAGE(pgtable_mm(t) != mm, t, "page-table walk: another mm's table");
+}
+// The same for the table that holds entry.
+inline void assert_table_of(Mm* mm, const void* entry, TableLevel level) {
+  if constexpr (kDebugVm) assert_table_page(mm, table_page_of(mm->phys, entry), level);
+}
+
 // ---- allocation (pte_alloc_one, pmd_alloc_one, ...) ----
-// A zeroed table page accounted to mm; nullptr on failure.
-Page* pgtable_alloc(Mm* mm);
+// A zeroed table page of `level` accounted to mm; nullptr on failure.
+Page* pgtable_alloc(Mm* mm, TableLevel level);
+// pte_alloc_one: a PTE table, as a THP's deposit.
+inline Page* pte_alloc_one(Mm* mm) { return pgtable_alloc(mm, TableLevel::kPte); }
 // Free a table page that no walker can reach any more (unlinked under its lock).
 void pgtable_free(Mm* mm, Page* table);
 // Deferred freeing for tables unlinked while lockless walkers may still read them.

@@ -1,41 +1,18 @@
 // The last-reference path of a folio (folio_put_refs() -> __folio_put()) and
 // the folio lock (PG_locked; folio_lock() in mm/filemap.c).
-#include <cstdio>
-#include <cstdlib>
 #include <thread>
 
+#include "base/mmdebug.h"
 #include "phys/phys.h"
 
 namespace mmlab {
-namespace {
-
-// VM_BUG_ON_FOLIO for the folio lock and the last put: phys/ sits below
-// mm/vmdebug.h, and each of these is a corrupt state, never a warning.
-#if defined(MMLAB_DEBUG_VM)
-[[noreturn]] void folio_bug(const char* what, const Folio* f) {
-  std::fprintf(stderr, "mmlab: VM_BUG_ON_FOLIO: folio %p: %s\n", static_cast<const void*>(f), what);
-  std::abort();
-}
-#define FOLIO_VM_BUG(cond, what, f) \
-  do {                               \
-    if (cond) folio_bug(what, f); \
-  } while (0)
-#else
-#define FOLIO_VM_BUG(cond, what, f) \
-  do {                               \
-    (void)sizeof(cond);              \
-    (void)(f);                       \
-  } while (0)
-#endif
-
-}  // namespace
 
 void folio_put_refs(Folio* f, int nr) {
   if (!folio_ref_sub_and_test(f, nr)) return;
   // The zero page and the huge zero folio hold a reference of their own for
   // the PhysMem's lifetime; reaching zero means a caller dropped one too many.
   if (folio_test_reserved(f) || folio_test_huge_zero(f)) {
-    FOLIO_VM_BUG(true, "last reference dropped on a zero page", f);
+    VM_BUG_ON_FOLIO(true, f, "last reference dropped on a zero page");
     return;
   }
   PhysMem* pm = PhysMem::of(&f->page);
@@ -46,7 +23,7 @@ void folio_put_refs(Folio* f, int nr) {
 }
 
 bool folio_trylock(Folio* f) {
-  FOLIO_VM_BUG(PageTail(&f->page), "folio_trylock on a tail page", f);
+  VM_BUG_ON_FOLIO(PageTail(&f->page), f, "folio_trylock on a tail page");
   // As if another task held the lock: every caller copes with a failed trylock.
   if (PhysMem::of(&f->page)->should_fail(FaultSite::folio_trylock, folio_order(f))) return false;
   if (test_and_set_bit(PG_locked, &f->page)) return false;
@@ -55,23 +32,23 @@ bool folio_trylock(Folio* f) {
 }
 
 void __folio_set_locked(Folio* f) {
-  FOLIO_VM_BUG(PageTail(&f->page), "__folio_set_locked on a tail page", f);
+  VM_BUG_ON_FOLIO(PageTail(&f->page), f, "__folio_set_locked on a tail page");
   const bool was_locked = test_and_set_bit(PG_locked, &f->page);
-  FOLIO_VM_BUG(was_locked, "__folio_set_locked on a locked folio", f);
+  VM_BUG_ON_FOLIO(was_locked, f, "__folio_set_locked on a locked folio");
   (void)was_locked;
   lockdep_acquire(f, LockClass::kFolioLock, 0, LockdepTry::kTry);
 }
 
 // A sleeping lock in the kernel: the waiter yields its CPU rather than spin.
 void folio_lock(Folio* f) {
-  FOLIO_VM_BUG(PageTail(&f->page), "folio_lock on a tail page", f);
+  VM_BUG_ON_FOLIO(PageTail(&f->page), f, "folio_lock on a tail page");
   lockdep_acquire(f, LockClass::kFolioLock, 0);
   // Test before test-and-set so waiters do not bounce the flags word.
   while (test_bit(PG_locked, &f->page) || test_and_set_bit(PG_locked, &f->page)) std::this_thread::yield();
 }
 
 void folio_unlock(Folio* f) {
-  FOLIO_VM_BUG(!folio_test_locked(f), "folio_unlock of an unlocked folio", f);
+  VM_BUG_ON_FOLIO(!folio_test_locked(f), f, "folio_unlock of an unlocked folio");
   lockdep_release(f);
   clear_bit(PG_locked, &f->page);  // release ordering: the critical section happens-before the next owner
 }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/mmdebug.h"
 #include "phys/frame_copy.h"
 #include "phys/phys.h"
 #include "trace/trace.h"
@@ -23,28 +24,7 @@
 namespace mmlab {
 namespace {
 
-// free_pages_prepare()'s bad-page checks: in MMLAB_DEBUG_VM builds a bad
-// page is reported (PhysMem::bad_page) and left unfreed, as the kernel's
-// bad_page() leaves it; compiled out otherwise.
-#if defined(MMLAB_DEBUG_VM)
-#define PHYS_VM_WARN(cond, what, pfn) \
-  do {                                \
-    if (cond) {                       \
-      bad_page(what, pfn);            \
-      return false;                   \
-    }                                 \
-  } while (0)
-constexpr bool kDebugVm = true;
-constexpr uint8_t kPagePoison = 0xaa;  // PAGE_POISON
-#else
-#define PHYS_VM_WARN(cond, what, pfn) \
-  do {                                \
-    (void)sizeof(cond);               \
-    (void)(pfn);                      \
-  } while (0)
-constexpr bool kDebugVm = false;
-constexpr uint8_t kPagePoison = 0;
-#endif
+constexpr uint8_t kPagePoison = kDebugVm ? 0xaa : 0;  // PAGE_POISON in debug builds
 
 inline Page* to_page(uint64_t v) { return reinterpret_cast<Page*>(v); }
 inline uint64_t to_u64(Page* p) { return reinterpret_cast<uint64_t>(p); }
@@ -473,34 +453,56 @@ void PhysMem::free_contig_range(Page* p, unsigned order) {
 
 // ---- freeing ----------------------------------------------------------------
 
+namespace {
+
+// page_bad_reason(), for the block at p: why it must not be freed, or
+// nullptr; *bad is the page at fault.
+const char* page_bad_reason(Page* p, unsigned order, Page** bad) {
+  *bad = p;
+  if (ld(p->refcount) != 0) return "freeing a page with a nonzero refcount";
+  if (PageTail(p)) return "freeing a tail page";
+  if (test_bit(PG_head, p)) {
+    const Folio* f = reinterpret_cast<const Folio*>(p);
+    if (folio_order(f) != order) return "freeing a folio with the wrong order";
+    Page* p1 = p + 1;
+    if (ld(p1->f1.large_mapcount) != 0) return "freeing a mapped folio (large mapcount)";
+    if (ld(p1->f1.entire_mapcount) != 0) return "freeing a mapped folio (entire mapcount)";
+    if (ld(p1->f1.nr_pages_mapped) != 0) return "freeing a mapped folio (nr_pages_mapped)";
+    if (ld(p1->f1.pincount) != 0) return "freeing a pinned folio";
+  }
+  for (uint64_t i = 0; i < (1ull << order); i++) {
+    *bad = p + i;
+    if (ld(p[i].mapcount) != 0) return "freeing a mapped page";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 // Models free_pages_prepare(): the checks (debug builds), then every page of
-// the block back to "unused". Returns false if the block must not be freed.
+// the block back to "unused". Returns false if the block must not be freed:
+// a bad page is reported as the kernel's bad_page() reports it and left
+// unfreed. The model's report is a VM_BUG_ON_PAGE (it aborts, or under
+// cow.policy rfc records the finding and returns): a page the model frees
+// wrongly is corrupt state.
 bool PhysMem::free_pages_prepare(Page* p, unsigned order) {
-  const pfn_t pfn = page_to_pfn(p);
   // Never freed, whatever the caller thinks: the zero page.
   if (PageReserved(p)) {
-    PHYS_VM_WARN(true, "freeing a PG_reserved page", pfn);
+    VM_BUG_ON_PAGE(PageReserved(p), p, "freeing a PG_reserved page");
     return false;
   }
   // A double free would corrupt the free lists: refuse it.
-  if (test_bit(PG_buddy, p) || test_bit(PG_pcp, p)) {
-    PHYS_VM_WARN(true, "double free", pfn);
+  const bool double_free = test_bit(PG_buddy, p) || test_bit(PG_pcp, p);
+  if (double_free) {
+    VM_BUG_ON_PAGE(double_free, p, "double free");
     return false;
   }
   if (kDebugVm) {
-    PHYS_VM_WARN(ld(p->refcount) != 0, "freeing a page with a nonzero refcount", pfn);
-    PHYS_VM_WARN(PageTail(p), "freeing a tail page", pfn);
-    if (test_bit(PG_head, p)) {
-      const Folio* f = reinterpret_cast<const Folio*>(p);
-      PHYS_VM_WARN(folio_order(f) != order, "freeing a folio with the wrong order", pfn);
-      Page* p1 = p + 1;
-      PHYS_VM_WARN(ld(p1->f1.large_mapcount) != 0, "freeing a mapped folio (large mapcount)", pfn);
-      PHYS_VM_WARN(ld(p1->f1.entire_mapcount) != 0, "freeing a mapped folio (entire mapcount)", pfn);
-      PHYS_VM_WARN(ld(p1->f1.nr_pages_mapped) != 0, "freeing a mapped folio (nr_pages_mapped)", pfn);
-      PHYS_VM_WARN(ld(p1->f1.pincount) != 0, "freeing a pinned folio", pfn);
+    Page* bad = nullptr;
+    if (const char* reason = page_bad_reason(p, order, &bad)) {
+      VM_BUG_ON_PAGE(reason, bad, reason);
+      return false;
     }
-    for (uint64_t i = 0; i < (1ull << order); i++)
-      PHYS_VM_WARN(ld(p[i].mapcount) != 0, "freeing a mapped page", pfn + i);
     // CONFIG_PAGE_POISONING: a frame is handed out again only through a
     // path that zeroes or overwrites it; one that does not reads the poison,
     // never another test's bytes from the recycled frame store.
@@ -527,12 +529,5 @@ void PhysMem::free_pages(Page* p, unsigned order) {
 }
 
 void PhysMem::free_folio(Folio* f) { free_pages(&f->page, folio_order(f)); }
-
-void PhysMem::bad_page(const char* what, pfn_t pfn) {
-  std::string msg = std::string("page allocator: ") + what + " (pfn " + std::to_string(pfn) + ")";
-  if (bad_page_hook_ && bad_page_hook_(msg)) return;
-  std::fprintf(stderr, "mmlab: VM_WARN: %s\n", msg.c_str());
-  std::abort();
-}
 
 }  // namespace mmlab

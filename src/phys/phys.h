@@ -104,10 +104,6 @@ class PhysMem {
   void free_pages(Page* p, unsigned order);
   void free_folio(Folio* f);  // called on the last reference (via the hook)
   void set_folio_free_hook(FolioFreeHook h) { free_hook_ = std::move(h); }
-  // A bad page at free time (debug builds): the hook may record it and
-  // return true, leaving the frames unfreed as the kernel's bad_page() does;
-  // without a hook, or when it returns false, the model aborts.
-  void set_bad_page_hook(std::function<bool(const std::string&)> h) { bad_page_hook_ = std::move(h); }
   const FolioFreeHook& folio_free_hook() const { return free_hook_; }
   // Give every per-CPU list back to the buddy lists (drain_all_pages).
   void drain_all_pages();
@@ -224,7 +220,6 @@ class PhysMem {
   void free_contig_range(Page* p, unsigned order);
   void prep_new_page(Page* p, unsigned order, gfp_t gfp, PrepCompound compound);
   bool free_pages_prepare(Page* p, unsigned order);
-  void bad_page(const char* what, pfn_t pfn);  // report (the hook) or abort
   Zone& zone_of(const Page* p) { return zones_[page_zonenum(p)]; }
   PerCpuPages& this_cpu_pcp(const Zone& z) { return pcp_[z.id][this_cpu().id]; }
 
@@ -244,7 +239,6 @@ class PhysMem {
   std::atomic<Folio*> huge_zero_{nullptr};
   long huge_zero_users_ GUARDED_BY(huge_zero_mutex_) = 0;
   FolioFreeHook free_hook_;
-  std::function<bool(const std::string&)> bad_page_hook_;
   static constexpr int kDataNoOwner = -1, kDataShared = -2;
   void data_share();
   void data_wait_plain();

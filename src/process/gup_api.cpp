@@ -2,7 +2,7 @@
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "mmlab/gup.h"
 #include "phys/frame_copy.h"
 #include "sync/rwsem.h"

@@ -8,7 +8,7 @@
 #include "gup/gup.h"
 #include "fmt/format.h"
 #include "mm/kernel.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "pgtable/pgtable.h"
 #include "mmlab/gup.h"
 

@@ -7,7 +7,7 @@
 
 #include "fmt/format.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
+#include "mm/debug.h"
 #include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
 #include "process/process_internal.h"

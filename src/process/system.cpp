@@ -55,15 +55,11 @@ std::unique_ptr<System> System::create(const SystemConfig& cfg, int* err) {
     return nullptr;
   }
   k->phys->owner = k.get();
+  // The tables through which mm/ and fault/ reach the layers above them.
   k->gup_hooks = &kGupHooks;
+  k->khugepaged_hooks = &kKhugepagedHooks;
   Kernel* kp = k.get();
   k->phys->set_folio_free_hook([kp](Folio* f) { return on_folio_free(kp, f); });
-  // Under cow.policy rfc a bad page is a recorded finding, not an abort.
-  k->phys->set_bad_page_hook([kp](const std::string& msg) {
-    if (!kp->vm_warn_records()) return false;
-    kp->vm_warn("bad page: " + msg);
-    return true;
-  });
   sys->k_ = std::move(k);
   sys->khugepaged_ = std::make_unique<Khugepaged>(kp, sys->clock_.get());
   if (err) *err = 0;

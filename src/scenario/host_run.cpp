@@ -33,7 +33,7 @@
 #include "host/host_gup.h"
 #include "host/pagemap.h"
 #include "host/probe.h"
-#include "host/swapfile.h"
+#include "host/host_swap.h"
 #include "host/sysfs.h"
 #include "mmlab/gup.h"
 #include "mmlab/types.h"

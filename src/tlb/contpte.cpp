@@ -99,7 +99,11 @@ void contpte_try_fold(Mm* mm, uint64_t addr, const pte_t* ptep, pte_t pte) {
 // re-fold it; several (of one folio, one protection, onto entries that were
 // not present: contpte_set_ptes) are set with the contiguous bit on every
 // whole aligned block whose pages are aligned too, with nothing to flush.
+// Each wrapper checks first that the entries lie in a PTE table of mm
+// (assert_table_of). arm64's wrappers check nothing there: a table of
+// another level or mm is corrupt state, so the model's is a VM_BUG_ON.
 void contpte_set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr) {
+  assert_table_of(mm, ptep, TableLevel::kPte);
   if (nr == 1) {
     contpte_try_unfold(mm, addr, ptep);
     __set_ptes(ptep, pte, 1);
@@ -124,6 +128,7 @@ void contpte_set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr
 // a range unfolds only the blocks it covers in part, and whole blocks are
 // cleared folded (no repaint, no flush of their own).
 void contpte_clear(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
+  assert_table_of(mm, ptep, TableLevel::kPte);
   if (nr == 1) {
     contpte_try_unfold(mm, addr, ptep);
     return;
@@ -138,6 +143,7 @@ void contpte_clear(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
 // ptep_set_wrprotect unfolds; wrprotect_ptes of a range keeps its whole
 // blocks folded (all 16 lose the write bit together).
 void contpte_wrprotect(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
+  assert_table_of(mm, ptep, TableLevel::kPte);
   if (nr == 1) contpte_try_unfold(mm, addr, ptep);
   else contpte_try_unfold_partial(mm, addr, ptep, nr);
 }
@@ -145,6 +151,7 @@ void contpte_wrprotect(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
 // contpte_ptep_set_access_flags: a write-bit change unfolds; access and
 // dirty updates keep the block folded.
 void contpte_set_access_flags(Mm* mm, uint64_t addr, pte_t* ptep, pte_t entry) {
+  assert_table_of(mm, ptep, TableLevel::kPte);
   const pte_t cur = ptep_get(ptep);
   if (pte_write(cur) != pte_write(entry)) contpte_try_unfold(mm, addr, ptep);
 }

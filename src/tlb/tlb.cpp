@@ -238,6 +238,10 @@ void tlb_user_access(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
   // coalesced group covers more than its page.
   TlbSize fill = size;
   bool coalesced = false;
+  // The lockless walk's PTE table (kept from being freed by the walk's
+  // epoch) belongs to mm; the hardware walker checks nothing, so the
+  // model's check is a VM_BUG_ON (assert_table_of).
+  if (ptep) assert_table_of(mm, ptep, TableLevel::kPte);
   if (size == kTlb4K && ptep) {
     if (d->contpte && contpte_block_folded(mm, addr, ptep)) fill = kTlb64K;
     else if (d->coalesce_4k && ptes_coalesce(ptep, addr)) coalesced = true;

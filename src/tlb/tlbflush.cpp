@@ -144,19 +144,28 @@ void flush_tlb_mm_range(Mm* mm, uint64_t start, uint64_t end, unsigned stride_sh
   else if (loaded_here(t, cpu, ctx->ctx_id)) flush_tlb_func(t, cpu, info);
 }
 
+// The entries a flush is about must lie in a PTE (PMD) table of vma's mm:
+// the kernel's ptep_clear_flush and clear_flush_ptes check nothing there,
+// so the model's check is a VM_BUG_ON (assert_table_of, corrupt state).
 pte_t ptep_clear_flush(Vma* vma, uint64_t addr, pte_t* ptep) {
+  assert_table_of(vma->vm_mm, ptep, TableLevel::kPte);
   pte_t pte = ptep_get_and_clear(vma->vm_mm, addr, ptep);
   if (pte_accessible(vma->vm_mm, pte)) flush_tlb_page(vma, addr);
   return pte;
 }
 
 pte_t clear_flush_ptes(Vma* vma, uint64_t addr, pte_t* ptep, unsigned nr) {
+  assert_table_of(vma->vm_mm, ptep, TableLevel::kPte);
   pte_t first = get_and_clear_full_ptes(vma->vm_mm, addr, ptep, nr);
   if (pte_accessible(vma->vm_mm, first)) flush_tlb_mm_range(vma->vm_mm, addr, addr + nr * PAGE_SIZE, PAGE_SHIFT, /*freed_tables=*/false);
   return first;
 }
 
 pmd_t pmdp_collapse_flush(Vma* vma, uint64_t address, pmd_t* pmdp) {
+  // The kernel's two VM_BUG_ONs (mm/pgtable-generic.c), and the table's.
+  VM_BUG_ON(address & ~PMD_MASK, "pmdp_collapse_flush of an unaligned address");
+  VM_BUG_ON(pmd_trans_huge(pmdp_get(pmdp)), "pmdp_collapse_flush of a PMD leaf");
+  assert_table_of(vma->vm_mm, pmdp, TableLevel::kPmd);
   pmd_lockptr(vma->vm_mm, pmdp)->assert_held();
   pmd_t old = entry_xchg(pmdp, pmd_t{0});
   flush_tlb_mm_range(vma->vm_mm, address, address + PMD_SIZE, PAGE_SHIFT, /*freed_tables=*/false);

@@ -379,7 +379,7 @@ TEST_F(CheckerTest, RssAndPageTableAccountingAreChecked) {
   mm->pgtables_bytes -= PAGE_SIZE;
   expect_ok();
   // A table page allocated to the mm but linked nowhere.
-  Page* t = pgtable_alloc(mm);
+  Page* t = pte_alloc_one(mm);
   ASSERT_TRUE(t);
   CheckReport r = expect_violation("page-table page leaked");
   EXPECT_TRUE(has(r, "mm->pgtables_bytes mismatch")) << r.to_string();

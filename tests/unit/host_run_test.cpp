@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "host/probe.h"
-#include "host/swapfile.h"
+#include "host/host_swap.h"
 #include "host/sysfs.h"
 #include "mmlab/scenario.h"
 #include "scenario/host_pages.h"

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "fault/fault.h"
+#include "pgtable/pagewalk.h"
 #include "pgtable/pgtable.h"
 #include "test_util.h"
 
@@ -118,6 +119,99 @@ TEST_F(PgtableTest, FolioPteBatchStopsAtBitsAndFolioEnd) {
   // Put the bit back so the checker sees a consistent, exclusive page.
   ASSERT_TRUE(p->fill(a + 6 * PAGE_SIZE, 1, 1).ok());
 }
+
+// Each walk step checks the table it steps into: its level and its owner
+// (debug builds), recorded when the table was allocated.
+class PgtableWalkCheckTest : public PgtableTest {
+protected:
+  // A written page and the tables that lead to it.
+  uint64_t a = 0;
+  Page *pmd_table = nullptr, *pte_table = nullptr;
+  void SetUp() override {
+    PgtableTest::SetUp();
+    a = map_aligned(PAGE_SIZE);
+    ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());
+    Mm *mm = p->mm();
+    ReadGuard guard(&mm->mmap_lock);
+    pmd_t *pmd = mm_find_pmd(mm, a);
+    ASSERT_TRUE(pmd);
+    pmd_table = table_page_of(mm->phys, pmd);
+    pte_table = mm->phys->pfn_to_page(pmd_pfn(pmdp_get(pmd)));
+  }
+  // Walks to the PTE table of a, as a fault or GUP does.
+  static void walk(Mm *mm, uint64_t addr) {
+    ReadGuard guard(&mm->mmap_lock);
+    pmd_t *pmd = mm_find_pmd(mm, addr);
+    pmd_t v;
+    if (pmd) (void)pte_offset_map(mm, pmd, addr, &v);
+  }
+  static void set_level(Page *t, uint64_t level) { aref(t->private_).store(level); }
+  static void set_owner(Page *t, const Mm *mm) { aref(t->mapping).store(reinterpret_cast<uint64_t>(mm)); }
+};
+
+#if defined(MMLAB_DEBUG_VM)
+
+// The frame store is not inherited by a fork (MADV_DONTFORK): a death
+// test's child runs the test again from the start instead.
+#define THREADSAFE_DEATH_TESTS() GTEST_FLAG_SET(death_test_style, "threadsafe")
+
+TEST_F(PgtableWalkCheckTest, TablesKnowTheirLevelAndMm) {
+  EXPECT_EQ(pgtable_level(pmd_table), TableLevel::kPmd);
+  EXPECT_EQ(pgtable_level(pte_table), TableLevel::kPte);
+  EXPECT_EQ(pgtable_mm(pmd_table), p->mm());
+  EXPECT_EQ(pgtable_mm(pte_table), p->mm());
+  EXPECT_EQ(pgtable_level(table_page_of(p->mm()->phys, p->mm()->pgd)), TableLevel::kPgd);
+}
+
+TEST_F(PgtableWalkCheckTest, ATableOfAnotherLevelIsABug) {
+  THREADSAFE_DEATH_TESTS();
+  Mm *mm = p->mm();
+  set_level(pmd_table, static_cast<uint64_t>(TableLevel::kPte));
+  EXPECT_DEATH(walk(mm, a), "VM_BUG_ON_PAGE.*a table of another level");
+  EXPECT_DEATH(walk_page_range(mm, a, a + PAGE_SIZE, PageWalkOps{}), "a table of another level");
+  set_level(pmd_table, static_cast<uint64_t>(TableLevel::kPmd));
+  set_level(pte_table, static_cast<uint64_t>(TableLevel::kPmd));
+  EXPECT_DEATH(walk(mm, a), "VM_BUG_ON_PAGE.*a table of another level");
+  set_level(pte_table, static_cast<uint64_t>(TableLevel::kPte));
+  walk(mm, a);  // and back to a table of the right level
+}
+
+TEST_F(PgtableWalkCheckTest, AnotherMmsTableIsABug) {
+  THREADSAFE_DEATH_TESTS();
+  Process *q = sys->new_process("other");
+  ASSERT_TRUE(q);
+  set_owner(pte_table, q->mm());
+  EXPECT_DEATH(walk(p->mm(), a), "VM_BUG_ON_PAGE.*another mm's table");
+  set_owner(pte_table, p->mm());
+  walk(p->mm(), a);
+}
+
+// Under cow.policy rfc the finding is recorded in the System and the walk
+// goes on, as every VM_BUG_ON on an object of the System is.
+TEST_F(PgtableWalkCheckTest, UnderRfcAWrongLevelIsRecorded) {
+  ASSERT_EQ(sys->tune("cow.policy", "rfc"), 0);
+  set_level(pmd_table, static_cast<uint64_t>(TableLevel::kPud));
+  walk(p->mm(), a);
+  set_level(pmd_table, static_cast<uint64_t>(TableLevel::kPmd));
+  const std::vector<std::string> w = sys->warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("a table of another level"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("table page: pfn:"), std::string::npos) << w[0];
+}
+
+#else
+
+// Release builds record nothing in a table page: the bookkeeping costs no
+// store, and the checks compile to nothing.
+TEST_F(PgtableWalkCheckTest, ReleaseBuildsRecordNothing) {
+  EXPECT_EQ(static_cast<uint64_t>(pgtable_level(pte_table)), 0u);
+  EXPECT_EQ(pgtable_mm(pte_table), nullptr);
+  set_level(pte_table, static_cast<uint64_t>(TableLevel::kPmd));
+  walk(p->mm(), a);
+  set_level(pte_table, 0);
+}
+
+#endif
 
 } // namespace
 } // namespace mmlab::test

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "base/mmdebug.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
-#include "mm/vmdebug.h"
 #include "mmlab/system.h"
 #include "phys/phys.h"
 

@@ -147,17 +147,39 @@ TEST_F(TlbTest, FlushAllAndFlushTlbMmAreFull) {
 TEST_F(TlbTest, PtepClearFlushFlushesOnlyAnAccessibleEntry) {
   geometry("x86-intel");
   Vma* v = vma_at(written(PAGE_SIZE));
-  const uint64_t addr = v->vm_start + PAGE_SIZE * 100;  // no page there: a stand-alone entry
+  // No page there: a stand-alone entry, in the page's PTE table (half a
+  // table away), as the flush's entry must be.
+  const uint64_t addr = (v->vm_start & PMD_MASK) | ((v->vm_start + PMD_SIZE / 2) & ~PMD_MASK);
+  pte_t* slot = pte_ptr(v->vm_start) - pte_index(v->vm_start) + pte_index(addr);
+  ASSERT_TRUE(pte_none(ptep_get(slot)));
   const int64_t flushes = c("tlb.flush");
-  pte_t none_entry{_PAGE_PROTNONE | _PAGE_USER | (1234ull << PAGE_SHIFT)};  // PROT_NONE: not accessible
-  EXPECT_EQ(ptep_clear_flush(v, addr, &none_entry).v & _PAGE_PROTNONE, _PAGE_PROTNONE);
+  entry_set(slot, pte_t{_PAGE_PROTNONE | _PAGE_USER | (1234ull << PAGE_SHIFT)});  // PROT_NONE: not accessible
+  EXPECT_EQ(ptep_clear_flush(v, addr, slot).v & _PAGE_PROTNONE, _PAGE_PROTNONE);
   EXPECT_EQ(c("tlb.flush"), flushes) << "an inaccessible entry cannot be cached";
-  pte_t present{_PAGE_PRESENT | _PAGE_USER | (1234ull << PAGE_SHIFT)};
-  ptep_clear_flush(v, addr, &present);
+  entry_set(slot, pte_t{_PAGE_PRESENT | _PAGE_USER | (1234ull << PAGE_SHIFT)});
+  ptep_clear_flush(v, addr, slot);
   EXPECT_EQ(c("tlb.flush"), flushes + 1);
   EXPECT_EQ(c("tlb.flush_single"), 1);
-  EXPECT_TRUE(pte_none(present));
+  EXPECT_TRUE(pte_none(ptep_get(slot)));
 }
+
+#if defined(MMLAB_DEBUG_VM)
+// The TLB layer checks the table of the entries it is handed (debug
+// builds): a flush of a PMD entry as if it were a PTE, or the reverse, is a
+// bug caught before anything is cleared. The frame store is not inherited
+// by a fork (MADV_DONTFORK): the death test's child runs the test again.
+TEST_F(TlbTest, AnEntryOfAnotherLevelIsABug) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Vma* v = vma_at(written(PAGE_SIZE));
+  const uint64_t a = v->vm_start;
+  pmd_t* pmd = mm_find_pmd(mm(), a);
+  ASSERT_TRUE(pmd);
+  EXPECT_DEATH(ptep_clear_flush(v, a, reinterpret_cast<pte_t*>(pmd)), "VM_BUG_ON_PAGE.*a table of another level");
+  EXPECT_DEATH(pmdp_collapse_flush(v, a & PMD_MASK, reinterpret_cast<pmd_t*>(pte_ptr(a))),
+               "VM_BUG_ON_PAGE.*a table of another level");
+  EXPECT_FALSE(pte_none(ptep_get(pte_ptr(a))));
+}
+#endif
 
 // ---- IPIs ----
 

@@ -3,7 +3,7 @@
 // on from, which a green run must not hide.
 #include <gtest/gtest.h>
 
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "test_util.h"
 
 namespace mmlab::test {

@@ -1,7 +1,7 @@
 // VM_WARN_ON* counts and goes on; VM_BUG_ON* aborts (debug builds only).
 #include <gtest/gtest.h>
 
-#include "mm/vmdebug.h"
+#include "base/mmdebug.h"
 #include "phys/phys.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-#include "host/swapfile.h"
+#include "host/host_swap.h"
 
 #include <fcntl.h>
 #include <linux/loop.h>

@@ -3,9 +3,12 @@
 // creation and merge, fork and exit, and the way into MADV_COLLAPSE.
 //
 // khugepaged (src/khugepaged/) sits above this layer, so these reach it
-// through hooks the System installs in the Kernel when it is made. Without
-// them nothing registers and MADV_COLLAPSE is -EINVAL, as in a kernel built
-// without CONFIG_TRANSPARENT_HUGEPAGE's collapse support.
+// through a table the System installs in the Kernel when it is made, next to
+// GUP's (mm/gup_hooks.h). Without it nothing registers and MADV_COLLAPSE is
+// -EINVAL, as in a kernel built without CONFIG_TRANSPARENT_HUGEPAGE's
+// collapse support. A wrapper for a function that mm/khugepaged.c defines is
+// named mm_<function>, so that the kernel's name leads to the real one in
+// src/khugepaged/; khugepaged_fork and khugepaged_exit are the header's own.
 #pragma once
 
 #include <cerrno>
@@ -27,7 +30,7 @@ struct KhugepagedHooks {
 
 // A VMA whose flags may now make its mm worth scanning (mmap, merge,
 // MADV_HUGEPAGE with the flags it is about to get, the PMD fault).
-inline void khugepaged_enter_vma(Vma* vma, vm_flags_t vm_flags) {
+inline void mm_khugepaged_enter_vma(Vma* vma, vm_flags_t vm_flags) {
   if (const KhugepagedHooks* h = vma->vm_mm->kernel->khugepaged_hooks) h->enter_vma(vma, vm_flags);
 }
 
@@ -43,7 +46,8 @@ inline void khugepaged_exit(Mm* mm) {
   if (const KhugepagedHooks* h = mm->kernel->khugepaged_hooks) h->exit(mm);
 }
 
-inline int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped) {
+// MADV_COLLAPSE of [start, end) in vma (see madvise_collapse above).
+inline int mm_madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped) {
   if (const KhugepagedHooks* h = vma->vm_mm->kernel->khugepaged_hooks)
     return h->madvise_collapse(vma, start, end, lock_dropped);
   return -EINVAL;
