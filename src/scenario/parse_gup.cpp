@@ -79,9 +79,7 @@ StmtBody parse_dump(LineParser& lp, const std::string& who) {
   stmt::Dump d;
   d.proc = who;
   d.dump = lp.name();
-  d.addr = lp.addr();
-  d.size = lp.size();
-  lp.in_user_space(d.addr, d.size);
+  d.addr = lp.range(&d.size);
   return d;
 }
 

@@ -60,6 +60,13 @@ class LineParser {
   // After ADDR and its SIZE (the token just read): ADDR + SIZE stays in the
   // user address space, so that no statement's range wraps past 2^64.
   void in_user_space(const AddrExpr& a, uint64_t len, const char* what = "a SIZE that keeps");
+  // ADDR SIZE: a range of the user address space (addr(), size(), in_user_space()).
+  AddrExpr range(uint64_t* len) {
+    AddrExpr a = addr();
+    *len = size();
+    in_user_space(a, *len);
+    return a;
+  }
   int prot();
   bool yes_no();
   std::string rest();

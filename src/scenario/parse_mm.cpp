@@ -39,16 +39,16 @@ StmtBody parse_mmap(LineParser& lp, const std::string& who) {
 }
 
 StmtBody parse_munmap(LineParser& lp, const std::string& who) {
-  stmt::Munmap m{who, lp.addr()};
-  m.size = lp.size();
-  lp.in_user_space(m.addr, m.size);
+  stmt::Munmap m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
   return m;
 }
 
 StmtBody parse_mprotect(LineParser& lp, const std::string& who) {
-  stmt::Mprotect m{who, lp.addr()};
-  m.size = lp.size();
-  lp.in_user_space(m.addr, m.size);
+  stmt::Mprotect m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
   m.prot = lp.prot();
   return m;
 }
@@ -57,9 +57,7 @@ StmtBody parse_mprotect(LineParser& lp, const std::string& who) {
 StmtBody parse_mremap(LineParser& lp, const std::string& who) {
   stmt::Mremap m;
   m.proc = who;
-  m.addr = lp.addr();
-  m.old_size = lp.size();
-  lp.in_user_space(m.addr, m.old_size);
+  m.addr = lp.range(&m.old_size);
   m.new_size = lp.size();
   m.region = lp.name();
   if (!lp.done()) {
@@ -97,9 +95,7 @@ int advice_from(const std::string& s) {
 StmtBody parse_madvise(LineParser& lp, const std::string& who) {
   stmt::Madvise m;
   m.proc = who;
-  m.addr = lp.addr();
-  m.size = lp.size();
-  lp.in_user_space(m.addr, m.size);
+  m.addr = lp.range(&m.size);
   m.advice_name = lp.word("an ADVICE");
   m.advice = advice_from(m.advice_name);
   if (m.advice < 0)
@@ -119,9 +115,9 @@ StmtBody parse_thp_disable(LineParser& lp, const std::string& who) {
 
 // UFFDIO_REGISTER
 StmtBody parse_userfaultfd(LineParser& lp, const std::string& who) {
-  stmt::UffdRegister u{who, lp.addr()};
-  u.size = lp.size();
-  lp.in_user_space(u.addr, u.size);
+  stmt::UffdRegister u;
+  u.proc = who;
+  u.addr = lp.range(&u.size);
   std::string modes = lp.word("MODES (missing, wp or missing,wp)");
   if (modes == "missing") u.missing = true;
   else if (modes == "wp") u.wp = true;
@@ -132,9 +128,9 @@ StmtBody parse_userfaultfd(LineParser& lp, const std::string& who) {
 
 // UFFDIO_WRITEPROTECT
 StmtBody parse_uffd_wp(LineParser& lp, const std::string& who) {
-  stmt::UffdWp u{who, lp.addr()};
-  u.size = lp.size();
-  lp.in_user_space(u.addr, u.size);
+  stmt::UffdWp u;
+  u.proc = who;
+  u.addr = lp.range(&u.size);
   std::string on = lp.word("on or off");
   if (on != "on" && on != "off") lp.back(), lp.fail("on or off");
   u.on = on == "on";

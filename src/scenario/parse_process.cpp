@@ -59,9 +59,7 @@ StmtBody parse_print(LineParser& lp, const std::string& who) {
     return p;
   }
   if (lp.done()) return p;
-  p.addr = lp.addr();
-  p.size = lp.size();
-  lp.in_user_space(*p.addr, p.size);
+  p.addr = lp.range(&p.size);
   return p;
 }
 
