@@ -2,11 +2,15 @@
 """Generates the replays of the kernel's cow.c, gup_longterm.c and
 khugepaged.c selftests as .mms scenario files. The matrix is data, as the
 selftests build it: memory types x test functions (x collapse contexts x
-mTHP sizes for khugepaged.c). Run it from this directory; the generated
-files are committed beside it so a reader sees the tests.
+mTHP sizes for khugepaged.c). The generated files are committed beside it
+so a reader sees the tests; the ctest scenario.generated_files checks that
+they are what it writes (check_generated.py).
 
-    ./gen_selftests.py        # writes cow.mms, gup_longterm.mms and khugepaged.mms
+    ./gen_selftests.py             # writes cow.mms, gup_longterm.mms and khugepaged.mms here
+    ./gen_selftests.py --out DIR   # ... into DIR instead
 """
+import argparse
+import os
 
 K = 1024
 THP_SIZES_KB = [16, 32, 64, 128, 256, 512, 1024, 2048]
@@ -548,9 +552,10 @@ def gen_khugepaged():
 
 
 if __name__ == "__main__":
-    with open("cow.mms", "w") as f:
-        f.write(gen_cow())
-    with open("gup_longterm.mms", "w") as f:
-        f.write(gen_gup_longterm())
-    with open("khugepaged.mms", "w") as f:
-        f.write(gen_khugepaged())
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
+                    help="directory to write the .mms files into (default: this script's)")
+    args = ap.parse_args()
+    for name, gen in (("cow.mms", gen_cow), ("gup_longterm.mms", gen_gup_longterm), ("khugepaged.mms", gen_khugepaged)):
+        with open(os.path.join(args.out, name), "w") as f:
+            f.write(gen())

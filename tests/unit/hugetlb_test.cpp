@@ -109,10 +109,6 @@ class HugetlbTest : public MmTest {
   }
 };
 
-#define FORK_OR_SKIP(var)                                                   \
-  Process* var = p->fork("child");                                          \
-  if (!var) GTEST_SKIP() << "Process::fork is not available yet";
-
 // ---- pools ----
 
 TEST_F(HugetlbTest, PoolGrowsAndShrinks) {
@@ -269,9 +265,8 @@ TEST_F(HugetlbTest, PartialMunmapIsEinval) {
   set_pool(2);
   uint64_t a = map(2 * PMD_SIZE);
   ASSERT_TRUE(a);
-  int r = p->munmap(a, PAGE_SIZE);
-  if (r == 0) GTEST_SKIP() << "split_vma does not call hugetlb_split_check yet";
-  EXPECT_EQ(r, -EINVAL);
+  // split_vma refuses a split inside a huge page (hugetlb_split_check).
+  ASSERT_EQ(p->munmap(a, PAGE_SIZE), -EINVAL);
   // At a huge page boundary the VMA splits; the pieces keep the reservation.
   EXPECT_EQ(p->munmap(a + PMD_SIZE, PMD_SIZE), 0);
   EXPECT_EQ(resv(), 1);
@@ -382,7 +377,8 @@ TEST_F(HugetlbTest, PrivateCowAfterFork) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   Folio* f = folio_at(p, a);
   EXPECT_EQ(folio_mapcount(f), 2);
   EXPECT_FALSE(PageAnonExclusive(&f->page));
@@ -410,7 +406,8 @@ TEST_F(HugetlbTest, OwnerWithoutSpareUnmapsFromChild) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   pfn_t old = pfn_at(p, a);
   // No spare page: the reservation owner takes the page back from the child
   // (unmap_ref_private) and reuses it.
@@ -433,7 +430,8 @@ TEST_F(HugetlbTest, NonOwnerWithoutSpareGetsSigbus) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   // The child has no reservation and there is no free page.
   EXPECT_EQ(write_byte(c, a, 0x99).sig, Signal::kSigbus);
   EXPECT_EQ(read_byte(c, a), 0x11);  // reading the shared page still works
@@ -450,7 +448,8 @@ TEST_F(HugetlbTest, OwnerUnmapsWhileChildMaps) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   // The owner's unmap restores its reservation on the folio (given back to
   // the pool when the child lets go of it) and closing gives it up again.
   ASSERT_EQ(p->munmap(a, PMD_SIZE), 0);
@@ -466,7 +465,8 @@ TEST_F(HugetlbTest, OwnerExitReleasesItsReservation) {
   uint64_t a = map(2 * PMD_SIZE);
   ASSERT_TRUE(a);
   EXPECT_EQ(resv(), 2);
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   EXPECT_EQ(resv(), 2);  // the child has none
   p->exit();
   EXPECT_EQ(resv(), 0);
@@ -481,7 +481,8 @@ TEST_F(HugetlbTest, ReuseByMapcountAfterChildExit) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   c->exit();
   pfn_t old = pfn_at(p, a);
   sys->reset_counters();
@@ -499,7 +500,8 @@ TEST_F(HugetlbTest, ReuseIgnoresExtraReferences) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   Folio* f = folio_at(c, a);
   folio_get(f);  // the "pipe" reference, taken in the child
   c->exit();
@@ -518,7 +520,8 @@ TEST_F(HugetlbTest, UnshareCopiesASharedPage) {
   uint64_t a = map(PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   sys->reset_counters();
   ASSERT_EQ(fault(p, a, FAULT_FLAG_UNSHARE), 0u);
   EXPECT_NE(pfn_at(p, a), pfn_at(c, a));
@@ -541,7 +544,8 @@ TEST_F(HugetlbTest, GiganticCowAfterFork) {
   ASSERT_GT(r, 0);
   const uint64_t a = static_cast<uint64_t>(r);
   ASSERT_TRUE(write_byte(p, a + PUD_SIZE - 1, 0x11).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   sys->reset_counters();
   ASSERT_TRUE(write_byte(c, a + PUD_SIZE - 1, 0x22).ok());  // the child copies 1 GiB
   EXPECT_EQ(sys->counter("bytes.copied"), static_cast<int64_t>(PUD_SIZE));
@@ -557,7 +561,8 @@ TEST_F(HugetlbTest, GiganticOwnerTakesBackFromChild) {
   ASSERT_GT(r, 0);
   const uint64_t a = static_cast<uint64_t>(r);
   ASSERT_TRUE(write_byte(p, a + 4096, 0x11).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   EXPECT_EQ(entry_at(c, a).level, 3);
   EXPECT_EQ(read_byte(c, a + 4096), 0x11);
   EXPECT_EQ(folio_mapcount(folio_at(p, a)), 2);
@@ -607,7 +612,8 @@ TEST_F(HugetlbTest, ConcurrentCowAfterFork) {
   uint64_t a = map(kPages * PMD_SIZE);
   ASSERT_TRUE(a);
   ASSERT_TRUE(p->fill(a, 0x11, kPages * PMD_SIZE).ok());
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   std::atomic<int> ready{0};
   auto writer = [&](Process* q, uint8_t byte) {
     ready.fetch_add(1);
@@ -659,7 +665,8 @@ TEST_F(HugetlbTest, PinnedPageIsCopiedAtFork) {
   folio_ref_add(f, 1);
   aref(folio_page(f, 1)->f1.pincount).fetch_add(1);
   sys->reset_counters();
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   // The child got its own copy; the parent keeps the pinned page exclusive
   // and writable.
   EXPECT_NE(pfn_at(c, a), pfn_at(p, a));
@@ -700,7 +707,8 @@ TEST_F(HugetlbTest, SharedAnonymousAcrossFork) {
   ASSERT_TRUE(write_byte(p, a, 0x11).ok());
   EXPECT_EQ(resv(), 1);
   EXPECT_TRUE(entry_at(a).bits & _PAGE_RW);
-  FORK_OR_SKIP(c);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
   ASSERT_TRUE(write_byte(c, a + 1, 0x22).ok());
   ASSERT_TRUE(write_byte(c, a + PMD_SIZE, 0x33).ok());  // the second page, seen by both
   EXPECT_EQ(read_byte(p, a + 1), 0x22);
@@ -720,7 +728,6 @@ TEST_F(HugetlbTest, SharedAnonymousAcrossFork) {
 TEST_F(HugetlbTest, HugetlbfsFileShared) {
   set_pool(4);  // two shared pages, and two reserved by the private mapping below
   int fd = sys->create_file(2 * PMD_SIZE, FsClass::kHugetlbfs, PMD_SHIFT, "huge");
-  if (fd == -ENOSYS) GTEST_SKIP() << "System::create_file is not available yet";
   ASSERT_GE(fd, 0) << errno_name(-fd);
   Process* q = sys->new_process("other");
   long a = p->mmap_file(0, 2 * PMD_SIZE, RW, MAP_SHARED, fd);
@@ -755,7 +762,6 @@ TEST_F(HugetlbTest, HugetlbfsFileShared) {
 TEST_F(HugetlbTest, CreateFileErrors) {
   set_pool(1);
   int fd = sys->create_file(PMD_SIZE + PAGE_SIZE, FsClass::kHugetlbfs, PMD_SHIFT);
-  if (fd == -ENOSYS) GTEST_SKIP() << "System::create_file is not available yet";
   EXPECT_EQ(fd, -EINVAL);  // hugetlbfs files are whole huge pages
   EXPECT_EQ(sys->create_file(2 * PMD_SIZE, FsClass::kHugetlbfs, PMD_SHIFT), -ENOSPC);
   expect_idle(1);
@@ -775,7 +781,6 @@ TEST_F(HugetlbTest, CreateFileErrors) {
 TEST_F(HugetlbTest, SharedFileReservationOnce) {
   set_pool(2);
   int fd = sys->create_file(0, FsClass::kHugetlbfs, PMD_SHIFT, "empty");
-  if (fd == -ENOSYS) GTEST_SKIP() << "System::create_file is not available yet";
   ASSERT_GE(fd, 0) << errno_name(-fd);
   // Two shared mappings of one range reserve it once; a third page is too many.
   long a = p->mmap_file(0, 2 * PMD_SIZE, RW, MAP_SHARED, fd);
@@ -871,8 +876,7 @@ TEST_F(HugetlbTest, EverythingReleasedAtExit) {
 TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
   uint64_t a = map_written_page(1, 5);
   ASSERT_TRUE(a);
-  int r = p->madvise(a, PMD_SIZE, MADV_DONTNEED);
-  if (r != 0) GTEST_SKIP() << "MADV_DONTNEED on hugetlb: " << errno_name(r);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_DONTNEED), 0);
   // The page went back to the pool with its reservation: nobody can take it.
   EXPECT_EQ(free_pages(), 1);
   EXPECT_EQ(resv(), 1);

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include "mmlab/scenario.h"
+#include "scenario/parse_internal.h"
 
 namespace mmlab {
 namespace {
@@ -249,6 +252,32 @@ TEST(ScenarioParseTest, PrefixNestingIsBounded) {
   for (int i = 0; i < 17; i++) deep_errors += "expect-error EFAULT ";
   deep_errors += "P exit\n";
   EXPECT_EQ(parse_error(deep_errors), "t.mms:3:321: expected a statement after at most 16 `when` and `expect-error` prefixes");
+}
+
+// The verb table: one record per verb, and each reaches its parser (a word
+// the table lacks gets "expected a verb" instead: a reserved word as a
+// process's, a verb after a process name as an unknown one).
+TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
+  std::set<std::string_view> seen;
+  size_t subject_verbs = 0;
+  for (const parser::StatementVerb& v : scenario_statement_verbs()) {
+    EXPECT_TRUE(seen.insert(v.verb).second) << "two records for " << v.verb;
+    const bool subject = v.form == parser::VerbForm::kSubject;
+    subject_verbs += subject;
+    EXPECT_TRUE(v.form == parser::VerbForm::kPrefix ? v.prefix && !v.parse : v.parse && !v.prefix) << v.verb;
+    const std::string line = (subject ? "P " : "") + std::string(v.verb) + " @";
+    std::string err;
+    scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
+    EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
+  }
+  EXPECT_EQ(subject_verbs, 16u);
+  // What may follow a process name, in the table's order.
+  EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
+            "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, "
+            "userfaultfd, uffd-wp, write, read, gup, dump, print)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mlock A\n"),
+            "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, "
+            "userfaultfd, uffd-wp, write, read, gup, dump, print), not 'mlock'");
 }
 
 TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {

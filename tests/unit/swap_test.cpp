@@ -510,7 +510,7 @@ TEST_F(SwapTest, ForkSharesSwapEntry) {
   uint64_t a = map_base_page(0x31);
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
   Process* child = p->fork("child");
-  if (!child) GTEST_SKIP() << "Process::fork not available";
+  ASSERT_TRUE(child);
   swp_entry_t entry = swap_entry_at(p, a);
   EXPECT_FALSE(entry_at(p, a).bits & _PAGE_SWP_EXCLUSIVE);
   EXPECT_TRUE(entry_at(child, a).swap);
@@ -563,7 +563,7 @@ TEST_F(SwapTest, ChildExitReleasesSharedSwapCache) {
   uint64_t a = map_base_page(0x41);
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
   Process* child = p->fork("child");
-  if (!child) GTEST_SKIP() << "Process::fork not available";
+  ASSERT_TRUE(child);
   expect_bytes(p, a, PAGE_SIZE, 0x41);
   ASSERT_TRUE(folio_test_swapcache(folio_at(p, a)));
   child->exit();
@@ -1028,7 +1028,7 @@ TEST_F(SplitTest, UnderusedPmdThpIsSplit) {
 TEST_F(SplitTest, SplitOfFolioSharedWithChild) {
   uint64_t a = map_mthp_64k();
   Process* child = p->fork("child");
-  if (!child) GTEST_SKIP() << "Process::fork not available";
+  ASSERT_TRUE(child);
   ASSERT_EQ(p->madvise(a + k64K / 2, k64K / 2, MADV_DONTNEED), 0);
   ASSERT_EQ(child->madvise(a + k64K / 2, k64K / 2, MADV_DONTNEED), 0);
   EXPECT_EQ(sys->run_shrinkers(), 1);

@@ -1,0 +1,140 @@
+// The mm system calls of a process: `P mmap`, `munmap`, `mprotect`,
+// `mremap`, `madvise`, `clear-soft-dirty` (clear_refs),
+// `thp-disable` (prctl), `userfaultfd` and `uffd-wp`.
+#include "fmt/format.h"
+#include "mmlab/system.h"
+#include "scenario/parse_internal.h"
+
+namespace mmlab::parser {
+
+// P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE]
+StmtBody parse_mmap(LineParser& lp, const std::string& who) {
+  stmt::Mmap m;
+  m.proc = who;
+  m.region = lp.name();
+  m.size = lp.size();
+  m.prot = lp.prot();
+  std::string vis = lp.word("private or shared");
+  if (vis != "private" && vis != "shared") lp.fail("private or shared");
+  m.shared = vis == "shared";
+  while (!lp.done()) {
+    std::string opt = lp.peek()->s;
+    if (opt.rfind("file=", 0) == 0) {
+      std::string ref = opt.substr(5);
+      auto plus = ref.find('+');
+      m.file = ref.substr(0, plus);
+      if (!LineParser::is_name(m.file)) lp.fail("file=F[+OFFSET]");
+      if (plus != std::string::npos && !lp.checked_number(ref.substr(plus + 1), &m.file_off)) lp.fail("file=F[+OFFSET]");
+    } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
+      m.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+    } else if (opt.rfind("align=", 0) == 0) {
+      if (!lp.checked_number(opt.substr(6), &m.align) || !m.align || (m.align & (m.align - 1)) || m.align % 4096)
+        lp.fail("align=SIZE (a power of two, at least 4K)");
+    } else {
+      lp.fail("file=F[+OFFSET], hugetlb=2M|1G or align=SIZE");
+    }
+    lp.word("");
+  }
+  return m;
+}
+
+StmtBody parse_munmap(LineParser& lp, const std::string& who) {
+  stmt::Munmap m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
+  return m;
+}
+
+StmtBody parse_mprotect(LineParser& lp, const std::string& who) {
+  stmt::Mprotect m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
+  m.prot = lp.prot();
+  return m;
+}
+
+// P mremap ADDR OLD NEW R [to=ADDR]
+StmtBody parse_mremap(LineParser& lp, const std::string& who) {
+  stmt::Mremap m;
+  m.proc = who;
+  m.addr = lp.range(&m.old_size);
+  m.new_size = lp.size();
+  m.region = lp.name();
+  if (!lp.done()) {
+    std::string to = lp.peek()->s;
+    if (to.rfind("to=", 0) != 0) lp.fail("to=ADDR");
+    LineParser sub("", 0, {{to.substr(3), lp.peek()->col + 3}});
+    try {
+      m.to = sub.addr();
+    } catch (const ParseFail&) {
+      lp.fail(fmt::format("to=ADDR (R or R+SIZE, the offset below TASK_SIZE {:#x}), not '{}'", TASK_SIZE, to));
+    }
+    if (m.new_size > TASK_SIZE - m.to->offset)
+      lp.fail(fmt::format("to=ADDR that keeps NEW below TASK_SIZE ({:#x}), not '{}'", TASK_SIZE, to));
+    lp.word("");
+  }
+  return m;
+}
+
+namespace {
+
+int advice_from(const std::string& s) {
+  static const std::pair<const char*, int> kAdv[] = {
+      {"hugepage", MADV_HUGEPAGE},         {"nohugepage", MADV_NOHUGEPAGE},       {"dontneed", MADV_DONTNEED},
+      {"collapse", MADV_COLLAPSE},         {"populate_read", MADV_POPULATE_READ}, {"populate_write", MADV_POPULATE_WRITE},
+      {"dontfork", MADV_DONTFORK},         {"dofork", MADV_DOFORK},               {"wipeonfork", MADV_WIPEONFORK},
+      {"keeponfork", MADV_KEEPONFORK},     {"pageout", MADV_PAGEOUT},             {"cold", MADV_COLD},
+      {"free", MADV_FREE}};
+  for (auto& [n, v] : kAdv)
+    if (s == n) return v;
+  return -1;
+}
+
+}  // namespace
+
+StmtBody parse_madvise(LineParser& lp, const std::string& who) {
+  stmt::Madvise m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
+  m.advice_name = lp.word("an ADVICE");
+  m.advice = advice_from(m.advice_name);
+  if (m.advice < 0)
+    lp.fail("an ADVICE (hugepage, nohugepage, dontneed, collapse, populate_read, populate_write, dontfork, dofork, "
+            "wipeonfork, keeponfork, pageout, cold, free)");
+  return m;
+}
+
+StmtBody parse_clear_soft_dirty(LineParser&, const std::string& who) { return stmt::ClearSoftDirty{who}; }
+
+// prctl(PR_SET_THP_DISABLE)
+StmtBody parse_thp_disable(LineParser& lp, const std::string& who) {
+  stmt::ThpDisable t{who, lp.yes_no()};
+  t.except_advised = lp.accept("except-advised");
+  return t;
+}
+
+// UFFDIO_REGISTER
+StmtBody parse_userfaultfd(LineParser& lp, const std::string& who) {
+  stmt::UffdRegister u;
+  u.proc = who;
+  u.addr = lp.range(&u.size);
+  std::string modes = lp.word("MODES (missing, wp or missing,wp)");
+  if (modes == "missing") u.missing = true;
+  else if (modes == "wp") u.wp = true;
+  else if (modes == "missing,wp" || modes == "wp,missing") u.missing = u.wp = true;
+  else lp.back(), lp.fail("MODES (missing, wp or missing,wp)");
+  return u;
+}
+
+// UFFDIO_WRITEPROTECT
+StmtBody parse_uffd_wp(LineParser& lp, const std::string& who) {
+  stmt::UffdWp u;
+  u.proc = who;
+  u.addr = lp.range(&u.size);
+  std::string on = lp.word("on or off");
+  if (on != "on" && on != "off") lp.back(), lp.fail("on or off");
+  u.on = on == "on";
+  return u;
+}
+
+}  // namespace mmlab::parser

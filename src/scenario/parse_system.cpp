@@ -1,0 +1,170 @@
+// Statements on the System rather than a process: `sysfs`, `tune`,
+// `file`, `swap`, `khugepaged`, `advance`, `inject` and `counters`, and the
+// condition of a `when` prefix (a tune key and its values).
+#include <algorithm>
+#include <cctype>
+
+#include "mmlab/system.h"
+#include "scenario/parse_internal.h"
+
+namespace mmlab::parser {
+namespace {
+
+// The form of a value a writable sysfs file takes: a word of a fixed set
+// (the kernel's stores compare with sysfs_streq and refuse anything else:
+// another word is a mistake in the scenario, a parse error) or a number
+// (kstrtoul: a number the store then rejects, such as use_zero_page 2, is
+// EINVAL at run time, which `expect-error EINVAL sysfs ...` can assert).
+const char* const* sysfs_words(const std::string& path) {
+  static const char* const kEnabled[] = {"always", "madvise", "never", nullptr};
+  static const char* const kSizeEnabled[] = {"always", "inherit", "madvise", "never", nullptr};
+  static const char* const kDefrag[] = {"always", "defer", "defer+madvise", "madvise", "never", nullptr};
+  if (path == "transparent_hugepage/enabled") return kEnabled;
+  if (path == "transparent_hugepage/defrag") return kDefrag;
+  if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 8 &&
+      path.compare(path.size() - 8, 8, "/enabled") == 0)
+    return kSizeEnabled;
+  return nullptr;
+}
+bool sysfs_value_is_word(const char* const* words, const std::string& v) {
+  for (; *words; words++)
+    if (v == *words) return true;
+  return false;
+}
+std::string join_words(const char* const* words) {
+  std::string out;
+  for (; *words; words++) out += (out.empty() ? "" : ", ") + std::string(*words);
+  return out;
+}
+bool sysfs_takes_number(const std::string& path) {
+  return path == "transparent_hugepage/use_zero_page" ||
+         (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
+}
+
+}  // namespace
+
+StmtBody parse_sysfs(LineParser& lp, const std::string&) {
+  stmt::Sysfs w;
+  w.path = lp.word("a sysfs PATH");
+  if (!sysfs_path_known(w.path)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + w.path + "'");
+  w.value = lp.word("a VALUE");
+  if (!sysfs_value_well_formed(w.path, w.value)) lp.back(), lp.fail("a number for " + w.path + ", not '" + w.value + "'");
+  if (const char* const* words = sysfs_words(w.path); words && !sysfs_value_is_word(words, w.value))
+    lp.back(), lp.fail("a VALUE for " + w.path + " (" + join_words(words) + "), not '" + w.value + "'");
+  if (sysfs_takes_number(w.path) &&
+      !std::all_of(w.value.begin(), w.value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    lp.back(), lp.fail("a number for " + w.path + ", not '" + w.value + "'");
+  return w;
+}
+
+// `tune KEY VALUE`: a key and value this build has, else an error naming
+// what it has (a value at the value, an unknown key at the key).
+StmtBody parse_tune(LineParser& lp, const std::string&) {
+  stmt::Tune t;
+  const std::string all = "a tune KEY and VALUE this build has (" + tune_choices_text() + ")";
+  t.key = lp.word("a tune KEY");
+  const std::string values = tune_values_text(t.key);
+  if (values.empty()) lp.back(), lp.fail(all);
+  if (lp.done()) lp.fail("a VALUE for " + t.key + " (" + values + ")");
+  if (!tune_value_known(t.key, lp.peek()->s)) lp.fail("a VALUE for " + t.key + " (" + values + "), not '" + lp.peek()->s + "'");
+  t.value = lp.word("a VALUE");
+  return t;
+}
+
+// file F SIZE [fs=CLASS] [hugetlb=2M|1G]
+StmtBody parse_file(LineParser& lp, const std::string&) {
+  stmt::File f;
+  f.name = lp.name();
+  if (const Token* t = lp.peek()) f.size_col = t->col;
+  f.size = lp.size();
+  while (!lp.done()) {
+    std::string opt = lp.peek()->s;
+    if (opt.rfind("fs=", 0) == 0) {
+      FsClass c;
+      if (!fs_class_from_name(opt.substr(3), &c)) lp.fail("fs=CLASS (shmem, hugetlbfs, ext4, xfs, btrfs)");
+      f.fs = opt.substr(3);
+    } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
+      f.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+    } else {
+      lp.fail("fs=CLASS or hugetlb=2M|1G");
+    }
+    lp.word("");
+  }
+  return f;
+}
+
+// swap SIZE [blkdev|file]
+StmtBody parse_swap(LineParser& lp, const std::string&) {
+  stmt::Swap sw;
+  if (const Token* t = lp.peek()) sw.size_col = t->col;
+  sw.size = lp.size();
+  // The kind decides whether large folios swap out whole (a block device
+  // does; a swap file never does).
+  if (!lp.done()) {
+    sw.kind = lp.word("blkdev or file");
+    if (sw.kind != "blkdev" && sw.kind != "file") lp.back(), lp.fail("blkdev or file");
+  }
+  return sw;
+}
+
+StmtBody parse_khugepaged(LineParser& lp, const std::string&) { return stmt::Khugepaged{lp.done() ? 1 : lp.number()}; }
+
+StmtBody parse_advance(LineParser& lp, const std::string&) { return stmt::Advance{lp.duration()}; }
+
+// inject SITE [order N] (times N|every N|probability P) [after N]; inject SITE off
+StmtBody parse_inject(LineParser& lp, const std::string&) {
+  stmt::Inject in;
+  const std::vector<std::string> sites = System::inject_sites();
+  std::string names;
+  for (const std::string& n : sites) names += (names.empty() ? "" : ", ") + n;
+  in.site = lp.word("a SITE (" + names + ")");
+  if (std::find(sites.begin(), sites.end(), in.site) == sites.end()) lp.back(), lp.fail("a SITE (" + names + ")");
+  if (lp.accept("off")) return in;
+  if (lp.accept("order")) {
+    const uint64_t order = lp.number("an ORDER (0..18)");
+    if (order > 18) lp.back(), lp.fail("an ORDER (0..18)");
+    in.spec.order = static_cast<int>(order);
+  }
+  const std::string mode = lp.word("times N, every N or probability P");
+  if (mode == "times" || mode == "every") {
+    in.spec.mode = mode == "times" ? InjectSpec::Mode::kTimes : InjectSpec::Mode::kEvery;
+    in.spec.n = lp.number("a count N (1 or more)");
+    if (in.spec.n == 0) lp.back(), lp.fail("a count N (1 or more)");
+  } else if (mode == "probability") {
+    in.spec.mode = InjectSpec::Mode::kProbability;
+    const std::string p = lp.word("a probability P (0..1, or 0%..100%)");
+    if (!parse_probability(p, &in.spec.probability)) lp.back(), lp.fail("a probability P (0..1, or 0%..100%), not '" + p + "'");
+  } else {
+    lp.back(), lp.fail("times N, every N or probability P");
+  }
+  if (lp.accept("after")) in.spec.after = lp.number("a count N of calls that pass first");
+  return in;
+}
+
+// counters reset, counters print [GLOB]
+StmtBody parse_counters(LineParser& lp, const std::string&) {
+  if (lp.accept("print")) return stmt::CountersPrint{lp.done() ? "" : lp.word("a GLOB")};
+  if (lp.accept("reset")) return stmt::CountersReset{};
+  lp.fail("'reset' or 'print'");
+}
+
+// `when KEY=V1[,V2...]`
+WhenCond parse_when_condition(LineParser& lp) {
+  WhenCond c;
+  const std::string cond = lp.word("KEY=VALUE[,VALUE...] (a tune key and its values)");
+  const auto eq = cond.find('=');
+  c.key = cond.substr(0, eq == std::string::npos ? cond.size() : eq);
+  const std::string values = tune_values_text(c.key);
+  if (eq == std::string::npos || values.empty())
+    lp.back(), lp.fail("KEY=VALUE[,VALUE...] naming a tune key this build has (" + tune_choices_text() + ")");
+  for (size_t pos = eq + 1; pos <= cond.size();) {
+    size_t comma = std::min(cond.find(',', pos), cond.size());
+    c.values.push_back(cond.substr(pos, comma - pos));
+    if (!tune_value_known(c.key, c.values.back()))
+      lp.back(), lp.fail("values of " + c.key + " (" + values + "), not '" + c.values.back() + "'");
+    pos = comma + 1;
+  }
+  return c;
+}
+
+}  // namespace mmlab::parser

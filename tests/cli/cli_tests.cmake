@@ -1,0 +1,227 @@
+# The mmlab command's tests (the top-level CMakeLists.txt includes this
+# file where its tests are defined): help, the usage errors of
+# usage_errors.txt, the reports and traces its subcommands write, and
+# mmlab stress. Paths are the source and build trees'; every test runs in
+# the build directory.
+
+# Smoke test of the CLI: help and a bad option.
+add_test(NAME cli.help COMMAND mmlab --help)
+add_test(NAME cli.bad_option COMMAND mmlab --no-such-option)
+set_tests_properties(cli.bad_option PROPERTIES WILL_FAIL TRUE)
+
+# Bad input is an error with exit 2 that names what is wrong, never a pass
+# (PASS_REGULAR_EXPRESSION checks the message; the sh wrapper, the status).
+function(mmlab_usage_error name regex)
+  add_test(NAME cli.${name} COMMAND sh -c "$<TARGET_FILE:mmlab> \"$@\" 2>&1; test $? -eq 2 && echo exit-2" sh ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}.*exit-2")
+endfunction()
+# An empty argument through sh: add_test drops "" from its arguments.
+function(mmlab_usage_error_sh name regex command)
+  add_test(NAME cli.${name} COMMAND sh -c "$<TARGET_FILE:mmlab> ${command} 2>&1; test $? -eq 2 && echo exit-2")
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}.*exit-2")
+endfunction()
+# A size the host cannot hold is refused before anything runs; where the
+# host has `gib` GiB available it would not be: skipped (exit 4).
+function(mmlab_usage_error_beyond_host name gib regex)
+  add_test(NAME cli.${name} COMMAND sh -c
+    "a=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo); [ \"$a\" -lt $((${gib} << 20)) ] || exit 4; $<TARGET_FILE:mmlab> \"$@\" 2>&1; test $? -eq 2 && echo exit-2"
+    sh ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}.*exit-2" SKIP_RETURN_CODE 4)
+endfunction()
+
+# One test per case of usage_errors.txt (its head says the format). A line
+# that does not parse stops the configuration, so that no case is lost.
+set(_table ${CMAKE_CURRENT_LIST_DIR}/usage_errors.txt)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_table})
+file(STRINGS ${_table} _lines)
+foreach(_line IN LISTS _lines)
+  if(_line MATCHES "^#" OR _line MATCHES "^[ \t]*$")
+    continue()
+  endif()
+  set(_fields)
+  set(_rest "${_line}")
+  string(FIND "${_rest}" " | " _at)
+  while(_at GREATER_EQUAL 0)
+    string(SUBSTRING "${_rest}" 0 ${_at} _field)
+    list(APPEND _fields "${_field}")
+    math(EXPR _at "${_at} + 3")
+    string(SUBSTRING "${_rest}" ${_at} -1 _rest)
+    string(FIND "${_rest}" " | " _at)
+  endwhile()
+  list(APPEND _fields "${_rest}")
+  list(LENGTH _fields _n)
+  if(_n LESS 3 OR _n GREATER 4)
+    message(FATAL_ERROR "${_table}: expected NAME | REGEX | ARGS [| host-below NG], not: ${_line}")
+  endif()
+  list(GET _fields 0 _name)
+  list(GET _fields 1 _regex)
+  list(GET _fields 2 _args)
+  if(NOT _name MATCHES "^[a-z0-9_]+$")
+    message(FATAL_ERROR "${_table}: expected a NAME of a-z, 0-9 and _, not '${_name}' in: ${_line}")
+  endif()
+  string(REPLACE "@SCENARIOS@" "${CMAKE_SOURCE_DIR}/tests/scenarios" _args "${_args}")
+  string(REPLACE "@BAD@" "${CMAKE_CURRENT_LIST_DIR}/bad-input" _args "${_args}")
+  string(REPLACE "@SRC@" "${CMAKE_SOURCE_DIR}" _args "${_args}")
+  string(REPLACE "@BIN@" "${CMAKE_BINARY_DIR}" _args "${_args}")
+  if(_n EQUAL 4)
+    list(GET _fields 3 _when)
+    if(NOT _when MATCHES "^host-below ([0-9]+)G$")
+      message(FATAL_ERROR "${_table}: expected 'host-below NG' as the fourth field, not '${_when}' in: ${_line}")
+    endif()
+    separate_arguments(_argv UNIX_COMMAND "${_args}")
+    mmlab_usage_error_beyond_host(${_name} ${CMAKE_MATCH_1} "${_regex}" ${_argv})
+  elseif(_args MATCHES "''")
+    mmlab_usage_error_sh(${_name} "${_regex}" "${_args}")
+  else()
+    separate_arguments(_argv UNIX_COMMAND "${_args}")
+    mmlab_usage_error(${_name} "${_regex}" ${_argv})
+  endif()
+endforeach()
+
+set(_bad ${CMAKE_CURRENT_LIST_DIR}/bad-input)
+# A GUP count far beyond its 4K region returns the region's page, its pages
+# array sized by the mapped run: under a data limit below the array the
+# count asks for (2 GiB) beside the 4G System, it still runs. Not under a
+# sanitizer, whose shadow memory mapping the data limit refuses.
+if(NOT MMLAB_SANITIZE)
+  add_test(NAME cli.run_gup_count_beyond_region COMMAND sh -c
+    "ulimit -d 5242880 && $<TARGET_FILE:mmlab> run -j 1 ${_bad}/gup_count_beyond_region.mms")
+  set_tests_properties(cli.run_gup_count_beyond_region PROPERTIES PASS_REGULAR_EXPRESSION "ok 1 gup-count-beyond-region")
+endif()
+# A profile that is not JSON is refused before any run.
+add_test(NAME cli.cow_bench_profile_malformed COMMAND sh -c
+  "printf 'not json\\n' > ${CMAKE_BINARY_DIR}/bad-profile.json; $<TARGET_FILE:mmlab> cow-bench --quick --profile ${CMAKE_BINARY_DIR}/bad-profile.json 2>&1; test $? -eq 2 && echo exit-2")
+set_tests_properties(cli.cow_bench_profile_malformed PROPERTIES PASS_REGULAR_EXPRESSION "--profile [^:]*bad-profile.json: .*parse error.*exit-2")
+# With a geometry every column's TLB misses during the phase: every column
+# misses; under arm64 a 16K folio never folds a contpte block and a 64K one
+# does; the sampler saw the children's PSS rise above the parent's region.
+add_test(NAME cli.cow_bench_geometry COMMAND sh -c
+  "$<TARGET_FILE:mmlab> cow-bench --quick --size 4M --workload usemem,cow-rand --column base,fixed-16K,fixed-64K --geometry arm64 --out ${CMAKE_BINARY_DIR}/cow-bench-geometry > /dev/null && python3 -c \"import json, sys; j = json.load(open(sys.argv[1])); w = j['workloads']; t = lambda wl, c: w[wl][c]['metrics']['tlb']; assert j['params']['geometry'] == 'arm64'; assert all(t(wl, c)['misses'] > 0 and t(wl, c)['lookups'] > 0 for wl in w for c in w[wl]), w; assert t('usemem', 'fixed-16K')['contpte_folds'] == 0 < t('usemem', 'fixed-64K')['contpte_folds'], w; m = w['usemem']['base']['metrics']; assert m['sampled'] and m['pss_peak'] == 3 * 4 << 20 and m['pss_mib_s'] > 0, m\" ${CMAKE_BINARY_DIR}/cow-bench-geometry/report.json")
+# A quick run of two workloads and three columns: the report's figures are
+# the model's mechanisms (a base CoW copies 4K per fault, fixed-64K 64K; a
+# sparse writer under fixed-64K copies bytes it never writes), each run ends
+# with the checker.
+add_test(NAME cli.cow_bench_quick COMMAND sh -c
+  "$<TARGET_FILE:mmlab> cow-bench --quick --workload usemem,cow-rand --column base,fixed-64K,base-dontfork --out ${CMAKE_BINARY_DIR}/cow-bench-quick > /dev/null && python3 -c \"import json, sys; w = json.load(open(sys.argv[1]))['workloads']; u = w['usemem']; r = w['cow-rand']; assert u['base']['bytes_copied'] == u['base']['wp_copy'] * 4096 > 0, u['base']; assert u['fixed-64K']['bytes_copied'] == u['fixed-64K']['wp_copy'] * 65536 > 0, u['fixed-64K']; assert r['base']['copied_never_written'] == 0 < r['fixed-64K']['copied_never_written'], r; assert 'not_run' in u['base-dontfork']; assert u['base']['zero_subpages_copied'] * 4096 == u['base']['bytes_copied'] and u['fixed-64K']['zero_subpages_copied'] * 4096 == u['fixed-64K']['bytes_copied'], u; assert r['base']['zero_subpages_copied'] == r['fixed-64K']['zero_subpages_copied'] == 0 == r['fixed-64K']['anon_fault_fallback'] < r['fixed-64K']['anon_fault_alloc'], r\" ${CMAKE_BINARY_DIR}/cow-bench-quick/report.json")
+# base-khugepaged: khugepaged's thread beside the writers, paced by --khugepaged-speedup.
+add_test(NAME cli.cow_bench_khugepaged COMMAND sh -c
+  "$<TARGET_FILE:mmlab> cow-bench --quick --size 4M --workload usemem,read-then-write,snapshot --column base,base-khugepaged --out ${CMAKE_BINARY_DIR}/cow-bench-khugepaged > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_cow_bench_khugepaged.py ${CMAKE_BINARY_DIR}/cow-bench-khugepaged/report.json ${CMAKE_BINARY_DIR}/cow-bench-khugepaged/report.md")
+# snapshot, fragmented and fork-exec: the open-loop stream ran whole and its
+# latency from schedule is never below its service time; a base CoW copies
+# only the page being written, so nothing it copied was left untouched at the
+# sharer's exit, and under fixed-64K every page copied before the exit was
+# written by then or counted untouched; the filler's holes make the region's
+# 64K faults fall back (the unfragmented cow-rand above falls back never).
+add_test(NAME cli.cow_bench_snapshot_fragmented COMMAND sh -c
+  "$<TARGET_FILE:mmlab> cow-bench --quick --workload snapshot,fragmented,fork-exec --column base,fixed-64K --out ${CMAKE_BINARY_DIR}/cow-bench-snapfrag > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_cow_bench_workloads.py ${CMAKE_BINARY_DIR}/cow-bench-snapfrag/report.json")
+# `mmlab variants` lists every tune key and value with a meaning.
+add_test(NAME cli.variants_json COMMAND sh -c
+  "$<TARGET_FILE:mmlab> variants --json | python3 -c \"import json, sys; k = {x['key']: x for x in json.load(sys.stdin)}; w = [v['name'] for v in k['gup.walk']['values']]; assert w == ['v6.5', 'legacy', 'walk', 'batch', 'batch-ro'] and k['gup.walk']['default'] == 'legacy' and all(x['meaning'] and all(v['meaning'] or v['name'].isdigit() for v in x['values']) for x in k.values()), k\"")
+# `mmlab counters` lists what the model counts, each with a meaning.
+add_test(NAME cli.counters_json COMMAND sh -c
+  "$<TARGET_FILE:mmlab> counters --json | python3 -c \"import json, sys; c = json.load(sys.stdin); n = {x['name'] for x in c}; assert {'gup.descents', 'thp_fault_alloc', 'cow.copy.order<N>'} <= n and all(x['meaning'] for x in c), c\"")
+# The language reference's `tune` table lists every key and value the build has.
+add_test(NAME docs.tune_table COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_tune_table.py $<TARGET_FILE:mmlab>
+         ${CMAKE_SOURCE_DIR}/docs/scenario-language.md)
+add_test(NAME cli.bad_fake_probe COMMAND mmlab run --backend host --fake-probe no_such_probe ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms)
+set_tests_properties(cli.bad_fake_probe PROPERTIES WILL_FAIL TRUE)
+
+# mmlab stress (docs/STRESS.md): a bounded run in every build (under TSan
+# too, which then sees the worker threads, khugepaged and the checker race),
+# the planted corruption the data tracker must report (its usage errors are
+# in usage_errors.txt).
+if(MMLAB_SANITIZE OR CMAKE_BUILD_TYPE STREQUAL "Debug")
+  set(MMLAB_STRESS_OPS 1000)
+else()
+  set(MMLAB_STRESS_OPS 6000)
+endif()
+# With the default swap devices and ZONE_MOVABLE: long-term pins migrate.
+add_test(NAME stress.bounded COMMAND mmlab stress --threads 2 --ops ${MMLAB_STRESS_OPS} --seed 1 --check-every 250)
+set_tests_properties(stress.bounded PROPERTIES PASS_REGULAR_EXPRESSION "no violation in ${MMLAB_STRESS_OPS} operations" TIMEOUT 300)
+# With fault injection: injected failures are expected outcomes, and the
+# run must still end with no violation, no mismatch and nothing leaked.
+add_test(NAME stress.inject COMMAND mmlab stress --threads 2 --ops ${MMLAB_STRESS_OPS} --seed 1 --check-every 250 --inject 1%)
+set_tests_properties(stress.inject PROPERTIES PASS_REGULAR_EXPRESSION "no violation in ${MMLAB_STRESS_OPS} operations" TIMEOUT 300)
+add_test(NAME stress.catches_planted_corruption COMMAND sh -c
+  "$<TARGET_FILE:mmlab> stress --threads 1 --ops 500 --seed 1 --swap none --movable 0 --plant-corruption; test $? -eq 1 && echo exit-1")
+set_tests_properties(stress.catches_planted_corruption PROPERTIES
+  PASS_REGULAR_EXPRESSION "DATA MISMATCH: .*data mismatches: [1-9].*exit-1" TIMEOUT 300)
+# A swap-in failure that sticks to a page between its MADV_PAGEOUT and the
+# tracker's mark (forced each time): the SIGBUS must be an expected outcome,
+# and the regex asks that some were met, so the test cannot pass idle.
+add_test(NAME stress.swapin_failure_racing_the_pageout_mark COMMAND mmlab stress --threads 1 --ops 2000 --seed 1
+         --types anon-16K --mix pageout=40 --race-swapin-failure)
+set_tests_properties(stress.swapin_failure_racing_the_pageout_mark PROPERTIES
+  PASS_REGULAR_EXPRESSION "read: injected swap-in SIGBUS +[1-9].*no violation in 2000 operations" TIMEOUT 300)
+# Smoke tests of the main job: bench --quick and gup-test start and write
+# well-formed JSON (release build only: instrumented builds refuse timings).
+if(CMAKE_BUILD_TYPE STREQUAL "Release")
+  add_test(NAME cli.bench_quick_json COMMAND sh -c
+    "$<TARGET_FILE:mmlab> bench --quick --suite fault --suite gup --out ${CMAKE_BINARY_DIR}/smoke && python3 -m json.tool ${CMAKE_BINARY_DIR}/smoke/report.json > /dev/null")
+  # Plots are drawn without a shell: a quote and a space in --out are just
+  # characters of the path (exit 4, a skip, without gnuplot).
+  # The cow suite's tables are in the bench report: a base CoW copies 4K, fixed-64K 64K.
+  add_test(NAME cli.bench_cow_suite_json COMMAND sh -c
+    "$<TARGET_FILE:mmlab> bench --quick --suite cow --out ${CMAKE_BINARY_DIR}/smoke-cow > /dev/null && python3 -c \"import json, sys; c = json.load(open(sys.argv[1]))['cow']; u = c['usemem']; assert set(c) == {'usemem', 'cow-rand'} and set(u) == {'base', 'rfc', 'fixed-64K', 'fixed-512K', 'base-khugepaged'}, c; assert u['base']['bytes_copied'] == u['base']['wp_copy'] * 4096 > 0 and u['fixed-64K']['bytes_copied'] == u['fixed-64K']['wp_copy'] * 65536, u; assert c['cow-rand']['base']['copied_never_written'] == 0 < c['cow-rand']['fixed-512K']['copied_never_written'], c\" ${CMAKE_BINARY_DIR}/smoke-cow/report.json")
+  # Every ratio row carries its interval in report.json, the ratio inside it.
+  add_test(NAME cli.bench_ratio_intervals COMMAND sh -c
+    "$<TARGET_FILE:mmlab> bench --quick --size-mb 8 --repeats 5 --suite fault --suite fork --suite data --suite cow --out ${CMAKE_BINARY_DIR}/smoke-ci > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_bench_intervals.py ${CMAKE_BINARY_DIR}/smoke-ci/report.json")
+  add_test(NAME cli.bench_plots_out_quote_space COMMAND sh -c
+    "command -v gnuplot > /dev/null || exit 4; rm -rf \"$1\"; $<TARGET_FILE:mmlab> bench --quick --suite fault --suite sweep --out \"$1\" > /dev/null && test -s \"$1/fault.png\" && test -s \"$1/sweep.png\" && test -s \"$1/sweep_ns_per_page.png\""
+    sh "${CMAKE_BINARY_DIR}/bench out's plots")
+  set_tests_properties(cli.bench_plots_out_quote_space PROPERTIES SKIP_RETURN_CODE 4)
+  add_test(NAME cli.gup_test_json COMMAND sh -c
+    "$<TARGET_FILE:mmlab> gup-test -L -m 8 -n -1 -r 2 --walk legacy,batch --json ${CMAKE_BINARY_DIR}/gup.json && python3 -m json.tool ${CMAKE_BINARY_DIR}/gup.json > /dev/null")
+  # -j prints what -j 1 prints (tests finish out of order, TAP stays in file order).
+  add_test(NAME cli.run_parallel_output COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run -j 1 ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms ${CMAKE_SOURCE_DIR}/tests/scenarios/gup_variants.mms > ${CMAKE_BINARY_DIR}/j1.tap; $<TARGET_FILE:mmlab> run -j 3 ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms ${CMAKE_SOURCE_DIR}/tests/scenarios/gup_variants.mms > ${CMAKE_BINARY_DIR}/j3.tap; grep -q '^# time: ' ${CMAKE_BINARY_DIR}/j1.tap && grep -v '^# time: ' ${CMAKE_BINARY_DIR}/j1.tap > ${CMAKE_BINARY_DIR}/j1.notime && grep -v '^# time: ' ${CMAKE_BINARY_DIR}/j3.tap > ${CMAKE_BINARY_DIR}/j3.notime && cmp ${CMAKE_BINARY_DIR}/j1.notime ${CMAKE_BINARY_DIR}/j3.notime")
+  # --states: the same end states whatever -j, and a functional change (a
+  # CoW policy that copies large folios) changes them; a path that cannot be
+  # written is refused before any test runs.
+  add_test(NAME cli.run_states COMMAND sh -c
+    "set -e; m=$<TARGET_FILE:mmlab>; f=${CMAKE_SOURCE_DIR}/tests/scenarios/cow_mthp.mms; d=${CMAKE_BINARY_DIR}; $m run -j 1 --states $d/states1.txt $f > /dev/null; $m run -j 2 --states $d/states2.txt $f > /dev/null; cmp $d/states1.txt $d/states2.txt; test $(grep -c '^  ' $d/states1.txt) -gt 100; $m run --variant cow.policy=fixed --states $d/states3.txt $f > /dev/null; sed 's/ cow.policy=fixed//' $d/states3.txt | grep -q . ; ! sed 's/ cow.policy=fixed//' $d/states3.txt | cmp -s - $d/states1.txt; rc=0; $m run --states $d/no-such-dir/s.txt $f > /dev/null 2>&1 || rc=$?; test $rc -eq 2")
+  # --trace: Chrome/Perfetto JSON (traceEvents with ph, ts, pid, tid) and
+  # ftrace's text lines, with the kernel's tracepoint names and the model's own.
+  add_test(NAME cli.trace_json COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace.json ${CMAKE_SOURCE_DIR}/tests/scenarios/cow.mms --filter 'cow-anon-basic-fork-*' > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py json ${CMAKE_BINARY_DIR}/trace.json mm_page_alloc mm_page_free mm_fault mm_fault_anon mm_cow_copy")
+  # One trace process per System, named after its test, whatever -j; the
+  # khugepaged scans carry their System's pid and its virtual clock.
+  add_test(NAME cli.trace_systems COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run -j 2 --trace ${CMAKE_BINARY_DIR}/trace-systems.json ${CMAKE_SOURCE_DIR}/tests/scenarios/khugepaged.mms --filter 'khugepaged-khugepaged-*' > /dev/null && python3 -c \"import json, sys; d = json.load(open(sys.argv[1]))['traceEvents']; names = {e['pid']: e['args']['name'] for e in d if e['name'] == 'process_name'}; ev = [e for e in d if e['ph'] == 'i']; k = [e for e in ev if e['name'] == 'mm_khugepaged_scan_pmd']; assert len(names) > 10 and len(set(names.values())) == len(names) and all(n.startswith('khugepaged-khugepaged-') for n in names.values()), names; assert {e['pid'] for e in ev} <= set(names), 'an event outside its System'; assert k and max(int(e['args']['vclock_ns']) for e in k) > 0, 'no virtual clock on the scans'\" ${CMAKE_BINARY_DIR}/trace-systems.json")
+  add_test(NAME cli.trace_ftrace COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/gup_variants.mms > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace.txt mm_page_alloc gup_call gup_return")
+  # Page cache and swap: a file mapping fills and drops the cache, MADV_PAGEOUT
+  # writes to swap, the next read swaps in.
+  add_test(NAME cli.trace_pagecache_swap COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-swap.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/reclaim.mms --filter 'pageout-*-swap-*' > /dev/null && $<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-file.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/gup_longterm.mms --filter '*memfd*' > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-swap.txt mm_vmscan_write_folio swap_read_folio && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-file.txt mm_filemap_add_to_page_cache mm_filemap_delete_from_page_cache")
+  add_test(NAME cli.trace_tlb_flush COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-tlb.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/tlb.mms > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-tlb.txt tlb_flush contpte_fold contpte_unfold")
+  add_test(NAME cli.trace_checker_rejects COMMAND sh -c
+    "printf 'not a trace line\\n' > ${CMAKE_BINARY_DIR}/bad-trace.txt && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/bad-trace.txt")
+  set_tests_properties(cli.trace_checker_rejects PROPERTIES WILL_FAIL TRUE)
+  add_test(NAME cli.trace_unwritable COMMAND mmlab run --trace /nonexistent-dir/t.json ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms)
+  set_tests_properties(cli.trace_unwritable PROPERTIES WILL_FAIL TRUE)
+  add_test(NAME cli.gup_test_refuses_z COMMAND mmlab gup-test -z)
+  # gup-test says what the kernel's tool cannot: the errno that stopped a
+  # round (invalid flags; a writable long-term pin of an ext4-class file) and
+  # the folio sizes obtained (64K mTHPs once 2048kB no longer wins).
+  add_test(NAME cli.gup_test_errno COMMAND sh -c
+    "$<TARGET_FILE:mmlab> gup-test -m 1 -F 0xffffffff | grep -q 'returned -EINVAL' && $<TARGET_FILE:mmlab> gup-test -m 4 -L -n -1 -S -f ext4:data | grep -q 'returned -EFAULT'")
+  add_test(NAME cli.gup_test_folio_sizes COMMAND sh -c
+    "$<TARGET_FILE:mmlab> gup-test -m 4 -n -1 -t --sysfs transparent_hugepage/hugepages-64kB/enabled=always --sysfs transparent_hugepage/hugepages-2048kB/enabled=never | grep -qx '# folios obtained: 64kB x 64'")
+  set_tests_properties(cli.gup_test_refuses_z PROPERTIES WILL_FAIL TRUE)
+  # calibrate measures the host: exit 4 (a skip) where it cannot (not root,
+  # /sys/kernel/mm read-only). It switches machine-wide THP sizes, so it runs
+  # alone. The bench test then uses its profile, skipping if there is none.
+  add_test(NAME cli.calibrate_quick_json COMMAND sh -c
+    "rm -f ${CMAKE_BINARY_DIR}/cal.json; $<TARGET_FILE:mmlab> calibrate --quick --name smoke --out ${CMAKE_BINARY_DIR}/cal.json || exit $?; python3 -m json.tool ${CMAKE_BINARY_DIR}/cal.json > /dev/null")
+  set_tests_properties(cli.calibrate_quick_json PROPERTIES SKIP_RETURN_CODE 4 RUN_SERIAL TRUE TIMEOUT 300)
+  add_test(NAME cli.bench_profile COMMAND sh -c
+    "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> bench --quick --suite fault --profile ${CMAKE_BINARY_DIR}/cal.json --out ${CMAKE_BINARY_DIR}/smoke-profile && grep -q 'modelled (profile smoke)' ${CMAKE_BINARY_DIR}/smoke-profile/report.md && python3 -m json.tool ${CMAKE_BINARY_DIR}/smoke-profile/report.json > /dev/null")
+  set_tests_properties(cli.bench_profile PROPERTIES SKIP_RETURN_CODE 4 DEPENDS cli.calibrate_quick_json)
+  # cow-bench's modelled CoW time: a table of its own and `modelled` per column, beside the measured figures.
+  add_test(NAME cli.cow_bench_profile COMMAND sh -c
+    "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> cow-bench --quick --size 4M --workload cow-rand --column base,fixed-64K --profile ${CMAKE_BINARY_DIR}/cal.json --out ${CMAKE_BINARY_DIR}/cow-bench-profile > /dev/null && grep -q 'modelled (profile smoke): CoW copies' ${CMAKE_BINARY_DIR}/cow-bench-profile/report.md && python3 -c \"import json, sys; w = json.load(open(sys.argv[1]))['workloads']['cow-rand']; assert w['base']['modelled']['cow_ms'] > 0 and not w['base']['modelled']['cow_ms_approximated'] and w['fixed-64K']['modelled']['cow_ms_approximated'], w\" ${CMAKE_BINARY_DIR}/cow-bench-profile/report.json")
+  set_tests_properties(cli.cow_bench_profile PROPERTIES SKIP_RETURN_CODE 4 DEPENDS cli.calibrate_quick_json)
+endif()
+
