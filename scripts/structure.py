@@ -88,7 +88,9 @@ def functions(path):
             head = text[head_start:i]
             inside = any(kind == "fn" for kind, _, _ in stack)
             kind = "fn" if not inside and is_function_head(head) else "block"
-            stack.append((kind, line, " ".join(head.split())[-80:]))
+            paren = head.find("(")
+            name = head[head.rfind("\n", 0, paren) + 1:] if paren >= 0 else head
+            stack.append((kind, line, " ".join(name.split())[:100]))
             head_start = i + 1
         elif ch == "}":
             if stack:

@@ -183,16 +183,11 @@ uint64_t fault_size(const BenchOptions& o) { return (o.size_mb ? o.size_mb : (o.
 // The native buffer beside one System faulting the region in.
 static HostNeed need_fault(const BenchOptions& o) { return {fault_size(o) + model_host_need(fault_size(o)), fault_size(o) >> 20}; }
 
-static int suite_fault(const BenchOptions& o, Report* rep) {
-  const uint64_t size = fault_size(o);
-  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
-  NativeBuffer native(size);
-  if (!native.data()) {
-    std::fprintf(stderr, "mmlab bench: fault: no native buffer of %llu MiB\n", static_cast<unsigned long long>(size >> 20));
-    return 1;
-  }
-  std::vector<std::vector<FaultSample>> samples(std::size(kCases));
-  std::vector<std::vector<double>> memset_s(std::size(kCases));
+// The timed rounds, the cases interleaved per round after a discarded
+// warm-up: each case's fault-in (and, in a second run, its zeroing), then
+// the native memsets of the same bytes.
+static int fault_rounds(uint64_t size, long repeats, NativeBuffer& native, std::vector<std::vector<FaultSample>>* samples,
+                        std::vector<std::vector<double>>* memset_s) {
   for (long r = -1; r < repeats; r++) {  // round -1: the warm-up, discarded
     for (size_t i = 0; i < std::size(kCases); i++) {  // variants interleaved per repeat
       progress(fmt::format("fault-in {} ({}/{})", kCases[i].name, r + 1, repeats));
@@ -205,16 +200,30 @@ static int suite_fault(const BenchOptions& o, Report* rep) {
         return 1;
       }
       s.zero_ns = z.zero_ns;
-      if (r >= 0) samples[i].push_back(s);
+      if (r >= 0) (*samples)[i].push_back(s);
     }
     // Native: the same bytes, one memset per folio, as the kernel zeroes them.
     for (size_t i = 0; i < std::size(kCases); i++) {
       const uint64_t chunk = folio_bytes_of(kCases[i].name);
       const auto t0 = Clock::now();
       for (uint64_t off = 0; off < size; off += chunk) std::memset(native.data() + off, 0, chunk);
-      if (r >= 0) memset_s[i].push_back(seconds_since(t0));
+      if (r >= 0) (*memset_s)[i].push_back(seconds_since(t0));
     }
   }
+  return 0;
+}
+
+static int suite_fault(const BenchOptions& o, Report* rep) {
+  const uint64_t size = fault_size(o);
+  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
+  NativeBuffer native(size);
+  if (!native.data()) {
+    std::fprintf(stderr, "mmlab bench: fault: no native buffer of %llu MiB\n", static_cast<unsigned long long>(size >> 20));
+    return 1;
+  }
+  std::vector<std::vector<FaultSample>> samples(std::size(kCases));
+  std::vector<std::vector<double>> memset_s(std::size(kCases));
+  if (int e = fault_rounds(size, repeats, native, &samples, &memset_s)) return e;
   progress_done();
   const double pages = static_cast<double>(size / PAGE_SIZE);
   rep->add(fmt::format("\n## fault-in: first touch of every page of {} MiB (median of {} runs; per-frame metadata {} bytes)\n\n",

@@ -92,14 +92,11 @@ static HostNeed need_fork(const BenchOptions& o) {
   return {2 * cow + model_host_need(size + size / 512 + cow), size >> 20};
 }
 
-static int suite_fork(const BenchOptions& o, Report* rep) {
-  const uint64_t size = fork_size(o);
-  const uint64_t cow_bytes = fork_cow_bytes(size);
-  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
-  NativeBuffer src(cow_bytes), dst(cow_bytes);
-  if (!src.data() || !dst.data()) return 1;
-  std::vector<std::vector<ForkSample>> samples(std::size(kCases));
-  std::vector<double> memcpy_s;
+// The timed rounds after a discarded warm-up: every case's fork and CoW
+// faults (and, in a second run, the copies), then the native memcpy of the
+// same bytes.
+static int fork_rounds(uint64_t size, uint64_t cow_bytes, long repeats, NativeBuffer& src, NativeBuffer& dst,
+                       std::vector<std::vector<ForkSample>>* samples, std::vector<double>* memcpy_s) {
   for (long r = -1; r < repeats; r++) {  // round -1: the warm-up, discarded
     for (size_t i = 0; i < std::size(kCases); i++) {
       progress(fmt::format("fork {} ({}/{})", kCases[i].name, r + 1, repeats));
@@ -112,12 +109,24 @@ static int suite_fork(const BenchOptions& o, Report* rep) {
         return 1;
       }
       s.copy_ns = c.copy_ns;
-      if (r >= 0) samples[i].push_back(s);
+      if (r >= 0) (*samples)[i].push_back(s);
     }
     const auto t0 = Clock::now();  // native: the same bytes, 4 KiB per call, as the CoW faults copy them
     for (uint64_t off = 0; off < cow_bytes; off += PAGE_SIZE) std::memcpy(dst.data() + off, src.data() + off, PAGE_SIZE);
-    if (r >= 0) memcpy_s.push_back(seconds_since(t0));
+    if (r >= 0) memcpy_s->push_back(seconds_since(t0));
   }
+  return 0;
+}
+
+static int suite_fork(const BenchOptions& o, Report* rep) {
+  const uint64_t size = fork_size(o);
+  const uint64_t cow_bytes = fork_cow_bytes(size);
+  const long repeats = o.repeats ? o.repeats : (o.quick ? 3 : 5);
+  NativeBuffer src(cow_bytes), dst(cow_bytes);
+  if (!src.data() || !dst.data()) return 1;
+  std::vector<std::vector<ForkSample>> samples(std::size(kCases));
+  std::vector<double> memcpy_s;
+  if (int e = fork_rounds(size, cow_bytes, repeats, src, dst, &samples, &memcpy_s)) return e;
   progress_done();
   const double native_ns_page = median_of(memcpy_s) * 1e9 / static_cast<double>(cow_bytes / PAGE_SIZE);
   rep->add(fmt::format("\n## fork of {} MiB of anonymous memory, then CoW write faults on the first {} MiB (median of {} runs; cow.policy base)\n\n",

@@ -60,34 +60,35 @@ bool parse_unsigned(const std::string& s, uint64_t* out) {
   return true;
 }
 
-int run_gup_test(const GupTestOptions& o) {
+// The gup_test options as an engine configuration; false (with a message
+// naming the option) on a bad value.
+bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   if (o.z) {
     std::fprintf(stderr, "gup-test: -z is not handled by mainline gup_test (v6.18); it was removed with FOLL_TOUCH faulting\n");
-    return 2;
+    return false;
   }
-  GupBenchConfig cfg;
-  cfg.size = static_cast<uint64_t>(o.m) << 20;
-  cfg.cmd = o.a ? GupCmd::kPinFast : o.L ? GupCmd::kPinLongterm : o.U ? GupCmd::kGupBasic : o.b ? GupCmd::kPinBasic
+  cfg->size = static_cast<uint64_t>(o.m) << 20;
+  cfg->cmd = o.a ? GupCmd::kPinFast : o.L ? GupCmd::kPinLongterm : o.U ? GupCmd::kGupBasic : o.b ? GupCmd::kPinBasic
           : o.c ? GupCmd::kDump : GupCmd::kGupFast;
-  cfg.nr_per_call = o.n < 0 ? static_cast<long>(cfg.size / 4096) : o.n;
-  cfg.repeats = o.r;
-  cfg.threads = o.j;
-  cfg.thp = o.t ? 1 : o.T ? -1 : 0;
-  cfg.shared = o.S;
-  cfg.hugetlb = o.H;
-  cfg.file = o.f;
-  cfg.dump_use_pin = o.p;
-  cfg.protect_read = o.protect_read;
+  cfg->nr_per_call = o.n < 0 ? static_cast<long>(cfg->size / 4096) : o.n;
+  cfg->repeats = o.r;
+  cfg->threads = o.j;
+  cfg->thp = o.t ? 1 : o.T ? -1 : 0;
+  cfg->shared = o.S;
+  cfg->hugetlb = o.H;
+  cfg->file = o.f;
+  cfg->dump_use_pin = o.p;
+  cfg->protect_read = o.protect_read;
   // A string option given with an empty value ('') is a mistake, never the default.
   for (auto& [opt, value] : {std::pair{"-F", &o.F}, std::pair{"-f", &o.f}, std::pair{"--walk", &o.walk},
                              std::pair{"--fast", &o.fast}, std::pair{"--json", &o.json}})
     if (o.given.count(opt) && value->empty()) {
       std::fprintf(stderr, "gup-test: %s '': expected a value\n", opt);
-      return 2;
+      return false;
     }
   if (o.n == 0) {
     std::fprintf(stderr, "gup-test: -n 0: expected pages per call (1 or more), or a negative number for the whole region\n");
-    return 2;
+    return false;
   }
   unsigned flags = 0;
   if (!o.F.empty()) {
@@ -95,58 +96,64 @@ int run_gup_test(const GupTestOptions& o) {
     uint64_t v = 0;
     if (!parse_unsigned(o.F, &v) || v > UINT32_MAX) {
       std::fprintf(stderr, "gup-test: -F %s: expected a number from 0 to 0xffffffff (gup_flags is 32 bits)\n", o.F.c_str());
-      return 2;
+      return false;
     }
     flags = static_cast<unsigned>(v);
   }
   if (!o.W) flags |= foll::WRITE;  // -w is the default
-  cfg.gup_flags = flags;
+  cfg->gup_flags = flags;
   // DUMP_USER_PAGES_TEST takes at most GUP_TEST_MAX_PAGES_TO_DUMP indices,
   // each a __u32 page index inside the region.
   constexpr size_t kMaxPagesToDump = 8;
   if (o.which.size() > kMaxPagesToDump) {
     std::fprintf(stderr, "gup-test: %zu page indices: at most %zu (GUP_TEST_MAX_PAGES_TO_DUMP)\n", o.which.size(), kMaxPagesToDump);
-    return 2;
+    return false;
   }
-  const uint64_t region_pages = cfg.size / 4096;
+  const uint64_t region_pages = cfg->size / 4096;
   for (auto& s : o.which) {
     uint64_t v = 0;
     if (!parse_unsigned(s, &v) || v >= region_pages) {
       std::fprintf(stderr, "gup-test: page index %s: expected a number from 0 to %llu (the region's pages)\n", s.c_str(),
                    static_cast<unsigned long long>(region_pages - 1));
-      return 2;
+      return false;
     }
-    cfg.which_pages.push_back(static_cast<long>(v));
+    cfg->which_pages.push_back(static_cast<long>(v));
   }
   for (auto& kv : o.sysfs) {
     std::string k, v;
     if (parse_kv(kv, &k, &v)) {
       std::fprintf(stderr, "gup-test: --sysfs %s: expected PATH=VALUE\n", kv.c_str());
-      return 2;
+      return false;
     }
-    cfg.sysfs.push_back({k, v});
+    cfg->sysfs.push_back({k, v});
   }
   for (auto& kv : o.tune) {
     std::string k, v;
     if (parse_kv(kv, &k, &v)) {
       std::fprintf(stderr, "gup-test: --tune %s: expected KEY=VALUE\n", kv.c_str());
-      return 2;
+      return false;
     }
-    cfg.tune.push_back({k, v});
+    cfg->tune.push_back({k, v});
   }
   std::vector<std::pair<std::string, std::string>> variants;
   for (auto& v : split_list(o.walk)) variants.push_back({"gup.walk", v});
   for (auto& v : split_list(o.fast)) variants.push_back({"gup.fast", v});
   if (!o.walk.empty() && !o.fast.empty()) {
     std::fprintf(stderr, "gup-test: give --walk or --fast, not both\n");
-    return 2;
+    return false;
   }
   for (const std::string* list : {&o.walk, &o.fast})
     if (!list->empty() && split_list(*list).empty()) {
       std::fprintf(stderr, "gup-test: --%s %s: names no variant\n", list == &o.walk ? "walk" : "fast", list->c_str());
-      return 2;
+      return false;
     }
-  cfg.variants = variants;
+  cfg->variants = variants;
+  return true;
+}
+
+int run_gup_test(const GupTestOptions& o) {
+  GupBenchConfig cfg;
+  if (!gup_config(o, &cfg)) return 2;
   // The output file is opened before the work, so that a bad path costs nothing.
   std::ofstream json_out;
   if (!o.json.empty()) {

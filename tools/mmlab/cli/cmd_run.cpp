@@ -22,6 +22,54 @@ struct RunOptions {
   ParallelCli par;
 };
 
+// --variant ITEM...: false with a message naming the option otherwise.
+bool parse_run_variants(const std::vector<std::string>& items, std::vector<Variant>* out) {
+  for (const std::string& item : items) {
+    Variant v;
+    std::string msg;
+    if (!parse_variant_item(item, &v, &msg)) {
+      std::cerr << "mmlab run: --variant " << msg << "\n";
+      return false;
+    }
+    out->push_back(v);
+  }
+  return true;
+}
+
+// --json: every test's outcome, output and skips (and the host's probes).
+bool write_json(const std::vector<ScenarioResult>& results, Backend backend, const std::string& path, std::ofstream& out) {
+  nlohmann::json j;
+  if (backend == Backend::kHost) {
+    j["host_probes"] = nlohmann::json::array();
+    for (auto& p : scenario_host_probes())
+      j["host_probes"].push_back({{"name", p.name}, {"available", p.available}, {"forced", p.forced}, {"detail", p.detail}});
+  }
+  for (auto& r : results) {
+    nlohmann::json skips = nlohmann::json::array();
+    for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
+    j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
+                          {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
+                          {"skipped_expectations", r.skipped_expectations}, {"skips", skips},
+                          {"run", r.run_text}, {"output", r.output}, {"ms", r.seconds * 1e3}});
+  }
+  out << j.dump(2) << "\n";
+  if (out.flush()) return true;
+  std::cerr << "mmlab run: cannot write " << path << "\n";
+  return false;
+}
+
+// --states: each test's state digest after every statement.
+bool write_states(const std::vector<ScenarioResult>& results, const std::string& path, std::ofstream& out) {
+  for (auto& r : results) {
+    out << "test " << r.file << " " << r.name << (r.variant.empty() ? "" : " " + r.variant) << " " << outcome_name(r.outcome)
+        << "\n";
+    for (auto& l : r.states) out << "  " << l << "\n";
+  }
+  if (out.flush()) return true;
+  std::cerr << "mmlab run: cannot write " << path << "\n";
+  return false;
+}
+
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
   so.filter = o.filter;
@@ -30,35 +78,7 @@ int run_run(const RunOptions& o) {
   const char* env = std::getenv("MMLAB_DEBUG_VM");
   so.debug_vm = o.debug_vm || (env && std::string(env) == "all");
   if (!parse_parallel_options("run", o.par, &so.jobs, &so.ram_bytes, &so.mem_budget)) return 2;
-  for (auto& v : o.variants) {
-    auto eq = v.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
-      std::cerr << "mmlab run: --variant " << v << ": expected KEY=VALUE[,VALUE...]\n";
-      return 2;
-    }
-    std::vector<std::string> vals;
-    std::string rest = v.substr(eq + 1);
-    const std::string key = v.substr(0, eq);
-    if ((rest == "all" || rest == "others") && !tune_values(key).empty()) {  // in registration order
-      for (auto& val : tune_values(key))
-        if (rest == "all" || val != tune_default(key)) vals.push_back(val);
-      so.variants.push_back({key, vals});
-      continue;
-    }
-    size_t pos = 0;
-    while (pos <= rest.size()) {
-      size_t c = rest.find(',', pos);
-      if (c == std::string::npos) c = rest.size();
-      std::string val = rest.substr(pos, c - pos);
-      if (!tune_value_known(v.substr(0, eq), val)) {
-        std::cerr << "mmlab run: --variant " << v << ": the build has no " << v.substr(0, eq) << "=" << val << "\n";
-        return 2;
-      }
-      vals.push_back(val);
-      pos = c + 1;
-    }
-    so.variants.push_back({v.substr(0, eq), vals});
-  }
+  if (!parse_run_variants(o.variants, &so.variants)) return 2;
   std::string err;
   if (!o.known.empty() && load_known_differences(o.known, &so.known, &err)) {
     std::cerr << "mmlab run: " << err << "\n";
@@ -95,38 +115,8 @@ int run_run(const RunOptions& o) {
     return 2;
   }
   auto results = scenario_run(*prog, so, std::cout);
-  if (!o.json.empty()) {
-    nlohmann::json j;
-    if (so.backend == Backend::kHost) {
-      j["host_probes"] = nlohmann::json::array();
-      for (auto& p : scenario_host_probes())
-        j["host_probes"].push_back({{"name", p.name}, {"available", p.available}, {"forced", p.forced}, {"detail", p.detail}});
-    }
-    for (auto& r : results) {
-      nlohmann::json skips = nlohmann::json::array();
-      for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
-      j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
-                            {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
-                            {"skipped_expectations", r.skipped_expectations}, {"skips", skips},
-                            {"run", r.run_text}, {"output", r.output}, {"ms", r.seconds * 1e3}});
-    }
-    json_out << j.dump(2) << "\n";
-    if (!json_out.flush()) {
-      std::cerr << "mmlab run: cannot write " << o.json << "\n";
-      return 2;
-    }
-  }
-  if (!o.states.empty()) {
-    for (auto& r : results) {
-      states_out << "test " << r.file << " " << r.name << (r.variant.empty() ? "" : " " + r.variant) << " "
-                 << outcome_name(r.outcome) << "\n";
-      for (auto& l : r.states) states_out << "  " << l << "\n";
-    }
-    if (!states_out.flush()) {
-      std::cerr << "mmlab run: cannot write " << o.states << "\n";
-      return 2;
-    }
-  }
+  if (!o.json.empty() && !write_json(results, so.backend, o.json, json_out)) return 2;
+  if (!o.states.empty() && !write_states(results, o.states, states_out)) return 2;
   return scenario_exit_status(results);
 }
 

@@ -73,23 +73,16 @@ bool parse_types(const std::string& text, std::vector<std::string>* types) {
   return true;
 }
 
-bool parse_variants(const std::vector<std::string>& texts,
-                    std::vector<std::pair<std::string, std::vector<std::string>>>* out) {
+// --variants ITEM... (default: every gup.walk and gup.fast value; "none": none).
+bool parse_stress_variants(const std::vector<std::string>& texts, std::vector<Variant>* out) {
   std::vector<std::string> t = texts;
   if (t.empty()) t = {"gup.walk=all", "gup.fast=all"};
   for (const std::string& tok : t) {
     if (tok == "none") continue;
-    const auto eq = tok.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return usage(fmt::format("--variants: '{}': expected KEY=VALUE[,VALUE...] (keys: {})", tok, tune_choices_text()));
-    const std::string key = tok.substr(0, eq);
-    if (tune_values_text(key).empty())
-      return usage(fmt::format("--variants: unknown tune key '{}' (keys: {})", key, tune_choices_text()));
-    std::vector<std::string> values = tok.substr(eq + 1) == "all" ? split(tune_values_text(key), '|') : split(tok.substr(eq + 1), ',');
-    for (const std::string& v : values)
-      if (!tune_value_known(key, v))
-        return usage(fmt::format("--variants: '{}' is not a value of {} (values: {})", v, key, tune_values_text(key)));
-    out->push_back({key, values});
+    Variant v;
+    std::string msg;
+    if (!parse_variant_item(tok, &v, &msg)) return usage("--variants: " + msg);
+    out->push_back(v);
   }
   return true;
 }
@@ -120,7 +113,7 @@ int run_stress(StressCli o) {
   c.check_every = o.debug_vm ? 1 : o.check_every;
   c.plant_corruption = o.plant;
   c.race_swapin_failure = o.race_swapin;
-  if (!parse_mix(o.mix, &c.mix) || !parse_types(o.types, &c.types) || !parse_variants(o.variants, &c.variants)) return 2;
+  if (!parse_mix(o.mix, &c.mix) || !parse_types(o.types, &c.types) || !parse_stress_variants(o.variants, &c.variants)) return 2;
   if (std::string msg; !parse_ram_option("--ram", o.ram, &c.ram, &msg)) {
     usage(msg);
     return 2;

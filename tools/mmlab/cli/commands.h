@@ -33,6 +33,13 @@ void register_action(CLI::App* sub, std::function<int()> action);
 void add_trace_options(CLI::App* sub);
 int run_selected(CLI::App& app);
 
+// One --variant (run) or --variants (stress) item: KEY=VALUE[,VALUE...],
+// KEY=all (every value of the key, in registration order) or KEY=others
+// (every value but the default); each value one the build has. false with
+// *msg saying what is wrong and what is valid.
+using Variant = std::pair<std::string, std::vector<std::string>>;
+bool parse_variant_item(const std::string& item, Variant* out, std::string* msg);
+
 // The non-empty items of a comma list.
 std::vector<std::string> split_list(const std::string& s);
 // A byte size: a number with an optional K, M, G or T suffix ("4G").

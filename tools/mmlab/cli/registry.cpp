@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "mmlab/system.h"
+#include "mmlab/tune.h"
 #include "mmlab/trace.h"
 
 namespace mmlab::cli {
@@ -145,6 +146,33 @@ bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, ui
     std::cerr << "mmlab " << cmd << ": " << msg << "\n";
     return false;
   }
+  return true;
+}
+
+bool parse_variant_item(const std::string& item, Variant* out, std::string* msg) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+    *msg = "'" + item + "': expected KEY=VALUE[,VALUE...] (keys: " + tune_choices_text() + ")";
+    return false;
+  }
+  const std::string key = item.substr(0, eq), rest = item.substr(eq + 1);
+  if (tune_values_text(key).empty()) {
+    *msg = "unknown tune key '" + key + "' (keys: " + tune_choices_text() + ")";
+    return false;
+  }
+  std::vector<std::string> values;
+  if (rest == "all" || rest == "others") {
+    for (const std::string& v : tune_values(key))
+      if (rest == "all" || v != tune_default(key)) values.push_back(v);
+  } else {
+    values = split_list(rest);
+  }
+  for (const std::string& v : values)
+    if (!tune_value_known(key, v)) {
+      *msg = "'" + v + "' is not a value of " + key + " (values: " + tune_values_text(key) + ")";
+      return false;
+    }
+  *out = {key, values};
   return true;
 }
 

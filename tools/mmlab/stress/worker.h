@@ -1,0 +1,159 @@
+// The insides of `mmlab stress` (stress.h): the operations, the memory
+// types, a worker thread with the regions it owns and its tracker, and
+// what the workers share. worker.cpp holds the operations; stress.cpp the
+// set-up, the run and its stop-the-world checks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fmt/format.h"
+#include "mmlab/gup.h"
+#include "mmlab/system.h"
+#include "stress/stress.h"
+
+namespace mmlab::stress {
+
+enum Op : unsigned {
+  kRead, kWrite, kPin, kCrossPin, kPinFork, kFork, kMprotect, kDontneed, kPageout, kFree, kCold,
+  kCollapse, kRemap, kMremap, kVariant, kNrOps
+};
+inline constexpr const char* kOpNames[kNrOps] = {"read",     "write",   "pin",     "cross-pin", "pin-fork",
+                                      "fork",     "mprotect", "dontneed", "pageout",  "free",
+                                      "cold",     "collapse", "remap",    "mremap",   "variant"};
+inline constexpr unsigned kDefaultWeight[kNrOps] = {20, 20, 12, 8, 3, 3, 4, 4, 4, 3, 2, 2, 3, 3, 2};
+constexpr unsigned kCrossPinSlots = 4;  // cross pins a worker holds between operations
+
+enum class Backing : uint8_t { kAnonPrivate, kAnonShared, kFile, kHugetlbPrivate, kHugetlbShared };
+
+struct TypeInfo {
+  std::string name;
+  Backing backing;
+  uint64_t len, align;
+  FsClass fs = FsClass::kShmem;
+  unsigned huge_shift = 0;  // hugetlb page shift
+  bool thp_advise = false;
+};
+
+// Every memory type, in the order they are reported.
+std::vector<TypeInfo> all_types();
+
+inline bool is_private(Backing b) { return b == Backing::kAnonPrivate || b == Backing::kHugetlbPrivate; }
+inline bool is_hugetlb(Backing b) { return b == Backing::kHugetlbPrivate || b == Backing::kHugetlbShared; }
+
+enum class ForkMode : uint8_t { kNormal, kDontfork, kWipeonfork };
+
+// One region and what the tracker expects of it.
+struct Region {
+  const TypeInfo* type = nullptr;
+  std::atomic<uint64_t> addr{0};  // read by other threads' cross pins
+  int fd = -1;
+  bool ro = false;
+  ForkMode fork_mode = ForkMode::kNormal;
+  std::vector<uint8_t> val;   // each page is filled with one byte value
+  std::vector<uint8_t> lazy;  // MADV_FREE'd: reads val or zeros until written
+  // MADV_PAGEOUT'd since the page was last written or zapped: 1 + the
+  // System's count of injected swap-in failures at that MADV_PAGEOUT (0: not
+  // paged out). A swap-in failure since then may have stuck to the page.
+  std::vector<uint64_t> paged_out;
+  uint64_t pages() const { return type->len / PAGE_SIZE; }
+};
+
+struct Shared;
+
+class Worker {
+ public:
+  Worker(Shared* s, unsigned id, uint64_t seed) : s_(s), id_(id), rng_(seed) {}
+  bool setup(std::string* err);
+  void run() { one_op(); }
+  void release_held() {
+    for (auto& h : held_) h.release();
+  }
+  void teardown();
+  void verify_all(const char* when);
+  void plant_corruption();
+  std::vector<std::unique_ptr<Region>> regions;
+  uint64_t ops[kNrOps] = {};
+  std::map<std::string, uint64_t> errors;
+  uint64_t quota = 0, done = 0;
+  bool choices_spent() const;
+  std::atomic<uint64_t> progress{0};   // operations finished, for the watchdog
+  std::atomic<int> current{-1};        // the operation in progress (-1: none)
+
+ private:
+  void one_op();
+  Op pick_op();
+  Region* pick_region(bool (*eligible)(const Region&) = nullptr);
+  uint8_t new_byte() { return static_cast<uint8_t>(1 + next() % 255); }
+  uint64_t rnd(uint64_t n) { return n ? next() % n : 0; }
+  // The next choice: the random stream, or Config::choices two bytes at a
+  // time (zeros once they have run out).
+  uint64_t next();
+  void error(Op op, long ret) { errors[fmt::format("{}: {}", kOpNames[op], errno_name(static_cast<int>(-ret)))]++; }
+  void mismatch(const std::string& what);
+  // Whether a call this thread made since `before` (a value of
+  // System::injected_on_this_thread()) was failed by injection; if so the
+  // failure is an expected outcome, counted as "OP: injected SIG".
+  bool injected_outcome(uint64_t before, const char* what, Signal sig);
+  // A SIGBUS at page i of r that a failed swap-in explains: it was paged out
+  // and a swap-in failure was injected (on any thread, or in khugepaged)
+  // since. The unread folio stays in the swap cache and fails every fault
+  // on the page, in every process sharing the swap entry, until the entry
+  // goes (docs/STRESS.md). Counted as "OP: injected swap-in SIGBUS".
+  bool swapin_outcome(const Region* r, uint64_t i, const char* what, Signal sig);
+  bool map_region(Region* r);
+  bool map_region_retrying(Region* r);
+  void apply_fork_mode(Region* r);
+  // Check page i of r as process p sees it: expected `want` (or zeros if lazy).
+  void check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool lazy, const char* what);
+  void op_read();
+  void op_write();
+  void op_pin();
+  void op_cross_pin();
+  void op_pin_fork();
+  void op_fork();
+  void op_mprotect();
+  void op_madvise(Op op, int advice);
+  void race_swapin_failure(const Region* r, uint64_t i);
+  void op_remap();
+  void op_mremap();
+  void op_variant();
+
+  Shared* s_;
+  unsigned id_;
+  std::mt19937_64 rng_;
+  size_t choice_at_ = 0;
+  GupPages held_[kCrossPinSlots];  // cross pins held between operations
+};
+
+struct Shared {
+  const Config* cfg;
+  std::unique_ptr<System> sys;
+  Process* parent = nullptr;
+  std::vector<const TypeInfo*> types;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<unsigned> mix_cdf;  // cumulative weights by Op
+  bool khugepaged = false;
+  std::chrono::steady_clock::time_point start;
+  std::atomic<bool> stop{false};
+  std::mutex mu;  // guards the result's vectors below
+  // Held by a thread from taking a range from the kernel's placement until
+  // it no longer needs to clean a failed attempt up: a failed mremap (or
+  // MAP_FIXED mmap) may have unmapped the thread's reservation already, and
+  // unmapping that range again must not hit another thread's new mapping
+  // placed into the hole meanwhile.
+  std::mutex placement;
+  Result* res;
+  uint64_t mismatches_kept = 0;
+};
+
+inline constexpr uint64_t kMaxMismatchesKept = 20;
+
+}  // namespace mmlab::stress
