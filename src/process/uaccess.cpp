@@ -152,6 +152,8 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
     mmap_locked = true;
     vma = vma_lookup(mm, addr);
   }
+  // Which lock is held, the VMA's or mmap_lock, is data (mmap_locked): the
+  // analysis cannot follow it.
   auto unlock = [&]() NO_THREAD_SAFETY_ANALYSIS {
     if (mmap_locked) mmap_read_unlock(mm);
     else vma_end_read(vma);
