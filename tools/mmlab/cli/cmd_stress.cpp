@@ -53,6 +53,11 @@ bool parse_mix(const std::string& text, std::map<std::string, unsigned>* mix) {
       return usage(fmt::format("--mix: '{}': expected a weight 0..999999 after '='", tok));
     (*mix)[k] = static_cast<unsigned>(std::stoul(w));
   }
+  // The weights the run would draw from, the defaults included: all zero
+  // is no operation to run.
+  unsigned total = 0;
+  for (const std::string& k : kinds) total += mix->count(k) ? mix->at(k) : stress::default_weight(k);
+  if (total == 0) return usage(fmt::format("--mix {}: gives every operation weight 0", text));
   return true;
 }
 
@@ -75,16 +80,11 @@ bool parse_types(const std::string& text, std::vector<std::string>* types) {
 
 // --variants ITEM... (default: every gup.walk and gup.fast value; "none": none).
 bool parse_stress_variants(const std::vector<std::string>& texts, std::vector<Variant>* out) {
-  std::vector<std::string> t = texts;
-  if (t.empty()) t = {"gup.walk=all", "gup.fast=all"};
-  for (const std::string& tok : t) {
-    if (tok == "none") continue;
-    Variant v;
-    std::string msg;
-    if (!parse_variant_item(tok, &v, &msg)) return usage("--variants: " + msg);
-    out->push_back(v);
-  }
-  return true;
+  std::vector<std::string> t;
+  for (const std::string& tok : texts.empty() ? std::vector<std::string>{"gup.walk=all", "gup.fast=all"} : texts)
+    if (tok != "none") t.push_back(tok);
+  std::string msg;
+  return parse_variant_items(t, out, &msg) || usage("--variants: " + msg);
 }
 
 std::string repro_line(const StressCli& o, const stress::Config& c) {
@@ -114,7 +114,7 @@ int run_stress(StressCli o) {
   c.plant_corruption = o.plant;
   c.race_swapin_failure = o.race_swapin;
   if (!parse_mix(o.mix, &c.mix) || !parse_types(o.types, &c.types) || !parse_stress_variants(o.variants, &c.variants)) return 2;
-  if (std::string msg; !parse_ram_option("--ram", o.ram, &c.ram, &msg)) {
+  if (std::string msg; !parse_ram_option("--ram", o.ram, 0, &c.ram, &msg)) {
     usage(msg);
     return 2;
   }
@@ -163,7 +163,7 @@ int run_stress(StressCli o) {
   std::printf("statistics:\n");
   for (const auto& [k, v] : r.stats) std::printf("  %-32s %lld\n", k.c_str(), static_cast<long long>(v));
   for (const auto& [k, why] : r.not_run) std::printf("not run: %s (%s)\n", k.c_str(), why.c_str());
-  std::printf("memory types run: %s\n", fmt::format("{}", fmt::join(c.types, ",")).c_str());
+  std::printf("memory types run: %s\n", fmt::format("{}", fmt::join(r.types_run, ",")).c_str());
   for (const auto& v : r.violations) std::printf("VIOLATION: %s\n", v.c_str());
   for (const auto& m : r.mismatches) std::printf("DATA MISMATCH: %s\n", m.c_str());
   std::printf("checker runs: %llu; violations: %zu; data mismatches: %llu; frames leaked: %llu\n",
@@ -184,12 +184,13 @@ void add_stress(CLI::App& app) {
   auto o = std::make_shared<StressCli>();
   CLI::App* sub = app.add_subcommand("stress", "threads running a random mix of mm operations at once, with a data tracker "
                                                "and the invariant checker (docs/STRESS.md)");
-  sub->add_option("--threads", o->threads, "worker threads (default 4)")->check(CLI::Range(1u, 64u));
-  sub->add_option("--seconds", o->seconds, "stop after this long (default 10 when --ops is not given)")->check(CLI::Range(0.0, 86400.0));
-  sub->add_option("--ops", o->ops, "stop after this many operations in all");
-  sub->add_option("--seed", o->seed, "seed of the per-thread random streams (default 1)");
+  sub->add_option("--threads", o->threads, "worker threads (default 4)")->check(unsigned_number() & CLI::Range(1u, 64u));
+  sub->add_option("--seconds", o->seconds, "stop after this long (default 10 when --ops is not given)")
+      ->check(finite_range(0.0, 86400.0));
+  sub->add_option("--ops", o->ops, "stop after this many operations in all")->check(unsigned_number());
+  sub->add_option("--seed", o->seed, "seed of the per-thread random streams (default 1)")->check(unsigned_number());
   sub->add_option("--check-every", o->check_every, "operations per thread between stop-the-world checker runs (default 1000)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+      ->check(unsigned_number() & CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   sub->add_option("--mix", o->mix, "operation weights KIND=WEIGHT,... (the others keep their default weight)");
   sub->add_option("--types", o->types, "memory types: default (all but hugetlb-1G), all, or a comma list");
   sub->add_option("--variants", o->variants,

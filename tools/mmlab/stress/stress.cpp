@@ -119,6 +119,12 @@ bool set_up_hugetlb(Shared* s, const TypeInfo& t, unsigned per_thread, std::stri
 
 std::vector<std::string> op_kinds() { return {std::begin(kOpNames), std::end(kOpNames)}; }
 
+unsigned default_weight(const std::string& kind) {
+  for (unsigned op = 0; op < kNrOps; op++)
+    if (kind == kOpNames[op]) return kDefaultWeight[op];
+  return 0;
+}
+
 // Every site, swapin included (the tracker accepts the SIGBUS a failed
 // swap-in leaves on a paged-out page: Worker::swapin_outcome).
 std::vector<std::string> inject_sites() { return System::inject_sites(); }
@@ -159,6 +165,7 @@ bool choose_types(Shared* s, std::string* err) {
       }
     }
     s->types.push_back(&t);
+    s->res->types_run.push_back(t.name);
   }
   if (s->types.empty()) {
     *err = "no memory type to run";

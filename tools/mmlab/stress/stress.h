@@ -13,8 +13,10 @@
 
 namespace mmlab::stress {
 
-// The operation kinds, in the order they are reported.
+// The operation kinds, in the order they are reported, and the weight each
+// has unless --mix gives another.
 std::vector<std::string> op_kinds();
+unsigned default_weight(const std::string& kind);
 // The memory types, in the order they are reported ("anon-16K", "thp", ...).
 std::vector<std::string> type_names();
 // The fault-injection sites --inject arms.
@@ -60,6 +62,7 @@ struct Result {
   std::map<std::string, uint64_t> ops;     // kind -> operations run
   std::map<std::string, uint64_t> errors;  // "kind: ERRNO" -> calls that returned it (expected outcomes)
   std::map<std::string, std::string> not_run;  // type or operation -> why it did not run
+  std::vector<std::string> types_run;          // the memory types that ran, in the order they are reported
   std::vector<std::string> violations;     // checker findings and model warnings
   std::vector<std::string> mismatches;     // data-tracker findings (first ones in full)
   uint64_t nr_mismatches = 0;

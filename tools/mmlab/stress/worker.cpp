@@ -43,10 +43,20 @@ void Worker::mismatch(const std::string& what) {
   if (s_->res->mismatches.size() < kMaxMismatchesKept) s_->res->mismatches.push_back(fmt::format("thread {}: {}", id_, what));
 }
 
-bool Worker::injected_outcome(uint64_t before, const char* what, Signal sig) {
-  if (System::injected_on_this_thread() == before) return false;
-  errors[fmt::format("{}: injected {}", what, signal_name(sig))]++;
-  return true;
+InjectSnapshot injected_snapshot() {
+  InjectSnapshot s;
+  for (size_t i = 0; i < std::size(kAccessCauses); i++) s.n[i] = System::injected_on_this_thread(kAccessCauses[i].site);
+  return s;
+}
+
+bool Worker::injected_outcome(const InjectSnapshot& before, const char* what, Signal sig) {
+  const InjectSnapshot now = injected_snapshot();
+  for (size_t i = 0; i < std::size(kAccessCauses); i++) {
+    if (kAccessCauses[i].sig != sig || now.n[i] == before.n[i]) continue;
+    errors[fmt::format("{}: injected {} ({})", what, signal_name(sig), kAccessCauses[i].site)]++;
+    return true;
+  }
+  return false;
 }
 
 bool Worker::swapin_outcome(const Region* r, uint64_t i, const char* what, Signal sig) {
@@ -161,7 +171,7 @@ void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool la
   const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE;
   int64_t bad = -1;
   uint8_t found = 0;
-  const uint64_t inj = System::injected_on_this_thread();
+  const InjectSnapshot inj = injected_snapshot();
   AccessResult res = p->read_expect(a, want, PAGE_SIZE, &bad, &found);
   if (!res.ok()) {
     if (injected_outcome(inj, "read", res.sig) || swapin_outcome(r, i, "read", res.sig)) return;
@@ -196,7 +206,7 @@ void Worker::op_write() {
   for (uint64_t k = i; k < i + n; k++) {
     const uint8_t v = new_byte();
     const uint64_t a = r->addr.load(std::memory_order_relaxed) + k * PAGE_SIZE;
-    const uint64_t inj = System::injected_on_this_thread();
+    const InjectSnapshot inj = injected_snapshot();
     AccessResult res = s_->parent->fill(a, v, PAGE_SIZE);
     if (r->ro) {
       if (res.sig != Signal::kSigsegv)
@@ -370,7 +380,7 @@ void Worker::op_fork() {
     check_page(c1, r, i, old, lazy, "child after fork");
     if (r->ro) continue;
     const uint8_t v = new_byte();
-    const uint64_t inj = System::injected_on_this_thread();
+    const InjectSnapshot inj = injected_snapshot();
     AccessResult res = c1->fill(a, v, PAGE_SIZE);
     if (!res.ok()) {
       if (injected_outcome(inj, "child write", res.sig) || swapin_outcome(r, i, "child write", res.sig)) continue;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,6 +50,24 @@ inline bool is_private(Backing b) { return b == Backing::kAnonPrivate || b == Ba
 inline bool is_hugetlb(Backing b) { return b == Backing::kHugetlbPrivate || b == Backing::kHugetlbShared; }
 
 enum class ForkMode : uint8_t { kNormal, kDontfork, kWipeonfork };
+
+// The injection sites whose failure can end a CPU access with a signal, and
+// that signal: an allocation, a charge or a page table that fails makes the
+// fault VM_FAULT_OOM (SIGKILL); a machine check in a copy makes it
+// VM_FAULT_HWPOISON (SIGBUS). folio_trylock and fault_retry make a fault
+// retry, never fail it; hugetlb_resv fails an mmap; a failed swap-in's
+// SIGBUS sticks to the page (Worker::swapin_outcome).
+struct AccessCause {
+  Signal sig;
+  const char* site;
+};
+inline constexpr AccessCause kAccessCauses[] = {
+    {Signal::kSigkill, "page_alloc"}, {Signal::kSigkill, "charge"}, {Signal::kSigkill, "pgtable_alloc"}, {Signal::kSigbus, "copy_mc"}};
+// The calling thread's injected failures at each of those sites.
+struct InjectSnapshot {
+  uint64_t n[std::size(kAccessCauses)] = {};
+};
+InjectSnapshot injected_snapshot();
 
 // One region and what the tracker expects of it.
 struct Region {
@@ -98,10 +117,10 @@ class Worker {
   uint64_t next();
   void error(Op op, long ret) { errors[fmt::format("{}: {}", kOpNames[op], errno_name(static_cast<int>(-ret)))]++; }
   void mismatch(const std::string& what);
-  // Whether a call this thread made since `before` (a value of
-  // System::injected_on_this_thread()) was failed by injection; if so the
-  // failure is an expected outcome, counted as "OP: injected SIG".
-  bool injected_outcome(uint64_t before, const char* what, Signal sig);
+  // Whether a call this thread made since `before` was failed by
+  // injection at a site that can end an access with `sig`; if so the
+  // failure is an expected outcome, counted as "OP: injected SIG (SITE)".
+  bool injected_outcome(const InjectSnapshot& before, const char* what, Signal sig);
   // A SIGBUS at page i of r that a failed swap-in explains: it was paged out
   // and a swap-in failure was injected (on any thread, or in khugepaged)
   // since. The unread folio stays in the swap cache and fails every fault
