@@ -54,8 +54,18 @@ struct Config {
   // Fault injection (--inject): every site fails each call with
   // this probability, seeded with `seed`; 0 arms nothing.
   double inject_rate = 0;
-  // Called before the process ends on a hang (prints the reproduction line).
-  std::function<void()> on_hang;
+  // A progress line on stderr while it runs (report/progress.h).
+  bool progress = false;
+  // A phase that makes no progress for this long is a hang (the watchdog
+  // covers the whole run: the workers, the final sweep, the teardown).
+  unsigned hang_seconds = 60;
+  // Test-only: the teardown blocks for good, so that the watchdog must
+  // report it (a hung run still prints what it has).
+  bool plant_teardown_hang = false;
+  // Called on a hang with what the run has so far (Result::hangs says where
+  // each stuck thread is); the process then ends with exit status 1 (a
+  // stuck thread cannot be unwound).
+  std::function<void(const struct Result&)> on_hang;
 };
 
 struct Result {
@@ -70,10 +80,11 @@ struct Result {
   uint64_t frames_leaked = 0;              // frames in use after every process exited
   long khugepaged_full_scans = 0, khugepaged_collapsed = 0;
   std::map<std::string, int64_t> stats;    // selected vmstat/mTHP statistics
-  std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject)
+  std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject), every site
+  std::vector<std::string> hangs;          // on a hang: the phase and each stuck thread's last operations
   double elapsed_s = 0;
   uint64_t total_ops() const;
-  bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0; }
+  bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0 && hangs.empty(); }
 };
 
 // Run; false (and *err) when the System cannot be set up as configured.

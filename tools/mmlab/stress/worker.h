@@ -68,6 +68,10 @@ struct InjectSnapshot {
   uint64_t n[std::size(kAccessCauses)] = {};
 };
 InjectSnapshot injected_snapshot();
+// The site whose failure, injected on this thread between `before` and
+// `now`, can end an access with `sig`; nullptr when none can (then the
+// signal is a mismatch, whatever else was injected meanwhile).
+const char* access_cause(const InjectSnapshot& before, const InjectSnapshot& now, Signal sig);
 
 // One region and what the tracker expects of it.
 struct Region {
@@ -99,12 +103,17 @@ class Worker {
   void verify_all(const char* when);
   void plant_corruption();
   std::vector<std::unique_ptr<Region>> regions;
-  uint64_t ops[kNrOps] = {};
+  // Operations run, per kind: read by the progress line and a hang's
+  // partial report while the worker runs.
+  std::atomic<uint64_t> ops[kNrOps] = {};
   std::map<std::string, uint64_t> errors;
   uint64_t quota = 0, done = 0;
   bool choices_spent() const;
   std::atomic<uint64_t> progress{0};   // operations finished, for the watchdog
   std::atomic<int> current{-1};        // the operation in progress (-1: none)
+  // "KIND TYPE" of the operation in progress and of the last ones before
+  // it, oldest first: where a stuck thread was (read by the watchdog).
+  std::vector<std::string> recent_ops() const;
 
  private:
   void one_op();
@@ -145,6 +154,13 @@ class Worker {
   void op_mremap();
   void op_variant();
 
+  // The last kRecent operations, each (kind << 8 | type index), type
+  // 0xff for none; recent_[recent_at_ % kRecent] is the one in progress.
+  static constexpr unsigned kRecent = 8;
+  std::atomic<uint32_t> recent_[kRecent] = {};
+  std::atomic<uint64_t> recent_at_{0};
+  void note_type(const Region* r);
+
   Shared* s_;
   unsigned id_;
   std::mt19937_64 rng_;
@@ -162,6 +178,11 @@ struct Shared {
   bool khugepaged = false;
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> stop{false};
+  // The run's phase and the main thread's steps in it, for the watchdog
+  // once the workers are done (the final sweep, the teardown).
+  std::atomic<const char*> phase{"setup"};
+  std::atomic<uint64_t> main_progress{0};
+  std::atomic<bool> collected{false};  // the result's errors, statistics and injections are in
   std::mutex mu;  // guards the result's vectors below
   // Held by a thread from taking a range from the kernel's placement until
   // it no longer needs to clean a failed attempt up: a failed mremap (or
