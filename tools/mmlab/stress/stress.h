@@ -33,6 +33,10 @@ struct Config {
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;  // tune key -> values switched between
   uint64_t ram = 4ull << 30;
   bool swap_blkdev = true, swap_file = true;  // the swap devices to add
+  // Their sizes. The checker walks every slot, so a fuzzer's thousands of
+  // short runs want small devices (and a full device is a path too).
+  uint64_t swap_blkdev_bytes = 16ull << 20;
+  uint64_t swap_file_bytes = 0;  // 0: ram / 8
   int64_t movable = -1;  // ZONE_MOVABLE bytes (-1: a quarter of ram)
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
