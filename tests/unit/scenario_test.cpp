@@ -446,6 +446,8 @@ TEST(ScenarioRunTest, LeakedPinIsReleasedAndCheckerRuns) {
   RunOut r = run("test a\nproc P\nP mmap A 8K rw private\nP write A 8K 1\nP gup H A 2 pin\nexpect H 2\ncheck\n");
   ASSERT_EQ(r.results.size(), 1u);
   EXPECT_EQ(r.results[0].outcome, Outcome::kPass) << r.tap;
+  // What the teardown's checker found (fuzz_run holds every test to it).
+  EXPECT_TRUE(r.results[0].leaks.empty()) << r.results[0].leaks.front();
 }
 
 // `when` runs a statement only under the listed values of a tune key; the
