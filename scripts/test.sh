@@ -3,8 +3,9 @@
 # replays (cow.c, gup_longterm.c, ...) in the g++ release build; the unit
 # tests again with DEBUG_VM checks and the lock-order checker, built by
 # clang with -Wthread-safety under ThreadSanitizer, and under
-# AddressSanitizer + UBSan (with a bounded run of each libFuzzer target,
-# tests/fuzz/). The debug preset (g++ -O0, DEBUG_VM) is for gdb: what its
+# AddressSanitizer + UBSan (with a fixed number of runs of each libFuzzer
+# target, tests/fuzz/, and short stress runs under every CoW policy,
+# ctest stress.cow_policies and stress.cow_policy_rfc_ends_sound). The debug preset (g++ -O0, DEBUG_VM) is for gdb: what its
 # ctest runs, the two sanitizer runs run too. Ends with the time of each
 # step, the name and last output lines of every failed test, and one line
 # "N passed, N failed".

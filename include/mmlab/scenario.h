@@ -69,6 +69,11 @@ struct ScenarioResult {
   // Under `expect violation`: every violation detected (checker, data
   // checks, the model's recorded findings, the leak check), in order.
   std::vector<std::string> violations;
+  // What the checker found after the teardown (every process exited, every
+  // handle released, every file closed): frames or page-table pages still
+  // in use, a broken invariant. Unless the test errored or was skipped, each
+  // is also in diagnostics or violations.
+  std::vector<std::string> leaks;
   double seconds = 0;                    // wall time of the test
   // The selftest's own `[RUN] ...` text of a generated replay ("" if none),
   // and what `print` statements printed: both go out as `#` lines before

@@ -49,6 +49,17 @@ uint64_t host_memory_available();
 // first to say so.
 uint64_t system_max_ram_bytes();
 
+// The one estimate of a System's host memory, which every option that
+// sizes a System checks before one is made: what making it takes (its
+// memmap's free-list heads: about 2.3 GiB per TiB of RAM, whatever then
+// runs on it) and what it may come to use if every frame is touched (the
+// frames and their memmap).
+struct SystemHostMemory {
+  uint64_t at_create = 0;
+  uint64_t at_most = 0;
+};
+SystemHostMemory system_host_memory(uint64_t ram_bytes);
+
 // The host memory behind a System's RAM (frame stores are recycled across
 // Systems of one process; see src/phys/frame_store.h).
 struct FrameStoreInfo {
@@ -127,6 +138,9 @@ class System {
   // Failures injected into calls the calling thread made, in any System:
   // a caller's way to tell its own injected failure from a real one.
   static uint64_t injected_on_this_thread();
+  // The same at one site (0 for an unknown one): which site failed a call
+  // tells which outcome the failure can explain.
+  static uint64_t injected_on_this_thread(const std::string& site);
 
   // ---- files (memfd/tmpfs, hugetlbfs, ext4-class): fds are small integers ----
   // A file of `size` bytes, fully allocated (its page cache populated, zeroed).

@@ -19,10 +19,12 @@
 #include <array>
 #include <cstring>
 #include <variant>
+#include <vector>
 
 #include "phys/frame_copy.h"
 #include "fmt/format.h"
 #include "mm/memcontrol.h"
+#include "mm/memory.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/debug.h"
@@ -195,11 +197,13 @@ int copy_user_large_folio(Folio* dst, Folio* src, long offset, Mm* mm) {
 // old_page computed as in the copy. The kernel's __folio_rmap_sanity_checks
 // (CONFIG_DEBUG_VM) warns when the pages are not the folio's; the kernel then
 // decrements the _mapcount of whatever struct pages those are and the
-// folio's large mapcount by nr. The model records the warning and does the
-// same for every page inside its memmap.
-void remove_rmap_ptes(Folio* old_folio, long first_pfn, unsigned nr, Vma* vma) {
+// folio's large mapcount by nr, whichever of them the replaced entries
+// mapped. The model records each such finding and removes the mappings the
+// replaced entries had, no more: mapcounts that went wrong would make its
+// own later bookkeeping (a split, the rmap walk of a process's exit) read
+// freed memory or abort, where the kernel's corruption only shows later.
+void remove_rmap_ptes(Folio* old_folio, long first_pfn, unsigned nr, Vma* vma, const std::vector<Page*>& mapped) {
   Mm* mm = vma->vm_mm;
-  PhysMem* phys = mm->phys;
   const long folio_first = static_cast<long>(folio_pfn(old_folio));
   const long folio_end = folio_first + folio_nr_pages(old_folio);
   if (first_pfn < folio_first || first_pfn + nr > folio_end)
@@ -207,12 +211,33 @@ void remove_rmap_ptes(Folio* old_folio, long first_pfn, unsigned nr, Vma* vma) {
         "rfc: __folio_rmap_sanity_checks: folio_remove_rmap_ptes of pages {}..{} of a folio of {} pages "
         "(page_folio(page) != folio): the kernel corrupts the mapcounts of struct pages it does not own\n{}",
         first_pfn - folio_first, first_pfn - folio_first + nr - 1, folio_nr_pages(old_folio), dump_folio(old_folio)));
-  const long lo = std::max(first_pfn, 0l);
-  const long hi = std::min(first_pfn + static_cast<long>(nr), static_cast<long>(phys->nr_frames()));
-  if (hi - lo != static_cast<long>(nr))
-    mm->kernel->vm_warn(fmt::format("rfc: folio_remove_rmap_ptes reaches beyond RAM (pfn {:#x}, {} pages)", first_pfn, nr));
-  if (hi > lo) folio_remove_rmap_ptes(old_folio, phys->pfn_to_page(static_cast<pfn_t>(lo)), static_cast<int>(hi - lo), vma);
-  if (hi - lo < static_cast<long>(nr)) folio_sub_large_mapcount(old_folio, static_cast<int>(nr - (hi - lo)), vma);
+  else if (mapped.size() != nr)
+    mm->kernel->vm_warn(fmt::format(
+        "rfc: folio_remove_rmap_ptes of {} pages of the old folio, {} of which the replaced entries mapped: the kernel's "
+        "mapcounts of the others go wrong\n{}",
+        nr, mapped.size(), dump_folio(old_folio)));
+  for (Page* p : mapped) folio_remove_rmap_pte(old_folio, p, vma);
+}
+
+// ptep_clear_flush_range (patch 2/7) clears every entry of the range,
+// whatever it is (flaw (a)). An entry mapping another folio, or a swap or
+// migration entry, is lost in the kernel with its mapcount and reference:
+// that folio stays mapped after every process has exited, its anon_vma
+// freed under it. The model records that and releases the entry as a zap
+// would (the folio's reference is put by the caller after the PTL). The
+// rss counters stay as the posting leaves them (it counts the new folio's
+// pages as the ones they replace), so that the checker sees its accounting.
+void lose_entry(VmFault* vmf, pte_t* pte, uint64_t addr, std::vector<Folio*>* put_after) {
+  Mm* mm = vmf->vma->vm_mm;
+  mm->kernel->vm_warn(fmt::format(
+      "rfc: ptep_clear_flush_range clears the entry at {:#x} ({:#x}), which maps no page of the old folio: the kernel "
+      "loses it with its mapcount and reference (the folio outlives every process)",
+      addr, ptep_get(pte).v));
+  long rss[NR_MM_COUNTERS];
+  for (int c = 0; c < NR_MM_COUNTERS; c++) rss[c] = mm->get_mm_counter(static_cast<MmCounter>(c));
+  if (Folio* f = zap_one_pte(vmf->vma, pte, addr)) put_after->push_back(f);
+  for (int c = 0; c < NR_MM_COUNTERS; c++)
+    add_mm_counter(mm, static_cast<MmCounter>(c), rss[c] - mm->get_mm_counter(static_cast<MmCounter>(c)));
 }
 
 // The posting's folio_put_refs(old_folio, nr): one reference per PTE it
@@ -275,7 +300,9 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
 
   wp_copy_before_revalidate(mm);
   bool copied = false;
-  unsigned held = 0;  // replaced PTEs that mapped the old folio
+  unsigned held = 0;             // replaced PTEs that mapped the old folio
+  std::vector<Page*> mapped;     // the old folio's pages they mapped
+  std::vector<Folio*> lost;      // other folios whose entries the range lost
   vmf->pte = pte_offset_map_lock(mm, vmf->pmd, addr, &vmf->ptl);
   if (vmf->pte) {
     vmf->ptl->assert_held();
@@ -292,15 +319,21 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
         inc_mm_counter(mm, MM_ANONPAGES);
       }
       // ptep_clear_flush_range (patch 2/7): clear every entry, whatever it is
-      // (flaw (a): swap entries and other folios' pages lose their entries
-      // without their references), one flush if any was accessible.
+      // (flaw (a): swap entries and other folios' pages lose their entries;
+      // lose_entry), one flush if any was accessible.
       bool accessible = false;
       for (unsigned i = 0; i < nr; i++) {
-        pte_t old = entry_xchg(vmf->pte + i, pte_t{0});
+        const pte_t old = ptep_get(vmf->pte + i);
         accessible |= pte_present(old);
-        if (old_folio && pte_present(old) && !pte_special(old) && phys->pfn_valid(pte_pfn(old)) &&
-            page_folio(phys->pfn_to_page(pte_pfn(old))) == old_folio)
+        Page* p = pte_present(old) && !pte_special(old) && phys->pfn_valid(pte_pfn(old)) ? phys->pfn_to_page(pte_pfn(old)) : nullptr;
+        if (old_folio && p && page_folio(p) == old_folio) {
+          mapped.push_back(p);
           held++;
+        } else if (!pte_none(old) && !(pte_present(old) && is_zero_pfn(phys, pte_pfn(old)))) {
+          lose_entry(vmf, vmf->pte + i, addr + i * PAGE_SIZE, &lost);
+          continue;
+        }
+        entry_xchg(vmf->pte + i, pte_t{0});
       }
       if (accessible) flush_tlb_range(vma, addr, addr + nr * PAGE_SIZE);
       // Flaw (e): an unshare gets the large copy too, every entry with the
@@ -308,13 +341,17 @@ vm_fault_t wp_page_copy(VmFault* vmf) {
       mm->stats->count_mthp(new_order, MthpStat::wp_fault_alloc);
       wp_install_new_folio(vmf, new_folio, vmf->pte, addr, nr);
       // Flaw (f): no PageAnonExclusive and no pin check on the pages replaced.
-      if (old_folio) remove_rmap_ptes(old_folio, old_pfn, nr, vma);
+      if (old_folio) remove_rmap_ptes(old_folio, old_pfn, nr, vma, mapped);
       new_folio = nullptr;
       copied = true;
     }
     vmf->ptl->unlock();
   }
   if (new_folio) folio_put(new_folio);
+  for (Folio* f : lost) {  // as the mmu_gather of a zap releases them
+    if (folio_test_anon(f)) free_swap_cache(f);
+    folio_put(f);
+  }
   if (old_folio) {
     if (copied) put_old_refs(old_folio, nr, held, mm);
     folio_put(old_folio);  // the fault's own reference

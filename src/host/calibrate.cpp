@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
+#include "base/input_file.h"
 #include "host/sysfs.h"
 #include "mmlab/system.h"
 #include "mmlab/types.h"
@@ -669,14 +670,13 @@ int save_cost_profile(const std::string& path, const CostProfile& p, std::string
 }
 
 int load_cost_profile(const std::string& path, CostProfile* out, std::string* err) {
-  std::ifstream f(path);
-  if (!f) {
-    *err = "cannot read " + path;
-    return -ENOENT;
+  // A profile is a few KiB of JSON: a bounded read of a regular file.
+  std::string text, why;
+  if (int e = read_input_file(path, 16ull << 20, &text, &why)) {
+    *err = why;
+    return e;
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (int e = cost_profile_from_json(ss.str(), out, err)) {
+  if (int e = cost_profile_from_json(text, out, err)) {
     *err = path + ": " + *err;
     return e;
   }

@@ -19,6 +19,13 @@ bool is_zero_pfn(PhysMem* phys, pfn_t pfn);
 // holds mmap_lock (read for MADV_DONTNEED, write for munmap/exit).
 void zap_vma_range(Vma* vma, uint64_t start, uint64_t end);
 
+// zap_pte_range's work for one entry, under the caller's PTL: the entry is
+// cleared, a present page's rmap and rss dropped, a swap entry's slot freed,
+// a migration entry's rss dropped. Returns the folio whose reference the
+// caller puts after its TLB flush and the PTL (as the mmu_gather would), or
+// nullptr.
+Folio* zap_one_pte(Vma* vma, pte_t* pte, uint64_t addr);
+
 // Free the page-table pages that map only [start, end), where no VMA remains,
 // staying within [floor, ceiling) (the neighbours' tables are kept).
 void free_pgtables(Mm* mm, uint64_t start, uint64_t end, uint64_t floor, uint64_t ceiling);

@@ -77,6 +77,22 @@ unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, u
   return nr;
 }
 
+}  // namespace
+
+Folio* zap_one_pte(Vma* vma, pte_t* pte, uint64_t addr) {
+  const pte_t ptent = ptep_get(pte);
+  if (pte_none(ptent)) return nullptr;
+  if (!pte_present(ptent)) {
+    zap_nonpresent_ptes(vma, pte, ptent, addr, 1);
+    return nullptr;
+  }
+  ZapBatch batch;
+  zap_present_ptes(vma, pte, ptent, addr, 1, &batch);
+  return batch.folios.empty() ? nullptr : batch.folios.front().first;
+}
+
+namespace {
+
 void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl;

@@ -26,11 +26,19 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-thread_local uint64_t tl_injected = 0;
+// Per site: a caller tells which site failed its call, and so which
+// outcome that failure can explain.
+thread_local uint64_t tl_injected[kNrFaultSites] = {};
 
 }  // namespace
 
-uint64_t FaultInjector::injected_on_this_thread() { return tl_injected; }
+uint64_t FaultInjector::injected_on_this_thread() {
+  uint64_t n = 0;
+  for (uint64_t c : tl_injected) n += c;
+  return n;
+}
+
+uint64_t FaultInjector::injected_on_this_thread(FaultSite s) { return tl_injected[static_cast<size_t>(s)]; }
 
 const char* fault_site_name(FaultSite s) { return kSites[static_cast<size_t>(s)].name; }
 
@@ -108,7 +116,7 @@ bool FaultInjector::should_fail_slow(FaultSite s, unsigned order) {
     }
   }
   if (fail) {
-    tl_injected++;
+    tl_injected[static_cast<size_t>(s)]++;
     st.injected.fetch_add(1, std::memory_order_relaxed);
     if (stats_) stats_->count(fault_site_event(s));
   }

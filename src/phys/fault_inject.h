@@ -95,6 +95,7 @@ class FaultInjector {
   // Failures injected into calls made by the calling thread (any injector):
   // lets a caller tell its own injected failure from a real one.
   static uint64_t injected_on_this_thread();
+  static uint64_t injected_on_this_thread(FaultSite s);
 
  private:
   struct Site {

@@ -119,6 +119,11 @@ int64_t System::injected(const std::string& site) const {
 
 uint64_t System::injected_on_this_thread() { return FaultInjector::injected_on_this_thread(); }
 
+uint64_t System::injected_on_this_thread(const std::string& site) {
+  FaultSite s;
+  return fault_site_from_name(site, &s) ? FaultInjector::injected_on_this_thread(s) : 0;
+}
+
 std::vector<std::string> System::inject_sites() {
   std::vector<std::string> v;
   for (size_t i = 0; i < kNrFaultSites; i++) v.emplace_back(fault_site_name(static_cast<FaultSite>(i)));
@@ -236,6 +241,10 @@ int64_t System::mthp_stat(unsigned order, const std::string& name) const {
 uint64_t host_memory_available() { return host_available_memory(); }
 
 uint64_t system_max_ram_bytes() { return PhysMem::max_ram_bytes(); }
+
+SystemHostMemory system_host_memory(uint64_t ram_bytes) {
+  return {frame_store_cost_at_create(ram_bytes), frame_store_footprint(ram_bytes)};
+}
 
 std::vector<CounterInfo> counter_catalog() {
   std::vector<CounterInfo> v;

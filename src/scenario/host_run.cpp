@@ -497,6 +497,8 @@ void HostRun::run(const Stmt& st, const stmt::Mmap& s) {
   long r;
   if (s.align <= PAGE_SIZE) {
     r = do_map(0, s.size, 0);
+  } else if (s.size > TASK_SIZE - s.align) {
+    r = -ENOMEM;  // no aligned place: the reservation's length would wrap (as the model answers)
   } else {
     // As a selftest does: reserve size + align of nothing, place the mapping at the aligned start inside.
     long probe = sys(st, p.agent->mmap(0, s.size + s.align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));

@@ -1,6 +1,7 @@
 // The model backend: each test on a fresh System, every statement through
 // the model's real mechanisms (System, Process, the GUP entry points).
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <fnmatch.h>
 #include <cstdlib>
@@ -405,6 +406,15 @@ class ModelRun final : public TestRun {
       if (s.hugetlb_shift) f |= MAP_HUGETLB | (s.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
       return p->mmap(0, len, prot, f);
     };
+    // The over-allocation must not wrap: a SIZE with no room for the slack
+    // in the user address space has no aligned place (ENOMEM, the kernel's
+    // answer for a length beyond TASK_SIZE), never one placed by a wrapped
+    // length.
+    uint64_t with_slack = 0;
+    if (slack && (__builtin_add_overflow(s.size, slack, &with_slack) || with_slack > TASK_SIZE)) {
+      check_errno(st, -ENOMEM, "mmap");
+      return;
+    }
     if (!slack || fd >= 0 || s.hugetlb_shift) {
       r = do_map(s.size);
       if (r >= 0 && slack && (static_cast<uint64_t>(r) & (s.align - 1))) {

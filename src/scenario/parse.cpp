@@ -13,6 +13,7 @@
 #include "fmt/format.h"
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
+#include "base/input_file.h"
 #include "scenario/ast.h"
 #include "scenario/parse_internal.h"
 
@@ -44,49 +45,54 @@ void parse_expect_error(LineParser& lp, Stmt* st, int depth) {
     err = -errno_from_name(e.c_str());
     if (!err) lp.back(), lp.fail("an ERRNO name (EFAULT, ENOMEM, EINVAL, ...) or SIGSEGV/SIGBUS");
   }
+  // Set before the statement is parsed, which refuses one that cannot
+  // fail; an outer prefix has set it already and decides.
+  if (!st->expect_error) {
+    st->expect_error = true;
+    st->expect_errno = err;
+    st->expect_signal = signal;
+  }
   parse_statement(lp, st, depth + 1);
-  st->expect_error = true;
-  st->expect_errno = err;
-  st->expect_signal = signal;
 }
 
 constexpr VerbForm kKeyword = VerbForm::kKeyword, kSubject = VerbForm::kSubject;
+constexpr Fallible kNeverFails = Fallible::kNo;
 
 // Every statement verb. The kSubject ones are listed in the order an
 // unknown verb's error names them.
 constexpr StatementVerb kVerbs[] = {
     {"sysfs", kKeyword, parse_sysfs},
     {"tune", kKeyword, parse_tune},
-    {"proc", kKeyword, parse_proc},
+    {"proc", kKeyword, parse_proc, nullptr, kNeverFails},
     {"file", kKeyword, parse_file},
     {"swap", kKeyword, parse_swap},
     {"khugepaged", kKeyword, parse_khugepaged},
     {"advance", kKeyword, parse_advance},
     {"inject", kKeyword, parse_inject},
-    {"counters", kKeyword, parse_counters},
-    {"unpin", kKeyword, parse_unpin},
-    {"expect", kKeyword, parse_expect},
-    {"check", kKeyword, parse_check},
-    {"skip", kKeyword, parse_skip},
-    {"xfail", kKeyword, parse_xfail},
+    {"counters", kKeyword, parse_counters, nullptr, kNeverFails},
+    {"unpin", kKeyword, parse_unpin, nullptr, kNeverFails},
+    {"expect", kKeyword, parse_expect, nullptr, kNeverFails},
+    {"check", kKeyword, parse_check, nullptr, kNeverFails},
+    {"skip", kKeyword, parse_skip, nullptr, kNeverFails},
+    {"xfail", kKeyword, parse_xfail, nullptr, kNeverFails},
     {"when", VerbForm::kPrefix, nullptr, parse_when},
     {"expect-error", VerbForm::kPrefix, nullptr, parse_expect_error},
     {"fork", kSubject, parse_fork},
-    {"exit", kSubject, parse_exit},
+    {"exit", kSubject, parse_exit, nullptr, kNeverFails},
     {"mmap", kSubject, parse_mmap},
     {"munmap", kSubject, parse_munmap},
     {"mprotect", kSubject, parse_mprotect},
     {"mremap", kSubject, parse_mremap},
     {"madvise", kSubject, parse_madvise},
-    {"clear-soft-dirty", kSubject, parse_clear_soft_dirty},
+    {"clear-soft-dirty", kSubject, parse_clear_soft_dirty, nullptr, kNeverFails},
     {"thp-disable", kSubject, parse_thp_disable},
     {"userfaultfd", kSubject, parse_userfaultfd},
     {"uffd-wp", kSubject, parse_uffd_wp},
     {"write", kSubject, parse_write},
     {"read", kSubject, parse_read},
-    {"gup", kSubject, parse_gup},
-    {"dump", kSubject, parse_dump},
-    {"print", kSubject, parse_print},
+    {"gup", kSubject, parse_gup, nullptr, kNeverFails},
+    {"dump", kSubject, parse_dump, nullptr, kNeverFails},
+    {"print", kSubject, parse_print, nullptr, kNeverFails},
 };
 
 // The record of `word` among the verbs of `subject` form (kSubject) or of
@@ -110,6 +116,17 @@ const std::string& subject_verbs_text() {
 
 }  // namespace
 
+namespace {
+
+// `expect-error` before a statement that never fails would be ignored
+// (the verb was just read).
+void refuse_expect_error(LineParser& lp, const Stmt& st, const StatementVerb& v) {
+  if (st.expect_error && v.fallible == Fallible::kNo)
+    lp.fail_last("a statement that can fail after `expect-error` (`" + std::string(v.verb) + "` never returns an error or a signal)");
+}
+
+}  // namespace
+
 void parse_statement(LineParser& lp, Stmt* st, int depth) {
   std::string w = lp.word("a statement");
   if (const StatementVerb* v = find_verb(w, false)) {
@@ -119,16 +136,34 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
       v->prefix(lp, st, depth);
       return;  // the prefixed statement has read up to the end of the line
     }
+    refuse_expect_error(lp, *st, *v);
     st->body = v->parse(lp, "");
   } else if (LineParser::is_name(w)) {  // NAME VERB ...
     std::string verb = lp.word(subject_verbs_text());
     const StatementVerb* sv = find_verb(verb, true);
     if (!sv) lp.fail(subject_verbs_text() + ", not '" + verb + "'");
+    refuse_expect_error(lp, *st, *sv);
     st->body = sv->parse(lp, w);
   } else {
-    lp.fail("a statement");
+    lp.fail_last("a statement (a verb such as proc, tune or expect, or NAME VERB)");
   }
   lp.end();
+}
+
+bool is_reserved_word(const std::string& word) {
+  if (word == "test") return true;
+  for (const StatementVerb& v : kVerbs)
+    if (v.form != kSubject && v.verb == word) return true;
+  return false;
+}
+
+std::string subject_name(LineParser& lp, const char* what) {
+  const std::string n = lp.name();
+  if (!is_reserved_word(n)) return n;
+  std::string words = "test";
+  for (const StatementVerb& v : kVerbs)
+    if (v.form != kSubject) words += ", " + std::string(v.verb);
+  lp.fail_last(std::string(what) + " NAME that is not a reserved word (" + words + ")");
 }
 
 namespace {
@@ -290,6 +325,9 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   NameTable names(&prelude_names);  // a test starts with the prelude's names
   while (std::getline(in, line)) {
     lineno++;
+    // A UTF-8 byte-order mark, which some editors write, is no token: the
+    // columns count from after it, as the editor shows them.
+    if (lineno == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     auto toks = parser::tokenize(line);
     if (toks.empty()) {
       // A replay's `# [RUN] TEXT`, right after its `test NAME`.
@@ -393,6 +431,11 @@ static bool check_unique_test_names(const ScenarioProgram& prog, std::string* er
   return true;
 }
 
+// A scenario file is text a person or a generator wrote: the largest of the
+// corpus (cow.mms) is under 1 MiB. The bound keeps /dev/zero, or a file
+// named by mistake, from being read without end.
+constexpr uint64_t kMaxScenarioFileBytes = 64ull << 20;
+
 std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(const std::vector<std::string>& paths,
                                                                              std::string* error) {
   std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> prog(new ScenarioProgram, free_program);
@@ -402,11 +445,12 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse(cons
       *error = path + ": is a directory, not a scenario file (name the .mms files, e.g. " + path + "/*.mms)";
       return {nullptr, free_program};
     }
-    std::ifstream in(path);
-    if (!in) {
-      *error = path + ": cannot read the file";
+    std::string text, why;
+    if (read_input_file(path, kMaxScenarioFileBytes, &text, &why)) {
+      *error = path + ": " + why;
       return {nullptr, free_program};
     }
+    std::istringstream in(std::move(text));
     ScenarioFileAst f;
     try {
       parse_text(path, in, &f);

@@ -13,19 +13,19 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     stmt::ExpectSysfs e;
     e.path = lp.word("a sysfs PATH");
     if (!sysfs_path_known(e.path)) lp.back(), lp.fail("a sysfs PATH the model has, not '" + e.path + "'");
-    e.value = static_cast<int64_t>(lp.number());
+    e.value = lp.signed_count();
     return e;
   }
   if (first == "vmstat") {
     stmt::ExpectVmstat e;
     e.item = lp.word("a NAME");
-    e.value = static_cast<int64_t>(lp.number());
+    e.value = lp.signed_count();
     return e;
   }
   if (first == "counter") {
     stmt::ExpectCounter e;
     e.counter = lp.word("a NAME");
-    e.value = static_cast<int64_t>(lp.number());
+    e.value = lp.signed_count();
     return e;
   }
   if (first == "violation") {  // expect violation TEXT...
@@ -34,7 +34,7 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     if (e.text.empty()) lp.fail("the TEXT a detected violation must contain");
     return e;
   }
-  if (!LineParser::is_name(first)) lp.fail("a NAME");
+  if (!LineParser::is_name(first)) lp.fail_last("an expectation (sysfs, vmstat, counter, violation, or a NAME)");
   const Token* t = lp.peek();
   if (!t) lp.fail("what to expect");
   if (t->s == "pages") {  // expect D pages N holes M
@@ -51,7 +51,7 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     stmt::ExpectRss e;
     e.proc = first;
     e.kind = lp.word("anon, file or shmem");
-    if (e.kind != "anon" && e.kind != "file" && e.kind != "shmem") lp.fail("anon, file or shmem");
+    if (e.kind != "anon" && e.kind != "file" && e.kind != "shmem") lp.fail_last("anon, file or shmem");
     e.size = lp.number("a SIZE");
     return e;
   }
@@ -61,12 +61,15 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     std::string v = lp.word("N or -ERRNO");
     if (v[0] == '-') {
       int err = errno_from_name(v.c_str() + 1);
-      if (!err) lp.fail("a kernel errno name after '-' (e.g. -EFAULT)");
+      if (!err) lp.fail_last("a kernel errno name after '-' (e.g. -EFAULT)");
       e.ret = -err;
     } else {
       uint64_t n;
       lp.back();
-      if (!lp.checked_number(v, &n)) lp.fail("N or -ERRNO");
+      // A count GUP can return: no call pins more pages than the address
+      // space has, and a larger N would wrap to a negative return, an errno.
+      if (!lp.checked_number(v, &n) || n > kMaxGupPages)
+        lp.fail("N (a page count up to " + std::to_string(kMaxGupPages) + ") or -ERRNO, not '" + v + "'");
       lp.word("N");
       e.ret = static_cast<int64_t>(n);
     }
@@ -76,10 +79,14 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
   std::string what = lp.word("mapped, order, exclusive, pinned, zero, swapped, same or differ");
   if (what == "mapped") {
     stmt::ExpectMapped e{first, addr, lp.word("pte, pmd, pud or none")};
-    if (e.level != "pte" && e.level != "pmd" && e.level != "pud" && e.level != "none") lp.fail("pte, pmd, pud or none");
+    if (e.level != "pte" && e.level != "pmd" && e.level != "pud" && e.level != "none") lp.fail_last("pte, pmd, pud or none");
     return e;
   }
-  if (what == "order") return stmt::ExpectOrder{first, addr, static_cast<int64_t>(lp.number())};
+  if (what == "order") {
+    const uint64_t order = lp.number("an ORDER (0..18)");
+    if (order > 18) lp.fail_last("an ORDER (0..18)");
+    return stmt::ExpectOrder{first, addr, static_cast<int64_t>(order)};
+  }
   static const std::pair<const char*, stmt::PageBit> kBits[] = {
       {"exclusive", stmt::PageBit::kExclusive}, {"pinned", stmt::PageBit::kPinned},
       {"zero", stmt::PageBit::kZero},           {"swapped", stmt::PageBit::kSwapped},
@@ -95,7 +102,7 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     e.other_addr = lp.addr();
     return e;
   }
-  lp.fail("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, same or differ");
+  lp.fail_last("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, same or differ");
 }
 
 StmtBody parse_check(LineParser&, const std::string&) { return stmt::Check{}; }

@@ -8,8 +8,6 @@
 namespace mmlab::parser {
 namespace {
 
-constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
-
 void parse_gup_flags(LineParser& lp, stmt::Gup* g) {
   std::string flags = lp.word("FLAGS (a comma list: get or pin, [fast|fast-only|unlocked], write, force, longterm, nofault, split-pmd)");
   bool get = false, pin = false, fast = false, fast_only = false, unlocked = false;
@@ -49,7 +47,7 @@ void parse_gup_flags(LineParser& lp, stmt::Gup* g) {
 StmtBody parse_gup(LineParser& lp, const std::string& who) {
   stmt::Gup g;
   g.proc = who;
-  g.handle = lp.name();
+  g.handle = subject_name(lp, "a GUP handle");
   g.addr = lp.addr();
   g.nr_pages = lp.number("NPAGES");
   // No range of a 47-bit user address space holds more pages; a larger

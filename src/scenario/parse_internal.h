@@ -41,6 +41,11 @@ class LineParser {
 
   bool done() const { return i_ >= t_.size(); }
   void back() { i_--; }  // to report an error at the token just read
+  // An error at the token just read, naming it: "expected WHAT, not 'TOKEN'".
+  [[noreturn]] void fail_last(const std::string& what) {
+    back();
+    fail(what + ", not '" + t_[i_].s + "'");
+  }
   const Token* peek() const { return done() ? nullptr : &t_[i_]; }
   [[noreturn]] void fail(const std::string& what) const;
   std::string word(const std::string& what);
@@ -49,6 +54,9 @@ class LineParser {
   std::string name();
   uint64_t number(const std::string& what = "a number (decimal or 0x hex, optional K/M/G suffix)");
   uint64_t size();
+  // A number an expectation compares with a signed value (a statistic, a
+  // counter): up to 2^63 - 1, which it would otherwise wrap to a negative.
+  int64_t signed_count();
   int byte();
   // parse_number() for a token at the current position (or inside it, as
   // `file=F+OFFSET`): a number too large for 64 bits is an error of its
@@ -99,14 +107,29 @@ enum class VerbForm {
   kPrefix,   // VERB ... STATEMENT (when, expect-error): a reserved word too
 };
 
-// One record per statement verb: its word, its form, and its parser
-// (`prefix` for kPrefix, `parse` for the others).
+// Whether a statement can fail with an errno or a signal: `expect-error`
+// before one that cannot (exit, check, expect, gup, ...) would be ignored,
+// so it is a parse error.
+enum class Fallible { kYes, kNo };
+
+// One record per statement verb: its word, its form, its parser
+// (`prefix` for kPrefix, `parse` for the others) and whether the statement
+// can fail.
 struct StatementVerb {
   std::string_view verb;
   VerbForm form;
   StatementParser parse = nullptr;
   PrefixParser prefix = nullptr;
+  Fallible fallible = Fallible::kYes;
 };
+
+// Words that cannot name a process or a GUP handle, which begin statements:
+// `test` and the verbs of the kKeyword and kPrefix records of the table, so
+// that a verb added to the table is reserved too. A NAME that a statement
+// binds there (`proc P`, `P fork Q`, `P gup H ...`): a reserved one is an
+// error at its token.
+bool is_reserved_word(const std::string& word);
+std::string subject_name(LineParser& lp, const char* what);
 
 // A statement with its prefixes, up to the end of the line.
 void parse_statement(LineParser& lp, Stmt* st, int depth = 0);
@@ -131,6 +154,9 @@ StmtBody parse_userfaultfd(LineParser& lp, const std::string& subject);
 StmtBody parse_uffd_wp(LineParser& lp, const std::string& subject);
 
 // parse_gup.cpp
+// No range of a 47-bit user address space holds more pages: the largest
+// NPAGES of `gup` and the largest count `expect H N` can meet.
+inline constexpr uint64_t kMaxGupPages = (1ull << 47) / 4096;
 StmtBody parse_gup(LineParser& lp, const std::string& subject);
 // `H write|read OFFSET SIZE BYTE`, which `write` and `read` hand over
 // when a number follows the verb.

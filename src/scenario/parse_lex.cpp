@@ -2,6 +2,7 @@
 // reads names, numbers, sizes, durations, addresses and protections from
 // them, each malformed one an error naming file:line:column.
 #include <cctype>
+#include <cstdint>
 
 #include "fmt/format.h"
 #include "mmlab/system.h"
@@ -69,6 +70,12 @@ uint64_t LineParser::size() {
   if (v % 4096) fail("a SIZE that is a multiple of 4K");
   i_++;
   return v;
+}
+
+int64_t LineParser::signed_count() {
+  const uint64_t v = number();
+  if (v > static_cast<uint64_t>(INT64_MAX)) fail_last("a number below 2^63");
+  return static_cast<int64_t>(v);
 }
 
 int LineParser::byte() {

@@ -7,9 +7,9 @@
 
 namespace mmlab::parser {
 
-StmtBody parse_proc(LineParser& lp, const std::string&) { return stmt::Proc{lp.name()}; }
+StmtBody parse_proc(LineParser& lp, const std::string&) { return stmt::Proc{subject_name(lp, "a process")}; }
 
-StmtBody parse_fork(LineParser& lp, const std::string& who) { return stmt::Fork{who, lp.name()}; }
+StmtBody parse_fork(LineParser& lp, const std::string& who) { return stmt::Fork{who, subject_name(lp, "a process")}; }
 
 StmtBody parse_exit(LineParser&, const std::string& who) { return stmt::Exit{who}; }
 

@@ -107,9 +107,24 @@ StmtBody parse_swap(LineParser& lp, const std::string&) {
   return sw;
 }
 
-StmtBody parse_khugepaged(LineParser& lp, const std::string&) { return stmt::Khugepaged{lp.done() ? 1 : lp.number()}; }
+// Each full scan walks every registered mm, PMD by PMD: a count beyond any
+// scenario's need would only make the run take hours.
+constexpr uint64_t kMaxFullScans = 1000;
+StmtBody parse_khugepaged(LineParser& lp, const std::string&) {
+  if (lp.done()) return stmt::Khugepaged{1};
+  const uint64_t n = lp.number("a count N of full scans (1.." + std::to_string(kMaxFullScans) + ")");
+  if (n == 0 || n > kMaxFullScans) lp.fail_last("a count N of full scans (1.." + std::to_string(kMaxFullScans) + ")");
+  return stmt::Khugepaged{n};
+}
 
-StmtBody parse_advance(LineParser& lp, const std::string&) { return stmt::Advance{lp.duration()}; }
+// The wakes an advance runs grow with its length (one per
+// scan_sleep_millisecs): a day of them is more than any scenario needs.
+constexpr uint64_t kMaxAdvanceNs = 86400ull * 1000000000;
+StmtBody parse_advance(LineParser& lp, const std::string&) {
+  const uint64_t ns = lp.duration();
+  if (ns > kMaxAdvanceNs) lp.fail_last("a DURATION up to a day (86400s)");
+  return stmt::Advance{ns};
+}
 
 // inject SITE [order N] (times N|every N|probability P) [after N]; inject SITE off
 StmtBody parse_inject(LineParser& lp, const std::string&) {

@@ -235,6 +235,7 @@ std::optional<Failure> TestRun::check_expected_violations() {
 ScenarioResult TestRun::finish() {
   std::vector<std::string> leaks = teardown();
   ScenarioResult res = res_;
+  res.leaks = leaks;
   if (errored_) return res;
   std::optional<Failure> failure = failure_;
   if (!leaks.empty() && !skipped_) {

@@ -222,7 +222,11 @@ int stop(std::string* error) {
   else write_ftrace(out, s.events, s.systems);
   s.events.clear();
   s.systems.clear();
-  if (!out) {
+  // The buffered tail is written by flush() and close(): a full disk (or
+  // /dev/full) shows only then, and a trace cut short must not pass.
+  out.flush();
+  out.close();
+  if (out.fail()) {
     *error = "cannot write the trace file " + s.path;
     return -1;
   }

@@ -126,6 +126,17 @@ add_test(NAME docs.tune_table COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/chec
 add_test(NAME cli.bad_fake_probe COMMAND mmlab run --backend host --fake-probe no_such_probe ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms)
 set_tests_properties(cli.bad_fake_probe PROPERTIES WILL_FAIL TRUE)
 
+# A trace that cannot be written whole fails the run, even when the file
+# opened (/dev/full: the writes fail at the flush).
+add_test(NAME cli.trace_full_device COMMAND sh -c
+  "$<TARGET_FILE:mmlab> run --trace /dev/full ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms --filter anon-read-maps-zero-page > /dev/null; echo exit-$?")
+set_tests_properties(cli.trace_full_device PROPERTIES PASS_REGULAR_EXPRESSION "mmlab run: --trace /dev/full: cannot write the trace file.*exit-1")
+# A fifo named as the scenario is refused at once, never waited on (timeout
+# 20 s: a read that blocks fails the test).
+add_test(NAME cli.run_fifo COMMAND sh -c
+  "f=${CMAKE_BINARY_DIR}/scenario.fifo; rm -f $f; mkfifo $f && $<TARGET_FILE:mmlab> run $f 2>&1; echo exit-$?; rm -f $f")
+set_tests_properties(cli.run_fifo PROPERTIES PASS_REGULAR_EXPRESSION "scenario.fifo: not a regular file \\(a fifo\\).*exit-2" TIMEOUT 20)
+
 # mmlab stress (docs/STRESS.md): a bounded run in every build (under TSan
 # too, which then sees the worker threads, khugepaged and the checker race),
 # the planted corruption the data tracker must report (its usage errors are
@@ -153,6 +164,35 @@ add_test(NAME stress.swapin_failure_racing_the_pageout_mark COMMAND mmlab stress
          --types anon-16K --mix pageout=40 --race-swapin-failure)
 set_tests_properties(stress.swapin_failure_racing_the_pageout_mark PROPERTIES
   PASS_REGULAR_EXPRESSION "read: injected swap-in SIGBUS +[1-9].*no violation in 2000 operations" TIMEOUT 300)
+# A hang anywhere in the run, the teardown included, is reported with what
+# the run has so far (here a teardown planted to block for good).
+add_test(NAME stress.hang_in_teardown_prints_what_it_has COMMAND sh -c
+  "$<TARGET_FILE:mmlab> stress --threads 2 --ops 400 --seed 1 --types anon-64K --plant-teardown-hang --hang-seconds 2; echo exit-$?")
+set_tests_properties(stress.hang_in_teardown_prints_what_it_has PROPERTIES
+  PASS_REGULAR_EXPRESSION "operations \\(2 threads.*memory types run: anon-64K\nHANG: the teardown made no progress for 2 s.*the report is partial.*FAILED\nexit-1" TIMEOUT 120)
+# Every CoW policy, under the sanitizers too (the rfc policy's lost entries
+# freed an anon_vma under a mapped folio: a use-after-free, then a hang in
+# the teardown's shrinkers). rfc's findings are violations of the posting,
+# recorded; the model's own memory stays sound and nothing leaks. The
+# others must run clean.
+add_test(NAME stress.cow_policy_rfc_ends_sound COMMAND sh -c
+  "$<TARGET_FILE:mmlab> stress --threads 2 --ops ${MMLAB_STRESS_OPS} --seed 23 --ram 8G --variants cow.policy=rfc --hang-seconds 60; echo exit-$?")
+set_tests_properties(stress.cow_policy_rfc_ends_sound PROPERTIES
+  PASS_REGULAR_EXPRESSION "VIOLATION: model warning: rfc: .*frames leaked: 0\n.*FAILED\nexit-1"
+  FAIL_REGULAR_EXPRESSION "HANG:|ERROR: AddressSanitizer|runtime error" TIMEOUT 300)
+add_test(NAME stress.cow_policies COMMAND mmlab stress --threads 2 --ops ${MMLAB_STRESS_OPS} --seed 1 --check-every 250
+         --variants cow.policy=base,fixed --variants cow.reuse=all --variants cow.max_order=all --mix variant=10)
+set_tests_properties(stress.cow_policies PROPERTIES PASS_REGULAR_EXPRESSION "no violation in ${MMLAB_STRESS_OPS} operations" TIMEOUT 300)
+# The report names only the memory types that ran: a 1G hugetlb pool that
+# 4G of RAM cannot fill is "not run", and not among the types run.
+add_test(NAME stress.types_run_are_the_ones_that_ran COMMAND mmlab stress --threads 2 --ops 200 --seed 1
+         --types hugetlb-2M,hugetlb-1G --ram 4G --swap none --movable 0)
+set_tests_properties(stress.types_run_are_the_ones_that_ran PROPERTIES
+  PASS_REGULAR_EXPRESSION "not run: hugetlb-1G \\(the hugetlb pool got [0-9]+ of 6 pages.*memory types run: hugetlb-2M\n" TIMEOUT 300)
+# KEY=all takes every registered value of the key (the documented form).
+add_test(NAME stress.variants_key_all COMMAND mmlab stress --threads 2 --ops 600 --seed 3 --types anon-64K
+         --variants cow.max_order=all --mix variant=20)
+set_tests_properties(stress.variants_key_all PROPERTIES PASS_REGULAR_EXPRESSION "no violation in 600 operations" TIMEOUT 300)
 # Smoke tests of the main job: bench --quick and gup-test start and write
 # well-formed JSON (release build only: instrumented builds refuse timings).
 if(CMAKE_BUILD_TYPE STREQUAL "Release")

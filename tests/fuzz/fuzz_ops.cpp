@@ -5,9 +5,15 @@
 // COLLAPSE, munmap and re-mmap, mremap, variant switches), its region of
 // every memory type, its range, flags and bytes. The parent and the
 // children it forks are the processes. The properties: the invariant
-// checker passes after every operation, the data tracker sees every page as
-// expected, and at the end no frame or page-table page is left in use. Any
-// failure aborts, so libFuzzer keeps the input.
+// checker passes every kCheckEvery operations and after the last, the data
+// tracker sees every page as expected, and at the end no frame or
+// page-table page is left in use. Any failure aborts, so libFuzzer keeps
+// the input.
+//
+// Speed is coverage: the checker after every operation, and swap devices
+// whose every slot it walks, took most of each run (docs/NOTES.md, issue 32);
+// the checker, and the loops that only scan frame words, are also left out
+// of the coverage instrumentation (coverage-ignore.txt).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +27,10 @@ namespace {
 // Each operation reads a few choices of two bytes: inputs beyond this make
 // runs long without reaching new states faster.
 constexpr size_t kMaxInput = 4096;
+// An input of kMaxInput bytes makes a few hundred operations: a few checks
+// in the middle still place a broken invariant near the operation that
+// broke it, and the last check follows the last operation.
+constexpr uint64_t kCheckEvery = 32;
 
 }  // namespace
 
@@ -28,10 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > kMaxInput) return -1;  // not added to the corpus
   mmlab::stress::Config cfg;
   cfg.threads = 1;
-  cfg.check_every = 1;  // the checker after every operation
+  cfg.check_every = kCheckEvery;
   cfg.choices = std::string_view(reinterpret_cast<const char*>(data), size);
   cfg.khugepaged_thread = false;
   cfg.ram = 256ull << 20;
+  // Small devices: a checker pass is short, and swap fills up within an input.
+  cfg.swap_blkdev_bytes = 1ull << 20;
+  cfg.swap_file_bytes = 2ull << 20;
   for (const std::string& t : mmlab::stress::type_names())
     if (t != "hugetlb-1G") cfg.types.push_back(t);  // 1 GiB pages do not fit a small System
   mmlab::stress::Result res;

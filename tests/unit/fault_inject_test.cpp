@@ -8,6 +8,7 @@
 #include "mm/hugetlb.h"
 #include "mmlab/gup.h"
 #include "phys/fault_inject.h"
+#include "stress/worker.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -247,6 +248,40 @@ TEST_F(FaultInjectTest, CowChargeFailureIsOom) {
   EXPECT_EQ(c->fill(a, 7, PAGE_SIZE).sig, Signal::kSigkill);
   EXPECT_EQ(sys->injected("charge"), 1);
   expect_bytes(c, a, PAGE_SIZE, 6);
+}
+
+// `mmlab stress`'s tracker takes a signal on an access as an injected
+// outcome only from a site whose failure can cause that signal there: a
+// machine check in the copy (SIGBUS), an allocation (SIGKILL); a retry or
+// a failed trylock explains none. It used to take any signal after any
+// injection on the thread: 977 "injected SIGBUS" in one run in which
+// copy_mc injected nothing.
+TEST_F(FaultInjectTest, StressTrackerTakesASignalOnlyFromASiteThatCanCauseIt) {
+  Process* c = nullptr;
+  const uint64_t a = forked_page(8, &c);
+  ASSERT_TRUE(c);
+  stress::InjectSnapshot before = stress::injected_snapshot();
+  inject("copy_mc", times(1));
+  EXPECT_EQ(c->fill(a, 9, PAGE_SIZE).sig, Signal::kSigbus);
+  EXPECT_STREQ(stress::access_cause(before, stress::injected_snapshot(), Signal::kSigbus), "copy_mc");
+  EXPECT_EQ(stress::access_cause(before, stress::injected_snapshot(), Signal::kSigkill), nullptr);
+  before = stress::injected_snapshot();
+  inject("page_alloc", times(1, 0));
+  EXPECT_EQ(c->fill(a, 9, PAGE_SIZE).sig, Signal::kSigkill);
+  const stress::InjectSnapshot now = stress::injected_snapshot();
+  EXPECT_STREQ(stress::access_cause(before, now, Signal::kSigkill), "page_alloc");
+  EXPECT_EQ(stress::access_cause(before, now, Signal::kSigbus), nullptr);
+  // A retried fault and a failed trylock were injected, and explain no signal.
+  before = stress::injected_snapshot();
+  const uint64_t injected = System::injected_on_this_thread();
+  inject("fault_retry", times(1));
+  inject("folio_trylock", times(1));
+  ASSERT_TRUE(c->fill(a, 9, PAGE_SIZE).ok());
+  EXPECT_GT(System::injected_on_this_thread(), injected);
+  for (Signal sig : {Signal::kSigbus, Signal::kSigkill, Signal::kSigsegv})
+    EXPECT_EQ(stress::access_cause(before, stress::injected_snapshot(), sig), nullptr);
+  expect_bytes(c, a, PAGE_SIZE, 9);
+  expect_bytes(p, a, PAGE_SIZE, 8);
 }
 
 // A machine check while copying the old page (copy_mc_user_highpage): the

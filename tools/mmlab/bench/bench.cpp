@@ -125,7 +125,7 @@ int run_bench(const BenchOptions& o) {
   if (!o.profile.empty()) {
     std::string err;
     if (host::load_cost_profile(o.profile, &profile, &err)) {
-      std::fprintf(stderr, "mmlab bench: --profile: %s\n", err.c_str());
+      std::fprintf(stderr, "mmlab bench: --profile %s: %s\n", o.profile.c_str(), err.c_str());
       return 2;
     }
     rep.profile = &profile;

@@ -33,8 +33,9 @@ inline constexpr FolioCase kCases[] = {{"4K", nullptr}, {"64K", "hugepages-64kB"
 enum class DataTiming { kOff, kOn };
 
 // Host memory a benchmark System takes when `touched` bytes of its RAM are
-// used: the frames, their memmap (1/64), page tables, and slack.
-inline uint64_t model_host_need(uint64_t touched) { return touched + touched / 32 + (64ull << 20); }
+// used: the frames and their memmap (system_host_memory()), the page tables
+// that map them (1/64, generously), and slack.
+inline uint64_t model_host_need(uint64_t touched) { return system_host_memory(touched).at_most + touched / 64 + (64ull << 20); }
 
 // A System of `ram` (rounded up to 4 MiB) whose anonymous faults take the case's folio size.
 std::unique_ptr<System> bench_system(uint64_t ram, const FolioCase& c, int* err);

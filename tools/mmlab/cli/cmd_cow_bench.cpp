@@ -139,16 +139,16 @@ void add_cow_bench(CLI::App& app) {
                   "all, or a comma list of usemem, cow-rand, fork-exec, prefork, read-then-write, snapshot, fragmented");
   sub->add_option("--column", o->cols, "all, or a comma list of the columns (docs/COW_BENCH.md)");
   sub->add_option("--size", o->size, "the region (a multiple of 2M; default 64M, 16M with --quick)");
-  sub->add_option("--procs", o->procs, "children of usemem and prefork (default 4, 2 with --quick)")->check(CLI::Range(1, 64));
-  sub->add_option("--seeds", o->seeds, "seeds per column (default 3, 1 with --quick)")->check(CLI::Range(1, 100));
+  sub->add_option("--procs", o->procs, "children of usemem and prefork (default 4, 2 with --quick)")->check(unsigned_number() & CLI::Range(1, 64));
+  sub->add_option("--seeds", o->seeds, "seeds per column (default 3, 1 with --quick)")->check(unsigned_number() & CLI::Range(1, 100));
   sub->add_option("--write-fraction", o->write_fraction, "the share of pages cow-rand and prefork write (default 1/32)")
-      ->check(CLI::Range(0.0001, 1.0));
+      ->check(finite_range(0.0001, 1.0));
   sub->add_option("--snapshot-writes", o->snapshot_writes, "snapshot: writes in the stream (default 20000, 5000 with --quick)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{10000000}));
+      ->check(unsigned_number() & CLI::Range(uint64_t{1}, uint64_t{10000000}));
   sub->add_option("--snapshot-rate", o->snapshot_rate, "snapshot: mean arrival rate, writes per second (default 100000)")
-      ->check(CLI::Range(1.0, 1e8));
+      ->check(finite_range(1.0, 1e8));
   sub->add_option("--zipf", o->zipf_s, "snapshot: the Zipf exponent of page popularity (default 0.99)")
-      ->check(CLI::Range(0.0, 5.0));
+      ->check(finite_range(0.0, 5.0));
   sub->add_flag("--no-latency", o->no_latency,
                 "time each writer as a whole, not each page write: the run that shows the latency instrumentation "
                 "does not move the throughput ratios");
@@ -159,7 +159,7 @@ void add_cow_bench(CLI::App& app) {
   sub->add_option("--khugepaged-speedup", o->khugepaged_speedup,
                   "base-khugepaged: khugepaged's sleeps last 1/N of scan_sleep_millisecs and alloc_sleep_millisecs in "
                   "host time, so that it wakes beside a short run (default 1000)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000000}));
+      ->check(unsigned_number() & CLI::Range(uint64_t{1}, uint64_t{1000000000}));
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   add_trace_options(sub);
   register_action(sub, [o] { return run_cow_bench(*o); });

@@ -39,6 +39,12 @@ bool parse_config(const std::string& c, DiffConfig* cfg, std::string* err) {
       *err = "unknown variant '" + kv + "'";
       return false;
     }
+    // One value per key: a second would silently replace the first.
+    for (const auto& [key, value] : *tunes)
+      if (key == kv.substr(0, eq)) {
+        *err = "'" + c + "' names " + key + " twice";
+        return false;
+      }
     tunes->push_back({kv.substr(0, eq), kv.substr(eq + 1)});
     pos = comma + 1;
   }
@@ -58,7 +64,7 @@ int run_diff(const DiffCli& o) {
   }
   auto prog = scenario_parse(o.files, &err);
   if (!prog) {
-    std::cerr << err << "\n";
+    std::cerr << "mmlab diff: " << err << "\n";
     return 2;
   }
   // Each side's sizes against its System (or the host).
@@ -67,7 +73,7 @@ int run_diff(const DiffCli& o) {
     so.backend = side->backend;
     so.ram_bytes = d.ram_bytes;
     if (!scenario_check_sizes(*prog, so, &err)) {
-      std::cerr << err << "\n";
+      std::cerr << "mmlab diff: " << err << "\n";
       return 2;
     }
   }

@@ -24,16 +24,10 @@ struct RunOptions {
 
 // --variant ITEM...: false with a message naming the option otherwise.
 bool parse_run_variants(const std::vector<std::string>& items, std::vector<Variant>* out) {
-  for (const std::string& item : items) {
-    Variant v;
-    std::string msg;
-    if (!parse_variant_item(item, &v, &msg)) {
-      std::cerr << "mmlab run: --variant " << msg << "\n";
-      return false;
-    }
-    out->push_back(v);
-  }
-  return true;
+  std::string msg;
+  if (parse_variant_items(items, out, &msg)) return true;
+  std::cerr << "mmlab run: --variant " << msg << "\n";
+  return false;
 }
 
 // --json: every test's outcome, output and skips (and the host's probes).
@@ -95,7 +89,7 @@ int run_run(const RunOptions& o) {
   so.record_states = !o.states.empty();
   auto prog = scenario_parse(o.files, &err);
   if (!prog || !scenario_check_sizes(*prog, so, &err)) {
-    std::cerr << err << "\n";
+    std::cerr << "mmlab run: " << err << "\n";
     return 2;
   }
   // Outputs are opened before any test runs: a bad path costs nothing.

@@ -20,7 +20,8 @@ struct StressCli {
   uint64_t check_every = 1000;
   std::string mix, types = "default", ram = "4G", swap = "blkdev,file", movable, inject;
   std::vector<std::string> variants;
-  bool debug_vm = false, plant = false, race_swapin = false;
+  bool debug_vm = false, plant = false, race_swapin = false, plant_hang = false;
+  unsigned hang_seconds = 60;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -53,6 +54,11 @@ bool parse_mix(const std::string& text, std::map<std::string, unsigned>* mix) {
       return usage(fmt::format("--mix: '{}': expected a weight 0..999999 after '='", tok));
     (*mix)[k] = static_cast<unsigned>(std::stoul(w));
   }
+  // The weights the run would draw from, the defaults included: all zero
+  // is no operation to run.
+  unsigned total = 0;
+  for (const std::string& k : kinds) total += mix->count(k) ? mix->at(k) : stress::default_weight(k);
+  if (total == 0) return usage(fmt::format("--mix {}: gives every operation weight 0", text));
   return true;
 }
 
@@ -75,16 +81,11 @@ bool parse_types(const std::string& text, std::vector<std::string>* types) {
 
 // --variants ITEM... (default: every gup.walk and gup.fast value; "none": none).
 bool parse_stress_variants(const std::vector<std::string>& texts, std::vector<Variant>* out) {
-  std::vector<std::string> t = texts;
-  if (t.empty()) t = {"gup.walk=all", "gup.fast=all"};
-  for (const std::string& tok : t) {
-    if (tok == "none") continue;
-    Variant v;
-    std::string msg;
-    if (!parse_variant_item(tok, &v, &msg)) return usage("--variants: " + msg);
-    out->push_back(v);
-  }
-  return true;
+  std::vector<std::string> t;
+  for (const std::string& tok : texts.empty() ? std::vector<std::string>{"gup.walk=all", "gup.fast=all"} : texts)
+    if (tok != "none") t.push_back(tok);
+  std::string msg;
+  return parse_variant_items(t, out, &msg) || usage("--variants: " + msg);
 }
 
 std::string repro_line(const StressCli& o, const stress::Config& c) {
@@ -100,75 +101,38 @@ std::string repro_line(const StressCli& o, const stress::Config& c) {
   if (!o.movable.empty()) s += " --movable " + o.movable;
   if (!o.inject.empty()) s += " --inject " + o.inject;
   if (o.race_swapin) s += " --race-swapin-failure";
+  if (o.hang_seconds != 60) s += fmt::format(" --hang-seconds {}", o.hang_seconds);
   return s;
 }
 
-int run_stress(StressCli o) {
-  if (const char* e = std::getenv("MMLAB_DEBUG_VM"); e && std::string(e) == "all") o.debug_vm = true;
-  stress::Config c;
-  c.threads = o.threads;
-  c.seconds = o.seconds;
-  c.ops = o.ops;
-  c.seed = o.seed;
-  c.check_every = o.debug_vm ? 1 : o.check_every;
-  c.plant_corruption = o.plant;
-  c.race_swapin_failure = o.race_swapin;
-  if (!parse_mix(o.mix, &c.mix) || !parse_types(o.types, &c.types) || !parse_stress_variants(o.variants, &c.variants)) return 2;
-  if (std::string msg; !parse_ram_option("--ram", o.ram, &c.ram, &msg)) {
-    usage(msg);
-    return 2;
-  }
-  if (!o.movable.empty()) {
-    uint64_t m = 0;
-    if (parse_size(o.movable, &m) != SizeParse::kOk || m % (4ull << 20) || m >= c.ram) {
-      usage(fmt::format("--movable {}: expected a multiple of 4M below --ram (or 0)", o.movable));
-      return 2;
-    }
-    c.movable = static_cast<int64_t>(m);
-  }
-  c.swap_blkdev = c.swap_file = false;
-  for (const std::string& tok : split(o.swap, ',')) {
-    if (tok == "blkdev") c.swap_blkdev = true;
-    else if (tok == "file") c.swap_file = true;
-    else if (tok != "none") {
-      usage(fmt::format("--swap: unknown swap device '{}' (expected blkdev, file, both as blkdev,file, or none)", tok));
-      return 2;
-    }
-  }
-  if (!o.inject.empty() && (!parse_probability(o.inject, &c.inject_rate) || c.inject_rate <= 0)) {
-    usage(fmt::format("--inject {}: expected a failure rate above 0 and at most 1, as 0.01 or 1%", o.inject));
-    return 2;
-  }
-  if (c.ops == 0 && c.seconds <= 0) c.seconds = 10;
-  c.on_hang = [line = repro_line(o, c)] { std::printf("reproduce: %s\nFAILED\n", line.c_str()); };
-  stress::Result r;
-  std::string err;
-  if (!stress::run(c, &r, &err)) {
-    std::fprintf(stderr, "mmlab stress: %s\n", err.c_str());
-    return 1;
-  }
+// The report, at the end or, on a hang, with what the run has so far
+// (r.hangs says where it stuck). Returns the exit status.
+int print_report(const StressCli& o, const stress::Config& c, const stress::Result& r) {
   std::printf("operations (%u threads, %.1f s, %.0f ops/s):\n", c.threads, r.elapsed_s,
               r.elapsed_s > 0 ? static_cast<double>(r.total_ops()) / r.elapsed_s : 0.0);
-  for (const auto& k : stress::op_kinds()) std::printf("  %-10s %10llu\n", k.c_str(), static_cast<unsigned long long>(r.ops[k]));
+  for (const auto& k : stress::op_kinds())
+    std::printf("  %-10s %10llu\n", k.c_str(), static_cast<unsigned long long>(r.ops.count(k) ? r.ops.at(k) : 0));
   std::printf("  khugepaged: %ld full scans, %ld pages collapsed\n", r.khugepaged_full_scans, r.khugepaged_collapsed);
   if (!r.errors.empty()) {
     std::printf("expected errors returned:\n");
     for (const auto& [k, v] : r.errors) std::printf("  %-28s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
   }
   if (!r.injected.empty()) {
-    std::printf("injected failures (%s):\n",
-                o.inject.empty() ? "--race-swapin-failure" : ("--inject " + o.inject).c_str());
-    for (const auto& [k, v] : r.injected) std::printf("  %-28s %llu\n", k.c_str(), static_cast<unsigned long long>(v));
+    // Every site: one that injected nothing tested nothing, and says so.
+    std::printf("injected failures (%s):\n", o.inject.empty() ? "--race-swapin-failure" : ("--inject " + o.inject).c_str());
+    for (const auto& [k, v] : r.injected)
+      std::printf("  %-28s %llu%s\n", k.c_str(), static_cast<unsigned long long>(v), v ? "" : "  (injected nothing)");
   }
   std::printf("statistics:\n");
-  for (const auto& [k, v] : r.stats) std::printf("  %-32s %lld\n", k.c_str(), static_cast<long long>(v));
+  for (const auto& [k, v] : r.stats) std::printf("  %-40s %lld\n", k.c_str(), static_cast<long long>(v));
   for (const auto& [k, why] : r.not_run) std::printf("not run: %s (%s)\n", k.c_str(), why.c_str());
-  std::printf("memory types run: %s\n", fmt::format("{}", fmt::join(c.types, ",")).c_str());
+  std::printf("memory types run: %s\n", fmt::format("{}", fmt::join(r.types_run, ",")).c_str());
   for (const auto& v : r.violations) std::printf("VIOLATION: %s\n", v.c_str());
   for (const auto& m : r.mismatches) std::printf("DATA MISMATCH: %s\n", m.c_str());
-  std::printf("checker runs: %llu; violations: %zu; data mismatches: %llu; frames leaked: %llu\n",
-              static_cast<unsigned long long>(r.checks), r.violations.size(),
-              static_cast<unsigned long long>(r.nr_mismatches), static_cast<unsigned long long>(r.frames_leaked));
+  for (const auto& h : r.hangs) std::printf("HANG: %s\n", h.c_str());
+  std::printf("checker runs: %llu; violations: %zu; data mismatches: %llu; frames leaked: %llu%s\n",
+              static_cast<unsigned long long>(r.checks), r.violations.size(), static_cast<unsigned long long>(r.nr_mismatches),
+              static_cast<unsigned long long>(r.frames_leaked), r.hangs.empty() ? "" : "; hung: the report is partial");
   std::printf("reproduce: %s\n", repro_line(o, c).c_str());
   if (!r.ok()) {
     std::printf("FAILED\n");
@@ -178,18 +142,66 @@ int run_stress(StressCli o) {
   return 0;
 }
 
+// The options into the engine's Config; false (and a usage message) on a bad one.
+bool stress_config(StressCli& o, stress::Config* c) {
+  if (const char* e = std::getenv("MMLAB_DEBUG_VM"); e && std::string(e) == "all") o.debug_vm = true;
+  c->threads = o.threads;
+  c->seconds = o.seconds;
+  c->ops = o.ops;
+  c->seed = o.seed;
+  c->check_every = o.debug_vm ? 1 : o.check_every;
+  c->plant_corruption = o.plant;
+  c->race_swapin_failure = o.race_swapin;
+  c->plant_teardown_hang = o.plant_hang;
+  c->hang_seconds = o.hang_seconds;
+  if (!parse_mix(o.mix, &c->mix) || !parse_types(o.types, &c->types) || !parse_stress_variants(o.variants, &c->variants)) return false;
+  if (std::string msg; !parse_ram_option("--ram", o.ram, 0, &c->ram, &msg)) return usage(msg);
+  if (!o.movable.empty()) {
+    uint64_t m = 0;
+    if (parse_size(o.movable, &m) != SizeParse::kOk || m % (4ull << 20) || m >= c->ram)
+      return usage(fmt::format("--movable {}: expected a multiple of 4M below --ram (or 0)", o.movable));
+    c->movable = static_cast<int64_t>(m);
+  }
+  c->swap_blkdev = c->swap_file = false;
+  for (const std::string& tok : split(o.swap, ',')) {
+    if (tok == "blkdev") c->swap_blkdev = true;
+    else if (tok == "file") c->swap_file = true;
+    else if (tok != "none")
+      return usage(fmt::format("--swap: unknown swap device '{}' (expected blkdev, file, both as blkdev,file, or none)", tok));
+  }
+  if (!o.inject.empty() && (!parse_probability(o.inject, &c->inject_rate) || c->inject_rate <= 0))
+    return usage(fmt::format("--inject {}: expected a failure rate above 0 and at most 1, as 0.01 or 1%", o.inject));
+  if (c->ops == 0 && c->seconds <= 0) c->seconds = 10;
+  return true;
+}
+
+int run_stress(StressCli o) {
+  stress::Config c;
+  if (!stress_config(o, &c)) return 2;
+  c.progress = true;
+  c.on_hang = [&o, &c](const stress::Result& partial) { (void)print_report(o, c, partial); };
+  stress::Result r;
+  std::string err;
+  if (!stress::run(c, &r, &err)) {
+    std::fprintf(stderr, "mmlab stress: %s\n", err.c_str());
+    return 1;
+  }
+  return print_report(o, c, r);
+}
+
 }  // namespace
 
 void add_stress(CLI::App& app) {
   auto o = std::make_shared<StressCli>();
   CLI::App* sub = app.add_subcommand("stress", "threads running a random mix of mm operations at once, with a data tracker "
                                                "and the invariant checker (docs/STRESS.md)");
-  sub->add_option("--threads", o->threads, "worker threads (default 4)")->check(CLI::Range(1u, 64u));
-  sub->add_option("--seconds", o->seconds, "stop after this long (default 10 when --ops is not given)")->check(CLI::Range(0.0, 86400.0));
-  sub->add_option("--ops", o->ops, "stop after this many operations in all");
-  sub->add_option("--seed", o->seed, "seed of the per-thread random streams (default 1)");
+  sub->add_option("--threads", o->threads, "worker threads (default 4)")->check(unsigned_number() & CLI::Range(1u, 64u));
+  sub->add_option("--seconds", o->seconds, "stop after this long (default 10 when --ops is not given)")
+      ->check(finite_range(0.0, 86400.0));
+  sub->add_option("--ops", o->ops, "stop after this many operations in all")->check(unsigned_number());
+  sub->add_option("--seed", o->seed, "seed of the per-thread random streams (default 1)")->check(unsigned_number());
   sub->add_option("--check-every", o->check_every, "operations per thread between stop-the-world checker runs (default 1000)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+      ->check(unsigned_number() & CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   sub->add_option("--mix", o->mix, "operation weights KIND=WEIGHT,... (the others keep their default weight)");
   sub->add_option("--types", o->types, "memory types: default (all but hugetlb-1G), all, or a comma list");
   sub->add_option("--variants", o->variants,
@@ -206,6 +218,10 @@ void add_stress(CLI::App& app) {
   sub->add_flag("--race-swapin-failure", o->race_swapin,
                 "test only: every swap-in fails, and one sticks to a page between its MADV_PAGEOUT and the tracker's mark")
       ->group("");
+  sub->add_flag("--plant-teardown-hang", o->plant_hang, "test only: the teardown blocks for good (the watchdog must report it)")
+      ->group("");
+  sub->add_option("--hang-seconds", o->hang_seconds, "a phase without progress this long is a hang (default 60)")
+      ->check(unsigned_number() & CLI::Range(1u, 3600u));
   add_trace_options(sub);
   register_action(sub, [o] { return run_stress(*o); });
 }

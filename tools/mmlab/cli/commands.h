@@ -39,6 +39,15 @@ int run_selected(CLI::App& app);
 // *msg saying what is wrong and what is valid.
 using Variant = std::pair<std::string, std::vector<std::string>>;
 bool parse_variant_item(const std::string& item, Variant* out, std::string* msg);
+// Several items, none naming a key another one names.
+bool parse_variant_items(const std::vector<std::string>& items, std::vector<Variant>* out, std::string* msg);
+
+// Checks of numbers on the command line, for ->check(): CLI11's Range lets
+// NaN through (every comparison with it is false), and its conversion to
+// an unsigned integer wraps "-1" and clamps 2^64. finite_range: a finite
+// number in [min, max]; unsigned_number: decimal digits that fit 64 bits.
+CLI::Validator finite_range(double min, double max);
+CLI::Validator unsigned_number();
 
 // The non-empty items of a comma list.
 std::vector<std::string> split_list(const std::string& s);
@@ -52,8 +61,10 @@ std::string size_text(uint64_t bytes);
 // MAX (MAX_WHY)", "...: too small: at least MIN" or "...: not a multiple of M".
 bool parse_size_option(const std::string& opt, const std::string& s, uint64_t multiple, uint64_t min, uint64_t max,
                        const std::string& max_why, uint64_t* out, std::string* msg);
-// A System's RAM (--ram): a multiple of 4M up to system_max_ram_bytes().
-bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t* out, std::string* msg);
+// A System's RAM (--ram): a multiple of 4M up to system_max_ram_bytes(),
+// whose System the host can make: system_host_memory().at_create within
+// `budget` (0: the host's available memory).
+bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t budget, uint64_t* out, std::string* msg);
 // The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.
 struct ParallelCli {
   int jobs = 0;  // 0: one per CPU

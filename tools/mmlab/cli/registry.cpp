@@ -1,9 +1,13 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
 #include <memory>
 
 #include "cli/commands.h"
+#include "fmt/format.h"
 #include "mmlab/system.h"
 #include "mmlab/tune.h"
 #include "mmlab/trace.h"
@@ -127,22 +131,34 @@ void add_parallel_options(CLI::App* sub, ParallelCli* o) {
                   "fewer tests run at once where they would not fit");
 }
 
-bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t* out, std::string* msg) {
+bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t budget, uint64_t* out, std::string* msg) {
   constexpr uint64_t kBlock = 4ull << 20;  // the page allocator's largest block
   const uint64_t max = system_max_ram_bytes();
   const std::string why = max == (1ull << 42) - kBlock ? "4T less 4M: the largest memmap a System can have" : "the largest memmap a System can have";
-  return parse_size_option(opt, s, kBlock, kBlock, max, why, out, msg);
+  uint64_t ram = 0;
+  if (!parse_size_option(opt, s, kBlock, kBlock, max, why, &ram, msg)) return false;
+  // Making the System touches its memmap whatever then runs: a size the
+  // host cannot hold is refused here, not thrashed through.
+  const char* of = budget ? "--mem-budget" : "the host's available memory";
+  if (!budget) budget = host_memory_available();
+  if (const uint64_t need = system_host_memory(ram).at_create; budget && need > budget) {
+    *msg = fmt::format("{} {}: a System of that size takes {} MiB of host memory when it is made (its memmap), more than {} ({} MiB)",
+                       opt, s, need >> 20, of, budget >> 20);
+    return false;
+  }
+  *out = ram;
+  return true;
 }
 
 bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget) {
   *jobs = o.jobs;
   *budget = 0;
   std::string msg;
-  if (!parse_ram_option("--ram", o.ram, ram, &msg)) {
+  if (!o.mem_budget.empty() && !parse_size_option("--mem-budget", o.mem_budget, 0, 1, ~0ull, "", budget, &msg)) {
     std::cerr << "mmlab " << cmd << ": " << msg << "\n";
     return false;
   }
-  if (!o.mem_budget.empty() && !parse_size_option("--mem-budget", o.mem_budget, 0, 1, ~0ull, "", budget, &msg)) {
+  if (!parse_ram_option("--ram", o.ram, *budget, ram, &msg)) {
     std::cerr << "mmlab " << cmd << ": " << msg << "\n";
     return false;
   }
@@ -167,13 +183,60 @@ bool parse_variant_item(const std::string& item, Variant* out, std::string* msg)
   } else {
     values = split_list(rest);
   }
-  for (const std::string& v : values)
+  for (size_t i = 0; i < values.size(); i++) {
+    const std::string& v = values[i];
     if (!tune_value_known(key, v)) {
       *msg = "'" + v + "' is not a value of " + key + " (values: " + tune_values_text(key) + ")";
       return false;
     }
+    // Each value is a run (or a switch) of its own, named by it: twice
+    // would be two results under one name.
+    if (std::find(values.begin(), values.begin() + static_cast<long>(i), v) != values.begin() + static_cast<long>(i)) {
+      *msg = "'" + item + "': names " + key + "=" + v + " twice";
+      return false;
+    }
+  }
   *out = {key, values};
   return true;
+}
+
+bool parse_variant_items(const std::vector<std::string>& items, std::vector<Variant>* out, std::string* msg) {
+  for (const std::string& item : items) {
+    Variant v;
+    if (!parse_variant_item(item, &v, msg)) return false;
+    for (const Variant& seen : *out)
+      if (seen.first == v.first) {
+        *msg = "'" + item + "': " + v.first + " is named by another item too";
+        return false;
+      }
+    out->push_back(v);
+  }
+  return true;
+}
+
+CLI::Validator finite_range(double min, double max) {
+  const std::string range = fmt::format("[{} - {}]", min, max);
+  return CLI::Validator(
+      [min, max, range](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end || !std::isfinite(v)) return "Value " + s + " not in range " + range + " (not a finite number)";
+        if (v < min || v > max) return "Value " + s + " not in range " + range;
+        return "";
+      },
+      "FLOAT in " + range);
+}
+
+CLI::Validator unsigned_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        bool ok = !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+        for (size_t i = 0; ok && i < s.size(); i++)
+          ok = !__builtin_mul_overflow(v, 10u, &v) && !__builtin_add_overflow(v, static_cast<uint64_t>(s[i] - '0'), &v);
+        return ok ? "" : "Value " + s + " is not a number from 0 to 18446744073709551615";
+      },
+      "UINT");
 }
 
 std::vector<std::string> split_list(const std::string& s) {

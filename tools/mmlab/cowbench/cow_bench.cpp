@@ -679,7 +679,7 @@ const std::vector<Workload>& workloads() {
 uint64_t host_bytes_needed(const Params& p, bool fragmented) {
   uint64_t ram = ram_of_run(p, p.procs, false);
   if (fragmented) ram = std::max(ram, ram_of_run(p, 1, true));
-  return ram + ram / PAGE_SIZE * 64;  // the frames and their memmap
+  return system_host_memory(ram).at_most;  // the frames and their memmap
 }
 
 int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {

@@ -1,5 +1,10 @@
 #include "report/report.h"
 
+#include <memory>
+#include <mutex>
+
+#include "report/progress.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,16 +27,35 @@ void Report::add(const std::string& s) {
   std::fflush(stdout);
 }
 
-void progress(const std::string& what) {
-  if (isatty(STDOUT_FILENO)) {
-    std::fprintf(stderr, "\r\033[K  running %s ...", what.c_str());
-    std::fflush(stderr);
-  }
+namespace {
+
+// The step bench is at, shown by the one progress line (progress.h).
+struct BenchProgress {
+  std::mutex mu;
+  std::string step;
+  std::unique_ptr<ProgressLine> line;
+};
+BenchProgress& bench_progress() {
+  static BenchProgress p;
+  return p;
 }
 
-void progress_done() {
-  if (isatty(STDOUT_FILENO)) std::fprintf(stderr, "\r\033[K");
+}  // namespace
+
+void progress(const std::string& what) {
+  BenchProgress& p = bench_progress();
+  {
+    std::lock_guard<std::mutex> g(p.mu);
+    p.step = what;
+    if (p.line) return;
+  }
+  p.line = std::make_unique<ProgressLine>("mmlab bench", [&p] {
+    std::lock_guard<std::mutex> g(p.mu);
+    return "running " + p.step + " ...";
+  });
 }
+
+void progress_done() { bench_progress().line.reset(); }
 
 std::string first_touch_note(long host_faults, uint64_t pages) {
   if (pages == 0 || static_cast<uint64_t>(host_faults) * 100 <= pages) return "";

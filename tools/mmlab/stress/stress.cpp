@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -26,6 +27,7 @@
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
 #include "mmlab/tune.h"
+#include "report/progress.h"
 #include "stress/worker.h"
 
 namespace mmlab::stress {
@@ -34,6 +36,8 @@ namespace {
 // The stop-the-world point: every worker has released its cross pins and
 // waits; khugepaged stops while the checker runs.
 void quiesce_and_check(Shared* s) {
+  s->phase = "checker";
+  s->main_progress.fetch_add(1, std::memory_order_relaxed);
   if (s->khugepaged) s->sys->stop_khugepaged_thread();
   // An injected folio_trylock failure has no holder to look at the folio
   // again when it unlocks (the model's substitute for reclaim noticing it):
@@ -60,6 +64,7 @@ void quiesce_and_check(Shared* s) {
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - s->start).count();
   if (all_done || (s->cfg->seconds > 0 && el >= s->cfg->seconds) || !rep.ok()) s->stop = true;
   if (s->khugepaged && !s->stop) (void)s->sys->start_khugepaged_thread();
+  s->phase = "run";
 }
 
 struct Completion {
@@ -87,11 +92,11 @@ int set_up_system(Shared* s, std::string* err) {
   (void)sys->sysfs_write("transparent_hugepage/khugepaged/alloc_sleep_millisecs", "0");
   // Swap on a block device (large folios swap out whole) and on a file
   // (split first): the block device is small so that swap spills to the file.
-  if (int r = cfg.swap_blkdev ? sys->add_swap(16ull << 20, SwapKind::kBlkdev) : 0; r < 0) {
+  if (int r = cfg.swap_blkdev ? sys->add_swap(cfg.swap_blkdev_bytes, SwapKind::kBlkdev) : 0; r < 0) {
     *err = fmt::format("swap on a block device: {}", errno_name(-r));
     return -1;
   }
-  if (int r = cfg.swap_file ? sys->add_swap(cfg.ram / 8, SwapKind::kFile) : 0; r < 0) {
+  if (int r = cfg.swap_file ? sys->add_swap(cfg.swap_file_bytes ? cfg.swap_file_bytes : cfg.ram / 8, SwapKind::kFile) : 0; r < 0) {
     *err = fmt::format("swap on a file: {}", errno_name(-r));
     return -1;
   }
@@ -118,6 +123,12 @@ bool set_up_hugetlb(Shared* s, const TypeInfo& t, unsigned per_thread, std::stri
 }  // namespace
 
 std::vector<std::string> op_kinds() { return {std::begin(kOpNames), std::end(kOpNames)}; }
+
+unsigned default_weight(const std::string& kind) {
+  for (unsigned op = 0; op < kNrOps; op++)
+    if (kind == kOpNames[op]) return kDefaultWeight[op];
+  return 0;
+}
 
 // Every site, swapin included (the tracker accepts the SIGBUS a failed
 // swap-in leaves on a paged-out page: Worker::swapin_outcome).
@@ -159,6 +170,7 @@ bool choose_types(Shared* s, std::string* err) {
       }
     }
     s->types.push_back(&t);
+    s->res->types_run.push_back(t.name);
   }
   if (s->types.empty()) {
     *err = "no memory type to run";
@@ -217,34 +229,118 @@ bool arm_injection(Shared* s, std::string* err) {
   return true;
 }
 
-// A thread that makes no progress for kHangSeconds is a hang in the model:
-// report where each thread is and end the process (the stuck thread cannot
-// be unwound). Runs until *finished; the workers' end wakes it at once (a
-// short run must not wait out its second).
-void watch_for_hangs(Shared* s, const bool* finished, std::mutex* mu, std::condition_variable* cv) {
-  constexpr int kHangSeconds = 60;
-  std::vector<uint64_t> last(s->workers.size(), 0);
-  std::vector<int> still(s->workers.size(), 0);
-  for (;;) {
+uint64_t ops_so_far(const Shared* s) {
+  uint64_t n = 0;
+  for (const auto& w : s->workers) n += w->progress.load(std::memory_order_relaxed);
+  return n;
+}
+
+// The progress line's state (report/progress.h): operations so far, the
+// violations and mismatches found so far, and the phase once past the run.
+std::string progress_text(Shared* s) {
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - s->start).count();
+  size_t violations = 0;
+  uint64_t mismatches = 0;
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    violations = s->res->violations.size();
+    mismatches = s->res->nr_mismatches;
+  }
+  const std::string phase = s->phase.load();
+  return fmt::format("{} operations ({} threads, {:.0f} s), {} violations, {} data mismatches{}", ops_so_far(s),
+                     s->workers.size(), el, violations, mismatches, phase == "run" ? "" : "; " + phase);
+}
+
+// What a hung run has so far, for its report: the operations, what the
+// checker and the tracker found (if their lock is free: the stuck thread
+// may hold it), and, once collected, the rest.
+Result partial_result(Shared* s, std::vector<std::string> hangs) {
+  Result r;
+  for (unsigned op = 0; op < kNrOps; op++)
+    for (auto& w : s->workers) r.ops[kOpNames[op]] += w->ops[op].load(std::memory_order_relaxed);
+  if (s->mu.try_lock()) {
+    r.violations = s->res->violations;
+    r.mismatches = s->res->mismatches;
+    r.nr_mismatches = s->res->nr_mismatches;
+    r.checks = s->res->checks;
+    s->mu.unlock();
+  } else {
+    hangs.push_back("(the violations found so far cannot be shown: the stuck thread holds their lock)");
+  }
+  r.not_run = s->res->not_run;
+  r.types_run = s->res->types_run;
+  if (s->collected.load()) {
+    r.errors = s->res->errors;
+    r.stats = s->res->stats;
+    r.injected = s->res->injected;
+    r.khugepaged_full_scans = s->res->khugepaged_full_scans;
+    r.khugepaged_collapsed = s->res->khugepaged_collapsed;
+  }
+  r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s->start).count();
+  r.hangs = std::move(hangs);
+  return r;
+}
+
+// The whole run's watchdog, from the workers' start to the end of the
+// teardown: a worker that makes no progress for hang_seconds in an
+// operation, or the main thread in the checker, the final sweep or the
+// teardown (Shared::phase, main_progress), is a hang in the model. The run
+// so far is reported (Config::on_hang) with each stuck thread's last
+// operations, and the process ends: a stuck thread cannot be unwound.
+class Watchdog {
+ public:
+  explicit Watchdog(Shared* s) : s_(s), thread_([this] { loop(); }) {}
+  ~Watchdog() {
     {
-      std::unique_lock<std::mutex> g(*mu);
-      if (cv->wait_for(g, std::chrono::seconds(1), [&] { return *finished; })) return;
+      std::lock_guard<std::mutex> g(mu_);
+      done_ = true;
     }
-    for (size_t t = 0; t < s->workers.size(); t++) {
-      Worker* w = s->workers[t].get();
-      const uint64_t p = w->progress.load(std::memory_order_relaxed);
-      const int cur = w->current.load(std::memory_order_relaxed);
-      still[t] = (p == last[t] && cur >= 0) ? still[t] + 1 : 0;
-      last[t] = p;
-      if (still[t] < kHangSeconds) continue;
-      std::fprintf(stdout, "HANG: thread %zu made no progress for %d s in operation '%s' (after %llu operations)\n", t,
-                   kHangSeconds, kOpNames[cur], static_cast<unsigned long long>(p));
-      if (s->cfg->on_hang) s->cfg->on_hang();
+    cv_.notify_one();  // a short run must not wait out the second
+    thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::vector<uint64_t> last(s_->workers.size(), 0);
+    std::vector<unsigned> still(s_->workers.size(), 0);
+    uint64_t main_last = ~0ull;
+    unsigned main_still = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> g(mu_);
+        if (cv_.wait_for(g, std::chrono::seconds(1), [this] { return done_; })) return;
+      }
+      std::vector<std::string> hangs;
+      for (size_t t = 0; t < s_->workers.size(); t++) {
+        const Worker* w = s_->workers[t].get();
+        const uint64_t p = w->progress.load(std::memory_order_relaxed);
+        const int cur = w->current.load(std::memory_order_relaxed);
+        still[t] = (p == last[t] && cur >= 0) ? still[t] + 1 : 0;
+        last[t] = p;
+        if (still[t] >= s_->cfg->hang_seconds)
+          hangs.push_back(fmt::format("thread {} made no progress for {} s in operation '{}' (after {} operations); last "
+                                      "operations, oldest first: {}",
+                                      t, still[t], kOpNames[cur], p, fmt::join(w->recent_ops(), ", ")));
+      }
+      const char* phase = s_->phase.load();
+      const uint64_t m = s_->main_progress.load(std::memory_order_relaxed);
+      main_still = (m == main_last && std::string(phase) != "run") ? main_still + 1 : 0;
+      main_last = m;
+      if (main_still >= s_->cfg->hang_seconds)
+        hangs.push_back(fmt::format("the {} made no progress for {} s (after {} operations)", phase, main_still, ops_so_far(s_)));
+      if (hangs.empty()) continue;
+      if (s_->cfg->on_hang) s_->cfg->on_hang(partial_result(s_, std::move(hangs)));
       std::fflush(stdout);
       std::_Exit(1);
     }
   }
-}
+
+  Shared* s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 // The workers run their operations, meeting at a barrier every
 // check_every operations for the stop-the-world check, until the run ends.
@@ -264,17 +360,7 @@ void run_workers(Shared* s) {
       }
     });
   }
-  bool finished = false;
-  std::mutex finished_mu;
-  std::condition_variable finished_cv;
-  std::thread watchdog([&] { watch_for_hangs(s, &finished, &finished_mu, &finished_cv); });
   for (auto& t : threads) t.join();
-  {
-    std::lock_guard<std::mutex> g(finished_mu);
-    finished = true;
-  }
-  finished_cv.notify_one();
-  watchdog.join();
 }
 
 // What the run did: operations and their errors, injections, khugepaged's
@@ -282,7 +368,7 @@ void run_workers(Shared* s) {
 void collect(Shared* s, Result* out) {
   for (unsigned op = 0; op < kNrOps; op++) {
     uint64_t n = 0;
-    for (auto& w : s->workers) n += w->ops[op];
+    for (auto& w : s->workers) n += w->ops[op].load(std::memory_order_relaxed);
     out->ops[kOpNames[op]] = n;
   }
   for (auto& w : s->workers)
@@ -290,24 +376,41 @@ void collect(Shared* s, Result* out) {
   std::string v;
   if (s->sys->sysfs_read("transparent_hugepage/khugepaged/full_scans", &v) == 0) out->khugepaged_full_scans = std::stol(v);
   if (s->sys->sysfs_read("transparent_hugepage/khugepaged/pages_collapsed", &v) == 0) out->khugepaged_collapsed = std::stol(v);
-  for (const char* st : {"pswpin", "pswpout", "thp_fault_alloc", "thp_collapse_alloc", "pgmigrate_success"})
+  // Which paths ran, and where the large folios fell back to smaller ones
+  // (the PMD size's faults as vmstat counts them, every mTHP order's).
+  for (const char* st : {"pswpin", "pswpout", "thp_fault_alloc", "thp_fault_fallback", "thp_fault_fallback_charge",
+                         "thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_swpout", "thp_swpout_fallback",
+                         "pgmigrate_success"})
     out->stats[st] = s->sys->vmstat(st);
-  for (unsigned order = 2; order <= 9; order++) {
-    out->stats[fmt::format("mthp.order{}.anon_fault_alloc", order)] = s->sys->mthp_stat(order, "anon_fault_alloc");
-    out->stats[fmt::format("mthp.order{}.swpout", order)] = s->sys->mthp_stat(order, "swpout");
+  for (unsigned order = 2; order <= 9; order++)
+    for (const char* item : {"anon_fault_alloc", "anon_fault_fallback", "anon_fault_fallback_charge", "wp_fault_alloc",
+                             "wp_fault_fallback", "swpout", "swpout_fallback"})
+      out->stats[fmt::format("mthp.order{}.{}", order, item)] = s->sys->mthp_stat(order, item);
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    for (const std::string& w : s->sys->warnings()) out->violations.push_back("model warning: " + w);
   }
-  for (const std::string& w : s->sys->warnings()) out->violations.push_back("model warning: " + w);
+  s->collected = true;
 }
 
 // The end: everything unmapped and exited, the pools emptied; the checker
 // then proves that no frame or page-table page is left in use.
 void tear_down(Shared* s, Result* out) {
-  for (auto& w : s->workers) w->teardown();
+  s->phase = "teardown";
+  const auto step = [s] { s->main_progress.fetch_add(1, std::memory_order_relaxed); };
+  for (auto& w : s->workers) w->teardown(), step();
+  if (s->cfg->plant_teardown_hang)
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   s->parent->exit();
+  step();
   (void)s->sys->sysfs_write("hugepages/hugepages-2048kB/nr_hugepages", "0");
   (void)s->sys->sysfs_write("hugepages/hugepages-1048576kB/nr_hugepages", "0");
+  step();
   (void)s->sys->run_shrinkers();
+  step();
   CheckReport end = s->sys->check();
+  step();
+  std::lock_guard<std::mutex> g(s->mu);
   for (const Violation& x : end.violations)
     out->violations.push_back(fmt::format("at the end: {} at {}\n{}", x.invariant, x.where, x.dump));
   out->checks++;
@@ -334,18 +437,25 @@ bool run(const Config& cfg, Result* out, std::string* err) {
   if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
   else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
   s.start = std::chrono::steady_clock::now();
-  run_workers(&s);
-  out->elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
-  if (s.khugepaged) s.sys->stop_khugepaged_thread();
-  // The final sweep and the teardown run without injected failures.
-  const bool injecting = cfg.inject_rate > 0 || cfg.race_swapin_failure;
-  for (const std::string& site : System::inject_sites())
-    if (int64_t n = s.sys->injected(site); injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
-  s.sys->inject_off_all();
-  if (cfg.plant_corruption) s.workers[0]->plant_corruption();
-  for (auto& w : s.workers) w->verify_all("final sweep");
-  collect(&s, out);
-  tear_down(&s, out);
+  s.phase = "run";
+  {
+    Watchdog watchdog(&s);
+    std::optional<cli::ProgressLine> line;
+    if (cfg.progress) line.emplace("mmlab stress", [&s] { return progress_text(&s); });
+    run_workers(&s);
+    out->elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+    s.phase = "final sweep";
+    if (s.khugepaged) s.sys->stop_khugepaged_thread();
+    // The final sweep and the teardown run without injected failures.
+    const bool injecting = cfg.inject_rate > 0 || cfg.race_swapin_failure;
+    for (const std::string& site : System::inject_sites())
+      if (int64_t n = s.sys->injected(site); injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
+    s.sys->inject_off_all();
+    if (cfg.plant_corruption) s.workers[0]->plant_corruption();
+    for (auto& w : s.workers) w->verify_all("final sweep"), s.main_progress.fetch_add(1, std::memory_order_relaxed);
+    collect(&s, out);
+    tear_down(&s, out);
+  }
   return true;
 }
 

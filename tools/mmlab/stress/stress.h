@@ -13,8 +13,10 @@
 
 namespace mmlab::stress {
 
-// The operation kinds, in the order they are reported.
+// The operation kinds, in the order they are reported, and the weight each
+// has unless --mix gives another.
 std::vector<std::string> op_kinds();
+unsigned default_weight(const std::string& kind);
 // The memory types, in the order they are reported ("anon-16K", "thp", ...).
 std::vector<std::string> type_names();
 // The fault-injection sites --inject arms.
@@ -31,6 +33,10 @@ struct Config {
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;  // tune key -> values switched between
   uint64_t ram = 4ull << 30;
   bool swap_blkdev = true, swap_file = true;  // the swap devices to add
+  // Their sizes. The checker walks every slot, so a fuzzer's thousands of
+  // short runs want small devices (and a full device is a path too).
+  uint64_t swap_blkdev_bytes = 16ull << 20;
+  uint64_t swap_file_bytes = 0;  // 0: ram / 8
   int64_t movable = -1;  // ZONE_MOVABLE bytes (-1: a quarter of ram)
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
@@ -52,14 +58,25 @@ struct Config {
   // Fault injection (--inject): every site fails each call with
   // this probability, seeded with `seed`; 0 arms nothing.
   double inject_rate = 0;
-  // Called before the process ends on a hang (prints the reproduction line).
-  std::function<void()> on_hang;
+  // A progress line on stderr while it runs (report/progress.h).
+  bool progress = false;
+  // A phase that makes no progress for this long is a hang (the watchdog
+  // covers the whole run: the workers, the final sweep, the teardown).
+  unsigned hang_seconds = 60;
+  // Test-only: the teardown blocks for good, so that the watchdog must
+  // report it (a hung run still prints what it has).
+  bool plant_teardown_hang = false;
+  // Called on a hang with what the run has so far (Result::hangs says where
+  // each stuck thread is); the process then ends with exit status 1 (a
+  // stuck thread cannot be unwound).
+  std::function<void(const struct Result&)> on_hang;
 };
 
 struct Result {
   std::map<std::string, uint64_t> ops;     // kind -> operations run
   std::map<std::string, uint64_t> errors;  // "kind: ERRNO" -> calls that returned it (expected outcomes)
   std::map<std::string, std::string> not_run;  // type or operation -> why it did not run
+  std::vector<std::string> types_run;          // the memory types that ran, in the order they are reported
   std::vector<std::string> violations;     // checker findings and model warnings
   std::vector<std::string> mismatches;     // data-tracker findings (first ones in full)
   uint64_t nr_mismatches = 0;
@@ -67,10 +84,11 @@ struct Result {
   uint64_t frames_leaked = 0;              // frames in use after every process exited
   long khugepaged_full_scans = 0, khugepaged_collapsed = 0;
   std::map<std::string, int64_t> stats;    // selected vmstat/mTHP statistics
-  std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject)
+  std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject), every site
+  std::vector<std::string> hangs;          // on a hang: the phase and each stuck thread's last operations
   double elapsed_s = 0;
   uint64_t total_ops() const;
-  bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0; }
+  bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0 && hangs.empty(); }
 };
 
 // Run; false (and *err) when the System cannot be set up as configured.

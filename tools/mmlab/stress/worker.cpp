@@ -43,10 +43,22 @@ void Worker::mismatch(const std::string& what) {
   if (s_->res->mismatches.size() < kMaxMismatchesKept) s_->res->mismatches.push_back(fmt::format("thread {}: {}", id_, what));
 }
 
-bool Worker::injected_outcome(uint64_t before, const char* what, Signal sig) {
-  if (System::injected_on_this_thread() == before) return false;
-  errors[fmt::format("{}: injected {}", what, signal_name(sig))]++;
-  return true;
+InjectSnapshot injected_snapshot() {
+  InjectSnapshot s;
+  for (size_t i = 0; i < std::size(kAccessCauses); i++) s.n[i] = System::injected_on_this_thread(kAccessCauses[i].site);
+  return s;
+}
+
+const char* access_cause(const InjectSnapshot& before, const InjectSnapshot& now, Signal sig) {
+  for (size_t i = 0; i < std::size(kAccessCauses); i++)
+    if (kAccessCauses[i].sig == sig && now.n[i] != before.n[i]) return kAccessCauses[i].site;
+  return nullptr;
+}
+
+bool Worker::injected_outcome(const InjectSnapshot& before, const char* what, Signal sig) {
+  const char* site = access_cause(before, injected_snapshot(), sig);
+  if (site) errors[fmt::format("{}: injected {} ({})", what, signal_name(sig), site)]++;
+  return site;
 }
 
 bool Worker::swapin_outcome(const Region* r, uint64_t i, const char* what, Signal sig) {
@@ -154,14 +166,36 @@ Region* Worker::pick_region(bool (*eligible)(const Region&)) {
   std::vector<Region*> c;
   for (auto& r : regions)
     if (!eligible || eligible(*r)) c.push_back(r.get());
-  return c.empty() ? nullptr : c[rnd(c.size())];
+  Region* r = c.empty() ? nullptr : c[rnd(c.size())];
+  note_type(r);
+  return r;
+}
+
+void Worker::note_type(const Region* r) {
+  if (!r) return;
+  const std::vector<const TypeInfo*>& types = s_->types;
+  const auto t = static_cast<uint32_t>(std::find(types.begin(), types.end(), r->type) - types.begin());
+  std::atomic<uint32_t>& slot = recent_[recent_at_.load(std::memory_order_relaxed) % kRecent];
+  slot.store((slot.load(std::memory_order_relaxed) & ~0xffu) | (t & 0xff), std::memory_order_relaxed);
+}
+
+std::vector<std::string> Worker::recent_ops() const {
+  std::vector<std::string> out;
+  const uint64_t at = recent_at_.load(std::memory_order_relaxed);
+  for (uint64_t k = at >= kRecent ? at - kRecent + 1 : 1; k <= at; k++) {
+    const uint32_t v = recent_[k % kRecent].load(std::memory_order_relaxed);
+    const unsigned op = v >> 8, t = v & 0xff;
+    if (op >= kNrOps) continue;
+    out.push_back(fmt::format("{}{}", kOpNames[op], t < s_->types.size() ? " " + s_->types[t]->name : ""));
+  }
+  return out;
 }
 
 void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool lazy, const char* what) {
   const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE;
   int64_t bad = -1;
   uint8_t found = 0;
-  const uint64_t inj = System::injected_on_this_thread();
+  const InjectSnapshot inj = injected_snapshot();
   AccessResult res = p->read_expect(a, want, PAGE_SIZE, &bad, &found);
   if (!res.ok()) {
     if (injected_outcome(inj, "read", res.sig) || swapin_outcome(r, i, "read", res.sig)) return;
@@ -196,7 +230,7 @@ void Worker::op_write() {
   for (uint64_t k = i; k < i + n; k++) {
     const uint8_t v = new_byte();
     const uint64_t a = r->addr.load(std::memory_order_relaxed) + k * PAGE_SIZE;
-    const uint64_t inj = System::injected_on_this_thread();
+    const InjectSnapshot inj = injected_snapshot();
     AccessResult res = s_->parent->fill(a, v, PAGE_SIZE);
     if (r->ro) {
       if (res.sig != Signal::kSigsegv)
@@ -370,7 +404,7 @@ void Worker::op_fork() {
     check_page(c1, r, i, old, lazy, "child after fork");
     if (r->ro) continue;
     const uint8_t v = new_byte();
-    const uint64_t inj = System::injected_on_this_thread();
+    const InjectSnapshot inj = injected_snapshot();
     AccessResult res = c1->fill(a, v, PAGE_SIZE);
     if (!res.ok()) {
       if (injected_outcome(inj, "child write", res.sig) || swapin_outcome(r, i, "child write", res.sig)) continue;
@@ -516,7 +550,9 @@ void Worker::op_variant() {
 
 void Worker::one_op() {
   const Op op = pick_op();
-  ops[op]++;
+  ops[op].fetch_add(1, std::memory_order_relaxed);
+  const uint64_t at = recent_at_.fetch_add(1, std::memory_order_relaxed) + 1;
+  recent_[at % kRecent].store(op << 8 | 0xff, std::memory_order_relaxed);
   current.store(static_cast<int>(op), std::memory_order_relaxed);
   switch (op) {
     case kRead: op_read(); break;

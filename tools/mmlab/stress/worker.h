@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,28 @@ inline bool is_hugetlb(Backing b) { return b == Backing::kHugetlbPrivate || b ==
 
 enum class ForkMode : uint8_t { kNormal, kDontfork, kWipeonfork };
 
+// The injection sites whose failure can end a CPU access with a signal, and
+// that signal: an allocation, a charge or a page table that fails makes the
+// fault VM_FAULT_OOM (SIGKILL); a machine check in a copy makes it
+// VM_FAULT_HWPOISON (SIGBUS). folio_trylock and fault_retry make a fault
+// retry, never fail it; hugetlb_resv fails an mmap; a failed swap-in's
+// SIGBUS sticks to the page (Worker::swapin_outcome).
+struct AccessCause {
+  Signal sig;
+  const char* site;
+};
+inline constexpr AccessCause kAccessCauses[] = {
+    {Signal::kSigkill, "page_alloc"}, {Signal::kSigkill, "charge"}, {Signal::kSigkill, "pgtable_alloc"}, {Signal::kSigbus, "copy_mc"}};
+// The calling thread's injected failures at each of those sites.
+struct InjectSnapshot {
+  uint64_t n[std::size(kAccessCauses)] = {};
+};
+InjectSnapshot injected_snapshot();
+// The site whose failure, injected on this thread between `before` and
+// `now`, can end an access with `sig`; nullptr when none can (then the
+// signal is a mismatch, whatever else was injected meanwhile).
+const char* access_cause(const InjectSnapshot& before, const InjectSnapshot& now, Signal sig);
+
 // One region and what the tracker expects of it.
 struct Region {
   const TypeInfo* type = nullptr;
@@ -80,12 +103,17 @@ class Worker {
   void verify_all(const char* when);
   void plant_corruption();
   std::vector<std::unique_ptr<Region>> regions;
-  uint64_t ops[kNrOps] = {};
+  // Operations run, per kind: read by the progress line and a hang's
+  // partial report while the worker runs.
+  std::atomic<uint64_t> ops[kNrOps] = {};
   std::map<std::string, uint64_t> errors;
   uint64_t quota = 0, done = 0;
   bool choices_spent() const;
   std::atomic<uint64_t> progress{0};   // operations finished, for the watchdog
   std::atomic<int> current{-1};        // the operation in progress (-1: none)
+  // "KIND TYPE" of the operation in progress and of the last ones before
+  // it, oldest first: where a stuck thread was (read by the watchdog).
+  std::vector<std::string> recent_ops() const;
 
  private:
   void one_op();
@@ -98,10 +126,10 @@ class Worker {
   uint64_t next();
   void error(Op op, long ret) { errors[fmt::format("{}: {}", kOpNames[op], errno_name(static_cast<int>(-ret)))]++; }
   void mismatch(const std::string& what);
-  // Whether a call this thread made since `before` (a value of
-  // System::injected_on_this_thread()) was failed by injection; if so the
-  // failure is an expected outcome, counted as "OP: injected SIG".
-  bool injected_outcome(uint64_t before, const char* what, Signal sig);
+  // Whether a call this thread made since `before` was failed by
+  // injection at a site that can end an access with `sig`; if so the
+  // failure is an expected outcome, counted as "OP: injected SIG (SITE)".
+  bool injected_outcome(const InjectSnapshot& before, const char* what, Signal sig);
   // A SIGBUS at page i of r that a failed swap-in explains: it was paged out
   // and a swap-in failure was injected (on any thread, or in khugepaged)
   // since. The unread folio stays in the swap cache and fails every fault
@@ -126,6 +154,13 @@ class Worker {
   void op_mremap();
   void op_variant();
 
+  // The last kRecent operations, each (kind << 8 | type index), type
+  // 0xff for none; recent_[recent_at_ % kRecent] is the one in progress.
+  static constexpr unsigned kRecent = 8;
+  std::atomic<uint32_t> recent_[kRecent] = {};
+  std::atomic<uint64_t> recent_at_{0};
+  void note_type(const Region* r);
+
   Shared* s_;
   unsigned id_;
   std::mt19937_64 rng_;
@@ -143,6 +178,11 @@ struct Shared {
   bool khugepaged = false;
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> stop{false};
+  // The run's phase and the main thread's steps in it, for the watchdog
+  // once the workers are done (the final sweep, the teardown).
+  std::atomic<const char*> phase{"setup"};
+  std::atomic<uint64_t> main_progress{0};
+  std::atomic<bool> collected{false};  // the result's errors, statistics and injections are in
   std::mutex mu;  // guards the result's vectors below
   // Held by a thread from taking a range from the kernel's placement until
   // it no longer needs to clean a failed attempt up: a failed mremap (or
