@@ -79,6 +79,7 @@ enum class MthpStat : uint16_t {
   X(pmd_lock, "pgtable.pmd_lock", "split PMD lock acquisitions (all paths)")                      \
   X(pgtable_alloc, "pgtable.alloc", "page-table pages allocated")                                 \
   X(pgtable_free, "pgtable.free", "page-table pages freed")                                       \
+  X(pgtable_reclaim, "pgtable.reclaim", "PTE tables a whole-table MADV_DONTNEED emptied and freed (PT_RECLAIM)") \
   X(pte_batch, "pgtable.pte_batch", "folio_pte_batch() calls that returned more than one entry")  \
   X(alloc_zone_lock, "alloc.zone_lock", "zone->lock acquisitions by the page allocator")          \
   X(alloc_pcp, "alloc.pcp", "allocations served from a per-CPU list")                             \
