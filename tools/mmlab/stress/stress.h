@@ -31,6 +31,7 @@ struct Config {
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;  // tune key -> values switched between
   uint64_t ram = 4ull << 30;
   bool swap_blkdev = true, swap_file = true;  // the swap devices to add
+  bool swap_zram = false;  // a zram device first (synchronous writes, mTHP swap-in)
   int64_t movable = -1;  // ZONE_MOVABLE bytes (-1: a quarter of ram)
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
