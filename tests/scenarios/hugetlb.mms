@@ -29,3 +29,13 @@ P read A 2M 0
 expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
 expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
 check
+
+test hugetlb-surplus-from-nr-overcommit-hugepages
+# An empty pool with nr_overcommit_hugepages 2: the mapping's reservation
+# gathers a surplus page (gather_surplus_pages()), which the fault uses.
+sysfs hugepages/hugepages-2048kB/nr_overcommit_hugepages 2
+proc P
+P mmap A 2M rw private hugetlb=2M
+P write A 2M 1
+expect sysfs hugepages/hugepages-2048kB/surplus_hugepages 1
+P read A 2M 1
