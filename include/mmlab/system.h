@@ -156,8 +156,14 @@ class System {
   // ---- swap ----
   // Add an in-memory swap device of `bytes` (none by default). 0 or -errno.
   int add_swap(uint64_t bytes, SwapKind kind = SwapKind::kBlkdev);
+  // Wait for the swap writes in flight (to a block device or a swap file,
+  // which write asynchronously; zram's are done when reclaim returns): the
+  // written folios stay in the swap cache, and those nothing needs any more
+  // leave it. Returns how many writes completed.
+  long swap_writeback_wait();
   // Run the model's shrinkers once (the deferred-split queue); returns the
   // number of folios split. Nothing splits behind a caller's back otherwise.
+  // The swap writes in flight complete first.
   long run_shrinkers();
 
   // ---- time and khugepaged ----

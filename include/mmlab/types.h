@@ -80,10 +80,14 @@ constexpr bool is_aligned(uint64_t x, uint64_t a) { return (x & (a - 1)) == 0; }
 // (memfd/tmpfs, the default), hugetlbfs, or one that tracks dirty pages for
 // writeback (ext4, xfs, btrfs), which matters for writable long-term pins.
 enum class FsClass : uint8_t { kShmem, kHugetlbfs, kExt4, kXfs, kBtrfs };
-// What a swap device is (scenario `swap SIZE blkdev|file`): the kernel
+// What a swap device is (scenario `swap SIZE blkdev|file|zram`): the kernel
 // allocates swap for a large folio whole only on a block device (SWP_BLKDEV);
-// on a swap file the folio is split first.
-enum class SwapKind : uint8_t { kBlkdev, kFile };
+// on a swap file the folio is split first. Both write asynchronously (the
+// folio stays in the swap cache until a later reclaim frees it). zram is a
+// block device with SWP_SYNCHRONOUS_IO: the folio is written and freed in
+// one pass, and a swap-in of an entry nobody else uses bypasses the swap
+// cache, with mTHP swap-in (alloc_swap_folio()).
+enum class SwapKind : uint8_t { kBlkdev, kFile, kZram };
 const char* fs_class_name(FsClass c);
 bool fs_class_from_name(const std::string& name, FsClass* out);
 

@@ -674,7 +674,9 @@ class Checker {
       if (cached && !swap_cache_holds(k_, cached))
         rep_.add("swap cache entry names a folio not in the swap cache", w, dump_folio(cached));
       if (!cached && !count) rep_.add("swap slot in use with no reference", w, "");
-      if (cached && !count && !folio_mapped(cached) && !swapped(cached))
+      // A folio under writeback stays: freeing its swap waits for the I/O
+      // (folio_free_swap() refuses it), and a later reclaim frees it.
+      if (cached && !count && !folio_mapped(cached) && !swapped(cached) && !folio_test_writeback(cached))
         rep_.add("orphaned swap-cache folio", w, dump_folio(cached));
     });
     for (auto& [v, n] : swap_refs_)

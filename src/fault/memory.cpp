@@ -68,16 +68,20 @@ static std::variant<Folio*, RetryFault> alloc_anon_folio(VmFault* vmf) {
     orders = thp_vma_suitable_orders(vma, vmf->address, orders);
   }
   if (orders) {
-    pmd_t pmdval;
-    pte_t* table = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
-    if (!table) return RetryFault{};
-    // The highest order whose naturally aligned range is entirely empty.
+    // The highest order whose naturally aligned range is entirely empty
+    // (read without the lock, as pte_offset_map under RCU: rechecked later).
     unsigned order = highest_order(orders);
-    while (orders) {
-      uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
-      if (pte_range_none(table + pte_index(addr), 1u << order)) break;
-      MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=ptes_not_none", vmf->address, order);
-      order = next_order(&orders, order);
+    {
+      PteTableReadSection rcu(mm);
+      pmd_t pmdval;
+      pte_t* table = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
+      if (!table) return RetryFault{};
+      while (orders) {
+        uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
+        if (pte_range_none(table + pte_index(addr), 1u << order)) break;
+        MM_TRACE("mm_fault_fallback", "address={:#x} order={} reason=ptes_not_none", vmf->address, order);
+        order = next_order(&orders, order);
+      }
     }
     while (orders) {
       uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
@@ -338,14 +342,17 @@ static vm_fault_t handle_pte_fault(VmFault* vmf) {
   pmd_t pmdval;
   vmf->pte = nullptr;
   if (!pmd_none(pmdp_get(vmf->pmd))) {
+    // The table may be reclaimed (PT_RECLAIM) until its lock is held with
+    // the PMD unchanged: read it inside the section, as under RCU.
+    PteTableReadSection rcu(mm);
     vmf->pte = pte_offset_map(mm, vmf->pmd, vmf->address, &pmdval);
     if (!vmf->pte) return 0;  // the PMD changed under us (became a leaf): retry
     vmf->orig_pte = ptep_get(vmf->pte);
     if (pte_none(vmf->orig_pte)) vmf->pte = nullptr;
+    else if (pte_present(vmf->orig_pte) && !pte_lock_if_unchanged(mm, vmf->pmd, pmdval, &vmf->ptl)) return 0;
   }
   if (!vmf->pte) return vma_is_anonymous(vmf->vma) ? do_anonymous_page(vmf) : do_fault(vmf);  // do_pte_missing
-  if (!pte_present(vmf->orig_pte)) return do_swap_page(vmf);
-  if (!pte_lock_if_unchanged(mm, vmf->pmd, pmdval, &vmf->ptl)) return 0;
+  if (!pte_present(vmf->orig_pte)) return do_swap_page(vmf);  // relocks the table itself
   vmf->ptl->assert_held();
   pte_t entry = ptep_get(vmf->pte);
   if (!(entry == vmf->orig_pte)) {

@@ -17,7 +17,9 @@
 #include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/kernel.h"
+#include "mm/memcontrol.h"
 #include "mm/migrate.h"
+#include "mm/swap.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "phys/frame_copy.h"
@@ -61,6 +63,176 @@ vm_fault_t handle_pte_marker(VmFault* vmf, swp_entry_t entry) {
 
 bool userfaultfd_pte_wp(const Vma* vma, pte_t pte) { return (vma->vm_flags & VM_UFFD_WP) && pte_uffd_wp(pte); }
 
+// ---- the SWP_SYNCHRONOUS_IO path: no swap cache, mTHP swap-in ----
+
+// thp_swap_suitable_orders: a folio of 2^order pages needs its first swap
+// offset aligned as its address is.
+uint64_t thp_swap_suitable_orders(uint64_t swp_off, uint64_t addr, uint64_t orders) {
+  while (orders) {
+    const unsigned order = highest_order(orders);
+    const uint64_t nr = 1ull << order;
+    if ((addr >> PAGE_SHIFT) % nr == swp_off % nr) break;
+    orders &= ~BIT(order);
+  }
+  return orders;
+}
+
+// can_swapin_thp: the aligned range's PTEs are swap entries with contiguous
+// offsets on one device and identical bits, and the swap cache holds none
+// of them (a large folio cannot be read from two places).
+bool can_swapin_thp(VmFault* vmf, const pte_t* ptep, unsigned nr) {
+  Kernel* k = vmf->mm()->kernel;
+  const uint64_t addr = round_down(vmf->address, static_cast<uint64_t>(nr) * PAGE_SIZE);
+  const long idx = static_cast<long>((vmf->address - addr) >> PAGE_SHIFT);
+  const pte_t pte = ptep_get(ptep);
+  if (!(pte == pte_move_swp_offset(vmf->orig_pte, -idx))) return false;
+  if (swap_pte_batch(ptep, nr, pte) != nr) return false;
+  return non_swapcache_batch(k, pte_to_swp_entry(pte), nr) == nr;
+}
+
+// alloc_swap_folio: the largest folio the swapped range allows, else order
+// 0. Never with userfaultfd (per-page fidelity), never the PMD order, and
+// never where zswap was ever enabled (the model has no zswap: it never was).
+Folio* alloc_swap_folio(VmFault* vmf) {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  uint64_t orders = 0;
+  if (!userfaultfd_armed(vma)) {
+    orders = thp_vma_allowable_orders(vma, vma->vm_flags, TvaType::kPagefault, BIT(PMD_ORDER) - 1);
+    orders = thp_vma_suitable_orders(vma, vmf->address, orders);
+    orders = thp_swap_suitable_orders(swp_offset(pte_to_swp_entry(vmf->orig_pte)), vmf->address, orders);
+  }
+  if (orders) {
+    SpinLock* ptl;
+    pte_t* table = pte_offset_map_lock(mm, vmf->pmd, vmf->address & PMD_MASK, &ptl);
+    if (!table) {
+      orders = 0;
+    } else {
+      ptl->assert_held();
+      while (orders) {
+        const unsigned order = highest_order(orders);
+        const uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
+        if (can_swapin_thp(vmf, table + pte_index(addr), 1u << order)) break;
+        orders &= ~BIT(order);
+      }
+      ptl->unlock();
+    }
+  }
+  while (orders) {
+    const unsigned order = highest_order(orders);
+    Folio* folio = mm->phys->folio_alloc(vma_thp_gfp_mask(vma), order);
+    if (folio && !mem_cgroup_charge(folio, mm->phys)) return folio;
+    if (folio) {
+      mm->stats->count_mthp(order, MthpStat::swpin_fallback_charge);
+      folio_put(folio);
+    }
+    mm->stats->count_mthp(order, MthpStat::swpin_fallback);
+    orders &= ~BIT(order);
+  }
+  // __alloc_swap_folio
+  Folio* folio = mm->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
+  if (folio && mem_cgroup_charge(folio, mm->phys)) {
+    folio_put(folio);
+    folio = nullptr;
+  }
+  return folio;
+}
+
+// do_swap_page for an entry of a SWP_SYNCHRONOUS_IO device that nobody
+// else uses (swap count 1): the folio is read straight into a new folio,
+// never added to the swap cache; SWAP_HAS_CACHE on its slots keeps a
+// parallel swap-in out meanwhile (swapcache_prepare). A large folio maps
+// every PTE of its range, which must still be the swap entries it was read
+// from.
+vm_fault_t do_swap_page_synchronous(VmFault* vmf, SwapDevice* si, swp_entry_t entry) {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  Kernel* k = mm->kernel;
+  Folio* folio = alloc_swap_folio(vmf);
+  if (!folio) {
+    // Back out if somebody else faulted in (or zapped) this PTE meanwhile.
+    vm_fault_t ret = 0;
+    vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+    if (vmf->pte) {
+      vmf->ptl->assert_held();
+      if (ptep_get(vmf->pte) == vmf->orig_pte) ret = VM_FAULT_OOM;
+      vmf->ptl->unlock();
+    }
+    return ret;
+  }
+  const long nr_pages = folio_nr_pages(folio);
+  __folio_set_locked(folio);
+  folio_set_swapbacked(folio);
+  if (nr_pages > 1) entry = swp_entry(swp_type(entry), round_down(swp_offset(entry), static_cast<uint64_t>(nr_pages)));
+  if (!swapcache_prepare(k, entry, static_cast<unsigned>(nr_pages))) {
+    // Another swap-in has the slots (or the entries changed): refault.
+    folio_unlock(folio);
+    folio_put(folio);
+    return 0;
+  }
+  vm_fault_t ret = VM_FAULT_MAJOR;
+  k->stats->count(VmStat::pgmajfault);
+  folio_add_lru(folio);
+  const bool read = swap_read_folio(k, folio, si, swp_offset(entry));
+  if (read) folio_set_uptodate(folio);
+
+  uint64_t address = vmf->address;
+  long page_idx = 0;
+  vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);
+  pte_t* ptep = vmf->pte;
+  bool same = vmf->pte && ptep_get(vmf->pte) == vmf->orig_pte;
+  if (same && nr_pages > 1) {
+    const uint64_t folio_start = round_down(vmf->address, static_cast<uint64_t>(nr_pages) * PAGE_SIZE);
+    page_idx = static_cast<long>((vmf->address - folio_start) >> PAGE_SHIFT);
+    pte_t* folio_ptep = vmf->pte - page_idx;
+    const pte_t folio_pte = ptep_get(folio_ptep);
+    same = folio_pte == pte_move_swp_offset(vmf->orig_pte, -page_idx) &&
+           swap_pte_batch(folio_ptep, static_cast<unsigned>(nr_pages), folio_pte) == static_cast<unsigned>(nr_pages);
+    address = folio_start;
+    ptep = folio_ptep;
+  }
+  if (!same || !read) {
+    // out_nomap: someone else mapped or zapped the entries, or the read
+    // failed (the entries stay: every fault on them tries again).
+    if (vmf->pte) vmf->ptl->unlock();
+    swapcache_clear(k, entry, static_cast<unsigned>(nr_pages));
+    folio_unlock(folio);
+    folio_put(folio);
+    return read ? ret : VM_FAULT_SIGBUS;
+  }
+  vmf->ptl->assert_held();
+  swap_free_nr(k, entry, static_cast<unsigned>(nr_pages));
+  add_mm_counter(mm, MM_ANONPAGES, nr_pages);
+  add_mm_counter(mm, MM_SWAPENTS, -nr_pages);
+  pte_t pte = pfn_pte(folio_pfn(folio), vma->vm_page_prot);
+  if (pte_swp_soft_dirty(vmf->orig_pte)) pte = pte_mksoft_dirty(pte);
+  if (pte_swp_uffd_wp(vmf->orig_pte)) pte = pte_mkuffd_wp(pte);
+  // Nobody else holds the folio: the exclusive case of do_swap_page.
+  if ((vma->vm_flags & VM_WRITE) && !userfaultfd_pte_wp(vma, pte) && !pte_needs_soft_dirty_wp(vma, pte)) {
+    pte = pte_mkwrite_novma(pte);
+    if (vmf->flags & FAULT_FLAG_WRITE) {
+      pte = pte_mkdirty(pte);
+      vmf->flags &= ~FAULT_FLAG_WRITE;
+    }
+  }
+  // The allocation's reference becomes the mappings'.
+  folio_ref_add(folio, static_cast<int>(nr_pages) - 1);
+  folio_add_new_anon_rmap(folio, vma, address, RMAP_EXCLUSIVE, RmapLevel::kPte);
+  set_ptes(mm, address, ptep, pte, static_cast<unsigned>(nr_pages));
+  vmf->orig_pte = pte_t{pte.v + static_cast<uint64_t>(page_idx) * PAGE_SIZE};
+  vmf->pte = ptep + page_idx;
+  swapcache_clear(k, entry, static_cast<unsigned>(nr_pages));
+  folio_unlock(folio);
+  if (vmf->flags & FAULT_FLAG_WRITE) {
+    // A write the VMA does not allow yet (soft-dirty or uffd-wp tracking).
+    ret |= do_wp_page(vmf);
+    if (ret & VM_FAULT_ERROR) ret &= VM_FAULT_ERROR;
+    return ret;
+  }
+  vmf->ptl->unlock();
+  return ret;
+}
+
 }  // namespace
 
 // Entered without the PTL; vmf->orig_pte is the non-present PTE read locklessly.
@@ -83,6 +255,14 @@ vm_fault_t do_swap_page(VmFault* vmf) {
   if (!si) return VM_FAULT_SIGBUS;
   // A swap PTE implies an anon_vma; keep the invariant folio_add_new_anon_rmap needs.
   if (vm_fault_t ret = vmf_anon_prepare(vmf)) return ret;
+  // SWP_SYNCHRONOUS_IO and nobody else uses the entry: skip the swap cache.
+  if (si->synchronous_io && swap_count(k, entry) == 1) {
+    if (Folio* cached = swap_cache_get_folio(k, entry)) {
+      folio_put(cached);  // still in the swap cache after all: the usual path
+    } else {
+      return do_swap_page_synchronous(vmf, si, entry);
+    }
+  }
 
   vm_fault_t ret = 0;
   bool fresh = false;

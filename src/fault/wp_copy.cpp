@@ -134,15 +134,19 @@ std::variant<Folio*, RetryFault> alloc_wp_folio(VmFault* vmf, bool pfn_is_zero) 
     orders = thp_vma_suitable_orders(vma, vmf->address, orders);
     orders = thp_wp_suitable_orders(page_folio(vmf->page), orders);
     if (orders) {
-      pmd_t pmdval;
-      pte_t* pte = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
-      if (!pte) return RetryFault{};
-      // The highest order whose aligned range is entirely read-only.
+      // The highest order whose aligned range is entirely read-only (read
+      // without the lock, as under RCU: the copy rechecks under it).
       unsigned order = highest_order(orders);
-      while (orders) {
-        uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
-        if (pte_range_readonly(pte + pte_index(addr), 1u << order)) break;
-        order = next_order(&orders, order);
+      {
+        PteTableReadSection rcu(mm);
+        pmd_t pmdval;
+        pte_t* pte = pte_offset_map(mm, vmf->pmd, vmf->address & PMD_MASK, &pmdval);
+        if (!pte) return RetryFault{};
+        while (orders) {
+          uint64_t addr = round_down(vmf->address, PAGE_SIZE << order);
+          if (pte_range_readonly(pte + pte_index(addr), 1u << order)) break;
+          order = next_order(&orders, order);
+        }
       }
       const gfp_t gfp = vma_thp_gfp_mask(vma);
       while (orders) {

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -94,7 +96,9 @@ int HostSwap::add(uint64_t size, HostSwapKind kind, std::string* why) {
     *why = "a swap device needs a header page and at least one slot";
     return -EINVAL;
   }
-  int err = kind == HostSwapKind::kBlkdev ? add_blkdev(size, why) : add_file(size, why);
+  int err = kind == HostSwapKind::kBlkdev ? add_blkdev(size, why)
+            : kind == HostSwapKind::kFile ? add_file(size, why)
+                                           : add_zram(size, why);
   if (err) remove();
   return err;
 }
@@ -158,9 +162,73 @@ int HostSwap::add_blkdev(uint64_t size, std::string* why) {
   return 0;
 }
 
+namespace {
+
+constexpr const char* kZramControl = "/sys/class/zram-control";
+
+// write(2) of a short text to a sysfs file, async-signal-safe; 0 or -errno.
+int write_text(const char* path, const char* text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  ssize_t w = write(fd, text, strlen(text));
+  int err = w < 0 ? -errno : 0;
+  close(fd);
+  return err;
+}
+
+}  // namespace
+
+bool zram_available() { return access((std::string(kZramControl) + "/hot_add").c_str(), R_OK) == 0; }
+
+void undo_zram(const char* dev) {
+  // /dev/zramN: the device number follows the prefix.
+  const char* num = dev + strlen("/dev/zram");
+  char path[96];
+  snprintf(path, sizeof(path), "/sys/block/zram%s/reset", num);
+  (void)write_text(path, "1");
+  snprintf(path, sizeof(path), "%s/hot_remove", kZramControl);
+  (void)write_text(path, num);
+}
+
+// A zram device of its own: hot_add gives its number; a disk size, the swap
+// header, swapon. zram0 and the others the host has stay untouched.
+int HostSwap::add_zram(uint64_t size, std::string* why) {
+  int fd = open((std::string(kZramControl) + "/hot_add").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = -errno;
+    *why = "the kernel cannot hot-add zram devices (/sys/class/zram-control)";
+    return err;
+  }
+  char buf[32] = {};
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  int err = n <= 0 ? -EIO : 0;
+  close(fd);
+  if (err) {
+    *why = "zram hot_add gave no device number";
+    return err;
+  }
+  const int num = atoi(buf);
+  dev_ = fmt::format("/dev/zram{}", num);
+  register_host_swap(dev_.c_str(), "");
+  err = write_text(fmt::format("/sys/block/zram{}/disksize", num).c_str(), std::to_string(size).c_str());
+  if (!err) {
+    int dfd = open(dev_.c_str(), O_RDWR | O_CLOEXEC);
+    err = dfd < 0 ? -errno : write_swap_area(dfd, size, /*whole=*/false);
+    if (dfd >= 0) close(dfd);
+  }
+  if (!err && swapon(dev_.c_str(), kSwapFlags) != 0) err = -errno;
+  if (err) {
+    *why = fmt::format("zram swap on {}: {}", dev_, errno_name(err));
+    return err;
+  }
+  on_ = true;
+  return 0;
+}
+
 void HostSwap::remove() {
   if (dev_.empty() && image_.empty()) return;
   if (on_) swapoff(dev_.c_str());
+  if (dev_.rfind("/dev/zram", 0) == 0) undo_zram(dev_.c_str());
   if (!image_.empty()) unlink(image_.c_str());
   unregister_host_swap();
   on_ = false;

@@ -23,8 +23,9 @@ enum class Cap {
   kIoUring,       // a ring can be made (io_uring fixed buffers: pin,fast,write,longterm)
   kHugetlb2M,     // the 2M hugetlb pool can be filled
   kHugetlb1G,     // the 1G hugetlb pool can be filled
+  kZramSwap,      // a hot-added zram device (SWP_SYNCHRONOUS_IO) frees a 64K mTHP at swap-out and swaps it in whole
 };
-constexpr int kNumCaps = 10;
+constexpr int kNumCaps = 11;
 
 struct CapResult {
   bool have = false;

@@ -77,7 +77,8 @@ void restore_from_handler(int sig) {
   }
   if (g_swap_set.load()) {
     if (g_swap_dev[0]) swapoff(g_swap_dev);
-    unlink(g_swap_image);
+    if (strncmp(g_swap_dev, "/dev/zram", 9) == 0) undo_zram(g_swap_dev);
+    if (g_swap_image[0]) unlink(g_swap_image);
   }
   for (int i = g_nextras.load() - 1; i >= 0; i--) undo_extra(g_extras[i].kind, g_extras[i].path);
   unlink(kJournal);
@@ -103,10 +104,14 @@ void undo_swap(const std::string& dev, const std::string& image) {
     std::string bound;
     std::getline(backing, bound);
     if (bound.rfind(image, 0) == 0) swapoff(dev.c_str());
+  } else if (dev.rfind("/dev/zram", 0) == 0) {
+    // Ours only while it is a swap device of nobody else's: after a reboot
+    // the number may be another's, which would not be swapped on /dev/zramN.
+    if (swapoff(dev.c_str()) == 0) undo_zram(dev.c_str());
   } else if (!dev.empty()) {
     swapoff(dev.c_str());
   }
-  unlink(image.c_str());
+  if (!image.empty()) unlink(image.c_str());
 }
 
 void write_journal() {

@@ -186,12 +186,16 @@ int __collapse_huge_page_swapin(Mm* mm, Vma* vma, uint64_t start_addr, pmd_t* pm
   const uint64_t end = start_addr + (PAGE_SIZE << order);
   for (uint64_t addr = start_addr; addr < end; addr += PAGE_SIZE) {
     pmd_t pmdval;
-    pte_t* pte = pte_offset_map(mm, pmd, addr, &pmdval);
-    if (!pte) {
-      mmap_read_unlock(mm);
-      return SCAN_PMD_NULL;
+    pte_t orig;
+    {
+      PteTableReadSection rcu(mm);
+      pte_t* pte = pte_offset_map(mm, pmd, addr, &pmdval);
+      if (!pte) {
+        mmap_read_unlock(mm);
+        return SCAN_PMD_NULL;
+      }
+      orig = ptep_get(pte);
     }
-    const pte_t orig = ptep_get(pte);
     if (pte_none(orig) || pte_present(orig)) continue;
     // An mTHP collapse takes no swapped-out page.
     if (!is_pmd_order(order)) {

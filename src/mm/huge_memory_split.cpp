@@ -31,7 +31,8 @@
 //    not partially mapped (a PMD THP queued for the underused-THP shrinker) is
 //    split only if thp_underused() says so, else dropped from the queue, as
 //    in the kernel (with the default max_ptes_none of 511 it never is
-//    underused). thp_underused_split_page is not counted (no such vmstat).
+//    underused; with shrink_underused 0 no such folio is queued at all).
+//    Such a split counts thp_underused_split_page.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -196,6 +197,7 @@ int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
   // File, shmem and hugetlb folios are not split by the model; the huge zero
   // folio never is.
   if (!folio_test_anon(folio) || folio_test_hugetlb(folio) || folio_test_huge_zero(folio)) return -EINVAL;
+  if (folio_test_writeback(folio)) return -EBUSY;  // __folio_split: the device still reads it
   Kernel* k = kernel_of(&folio->page);
   MM_TRACE("mm_split_folio", "pfn={:#x} order={}", folio_pfn(folio), folio_order(folio));
   const unsigned order = folio_order(folio);
@@ -244,11 +246,13 @@ long deferred_split_scan(Kernel* k) {
     bool candidate = folio_test_partially_mapped(folio);
     // Not partially mapped: a THP queued for the underused shrinker. An
     // mlocked one is left alone (its zero pages could not be remapped).
-    if (!candidate && !folio_test_mlocked(folio)) candidate = thp_underused(k, folio);
+    const bool underused = !candidate && !folio_test_mlocked(folio) && thp_underused(k, folio);
+    candidate |= underused;
     if (candidate && folio_trylock(folio)) {
       if (!split_folio(folio)) {
         did_split = true;
         split++;
+        if (underused) k->stats->count(VmStat::thp_underused_split_page);
       }
       folio_unlock_swap(folio);
     }

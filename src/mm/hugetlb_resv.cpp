@@ -440,14 +440,22 @@ std::string hugetlb_resv_audit(Kernel* k, const std::vector<Mm*>& live) {
       const HugetlbResvMap* m = it->second.resv.get();
       if (!m) continue;
       live_maps.insert(m);
-      // A reserved index has no page: the fault that maps one consumes it.
+      // A reserved index maps no private page: the fault that allocates
+      // one consumes the reservation. It may map the file's page-cache
+      // folio (read-only): a read fault of a page the hugetlbfs file has
+      // cached maps that folio and keeps the reservation for the CoW to
+      // come (hugetlb_no_page()).
       const Hstate* h = m->h;
       for (auto r = m->reserved.lower_bound(it->second.from); r != m->reserved.end() && *r < it->second.to; ++r) {
         const uint64_t addr = v->vm_start + ((*r - (v->vm_pgoff >> h->order)) << h->shift());
         HPte e = hugetlb_walk(mm, addr, h);
-        if (e && !pmd_none(hget(e)))
-          return "huge-page index " + std::to_string(*r) + " of a private mapping (mm " + std::to_string(mm->mm_id) +
-                 ") holds a reservation and is mapped at " + fmt_hex(addr);
+        if (!e) continue;
+        const pmd_t leaf = hget(e);
+        if (pmd_none(leaf) || !pmd_present(leaf)) continue;
+        const Folio* folio = page_folio(mm->phys->pfn_to_page(pmd_pfn(leaf)));
+        if (!folio_test_anon(folio)) continue;
+        return "huge-page index " + std::to_string(*r) + " of a private mapping (mm " + std::to_string(mm->mm_id) +
+               ") holds a reservation and maps a private page at " + fmt_hex(addr);
       }
     }
   }

@@ -199,10 +199,12 @@ int madvise_dontneed_free(Vma* vma, uint64_t start, uint64_t end, int behavior) 
   if (!madvise_dontneed_free_valid_vma(vma, start, &end, behavior)) return -EINVAL;
   if (start == end) return 0;
   if (behavior == MADV_DONTNEED || behavior == MADV_DONTNEED_LOCKED) {
-    // madvise_dontneed_single_vma -> zap_page_range_single: its own gather.
+    // madvise_dontneed_single_vma -> zap_page_range_single: its own gather;
+    // markers stay, emptied tables go (PT_RECLAIM).
     MmuGather tlb;
     tlb_gather_mmu(&tlb, vma->vm_mm);
-    zap_vma_range(vma, start, end);
+    const ZapDetails details{.drop_markers = false, .reclaim_pt = true};
+    zap_vma_range(vma, start, end, &details);
     tlb_finish_mmu(&tlb);
     return 0;
   }

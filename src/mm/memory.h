@@ -14,10 +14,21 @@ Page* vm_normal_page(Vma* vma, uint64_t addr, pte_t pte);
 Page* vm_normal_page_pmd(Vma* vma, uint64_t addr, pmd_t pmd);
 bool is_zero_pfn(PhysMem* phys, pfn_t pfn);
 
+// struct zap_details, as far as the model's callers differ. Without one
+// (munmap, exit: unmap_vmas' ZAP_FLAG_DROP_MARKER) every entry goes.
+struct ZapDetails {
+  // ZAP_FLAG_DROP_MARKER: drop guard markers, and uffd-wp markers of file
+  // VMAs, too (an anonymous VMA's uffd-wp markers always go).
+  bool drop_markers = true;
+  // PT_RECLAIM (v6.14, x86-64): free a PTE table that a zap of its whole
+  // range emptied (MADV_DONTNEED, MADV_DONTNEED_LOCKED).
+  bool reclaim_pt = false;
+};
+
 // Unmap every present/swap entry of [start, end) inside vma, releasing the
 // folios' mappings and references (zap_page_range_single / unmap_vmas). Caller
 // holds mmap_lock (read for MADV_DONTNEED, write for munmap/exit).
-void zap_vma_range(Vma* vma, uint64_t start, uint64_t end);
+void zap_vma_range(Vma* vma, uint64_t start, uint64_t end, const ZapDetails* details = nullptr);
 
 // zap_pte_range's work for one entry, under the caller's PTL: the entry is
 // cleared, a present page's rmap and rss dropped, a swap entry's slot freed,

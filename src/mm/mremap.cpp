@@ -1,7 +1,15 @@
 // mremap(): the VMA part (mm/mremap.c: check_mremap_params, check_prep_vma
 // with align_hugetlb and resize_is_valid, shrink_vma, expand_vma, mremap_to,
-// move_vma; mm/vma.c's copy_vma). The entries move with move_page_tables()
-// (mremap_pgtable.cpp), hugetlb ones with move_hugetlb_page_tables().
+// move_vma, remap_move; mm/vma.c's copy_vma). The entries move with
+// move_page_tables() (mremap_pgtable.cpp), hugetlb ones with
+// move_hugetlb_page_tables().
+//
+// A pure move (MREMAP_FIXED, old_len == new_len) may span several VMAs
+// since v6.17 (remap_move): each is moved on its own, the gaps between
+// them kept, and what is mapped in the target's gaps left alone. No gap at
+// the start of the range; a VMA that vma_multi_allowed() refuses may only
+// be moved alone, covering the whole range; a failure part-way leaves what
+// moved where it went.
 //
 // hugetlb mappings (since v5.16): both lengths are rounded up to the huge
 // page size, the old and the new address must be huge-page aligned, and a
@@ -215,7 +223,53 @@ long mremap_to(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
   return move_vma(mm, r, vma);
 }
 
+// check_prep_vma's VMA checks, then mremap_to: one VMA of a move.
+long remap_one(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
+  if (!vma) return -EFAULT;
+  if (is_vm_hugetlb_page(vma) && !align_hugetlb(r, vma)) return -EINVAL;
+  return mremap_to(mm, r, vma);
+}
+
+// vrm_move_only: a move that resizes nothing may span VMAs.
+bool move_only(const RemapRequest& r) { return (r.flags & MREMAP_FIXED) && r.old_len == r.new_len; }
+
+// vma_multi_allowed: may this VMA be moved together with others? Not one
+// with userfaultfd (telling it about the move drops mmap_lock). A file with
+// a get_unmapped_area of its own might not honour MREMAP_FIXED, but the
+// model's file classes are the kernel's known-good ones (shmem, hugetlbfs,
+// ext4 and xfs with thp_get_unmapped_area, btrfs with none).
+bool vma_multi_allowed(const Vma* vma) { return !userfaultfd_armed(vma); }
+
+// remap_move: every VMA of [addr, addr+old_len) to new_addr, the offsets
+// between them kept. The first VMA's new address is the result.
+long remap_move(Mm* mm, const RemapRequest& req) REQUIRES(mm->mmap_lock) {
+  const uint64_t start = req.addr, end = req.addr + req.old_len;
+  uint64_t target = req.new_addr, last_end = 0, cursor = start;
+  long res = -EFAULT;  // no VMA at all in the range
+  bool seen_vma = false;
+  // Moved pieces land outside [start, end) (check_mremap_params refused
+  // an overlap), so the next VMA to move is the next one above the last.
+  while (Vma* vma = find_vma_intersection(mm, cursor, end)) {
+    if (!seen_vma && start < vma->vm_start) return -EFAULT;  // no gap at the start
+    const uint64_t addr = std::max(vma->vm_start, start);
+    const uint64_t len = std::min(end, vma->vm_end) - addr;
+    const uint64_t offset = seen_vma ? vma->vm_start - last_end : 0;
+    last_end = vma->vm_end;
+    // A VMA that may not move with others must be the only one, gap included.
+    if (!vma_multi_allowed(vma) && (seen_vma || vma->vm_end < end)) return -EFAULT;
+    RemapRequest piece{addr, len, len, req.flags, target + offset};
+    const long moved = remap_one(mm, piece, vma);
+    if (moved < 0) return moved;  // what moved before stays moved
+    if (!seen_vma) res = moved;
+    seen_vma = true;
+    target = static_cast<uint64_t>(moved) + piece.new_len;
+    cursor = last_end;
+  }
+  return res;
+}
+
 long mremap_locked(Mm* mm, RemapRequest& r) REQUIRES(mm->mmap_lock) {
+  if (move_only(r)) return remap_move(mm, r);
   Vma* vma = vma_lookup(mm, r.addr);
   if (!vma) return -EFAULT;
   if (is_vm_hugetlb_page(vma) && !align_hugetlb(r, vma)) return -EINVAL;

@@ -230,6 +230,11 @@ int folio_mm_id_mapcount(const Folio* folio, int mm_id) {
 void deferred_split_folio(Folio* folio, bool partially_mapped) {
   if (folio_order(folio) <= 1) return;  // order-1 folios have no room for the list
   Kernel* k = kernel_of(&folio->page);
+  // A whole THP is queued for the underused shrinker only while it may run.
+  if (!partially_mapped && !k->settings.shrink_underused.load(std::memory_order_relaxed)) return;
+  // A folio in the swap cache is reclaim's already: the shrinker need not
+  // see it (so one unmapped PTE by PTE for swap-out is not flagged).
+  if (folio_test_swapcache(folio)) return;
   MutexGuard g(&k->split_queue_lock);
   Page* p1 = folio_page(folio, 1);
   if (partially_mapped && !test_bit(PG_partially_mapped, p1)) {

@@ -227,10 +227,10 @@ int settings_write(Settings& s, const std::string& path, const std::string& valu
       s.thp_defrag = d;
       return 0;
     }
-    if (rest == "use_zero_page") {
+    if (rest == "use_zero_page" || rest == "shrink_underused") {
       long n;
       if (!parse_long(v, &n) || (n != 0 && n != 1)) return -EINVAL;
-      s.use_zero_page = n;
+      (rest == "use_zero_page" ? s.use_zero_page : s.shrink_underused) = n;
       return 0;
     }
     if (rest.rfind("khugepaged/", 0) == 0) return khugepaged_knob_write(s, rest.substr(11), value);
@@ -262,6 +262,7 @@ int settings_read(const Settings& s, const std::string& path, std::string* out) 
       return 0;
     }
     if (rest == "use_zero_page") { *out = s.use_zero_page ? "1" : "0"; return 0; }
+    if (rest == "shrink_underused") { *out = s.shrink_underused ? "1" : "0"; return 0; }
     if (rest == "defrag") {
       *out = bracketed({std::begin(kThpDefragNames), std::end(kThpDefragNames)},
                        kThpDefragNames[static_cast<int>(s.thp_defrag.load())]);
@@ -341,6 +342,7 @@ std::vector<TuneKeyInfo> tune_catalogue() {
 std::vector<std::string> settings_paths() {
   std::vector<std::string> v = {"transparent_hugepage/enabled", "transparent_hugepage/defrag",
                                 "transparent_hugepage/use_zero_page",
+                                "transparent_hugepage/shrink_underused",
                                 "transparent_hugepage/khugepaged/max_ptes_none",
                                 "transparent_hugepage/khugepaged/max_ptes_swap",
                                 "transparent_hugepage/khugepaged/max_ptes_shared",

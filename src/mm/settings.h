@@ -69,6 +69,9 @@ struct Settings {
   std::atomic<uint64_t> huge_anon_orders_inherit{1ull << 9};  // PMD order inherits
   std::atomic<uint64_t> huge_anon_orders_madvise{0};
   std::atomic<bool> use_zero_page{true};
+  // shrink_underused: queue fully mapped PMD THPs for the underused-THP
+  // shrinker (split_underused_thp).
+  std::atomic<bool> shrink_underused{true};
   std::atomic<ThpDefrag> thp_defrag{ThpDefrag::kMadvise};
   // transparent_hugepage/khugepaged/ (mm/khugepaged.c's defaults)
   std::atomic<int> max_ptes_none{511};

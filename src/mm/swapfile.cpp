@@ -19,10 +19,15 @@
 // (another reference), and it is freed once unmapped.
 //
 // Where the model departs from the kernel:
-//  - Writeback completes at once: pageout() copies the folio to the device
-//    and the reclaimer frees the folio in the same pass, instead of a later
-//    reclaim pass after the I/O completes. After MADV_PAGEOUT a reclaimed
-//    folio is gone and only its swap entries remain.
+//  - The device's bytes are copied when pageout() writes. On an
+//    asynchronous device (a block device, a swap file) the write then stays
+//    in flight (PG_writeback) until the scenario waits for it
+//    (swap_writeback_wait): the folio stays in the swap cache, unmapped,
+//    and a later touch maps it from there (whole, if large). The kernel
+//    frees it at a later reclaim pass, which the model never runs (no
+//    memory pressure), as an idle host never does either. On zram
+//    (SWP_SYNCHRONOUS_IO) the write is done before pageout() returns and
+//    the folio is freed in the same pass.
 //  - Swap is treated as always "full" (mem_cgroup_swap_full() true): every
 //    place that may drop a swap-cache folio whose slots no swap PTE uses any
 //    more does so (should_try_to_free_swap, activate_locked, the swap-in
@@ -46,10 +51,14 @@
 //    PG_referenced, PG_workingset; a lazy-free folio's list is implied by
 //    !PG_swapbacked), with no list order and no per-CPU batches: a move
 //    between lists happens at once, as if the batch were drained.
-//  - Swap-in is order 0 only (no mTHP swap-in: that needs SWP_SYNCHRONOUS_IO
-//    devices); a large folio still in the swap cache is mapped whole when its
-//    swap PTEs allow, as the kernel does.
-//  - No readahead, no zswap, no swap cgroup accounting, no swapoff.
+//  - Swap-in through the swap cache is order 0 (swapin_readahead without
+//    readahead); a large folio still in the swap cache is mapped whole when
+//    its swap PTEs allow, as the kernel does. mTHP swap-in is zram's only
+//    (do_swap_page's SWP_SYNCHRONOUS_IO path, alloc_swap_folio() in
+//    fault/memory_swap.cpp).
+//  - No readahead, no zswap (so zswap_never_enabled() holds), no zeromap
+//    (zero-filled pages are written like the others), no swap cgroup
+//    accounting, no swapoff.
 #include "mm/swapfile.h"
 
 #include <sys/mman.h>
@@ -83,7 +92,7 @@ namespace mmlab {
 // ============================================================================
 
 SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots, SwapKind kind)
-    : type(t), max(nr_slots), blkdev(kind == SwapKind::kBlkdev) {
+    : type(t), max(nr_slots), blkdev(kind != SwapKind::kFile), synchronous_io(kind == SwapKind::kZram) {
   data_len = nr_slots * PAGE_SIZE;
   void* p = ::mmap(nullptr, data_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p != MAP_FAILED) data = static_cast<uint8_t*>(p);
@@ -372,6 +381,7 @@ void swap_free_nr(Kernel* k, swp_entry_t entry, unsigned nr) {
 bool folio_free_swap(Folio* folio) {
   VM_BUG_ON_FOLIO(!folio_test_locked(folio), folio, "folio_free_swap on an unlocked folio");
   if (!folio_test_swapcache(folio)) return false;
+  if (folio_test_writeback(folio)) return false;  // the device still reads it
   Kernel* k = kernel_of(&folio->page);
   swp_entry_t entry = folio_swap_entry(folio);
   SwapDevice* si = swp_swap_info(k, entry);
@@ -521,6 +531,73 @@ void swap_writeout(Kernel* k, Folio* folio) {
   if (folio_order(folio) == PMD_ORDER) k->stats->count(VmStat::thp_swpout);
   k->stats->count_mthp(folio_order(folio), MthpStat::swpout);
   k->stats->count(VmStat::pswpout, static_cast<uint64_t>(nr));
+}
+
+bool swap_writeout_is_async(Kernel* k, const Folio* folio) {
+  const SwapDevice* si = swp_swap_info(k, folio_swap_entry(folio));
+  return si && !si->synchronous_io;
+}
+
+void folio_start_writeback(Kernel* k, Folio* folio) {
+  VM_BUG_ON_FOLIO(!folio_test_locked(folio), folio, "folio_start_writeback on an unlocked folio");
+  // No reference: PG_writeback alone keeps the folio in the swap cache
+  // (folio_free_swap() and reclaim refuse it), and so allocated.
+  folio_set_writeback(folio);
+  SwapState* ss = k->swap.get();
+  MutexGuard g(&ss->writeback_lock);
+  ss->writeback.push_back(folio);
+}
+
+long swap_writeback_wait(Kernel* k) {
+  SwapState* ss = k->swap.get();
+  std::vector<Folio*> done;
+  {
+    MutexGuard g(&ss->writeback_lock);
+    done.swap(ss->writeback);
+  }
+  for (Folio* folio : done) {
+    // folio_end_writeback (end_swap_bio_write): the write completed.
+    folio_clear_writeback(folio);
+    MM_TRACE("swap_writeback_end", "pfn={:#x} order={}", folio_pfn(folio), folio_order(folio));
+    free_swap_cache(folio);
+  }
+  return static_cast<long>(done.size());
+}
+
+unsigned swap_count(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return 0;
+  SpinGuard g(&si->lock);
+  return si->swap_map[swp_offset(entry)] & SWAP_COUNT_MASK;
+}
+
+bool swapcache_prepare(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si || swp_offset(entry) + nr > si->max) return false;
+  SpinGuard g(&si->lock);
+  const uint64_t off = swp_offset(entry);
+  for (unsigned i = 0; i < nr; i++) {
+    const uint16_t v = si->swap_map[off + i];
+    if (!(v & SWAP_COUNT_MASK) || (v & SWAP_HAS_CACHE) || si->cache[off + i]) return false;
+  }
+  for (unsigned i = 0; i < nr; i++) si->swap_map[off + i] |= SWAP_HAS_CACHE;
+  return true;
+}
+
+void swapcache_clear(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  SpinGuard g(&si->lock);
+  for (unsigned i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + i);
+}
+
+unsigned non_swapcache_batch(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return 0;
+  SpinGuard g(&si->lock);
+  unsigned i = 0;
+  for (const uint64_t off = swp_offset(entry); i < nr && off + i < si->max; i++)
+    if ((si->swap_map[off + i] & SWAP_HAS_CACHE) || si->cache[off + i]) break;
+  return i;
 }
 
 }  // namespace mmlab

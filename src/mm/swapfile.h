@@ -3,10 +3,16 @@
 // its read for swap-in faults (do_swap_page is in fault/memory_swap.cpp).
 // The swap-entry and migration-entry formats are in pgtable/entry.h.
 //
-// The model's device is held in host memory and is an ordinary block device
-// (not a SWP_SYNCHRONOUS_IO one such as zram) or a swap file, which differs
-// only in never giving a large folio its slots whole: every swap-in goes
-// through the swap cache, as swapin_readahead() does.
+// The model's device is held in host memory and is of one of three classes
+// (SwapKind): a block device (SWP_BLKDEV), a swap file (never gives a large
+// folio its slots whole) or zram (SWP_BLKDEV | SWP_SYNCHRONOUS_IO). The
+// first two write asynchronously: a folio written out stays in the swap
+// cache under writeback until the scenario waits for the I/O
+// (swap_writeback_wait), and then until a later reclaim, which the model
+// has none of: touched again, it is mapped from the swap cache, whole if
+// large. zram writes synchronously: the folio is freed in the same pass,
+// and a swap-in of an entry with a swap count of 1 bypasses the swap cache,
+// with a large folio where alloc_swap_folio() allows one.
 //
 // Locking (see sync/lock_order.h): each device's `lock` stands for the
 // kernel's si->lock, the swap cluster locks and the swap cache's xarray lock
@@ -53,6 +59,7 @@ struct SwapDevice {
   const unsigned type;   // swp_type() of its entries
   const uint64_t max;    // slots, header included
   const bool blkdev;     // SWP_BLKDEV: only then can a large folio get its slots whole
+  const bool synchronous_io;  // SWP_SYNCHRONOUS_IO (zram): writes complete before pageout() returns
   uint8_t* data = nullptr;  // max * PAGE_SIZE bytes of host memory, touched lazily
   uint64_t data_len = 0;
 
@@ -70,6 +77,10 @@ struct SwapState {
   Mutex swapon_mutex;
   std::array<std::unique_ptr<SwapDevice>, MAX_SWAPFILES> devices;
   std::atomic<unsigned> nr_swapfiles{0};
+  // Folios whose write to an asynchronous device is in flight (PG_writeback)
+  // until swap_writeback_wait() completes them.
+  Mutex writeback_lock;
+  std::vector<Folio*> writeback GUARDED_BY(writeback_lock);
 };
 
 // ---- the swap cache and slots (mm/swap_state.c, mm/swapfile.c) ----
@@ -122,6 +133,24 @@ void free_swap_cache(Folio* folio);
 // swap-cache folio's bytes into its slots (swap_writeout).
 [[nodiscard]] bool swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off);
 void swap_writeout(Kernel* k, Folio* folio);
+// The device of a swap-cache folio is asynchronous: the write just started
+// stays in flight (folio_start_writeback), the folio in the swap cache.
+bool swap_writeout_is_async(Kernel* k, const Folio* folio);
+void folio_start_writeback(Kernel* k, Folio* folio);
+// Wait for every swap write in flight (folio_end_writeback of each): a
+// folio that nothing maps and no swap PTE needs any more then leaves the
+// swap cache, as the reclaim that PG_reclaim rotates it to would free it.
+// Returns the number of writes completed.
+long swap_writeback_wait(Kernel* k);
+// The swap count of one slot without the cache bit (__swap_count).
+unsigned swap_count(Kernel* k, swp_entry_t entry);
+// swapcache_prepare / swapcache_clear for nr slots from entry: SWAP_HAS_CACHE
+// taken on slots that are in use and not cached (false, nothing taken, if one
+// is not), so that a swap-in that bypasses the swap cache has them to itself.
+[[nodiscard]] bool swapcache_prepare(Kernel* k, swp_entry_t entry, unsigned nr);
+void swapcache_clear(Kernel* k, swp_entry_t entry, unsigned nr);
+// non_swapcache_batch: how many of nr slots from entry the swap cache holds nothing for.
+unsigned non_swapcache_batch(Kernel* k, swp_entry_t entry, unsigned nr);
 // put_swap_folio for one slot: the swap cache no longer holds it.
 void slot_drop_cache(SwapDevice* si, uint64_t off) REQUIRES(si->lock);
 // swap_duplicate: one more reference to a slot in use. 0, or -ENOENT if the

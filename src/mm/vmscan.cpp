@@ -89,6 +89,8 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
   // Page-cache folios are not reclaimed by the model (the walk does not
   // isolate them for MADV_PAGEOUT).
   if (!folio_test_anon(folio)) return Reclaim::kKeep;
+  // Its write is still in flight: kept for a later pass.
+  if (folio_test_writeback(folio)) return Reclaim::kKeep;
   // Anonymous memory needs backing store; a lazy-free folio is discarded
   // instead and needs none.
   if (folio_test_swapbacked(folio) && !folio_test_swapcache(folio)) {
@@ -110,9 +112,16 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
     // still storing through the translation it had before the unmap holds a
     // reference on the folio until its store is done.)
     if (folio_ref_count(folio) != 1 + static_cast<int>(folio_nr_pages(folio))) return Reclaim::kKeep;
-    // folio_clear_dirty_for_io, then the write completes at once.
+    // folio_clear_dirty_for_io, then the write: to an asynchronous device
+    // it is still in flight when pageout() returns, and the folio is kept
+    // (in the swap cache, for a later reclaim pass); a synchronous one
+    // (zram) is done, and the folio can go at once.
     folio_clear_dirty(folio);
     swap_writeout(k, folio);
+    if (folio_test_swapbacked(folio) && swap_writeout_is_async(k, folio)) {
+      folio_start_writeback(k, folio);
+      return Reclaim::kKeep;
+    }
   }
   if (!folio_test_swapbacked(folio)) {
     // folio_test_lazyfree: unmapped and clean; freed if only the isolation
@@ -158,6 +167,12 @@ void shrink_folio_list(Kernel* k, std::vector<Folio*>* list) {
 }  // namespace
 
 // reclaim_pages (MADV_PAGEOUT): shrink_folio_list over the folios it isolated.
-void reclaim_pages(Kernel* k, std::vector<Folio*>* folio_list) { shrink_folio_list(k, folio_list); }
+void reclaim_pages(Kernel* k, std::vector<Folio*>* folio_list) {
+  // The writes an earlier reclaim started have completed by now (a device
+  // takes far less than the time between two calls), so a folio swapped in
+  // meanwhile is not kept for a write still in flight.
+  (void)swap_writeback_wait(k);
+  shrink_folio_list(k, folio_list);
+}
 
 }  // namespace mmlab

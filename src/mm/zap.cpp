@@ -1,5 +1,6 @@
 // Unmapping (mm/memory.c's zap_pte_range family, with the swap entries,
-// migration entries and markers it meets: zap_nonpresent_ptes) and freeing
+// migration entries and markers it meets: zap_nonpresent_ptes; the PTE
+// tables a whole-table MADV_DONTNEED empties, mm/pt_reclaim.c) and freeing
 // page tables (free_pgtables / free_pgd_range).
 #include <vector>
 
@@ -58,13 +59,26 @@ unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsi
   return nr;
 }
 
-// zap_nonpresent_ptes, for a caller without zap_details: swap entries free
-// their slots (a batch of consecutive ones at once), migration entries drop
-// the rss they stand for, and markers (uffd-wp, guard, poison) are dropped.
-unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr) {
+// zap_drop_markers
+bool zap_drop_markers(const ZapDetails* details) { return !details || details->drop_markers; }
+
+// zap_nonpresent_ptes: swap entries free their slots (a batch of
+// consecutive ones at once), migration entries drop the rss they stand
+// for, poison markers go; a guard marker, and a file VMA's uffd-wp marker,
+// stay unless the caller drops markers (*any_skipped: the table is not
+// empty after all).
+unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr,
+                             const ZapDetails* details, bool* any_skipped) {
   Mm* mm = vma->vm_mm;
   swp_entry_t entry = pte_to_swp_entry(ptent);
   unsigned nr = 1;
+  if (is_pte_marker_entry(entry) && !zap_drop_markers(details)) {
+    const uint64_t marker = swp_offset(entry);
+    if ((marker & PTE_MARKER_GUARD) || ((marker & PTE_MARKER_UFFD_WP) && !vma_is_anonymous(vma))) {
+      *any_skipped = true;
+      return 1;
+    }
+  }
   if (!non_swap_entry(entry)) {
     nr = swap_pte_batch(pte, max_nr, ptent);
     add_mm_counter(mm, MM_SWAPENTS, -static_cast<long>(nr));
@@ -93,7 +107,65 @@ Folio* zap_one_pte(Vma* vma, pte_t* pte, uint64_t addr) {
 
 namespace {
 
-void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) {
+// ---- PT_RECLAIM (mm/pt_reclaim.c) ----
+
+// ARCH_SUPPORTS_PT_RECLAIM: x86-64 only through v6.18, so the arm64
+// geometry of the TLB model keeps its tables.
+bool arch_supports_pt_reclaim(Mm* mm) {
+  return tlb_state(mm)->geometry.load(std::memory_order_relaxed) != TlbGeometry::kArm64;
+}
+
+// reclaim_pt_is_enabled: the zap asked for it and covers the whole table
+// (zap_pmd_range hands each table its part of the range: a part of a
+// table, or two partial zaps that together empty it, keep it).
+bool reclaim_pt_is_enabled(Mm* mm, uint64_t start, uint64_t end, const ZapDetails* details) {
+  return details && details->reclaim_pt && end - start >= PMD_SIZE && arch_supports_pt_reclaim(mm);
+}
+
+// try_get_and_clear_pmd: with the table's lock held, unlink it if the PMD
+// lock can be had without waiting (the PMD lock is above the PTE lock).
+bool try_get_and_clear_pmd(Mm* mm, pmd_t* pmd, pmd_t* pmdval) {
+  SpinLock* pml = pmd_lockptr(mm, pmd);
+  if (!pml->try_lock(LockClass::kPmdLock)) return false;
+  *pmdval = pmdp_get(pmd);
+  entry_set(pmd, pmd_t{0});
+  pml->unlock();
+  return true;
+}
+
+// free_pte: the unlinked table goes when the flush that covers it has been
+// sent to every CPU that may cache it (pte_free_tlb: freed_tables).
+void free_pte(Mm* mm, uint64_t addr, pmd_t pmdval) {
+  pgtable_free(mm, mm->phys->pfn_to_page(pmd_pfn(pmdval)));  // deferred for lockless walkers
+  tlb_note_freed_table(mm, addr, addr + PMD_SIZE);
+  mm->stats->count(Event::pgtable_reclaim);
+}
+
+// try_to_free_pte: the slow path, after the PTE lock was dropped: unlink
+// the table if it is still there and still empty.
+void try_to_free_pte(Mm* mm, pmd_t* pmd, uint64_t addr) {
+  SpinLock* pml = pmd_lock(mm, pmd);
+  pml->assert_held();
+  const pmd_t pmdval = pmdp_get(pmd);
+  if (pmd_none(pmdval) || pmd_leaf(pmdval)) {
+    pml->unlock();
+    return;
+  }
+  SpinLock* ptl = spin_lock_returned(pte_lockptr(mm->phys, pmdval), LockClass::kPteLock);
+  const pte_t* pte = pte_offset(mm->phys, pmdval, addr);
+  for (unsigned i = 0; i < PTRS_PER_PTE; i++)
+    if (!pte_none(ptep_get(pte + i))) {
+      ptl->unlock();
+      pml->unlock();
+      return;
+    }
+  entry_set(pmd, pmd_t{0});
+  ptl->unlock();
+  pml->unlock();
+  free_pte(mm, addr, pmdval);
+}
+
+void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, const ZapDetails* details) {
   Mm* mm = vma->vm_mm;
   SpinLock* ptl;
   pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
@@ -102,27 +174,36 @@ void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end) {
   ZapBatch batch;
   uint64_t start = addr;
   bool flush = false;
+  bool can_reclaim_pt = reclaim_pt_is_enabled(mm, start, end, details);
   while (addr < end) {
     pte_t ptent = ptep_get(pte);
     unsigned max_nr = static_cast<unsigned>((end - addr) >> PAGE_SHIFT);
     unsigned nr = 1;
+    bool any_skipped = false;
     if (pte_none(ptent)) {
       // skip
     } else if (pte_present(ptent)) {
       nr = zap_present_ptes(vma, pte, ptent, addr, max_nr, &batch);
       flush = true;
     } else {
-      nr = zap_nonpresent_ptes(vma, pte, ptent, addr, max_nr);
+      nr = zap_nonpresent_ptes(vma, pte, ptent, addr, max_nr, details, &any_skipped);
     }
+    if (any_skipped) can_reclaim_pt = false;
     pte += nr;
     addr += nr * PAGE_SIZE;
   }
+  // The fast path: unlink the emptied table while its lock is still held.
+  pmd_t pmdval{0};
+  bool direct_reclaim = can_reclaim_pt && try_get_and_clear_pmd(mm, pmd, &pmdval);
   if (flush) flush_tlb_range(vma, start, end);
   ptl->unlock();
   batch.release();
+  if (!can_reclaim_pt) return;
+  if (direct_reclaim) free_pte(mm, start, pmdval);
+  else try_to_free_pte(mm, pmd, start);
 }
 
-void zap_pmd_range(Vma* vma, pud_t pud, uint64_t addr, uint64_t end) {
+void zap_pmd_range(Vma* vma, pud_t pud, uint64_t addr, uint64_t end, const ZapDetails* details) {
   PhysMem* phys = vma->vm_mm->phys;
   pmd_t* pmd = pmd_offset(phys, pud, addr);
   for (uint64_t next; addr != end; pmd++, addr = next) {
@@ -133,13 +214,13 @@ void zap_pmd_range(Vma* vma, pud_t pud, uint64_t addr, uint64_t end) {
       split_huge_pmd(vma, pmd, addr);  // partly covered: split, then zap the PTEs
     }
     if (pmd_none(pmdp_get(pmd))) continue;
-    zap_pte_range(vma, pmd, addr, next);
+    zap_pte_range(vma, pmd, addr, next, details);
   }
 }
 
 }  // namespace
 
-void zap_vma_range(Vma* vma, uint64_t start, uint64_t end) {
+void zap_vma_range(Vma* vma, uint64_t start, uint64_t end, const ZapDetails* details) {
   Mm* mm = vma->vm_mm;
   start = std::max(start, vma->vm_start);
   end = std::min(end, vma->vm_end);
@@ -153,7 +234,7 @@ void zap_vma_range(Vma* vma, uint64_t start, uint64_t end) {
     if (!pud) continue;
     pud_t v = pudp_get(pud);
     if (!pud_present(v) || pud_leaf(v)) continue;  // PUD leaves (hugetlb 1G) arrive with hugetlb
-    zap_pmd_range(vma, v, addr, next);
+    zap_pmd_range(vma, v, addr, next, details);
   }
 }
 

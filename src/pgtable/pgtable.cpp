@@ -67,12 +67,16 @@ void pgtable_free(Mm* mm, Page* table) {
 void lockless_walk_begin(Mm* mm) {
   DeferredTables* k = mm->deferred_tables;
   auto& slot = k->walkers[smp_processor_id()];
+  if (slot.depth++) return;  // an outer walk's epoch is older, and holds
   // seq_cst: the published epoch must be visible before we read any entry.
   slot.active_epoch.store(k->walk_epoch.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
 }
 
 void lockless_walk_end(Mm* mm) {
-  mm->deferred_tables->walkers[smp_processor_id()].active_epoch.store(0, std::memory_order_release);
+  auto& slot = mm->deferred_tables->walkers[smp_processor_id()];
+  VM_BUG_ON(!slot.depth, "lockless_walk_end without a walk");
+  if (--slot.depth) return;
+  slot.active_epoch.store(0, std::memory_order_release);
 }
 
 static uint64_t oldest_active_walker(DeferredTables* k) {
@@ -234,6 +238,9 @@ bool pte_lock_if_unchanged(Mm* mm, pmd_t* pmd, pmd_t pmdval, SpinLock** ptlp, in
 }
 
 pte_t* pte_offset_map_lock(Mm* mm, pmd_t* pmd, uint64_t addr, SpinLock** ptlp, int subclass) {
+  // Once the lock is held and the PMD still points at the table, nothing
+  // can free it: PT_RECLAIM clears the PMD under this lock too.
+  PteTableReadSection rcu(mm);
   for (;;) {
     pmd_t v;
     pte_t* pte = pte_offset_map(mm, pmd, addr, &v);

@@ -171,6 +171,7 @@ struct DeferredTables {
   std::atomic<uint64_t> walk_epoch{1};
   struct WalkerSlot {
     std::atomic<uint64_t> active_epoch{0};  // 0: not walking
+    unsigned depth = 0;  // nested walks of the slot's CPU (only its thread touches it)
   };
   std::unique_ptr<WalkerSlot[]> walkers;  // one per simulated CPU
   Mutex lock{LockClass::kDeferredFreeLock};
@@ -182,10 +183,28 @@ struct DeferredTables {
 };
 
 // A lockless walker brackets its walk with these (local_irq_save/restore in
-// the kernel); tables freed with pgtable_free_deferred are not reused until
-// every walker that started before the free has ended.
+// the kernel, or rcu_read_lock around pte_offset_map); tables freed with
+// pgtable_free_deferred are not reused until every walker that started
+// before the free has ended. Walks nest: the outermost one's epoch holds.
 void lockless_walk_begin(Mm* mm);
 void lockless_walk_end(Mm* mm);
+// rcu_read_lock() .. rcu_read_unlock() around a PTE table reached from a
+// PMD entry read without its lock: PT_RECLAIM may unlink and free the table
+// meanwhile (zap under mmap_lock read), so the table stays readable, and
+// its lock takeable, until the section ends. Every reader that reads a PMD
+// entry and then the table under it without holding the PMD lock or the
+// VMA write lock is inside one (pte_offset_map_lock, the fault's lockless
+// read of the PTE, the CPU's walk, GUP-fast).
+class PteTableReadSection {
+ public:
+  explicit PteTableReadSection(Mm* mm) : mm_(mm) { lockless_walk_begin(mm); }
+  ~PteTableReadSection() { lockless_walk_end(mm_); }
+  PteTableReadSection(const PteTableReadSection&) = delete;
+  PteTableReadSection& operator=(const PteTableReadSection&) = delete;
+
+ private:
+  Mm* mm_;
+};
 // Free every deferred table whose grace period has passed (called on frees).
 void pgtable_reclaim_deferred(Mm* mm);
 // tlb_remove_table_sync_one (mm/mmu_gather.c): return once every lockless

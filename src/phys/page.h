@@ -54,6 +54,7 @@ enum PageFlag : unsigned {
   PG_deferred_list,    // page[2]: linked on the deferred split queue
   PG_dropbehind,
   PG_huge_zero,        // the huge zero folio
+  PG_writeback,        // swap writeback in flight (a swap-cache folio written to an asynchronous device)
   PG_mapcount_lock,    // page[1]: folio_lock_large_mapcount() bit spinlock
   PG_nr_flags,
 };
@@ -167,6 +168,7 @@ MMLAB_FOLIO_FLAG(hugetlb, PG_hugetlb)
 MMLAB_FOLIO_FLAG(large_rmappable, PG_large_rmappable)
 MMLAB_FOLIO_FLAG(dropbehind, PG_dropbehind)
 MMLAB_FOLIO_FLAG(huge_zero, PG_huge_zero)
+MMLAB_FOLIO_FLAG(writeback, PG_writeback)
 #undef MMLAB_FOLIO_FLAG
 
 inline bool folio_test_reserved(const Folio* f) { return test_bit(PG_reserved, &f->page); }

@@ -71,6 +71,7 @@ System::~System() {
   if (k_ && k_->phys) inject_off_all();  // teardown runs without injected failures
   for (auto& p : procs_) p->exit();
   procs_.clear();
+  if (k_ && k_->swap) (void)mmlab::swap_writeback_wait(k_.get());  // the I/O in flight ends before the frames go
   trace::detach_system(trace_pid_);
 }
 
@@ -334,9 +335,13 @@ long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
 int System::close_file(int fd) { return close_fd(k_.get(), fd); }
 int System::add_swap(uint64_t bytes, SwapKind kind) { return swapon(k_.get(), bytes, kind); }
 
+long System::swap_writeback_wait() { return mmlab::swap_writeback_wait(k_.get()); }
+
 // The shrinkers the model has: the deferred-split queue's and the swap
 // cache's stand-in for LRU reclaim.
 long System::run_shrinkers() {
+  // A shrinker runs later than the swap writes started before it: they are done.
+  (void)mmlab::swap_writeback_wait(k_.get());
   long split = deferred_split_scan(k_.get());
   (void)shrink_swap_cache(k_.get());  // the answer counts split folios only
   return split;

@@ -75,6 +75,11 @@ inline void tlb_lookup(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
 // Returns true with the frame held, false if a fault is needed.
 bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
   PhysMem* phys = mm->phys;
+  // The hardware walker's tables are freed only after a TLB shootdown; the
+  // model's stand-in for that, for a PTE table PT_RECLAIM frees under
+  // mmap_lock read, is this section (the CPU's own VMA lock does not keep
+  // out a zap under the same read lock).
+  PteTableReadSection rcu(mm);
   t->held = nullptr;
   t->span = PAGE_SIZE - (addr & ~PAGE_MASK);
   for (int attempt = 0; attempt < 8; attempt++) {

@@ -50,11 +50,13 @@ struct File {  // file F SIZE [fs=CLASS] [hugetlb=2M|1G]
   std::string fs = "shmem";
   unsigned hugetlb_shift = 0;  // 21 or 30 (then fs is hugetlbfs)
 };
-struct Swap {  // swap SIZE [blkdev|file]
+struct Swap {  // swap SIZE [blkdev|file|zram]
   uint64_t size = 0;
   int size_col = 0;  // the SIZE token's column, for scenario_check_sizes()
   std::string kind = "blkdev";
 };
+struct Writeback {};   // writeback: wait for the swap writes in flight
+struct ShrinkSlab {};  // shrink-slab: run every shrinker once (2 into /proc/sys/vm/drop_caches)
 struct Khugepaged {  // khugepaged [N]
   uint64_t scans = 1;
 };
@@ -247,7 +249,7 @@ struct ExpectViolation {  // expect violation TEXT
 }  // namespace stmt
 
 using StmtBody =
-    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Khugepaged,
+    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
                  stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,

@@ -468,6 +468,12 @@ void HostRun::run(const Stmt& st, const stmt::File& s) {
 // file_swap); else the other kind, and expectations on the large folios
 // that it then swaps out differently are skipped (kTaintSwapKind).
 void HostRun::run(const Stmt&, const stmt::Swap& s) {
+  if (s.kind == "zram") {
+    if (!probes_.have(Cap::kZramSwap)) throw SkipTest{probes_.reason(Cap::kZramSwap)};
+    std::string why;
+    if (swap_.add(s.size, host::HostSwapKind::kZram, &why)) throw SkipTest{"no zram swap device on the host: " + why};
+    return;
+  }
   const bool blkdev = s.kind != "file";
   const Cap want = blkdev ? Cap::kBlkdevSwap : Cap::kFileSwap;
   const bool other = !probes_.have(want);
@@ -475,6 +481,28 @@ void HostRun::run(const Stmt&, const stmt::Swap& s) {
   auto kind = blkdev != other ? host::HostSwapKind::kBlkdev : host::HostSwapKind::kFile;
   std::string why;
   if (swap_.add(s.size, kind, &why)) throw SkipTest{"no swap device on the host: " + why};
+}
+
+// `writeback`: the host's swap writes complete on their own; wait until no
+// page is under writeback anywhere (nr_writeback is machine-wide: other
+// processes' writeback delays the statement, bounded).
+void HostRun::run(const Stmt& st, const stmt::Writeback&) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto vm = read_vmstat();
+    auto it = vm.find("nr_writeback");
+    if (it == vm.end()) fail(st, "the host's /proc/vmstat has no nr_writeback");
+    if (it->second == 0 || std::chrono::steady_clock::now() > deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// `shrink-slab`: drop_slab(), which runs every shrinker, the deferred-split
+// one among them (writing 2 frees no page cache).
+void HostRun::run(const Stmt& st, const stmt::ShrinkSlab&) {
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "2";
+  if (!f.flush()) fail(st, "cannot write 2 to /proc/sys/vm/drop_caches");
 }
 
 void HostRun::run(const Stmt& st, const stmt::Mmap& s) {

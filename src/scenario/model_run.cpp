@@ -177,8 +177,11 @@ class ModelRun final : public TestRun {
   void run(const Stmt& st, const stmt::Swap& s) {
     if (s.size > opt_.ram_bytes)
       fail(st, fmt::format("swap of {} bytes: larger than the System's RAM ({} bytes)", s.size, opt_.ram_bytes));
-    check_errno(st, sys_->add_swap(s.size, s.kind == "file" ? SwapKind::kFile : SwapKind::kBlkdev), "swap");
+    const SwapKind kind = s.kind == "file" ? SwapKind::kFile : s.kind == "zram" ? SwapKind::kZram : SwapKind::kBlkdev;
+    check_errno(st, sys_->add_swap(s.size, kind), "swap");
   }
+  void run(const Stmt&, const stmt::Writeback&) { (void)sys_->swap_writeback_wait(); }
+  void run(const Stmt&, const stmt::ShrinkSlab&) { (void)sys_->run_shrinkers(); }
   void run(const Stmt& st, const stmt::Khugepaged& s) {
     check_errno(st, sys_->run_khugepaged(static_cast<unsigned>(s.scans)), "khugepaged");
   }

@@ -66,6 +66,8 @@ constexpr StatementVerb kVerbs[] = {
     {"proc", kKeyword, parse_proc, nullptr, kNeverFails},
     {"file", kKeyword, parse_file},
     {"swap", kKeyword, parse_swap},
+    {"writeback", kKeyword, parse_writeback},
+    {"shrink-slab", kKeyword, parse_shrink_slab},
     {"khugepaged", kKeyword, parse_khugepaged},
     {"advance", kKeyword, parse_advance},
     {"inject", kKeyword, parse_inject},
@@ -194,6 +196,8 @@ class NameTable {
   void names(const stmt::Exit& s) { use(s.proc, 'p'); }
   void names(const stmt::File& s) { bind(s.name, 'f'); }
   void names(const stmt::Swap&) {}
+  void names(const stmt::Writeback&) {}
+  void names(const stmt::ShrinkSlab&) {}
   void names(const stmt::Khugepaged&) {}
   void names(const stmt::Advance&) {}
   void names(const stmt::Inject&) {}

@@ -169,6 +169,8 @@ StmtBody parse_sysfs(LineParser& lp, const std::string& subject);
 StmtBody parse_tune(LineParser& lp, const std::string& subject);
 StmtBody parse_file(LineParser& lp, const std::string& subject);
 StmtBody parse_swap(LineParser& lp, const std::string& subject);
+StmtBody parse_writeback(LineParser& lp, const std::string& subject);
+StmtBody parse_shrink_slab(LineParser& lp, const std::string& subject);
 StmtBody parse_khugepaged(LineParser& lp, const std::string& subject);
 StmtBody parse_advance(LineParser& lp, const std::string& subject);
 StmtBody parse_inject(LineParser& lp, const std::string& subject);

@@ -37,8 +37,12 @@ std::string join_words(const char* const* words) {
   return out;
 }
 bool sysfs_takes_number(const std::string& path) {
-  return path == "transparent_hugepage/use_zero_page" ||
-         (path.rfind("hugepages/", 0) == 0 && path.size() > 13 && path.compare(path.size() - 13, 13, "/nr_hugepages") == 0);
+  auto ends_with = [&](const char* tail) {
+    const size_t n = std::char_traits<char>::length(tail);
+    return path.size() > n && path.compare(path.size() - n, n, tail) == 0;
+  };
+  return path == "transparent_hugepage/use_zero_page" || path == "transparent_hugepage/shrink_underused" ||
+         (path.rfind("hugepages/", 0) == 0 && (ends_with("/nr_hugepages") || ends_with("/nr_overcommit_hugepages")));
 }
 
 }  // namespace
@@ -99,13 +103,18 @@ StmtBody parse_swap(LineParser& lp, const std::string&) {
   if (const Token* t = lp.peek()) sw.size_col = t->col;
   sw.size = lp.size();
   // The kind decides whether large folios swap out whole (a block device
-  // does; a swap file never does).
+  // and zram do; a swap file never does) and whether writes are
+  // asynchronous (not zram's).
   if (!lp.done()) {
-    sw.kind = lp.word("blkdev or file");
-    if (sw.kind != "blkdev" && sw.kind != "file") lp.back(), lp.fail("blkdev or file");
+    sw.kind = lp.word("blkdev, file or zram");
+    if (sw.kind != "blkdev" && sw.kind != "file" && sw.kind != "zram") lp.back(), lp.fail("blkdev, file or zram");
   }
   return sw;
 }
+
+StmtBody parse_writeback(LineParser&, const std::string&) { return stmt::Writeback{}; }
+
+StmtBody parse_shrink_slab(LineParser&, const std::string&) { return stmt::ShrinkSlab{}; }
 
 // Each full scan walks every registered mm, PMD by PMD: a count beyond any
 // scenario's need would only make the run take hours.

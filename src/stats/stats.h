@@ -30,7 +30,8 @@ namespace mmlab {
   X(thp_migration_success) X(thp_migration_fail) X(pgmigrate_success) X(pgmigrate_fail) \
   X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
   X(tlb_flush_range) X(tlb_flush_one) X(nr_tlb_remote_flush) X(nr_tlb_remote_flush_received) \
-  X(nr_tlb_local_flush_all) X(nr_tlb_local_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed)
+  X(nr_tlb_local_flush_all) X(nr_tlb_local_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed) \
+  X(thp_underused_split_page)
 
 enum class VmStat : uint16_t {
 #define X(n) n,
@@ -79,6 +80,7 @@ enum class MthpStat : uint16_t {
   X(pmd_lock, "pgtable.pmd_lock", "split PMD lock acquisitions (all paths)")                      \
   X(pgtable_alloc, "pgtable.alloc", "page-table pages allocated")                                 \
   X(pgtable_free, "pgtable.free", "page-table pages freed")                                       \
+  X(pgtable_reclaim, "pgtable.reclaim", "PTE tables a whole-table MADV_DONTNEED emptied and freed (PT_RECLAIM)") \
   X(pte_batch, "pgtable.pte_batch", "folio_pte_batch() calls that returned more than one entry")  \
   X(alloc_zone_lock, "alloc.zone_lock", "zone->lock acquisitions by the page allocator")          \
   X(alloc_pcp, "alloc.pcp", "allocations served from a per-CPU list")                             \

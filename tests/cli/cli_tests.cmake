@@ -159,9 +159,10 @@ set_tests_properties(stress.catches_planted_corruption PROPERTIES
   PASS_REGULAR_EXPRESSION "DATA MISMATCH: .*data mismatches: [1-9].*exit-1" TIMEOUT 300)
 # A swap-in failure that sticks to a page between its MADV_PAGEOUT and the
 # tracker's mark (forced each time): the SIGBUS must be an expected outcome,
-# and the regex asks that some were met, so the test cannot pass idle.
+# and the regex asks that some were met, so the test cannot pass idle. zram
+# frees the folio at swap-out, so the next touch reads the device.
 add_test(NAME stress.swapin_failure_racing_the_pageout_mark COMMAND mmlab stress --threads 1 --ops 2000 --seed 1
-         --types anon-16K --mix pageout=40 --race-swapin-failure)
+         --types anon-16K --mix pageout=40 --swap zram --race-swapin-failure)
 set_tests_properties(stress.swapin_failure_racing_the_pageout_mark PROPERTIES
   PASS_REGULAR_EXPRESSION "read: injected swap-in SIGBUS +[1-9].*no violation in 2000 operations" TIMEOUT 300)
 # A hang anywhere in the run, the teardown included, is reported with what

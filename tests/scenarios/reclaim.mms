@@ -113,6 +113,20 @@ expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 1
 expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 0
 P read A 64K 0x24
 
+test pageout-mthp-swap-zram
+# zram frees the folio at swap-out; the touch reads it back (whole).
+swap 64M zram
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0x25
+P madvise A 64K pageout
+expect P A swapped yes
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 1
+expect P rss anon 0
+P read A 64K 0x25
+expect vmstat pswpin 16
+
 # ---- MADV_COLD: split what the range covers in part, deactivate ----
 
 test cold-splits-partly-covered-mthp

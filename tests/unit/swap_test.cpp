@@ -82,7 +82,7 @@ class SwapFixture : public MmTest {
   // the folio out of the swap cache: the slot is the cache's alone, the
   // folio mapped by the parent only (legitimate). nullptr on failure.
   Folio* swap_cache_folio_an_exit_could_not_lock(uint8_t byte, uint64_t* addr) {
-    EXPECT_EQ(sys->add_swap(kSwapBytes), 0);
+    EXPECT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
     const uint64_t a = map_base_page(byte);
     EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
     Process* child = p->fork("child");
@@ -275,7 +275,7 @@ TEST_F(SwapTest, BlockDeviceAfterSwapFileTakesLargeFolioWhole) {
 // BASE-SWAP: a swap PTE with the exclusive marker; the read brings the data
 // back as an exclusive, writable page (swap-in of an exclusive entry).
 TEST_F(SwapTest, BasePageOutAndIn) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_base_page(0x5a);
   uint64_t free_before = sys->nr_free_pages();
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
@@ -326,7 +326,7 @@ TEST_F(SwapTest, WriteFaultOnExclusiveSwapEntryMapsWritableDirty) {
 }
 
 TEST_F(SwapTest, ZapOfSwapEntriesFreesTheSlots) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   long r = p->mmap(0, 8 * PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   ASSERT_GT(r, 0);
   auto a = static_cast<uint64_t>(r);
@@ -348,7 +348,7 @@ TEST_F(SwapTest, ZapOfSwapEntriesFreesTheSlots) {
 // THP-PMD-SWAP: with room for 512 contiguous slots the THP is swapped out
 // whole (its PMD split into 512 swap PTEs), then read back page by page.
 TEST_F(SwapTest, PmdThpSwappedOutWhole) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_pmd_thp();
   uint64_t free_before = sys->nr_free_pages();
   ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
@@ -381,7 +381,7 @@ TEST_F(SwapTest, PmdThpSwappedOutWhole) {
 // Without 512 contiguous free slots, reclaim splits the THP and swaps the
 // pages one by one (thp_swpout_fallback); what does not fit stays mapped.
 TEST_F(SwapTest, PmdThpFallsBackToPagesWithoutContiguousRoom) {
-  ASSERT_EQ(sys->add_swap(256 * PAGE_SIZE), 0);  // 255 usable slots
+  ASSERT_EQ(sys->add_swap(256 * PAGE_SIZE, SwapKind::kZram), 0);  // 255 usable slots
   uint64_t a = map_pmd_thp();
   ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
   EXPECT_EQ(sys->vmstat("thp_swpout_fallback"), 1);
@@ -450,9 +450,10 @@ TEST_F(SwapTest, PteMappedPmdThpSwappedOutWhole) {
   expect_pattern(p, a, 0, HPAGE_PMD_NR);
 }
 
-// THP-PTE-SWAP with a 64K mTHP.
+// THP-PTE-SWAP with a 64K mTHP on zram: freed at swap-out, and swapped in
+// whole (alloc_swap_folio(): SWP_SYNCHRONOUS_IO, count 1, offset aligned).
 TEST_F(SwapTest, MthpSwapOutAndIn) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_mthp_64k();
   ASSERT_EQ(p->madvise(a, k64K, MADV_PAGEOUT), 0);
   long excl = 0;
@@ -468,14 +469,18 @@ TEST_F(SwapTest, MthpSwapOutAndIn) {
   EXPECT_EQ(swp_offset(swap_entry_at(p, a)) % 16, 0u);
   expect_pattern(p, a, 0, 16);
   EXPECT_EQ(sys->vmstat("pswpin"), 16);
-  EXPECT_EQ(order_at(a + 3 * PAGE_SIZE), 0);
+  EXPECT_EQ(sys->mthp_stat(4, "swpin"), 1);
+  EXPECT_EQ(order_at(a + 3 * PAGE_SIZE), 4);
+  EXPECT_EQ(entry_at(a + 15 * PAGE_SIZE).level, 1);
   EXPECT_EQ(p->rss_anon(), static_cast<long>(k64K));
+  EXPECT_EQ(swapents(p), 0);
+  EXPECT_EQ(swap_inuse_pages(k()), 0u);
 }
 
 // THP-SINGLE-SWAP: one PTE left of a 64K mTHP; MADV_PAGEOUT of that page
 // splits the folio first, then swaps the page.
 TEST_F(SwapTest, SinglePteOfMthpSwapped) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_mthp_64k();
   ASSERT_EQ(p->madvise(a + PAGE_SIZE, k64K - PAGE_SIZE, MADV_DONTNEED), 0);
   ASSERT_EQ(sys->mthp_stat(4, "nr_anon_partially_mapped"), 1);
@@ -506,7 +511,7 @@ TEST_F(SwapTest, SinglePteOfPmdThpSwapped) {
 // marker is gone; the parent's swap-in maps the page shared (read-only, in
 // the swap cache), its write copies; the child still reads the old data.
 TEST_F(SwapTest, ForkSharesSwapEntry) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_base_page(0x31);
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
   Process* child = p->fork("child");
@@ -559,7 +564,7 @@ TEST_F(SwapTest, ForkSharesSwapEntry) {
 // Zapping the last swap PTE of a slot whose folio is still in the swap cache
 // (mapped by the other process) frees the swap cache.
 TEST_F(SwapTest, ChildExitReleasesSharedSwapCache) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_base_page(0x41);
   ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
   Process* child = p->fork("child");
@@ -677,7 +682,7 @@ TEST_F(SwapTest, SoftDirtyCarriedThroughSwap) {
 // fork() + a child reading page-consistent snapshots, all at once. Every
 // page the writer wrote must read back; every child page must be uniform.
 TEST_F(SwapTest, ConcurrentPageoutFaultsForkAndShrinker) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   enable_order_kb(16);
   enable_order_kb(64);
   constexpr unsigned kPages = 64;

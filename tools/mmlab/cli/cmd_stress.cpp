@@ -166,8 +166,9 @@ bool stress_config(StressCli& o, stress::Config* c) {
   for (const std::string& tok : split(o.swap, ',')) {
     if (tok == "blkdev") c->swap_blkdev = true;
     else if (tok == "file") c->swap_file = true;
+    else if (tok == "zram") c->swap_zram = true;
     else if (tok != "none")
-      return usage(fmt::format("--swap: unknown swap device '{}' (expected blkdev, file, both as blkdev,file, or none)", tok));
+      return usage(fmt::format("--swap: unknown swap device '{}' (expected blkdev, file, zram, a list as blkdev,file, or none)", tok));
   }
   if (!o.inject.empty() && (!parse_probability(o.inject, &c->inject_rate) || c->inject_rate <= 0))
     return usage(fmt::format("--inject {}: expected a failure rate above 0 and at most 1, as 0.01 or 1%", o.inject));
@@ -208,7 +209,7 @@ void add_stress(CLI::App& app) {
                   "tune KEY=VALUE,... switched between at random (default gup.walk=all gup.fast=all; 'none' switches nothing)");
   sub->add_option("--ram", o->ram, "simulated RAM (default 4G)");
   sub->add_option("--movable", o->movable, "ZONE_MOVABLE size, where FOLL_LONGTERM pins migrate from (default a quarter of --ram; 0: none)");
-  sub->add_option("--swap", o->swap, "swap devices: blkdev,file (default), blkdev, file or none");
+  sub->add_option("--swap", o->swap, "swap devices: blkdev,file (default), a list of blkdev, file and zram, or none");
   sub->add_option("--inject", o->inject,
                   "fault injection: every site fails each call with this probability (0.01 or 1%); "
                   "the failures are expected outcomes");

@@ -92,6 +92,10 @@ int set_up_system(Shared* s, std::string* err) {
   (void)sys->sysfs_write("transparent_hugepage/khugepaged/alloc_sleep_millisecs", "0");
   // Swap on a block device (large folios swap out whole) and on a file
   // (split first): the block device is small so that swap spills to the file.
+  if (int r = cfg.swap_zram ? sys->add_swap(16ull << 20, SwapKind::kZram) : 0; r < 0) {
+    *err = fmt::format("swap on zram: {}", errno_name(-r));
+    return -1;
+  }
   if (int r = cfg.swap_blkdev ? sys->add_swap(cfg.swap_blkdev_bytes, SwapKind::kBlkdev) : 0; r < 0) {
     *err = fmt::format("swap on a block device: {}", errno_name(-r));
     return -1;

@@ -37,6 +37,7 @@ struct Config {
   // short runs want small devices (and a full device is a path too).
   uint64_t swap_blkdev_bytes = 16ull << 20;
   uint64_t swap_file_bytes = 0;  // 0: ram / 8
+  bool swap_zram = false;  // a zram device first (synchronous writes, mTHP swap-in)
   int64_t movable = -1;  // ZONE_MOVABLE bytes (-1: a quarter of ram)
   // Test-only: once, behind the tracker's back, change one byte of a page
   // the tracker knows (a planted bug the run must report).
