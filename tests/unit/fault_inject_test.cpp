@@ -613,7 +613,7 @@ TEST_F(FaultInjectTest, FaultRetryInACpuAccessRetakesTheLockAndRetries) {
 // do_swap_page checks folio_test_uptodate under the PTL).
 TEST_F(FaultInjectTest, SwapInReadErrorIsSigbus) {
   thp_never();
-  ASSERT_EQ(sys->add_swap(8ull << 20), 0);
+  ASSERT_EQ(sys->add_swap(8ull << 20, SwapKind::kZram), 0);
   const uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
   ASSERT_TRUE(p->fill(a, 17, 2 * PAGE_SIZE).ok());
   ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_PAGEOUT), 0);

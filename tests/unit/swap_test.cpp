@@ -1353,7 +1353,7 @@ TEST_F(LazyFreeTest, SharedMthpIsLeftAlone) {
 // Swap entries in the range are dropped (a zeroed page is cheaper than a
 // swap-in), with their slots.
 TEST_F(LazyFreeTest, SwapEntriesAreDropped) {
-  ASSERT_EQ(sys->add_swap(kSwapBytes), 0);
+  ASSERT_EQ(sys->add_swap(kSwapBytes, SwapKind::kZram), 0);
   uint64_t a = map_base_pages(2);
   ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_PAGEOUT), 0);
   ASSERT_EQ(count_swap_ptes(p, a, 2 * PAGE_SIZE), 2);
