@@ -97,7 +97,8 @@ Folio* zap_one_pte(Vma* vma, pte_t* pte, uint64_t addr) {
   const pte_t ptent = ptep_get(pte);
   if (pte_none(ptent)) return nullptr;
   if (!pte_present(ptent)) {
-    zap_nonpresent_ptes(vma, pte, ptent, addr, 1);
+    bool kept = false;  // no details: markers go too, as the lost entry does
+    zap_nonpresent_ptes(vma, pte, ptent, addr, 1, nullptr, &kept);
     return nullptr;
   }
   ZapBatch batch;
