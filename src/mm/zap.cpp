@@ -153,6 +153,7 @@ void try_to_free_pte(Mm* mm, pmd_t* pmd, uint64_t addr) {
     return;
   }
   SpinLock* ptl = spin_lock_returned(pte_lockptr(mm->phys, pmdval), LockClass::kPteLock);
+  ptl->assert_held();
   const pte_t* pte = pte_offset(mm->phys, pmdval, addr);
   for (unsigned i = 0; i < PTRS_PER_PTE; i++)
     if (!pte_none(ptep_get(pte + i))) {
