@@ -194,7 +194,10 @@ vm_fault_t do_swap_page_synchronous(VmFault* vmf, SwapDevice* si, swp_entry_t en
   if (!same || !read) {
     // out_nomap: someone else mapped or zapped the entries, or the read
     // failed (the entries stay: every fault on them tries again).
-    if (vmf->pte) vmf->ptl->unlock();
+    if (vmf->pte) {
+      vmf->ptl->assert_held();  // pte_offset_map_lock returned a table: its lock is held
+      vmf->ptl->unlock();
+    }
     swapcache_clear(k, entry, static_cast<unsigned>(nr_pages));
     folio_unlock(folio);
     folio_put(folio);
