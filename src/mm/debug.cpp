@@ -20,17 +20,19 @@ std::string dump_folio(const Folio* f) {
   if (folio_test_large(f)) {
     s += fmt::format("head: order:{} large_mapcount:{} entire_mapcount:{} nr_pages_mapped:{} pincount:{} maybe_shared:{}\n",
                      folio_order(f), folio_large_mapcount(f), folio_entire_mapcount(f),
-                     folio_page(f, 1)->f1.nr_pages_mapped, folio_pincount(f), folio_maybe_mapped_shared(f) ? 1 : 0);
+                     aref(const_cast<Page*>(folio_page(f, 1))->f1.nr_pages_mapped).load(std::memory_order_relaxed), folio_pincount(f), folio_maybe_mapped_shared(f) ? 1 : 0);
   }
   static const char* names[] = {"locked", "referenced", "uptodate", "dirty", "lru", "head", "active",
                                 "workingset", "swapbacked", "swapcache", "reserved", "unevictable", "mlocked",
                                 "idle", "anon", "anon_exclusive", "large_rmappable", "partially_mapped",
                                 "maybe_shared", "hugetlb", "buddy", "table", "pcp", "deferred_list",
                                 "dropbehind", "huge_zero", "mapcount_lock"};
+  // Other CPUs may change the flags meanwhile: a snapshot, read atomically.
+  const uint64_t flags = aref(const_cast<Page*>(head)->flags).load(std::memory_order_relaxed);
   std::string fl;
   for (unsigned b = 0; b < sizeof(names) / sizeof(names[0]); b++)
-    if (head->flags & (1ull << b)) fl += (fl.empty() ? "" : "|") + std::string(names[b]);
-  s += fmt::format("flags: {:#x}({})", head->flags & ~PG_ORDER_MASK, fl);
+    if (flags & (1ull << b)) fl += (fl.empty() ? "" : "|") + std::string(names[b]);
+  s += fmt::format("flags: {:#x}({})", flags & ~PG_ORDER_MASK, fl);
   if (folio_test_anon(f)) {
     long excl = 0;
     for (long i = 0; i < folio_nr_pages(f); i++) excl += PageAnonExclusive(folio_page(f, i));

@@ -276,14 +276,6 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
     HugetlbVmaLock vl(hugetlb_state(mm->kernel), vma, RwSemHold::Mode::kWrite);
     __unmap_hugepage_range(vma, s, e, nullptr);
   }
-  // Until the VMA layer calls hugetlb_vm_op_close itself (closing twice is
-  // fine), the final unmap stands in for it: munmap zaps VMAs already
-  // detached from the tree, exit_mmap zaps whole write-locked VMAs (no other
-  // zap write-locks the VMA: MADV_DONTNEED holds it or mmap_lock for read).
-  auto it = mm->vmas.find(vma->vm_start);
-  const bool detached = it == mm->vmas.end() || it->second.get() != vma;
-  const bool exiting = start <= vma->vm_start && end >= vma->vm_end && vma_is_write_locked(vma);
-  if (detached || exiting) hugetlb_vm_op_close(vma);
 }
 
 int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {

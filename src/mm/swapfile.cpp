@@ -559,7 +559,12 @@ long swap_writeback_wait(Kernel* k) {
     // folio_end_writeback (end_swap_bio_write): the write completed.
     folio_clear_writeback(folio);
     MM_TRACE("swap_writeback_end", "pfn={:#x} order={}", folio_pfn(folio), folio_order(folio));
+    // Standing in for the later reclaim pass, which isolates the folio
+    // first: free_swap_cache's caller holds a reference, since the swap
+    // cache's may be the last one and the folio is unlocked after it goes.
+    folio_get(folio);
     free_swap_cache(folio);
+    folio_put(folio);
   }
   return static_cast<long>(done.size());
 }

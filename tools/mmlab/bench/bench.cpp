@@ -82,12 +82,16 @@ bool host_can_hold(const BenchOptions& o, const std::vector<const BenchSuite*>& 
 
 // Every argument checked before any suite runs: a typo in the last
 // --suite, or an --out that cannot be written, never costs a run.
-bool check_arguments(const BenchOptions& o, std::vector<const BenchSuite*>* suites) {
+bool check_arguments(const BenchOptions& o, std::vector<const BenchSuite*>* suites, host::CostProfile* profile) {
   if (!chosen_suites(o, suites) || !host_can_hold(o, *suites)) return false;
   std::string err;
   if (o.out.empty() || !out_dir_usable(o.out, &err)) {
     std::fprintf(stderr, "mmlab bench: --out '%s': cannot write reports there: %s\n", o.out.c_str(),
                  o.out.empty() ? "empty path" : err.c_str());
+    return false;
+  }
+  if (!o.profile.empty() && host::load_cost_profile(o.profile, profile, &err)) {
+    std::fprintf(stderr, "mmlab bench: --profile %s: %s\n", o.profile.c_str(), err.c_str());
     return false;
   }
   if (build_is_instrumented()) {
@@ -119,17 +123,10 @@ int run_suites(const BenchOptions& o, const std::vector<const BenchSuite*>& suit
 
 int run_bench(const BenchOptions& o) {
   std::vector<const BenchSuite*> suites;
-  if (!check_arguments(o, &suites)) return 2;
-  Report rep;
   host::CostProfile profile;
-  if (!o.profile.empty()) {
-    std::string err;
-    if (host::load_cost_profile(o.profile, &profile, &err)) {
-      std::fprintf(stderr, "mmlab bench: --profile %s: %s\n", o.profile.c_str(), err.c_str());
-      return 2;
-    }
-    rep.profile = &profile;
-  }
+  if (!check_arguments(o, &suites, &profile)) return 2;
+  Report rep;
+  if (!o.profile.empty()) rep.profile = &profile;
   rep.add("# mmlab bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
   if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
