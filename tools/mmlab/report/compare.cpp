@@ -86,6 +86,7 @@ std::optional<double> change_of(double base, double x, Better better, bool orien
 
 std::string number_text(double v) {
   if (v != 0 && std::fabs(v) < 0.01) return fmt::format("{:.3g}", v);
+  if (std::fabs(v) >= 1e5) return fmt::format("{:.0f}", v);  // bytes and counts: the decimals say nothing
   return fmt::format("{:.2f}", v);
 }
 
@@ -135,7 +136,11 @@ std::string mmtests_line(const char* stat, const std::string& key, size_t key_wi
     // Stddev and CoeffVar improve as they fall, whatever the value measures.
     const bool spread = stat[0] == 'S' || stat[0] == 'C';
     const std::optional<double> c = bs ? change_of(pick(*bs), x, spread ? Better::kLower : better, true) : std::nullopt;
-    const bool star = mark_means && &side != &sides[0] && base != nullptr && significantly_different(*base, *v);
+    if (&side == &sides[0]) {
+      line += fmt::format(" {:>14} ({:>9})", number_text(x), "0.00%");
+      continue;
+    }
+    const bool star = mark_means && base != nullptr && significantly_different(*base, *v);
     const char open = star ? '*' : '(', close = star ? '*' : ')';
     line += fmt::format(" {:>14} {}{:>9}{}", number_text(x), open, change_text(c), close);
   }
@@ -188,11 +193,11 @@ std::string lkp_text(const std::vector<CompareSide>& sides, const std::vector<st
         line += fmt::format(" {:>11}", change);
       }
       if (v == nullptr) {
-        line += fmt::format(" {:>15}", "-");
+        line += fmt::format(" {:>17}", "-");
         continue;
       }
       const Summary s = summarize(*v, Better::kUnknown);
-      line += fmt::format(" {:>10} ±{:>3.0f}%", number_text(s.mean), s.coeffvar);
+      line += fmt::format(" {:>12} ±{:>3.0f}%", number_text(s.mean), s.coeffvar);
     }
     out += line.substr(1) + "  " + k + "\n";
   }
