@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "mmlab/input_file.h"
 #include "cli/commands.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -18,7 +17,7 @@ namespace fs = std::filesystem;
 
 // A report is a few MiB at most; a bound keeps a wrong path (a device, a
 // huge file) from being read whole.
-constexpr uintmax_t kMaxReportBytes = 256ull << 20;
+constexpr uint64_t kMaxReportBytes = 256ull << 20;
 
 struct CompareCli {
   std::vector<std::string> sides;
@@ -41,19 +40,11 @@ std::string position_of(const std::string& text, size_t byte) {
 }
 
 bool read_report(const fs::path& file, CompareSide* side, std::string* err) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    *err = fmt::format("{}: not a regular file", file.string());
+  std::string text;
+  if (read_input_file(file.string(), kMaxReportBytes, &text, err)) {
+    *err = fmt::format("{}: {}", file.string(), *err);
     return false;
   }
-  if (fs::file_size(file, ec) > kMaxReportBytes) {
-    *err = fmt::format("{}: larger than {} MiB: not a report", file.string(), kMaxReportBytes >> 20);
-    return false;
-  }
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (!j.is_object()) {

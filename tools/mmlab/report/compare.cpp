@@ -49,6 +49,7 @@ constexpr DirectionRule kDirectionRules[] = {
     {"s", Better::kLower},        {"seconds", Better::kLower}, {"latency", Better::kLower},
     {"cycles", Better::kLower},   {"kbps", Better::kHigher},   {"mbps", Better::kHigher},
     {"throughput", Better::kHigher}, {"speedup", Better::kHigher}, {"ops", Better::kHigher},
+    {"iops", Better::kHigher},    {"bandwidth", Better::kHigher},
 };
 
 struct Summary {
@@ -90,7 +91,13 @@ std::string number_text(double v) {
   return fmt::format("{:.2f}", v);
 }
 
-std::string change_text(std::optional<double> c) { return c ? fmt::format("{:.2f}%", *c) : "n/a"; }
+// Rounded first, so that a change too small to print is 0.00%, never -0.00%.
+std::string change_text(std::optional<double> c) {
+  if (!c) return "n/a";
+  double r = std::round(*c * 100) / 100;
+  if (r == 0) r = 0;
+  return fmt::format("{:.2f}%", r);
+}
 
 const std::vector<double>* find(const CompareSide& s, const std::string& key) {
   auto it = s.samples.find(key);
@@ -214,6 +221,9 @@ void CompareSide::add_report(const nlohmann::json& report) {
 Better better_of(std::string_view key) {
   const size_t dot = key.rfind('.');
   std::string_view leaf = dot == std::string_view::npos ? key : key.substr(dot + 1);
+  // Something per unit of time is a rate, whatever is counted.
+  for (std::string_view per : {"per_sec", "per_s", "per_second", "per_ms", "per_us"})
+    if (leaf.size() > per.size() && leaf.substr(leaf.size() - per.size()) == per) return Better::kHigher;
   while (!leaf.empty()) {
     const size_t us = leaf.find('_');
     const std::string_view word = leaf.substr(0, us);
