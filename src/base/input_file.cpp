@@ -1,5 +1,5 @@
-// read_input_file(): regular files only, read up to a bound (input_file.h).
-#include "base/input_file.h"
+// read_input_file(): regular files only, read up to a bound (include/mmlab/input_file.h).
+#include "mmlab/input_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

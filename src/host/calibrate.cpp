@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
-#include "base/input_file.h"
+#include "mmlab/input_file.h"
 #include "host/sysfs.h"
 #include "mmlab/system.h"
 #include "mmlab/types.h"

@@ -10,7 +10,7 @@
 #include <optional>
 #include <sstream>
 
-#include "base/input_file.h"
+#include "mmlab/input_file.h"
 #include "fmt/format.h"
 #include "host/probe.h"
 #include "host/sysfs.h"

@@ -13,7 +13,7 @@
 #include "fmt/format.h"
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
-#include "base/input_file.h"
+#include "mmlab/input_file.h"
 #include "scenario/ast.h"
 #include "scenario/parse_internal.h"
 

@@ -266,3 +266,15 @@ if(CMAKE_BUILD_TYPE STREQUAL "Release")
   set_tests_properties(cli.cow_bench_profile PROPERTIES SKIP_RETURN_CODE 4 DEPENDS cli.calibrate_quick_json)
 endif()
 
+
+# compare: a folder of two runs against one report, in both forms: a rate
+# is a harmonic mean, and both the rate's rise and the time's fall are
+# significant gains.
+add_test(NAME cli.compare_mmtests COMMAND mmlab compare ${CMAKE_SOURCE_DIR}/tests/cli/compare/base
+                                          ${CMAKE_SOURCE_DIR}/tests/cli/compare/thp)
+set_tests_properties(cli.compare_mmtests PROPERTIES PASS_REGULAR_EXPRESSION
+  "# base: 2 runs.*Hmean +fault.anon_4K.faults_per_sec +1966979 \\( +0.00%\\) +3225434 \\* +63.98%\\*.*Amean +fault.anon_4K.us_per_fault +0.51 \\( +0.00%\\) +0.31 \\* +39.02%\\*")
+add_test(NAME cli.compare_lkp COMMAND mmlab compare --form lkp --significant base=${CMAKE_SOURCE_DIR}/tests/cli/compare/base
+                                      ${CMAKE_SOURCE_DIR}/tests/cli/compare/thp/report.json)
+set_tests_properties(cli.compare_lkp PROPERTIES PASS_REGULAR_EXPRESSION "-39.02%\\* +0.31 ± +3%  fault.anon_4K.us_per_fault"
+                                                FAIL_REGULAR_EXPRESSION "pgfault")

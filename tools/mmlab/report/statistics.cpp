@@ -139,4 +139,59 @@ LinearFit linear_fit(const std::vector<double>& xs, const std::vector<double>& y
   return f;
 }
 
+namespace {
+
+// The continued fraction of I_x(a, b), evaluated by the modified Lentz
+// method; it converges fast for x < (a + 1) / (a + b + 2), which the caller
+// arranges with the symmetry I_x(a, b) = 1 - I_{1-x}(b, a).
+double beta_continued_fraction(double a, double b, double x) {
+  constexpr double kTiny = 1e-300, kEps = 1e-15;
+  auto nonzero = [](double v) { return std::fabs(v) < kTiny ? kTiny : v; };
+  double c = 1, d = 1.0 / nonzero(1 - (a + b) * x / (a + 1));
+  double f = d;
+  for (int m = 1; m <= 500; m++) {
+    const double dm = m;
+    // The even step's coefficient, then the odd step's.
+    const double even = dm * (b - dm) * x / ((a + 2 * dm - 1) * (a + 2 * dm));
+    d = 1.0 / nonzero(1 + even * d);
+    c = nonzero(1 + even / c);
+    f *= c * d;
+    const double odd = -(a + dm) * (a + b + dm) * x / ((a + 2 * dm) * (a + 2 * dm + 1));
+    d = 1.0 / nonzero(1 + odd * d);
+    c = nonzero(1 + odd / c);
+    const double step = c * d;
+    f *= step;
+    if (std::fabs(step - 1) < kEps) break;
+  }
+  return f;
+}
+
+}  // namespace
+
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double log_front = std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
+  const double front = std::exp(log_front);
+  if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
+  return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
+}
+
+std::optional<double> welch_p_value(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() < 2 || b.size() < 2) return std::nullopt;
+  const Stat sa = stat_of(a), sb = stat_of(b);
+  const double va = sa.stddev * sa.stddev / static_cast<double>(sa.n);
+  const double vb = sb.stddev * sb.stddev / static_cast<double>(sb.n);
+  if (va + vb == 0) return sa.mean == sb.mean ? 1.0 : 0.0;
+  const double t = (sa.mean - sb.mean) / std::sqrt(va + vb);
+  const double df = (va + vb) * (va + vb) /
+                    (va * va / static_cast<double>(sa.n - 1) + vb * vb / static_cast<double>(sb.n - 1));
+  return incomplete_beta(df / 2, 0.5, df / (df + t * t));
+}
+
+bool significantly_different(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::optional<double> p = welch_p_value(a, b);
+  return p && *p < kSignificanceLevel;
+}
+
 }  // namespace mmlab::cli

@@ -83,6 +83,22 @@ long count_outliers(const std::vector<double>& v);
 // samples: callers judging noise skip those).
 double relative_iqr(const std::vector<double>& v);
 
+// Whether two sets of samples differ: Welch's unequal-variances t-test,
+// two-sided, as mmtests' compare-kernels marks its Amean/Hmean changes.
+// The one test of significance the tool has (docs/BENCH.md): `mmlab
+// compare` marks a change with it. nullopt where it cannot decide (fewer
+// than two samples on a side). Two sides without spread (counts, which the
+// model makes identical in every run) differ exactly when their means do:
+// p 0 or 1.
+std::optional<double> welch_p_value(const std::vector<double>& a, const std::vector<double>& b);
+inline constexpr double kSignificanceLevel = 0.05;
+// welch_p_value below kSignificanceLevel; false where it cannot decide.
+bool significantly_different(const std::vector<double>& a, const std::vector<double>& b);
+
+// The regularized incomplete beta function I_x(a, b) (a, b > 0, x in
+// [0, 1]): the Student t distribution's tail is I_{df/(df+t^2)}(df/2, 1/2).
+double incomplete_beta(double a, double b, double x);
+
 // y = a + b * x by least squares, and its coefficient of determination.
 struct LinearFit {
   double a = 0, b = 0, r2 = 0;
