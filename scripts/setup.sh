@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential g++ clang clang-14 libclang-rt-14-dev cmake ninja-build git
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-      gnuplot-nox python3 liburing-dev pkgconf
+      gnuplot-nox python3 liburing-dev pkgconf parallel
       xfsprogs btrfs-progs)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -278,3 +278,11 @@ add_test(NAME cli.compare_lkp COMMAND mmlab compare --form lkp --significant bas
                                       ${CMAKE_SOURCE_DIR}/tests/cli/compare/thp/report.json)
 set_tests_properties(cli.compare_lkp PROPERTIES PASS_REGULAR_EXPRESSION "-39.02%\\* +0.31 ± +3%  fault.anon_4K.us_per_fault"
                                                 FAIL_REGULAR_EXPRESSION "pgfault")
+
+# sweep: a 21-job grid through GNU parallel, shards and stdout records,
+# merged and compared. bench refuses to time an instrumented build, so
+# this runs in the others only.
+if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+  add_test(NAME cli.sweep_parallel COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_sweep.py $<TARGET_FILE:mmlab>
+                                           ${CMAKE_SOURCE_DIR}/tests/cli/sweep/grid.txt ${CMAKE_CURRENT_BINARY_DIR}/sweep-out)
+endif()

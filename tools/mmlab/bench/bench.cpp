@@ -83,6 +83,13 @@ bool host_can_hold(const BenchOptions& o, const std::vector<const BenchSuite*>& 
 // Every argument checked before any suite runs: a typo in the last
 // --suite, or an --out that cannot be written, never costs a run.
 bool check_arguments(const BenchOptions& o, std::vector<const BenchSuite*>* suites, host::CostProfile* profile) {
+  // Every suite maps 2M folios (and the fault suite's native pass writes
+  // whole ones): a region of an odd number of MiB would end in half of one.
+  if (o.size_mb % 2) {
+    std::fprintf(stderr, "mmlab bench: --size-mb %llu: not a multiple of 2 (the suites map 2M folios)\n",
+                 static_cast<unsigned long long>(o.size_mb));
+    return false;
+  }
   if (!chosen_suites(o, suites) || !host_can_hold(o, *suites)) return false;
   std::string err;
   if (o.out.empty() || !out_dir_usable(o.out, &err)) {
