@@ -27,16 +27,38 @@ constexpr double kNoisyPreemptionsPerSecond = 50;
 void note_noise(const std::vector<double>& spreads, long ivcsw, double seconds, Report* rep) {
   const double spread = median_of(spreads);
   const double rate = seconds > 0 ? static_cast<double>(ivcsw) / seconds : 0;
-  rep->json["environment"]["median_row_relative_iqr"] = spreads.empty() ? nlohmann::json() : nlohmann::json(spread);
+  rep->json["environment"]["median_row_relative_iqr"] = spreads.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spread);
   const bool noisy = spreads.empty() ? rate > kNoisyPreemptionsPerSecond : spread > kNoisySpread;
   rep->json["environment"]["noisy"] = noisy;
-  if (!noisy) return;
-  rep->add(spreads.empty()
-               ? fmt::format("\nwarning: noisy run: {} involuntary context switches in {:.0f} s ({:.0f}/s, above {:.0f}/s)\n",
-                             ivcsw, seconds, rate, kNoisyPreemptionsPerSecond)
-               : fmt::format("\nwarning: noisy run: the median row's interquartile range is {:.0f}% of its median get time "
-                             "(above {:.0f}%); {} involuntary context switches in {:.0f} s\n",
-                             100 * spread, 100 * kNoisySpread, ivcsw, seconds));
+  const std::string why =
+      spreads.empty()
+          ? fmt::format("{} involuntary context switches in {:.1f} s ({:.0f}/s; noisy above {:.0f}/s)", ivcsw, seconds,
+                        rate, kNoisyPreemptionsPerSecond)
+          : fmt::format("the median GUP row's interquartile range is {:.0f}% of its median get time (noisy above "
+                        "{:.0f}%); {} involuntary context switches in {:.1f} s",
+                        100 * spread, 100 * kNoisySpread, ivcsw, seconds);
+  // report.md opens with the verdict (write_report); the terminal, which
+  // has scrolled past the top, gets it last.
+  rep->verdict = noisy ? "warning: noisy run: " + why : "quiet run: " + why;
+  std::printf("\n%s\n", rep->verdict.c_str());
+}
+
+// How the report was made, beside what it measured: the options as given,
+// the suites run and the load on the host when it started.
+nlohmann::ordered_json run_json(const BenchOptions& o, const std::vector<const BenchSuite*>& suites) {
+  nlohmann::ordered_json j;
+  j["command"] = "bench";
+  std::vector<std::string> names;
+  for (const BenchSuite* s : suites) names.push_back(s->name);
+  j["suites"] = names;
+  j["quick"] = o.quick;
+  j["size_mb"] = o.size_mb ? nlohmann::ordered_json(o.size_mb) : nlohmann::ordered_json("per suite");
+  j["repeats"] = o.repeats ? nlohmann::ordered_json(o.repeats) : nlohmann::ordered_json("per suite");
+  j["profile"] = o.profile;
+  j["out"] = o.out;
+  double load[3];
+  if (getloadavg(load, 3) == 3) j["loadavg_1_5_15_min"] = {load[0], load[1], load[2]};
+  return j;
 }
 
 // The suites --suite names, in the order given (each once; every suite, in
@@ -136,6 +158,7 @@ int run_bench(const BenchOptions& o) {
   if (!o.profile.empty()) rep.profile = &profile;
   rep.add("# mmlab bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
+  rep.json["run"] = run_json(o, suites);
   if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
   if (int e = run_suites(o, suites, &rep)) return e;
   return write_report(rep, o.out);

@@ -290,15 +290,15 @@ std::string format_gup_summary(const GupBenchResult& res) {
 }
 
 namespace {
-nlohmann::json folio_sizes_json(const std::map<uint64_t, uint64_t>& by_size) {
-  nlohmann::json j = nlohmann::json::object();
+nlohmann::ordered_json folio_sizes_json(const std::map<uint64_t, uint64_t>& by_size) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (auto& [bytes, n] : by_size) j[bytes ? fmt::format("{}kB", bytes >> 10) : "zero_page"] = n;
   return j;
 }
 }  // namespace
 
-nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res) {
-  nlohmann::json j;
+nlohmann::ordered_json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res) {
+  nlohmann::ordered_json j;
   j["command"] = gup_cmd_name(cfg.cmd);
   j["size"] = cfg.size;
   j["nr_pages_per_call"] = cfg.nr_per_call;

@@ -68,7 +68,7 @@ uint64_t gup_bench_host_need(const GupBenchConfig& cfg);
 // tool's exact per-iteration text). Returns 0 or -errno with res->error set.
 int run_gup_bench(const GupBenchConfig& cfg, GupBenchResult* res, const std::function<void(const std::string&)>& line);
 std::string format_gup_summary(const GupBenchResult& res);
-nlohmann::json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res);
+nlohmann::ordered_json gup_result_json(const GupBenchConfig& cfg, const GupBenchResult& res);
 // Host page faults of the process so far (getrusage's minor and major
 // faults): taken around a timed region, the difference is how often the host
 // had to provide memory meanwhile (a frame store touched for the first time).

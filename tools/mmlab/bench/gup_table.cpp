@@ -64,12 +64,12 @@ std::string sources_text(const std::vector<GupRow>& rows) {
   return s.empty() ? "" : "\nkernel column:\n\n" + s;
 }
 
-nlohmann::json published_json(const Published& k) {
+nlohmann::ordered_json published_json(const Published& k) {
   if (!k.source) return nullptr;
-  nlohmann::json after = nlohmann::json::object();
+  nlohmann::ordered_json after = nlohmann::ordered_json::object();
   for (auto& [v, us] : k.after_us) after[v] = us;
   return {{"source", k.source->what}, {"date", k.source->date}, {"seed_only", k.source->seed_only},
-          {"before_us", k.after_us.empty() ? nlohmann::json() : nlohmann::json(k.before_us)}, {"after_us", after},
+          {"before_us", k.after_us.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(k.before_us)}, {"after_us", after},
           {"remark", k.remark}};
 }
 

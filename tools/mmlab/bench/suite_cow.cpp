@@ -180,7 +180,7 @@ static int suite_cow(const BenchOptions& o, Report* rep) {
         for (auto& n : per_seed) n /= seeds;
         const cowbench::ModelledCow mc = cowbench::modelled_cow_ms(per_seed, *rep->profile);
         row += mc.ms < 0 ? " n/a |" : fmt::format(" {:.2f}{} |", mc.ms, mc.approximated ? " *" : "");
-        rep->json["modelled"]["cow"][wn][cn] = {{"cow_ms", mc.ms < 0 ? nlohmann::json() : nlohmann::json(mc.ms)},
+        rep->json["modelled"]["cow"][wn][cn] = {{"cow_ms", mc.ms < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(mc.ms)},
                                                 {"approximated", mc.approximated}};
       }
       rep->add(row + "\n");

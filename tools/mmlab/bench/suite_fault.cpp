@@ -169,7 +169,7 @@ void trace_cost(uint64_t size, long repeats, Report* rep) {
                          "{:.2f} sites (the events one fault records when on); the off runs spread {:.1f}%.\n",
                          per_fault, spread));
   rep->json["fault"]["trace"] = {{"off_ns_per_page", off_ns},   {"on_ns_per_page", on_ns},
-                                 {"events_per_fault", per_fault}, {"off_ns_per_site", site ? nlohmann::json(site_ns) : nlohmann::json()},
+                                 {"events_per_fault", per_fault}, {"off_ns_per_site", site ? nlohmann::ordered_json(site_ns) : nlohmann::ordered_json()},
                                  {"on_vs_off", vs_off.ratio},     {"on_vs_off_ci95", ci_json(vs_off)},
                                  {"off_samples", off},          {"on_samples", on}};
 }
@@ -264,7 +264,7 @@ static int suite_fault(const BenchOptions& o, Report* rep) {
     // negative.
     const std::optional<double> rest_ns = remainder_of(m * 1e9, mz);
     std::string book_text = "zeroing exceeds total: noise";
-    nlohmann::json book_json;  // null where flagged
+    nlohmann::ordered_json book_json;  // null where flagged
     if (rest_ns && faults) {
       const double book = rest_ns.value() / static_cast<double>(faults);
       book_text = fmt::format("{:.0f}", book);

@@ -163,7 +163,7 @@ static int suite_fork(const BenchOptions& o, Report* rep) {
     // Flagged, not printed negative.
     const std::optional<double> book = remainder_of(mc, mcp);
     std::string book_text = "copy exceeds total: noise";
-    nlohmann::json book_json;  // null where flagged
+    nlohmann::ordered_json book_json;  // null where flagged
     if (book) {
       book_text = fmt::format("{:.0f}", book.value());
       book_json = book.value();

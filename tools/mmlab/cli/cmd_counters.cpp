@@ -30,7 +30,7 @@ int run_counters(const CountersOptions& o) {
     return 2;
   }
   if (o.json) {
-    nlohmann::json j = nlohmann::json::array();
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
     for (auto& c : all)
       if (o.kind.empty() || c.kind == o.kind) j.push_back({{"name", c.name}, {"kind", c.kind}, {"meaning", c.meaning}});
     std::fputs((j.dump(2) + "\n").c_str(), stdout);

@@ -32,14 +32,14 @@ bool parse_run_variants(const std::vector<std::string>& items, std::vector<Varia
 
 // --json: every test's outcome, output and skips (and the host's probes).
 bool write_json(const std::vector<ScenarioResult>& results, Backend backend, const std::string& path, std::ofstream& out) {
-  nlohmann::json j;
+  nlohmann::ordered_json j;
   if (backend == Backend::kHost) {
-    j["host_probes"] = nlohmann::json::array();
+    j["host_probes"] = nlohmann::ordered_json::array();
     for (auto& p : scenario_host_probes())
       j["host_probes"].push_back({{"name", p.name}, {"available", p.available}, {"forced", p.forced}, {"detail", p.detail}});
   }
   for (auto& r : results) {
-    nlohmann::json skips = nlohmann::json::array();
+    nlohmann::ordered_json skips = nlohmann::ordered_json::array();
     for (auto& k : r.skips) skips.push_back({{"key", k.key}, {"why", k.why}, {"count", k.count}});
     j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"variant", r.variant}, {"outcome", outcome_name(r.outcome)},
                           {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},

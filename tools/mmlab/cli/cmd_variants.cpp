@@ -15,9 +15,9 @@ namespace {
 int run_variants(bool json) {
   const std::vector<TuneKeyInfo> all = tune_catalogue();
   if (json) {
-    nlohmann::json j = nlohmann::json::array();
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
     for (auto& k : all) {
-      nlohmann::json values = nlohmann::json::array();
+      nlohmann::ordered_json values = nlohmann::ordered_json::array();
       for (auto& v : k.values) values.push_back({{"name", v.name}, {"meaning", v.meaning}});
       j.push_back({{"key", k.key}, {"meaning", k.meaning}, {"default", k.default_value}, {"values", values}});
     }

@@ -82,7 +82,7 @@ std::string quantile_name(double q) { return q >= 1 ? "max" : fmt::format("p{}",
 namespace {
 
 // A number as JSON: null for NaN, an integer where a count is whole.
-nlohmann::json number_json(const MetricDef& d, double v) {
+nlohmann::ordered_json number_json(const MetricDef& d, double v) {
   if (std::isnan(v)) return nullptr;
   if (d.unit == Unit::kFlag) return v != 0;
   if ((d.unit == Unit::kCount || d.unit == Unit::kBytes) && v == std::floor(v) && std::fabs(v) < 9e15)
@@ -90,21 +90,21 @@ nlohmann::json number_json(const MetricDef& d, double v) {
   return v;
 }
 
-nlohmann::json value_json(const MetricSet& m, const MetricDef& d) {
+nlohmann::ordered_json value_json(const MetricSet& m, const MetricDef& d) {
   if (d.unit == Unit::kText) return m.text(d.key);
   if (d.merge != Merge::kSamples) return number_json(d, m.value(d.key));
-  nlohmann::json j = nlohmann::json::object();
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (double q : d.quantiles) j[quantile_name(q)] = quantile_of(m.samples(d.key), q);
   return j;
 }
 
 }  // namespace
 
-nlohmann::json MetricSet::json() const {
-  nlohmann::json out = nlohmann::json::object();
+nlohmann::ordered_json MetricSet::json() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const MetricDef& d : *defs_) {
     if (!d.json || !has(d.key)) continue;
-    nlohmann::json* at = &out;
+    nlohmann::ordered_json* at = &out;
     std::string_view key = d.key;
     for (size_t dot; (dot = key.find('.')) != std::string_view::npos; key.remove_prefix(dot + 1))
       at = &(*at)[std::string(key.substr(0, dot))];

@@ -75,7 +75,7 @@ class MetricSet {
   const std::vector<MetricDef>& defs() const { return *defs_; }
 
   // Every value set, nested by the keys' '.'-separated paths.
-  nlohmann::json json() const;
+  nlohmann::ordered_json json() const;
 
  private:
   struct Value {

@@ -62,7 +62,7 @@ std::string first_touch_note(long host_faults, uint64_t pages) {
   return " (host first touch: not the model's time)";
 }
 
-std::string environment_text(nlohmann::json* env) {
+std::string environment_text(nlohmann::ordered_json* env) {
   std::string cpu = "unknown";
   std::ifstream ci("/proc/cpuinfo");
   for (std::string line; std::getline(ci, line);)
@@ -88,7 +88,7 @@ std::string environment_text(nlohmann::json* env) {
                      sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, kFrameStorePreparation, build_description(), build_commit());
 }
 
-std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j) {
+std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::ordered_json* j) {
   *j = {{"name", p.name}, {"file", file}, {"date", p.date}, {"cpu", p.machine.cpu}, {"kernel", p.machine.kernel},
         {"commit", p.commit}};
   return fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost per event, "
@@ -99,7 +99,11 @@ int write_report(const Report& rep, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::ofstream md(dir + "/report.md");
-  md << rep.text;
+  const size_t title_end = rep.text.find('\n');
+  if (rep.verdict.empty() || title_end == std::string::npos)
+    md << rep.text;
+  else
+    md << rep.text.substr(0, title_end + 1) << "\n" << rep.verdict << "\n" << rep.text.substr(title_end + 1);
   std::ofstream js(dir + "/report.json");
   js << rep.json.dump(2) << "\n";
   if (!md || !js) {

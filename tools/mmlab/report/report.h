@@ -16,10 +16,11 @@ namespace mmlab::cli {
 
 struct Report {
   std::string text;
-  nlohmann::json json;
+  nlohmann::ordered_json json;
   const host::CostProfile* profile = nullptr;  // --profile: add the modelled tables
   std::vector<double> spreads;  // the relative IQR of every GUP table row: how noisy the run was
   std::vector<Plot> plots;      // drawn into --out after the run
+  std::string verdict;          // the noise verdict: report.md's first line after its title
   void add(const std::string& s);
 };
 
@@ -27,7 +28,7 @@ void progress(const std::string& what);
 void progress_done();
 
 // A ratio's 95% interval in report.json: [lo, hi], or null where there is none.
-inline nlohmann::json ci_json(const RatioCi& r) { return r.valid ? nlohmann::json::array({r.lo, r.hi}) : nlohmann::json(); }
+inline nlohmann::ordered_json ci_json(const RatioCi& r) { return r.valid ? nlohmann::ordered_json::array({r.lo, r.hi}) : nlohmann::ordered_json(); }
 
 // A row whose timed region took host faults on more than 1% of the pages it
 // touched is marked: its time is the host's first touch, not the model's.
@@ -37,9 +38,9 @@ std::string first_touch_note(long host_faults, uint64_t pages);
 extern const char* const kFrameStorePreparation;
 
 // The report's header lines: CPU, host kernel and THP, frame store, build.
-std::string environment_text(nlohmann::json* env);
+std::string environment_text(nlohmann::ordered_json* env);
 // Where the modelled tables' host costs come from.
-std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::json* j);
+std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::ordered_json* j);
 
 // The output directory, made and found writable before any run: false
 // and *err (the reason) otherwise.
