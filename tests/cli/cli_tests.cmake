@@ -286,3 +286,12 @@ if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
   add_test(NAME cli.sweep_parallel COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_sweep.py $<TARGET_FILE:mmlab>
                                            ${CMAKE_SOURCE_DIR}/tests/cli/sweep/grid.txt ${CMAKE_CURRENT_BINARY_DIR}/sweep-out)
 endif()
+
+# The plots' scripts redraw from the folder they lie in, after the folder
+# moved: each names its PNG without a path and holds its data.
+if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+  add_test(NAME cli.bench_plots_redraw_in_place COMMAND sh -c
+    "rm -rf plots-a plots-b && $<TARGET_FILE:mmlab> bench --quick --suite fault --size-mb 4 --repeats 2 --out plots-a >/dev/null &&
+     mv plots-a plots-b && cd plots-b && rm fault.png && gnuplot fault.gp && test -s fault.png && echo redrawn")
+  set_tests_properties(cli.bench_plots_redraw_in_place PROPERTIES PASS_REGULAR_EXPRESSION "^redrawn")
+endif()

@@ -121,9 +121,11 @@ std::string line_script(const Plot& p, const std::string& png) {
 
 // Runs `gnuplot script` with no shell, its output to /dev/null. 0, or the
 // errno of the spawn (ENOENT: no gnuplot), or -1 if gnuplot failed.
-int run_gnuplot(const std::string& script) {
+int run_gnuplot(const std::string& dir, const std::string& script) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
+  // In the report's folder, as `gnuplot NAME.gp` run there by hand redraws it.
+  posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
@@ -180,13 +182,15 @@ std::string write_plots(const std::vector<Plot>& plots, const std::string& dir) 
     if (p.series.empty()) continue;
     const std::string gp = dir + "/" + p.file + ".gp", png = dir + "/" + p.file + ".png";
     std::ofstream f(gp);
-    f << gnuplot_script(p, png);
+    // The script names its PNG without a folder and holds its data: it
+    // redraws from the folder it lies in, wherever that is moved.
+    f << gnuplot_script(p, p.file + ".png");
     f.close();
     if (!f) {
       failed += fmt::format("; cannot write {}", gp);
       continue;
     }
-    const int err = run_gnuplot(gp);
+    const int err = run_gnuplot(dir, p.file + ".gp");
     if (err == ENOENT) return " (gnuplot not installed: no plots; the scripts are " + dir + "/*.gp)";
     if (err) failed += fmt::format("; gnuplot failed on {}", gp);
     else made += ", " + png;
