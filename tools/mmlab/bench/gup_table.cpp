@@ -82,7 +82,10 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
            "and flags samples beyond Tukey's far-out fences (Q1 - 3 IQR, Q3 + 3 IQR) as outliers. The speedup and the "
            "difference are the same statistic, the ratio of median get times, with a 95% bootstrap interval "
            "(paired over the alternated repeats); with fewer than " + std::to_string(kMinCiSamples) +
-           " samples a side there is none (\"n/a (n<" + std::to_string(kMinCiSamples) + ")\"): so few cannot give a 95% interval.\n\n");
+           " samples a side there is none (\"n/a (n<" + std::to_string(kMinCiSamples) + ")\"): so few cannot give a 95% interval. "
+           "x floor: the median get time over the median time of the physical floor, a plain loop over the same "
+           "range that reads each leaf entry and stores its page (no lock, no reference, no check): how far the "
+           "variant is above the least work any GUP of the range must do (1.0x would be that loop).\n\n");
   rep->add("| case | variant | n | median get us | median put us | get speedup vs the row's base"
            " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | host faults | kernel |\n"
            "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
