@@ -64,7 +64,6 @@ constexpr uint64_t MMF_INIT_MASK = (1ull << MMF_DISABLE_THP) | (1ull << MMF_DISA
 // VM_LOCKED_MASK: mlock() is not inherited.
 constexpr vm_flags_t VM_LOCKED_MASK = VM_LOCKED | VM_LOCKONFAULT;
 
-bool userfaultfd_wp(const Vma* vma) { return vma->vm_flags & VM_UFFD_WP; }
 // pmdp_set_wrprotect: an atomic clear of the write bit (x86 clear_bit), like wrprotect_ptes.
 void pmdp_set_wrprotect(pmd_t* pmdp) { std::atomic_ref<uint64_t>(pmdp->v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel); }
 

@@ -509,8 +509,18 @@ bool try_to_unmap_swap_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch*
 unsigned folio_unmap_pte_batch(Folio* folio, const PageVmaMappedWalk* pvmw, pte_t pte) {
   if (!folio_test_large(folio)) return 1;
   if (!folio_test_anon(folio) || folio_test_swapbacked(folio)) return 1;
+  // uffd-wp markers are per PTE: one at a time.
+  if (userfaultfd_wp(pvmw->vma)) return 1;
   const uint64_t end_addr = pmd_addr_end(pvmw->address, pvmw->vma->vm_end);
-  return folio_pte_batch(folio, pvmw->pte, pte, static_cast<unsigned>((end_addr - pvmw->address) >> PAGE_SHIFT));
+  // A redirtied or still-referenced folio gets its PTEs back from the first
+  // one's value: the batch must agree on the write and soft-dirty bits, or
+  // the restore would make writable a PTE of a page that is no longer
+  // exclusive (a reuse after fork wrote only the first). The kernel fixed
+  // this after v6.18 ("fix incorrect pte restoration for lazyfree folios");
+  // stress found it in the model (seed 61, anon-64K, --inject 1%).
+  return folio_pte_batch_flags(folio, pvmw->vma, pvmw->pte, &pte,
+                               static_cast<unsigned>((end_addr - pvmw->address) >> PAGE_SHIFT),
+                               FPB_RESPECT_WRITE | FPB_RESPECT_SOFT_DIRTY);
 }
 
 // try_to_unmap_one's MADV_FREE check for the run of PTEs at pvmw->pte of a

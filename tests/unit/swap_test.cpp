@@ -1338,6 +1338,34 @@ TEST_F(LazyFreeTest, MthpWholeOrSplit) {
   EXPECT_FALSE(lazyfree(folio_at(p, b + k64K / 2)));
 }
 
+// A lazy-free folio reclaim cannot discard (redirtied) gets its PTEs back
+// from the batch it cleared; the batch must agree on the write bit. After a
+// fork whose child exited, every PTE is read-only and no page exclusive; a
+// write reuses page 0 alone (writable, exclusive). Restoring all 16 PTEs
+// from page 0's value would make 15 shared pages writable (stress found
+// this, seed 61; the kernel fixed it after v6.18 with FPB_RESPECT_WRITE).
+TEST_F(LazyFreeTest, RedirtiedMthpRestoresEachPtesWriteBit) {
+  uint64_t a = map_mthp_64k();
+  Process* child = p->fork("child");
+  ASSERT_TRUE(child);
+  child->exit();
+  ASSERT_EQ(p->madvise(a, k64K, MADV_FREE), 0);
+  ASSERT_TRUE(lazyfree(folio_at(p, a)));
+  ASSERT_TRUE(p->fill(a, 0x5a, 1).ok());  // wp_page_reuse of page 0 only
+  ASSERT_EQ(order_at(a), 4);
+  EXPECT_TRUE(p->page_info(a).writable);
+  EXPECT_FALSE(p->page_info(a + PAGE_SIZE).writable);
+  ASSERT_EQ(p->madvise(a, k64K, MADV_PAGEOUT), 0);
+  EXPECT_EQ(sys->vmstat("pglazyfreed"), 0);  // redirtied: kept, whole
+  for (unsigned i = 0; i < 16; i++) {
+    const PageInfo pi = p->page_info(a + i * PAGE_SIZE);
+    EXPECT_EQ(pi.writable, i == 0) << i;
+    EXPECT_EQ(pi.anon_exclusive, i == 0) << i;
+  }
+  CheckReport rep = sys->check();
+  EXPECT_TRUE(rep.ok()) << rep.to_string();
+}
+
 // A large folio another process maps is not split, and not marked.
 TEST_F(LazyFreeTest, SharedMthpIsLeftAlone) {
   uint64_t a = map_mthp_64k();
