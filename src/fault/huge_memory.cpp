@@ -187,7 +187,7 @@ vm_fault_t do_huge_pmd_anonymous_page(VmFault* vmf) {
   // the model delivers what UFFD_FEATURE_SIGBUS does.
   if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;
 
-  if (!(vmf->flags & FAULT_FLAG_WRITE) && mm->kernel->settings.use_zero_page.load()) {
+  if (!(vmf->flags & FAULT_FLAG_WRITE) && !mm_forbids_zeropage(mm) && mm->kernel->settings.use_zero_page.load()) {
     Page* table = pte_alloc_one(mm);
     if (!table) return VM_FAULT_OOM;
     Folio* zero = mm_get_huge_zero_folio(mm);

@@ -128,7 +128,7 @@ static vm_fault_t do_anonymous_page(VmFault* vmf) {
   if (userfaultfd_missing(vma)) return VM_FAULT_SIGBUS;
   if (!pte_alloc(mm, vmf->pmd)) return VM_FAULT_OOM;
 
-  if (!(vmf->flags & FAULT_FLAG_WRITE)) {
+  if (!(vmf->flags & FAULT_FLAG_WRITE) && !mm_forbids_zeropage(mm)) {
     // Map the shared zero page: no reference, mapcount or rss change.
     pte_t entry = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
     vmf->pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &vmf->ptl);

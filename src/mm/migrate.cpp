@@ -25,6 +25,7 @@
 #include "mm/kernel.h"
 #include "mm/memory.h"
 #include "mm/migrate.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
@@ -49,7 +50,7 @@ void migrate_folio_state(Kernel* k, Folio* dst, Folio* src) {
 // is mapped by the shared zero page instead (and so freed).
 bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t old, Page* page, Folio* folio) {
   if (folio_test_large(folio)) return false;
-  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED)) return false;
+  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED) || mm_forbids_zeropage(vma->vm_mm)) return false;
   PhysMem* phys = vma->vm_mm->phys;
   uint8_t found = 0;
   if (user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) >= 0) return false;  // memchr_inv

@@ -22,6 +22,10 @@ std::unique_ptr<Mm> mm_alloc(Kernel* k) {
   return mm;
 }
 
+bool mm_forbids_zeropage(const Mm* mm) {
+  return mm->kernel->settings.zero_page.load(std::memory_order_relaxed) == ZeroPage::kOff;
+}
+
 void mmput(Mm* mm) {
   mm->mm_users.store(0, std::memory_order_release);
   khugepaged_exit(mm);

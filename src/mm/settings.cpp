@@ -120,6 +120,7 @@ constexpr TuneValueDef kGupWalkValues[] = {MMLAB_GUP_WALK_VALUES(MMLAB_VALUE_DEF
 constexpr TuneValueDef kGupFastValues[] = {MMLAB_GUP_FAST_VALUES(MMLAB_VALUE_DEF)};
 constexpr TuneValueDef kCowPolicyValues[] = {MMLAB_COW_POLICY_VALUES(MMLAB_VALUE_DEF)};
 constexpr TuneValueDef kCowReuseValues[] = {MMLAB_COW_REUSE_VALUES(MMLAB_VALUE_DEF)};
+constexpr TuneValueDef kZeroPageValues[] = {MMLAB_ZERO_PAGE_VALUES(MMLAB_VALUE_DEF)};
 #undef MMLAB_VALUE_DEF
 constexpr TuneValueDef kCowMaxOrderValues[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}, {"4", ""},
                                                {"5", ""}, {"6", ""}, {"7", ""}, {"8", ""}};
@@ -172,6 +173,8 @@ constexpr TuneKeyDef kTuneKeys[] = {
      store_index<&Settings::cow_max_order>, show_index<&Settings::cow_max_order>, true},
     {"cow.reuse", "how much a reusing write fault makes writable", kCowReuseValues, store_index<&Settings::cow_reuse>,
      show_index<&Settings::cow_reuse>, false},
+    {"mm.zero_page", "whether read faults may map the shared zero page (mm_forbids_zeropage)", kZeroPageValues,
+     store_index<&Settings::zero_page>, show_index<&Settings::zero_page>, false},
     {"khugepaged.mthp", "the mTHP collapse series (docs/VARIANTS.md)", kKhugepagedMthpValues,
      store_index<&Settings::khugepaged_mthp>, show_index<&Settings::khugepaged_mthp>, false},
     {"tlb.geometry", "the per-CPU TLB the model keeps (docs/TLB.md)", kTlbGeometryValues, store_tlb_geometry,

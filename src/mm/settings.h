@@ -47,11 +47,18 @@ enum class ThpOrderMode : uint8_t { kNever, kAlways, kInherit, kMadvise };
   X(kPage, "page", "v6.18: the faulting page")                     \
   X(kWhole, "whole", "the folio's whole read-only run")
 
+// zero_page: whether a read fault of anonymous memory may map the shared
+// zero page (mm_forbids_zeropage()).
+#define MMLAB_ZERO_PAGE_VALUES(X)                                                                          \
+  X(kOn, "on", "upstream: a read fault maps the shared zero page (the huge zero page where use_zero_page allows)") \
+  X(kOff, "off", "mm_forbids_zeropage(): read faults allocate, as on kernels booted with a vendor option such as pvm_no_zero_page=1")
+
 #define MMLAB_ENUM_VALUE(e, name, help) e,
 enum class GupWalk : uint8_t { MMLAB_GUP_WALK_VALUES(MMLAB_ENUM_VALUE) };
 enum class GupFast : uint8_t { MMLAB_GUP_FAST_VALUES(MMLAB_ENUM_VALUE) };
 enum class CowPolicy : uint8_t { MMLAB_COW_POLICY_VALUES(MMLAB_ENUM_VALUE) };
 enum class CowReuse : uint8_t { MMLAB_COW_REUSE_VALUES(MMLAB_ENUM_VALUE) };
+enum class ZeroPage : uint8_t { MMLAB_ZERO_PAGE_VALUES(MMLAB_ENUM_VALUE) };
 #undef MMLAB_ENUM_VALUE
 // cow.max_order: the largest order `fixed` copies (a model-only sweep axis,
 // never proposed as ABI); the PMD order is never a CoW order.
@@ -91,6 +98,7 @@ struct Settings {
   std::atomic<CowPolicy> cow_policy{CowPolicy::kBase};
   std::atomic<unsigned> cow_max_order{kCowMaxOrderLimit};
   std::atomic<CowReuse> cow_reuse{CowReuse::kPage};
+  std::atomic<ZeroPage> zero_page{ZeroPage::kOn};
   // khugepaged.mthp: "khugepaged: add mTHP collapse support" v18 (docs/VARIANTS.md).
   std::atomic<bool> khugepaged_mthp{false};
   // tlb.geometry (docs/TLB.md); a write rebuilds the Kernel's TLB model.

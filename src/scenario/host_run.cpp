@@ -214,6 +214,20 @@ void HostRun::exec(const Stmt& st) {
 }
 
 void HostRun::run(const Stmt&, const stmt::Tune& s) {
+  // zero_page is a property of the host's kernel, found by the probe: a
+  // test asking for the behaviour the host has runs, the other is skipped.
+  if (s.key == "mm.zero_page") {
+    const bool host_maps_it = probes_.have(Cap::kZeroPage);
+    // A probe forced missing (--fake-probe) is not what the kernel does.
+    if (!host_maps_it && probes_[Cap::kZeroPage].faked) throw SkipTest{probes_.reason(Cap::kZeroPage)};
+    if ((s.value == "on") == host_maps_it) {
+      // The model allocates on read faults too: the pages need no taint.
+      zero_page_off_ = !host_maps_it;
+      return;
+    }
+    throw SkipTest{host_maps_it ? "tune mm.zero_page off: this host's read faults map the zero page"
+                                : "tune mm.zero_page on: " + probes_.reason(Cap::kZeroPage)};
+  }
   throw SkipTest{fmt::format("tune {} is a model variant the host kernel does not have", s.key)};
 }
 
@@ -652,7 +666,7 @@ void HostRun::run(const Stmt& st, const stmt::ClearSoftDirty& s) {
 
 HostRun::ReadWatch HostRun::watch_read(const Stmt& st, Proc& p, uint64_t at, uint64_t len) {
   ReadWatch w;
-  if ((probes_.have(Cap::kZeroPage) && probes_.have(Cap::kHugeZeroPage)) || !len) return w;
+  if ((probes_.have(Cap::kZeroPage) && probes_.have(Cap::kHugeZeroPage)) || zero_page_off_ || !len) return w;
   const uint64_t from = round_down(at, PMD_SIZE), to = round_up(at + len, PMD_SIZE);
   w.pieces = p.pages.pieces(from, to - from, HostRangeKind::kAnonPrivate);
   for (auto& [a, b] : w.pieces) {

@@ -162,6 +162,7 @@ class HostRun final : public TestRun {
   // What happened in this test that makes every later statistic differ
   // from upstream's (statistic_skip).
   uint8_t zero_used_ = 0;
+  bool zero_page_off_ = false;  // `tune mm.zero_page off` on a host whose read faults allocate too
   bool soft_dirty_used_ = false, swap_kind_used_ = false, zswap_used_ = false;
   std::string swap_kind_reason_;  // the swap device is not the kind asked for: the probe's reason
 };
