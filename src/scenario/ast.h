@@ -74,8 +74,13 @@ struct CountersPrint {     // counters print [GLOB]: event counters and vmstat i
 };
 
 // ---- address-space operations of a process ----
-struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE]
+struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE|at=ADDR|fixed=ADDR|noreplace=ADDR]
+  // Where: the kernel's choice (kAny), a hint it may ignore (at=), MAP_FIXED
+  // (fixed=: replaces what is there) or MAP_FIXED_NOREPLACE (noreplace=).
+  enum class Place : uint8_t { kAny, kHint, kFixed, kNoReplace };
   std::string proc, region;
+  Place place = Place::kAny;
+  AddrExpr place_addr;
   uint64_t size = 0;
   int prot = 0;
   bool shared = false;

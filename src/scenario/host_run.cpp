@@ -538,7 +538,12 @@ void HostRun::run(const Stmt& st, const stmt::Mmap& s) {
   };
   long r;
   if (s.align <= PAGE_SIZE) {
-    r = do_map(0, s.size, 0);
+    // A placement (never with align=, which picks its own address).
+    const uint64_t at = s.place == stmt::Mmap::Place::kAny ? 0 : addr(st, s.place_addr);
+    const int place = s.place == stmt::Mmap::Place::kFixed       ? MAP_FIXED
+                      : s.place == stmt::Mmap::Place::kNoReplace ? MAP_FIXED_NOREPLACE
+                                                                 : 0;
+    r = do_map(at, s.size, place);
   } else if (s.size > TASK_SIZE - s.align) {
     r = -ENOMEM;  // no aligned place: the reservation's length would wrap (as the model answers)
   } else {

@@ -403,11 +403,16 @@ class ModelRun final : public TestRun {
       if (it == files_.end()) fail(st, fmt::format("no file named {}", s.file));
       fd = it->second;
     }
+    // A placement (never with align=, which picks its own address).
+    const uint64_t at = s.place == stmt::Mmap::Place::kAny ? 0 : addr(st, s.place_addr);
+    flags |= s.place == stmt::Mmap::Place::kFixed       ? MAP_FIXED
+             : s.place == stmt::Mmap::Place::kNoReplace ? MAP_FIXED_NOREPLACE
+                                                        : 0;
     auto do_map = [&](uint64_t len) {
-      if (fd >= 0) return p->mmap_file(0, len, prot, flags, fd, s.file_off);
+      if (fd >= 0) return p->mmap_file(at, len, prot, flags, fd, s.file_off);
       int f = flags | MAP_ANONYMOUS;
       if (s.hugetlb_shift) f |= MAP_HUGETLB | (s.hugetlb_shift == 30 ? MAP_HUGE_1GB : MAP_HUGE_2MB);
-      return p->mmap(0, len, prot, f);
+      return p->mmap(at, len, prot, f);
     };
     // The over-allocation must not wrap: a SIZE with no room for the slack
     // in the user address space has no aligned place (ENOMEM, the kernel's

@@ -206,6 +206,7 @@ class NameTable {
   void names(const stmt::Mmap& s) {
     use(s.proc, 'p');
     if (!s.file.empty()) use(s.file, 'f');
+    if (s.place != stmt::Mmap::Place::kAny) region(s.place_addr);
     bind(s.region, 'r');
   }
   void names(const stmt::Munmap& s) { use(s.proc, 'p'), region(s.addr); }

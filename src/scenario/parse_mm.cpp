@@ -7,7 +7,8 @@
 
 namespace mmlab::parser {
 
-// P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE]
+// P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G]
+//   [align=SIZE | at=ADDR | fixed=ADDR | noreplace=ADDR]
 StmtBody parse_mmap(LineParser& lp, const std::string& who) {
   stmt::Mmap m;
   m.proc = who;
@@ -30,11 +31,27 @@ StmtBody parse_mmap(LineParser& lp, const std::string& who) {
     } else if (opt.rfind("align=", 0) == 0) {
       if (!lp.checked_number(opt.substr(6), &m.align) || !m.align || (m.align & (m.align - 1)) || m.align % 4096)
         lp.fail("align=SIZE (a power of two, at least 4K)");
+    } else if (opt.rfind("at=", 0) == 0 || opt.rfind("fixed=", 0) == 0 || opt.rfind("noreplace=", 0) == 0) {
+      const size_t eq = opt.find('=');
+      const std::string kind = opt.substr(0, eq);
+      if (m.place != stmt::Mmap::Place::kAny) lp.fail("one of at=, fixed= and noreplace=");
+      m.place = kind == "at" ? stmt::Mmap::Place::kHint
+                : kind == "fixed" ? stmt::Mmap::Place::kFixed
+                                  : stmt::Mmap::Place::kNoReplace;
+      LineParser sub("", 0, {{opt.substr(eq + 1), lp.peek()->col + static_cast<int>(eq) + 1}});
+      try {
+        m.place_addr = sub.addr();
+      } catch (const ParseFail&) {
+        lp.fail(fmt::format("{}=ADDR (R or R+SIZE, the offset below TASK_SIZE {:#x}), not '{}'", kind, TASK_SIZE, opt));
+      }
+      if (m.size > TASK_SIZE - m.place_addr.offset)
+        lp.fail(fmt::format("{}=ADDR that keeps SIZE below TASK_SIZE ({:#x}), not '{}'", kind, TASK_SIZE, opt));
     } else {
-      lp.fail("file=F[+OFFSET], hugetlb=2M|1G or align=SIZE");
+      lp.fail("file=F[+OFFSET], hugetlb=2M|1G, align=SIZE, at=ADDR, fixed=ADDR or noreplace=ADDR");
     }
     lp.word("");
   }
+  if (m.place != stmt::Mmap::Place::kAny && m.align) lp.fail("align= or a placement (at=, fixed=, noreplace=), not both");
   return m;
 }
 
