@@ -135,7 +135,7 @@ void LineParser::in_user_space(const AddrExpr& a, uint64_t len, const char* what
 
 int LineParser::prot() {
   static const std::pair<const char*, int> kProts[] = {
-      {"none", PROT_NONE}, {"r", PROT_READ}, {"rw", PROT_READ | PROT_WRITE},
+      {"none", PROT_NONE},           {"r", PROT_READ},  {"w", PROT_WRITE}, {"rw", PROT_READ | PROT_WRITE},
       {"rx", PROT_READ | PROT_EXEC}, {"rwx", PROT_READ | PROT_WRITE | PROT_EXEC}};
   if (!done())
     for (auto& [n, v] : kProts)
@@ -143,7 +143,7 @@ int LineParser::prot() {
         i_++;
         return v;
       }
-  fail("a PROT (none, r, rw, rx, rwx)");
+  fail("a PROT (none, r, w, rw, rx, rwx)");
 }
 
 bool LineParser::yes_no() {

@@ -111,6 +111,23 @@ P read C 8K 3
 expect-error SIGSEGV P read B 4K
 expect-error SIGSEGV P read Z 4K
 
+test lang-mmap-placement
+proc P
+P mmap W 16K rw private
+P write W 16K 1
+P munmap W+8K 8K
+expect-error EEXIST P mmap A 8K rw private noreplace=W+4K
+P mmap A 8K rw private noreplace=W+8K
+P write A 8K 2
+P mmap B 8K rw private fixed=W+4K
+P read W 4K 1
+P read W+4K 8K 0
+P read W+12K 4K 2
+P munmap W 16K
+P mmap C 4K rw private at=W+8K
+P write C 4K 3
+P read W+8K 4K 3
+
 test lang-hugetlb
 sysfs hugepages/hugepages-2048kB/nr_hugepages 1
 proc P

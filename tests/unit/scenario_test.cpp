@@ -136,7 +136,7 @@ TEST(ScenarioRunTest, ReplayPrintsItsRunTextAndEveryTestItsTime) {
 
 TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 3K rw private\n"), "t.mms:3:10: expected a SIZE that is a multiple of 4K");
-  EXPECT_EQ(parse_error("test a\nP mmap A 4K rwz private\n"), "t.mms:2:13: expected a PROT (none, r, rw, rx, rwx)");
+  EXPECT_EQ(parse_error("test a\nP mmap A 4K rwz private\n"), "t.mms:2:13: expected a PROT (none, r, w, rw, rx, rwx)");
   EXPECT_EQ(parse_error("tune gup.walk fancy\n"),
             "t.mms:1:15: expected a VALUE for gup.walk (v6.5|legacy|walk|batch|batch-ro), not 'fancy'");
   // Variants the build does not have are errors, never silently ignored.
@@ -165,6 +165,23 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nexpect-error ENOTANERRNO P exit\n").substr(0, 19), "t.mms:2:14: expecte");
   EXPECT_EQ(parse_error("test a\nproc P extra\n"), "t.mms:2:8: expected the end of the statement");
   EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/nope 1\n").substr(0, 19), "t.mms:2:7: expected");
+}
+
+// mmap placement: one of at=, fixed= and noreplace=, never with align=, and
+// an ADDR that keeps the mapping below TASK_SIZE.
+TEST(ScenarioParseTest, MmapPlacementErrors) {
+  const std::string head = "test a\nproc P\nP mmap B 4K rw private\n";
+  EXPECT_EQ(parse_error(head + "P mmap A 4K rw private at=\n"),
+            "t.mms:4:24: expected at=ADDR (R or R+SIZE, the offset below TASK_SIZE 0x7ffffffff000), not 'at='");
+  EXPECT_EQ(parse_error(head + "P mmap A 8K rw private fixed=B+0x7fffffffe000\n"),
+            "t.mms:4:24: expected fixed=ADDR that keeps SIZE below TASK_SIZE (0x7ffffffff000), not "
+            "'fixed=B+0x7fffffffe000'");
+  EXPECT_EQ(parse_error(head + "P mmap A 4K rw private at=B noreplace=B\n"),
+            "t.mms:4:29: expected one of at=, fixed= and noreplace=");
+  EXPECT_EQ(parse_error(head + "P mmap A 4K rw private align=2M fixed=B\n"),
+            "t.mms:4:41: expected align= or a placement (at=, fixed=, noreplace=), not both");
+  EXPECT_EQ(parse_error(head + "P mmap A 4K rw private fixed=Q\n"),
+            "t.mms:4:1: expected a region bound before this line (by mmap or mremap), not 'Q'");
 }
 
 TEST(ScenarioParseTest, BadInputIsAParseError) {
