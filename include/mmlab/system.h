@@ -245,7 +245,8 @@ struct PteDumpEntry {
 // What maps one user address (for expectations and tools).
 struct PageInfo {
   int level = 0;            // 0 none, 1 PTE, 2 PMD leaf, 3 PUD leaf
-  bool swap = false;        // a swap-format entry (swap or migration)
+  bool swap = false;        // a swap-format entry (swap or migration, or a PTE marker)
+  bool guard = false;       // a guard marker (MADV_GUARD_INSTALL)
   bool zero = false;        // the shared zero page or the huge zero folio
   uint64_t pfn = 0;         // the frame of this address (not the leaf's head)
   int order = -1;           // order of the folio (0 for the 4K zero page, 9 for the huge zero folio)

@@ -54,6 +54,7 @@ inline constexpr int MADV_NORMAL = 0, MADV_DONTNEED = 4, MADV_FREE = 8, MADV_REM
 inline constexpr int MADV_DONTFORK = 10, MADV_DOFORK = 11, MADV_HUGEPAGE = 14, MADV_NOHUGEPAGE = 15;
 inline constexpr int MADV_WIPEONFORK = 18, MADV_KEEPONFORK = 19, MADV_COLD = 20, MADV_PAGEOUT = 21;
 inline constexpr int MADV_POPULATE_READ = 22, MADV_POPULATE_WRITE = 23, MADV_COLLAPSE = 25;
+inline constexpr int MADV_GUARD_INSTALL = 102, MADV_GUARD_REMOVE = 103;
 
 // Signals a model CPU access can end with.
 // kSigkill stands for the OOM killer (VM_FAULT_OOM on a user access).

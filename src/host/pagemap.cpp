@@ -167,6 +167,7 @@ int host_page_info(int pid, uint64_t addr, HostPageInfo* out, std::string* why) 
   }
   out->present = pm[0] & kPmPresent;
   out->swapped = pm[0] & kPmSwap;
+  out->guard = pm[0] & kPmGuardRegion;
   if (!out->present) return 0;
   out->pfn = pm[0] & kPmPfnMask;
   uint64_t cats = 0;

@@ -11,10 +11,12 @@ namespace mmlab::host {
 
 // pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
 constexpr uint64_t kPmPresent = 1ull << 63, kPmSwap = 1ull << 62, kPmSoftDirty = 1ull << 55,
+                   kPmGuardRegion = 1ull << 58,  // v6.14
                    kPmPfnMask = (1ull << 55) - 1;
 
 struct HostPageInfo {
   bool present = false, swapped = false;
+  bool guard = false;  // PM_GUARD_REGION: a guard marker (kernels before 6.14 never say so)
   uint64_t pfn = 0;
   bool huge = false;        // PAGE_IS_HUGE: mapped by a PMD/PUD leaf (THP or hugetlb)
   bool hugetlb = false;     // KPF_HUGE

@@ -27,7 +27,7 @@ namespace {
 
 constexpr const char* kCapNames[kNumCaps] = {"zero_page",  "huge_zero_page", "soft_dirty", "zswap_off",  "no_host_swap",
                                              "blkdev_swap", "file_swap",     "io_uring",   "hugetlb_2M", "hugetlb_1G",
-                                             "zram_swap"};
+                                             "zram_swap",   "guard_regions"};
 
 std::optional<HostProbes> g_measured;
 std::set<int> g_forced_env, g_forced_api;  // caps forced to "missing"
@@ -121,6 +121,22 @@ CapResult probe_soft_dirty(Agent& a) {
   return no(fmt::format("pagemap bit 55 read {}/{}/{} after a write, clear_refs 4, and a write: no soft-dirty tracking "
                         "(CONFIG_MEM_SOFT_DIRTY off?), so clear-soft-dirty write-protects nothing",
                         int{after_write}, int{after_clear}, int{after_rewrite}));
+}
+
+CapResult probe_guard_regions(Agent& a) {
+  uint64_t m = map_anon(a, 2 * PAGE_SIZE, PAGE_SIZE);
+  if (!m) return no("cannot map anonymous memory in a probe process");
+  a.write(m, 2 * PAGE_SIZE, 1);
+  long r = a.madvise(m, PAGE_SIZE, MADV_GUARD_INSTALL);
+  if (r < 0) return no(fmt::format("MADV_GUARD_INSTALL failed with errno {} (a kernel before 6.13)", -r));
+  std::vector<uint64_t> pm;
+  if (pagemap_entries(a.pid(), m, 2, &pm) != 0) return no("cannot read the probe process's pagemap");
+  a.madvise(m, PAGE_SIZE, MADV_GUARD_REMOVE);
+  if (!(pm[0] & kPmGuardRegion) || (pm[1] & kPmGuardRegion))
+    return no(fmt::format("pagemap bit 58 read {}/{} for a guarded and an unguarded page: no PM_GUARD_REGION (a kernel "
+                          "before 6.14), so `expect guard` cannot be read",
+                          int{(pm[0] & kPmGuardRegion) != 0}, int{(pm[1] & kPmGuardRegion) != 0}));
+  return yes("MADV_GUARD_INSTALL installed a guard region and pagemap bit 58 shows it");
 }
 
 CapResult probe_zswap() {
@@ -259,11 +275,12 @@ HostProbes measure() {
     auto a = guard.apply_defaults(&why) ? nullptr : Agent::spawn("probe", &err);
     if (!a) {
       if (why.empty()) why = "cannot start a probe process: " + err;
-      for (Cap c : {Cap::kZeroPage, Cap::kHugeZeroPage, Cap::kSoftDirty}) set(c, no(why));
+      for (Cap c : {Cap::kZeroPage, Cap::kHugeZeroPage, Cap::kSoftDirty, Cap::kGuardRegions}) set(c, no(why));
     } else {
       set(Cap::kZeroPage, probe_zero_page(*a));
       set(Cap::kHugeZeroPage, probe_huge_zero_page(*a));
       set(Cap::kSoftDirty, probe_soft_dirty(*a));
+      set(Cap::kGuardRegions, probe_guard_regions(*a));
       a->exit();
     }
   }

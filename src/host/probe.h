@@ -24,8 +24,9 @@ enum class Cap {
   kHugetlb2M,     // the 2M hugetlb pool can be filled
   kHugetlb1G,     // the 1G hugetlb pool can be filled
   kZramSwap,      // a hot-added zram device (SWP_SYNCHRONOUS_IO) frees a 64K mTHP at swap-out and swaps it in whole
+  kGuardRegions,  // MADV_GUARD_INSTALL works (v6.13) and pagemap shows PM_GUARD_REGION (v6.14)
 };
-constexpr int kNumCaps = 11;
+constexpr int kNumCaps = 12;
 
 struct CapResult {
   bool have = false;

@@ -12,10 +12,10 @@
 //
 // Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
 // (nothing to read ahead), MADV_REMOVE (-EINVAL: needs shmem files),
-// MADV_GUARD_INSTALL/REMOVE (-EINVAL), MADV_HWPOISON/SOFT_OFFLINE (-EINVAL,
-// as without CONFIG_MEMORY_FAILURE).
+// MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
+#include "mm/anon_vma.h"
 #include "mm/gup_hooks.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
@@ -38,7 +38,6 @@ constexpr int MADV_RANDOM = 1, MADV_SEQUENTIAL = 2, MADV_WILLNEED = 3;
 constexpr int MADV_MERGEABLE = 12, MADV_UNMERGEABLE = 13;
 constexpr int MADV_DONTDUMP = 16, MADV_DODUMP = 17;
 constexpr int MADV_DONTNEED_LOCKED = 24;
-constexpr int MADV_GUARD_INSTALL = 102, MADV_GUARD_REMOVE = 103;
 
 // Read-ahead hints (include/linux/mm.h), only flags for anonymous memory.
 constexpr vm_flags_t VM_SEQ_READ = 0x8000, VM_RAND_READ = 0x10000;
@@ -337,6 +336,104 @@ void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdO
   }
 }
 
+// ---- guard regions (v6.13; file-backed VMAs from v6.15) ----
+
+// is_valid_guard_vma: a VMA whose page tables the core manages alone.
+// Installing zaps what is mapped, so a locked VMA refuses it; removing
+// destroys nothing and is allowed there.
+bool is_valid_guard_vma(const Vma* vma, bool allow_locked) {
+  vm_flags_t disallowed = VM_SPECIAL | VM_HUGETLB;
+  if (!allow_locked) disallowed |= VM_LOCKED;
+  return !(vma->vm_flags & disallowed);
+}
+
+// The install walk's result for one range: done, or an entry other than
+// none or a guard marker is in the way (the range is zapped and walked
+// again), or no memory for a page table.
+enum class GuardWalk : uint8_t { kDone, kZap, kNoMem };
+
+// guard_install_pte_entry / guard_install_set_pte for [addr, end) under one
+// PMD: a missing table is allocated (the walk's install_pte), a THP leaf
+// (or a PMD migration entry) asks for the zap.
+GuardWalk guard_install_pmd_range(Vma* vma, uint64_t addr, uint64_t end) {
+  Mm* mm = vma->vm_mm;
+  pud_t* pud = pud_alloc(mm, addr);
+  pmd_t* pmd = pud ? pmd_alloc(mm, pud, addr) : nullptr;
+  if (!pmd) return GuardWalk::kNoMem;
+  if (pmd_none(pmdp_get(pmd)) && !pte_alloc(mm, pmd)) return GuardWalk::kNoMem;
+  SpinLock* ptl;
+  pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+  if (!pte) return GuardWalk::kZap;
+  ptl->assert_held();
+  GuardWalk ret = GuardWalk::kDone;
+  for (; addr < end; pte++, addr += PAGE_SIZE) {
+    const pte_t ptent = ptep_get(pte);
+    if (is_guard_pte_marker(ptent)) continue;
+    if (!pte_none(ptent)) {
+      ret = GuardWalk::kZap;
+      break;
+    }
+    set_pte_at(mm, addr, pte, swp_entry_to_pte(swp_entry(SWP_PTE_MARKER, PTE_MARKER_GUARD)));
+  }
+  ptl->unlock();
+  return ret;
+}
+
+GuardWalk guard_install_walk(Vma* vma, uint64_t start, uint64_t end) {
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    const GuardWalk r = guard_install_pmd_range(vma, addr, next);
+    if (r != GuardWalk::kDone) return r;
+  }
+  return GuardWalk::kDone;
+}
+
+// madvise_guard_install: a guard marker in every PTE of the range, so any
+// access faults with SIGSEGV. What is mapped there is zapped first (the
+// markers already installed stay). The VMA gets an anon_vma now, file
+// VMAs too, because fork copies page tables (and so the markers) only of
+// VMAs that have one (vma_needs_copy). The kernel gives up after a few rounds
+// lost to concurrent faults and restarts the system call; the model goes
+// round until the walk wins, which is the same to the caller.
+int madvise_guard_install(Vma* vma, uint64_t start, uint64_t end) {
+  if (!is_valid_guard_vma(vma, /*allow_locked=*/false)) return -EINVAL;
+  if (anon_vma_prepare(vma)) return -ENOMEM;
+  const ZapDetails keep_markers{.drop_markers = false};
+  for (;;) {
+    switch (guard_install_walk(vma, start, end)) {
+      case GuardWalk::kDone:
+        vma->vm_mm->stats->count(Event::guard_install);
+        return 0;
+      case GuardWalk::kNoMem:
+        return -ENOMEM;
+      case GuardWalk::kZap:
+        vma->vm_mm->stats->count(Event::guard_zap);
+        zap_vma_range(vma, start, end, &keep_markers);
+        break;
+    }
+  }
+}
+
+// madvise_guard_remove: clear the guard markers of the range; a THP leaf
+// cannot hold one and is skipped, and other entries stay as they are.
+int madvise_guard_remove(Vma* vma, uint64_t start, uint64_t end) {
+  if (!is_valid_guard_vma(vma, /*allow_locked=*/true)) return -EINVAL;
+  Mm* mm = vma->vm_mm;
+  for (uint64_t addr = start, next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    pmd_t* pmd = mm_find_pmd(mm, addr);
+    if (!pmd) continue;
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) continue;
+    ptl->assert_held();
+    for (uint64_t a = addr; a < next; pte++, a += PAGE_SIZE)
+      if (is_guard_pte_marker(ptep_get(pte))) ptep_get_and_clear(mm, a, pte);
+    ptl->unlock();
+  }
+  return 0;
+}
+
 // can_madv_lru_vma
 bool can_madv_lru_vma(const Vma* vma) { return !(vma->vm_flags & (VM_LOCKED | VM_PFNMAP | VM_HUGETLB)); }
 
@@ -373,8 +470,9 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
       return err;
     }
     case MADV_GUARD_INSTALL:
+      return madvise_guard_install(vma, start, end);
     case MADV_GUARD_REMOVE:
-      return -EINVAL;  // guard regions are not modelled
+      return madvise_guard_remove(vma, start, end);
     default:
       return -EINVAL;
   }

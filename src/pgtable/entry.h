@@ -169,6 +169,9 @@ inline bool is_migration_entry(swp_entry_t e) {
   return t == SWP_MIGRATION_READ || t == SWP_MIGRATION_READ_EXCLUSIVE || t == SWP_MIGRATION_WRITE;
 }
 inline bool is_pte_marker_entry(swp_entry_t e) { return swp_type(e) == SWP_PTE_MARKER; }
+// is_guard_swp_entry: a PTE marker a guard region (MADV_GUARD_INSTALL) put there.
+inline bool is_guard_swp_entry(swp_entry_t e) { return is_pte_marker_entry(e) && (swp_offset(e) & PTE_MARKER_GUARD); }
+inline bool is_guard_pte_marker(pte_t e) { return is_swap_pte(e) && is_guard_swp_entry(pte_to_swp_entry(e)); }
 inline bool pte_swp_exclusive(pte_t e) { return e.v & _PAGE_SWP_EXCLUSIVE; }
 inline pte_t pte_swp_mkexclusive(pte_t e) { return pte_t{e.v | _PAGE_SWP_EXCLUSIVE}; }
 inline pte_t pte_swp_clear_exclusive(pte_t e) { return pte_t{e.v & ~_PAGE_SWP_EXCLUSIVE}; }

@@ -49,6 +49,7 @@ PageInfo page_info_at(Mm* mm, uint64_t addr) {
     const PteDumpEntry& e = entries.front();
     info.level = e.swap ? 0 : e.level;
     info.swap = e.swap;
+    info.guard = e.swap && e.level == 1 && is_guard_pte_marker(pte_t{e.bits});
     if (!e.swap) {
       uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
       info.pfn = e.pfn + (((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT) * (leaf > PAGE_SIZE ? 1 : 0);

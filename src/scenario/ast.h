@@ -232,7 +232,7 @@ struct ExpectOrder {  // expect P ADDR order N
   int64_t order = 0;
 };
 // expect P ADDR exclusive|pinned|zero|swapped|soft-dirty|uffd-wp yes|no
-enum class PageBit { kExclusive, kPinned, kZero, kSwapped, kSoftDirty, kUffdWp };
+enum class PageBit { kExclusive, kPinned, kZero, kSwapped, kSoftDirty, kUffdWp, kGuard };
 const char* page_bit_name(PageBit b);
 struct ExpectPageBit {
   std::string proc;

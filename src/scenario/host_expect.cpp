@@ -227,12 +227,19 @@ void HostRun::run(const Stmt& st, const stmt::ExpectPageBit& s) {
     case stmt::PageBit::kPinned: skip_expectation("pinned (no host interface shows folio_maybe_dma_pinned)"); return;
     case stmt::PageBit::kSoftDirty:
     case stmt::PageBit::kUffdWp: skip_expectation("soft-dirty/uffd-wp (not read from the host's pagemap yet)"); return;
+    case stmt::PageBit::kGuard:
+      if (!probes_.have(Cap::kGuardRegions)) {
+        skip_expectation(probes_.reason(Cap::kGuardRegions));
+        return;
+      }
+      break;
     case stmt::PageBit::kZero:
     case stmt::PageBit::kSwapped: break;
   }
   if (skip_for(taints_at(st, s.proc, s.addr), kTaintZero)) return;
   host::HostPageInfo pi = page(st, s.proc, s.addr);
   if (s.bit == stmt::PageBit::kZero) expect_yes_no(st, s, pi.present, pi.present && pi.zero);
+  else if (s.bit == stmt::PageBit::kGuard) expect_yes_no(st, s, pi.present, pi.guard);
   else expect_yes_no(st, s, pi.present, pi.swapped);
 }
 

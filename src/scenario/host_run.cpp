@@ -600,6 +600,8 @@ void HostRun::run(const Stmt& st, const stmt::Madvise& s) {
     if (!probes_.have(Cap::kZswapOff)) zswap_used_ = true;
     if (!swap_kind_reason_.empty()) mark_large_folios(st, p, at, s.size);
   }
+  if ((s.advice == MADV_GUARD_INSTALL || s.advice == MADV_GUARD_REMOVE) && !probes_.have(Cap::kGuardRegions))
+    throw SkipTest{probes_.reason(Cap::kGuardRegions)};
   ReadWatch w;
   if (s.advice == MADV_POPULATE_READ) w = watch_read(st, p, at, s.size);
   const uint8_t stand_in = s.advice == MADV_COLLAPSE ? p.pages.in(at, s.size) & kTaintStandIn : 0;

@@ -382,6 +382,7 @@ class ModelRun final : public TestRun {
       case stmt::PageBit::kSwapped: expect_yes_no(st, s, pi.level != 0, pi.swap); break;
       case stmt::PageBit::kSoftDirty: expect_yes_no(st, s, pi.level != 0, pi.soft_dirty); break;
       case stmt::PageBit::kUffdWp: expect_yes_no(st, s, pi.level != 0, pi.uffd_wp); break;
+      case stmt::PageBit::kGuard: expect_yes_no(st, s, pi.level != 0, pi.guard); break;
     }
   }
   void run(const Stmt& st, const stmt::ExpectSame& s) {

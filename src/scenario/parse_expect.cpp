@@ -90,7 +90,8 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
   static const std::pair<const char*, stmt::PageBit> kBits[] = {
       {"exclusive", stmt::PageBit::kExclusive}, {"pinned", stmt::PageBit::kPinned},
       {"zero", stmt::PageBit::kZero},           {"swapped", stmt::PageBit::kSwapped},
-      {"soft-dirty", stmt::PageBit::kSoftDirty}, {"uffd-wp", stmt::PageBit::kUffdWp}};
+      {"soft-dirty", stmt::PageBit::kSoftDirty}, {"uffd-wp", stmt::PageBit::kUffdWp},
+      {"guard", stmt::PageBit::kGuard}};
   for (auto& [name, bit] : kBits)
     if (what == name) return stmt::ExpectPageBit{first, addr, bit, lp.yes_no()};
   if (what == "same" || what == "differ") {

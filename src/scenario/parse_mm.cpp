@@ -95,16 +95,35 @@ StmtBody parse_mremap(LineParser& lp, const std::string& who) {
 
 namespace {
 
+// The ADVICE words and their uapi values, in the order the error lists them.
+constexpr std::pair<const char*, int> kAdvice[] = {
+    {"hugepage", MADV_HUGEPAGE},
+    {"nohugepage", MADV_NOHUGEPAGE},
+    {"dontneed", MADV_DONTNEED},
+    {"collapse", MADV_COLLAPSE},
+    {"populate_read", MADV_POPULATE_READ},
+    {"populate_write", MADV_POPULATE_WRITE},
+    {"dontfork", MADV_DONTFORK},
+    {"dofork", MADV_DOFORK},
+    {"wipeonfork", MADV_WIPEONFORK},
+    {"keeponfork", MADV_KEEPONFORK},
+    {"pageout", MADV_PAGEOUT},
+    {"cold", MADV_COLD},
+    {"free", MADV_FREE},
+    {"guard_install", MADV_GUARD_INSTALL},
+    {"guard_remove", MADV_GUARD_REMOVE},
+};
+
 int advice_from(const std::string& s) {
-  static const std::pair<const char*, int> kAdv[] = {
-      {"hugepage", MADV_HUGEPAGE},         {"nohugepage", MADV_NOHUGEPAGE},       {"dontneed", MADV_DONTNEED},
-      {"collapse", MADV_COLLAPSE},         {"populate_read", MADV_POPULATE_READ}, {"populate_write", MADV_POPULATE_WRITE},
-      {"dontfork", MADV_DONTFORK},         {"dofork", MADV_DOFORK},               {"wipeonfork", MADV_WIPEONFORK},
-      {"keeponfork", MADV_KEEPONFORK},     {"pageout", MADV_PAGEOUT},             {"cold", MADV_COLD},
-      {"free", MADV_FREE}};
-  for (auto& [n, v] : kAdv)
+  for (auto& [n, v] : kAdvice)
     if (s == n) return v;
   return -1;
+}
+
+std::string advice_names() {
+  std::string out;
+  for (auto& [n, v] : kAdvice) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
 }
 
 }  // namespace
@@ -116,8 +135,7 @@ StmtBody parse_madvise(LineParser& lp, const std::string& who) {
   m.advice_name = lp.word("an ADVICE");
   m.advice = advice_from(m.advice_name);
   if (m.advice < 0)
-    lp.fail("an ADVICE (hugepage, nohugepage, dontneed, collapse, populate_read, populate_write, dontfork, dofork, "
-            "wipeonfork, keeponfork, pageout, cold, free)");
+    lp.fail("an ADVICE (" + advice_names() + ")");
   return m;
 }
 

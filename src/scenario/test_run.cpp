@@ -320,6 +320,7 @@ const char* stmt::page_bit_name(PageBit b) {
     case PageBit::kSwapped: return "swapped";
     case PageBit::kSoftDirty: return "soft-dirty";
     case PageBit::kUffdWp: return "uffd-wp";
+    case PageBit::kGuard: return "guard";
   }
   return "?";
 }

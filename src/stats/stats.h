@@ -81,6 +81,8 @@ enum class MthpStat : uint16_t {
   X(pgtable_alloc, "pgtable.alloc", "page-table pages allocated")                                 \
   X(pgtable_free, "pgtable.free", "page-table pages freed")                                       \
   X(pgtable_reclaim, "pgtable.reclaim", "PTE tables a whole-table MADV_DONTNEED emptied and freed (PT_RECLAIM)") \
+  X(guard_install, "madvise.guard_install", "MADV_GUARD_INSTALL ranges of one VMA given their guard markers") \
+  X(guard_zap, "madvise.guard_zap", "MADV_GUARD_INSTALL ranges zapped first (something was mapped there)") \
   X(pte_batch, "pgtable.pte_batch", "folio_pte_batch() calls that returned more than one entry")  \
   X(alloc_zone_lock, "alloc.zone_lock", "zone->lock acquisitions by the page allocator")          \
   X(alloc_pcp, "alloc.pcp", "allocations served from a per-CPU list")                             \
