@@ -47,10 +47,15 @@ void migrate_folio_state(Kernel* k, Folio* dst, Folio* src) {
 }
 
 // try_to_map_unused_to_zeropage: a zero-filled order-0 page of a split folio
-// is mapped by the shared zero page instead (and so freed).
+// is mapped by the shared zero page instead (and so freed). Upstream,
+// mm_forbids_zeropage() (s390 KVM guests) stops this too; `tune
+// mm.zero_page off` does not, because it stands for a vendor option
+// (pvm_no_zero_page=1) that only changes what read faults map: on such a
+// kernel a split still remaps zero-filled pages to the zero page
+// (tests/scenarios/zero_page.mms, which the host agrees with).
 bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t old, Page* page, Folio* folio) {
   if (folio_test_large(folio)) return false;
-  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED) || mm_forbids_zeropage(vma->vm_mm)) return false;
+  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED)) return false;
   PhysMem* phys = vma->vm_mm->phys;
   uint8_t found = 0;
   if (user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) >= 0) return false;  // memchr_inv

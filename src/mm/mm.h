@@ -66,8 +66,10 @@ inline pmd_t maybe_pmd_mkwrite(pmd_t pmd, const Vma* vma) {
 // vma_soft_dirty_enabled: soft-dirty tracking is on for the VMA (clear_refs
 // cleared VM_SOFTDIRTY), so a clean entry must fault on its next write.
 inline bool vma_soft_dirty_enabled(const Vma* vma) { return !(vma->vm_flags & VM_SOFTDIRTY); }
-// mm_forbids_zeropage: read faults may not map the shared zero page (tune
-// mm.zero_page off; upstream only s390 KVM guests forbid it).
+// mm_forbids_zeropage: read faults may not map the shared zero page or the
+// huge zero folio (tune mm.zero_page off, a vendor option's behaviour;
+// upstream only s390 KVM guests forbid it, and there it also stops a
+// split's remap of zero-filled pages, which the vendor option does not).
 bool mm_forbids_zeropage(const Mm* mm);
 // userfaultfd_wp (include/linux/userfaultfd_k.h): the VMA is registered for uffd-wp.
 inline bool userfaultfd_wp(const Vma* vma) { return vma->vm_flags & VM_UFFD_WP; }

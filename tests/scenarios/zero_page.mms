@@ -35,3 +35,26 @@ P mmap A 2M rw private align=2M
 P read A 4K 0
 expect P A mapped pmd
 expect P rss anon 2M
+
+# The switch changes what read faults map, nothing else: a split of a
+# folio still maps its zero-filled pages by the shared zero page
+# (try_to_map_unused_to_zeropage), as this machine's kernel shows. Here a
+# MADV_PAGEOUT that covers a read-faulted 16K folio in part splits it;
+# its pages were never written, so all four become zero-page mappings and
+# nothing is left to page out.
+test zero-page-off-split-remaps-to-zero-page
+tune mm.zero_page off
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+swap 64M
+proc P
+P mmap A 64K rw private align=64K
+P read A 16K 0
+expect P A order 2
+P write A+16K 16K 5
+P madvise A+4K 28K pageout
+expect P A zero yes
+expect P A+4K zero yes
+expect P A+12K zero yes
+expect P A+16K swapped yes
+expect P rss anon 0
+P read A 16K 0
