@@ -111,7 +111,9 @@ std::string ptdump_text(Mm* mm, uint64_t start, uint64_t end) {
     auto add = [&](bool on, const char* n) {
       if (on) bits += bits.empty() ? n : std::string("|") + n;
     };
-    if (e.swap) {
+    if (e.swap && e.level == 1 && is_guard_pte_marker(pte_t{e.bits})) {
+      add(true, "guard");  // a PTE marker, not a swap slot
+    } else if (e.swap) {
       add(true, "swap");
       add(e.bits & _PAGE_SWP_EXCLUSIVE, "exclusive");
     } else {
