@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/swap.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,11 +18,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
 #include "host/loopfs.h"
 #include "host/host_swap.h"
+#include "mmlab/host.h"
 #include "mmlab/types.h"
 
 namespace mmlab::host {
@@ -96,23 +100,19 @@ void install_handlers() {
 }
 
 
-// A journaled swap device. A loop device is swapped off only while it is
-// still bound to our image: after a reboot its number may be another's.
-void undo_swap(const std::string& dev, const std::string& image) {
-  if (dev.rfind("/dev/loop", 0) == 0) {
-    std::ifstream backing("/sys/block/" + dev.substr(5) + "/loop/backing_file");
-    std::string bound;
-    std::getline(backing, bound);
-    if (bound.rfind(image, 0) == 0) swapoff(dev.c_str());
-  } else if (dev.rfind("/dev/zram", 0) == 0) {
-    // Ours only while it is a swap device of nobody else's: after a reboot
-    // the number may be another's, which would not be swapped on /dev/zramN.
-    if (swapoff(dev.c_str()) == 0) undo_zram(dev.c_str());
-  } else if (!dev.empty()) {
-    swapoff(dev.c_str());
-  }
-  if (!image.empty()) unlink(image.c_str());
+int write_file(const std::string& path, const std::string& value) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  ssize_t r = ::write(fd, value.data(), value.size());
+  int err = r < 0 ? -errno : 0;
+  close(fd);
+  return err;
 }
+
+// The pid a journal names: the run's (the HostLock holder's, which its
+// forked helpers share), so that a message points at the mmlab that was
+// killed, not at one of its children.
+pid_t g_run_pid = 0;
 
 void write_journal() {
   std::string text;
@@ -123,47 +123,118 @@ void write_journal() {
     unlink(kJournal);
     return;
   }
-  std::ofstream(kJournal, std::ios::trunc) << text;
+  std::ofstream(kJournal, std::ios::trunc) << "pid\t" << (g_run_pid ? g_run_pid : getpid()) << "\n" << text;
 }
 
-void replay_journal() {
+// Replaying the journal: each entry undone becomes one line of what was
+// done, so that a repair is never silent.
+using Restored = std::vector<RestoredItem>;
+
+void restore_setting(const std::string& path, const std::string& value, Restored* out) {
+  if (int err = write_file(path, value))
+    out->push_back({"could not restore " + path + " to \"" + value + "\": " + errno_name(err), false});
+  else
+    out->push_back({"restored " + path + " to \"" + value + "\""});
+}
+
+// EINVAL: the device is no swap device any more (swapped off by hand).
+void swapoff_reported(const std::string& dev, Restored* out) {
+  const int err = swapoff(dev.c_str()) == 0 ? 0 : errno;
+  if (err == 0)
+    out->push_back({"swapped off " + dev});
+  else if (err == EINVAL)
+    out->push_back({dev + " was no longer a swap device"});
+  else
+    out->push_back({"could not swap off " + dev + ": " + errno_name(err), false});
+}
+
+void unlink_reported(const std::string& path, Restored* out) {
+  const int err = unlink(path.c_str()) == 0 ? 0 : errno;
+  if (err == 0)
+    out->push_back({"deleted " + path});
+  else if (err != ENOENT)
+    out->push_back({"could not delete " + path + ": " + errno_name(err), false});
+}
+
+// A scratch file system: EINVAL from umount is "not mounted" (gone already).
+void umount_reported(const std::string& dir, Restored* out) {
+  const int err = umount2(dir.c_str(), MNT_DETACH) == 0 ? 0 : errno;
+  if (err == 0)
+    out->push_back({"unmounted " + dir});
+  else if (err != EINVAL && err != ENOENT)
+    out->push_back({"could not unmount " + dir + ": " + errno_name(err), false});
+  const int rm_err = rmdir(dir.c_str()) == 0 ? 0 : errno;
+  if (rm_err == 0)
+    out->push_back({"removed the directory " + dir});
+  else if (rm_err != ENOENT)
+    out->push_back({"could not remove the directory " + dir + ": " + errno_name(rm_err), false});
+}
+
+bool loop_bound_to(const std::string& dev, const std::string& image) {
+  std::ifstream backing("/sys/block/" + dev.substr(5) + "/loop/backing_file");
+  std::string bound;
+  std::getline(backing, bound);
+  return bound.rfind(image, 0) == 0;
+}
+
+// A journaled swap device. A loop device is swapped off only while it is
+// still bound to our image: after a reboot its number may be another's.
+void undo_swap(const std::string& dev, const std::string& image, Restored* out) {
+  if (dev.rfind("/dev/loop", 0) == 0) {
+    if (loop_bound_to(dev, image))
+      swapoff_reported(dev, out);
+    else
+      out->push_back({"left " + dev + " alone: no longer bound to " + image});
+  } else if (dev.rfind("/dev/zram", 0) == 0) {
+    // Ours only while it is a swap device of nobody else's: after a reboot
+    // the number may be another's, which would not be swapped on /dev/zramN.
+    if (swapoff(dev.c_str()) == 0) {
+      undo_zram(dev.c_str());
+      out->push_back({"swapped off " + dev + " and removed the device"});
+    } else {
+      out->push_back({"left " + dev + " alone: not a swap device now, so not ours"});
+    }
+  } else if (!dev.empty()) {
+    swapoff_reported(dev, out);
+  }
+  if (!image.empty()) unlink_reported(image, out);
+}
+
+// One journal line: "pid" N, "swap" DEV IMAGE, "swapfile" FILE (journaled
+// by an older mmlab), "umount" DIR, "unlink" FILE, or a sysfs path and the
+// value to write back.
+void undo_entry(const std::string& key, const std::string& value, Restored* out) {
+  if (key == "swap") {
+    auto tab = value.find('\t');
+    if (tab != std::string::npos) undo_swap(value.substr(0, tab), value.substr(tab + 1), out);
+  } else if (key == "swapfile") {
+    undo_swap(value, value, out);
+  } else if (key == "umount") {
+    umount_reported(value, out);
+  } else if (key == "unlink") {
+    unlink_reported(value, out);
+  } else if (key != "pid") {
+    restore_setting(key, value, out);
+  }
+}
+
+// Undoes a killed run's journal, last change first, and deletes it.
+void replay_journal(Restored* out) {
   std::ifstream in(kJournal);
   if (!in) return;
   std::vector<std::pair<std::string, std::string>> lines;
+  std::string pid;
   for (std::string l; std::getline(in, l);) {
     auto tab = l.find('\t');
-    if (tab != std::string::npos) lines.push_back({l.substr(0, tab), l.substr(tab + 1)});
+    if (tab == std::string::npos) continue;
+    lines.push_back({l.substr(0, tab), l.substr(tab + 1)});
+    if (lines.back().first == "pid") pid = lines.back().second;
   }
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    if (it->first == "swap") {
-      auto tab = it->second.find('\t');
-      if (tab != std::string::npos) undo_swap(it->second.substr(0, tab), it->second.substr(tab + 1));
-      continue;
-    }
-    if (it->first == "swapfile") {  // journaled by an older mmlab
-      undo_swap(it->second, it->second);
-      continue;
-    }
-    if (it->first == "umount" || it->first == "unlink") {
-      undo_extra(it->first.c_str(), it->second.c_str());
-      continue;
-    }
-    int fd = open(it->first.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t r = ::write(fd, it->second.data(), it->second.size());
-    (void)r;
-    close(fd);
-  }
+  Restored done;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) undo_entry(it->first, it->second, &done);
+  const std::string origin = pid.empty() ? " (left by a killed run)" : " (left by a killed run, pid " + pid + ")";
+  for (auto& item : done) out->push_back({item.text + origin, item.ok});
   unlink(kJournal);
-}
-
-int write_file(const std::string& path, const std::string& value) {
-  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  ssize_t r = ::write(fd, value.data(), value.size());
-  int err = r < 0 ? -errno : 0;
-  close(fd);
-  return err;
 }
 
 // "always [madvise] never" -> "madvise"; "511\n" -> "511".
@@ -367,22 +438,117 @@ void unregister_host_pid(int pid) {
 // Re-entrant within a process (a run inside a test that holds the lock).
 namespace {
 int g_lock_fd = -1, g_lock_depth = 0;
-}  // namespace
 
-HostLock::HostLock() {
-  if (g_lock_depth++) return;
-  g_lock_fd = open("/run/lock/mmlab-host.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (g_lock_fd < 0) g_lock_fd = open("/tmp/mmlab-host.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (g_lock_fd >= 0) flock(g_lock_fd, LOCK_EX);
-  replay_journal();  // whatever a killed run left changed
+// /run/lock, or /tmp where /run/lock is missing. The fd, or -errno.
+int open_lock_file(std::string* path) {
+  int err = 0;
+  for (const char* p : {"/run/lock/mmlab-host.lock", "/tmp/mmlab-host.lock"}) {
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      *path = p;
+      return fd;
+    }
+    err = -errno;
+  }
+  return err;
 }
 
-HostLock::~HostLock() {
+// "/proc/PID/cmdline" with its NULs as spaces, cut to a line's worth.
+std::string command_of(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/cmdline");
+  std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+  while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+  return cmd.size() > 120 ? cmd.substr(0, 117) + "..." : cmd;
+}
+
+// Who holds the flock on fd's file, as /proc/locks says: "pid N: COMMAND".
+// Its lines read "ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF"; a
+// waiter's has "->" after the id.
+std::string lock_holder(int fd) {
+  struct stat st = {};
+  if (fstat(fd, &st) != 0) return "a process /proc/locks does not name";
+  char dev[64];
+  snprintf(dev, sizeof(dev), "%02x:%02x:%lu", major(st.st_dev), minor(st.st_dev),
+           static_cast<unsigned long>(st.st_ino));
+  std::ifstream in("/proc/locks");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> f;
+    for (std::string w; words >> w;) f.push_back(w);
+    if (f.size() < 6 || f[1] != "FLOCK" || f[5] != dev) continue;
+    const std::string cmd = command_of(f[4]);
+    return "pid " + f[4] + (cmd.empty() ? "" : ": " + cmd);
+  }
+  return "a process /proc/locks does not name";
+}
+
+// The outermost taker of the lock: the journal names its pid from now on.
+void lock_taken(int fd) {
+  g_lock_fd = fd;
+  g_run_pid = getpid();
+}
+
+// Without waiting: 0, -EWOULDBLOCK while a live run holds it, another
+// -errno when the lock file cannot be opened; *err says which.
+int try_lock_now(std::string* err) {
+  std::string path;
+  int fd = open_lock_file(&path);
+  if (fd < 0) {
+    *err = std::string("cannot open the machine-wide lock /run/lock/mmlab-host.lock: ") + errno_name(fd);
+    return fd;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err_no = errno;
+    if (err_no == EWOULDBLOCK)
+      *err = "another host run holds the machine-wide lock " + path + " (" + lock_holder(fd) +
+             "); it puts back what it changed when it ends";
+    else
+      *err = "cannot lock " + path + ": " + errno_name(err_no);
+    close(fd);
+    return -err_no;
+  }
+  lock_taken(fd);
+  return 0;
+}
+
+void report_restored(const std::vector<RestoredItem>& items) {
+  for (auto& item : items) fprintf(stderr, "mmlab: %s\n", item.text.c_str());
+}
+
+void release_lock() {
   if (--g_lock_depth || g_lock_fd < 0) return;
   kept_pools().restore();
   loopfs_teardown();
   close(g_lock_fd);
   g_lock_fd = -1;
+}
+}  // namespace
+
+HostLock::HostLock() {
+  if (g_lock_depth++) return;
+  std::string path;
+  int fd = open_lock_file(&path);
+  if (fd >= 0) flock(fd, LOCK_EX);
+  lock_taken(fd);
+  std::vector<RestoredItem> restored;
+  replay_journal(&restored);  // whatever a killed run left changed
+  report_restored(restored);
+}
+
+HostLock::~HostLock() { release_lock(); }
+
+int restore_host(std::vector<RestoredItem>* items, std::string* err) {
+  if (geteuid() != 0) {
+    *err = "needs root: it writes /sys/kernel/mm, swaps off and unmounts what a killed run left";
+    return -EPERM;
+  }
+  if (g_lock_depth == 0)
+    if (int e = try_lock_now(err)) return e;
+  g_lock_depth++;
+  replay_journal(items);
+  release_lock();
+  return 0;
 }
 
 }  // namespace mmlab::host

@@ -22,7 +22,8 @@ bool host_available(std::string* why);
 // SIGINT/SIGTERM/SIGHUP/SIGALRM handler that restores them (and kills the
 // host processes, see register_host_pid) before the signal takes its
 // course, and journaled in /var/tmp for a run killed outright: the next
-// HostLock holder restores them.
+// HostLock holder (or `mmlab host restore`, include/mmlab/host.h) restores
+// them and says so.
 class SysfsGuard {
  public:
   SysfsGuard() = default;
@@ -70,7 +71,9 @@ void unregister_host_pid(int pid);
 
 // One host-backend run per machine at a time: settings and vmstat deltas
 // are machine-wide. Blocks on flock(/run/lock/mmlab-host.lock), then
-// restores what a killed run left changed. Re-entrant within a process.
+// restores what a killed run left changed, one line on stderr for each
+// entry of its journal ("mmlab: restored PATH to "V" (left by a killed
+// run, pid N)"). Re-entrant within a process.
 class HostLock {
  public:
   HostLock();

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   mmlab::cli::add_cow_bench(app);
   mmlab::cli::add_compare(app);
   mmlab::cli::add_sweep(app);
+  mmlab::cli::add_host(app);
   // A first token that is neither a subcommand nor one of mmlab's own
   // options: name it (CLI11 would report only that a subcommand is required).
   std::string names;
