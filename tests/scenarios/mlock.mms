@@ -189,6 +189,16 @@ expect P locked 16K
 expect P A mapped none
 expect P B mapped pte
 
+test mremap-dontunmap-part-unlocks-the-whole-vma
+# dontunmap_complete clears VM_LOCKED on the old VMA as it is: the part
+# that did not move is unlocked too.
+P mmap A 16K rw private
+P mlock A 16K
+P mremap A+4K 4K 4K B dontunmap
+expect P locked 4K
+expect P B mapped pte
+P read A 4K 0
+
 test mremap-dontunmap-size-must-not-change
 P mmap A 16K rw private
 expect-error EINVAL P mremap A 16K 32K B dontunmap
