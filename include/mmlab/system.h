@@ -270,6 +270,12 @@ class Process {
   int mprotect(uint64_t addr, uint64_t len, int prot);
   long mremap(uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr = 0);
   int madvise(uint64_t addr, uint64_t len, int advice);
+  // mlock2 (flags 0 is mlock, or MLOCK_ONFAULT), munlock, mlockall (MCL_*)
+  // and munlockall. 0 or -errno. The model has CAP_IPC_LOCK: no RLIMIT_MEMLOCK.
+  int mlock2(uint64_t addr, uint64_t len, int flags = 0);
+  int munlock(uint64_t addr, uint64_t len);
+  int mlockall(int flags);
+  int munlockall();
   // Tear the address space down; the Process object stays (as a zombie) until the System ends.
   void exit();
   bool exited() const { return mm_ == nullptr; }
@@ -318,6 +324,7 @@ class Process {
   long rss_file() const;
   long rss_shmem() const;
   long pgtables_bytes() const;
+  long locked_vm() const;  // bytes: /proc/PID/status VmLck (the VM_LOCKED VMAs)
 
   Mm* mm() const { return mm_.get(); }  // for the layers below the API and white-box tests
   System* system() const { return sys_; }

@@ -53,8 +53,13 @@ inline constexpr int MREMAP_MAYMOVE = 1, MREMAP_FIXED = 2, MREMAP_DONTUNMAP = 4;
 inline constexpr int MADV_NORMAL = 0, MADV_DONTNEED = 4, MADV_FREE = 8, MADV_REMOVE = 9;
 inline constexpr int MADV_DONTFORK = 10, MADV_DOFORK = 11, MADV_HUGEPAGE = 14, MADV_NOHUGEPAGE = 15;
 inline constexpr int MADV_WIPEONFORK = 18, MADV_KEEPONFORK = 19, MADV_COLD = 20, MADV_PAGEOUT = 21;
-inline constexpr int MADV_POPULATE_READ = 22, MADV_POPULATE_WRITE = 23, MADV_COLLAPSE = 25;
+inline constexpr int MADV_POPULATE_READ = 22, MADV_POPULATE_WRITE = 23, MADV_DONTNEED_LOCKED = 24, MADV_COLLAPSE = 25;
 inline constexpr int MADV_GUARD_INSTALL = 102, MADV_GUARD_REMOVE = 103;
+
+// mmap's MAP_LOCKED, mlock2's flag and mlockall's (uapi values).
+inline constexpr int MAP_LOCKED = 0x2000;
+inline constexpr int MLOCK_ONFAULT = 0x01;
+inline constexpr int MCL_CURRENT = 1, MCL_FUTURE = 2, MCL_ONFAULT = 4;
 
 // Signals a model CPU access can end with.
 // kSigkill stands for the OOM killer (VM_FAULT_OOM on a user access).

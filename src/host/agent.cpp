@@ -30,12 +30,13 @@ namespace mmlab::host {
 
 namespace wire {
 enum class Op : uint32_t {
-  kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kPinCpu, kExit
+  kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kPinCpu, kExit,
+  kMlock, kMunlock, kMlockall, kMunlockall
 };
 
 struct Request {  // no padding: no stray bytes go over the socket
   Op op = Op::kExit;
-  int32_t arg = 0;  // prot, advice, the byte to write, the expected byte, or a CPU
+  int32_t arg = 0;  // prot, advice, mlock2/mlockall flags, the byte to write, the expected byte, or a CPU
   int32_t flags = 0;
   int32_t peer_pid = 0, peer_fd = -1;  // a descriptor to take with pidfd_getfd (see register_buffer)
   int32_t unused = 0;
@@ -261,6 +262,12 @@ long run_syscall(const Request& rq, int fd) {
     case Op::kMremap:  // the raw call: new_addr is always passed (MREMAP_FIXED needs it)
       return sys_result(::syscall(SYS_mremap, rq.addr, rq.len, rq.new_len, rq.flags, rq.new_addr));
     case Op::kMadvise: return sys_result(::madvise(addr, rq.len, rq.arg));
+    // The raw calls: mlock(2) for flags 0, mlock2(2) otherwise, as a test would call them.
+    case Op::kMlock:
+      return sys_result(rq.arg ? ::syscall(SYS_mlock2, rq.addr, rq.len, rq.arg) : ::syscall(SYS_mlock, rq.addr, rq.len));
+    case Op::kMunlock: return sys_result(::syscall(SYS_munlock, rq.addr, rq.len));
+    case Op::kMlockall: return sys_result(::syscall(SYS_mlockall, rq.arg));
+    case Op::kMunlockall: return sys_result(::syscall(SYS_munlockall));
     case Op::kVmsplice: {
       iovec iov{addr, rq.len};
       return sys_result(::vmsplice(fd, &iov, 1, 0));
@@ -551,6 +558,14 @@ long Agent::mremap(uint64_t old_addr, uint64_t old_len, uint64_t new_len, int fl
 }
 
 long Agent::madvise(uint64_t addr, uint64_t len, int advice) { return simple(make(Op::kMadvise, addr, len, advice), -1); }
+
+long Agent::mlock2(uint64_t addr, uint64_t len, int flags) { return simple(make(Op::kMlock, addr, len, flags), -1); }
+
+long Agent::munlock(uint64_t addr, uint64_t len) { return simple(make(Op::kMunlock, addr, len), -1); }
+
+long Agent::mlockall(int flags) { return simple(make(Op::kMlockall, 0, 0, flags), -1); }
+
+long Agent::munlockall() { return simple(make(Op::kMunlockall), -1); }
 
 long Agent::pin_cpu(int cpu) { return simple(make(Op::kPinCpu, 0, 0, cpu), -1); }
 

@@ -54,6 +54,11 @@ class Agent {
   long mprotect(uint64_t addr, uint64_t len, int prot);
   long mremap(uint64_t old_addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr);
   long madvise(uint64_t addr, uint64_t len, int advice);
+  // mlock (flags 0) or mlock2, munlock, mlockall (MCL_* flags), munlockall.
+  long mlock2(uint64_t addr, uint64_t len, int flags);
+  long munlock(uint64_t addr, uint64_t len);
+  long mlockall(int flags);
+  long munlockall();
   // sched_setaffinity to that one CPU (a fork inherits it). lru_add_drain()
   // drains only the local CPU's LRU batches: MADV_COLD, MADV_PAGEOUT and
   // MADV_FREE see a folio still in another CPU's batch as not on the LRU

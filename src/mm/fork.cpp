@@ -61,9 +61,6 @@ namespace {
 // clear (khugepaged_fork registers the child itself).
 constexpr uint64_t MMF_INIT_MASK = (1ull << MMF_DISABLE_THP) | (1ull << MMF_DISABLE_THP_EXCEPT_ADVISED);
 
-// VM_LOCKED_MASK: mlock() is not inherited.
-constexpr vm_flags_t VM_LOCKED_MASK = VM_LOCKED | VM_LOCKONFAULT;
-
 // pmdp_set_wrprotect: an atomic clear of the write bit (x86 clear_bit), like wrprotect_ptes.
 void pmdp_set_wrprotect(pmd_t* pmdp) { std::atomic_ref<uint64_t>(pmdp->v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel); }
 
@@ -488,7 +485,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
     // VM_WIPEONFORK: the child starts with empty memory here, and gets an
     // anon_vma at its first fault.
     if (!(tmp->vm_flags & VM_WIPEONFORK)) anon_vma_fork(tmp.get(), mpnt);
-    tmp->vm_flags &= ~VM_LOCKED_MASK;
+    tmp->vm_flags &= ~VM_LOCKED_MASK;  // mlock() is not inherited
     // The kernel also puts a file VMA's twin on the file's i_mmap here
     // (vma_interval_tree_insert_after); the model keeps no file rmap.
     Vma* dst = vma_link(mm, std::move(tmp));

@@ -37,7 +37,6 @@ namespace {
 constexpr int MADV_RANDOM = 1, MADV_SEQUENTIAL = 2, MADV_WILLNEED = 3;
 constexpr int MADV_MERGEABLE = 12, MADV_UNMERGEABLE = 13;
 constexpr int MADV_DONTDUMP = 16, MADV_DODUMP = 17;
-constexpr int MADV_DONTNEED_LOCKED = 24;
 
 // Read-ahead hints (include/linux/mm.h), only flags for anonymous memory.
 constexpr vm_flags_t VM_SEQ_READ = 0x8000, VM_RAND_READ = 0x10000;

@@ -31,7 +31,6 @@ namespace {
 
 // uapi mmap flags the public header does not name.
 constexpr int MAP_GROWSDOWN = 0x0100;
-constexpr int MAP_LOCKED = 0x2000;
 constexpr int MAP_NONBLOCK = 0x10000;
 constexpr int MAP_STACK = 0x20000;
 constexpr int MAP_DENYWRITE = 0x0800, MAP_EXECUTABLE = 0x1000, MAP_UNINITIALIZED = 0x4000000;
@@ -310,6 +309,11 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
   nv->vm_page_prot = vm_get_page_prot(nv->vm_flags);
   Vma* vma = vma_link(mm, std::move(nv));
   mm->total_vm.fetch_add(len >> PAGE_SHIFT, std::memory_order_relaxed);
+  // __mmap_complete: VMAs that can never be locked lose the lock bits
+  // (MAP_LOCKED or mlockall(MCL_FUTURE) on hugetlb; the caller still
+  // populates them), before a merge compares flags.
+  if ((vma->vm_flags & VM_LOCKED) && ((vma->vm_flags & VM_SPECIAL) || is_vm_hugetlb_page(vma)))
+    vma->vm_flags &= ~VM_LOCKED_MASK;
   vma = vma_merge_neighbours(mm, vma);
   vma_set_page_prot(vma);  // write-notify for soft-dirty or file dirty tracking
   // __mmap_new_vma (a merge registered in vma_merge_neighbours already).
@@ -331,7 +335,7 @@ long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, ui
   if (pgoff + (len >> PAGE_SHIFT) < pgoff) return -EOVERFLOW;
 
   vm_flags_t vm_flags =
-      calc_vm_prot_bits(prot) | calc_vm_flag_bits(flags) | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
+      calc_vm_prot_bits(prot) | calc_vm_flag_bits(flags) | mm->def_flags | VM_MAYREAD | VM_MAYWRITE | VM_MAYEXEC;
 
   long got = file ? file_get_unmapped_area(mm, file.get(), addr, len, pgoff, flags)
                   : get_unmapped_area(mm, addr, len, pgoff, flags, vm_flags);
@@ -388,27 +392,39 @@ long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, ui
 
 }  // namespace
 
-void mm_populate(Mm* mm, uint64_t start, uint64_t len) {
+// populate_vma_page_range, the part the model needs: fault [start, end)
+// of vma in, writing private writable memory so that it CoWs now.
+long populate_vma_page_range(Mm* mm, Vma* vma, uint64_t start, uint64_t end) REQUIRES_SHARED(mm->mmap_lock) {
+  const vm_flags_t f = vma->vm_flags;
+  // VM_LOCKONFAULT: pages are locked as they fault, none is faulted now.
+  if (f & VM_LOCKONFAULT) return 0;
+  // Without FOLL_FORCE (only for accessible VMAs) GUP refuses PROT_NONE.
+  if (!(f & VM_ACCESS_FLAGS)) return -EFAULT;
+  // The kernel's FOLL_FORCE lets it read exec-only or write-only memory;
+  // faultin_page_range does not, so such VMAs are left unpopulated.
+  if (!(f & VM_READ) && (f & (VM_WRITE | VM_SHARED)) != VM_WRITE) return 0;
+  return mm_faultin_page_range(mm, start, end, (f & (VM_WRITE | VM_SHARED)) == VM_WRITE);
+}
+
+long __mm_populate(Mm* mm, uint64_t start, uint64_t len, bool ignore_errors) {
   const uint64_t end = start + len;
+  long ret = 0;
   mmap_read_lock(mm);
   for (uint64_t nstart = start; nstart < end;) {
     Vma* vma = find_vma(mm, nstart);
     if (!vma || vma->vm_start >= end) break;
     const uint64_t nend = std::min(end, vma->vm_end);
     nstart = std::max(nstart, vma->vm_start);
-    const vm_flags_t f = vma->vm_flags;
-    // populate_vma_page_range: PROT_NONE and PFN maps are skipped; private
-    // writable memory is written so CoW happens now. Errors are ignored.
-    // (The kernel's FOLL_FORCE lets it read exec-only or write-only memory
-    // too; faultin_page_range does not.)
-    if (!(f & (VM_IO | VM_PFNMAP)) && (f & VM_ACCESS_FLAGS)) {
-      const bool write = (f & (VM_WRITE | VM_SHARED)) == VM_WRITE;
-      (void)mm_faultin_page_range(mm, nstart, nend, write);
-    }
+    if (!(vma->vm_flags & (VM_IO | VM_PFNMAP))) ret = populate_vma_page_range(mm, vma, nstart, nend);
+    if (ret < 0 && !ignore_errors) break;
+    ret = 0;  // ignored: on to the next VMA
     nstart = nend;
   }
   mmap_read_unlock(mm);
+  return ret;
 }
+
+void mm_populate(Mm* mm, uint64_t start, uint64_t len) { (void)__mm_populate(mm, start, len, true); }
 
 long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
                   uint64_t pgoff) {

@@ -32,8 +32,13 @@ inline vm_flags_t calc_vm_prot_bits(int prot) {
          ((prot & PROT_EXEC) ? VM_EXEC : 0);
 }
 
-// __mm_populate(start, len, ignore_errors=1) after mmap(MAP_POPULATE/VM_LOCKED)
-// or an mremap expansion of a VM_LOCKED VMA. Takes mmap_lock for read itself.
+// __mm_populate: fault in the VMAs of [start, start+len) as
+// populate_vma_page_range does (VM_LOCKONFAULT ones not at all). Takes
+// mmap_lock for read itself. 0, or with !ignore_errors the first VMA's
+// error (-EFAULT for PROT_NONE, GUP's otherwise); mlock reports it.
+[[nodiscard]] long __mm_populate(Mm* mm, uint64_t start, uint64_t len, bool ignore_errors);
+// mm_populate: __mm_populate(ignore_errors=1), after mmap(MAP_POPULATE or
+// VM_LOCKED), mlockall(MCL_CURRENT) or an mremap expansion of a VM_LOCKED VMA.
 void mm_populate(Mm* mm, uint64_t start, uint64_t len);
 
 // do_mmap() of `file` (nullptr: anonymous, as do_mmap). The caller has done

@@ -74,6 +74,8 @@ inline constexpr vm_flags_t VM_MAYREAD = 0x10, VM_MAYWRITE = 0x20, VM_MAYEXEC = 
 inline constexpr vm_flags_t VM_GROWSDOWN = 0x100, VM_UFFD_MISSING = 0x200, VM_PFNMAP = 0x400;
 inline constexpr vm_flags_t VM_UFFD_WP = 0x1000, VM_LOCKED = 0x2000, VM_IO = 0x4000;
 inline constexpr vm_flags_t VM_DONTCOPY = 0x20000, VM_DONTEXPAND = 0x40000, VM_LOCKONFAULT = 0x80000;
+// VM_LOCKED_MASK: the bits mlock sets and munlock, fork and MREMAP_DONTUNMAP clear.
+inline constexpr vm_flags_t VM_LOCKED_MASK = VM_LOCKED | VM_LOCKONFAULT;
 inline constexpr vm_flags_t VM_ACCOUNT = 0x100000, VM_NORESERVE = 0x200000, VM_HUGETLB = 0x400000;
 inline constexpr vm_flags_t VM_WIPEONFORK = 0x2000000, VM_DONTDUMP = 0x4000000;
 inline constexpr vm_flags_t VM_SOFTDIRTY = 0x8000000, VM_MIXEDMAP = 0x10000000;
@@ -182,6 +184,10 @@ struct Mm {
   uint64_t task_size = TASK_SIZE;
   std::atomic<uint64_t> hiwater_rss{0};
   std::atomic<uint64_t> total_vm{0};
+  // VM_LOCKED, and VM_LOCKONFAULT, that every new VMA gets after
+  // mlockall(MCL_FUTURE[|MCL_ONFAULT]); under mmap_lock. Not inherited by fork
+  // (mm_init keeps only VM_INIT_DEF_MASK, which holds no lock bit).
+  vm_flags_t def_flags = 0;
 
   long get_mm_counter(MmCounter c) const { return rss_stat[c].load(std::memory_order_relaxed); }
   void add_mm_counter(MmCounter c, long n) { rss_stat[c].fetch_add(n, std::memory_order_relaxed); }

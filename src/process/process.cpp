@@ -3,6 +3,7 @@
 #include "mm/fork.h"
 #include "mm/kernel.h"
 #include "mm/madvise.h"
+#include "mm/mlock.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/mprotect.h"
@@ -35,6 +36,13 @@ long Process::mremap(uint64_t addr, uint64_t old_len, uint64_t new_len, int flag
 int Process::madvise(uint64_t addr, uint64_t len, int advice) {
   return mm_ ? do_madvise(mm_.get(), addr, len, advice) : -ESRCH;
 }
+
+int Process::mlock2(uint64_t addr, uint64_t len, int flags) {
+  return mm_ ? do_mlock2(mm_.get(), addr, len, flags) : -ESRCH;
+}
+int Process::munlock(uint64_t addr, uint64_t len) { return mm_ ? do_munlock(mm_.get(), addr, len) : -ESRCH; }
+int Process::mlockall(int flags) { return mm_ ? do_mlockall(mm_.get(), flags) : -ESRCH; }
+int Process::munlockall() { return mm_ ? do_munlockall(mm_.get()) : -ESRCH; }
 
 int Process::prctl_set_thp_disable(bool disable, unsigned long flags) {
   return mm_ ? mmlab::prctl_set_thp_disable(mm_.get(), disable, flags) : -ESRCH;
@@ -75,6 +83,7 @@ AccessResult Process::read_expect(uint64_t addr, uint8_t byte, uint64_t len, int
 long Process::rss_anon() const { return mm_ ? mm_->get_mm_counter(MM_ANONPAGES) * static_cast<long>(PAGE_SIZE) : 0; }
 long Process::rss_file() const { return mm_ ? mm_->get_mm_counter(MM_FILEPAGES) * static_cast<long>(PAGE_SIZE) : 0; }
 long Process::rss_shmem() const { return mm_ ? mm_->get_mm_counter(MM_SHMEMPAGES) * static_cast<long>(PAGE_SIZE) : 0; }
+long Process::locked_vm() const { return mm_ ? static_cast<long>(mm_locked_bytes(mm_.get())) : 0; }
 long Process::pgtables_bytes() const { return mm_ ? mm_->pgtables_bytes.load() : 0; }
 
 std::string Process::smaps() const { return mm_ ? proc_smaps(mm_.get()) : ""; }

@@ -75,6 +75,7 @@ struct CountersPrint {     // counters print [GLOB]: event counters and vmstat i
 
 // ---- address-space operations of a process ----
 struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G] [align=SIZE|at=ADDR|fixed=ADDR|noreplace=ADDR]
+               //   [populate] [locked] [noreserve]
   // Where: the kernel's choice (kAny), a hint it may ignore (at=), MAP_FIXED
   // (fixed=: replaces what is there) or MAP_FIXED_NOREPLACE (noreplace=).
   enum class Place : uint8_t { kAny, kHint, kFixed, kNoReplace };
@@ -88,6 +89,7 @@ struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1
   uint64_t file_off = 0;
   unsigned hugetlb_shift = 0;  // 21 or 30
   uint64_t align = 0;
+  int map_flags = 0;  // MAP_POPULATE, MAP_LOCKED, MAP_NORESERVE
 };
 struct Munmap {  // P munmap ADDR SIZE
   std::string proc;
@@ -113,6 +115,18 @@ struct Mremap {  // P mremap ADDR OLD NEW R [to=ADDR]
   uint64_t old_size = 0, new_size = 0;
   std::string region;
   std::optional<AddrExpr> to;  // MREMAP_FIXED
+  bool dontunmap = false;      // MREMAP_DONTUNMAP
+};
+struct Mlock {  // P mlock ADDR SIZE [onfault] | P munlock ADDR SIZE
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+  bool unlock = false;
+  bool onfault = false;  // mlock2(MLOCK_ONFAULT)
+};
+struct Mlockall {  // P mlockall current|future|onfault,... | P munlockall
+  std::string proc;
+  int flags = 0;  // MCL_*; 0: munlockall
 };
 struct ClearSoftDirty {  // P clear-soft-dirty
   std::string proc;
@@ -205,6 +219,10 @@ struct ExpectDump {  // expect D pages N holes M
   std::string dump;
   uint64_t pages = 0, holes = 0;
 };
+struct ExpectLocked {  // expect P locked SIZE: the bytes of the VM_LOCKED VMAs (VmLck)
+  std::string proc;
+  uint64_t size = 0;
+};
 struct ExpectRss {  // expect P rss anon|file|shmem SIZE
   std::string proc, kind;
   uint64_t size = 0;
@@ -255,10 +273,10 @@ struct ExpectViolation {  // expect violation TEXT
 
 using StmtBody =
     std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
-                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap,
+                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
-                 stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectSysfs,
+                 stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectSysfs,
                  stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
                  stmt::ExpectSame, stmt::ExpectViolation>;
 

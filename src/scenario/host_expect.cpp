@@ -5,13 +5,18 @@
 // skipped expectation by expectation, with the reason, and counted.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fmt/format.h"
 #include "host/pagemap.h"
@@ -157,6 +162,44 @@ void HostRun::run(const Stmt& st, const stmt::ExpectRss& s) {
   for (auto& [a, r] : p.pages.ranges())
     if (host::host_rss(p.agent->pid(), a, r.end - a, &anon, &file, &shmem)) fail(st, "cannot read the host's pagemap");
   expect_rss(st, s, s.kind == "anon" ? anon : s.kind == "file" ? file : shmem);
+}
+
+namespace {
+
+// The VMAs of /proc/PID/smaps whose VmFlags say `lo` (VM_LOCKED), as
+// [start, end) pairs; false if the file cannot be read.
+bool locked_vmas(int pid, std::vector<std::pair<uint64_t, uint64_t>>* out) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+  if (!in) return false;
+  std::string line;
+  uint64_t start = 0, end = 0;
+  while (std::getline(in, line)) {
+    unsigned long long a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &a, &b) == 2 && line.find("kB") == std::string::npos) {
+      start = a, end = b;
+    } else if (line.rfind("VmFlags:", 0) == 0) {
+      std::istringstream flags(line.substr(8));
+      for (std::string f; flags >> f;)
+        if (f == "lo") out->emplace_back(start, end);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// `expect P locked SIZE`: the bytes of locked VMAs inside the ranges the
+// test mapped. /proc/PID/status's VmLck would also count the agent's own
+// mappings, which mlockall(MCL_CURRENT) locks too.
+void HostRun::run(const Stmt& st, const stmt::ExpectLocked& s) {
+  Proc& p = proc(st, s.proc);
+  std::vector<std::pair<uint64_t, uint64_t>> locked;
+  if (!locked_vmas(p.agent->pid(), &locked)) fail(st, "cannot read the host's /proc/PID/smaps");
+  uint64_t bytes = 0;
+  for (auto& [a, r] : p.pages.ranges())
+    for (auto& [from, to] : locked)
+      if (from < r.end && a < to) bytes += std::min(to, r.end) - std::max(from, a);
+  expect_locked(st, s, bytes);
 }
 
 void HostRun::run(const Stmt& st, const stmt::ExpectSysfs& s) {

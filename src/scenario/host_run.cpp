@@ -14,8 +14,10 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -253,7 +255,7 @@ void HostRun::run(const Stmt& st, const stmt::Mprotect& s) {
 }
 
 void HostRun::run(const Stmt& st, const stmt::Mremap& s) {
-  int flags = MREMAP_MAYMOVE | (s.to ? MREMAP_FIXED : 0);
+  int flags = MREMAP_MAYMOVE | (s.to ? MREMAP_FIXED : 0) | (s.dontunmap ? MREMAP_DONTUNMAP : 0);
   Proc& p = proc(st, s.proc);
   const uint64_t old = addr(st, s.addr);
   long r = sys(st, p.agent->mremap(old, s.old_size, s.new_size, flags, s.to ? addr(st, *s.to) : 0));
@@ -261,7 +263,53 @@ void HostRun::run(const Stmt& st, const stmt::Mremap& s) {
   bind(st, s.region, 'r');
   if (r >= 0) {
     regions_[s.region] = static_cast<uint64_t>(r);
+    // MREMAP_DONTUNMAP leaves the old range mapped, of its kind, and empty.
+    struct Kept {
+      uint64_t from, to;
+      HostRangeKind kind;
+    };
+    std::vector<Kept> kept;
+    if (s.dontunmap)
+      for (auto& [from, to] : p.pages.pieces(old, s.old_size))
+        kept.push_back({from, to, std::prev(p.pages.ranges().upper_bound(from))->second.kind});
     p.pages.remap(old, s.old_size, static_cast<uint64_t>(r), s.new_size);
+    for (const Kept& k : kept) p.pages.map(k.from, k.to - k.from, k.kind);
+  }
+}
+
+void HostRun::run(const Stmt& st, const stmt::Mlock& s) {
+  Proc& p = proc(st, s.proc);
+  const uint64_t at = addr(st, s.addr);
+  if (s.unlock) return check_errno(st, sys(st, p.agent->munlock(at, s.size)), "munlock");
+  const ReadWatch w = s.onfault ? ReadWatch{} : watch_read(st, p, at, s.size);
+  const long r = sys(st, p.agent->mlock2(at, s.size, s.onfault ? MLOCK_ONFAULT : 0));
+  taint_populate(st, p, w, at, s.size);  // also after an error: what it populated stays
+  check_errno(st, r, s.onfault ? "mlock2" : "mlock");
+}
+
+void HostRun::run(const Stmt& st, const stmt::Mlockall& s) {
+  Proc& p = proc(st, s.proc);
+  if (!s.flags) return check_errno(st, sys(st, p.agent->munlockall()), "munlockall");
+  const bool populates = (s.flags & MCL_CURRENT) && !(s.flags & MCL_ONFAULT);
+  const ReadWatch w = populates ? watch_read(st, p, 0, TASK_SIZE) : ReadWatch{};
+  const long r = sys(st, p.agent->mlockall(s.flags));
+  taint_populate(st, p, w, 0, TASK_SIZE);
+  check_errno(st, r, "mlockall");
+}
+
+void HostRun::taint_populate(const Stmt& st, Proc& p, const ReadWatch& w, uint64_t at, uint64_t len) {
+  if (w.pieces.empty()) return;
+  taint_read(st, p, w, at, len);
+  std::ifstream maps("/proc/" + std::to_string(p.agent->pid()) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long a = 0, b = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s", &a, &b, perms) != 3) continue;
+    if (perms[1] == 'w' && perms[3] == 'p' && a < at + len && at < b) {
+      const uint64_t from = std::max<uint64_t>(a, at), to = std::min<uint64_t>(b, at + len);
+      p.pages.clear(from, to - from, kTaintZero);
+    }
   }
 }
 
@@ -522,7 +570,7 @@ void HostRun::run(const Stmt& st, const stmt::ShrinkSlab&) {
 void HostRun::run(const Stmt& st, const stmt::Mmap& s) {
   Proc& p = proc(st, s.proc);
   bind(st, s.region, 'r');
-  int flags = s.shared ? MAP_SHARED : MAP_PRIVATE;
+  int flags = (s.shared ? MAP_SHARED : MAP_PRIVATE) | s.map_flags;
   int fd = -1;
   if (!s.file.empty()) {
     auto it = files_.find(s.file);
@@ -566,6 +614,13 @@ void HostRun::run(const Stmt& st, const stmt::Mmap& s) {
     else if (fd < 0 && !s.shared)
       kind = HostRangeKind::kAnonPrivate;
     p.pages.map(static_cast<uint64_t>(r), s.size, kind);
+    // MAP_POPULATE or MAP_LOCKED read-faulted a read-only private mapping:
+    // this host may have mapped fresh pages where upstream maps the zero page.
+    const bool read_populated = (s.map_flags & (MAP_POPULATE | MAP_LOCKED)) && !(s.prot & PROT_WRITE);
+    if (read_populated && kind == HostRangeKind::kAnonPrivate && !probes_.have(Cap::kZeroPage) && !zero_page_off_) {
+      p.pages.set(static_cast<uint64_t>(r), s.size, kTaintZeroPte);
+      zero_used_ |= kTaintZeroPte;
+    }
   }
 }
 

@@ -82,6 +82,10 @@ class HostRun final : public TestRun {
   void mark_large_folios(const Stmt& st, Proc& p, uint64_t at, uint64_t len);
   ReadWatch watch_read(const Stmt& st, Proc& p, uint64_t at, uint64_t len);
   void taint_read(const Stmt& st, Proc& p, const ReadWatch& w, uint64_t at, uint64_t len);
+  // After a populating call (mlock, mlockall): populate_vma_page_range
+  // read-faults what is not private and writable, so those pages are
+  // tainted as a read's; the writable ones were written.
+  void taint_populate(const Stmt& st, Proc& p, const ReadWatch& w, uint64_t at, uint64_t len);
   void taint_collapsed(Proc& p, uint64_t at, uint64_t len);
 
   // One overload per statement struct: a statement kind without one does not compile.
@@ -92,6 +96,8 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::Munmap& s);
   void run(const Stmt& st, const stmt::Mprotect& s);
   void run(const Stmt& st, const stmt::Mremap& s);
+  void run(const Stmt& st, const stmt::Mlock& s);
+  void run(const Stmt& st, const stmt::Mlockall& s);
   void run(const Stmt&, const stmt::Advance&);
   void run(const Stmt&, const stmt::Inject&);
   void run(const Stmt&, const stmt::ThpDisable&);
@@ -124,6 +130,7 @@ class HostRun final : public TestRun {
   // ---- expectations (host_expect.cpp) ----
   void run(const Stmt& st, const stmt::ExpectHandle& s);
   void run(const Stmt& st, const stmt::ExpectRss& s);
+  void run(const Stmt& st, const stmt::ExpectLocked& s);
   void run(const Stmt& st, const stmt::ExpectSysfs& s);
   void run(const Stmt& st, const stmt::ExpectVmstat& s);
   void run(const Stmt&, const stmt::ExpectCounter&);

@@ -240,11 +240,22 @@ class ModelRun final : public TestRun {
     check_errno(st, r, ("madvise " + s.advice_name).c_str());
   }
   void run(const Stmt& st, const stmt::Mremap& s) {
-    int flags = MREMAP_MAYMOVE | (s.to ? MREMAP_FIXED : 0);
+    int flags = MREMAP_MAYMOVE | (s.to ? MREMAP_FIXED : 0) | (s.dontunmap ? MREMAP_DONTUNMAP : 0);
     long r = proc(st, s.proc)->mremap(addr(st, s.addr), s.old_size, s.new_size, flags, s.to ? addr(st, *s.to) : 0);
     check_errno(st, r, "mremap");
     bind(st, s.region, 'r');
     if (r >= 0) regions_[s.region] = static_cast<uint64_t>(r);
+  }
+  void run(const Stmt& st, const stmt::Mlock& s) {
+    Process* p = proc(st, s.proc);
+    const uint64_t at = addr(st, s.addr);
+    if (s.unlock) return check_errno(st, p->munlock(at, s.size), "munlock");
+    check_errno(st, p->mlock2(at, s.size, s.onfault ? MLOCK_ONFAULT : 0), s.onfault ? "mlock2" : "mlock");
+  }
+  void run(const Stmt& st, const stmt::Mlockall& s) {
+    Process* p = proc(st, s.proc);
+    if (!s.flags) return check_errno(st, p->munlockall(), "munlockall");
+    check_errno(st, p->mlockall(s.flags), "mlockall");
   }
   void run(const Stmt& st, const stmt::ClearSoftDirty& s) { proc(st, s.proc)->clear_soft_dirty(); }
   void run(const Stmt& st, const stmt::ThpDisable& s) {
@@ -346,6 +357,9 @@ class ModelRun final : public TestRun {
     long v = s.kind == "anon" ? p->rss_anon() : s.kind == "file" ? p->rss_file() : p->rss_shmem();
     expect_rss(st, s, static_cast<uint64_t>(v));
   }
+  void run(const Stmt& st, const stmt::ExpectLocked& s) {
+    expect_locked(st, s, static_cast<uint64_t>(proc(st, s.proc)->locked_vm()));
+  }
   void run(const Stmt& st, const stmt::ExpectSysfs& s) {
     std::string v;
     int r = sys_->sysfs_read(s.path, &v);
@@ -395,7 +409,7 @@ class ModelRun final : public TestRun {
     Process* p = proc(st, s.proc);
     bind(st, s.region, 'r');
     int prot = s.prot;
-    int flags = s.shared ? MAP_SHARED : MAP_PRIVATE;
+    int flags = (s.shared ? MAP_SHARED : MAP_PRIVATE) | s.map_flags;
     uint64_t slack = s.align > PAGE_SIZE ? s.align : 0;
     long r;
     int fd = -1;

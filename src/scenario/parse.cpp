@@ -86,6 +86,10 @@ constexpr StatementVerb kVerbs[] = {
     {"mprotect", kSubject, parse_mprotect},
     {"mremap", kSubject, parse_mremap},
     {"madvise", kSubject, parse_madvise},
+    {"mlock", kSubject, parse_mlock},
+    {"munlock", kSubject, parse_munlock},
+    {"mlockall", kSubject, parse_mlockall},
+    {"munlockall", kSubject, parse_munlockall},
     {"clear-soft-dirty", kSubject, parse_clear_soft_dirty, nullptr, kNeverFails},
     {"thp-disable", kSubject, parse_thp_disable},
     {"userfaultfd", kSubject, parse_userfaultfd},
@@ -217,6 +221,8 @@ class NameTable {
     if (s.to) region(*s.to);
     bind(s.region, 'r');
   }
+  void names(const stmt::Mlock& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Mlockall& s) { use(s.proc, 'p'); }
   void names(const stmt::ClearSoftDirty& s) { use(s.proc, 'p'); }
   void names(const stmt::ThpDisable& s) { use(s.proc, 'p'); }
   void names(const stmt::UffdRegister& s) { use(s.proc, 'p'), region(s.addr); }
@@ -238,6 +244,7 @@ class NameTable {
   void names(const stmt::ExpectHandle& s) { use(s.handle, 'h'); }
   void names(const stmt::ExpectDump& s) { use(s.dump, 'd'); }
   void names(const stmt::ExpectRss& s) { use(s.proc, 'p'); }
+  void names(const stmt::ExpectLocked& s) { use(s.proc, 'p'); }
   void names(const stmt::ExpectSysfs&) {}
   void names(const stmt::ExpectVmstat&) {}
   void names(const stmt::ExpectCounter&) {}

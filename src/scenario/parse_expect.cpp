@@ -55,6 +55,13 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     e.size = lp.number("a SIZE");
     return e;
   }
+  if (t->s == "locked") {  // expect P locked SIZE
+    lp.keyword("locked");
+    stmt::ExpectLocked e;
+    e.proc = first;
+    e.size = lp.number("a SIZE");
+    return e;
+  }
   if (t->s[0] == '-' || std::isdigit(static_cast<unsigned char>(t->s[0]))) {  // expect H N | -ERRNO
     stmt::ExpectHandle e;
     e.handle = first;

@@ -1,6 +1,9 @@
 // The mm system calls of a process: `P mmap`, `munmap`, `mprotect`,
-// `mremap`, `madvise`, `clear-soft-dirty` (clear_refs),
+// `mremap`, `madvise`, `mlock`, `munlock`, `mlockall`, `munlockall`,
+// `clear-soft-dirty` (clear_refs),
 // `thp-disable` (prctl), `userfaultfd` and `uffd-wp`.
+#include <algorithm>
+
 #include "fmt/format.h"
 #include "mmlab/system.h"
 #include "scenario/parse_internal.h"
@@ -8,7 +11,7 @@
 namespace mmlab::parser {
 
 // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1G]
-//   [align=SIZE | at=ADDR | fixed=ADDR | noreplace=ADDR]
+//   [align=SIZE | at=ADDR | fixed=ADDR | noreplace=ADDR] [populate] [locked] [noreserve]
 StmtBody parse_mmap(LineParser& lp, const std::string& who) {
   stmt::Mmap m;
   m.proc = who;
@@ -26,6 +29,10 @@ StmtBody parse_mmap(LineParser& lp, const std::string& who) {
       m.file = ref.substr(0, plus);
       if (!LineParser::is_name(m.file)) lp.fail("file=F[+OFFSET]");
       if (plus != std::string::npos && !lp.checked_number(ref.substr(plus + 1), &m.file_off)) lp.fail("file=F[+OFFSET]");
+    } else if (opt == "populate" || opt == "locked" || opt == "noreserve") {
+      const int flag = opt == "populate" ? MAP_POPULATE : opt == "locked" ? MAP_LOCKED : MAP_NORESERVE;
+      if (m.map_flags & flag) lp.fail(opt + " once");
+      m.map_flags |= flag;
     } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
       m.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
     } else if (opt.rfind("align=", 0) == 0) {
@@ -47,7 +54,7 @@ StmtBody parse_mmap(LineParser& lp, const std::string& who) {
       if (m.size > TASK_SIZE - m.place_addr.offset)
         lp.fail(fmt::format("{}=ADDR that keeps SIZE below TASK_SIZE ({:#x}), not '{}'", kind, TASK_SIZE, opt));
     } else {
-      lp.fail("file=F[+OFFSET], hugetlb=2M|1G, align=SIZE, at=ADDR, fixed=ADDR or noreplace=ADDR");
+      lp.fail("file=F[+OFFSET], hugetlb=2M|1G, align=SIZE, at=ADDR, fixed=ADDR, noreplace=ADDR, populate, locked or noreserve");
     }
     lp.word("");
   }
@@ -70,28 +77,69 @@ StmtBody parse_mprotect(LineParser& lp, const std::string& who) {
   return m;
 }
 
-// P mremap ADDR OLD NEW R [to=ADDR]
+// P mremap ADDR OLD NEW R [to=ADDR] [dontunmap]
 StmtBody parse_mremap(LineParser& lp, const std::string& who) {
   stmt::Mremap m;
   m.proc = who;
   m.addr = lp.range(&m.old_size);
   m.new_size = lp.size();
   m.region = lp.name();
-  if (!lp.done()) {
-    std::string to = lp.peek()->s;
-    if (to.rfind("to=", 0) != 0) lp.fail("to=ADDR");
-    LineParser sub("", 0, {{to.substr(3), lp.peek()->col + 3}});
-    try {
-      m.to = sub.addr();
-    } catch (const ParseFail&) {
-      lp.fail(fmt::format("to=ADDR (R or R+SIZE, the offset below TASK_SIZE {:#x}), not '{}'", TASK_SIZE, to));
+  while (!lp.done()) {
+    std::string opt = lp.peek()->s;
+    if (opt == "dontunmap" && !m.dontunmap) {
+      m.dontunmap = true;
+    } else if (opt.rfind("to=", 0) == 0 && !m.to) {
+      LineParser sub("", 0, {{opt.substr(3), lp.peek()->col + 3}});
+      try {
+        m.to = sub.addr();
+      } catch (const ParseFail&) {
+        lp.fail(fmt::format("to=ADDR (R or R+SIZE, the offset below TASK_SIZE {:#x}), not '{}'", TASK_SIZE, opt));
+      }
+      if (m.new_size > TASK_SIZE - m.to->offset)
+        lp.fail(fmt::format("to=ADDR that keeps NEW below TASK_SIZE ({:#x}), not '{}'", TASK_SIZE, opt));
+    } else {
+      lp.fail("to=ADDR or dontunmap (each once)");
     }
-    if (m.new_size > TASK_SIZE - m.to->offset)
-      lp.fail(fmt::format("to=ADDR that keeps NEW below TASK_SIZE ({:#x}), not '{}'", TASK_SIZE, to));
     lp.word("");
   }
   return m;
 }
+
+// P mlock ADDR SIZE [onfault]: mlock(2), or mlock2(MLOCK_ONFAULT).
+StmtBody parse_mlock(LineParser& lp, const std::string& who) {
+  stmt::Mlock m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
+  m.onfault = lp.accept("onfault");
+  return m;
+}
+
+StmtBody parse_munlock(LineParser& lp, const std::string& who) {
+  stmt::Mlock m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
+  m.unlock = true;
+  return m;
+}
+
+// P mlockall FLAGS: current, future and onfault joined by commas (the
+// kernel refuses onfault alone: a test may ask for that to see EINVAL).
+StmtBody parse_mlockall(LineParser& lp, const std::string& who) {
+  stmt::Mlockall m;
+  m.proc = who;
+  const std::string flags = lp.word("FLAGS (current, future, onfault, joined by commas)");
+  for (size_t at = 0; at <= flags.size();) {
+    const size_t comma = std::min(flags.find(',', at), flags.size());
+    const std::string f = flags.substr(at, comma - at);
+    const int bit = f == "current" ? MCL_CURRENT : f == "future" ? MCL_FUTURE : f == "onfault" ? MCL_ONFAULT : 0;
+    if (!bit || (m.flags & bit)) lp.back(), lp.fail("FLAGS (current, future, onfault, each once, joined by commas)");
+    m.flags |= bit;
+    at = comma + 1;
+  }
+  return m;
+}
+
+StmtBody parse_munlockall(LineParser&, const std::string& who) { return stmt::Mlockall{who, 0}; }
 
 namespace {
 
@@ -110,6 +158,7 @@ constexpr std::pair<const char*, int> kAdvice[] = {
     {"pageout", MADV_PAGEOUT},
     {"cold", MADV_COLD},
     {"free", MADV_FREE},
+    {"dontneed_locked", MADV_DONTNEED_LOCKED},
     {"guard_install", MADV_GUARD_INSTALL},
     {"guard_remove", MADV_GUARD_REMOVE},
 };

@@ -349,6 +349,10 @@ void TestRun::expect_rss(const Stmt& st, const stmt::ExpectRss& e, uint64_t foun
   if (found != e.size) fail(st, fmt::format("expected {} rss {} {:#x}, found {:#x}", e.proc, e.kind, e.size, found));
 }
 
+void TestRun::expect_locked(const Stmt& st, const stmt::ExpectLocked& e, uint64_t found) {
+  if (found != e.size) fail(st, fmt::format("expected {} locked {:#x}, found {:#x}", e.proc, e.size, found));
+}
+
 void TestRun::expect_mapped(const Stmt& st, const stmt::ExpectMapped& e, const char* found) {
   if (e.level != found) fail(st, fmt::format("expected {} mapped {}, found {}", where(e.proc, e.addr), e.level, found));
 }

@@ -128,6 +128,24 @@ P mmap C 4K rw private at=W+8K
 P write C 4K 3
 P read W+8K 4K 3
 
+test lang-mlock
+proc P
+P mmap A 12K rw private
+P mlock A 12K onfault
+expect P rss anon 0
+P munlock A+4K 4K
+expect P locked 8K
+P mlock A 12K
+expect P rss anon 12K
+expect-error EINVAL P madvise A 4K dontneed
+P madvise A 4K dontneed_locked
+P mremap A+8K 4K 4K B dontunmap
+expect P locked 4K
+P mmap C 8K rw private locked
+expect P locked 12K
+P munlockall
+expect P locked 0
+
 test lang-hugetlb
 sysfs hugepages/hugepages-2048kB/nr_hugepages 1
 proc P

@@ -15,7 +15,6 @@ namespace mmlab {
 namespace {
 
 constexpr uint64_t P = PAGE_SIZE;
-constexpr int kMapLocked = 0x2000;  // uapi MAP_LOCKED
 using test::RW;
 
 class GuardRegionTest : public test::MmTest {
@@ -145,7 +144,7 @@ TEST_F(GuardRegionTest, GupAndPopulateFail) {
 }
 
 TEST_F(GuardRegionTest, LockedHugetlbAndPfnmapRefuse) {
-  uint64_t l = map(2 * P, RW, kMapLocked);
+  uint64_t l = map(2 * P, RW, MAP_LOCKED);
   EXPECT_EQ(p->madvise(l, P, MADV_GUARD_INSTALL), -EINVAL);
   EXPECT_EQ(p->madvise(l, P, MADV_GUARD_REMOVE), 0);  // removing destroys nothing
   set("hugepages/hugepages-2048kB/nr_hugepages", "1");

@@ -184,6 +184,25 @@ TEST(ScenarioParseTest, MmapPlacementErrors) {
             "t.mms:4:1: expected a region bound before this line (by mmap or mremap), not 'Q'");
 }
 
+// mlock family, mmap flags, MREMAP_DONTUNMAP and `expect P locked`.
+TEST(ScenarioParseTest, MlockErrors) {
+  const std::string head = "test a\nproc P\nP mmap B 8K rw private\n";
+  EXPECT_EQ(parse_error(head + "P mlock B 4K always\n"), "t.mms:4:14: expected the end of the statement");
+  EXPECT_EQ(parse_error(head + "P munlock B 4K onfault\n"), "t.mms:4:16: expected the end of the statement");
+  EXPECT_EQ(parse_error(head + "P mlockall now\n"),
+            "t.mms:4:12: expected FLAGS (current, future, onfault, each once, joined by commas)");
+  EXPECT_EQ(parse_error(head + "P mlockall current,current\n"),
+            "t.mms:4:12: expected FLAGS (current, future, onfault, each once, joined by commas)");
+  EXPECT_EQ(parse_error(head + "P munlockall current\n"), "t.mms:4:14: expected the end of the statement");
+  EXPECT_EQ(parse_error(head + "P mmap A 4K rw private locked locked\n"), "t.mms:4:31: expected locked once");
+  EXPECT_EQ(parse_error(head + "P mremap B 8K 8K C dontunmap dontunmap\n"),
+            "t.mms:4:30: expected to=ADDR or dontunmap (each once)");
+  EXPECT_EQ(parse_error(head + "expect P locked\n"), "t.mms:4:17: expected a SIZE");
+  EXPECT_EQ(parse_error(head + "P madvise B 4K dontneed-locked\n").substr(0, 26), "t.mms:4:32: expected an AD");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mlock Q 4K\n"),
+            "t.mms:3:9: expected a region bound before this line (by mmap or mremap), not 'Q'");
+}
+
 TEST(ScenarioParseTest, BadInputIsAParseError) {
   std::string err;
   // Numbers that do not fit 64 bits wrap to something else: refused.
@@ -289,14 +308,14 @@ TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
     scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
     EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
   }
-  EXPECT_EQ(subject_verbs, 16u);
+  EXPECT_EQ(subject_verbs, 20u);
   // What may follow a process name, in the table's order.
   EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
-            "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, "
-            "userfaultfd, uffd-wp, write, read, gup, dump, print)");
-  EXPECT_EQ(parse_error("test a\nproc P\nP mlock A\n"),
-            "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, clear-soft-dirty, thp-disable, "
-            "userfaultfd, uffd-wp, write, read, gup, dump, print), not 'mlock'");
+            "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mlockall, "
+            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mseal A\n"),
+            "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mlockall, "
+            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print), not 'mseal'");
 }
 
 TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
