@@ -10,7 +10,6 @@ is a read, then a write of 'x' over the page.
 
 Not replayed, and why:
 - process_madvise: the language has no process_madvise().
-- mlock: the language has no mlock() yet.
 - uffd: a userfaultfd registration the host agent cannot make.
 - madvise_sequential: MADV_SEQUENTIAL is not in the language, and the
   model does not reclaim page cache.
@@ -199,6 +198,24 @@ def dontneed(t):
     t.add("P munmap A 40K")
 
 
+def mlock(t):
+    t.mmap("A", 10)
+    for i in range(10):
+        t.add(f"P write {at('A', i)} 4K 0x79")
+    t.add("P mlock A 40K")
+    t.guard("A", 0, 10, err="EINVAL")
+    t.add("P munlock A 40K")
+    t.guard("A", 0, 5)
+    t.faults("A", range(5))
+    t.rw("A", range(5, 10))
+    t.reads("A", range(5, 10), byte="0x78")
+    # Only the unguarded half can be locked (locking populates).
+    t.add("P mlock A+20K 20K")
+    t.unguard("A", 0, 10)  # allowed in a locked range: it destroys nothing
+    t.rw("A", range(10))
+    t.add("P munmap A 40K")
+
+
 def mremap_move(t):
     t.mmap("A", 5)
     t.guard("A", 0)
@@ -380,6 +397,7 @@ TESTS = [
     ("mprotect", VARIANTS, mprotect),
     ("split_merge", VARIANTS, split_merge),
     ("dontneed", VARIANTS, dontneed),
+    ("mlock", VARIANTS, mlock),
     ("mremap_move", VARIANTS, mremap_move),
     ("mremap_expand", VARIANTS, mremap_expand),
     ("mremap_shrink", VARIANTS, mremap_shrink),

@@ -2134,6 +2134,194 @@ P read A+36K 4K 0x79
 P write A+36K 4K 0x78
 P munmap A 40K
 
+test guard-regions-mlock-anon
+# [RUN] guard_regions.anon.mlock
+proc P
+P mmap A 40K rw private
+P write A 4K 0x79
+P write A+4K 4K 0x79
+P write A+8K 4K 0x79
+P write A+12K 4K 0x79
+P write A+16K 4K 0x79
+P write A+20K 4K 0x79
+P write A+24K 4K 0x79
+P write A+28K 4K 0x79
+P write A+32K 4K 0x79
+P write A+36K 4K 0x79
+P mlock A 40K
+expect-error EINVAL P madvise A 40K guard_install
+P munlock A 40K
+P madvise A 20K guard_install
+expect-error SIGSEGV P read A 4K
+expect-error SIGSEGV P read A+4K 4K
+expect-error SIGSEGV P read A+8K 4K
+expect-error SIGSEGV P read A+12K 4K
+expect-error SIGSEGV P read A+16K 4K
+P read A+20K 4K
+P write A+20K 4K 0x78
+P read A+24K 4K
+P write A+24K 4K 0x78
+P read A+28K 4K
+P write A+28K 4K 0x78
+P read A+32K 4K
+P write A+32K 4K 0x78
+P read A+36K 4K
+P write A+36K 4K 0x78
+P read A+20K 4K 0x78
+P read A+24K 4K 0x78
+P read A+28K 4K 0x78
+P read A+32K 4K 0x78
+P read A+36K 4K 0x78
+P mlock A+20K 20K
+P madvise A 40K guard_remove
+P read A 4K
+P write A 4K 0x78
+P read A+4K 4K
+P write A+4K 4K 0x78
+P read A+8K 4K
+P write A+8K 4K 0x78
+P read A+12K 4K
+P write A+12K 4K 0x78
+P read A+16K 4K
+P write A+16K 4K 0x78
+P read A+20K 4K
+P write A+20K 4K 0x78
+P read A+24K 4K
+P write A+24K 4K 0x78
+P read A+28K 4K
+P write A+28K 4K 0x78
+P read A+32K 4K
+P write A+32K 4K 0x78
+P read A+36K 4K
+P write A+36K 4K 0x78
+P munmap A 40K
+
+test guard-regions-mlock-shmem
+# [RUN] guard_regions.shmem.mlock
+file F 400K
+proc P
+P mmap A 40K rw shared file=F
+P write A 4K 0x79
+P write A+4K 4K 0x79
+P write A+8K 4K 0x79
+P write A+12K 4K 0x79
+P write A+16K 4K 0x79
+P write A+20K 4K 0x79
+P write A+24K 4K 0x79
+P write A+28K 4K 0x79
+P write A+32K 4K 0x79
+P write A+36K 4K 0x79
+P mlock A 40K
+expect-error EINVAL P madvise A 40K guard_install
+P munlock A 40K
+P madvise A 20K guard_install
+expect-error SIGSEGV P read A 4K
+expect-error SIGSEGV P read A+4K 4K
+expect-error SIGSEGV P read A+8K 4K
+expect-error SIGSEGV P read A+12K 4K
+expect-error SIGSEGV P read A+16K 4K
+P read A+20K 4K
+P write A+20K 4K 0x78
+P read A+24K 4K
+P write A+24K 4K 0x78
+P read A+28K 4K
+P write A+28K 4K 0x78
+P read A+32K 4K
+P write A+32K 4K 0x78
+P read A+36K 4K
+P write A+36K 4K 0x78
+P read A+20K 4K 0x78
+P read A+24K 4K 0x78
+P read A+28K 4K 0x78
+P read A+32K 4K 0x78
+P read A+36K 4K 0x78
+P mlock A+20K 20K
+P madvise A 40K guard_remove
+P read A 4K
+P write A 4K 0x78
+P read A+4K 4K
+P write A+4K 4K 0x78
+P read A+8K 4K
+P write A+8K 4K 0x78
+P read A+12K 4K
+P write A+12K 4K 0x78
+P read A+16K 4K
+P write A+16K 4K 0x78
+P read A+20K 4K
+P write A+20K 4K 0x78
+P read A+24K 4K
+P write A+24K 4K 0x78
+P read A+28K 4K
+P write A+28K 4K 0x78
+P read A+32K 4K
+P write A+32K 4K 0x78
+P read A+36K 4K
+P write A+36K 4K 0x78
+P munmap A 40K
+
+test guard-regions-mlock-file
+# [RUN] guard_regions.file.mlock
+file F 400K fs=ext4
+proc P
+P mmap A 40K rw shared file=F
+P write A 4K 0x79
+P write A+4K 4K 0x79
+P write A+8K 4K 0x79
+P write A+12K 4K 0x79
+P write A+16K 4K 0x79
+P write A+20K 4K 0x79
+P write A+24K 4K 0x79
+P write A+28K 4K 0x79
+P write A+32K 4K 0x79
+P write A+36K 4K 0x79
+P mlock A 40K
+expect-error EINVAL P madvise A 40K guard_install
+P munlock A 40K
+P madvise A 20K guard_install
+expect-error SIGSEGV P read A 4K
+expect-error SIGSEGV P read A+4K 4K
+expect-error SIGSEGV P read A+8K 4K
+expect-error SIGSEGV P read A+12K 4K
+expect-error SIGSEGV P read A+16K 4K
+P read A+20K 4K
+P write A+20K 4K 0x78
+P read A+24K 4K
+P write A+24K 4K 0x78
+P read A+28K 4K
+P write A+28K 4K 0x78
+P read A+32K 4K
+P write A+32K 4K 0x78
+P read A+36K 4K
+P write A+36K 4K 0x78
+P read A+20K 4K 0x78
+P read A+24K 4K 0x78
+P read A+28K 4K 0x78
+P read A+32K 4K 0x78
+P read A+36K 4K 0x78
+P mlock A+20K 20K
+P madvise A 40K guard_remove
+P read A 4K
+P write A 4K 0x78
+P read A+4K 4K
+P write A+4K 4K 0x78
+P read A+8K 4K
+P write A+8K 4K 0x78
+P read A+12K 4K
+P write A+12K 4K 0x78
+P read A+16K 4K
+P write A+16K 4K 0x78
+P read A+20K 4K
+P write A+20K 4K 0x78
+P read A+24K 4K
+P write A+24K 4K 0x78
+P read A+28K 4K
+P write A+28K 4K 0x78
+P read A+32K 4K
+P write A+32K 4K 0x78
+P read A+36K 4K
+P write A+36K 4K 0x78
+P munmap A 40K
+
 test guard-regions-mremap-move-anon
 # [RUN] guard_regions.anon.mremap_move
 proc P
