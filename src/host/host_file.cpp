@@ -59,7 +59,12 @@ int memfd(uint64_t size, unsigned hugetlb_shift, const std::string& name) {
   int fd = memfd_create(name.c_str(), flags);
   if (fd < 0) return -errno;
   int err = ftruncate(fd, static_cast<off_t>(size)) ? -errno : 0;
-  if (!err && size && fallocate(fd, 0, 0, static_cast<off_t>(size))) err = -errno;
+  // hugetlbfs's fallocate stops at a pending signal (a probe process's
+  // SIGCHLD, say) with EINTR and keeps what it allocated: go on from there.
+  for (int tries = 0; !err && size; tries++) {
+    if (!fallocate(fd, 0, 0, static_cast<off_t>(size))) break;
+    err = errno == EINTR && tries < 100 ? 0 : -errno;
+  }
   if (err) {
     close(fd);
     return err;
