@@ -27,8 +27,7 @@ Not replayed, and why:
     ./gen_guard_regions.py             # writes guard_regions.mms here
     ./gen_guard_regions.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 PAGE_KB = 4
 VARIANTS = ["anon", "shmem", "file"]
@@ -434,14 +433,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "guard_regions.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "guard_regions.mms", gen)

@@ -56,8 +56,7 @@ Not replayed, and why:
     ./gen_hugepage_mremap.py             # writes hugepage_mremap.mms here
     ./gen_hugepage_mremap.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 HP_MB = 2
 FREE = "hugepages/hugepages-2048kB/free_hugepages"
@@ -135,14 +134,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "hugepage_mremap.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "hugepage_mremap.mms", gen)

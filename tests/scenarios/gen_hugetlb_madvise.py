@@ -41,8 +41,7 @@ Not replayed, and why:
     ./gen_hugetlb_madvise.py             # writes hugetlb_madvise.mms here
     ./gen_hugetlb_madvise.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 POOL = 20  # MIN_FREE_PAGES
 NR = 10    # NR_HUGE_PAGES
@@ -233,14 +232,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "hugetlb_madvise.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "hugetlb_madvise.mms", gen)

@@ -11,8 +11,7 @@ a populated page is a PTE mapping.
     ./gen_madv_populate.py             # writes madv_populate.mms here
     ./gen_madv_populate.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 SIZE = "2M"
 SAMPLES = ["A", "A+1M", "A+2044K"]  # first, middle and last page
@@ -91,14 +90,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "madv_populate.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "madv_populate.mms", gen)

@@ -9,8 +9,7 @@ the selftest's "+1" is W+4K.
     ./gen_map_fixed_noreplace.py             # writes map_fixed_noreplace.mms here
     ./gen_map_fixed_noreplace.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 PAGE_KB = 4
 
@@ -82,14 +81,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "map_fixed_noreplace.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "map_fixed_noreplace.mms", gen)

@@ -46,8 +46,7 @@ does not skip copy-on-write:
     ./gen_mkdirty.py             # writes mkdirty.mms here
     ./gen_mkdirty.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 THP = "2M"
 LAST = "A+2044K"  # the THP's last subpage
@@ -160,14 +159,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "mkdirty.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "mkdirty.mms", gen)

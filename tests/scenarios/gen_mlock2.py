@@ -25,8 +25,7 @@ Not replayed, and why:
     ./gen_mlock2.py             # writes mlock2.mms here
     ./gen_mlock2.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 # (test name, the selftest function and its result lines, statements)
 TESTS = [
@@ -114,14 +113,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "mlock2.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "mlock2.mms", gen)

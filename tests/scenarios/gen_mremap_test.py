@@ -53,8 +53,7 @@ every page.
     ./gen_mremap_test.py             # writes mremap_test.mms here
     ./gen_mremap_test.py --out DIR   # ... into DIR instead
 """
-import argparse
-import os
+import replay_file
 
 K = 1 << 10
 M = 1 << 20
@@ -279,14 +278,5 @@ def gen():
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                    help="directory to write the .mms file into (default: this script's)")
-    args = ap.parse_args()
-    with open(os.path.join(args.out, "mremap_test.mms"), "w") as f:
-        f.write(gen())
-
-
 if __name__ == "__main__":
-    main()
+    replay_file.main(__doc__, "mremap_test.mms", gen)
