@@ -141,7 +141,7 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end);
 [[nodiscard]] int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma);
 [[nodiscard]] int hugetlb_sysfs_write(Kernel* k, const std::string& path, const std::string& value);  // -ENOENT if not a hugetlb path
 [[nodiscard]] int hugetlb_sysfs_read(Kernel* k, const std::string& path, std::string* out);
-inline bool is_vm_hugetlb_page(const Vma* vma) { return vma->vm_flags & VM_HUGETLB; }
+inline bool is_vm_hugetlb_page(const Vma* vma) { return vma_flags(vma) & VM_HUGETLB; }
 
 // hugetlbfs_file_mmap_prepare: a new VMA maps the hugetlbfs file f (also the
 // file hugetlb_file_setup made for MAP_HUGETLB). Sets VM_HUGETLB|VM_DONTEXPAND;

@@ -55,7 +55,7 @@ void migrate_folio_state(Kernel* k, Folio* dst, Folio* src) {
 // (tests/scenarios/zero_page.mms, which the host agrees with).
 bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t old, Page* page, Folio* folio) {
   if (folio_test_large(folio)) return false;
-  if (folio_test_mlocked(folio) || (vma->vm_flags & VM_LOCKED)) return false;
+  if (folio_test_mlocked(folio) || (vma_flags(vma) & VM_LOCKED)) return false;
   PhysMem* phys = vma->vm_mm->phys;
   uint8_t found = 0;
   if (user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) >= 0) return false;  // memchr_inv

@@ -313,7 +313,7 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
   // (MAP_LOCKED or mlockall(MCL_FUTURE) on hugetlb; the caller still
   // populates them), before a merge compares flags.
   if ((vma->vm_flags & VM_LOCKED) && ((vma->vm_flags & VM_SPECIAL) || is_vm_hugetlb_page(vma)))
-    vma->vm_flags &= ~VM_LOCKED_MASK;
+    vm_flags_reset(vma, vma->vm_flags & ~VM_LOCKED_MASK);
   vma = vma_merge_neighbours(mm, vma);
   vma_set_page_prot(vma);  // write-notify for soft-dirty or file dirty tracking
   // __mmap_new_vma (a merge registered in vma_merge_neighbours already).

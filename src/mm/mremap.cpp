@@ -158,7 +158,7 @@ long move_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
     // was moved whole, its pages all live in the new VMA now.
     mmap_assert_write_locked(vma->vm_mm);
     vma_start_write(vma);
-    vma->vm_flags &= ~(VM_LOCKED_MASK | VM_ACCOUNT);
+    vm_flags_reset(vma, vma->vm_flags & ~(VM_LOCKED_MASK | VM_ACCOUNT));
     vma_set_page_prot(vma);
     if (new_vma != vma && r.addr == vma->vm_start && r.addr + r.old_len == vma->vm_end) unlink_anon_vmas(vma);
   } else if (r.old_len) {

@@ -403,7 +403,7 @@ bool try_to_unmap_vma(Folio* folio, Vma* vma, unsigned ttu_flags, const ReplaceP
   bool walked = page_vma_mapped_walk(
       &pvmw,
       [&](PageVmaMappedWalk* w) {
-        if (!(ttu_flags & TTU_IGNORE_MLOCK) && (vma->vm_flags & VM_LOCKED)) return false;
+        if (!(ttu_flags & TTU_IGNORE_MLOCK) && (vma_flags(vma) & VM_LOCKED)) return false;
         if (!w->pte) {
           switch (pmd_leaf ? pmd_leaf(w) : PmdLeafAction::kSplit) {
             case PmdLeafAction::kSplit:

@@ -346,7 +346,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
       }
       target->vm_end = new_end;
     }
-    target->vm_flags = flags;
+    vm_flags_reset(target, flags);
     vma_set_page_prot(target);
   }
 
@@ -376,7 +376,7 @@ Vma* vma_modify_flags(Mm* mm, Vma* vma, uint64_t start, uint64_t end, vm_flags_t
     }
   }
   vma_start_write_mm(mm, vma);
-  vma->vm_flags = newflags;
+  vm_flags_reset(vma, newflags);
   vma_set_page_prot(vma);
   return vma_merge_neighbours(mm, vma);
 }

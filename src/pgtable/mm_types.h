@@ -124,6 +124,17 @@ struct Vma {
   uint64_t pages() const { return (vm_end - vm_start) >> PAGE_SHIFT; }
 };
 
+// vm_flags of a VMA others can reach: written under the mmap and VMA write
+// locks (vm_flags_reset), read by rmap walks of other mms that hold
+// neither (vma_flags). The kernel's accesses are plain and its readers
+// tolerate a stale value; relaxed atomics say the same to ThreadSanitizer.
+inline vm_flags_t vma_flags(const Vma* vma) {
+  return std::atomic_ref<vm_flags_t>(const_cast<Vma*>(vma)->vm_flags).load(std::memory_order_relaxed);
+}
+inline void vm_flags_reset(Vma* vma, vm_flags_t flags) {
+  std::atomic_ref<vm_flags_t>(vma->vm_flags).store(flags, std::memory_order_relaxed);
+}
+
 inline uint64_t linear_page_index(const Vma* vma, uint64_t addr) {
   return ((addr - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
 }

@@ -366,7 +366,7 @@ void clear_refs_soft_dirty(Mm* mm) {
     if (vma_soft_dirty_enabled(vma)) continue;
     mmap_assert_write_locked(vma->vm_mm);
     vma_start_write(vma);  // vm_flags_clear
-    vma->vm_flags &= ~VM_SOFTDIRTY;
+    vm_flags_reset(vma, vma->vm_flags & ~VM_SOFTDIRTY);
     vma_set_page_prot(vma);
   }
   for (auto& kv : mm->vmas) {
