@@ -39,3 +39,21 @@ P mmap A 2M rw private hugetlb=2M
 P write A 2M 1
 expect sysfs hugepages/hugepages-2048kB/surplus_hugepages 1
 P read A 2M 1
+
+# Lowering a pool below its pages in use is legal: they become surplus
+# (set_max_huge_pages, adjust_pool_surplus), nr_hugepages reads more than
+# was written, and the surplus pages are freed as they are unmapped.
+test hugetlb-lower-pool-below-in-use
+sysfs hugepages/hugepages-2048kB/nr_hugepages 3
+proc P
+P mmap A 4M rw private hugetlb=2M
+P write A 4M 1
+sysfs hugepages/hugepages-2048kB/nr_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+expect sysfs hugepages/hugepages-2048kB/surplus_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+P read A 4M 1
+P munmap A 4M
+expect sysfs hugepages/hugepages-2048kB/nr_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/surplus_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
