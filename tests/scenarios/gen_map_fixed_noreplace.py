@@ -48,24 +48,21 @@ def step_lines(i, step):
     return out
 
 
-def test(i):
-    name, why = STEPS[i][0], STEPS[i][1]
-    out = [f"test map-fixed-noreplace-{i + 1}-{name}",
-           f"# [{i + 1}] {why}{' must fail with ' + STEPS[i][4] if STEPS[i][4] else ''}",
-           "P mmap W 20K none private",
-           "P munmap W 20K"]
-    for j in range(i + 1):
+def window_test(number, name, why, steps):
+    """A test that finds its free window, as the selftest does, and runs steps."""
+    out = [f"test map-fixed-noreplace-{number}-{name}", f"# [{number}] {why}", "P mmap W 20K none private", "P munmap W 20K"]
+    for j in range(steps):
         out += step_lines(j, STEPS[j])
     return out
 
 
+def test(i):
+    name, why, err = STEPS[i][0], STEPS[i][1], STEPS[i][4]
+    return window_test(i + 1, name, why + (f" must fail with {err}" if err else ""), i + 1)
+
+
 def last_test():
-    out = ["test map-fixed-noreplace-9-unmap-window",
-           "# [9] munmap of the whole window (two gaps, the three mappings)",
-           "P mmap W 20K none private",
-           "P munmap W 20K"]
-    for j in range(len(STEPS)):
-        out += step_lines(j, STEPS[j])
+    out = window_test(9, "unmap-window", "munmap of the whole window (two gaps, the three mappings)", len(STEPS))
     out += ["P munmap W 20K", "expect-error ENOMEM P mprotect W 4K r", "expect-error ENOMEM P mprotect W+16K 4K r"]
     return out
 
