@@ -61,8 +61,48 @@ struct MachineInfo {
   long nproc = 0, page_size = 0;
   uint64_t mem_total_kb = 0;
   std::map<std::string, std::string> thp_before;  // /sys/kernel/mm/<rel> -> value before calibrating
+  // What moves the kernel's costs by more than 10% (profile format 2): a
+  // profile is refused for a machine where one of these differs
+  // (cost_header_differences).
+  std::string arch;          // uname machine
+  std::string hypervisor;    // "none" on bare metal, else the CPUID vendor ("KVM", ...)
+  std::string init_on_alloc, init_on_free;  // "0"/"1" (with init_on_alloc the allocator zeroes)
+  std::string mitigations;   // the vulnerabilities that report "Mitigation: ...", sorted, comma-separated
+  std::string governor;      // cpufreq scaling_governor of CPU 0, "none" without cpufreq
+  std::string thp_defrag, khugepaged_defrag;
+  std::string memcg;         // "v2", "v1" or "none": is the memory controller charging
 
   bool operator==(const MachineInfo&) const = default;
+};
+
+// The cost of one term of the cost model (include/mmlab/cost.h) on this
+// machine: ns per count, with its 95% interval.
+struct TermCost {
+  std::string id;
+  double ns = 0, lo = 0, hi = 0;
+  // "fit", "measured", "override" (set by hand), "merged into ID" (its count
+  // cannot be told apart from ID's in the calibration design: ID's cost
+  // covers both and this one is 0), "not exercised" (no calibration case
+  // counts it: 0, and a prediction that uses it says so).
+  std::string how;
+  bool operator==(const TermCost&) const = default;
+};
+
+// One calibration case: the host's median CPU time and the fit's value.
+struct CaseFit {
+  std::string name;
+  double host_ns = 0, fitted_ns = 0;
+  bool operator==(const CaseFit&) const = default;
+};
+
+struct FitSummary {
+  std::vector<CaseFit> per_case;
+  int cases = 0;
+  double condition_number = 0;  // of the fitted terms' design, columns scaled to unit length
+  double residual_median = 0, residual_max = 0;  // in-sample |predicted - measured| / measured
+  std::string cases_sha;  // of the calibration cases file
+  double reference_ns = 0;  // cost::speed_reference_ns() during the calibration (median)
+  bool operator==(const FitSummary&) const = default;
 };
 
 struct CostProfile {
@@ -79,6 +119,10 @@ struct CostProfile {
   std::vector<FaultCost> faults;  // by folio size, 4K first
   std::vector<PinCost> pins;
   std::vector<std::string> notes;  // what could not be measured, and why
+  std::vector<TermCost> terms;     // format 2: the cost model's terms (empty in a format 1 profile)
+  FitSummary fit;
+
+  const TermCost* term(const std::string& id) const;
 
   // The entry for a folio size, or nullptr when the profile lacks it.
   const FaultCost* fault_cost(uint64_t folio_bytes) const;
@@ -109,7 +153,14 @@ std::string folio_size_label(uint64_t bytes);
 // The profile as a Markdown table (what `mmlab calibrate` prints).
 std::string cost_profile_table(const CostProfile& p);
 
-// JSON (format "mmlab-cost-profile", version 1). load(save(p)) == p.
+// The header fields that differ between the profile's machine and this one
+// ("arch: x86_64 here, aarch64 in the profile"); empty when it applies.
+std::vector<std::string> cost_header_differences(const MachineInfo& profile, const MachineInfo& here);
+// This machine, as a profile header records it.
+MachineInfo describe_this_machine();
+
+// JSON (format "mmlab-cost-profile", version 2; version 1 files still load,
+// without terms). load(save(p)) == p.
 std::string cost_profile_to_json(const CostProfile& p);
 int cost_profile_from_json(const std::string& text, CostProfile* out, std::string* err);
 int save_cost_profile(const std::string& path, const CostProfile& p, std::string* err);

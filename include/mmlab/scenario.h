@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -85,6 +86,13 @@ struct ScenarioResult {
   // statement run, the digest of the end state `mmlab diff` compares (every
   // present entry, rss, vmstat, mTHP statistics and the model's counters).
   std::vector<std::string> states;
+  // With ScenarioOptions::cost_sample, for a test that ran to its end after
+  // a `counters reset`: what ran after the last reset, the cost model's two
+  // sides. The model: every counter's growth by name (System::counter()'s
+  // names and the /proc/vmstat items); the host: the CPU time its processes
+  // spent serving the statements, user and kernel, in ns (-1: not measured).
+  std::map<std::string, int64_t> cost_counts;
+  int64_t cpu_ns = -1;
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -146,6 +154,8 @@ struct ScenarioOptions {
   // Model backend: ScenarioResult::states, so that two builds' end states
   // can be compared statement by statement (`mmlab run --states`).
   bool record_states = false;
+  // ScenarioResult::cost_counts / cpu_ns (`mmlab calibrate`, `mmlab validate`).
+  bool cost_sample = false;
 };
 
 // Runs the tests, printing TAP to `tap` in file order as they finish (plan

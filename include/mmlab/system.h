@@ -332,6 +332,7 @@ class Process {
  private:
   friend class System;
   Process(System* sys, std::unique_ptr<Mm> mm, std::string name, int pid);
+  Mm* syscall_mm() const;  // the mm, with the system call counted (mm.syscall); nullptr once exited
   System* sys_;
   std::unique_ptr<Mm> mm_;
   std::string name_;

@@ -197,7 +197,7 @@ vm_fault_t do_cow_fault(VmFault* vmf, uint64_t pgoff) {
     return ret;
   }
   copy_user_page(mm->phys, mm->phys->page_address(&new_folio->page), mm->phys->page_address(page));
-  mm->stats->count(Event::copy_bytes, PAGE_SIZE);
+  mm->stats->count_copied(0, PAGE_SIZE);
   folio_set_uptodate(new_folio);
   ret = finish_fault(vmf, new_folio, &new_folio->page, /*is_cow=*/true);
   folio_unlock(folio);

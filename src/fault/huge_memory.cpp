@@ -146,7 +146,7 @@ static Folio* vma_alloc_anon_folio_pmd(Vma* vma, uint64_t addr) {
   uint64_t haddr = addr & PMD_MASK;
   long target = static_cast<long>((addr - haddr) >> PAGE_SHIFT);
   zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&f->page)), HPAGE_PMD_NR, target);
-  mm->stats->count(Event::zero_bytes, PMD_SIZE);
+  mm->stats->count_zeroed(PMD_ORDER, PMD_SIZE);
   folio_set_uptodate(f);
   return f;
 }
@@ -321,7 +321,7 @@ vm_fault_t do_huge_pmd_wp_page(VmFault* vmf) {
       entry_set(vmf->pmd, entry);
       mm->stats->count(VmStat::pgreuse);
       mm->stats->count(Event::fault_wp_reuse);
-      mm->stats->count_cow(PMD_ORDER, CowStat::reuse);
+      mm->stats->count_order(PMD_ORDER, OrderStat::reuse);
       mm->stats->count(Event::cow_reuse_pages, HPAGE_PMD_NR);
     } else {
       mm->stats->count(Event::fault_unshare);

@@ -216,7 +216,7 @@ static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl) {
   st->count(VmStat::pgreuse);
   st->count(Event::fault_wp_reuse);
   MM_TRACE("mm_cow_reuse", "address={:#x} pfn={:#x} order={}", vmf->address, folio_pfn(folio), folio_order(folio));
-  st->count_cow(folio_order(folio), CowStat::reuse);
+  st->count_order(folio_order(folio), OrderStat::reuse);
   st->count(Event::cow_reuse_pages);
   return 0;
 }

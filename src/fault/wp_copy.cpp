@@ -72,12 +72,12 @@ void count_wp_copy(const VmFault* vmf, unsigned order) {
   Mm* mm = vmf->vma->vm_mm;
   const bool unshare = vmf->flags & FAULT_FLAG_UNSHARE;
   mm->stats->count(unshare ? Event::fault_unshare : Event::fault_wp_copy);
-  mm->stats->count_cow(order, unshare ? CowStat::unshare : CowStat::copy);
+  mm->stats->count_order(order, unshare ? OrderStat::unshare : OrderStat::copy);
 }
 
 void count_wp_copy_bytes(Mm* mm, const Folio* new_folio, unsigned nr) {
   const uint64_t bytes = static_cast<uint64_t>(nr) * PAGE_SIZE;
-  mm->stats->count(Event::copy_bytes, bytes);
+  mm->stats->count_copied(folio_order(new_folio), bytes);
   mm->stats->count(Event::cow_bytes, bytes);
   unsigned zero = 0;
   for (unsigned i = 0; i < nr; i++) zero += frame_is_zero(mm->phys->page_address(folio_page(new_folio, i))) ? 1 : 0;
@@ -635,7 +635,7 @@ bool wp_page_reuse_run(VmFault* vmf, Folio* folio) {
   }
   mm->stats->count(VmStat::pgreuse);
   mm->stats->count(Event::fault_wp_reuse);
-  mm->stats->count_cow(folio_order(folio), CowStat::reuse);
+  mm->stats->count_order(folio_order(folio), OrderStat::reuse);
   mm->stats->count(Event::cow_reuse_pages, nr);
   return true;
 }

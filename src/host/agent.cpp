@@ -50,6 +50,7 @@ struct Response {  // also sent once, as it is here, when the process is ready
   uint32_t found = 0;
   uint64_t fault_addr = 0;
   int64_t bad = -1;
+  uint64_t cpu_ns = 0;  // the process's CPU time (user and kernel) spent on the request
 };
 }  // namespace wire
 
@@ -310,12 +311,19 @@ long agent_fork(int* sock, int* pass) {
   return pid;
 }
 
+uint64_t thread_cpu_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 [[noreturn]] void serve(int sock) {
   for (;;) {
     Request rq;
     int fd = -1;
     if (recv_all(sock, &rq, sizeof(rq), &fd) <= 0) _exit(0);  // the runner is gone
     if (rq.op == Op::kExit) _exit(0);
+    const uint64_t cpu0 = thread_cpu_ns();
     Response rs;
     int pass = -1;
     if (rq.op == Op::kFork) {
@@ -329,6 +337,7 @@ long agent_fork(int* sock, int* pass) {
       rs.ret = run_syscall(rq, fd);
     }
     if (fd >= 0) ::close(fd);
+    rs.cpu_ns = thread_cpu_ns() - cpu0;
     if (send_all(sock, &rs, sizeof(rs), pass) < 0) _exit(0);
     if (pass >= 0) ::close(pass);
   }
@@ -519,7 +528,9 @@ long Agent::call(const Request& rq, int fd, Response* rs, int* got_fd) {
     finish(-1);
     return -EPIPE;
   }
-  return await(rs, got_fd);
+  long r2 = await(rs, got_fd);
+  if (r2 == 0) cpu_ns_ += rs->cpu_ns;
+  return r2;
 }
 
 long Agent::simple(const Request& rq, int fd) {

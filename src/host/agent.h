@@ -80,6 +80,12 @@ class Agent {
   // exit(0); returns once the process's address space is gone.
   void exit();
 
+  // The process's CPU time (user and kernel, CLOCK_THREAD_CPUTIME_ID in the
+  // process) spent serving requests so far: the cost model's measured side.
+  // The socket round trip and the wait for the next request are not in it,
+  // nor is what exit() frees.
+  uint64_t cpu_ns() const { return cpu_ns_; }
+
   static constexpr int kTimeoutMs = 60000;
 
  private:
@@ -97,6 +103,7 @@ class Agent {
   int sock_ = -1;             // our end of the command socket
   bool direct_child_ = true;  // forked by the runner (we reap it) or by another agent
   int pidfd_ = -1;            // names this process for SIGKILL even if its pid is recycled
+  uint64_t cpu_ns_ = 0;
 };
 
 }  // namespace mmlab::host

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cpuid.h>
+#include <cstring>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
@@ -428,8 +430,84 @@ std::string utc_now() {
   return buf;
 }
 
+// The hypervisor's CPUID vendor (leaf 0x40000000), "none" on bare metal.
+std::string hypervisor_vendor() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __cpuid(1, a, b, c, d);
+  if (!(c & (1u << 31))) return "none";
+  __cpuid(0x40000000, a, b, c, d);
+  char v[13] = {};
+  std::memcpy(v, &b, 4);
+  std::memcpy(v + 4, &c, 4);
+  std::memcpy(v + 8, &d, 4);
+  std::string s = trim(v);
+  if (s.find("KVM") != std::string::npos) return "KVM";
+  return s.empty() ? "unknown" : s;
+}
+
+// A boot parameter's value, or "default" (the kernel's build-time default).
+std::string boot_param(const std::string& key) {
+  std::ifstream in("/proc/cmdline");
+  for (std::string w; in >> w;)
+    if (w.rfind(key + "=", 0) == 0) return w.substr(key.size() + 1);
+  return "default";
+}
+
+std::string mitigations_in_effect() {
+  std::vector<std::string> on;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/sys/devices/system/cpu/vulnerabilities", ec)) {
+    std::ifstream in(e.path());
+    std::string v;
+    std::getline(in, v);
+    if (v.rfind("Mitigation", 0) == 0) on.push_back(e.path().filename().string());
+  }
+  std::sort(on.begin(), on.end());
+  std::string s;
+  for (auto& n : on) s += (s.empty() ? "" : ",") + n;
+  return s.empty() ? "none" : s;
+}
+
+std::string memcg_mode() {
+  std::ifstream v2("/sys/fs/cgroup/cgroup.controllers");
+  std::string l;
+  if (std::getline(v2, l) && l.find("memory") != std::string::npos) return "v2";
+  std::ifstream v1("/proc/cgroups");
+  for (std::string line; std::getline(v1, line);) {
+    std::istringstream f(line);
+    std::string name;
+    int hier = 0, n = 0, enabled = 0;
+    if (f >> name >> hier >> n >> enabled && name == "memory" && enabled) return "v1";
+  }
+  return "none";
+}
+
+std::string file_word(const std::string& path, const std::string& otherwise) {
+  std::ifstream in(path);
+  std::string w;
+  return in >> w ? w : otherwise;
+}
+
+// The selected value of a sysfs choice ("always defer [madvise] never").
+std::string sysfs_choice(const std::string& rel) {
+  std::string v;
+  if (sysfs_read(rel, &v)) return "unknown";
+  auto a = v.find('['), b = v.find(']');
+  return a != std::string::npos && b > a ? v.substr(a + 1, b - a - 1) : trim(v);
+}
+
 MachineInfo describe_machine(const std::vector<FolioSize>& sizes) {
   MachineInfo m;
+  struct utsname un = {};
+  if (uname(&un) == 0) m.arch = un.machine;
+  m.hypervisor = hypervisor_vendor();
+  m.init_on_alloc = boot_param("init_on_alloc");
+  m.init_on_free = boot_param("init_on_free");
+  m.mitigations = boot_param("mitigations") == "off" ? "off" : mitigations_in_effect();
+  m.governor = file_word("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "none");
+  m.thp_defrag = sysfs_choice(std::string(kThp) + "/defrag");
+  m.khugepaged_defrag = file_word(std::string("/sys/kernel/mm/") + kThp + "/khugepaged/defrag", "unknown");
+  m.memcg = memcg_mode();
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) m.hostname = host;
   m.cpu = trim(first_line_with("/proc/cpuinfo", "model name"));
@@ -509,6 +587,33 @@ int measure_all(const Context& c, SysfsGuard* guard, std::string* err) {
 std::string folio_size_label(uint64_t bytes) {
   if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + "M";
   return std::to_string(bytes >> 10) + "K";
+}
+
+MachineInfo describe_this_machine() { return describe_machine(anon_folio_sizes()); }
+
+std::vector<std::string> cost_header_differences(const MachineInfo& prof, const MachineInfo& here) {
+  std::vector<std::string> d;
+  auto cmp = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) d.push_back(fmt::format("{}: {} here, {} in the profile", what, b.empty() ? "?" : b, a.empty() ? "?" : a));
+  };
+  cmp("arch", prof.arch, here.arch);
+  cmp("cpu", prof.cpu, here.cpu);
+  cmp("hypervisor", prof.hypervisor, here.hypervisor);
+  cmp("online cpus", std::to_string(prof.nproc), std::to_string(here.nproc));
+  cmp("init_on_alloc", prof.init_on_alloc, here.init_on_alloc);
+  cmp("init_on_free", prof.init_on_free, here.init_on_free);
+  cmp("mitigations", prof.mitigations, here.mitigations);
+  cmp("governor", prof.governor, here.governor);
+  cmp("THP defrag", prof.thp_defrag, here.thp_defrag);
+  cmp("khugepaged defrag", prof.khugepaged_defrag, here.khugepaged_defrag);
+  cmp("memcg", prof.memcg, here.memcg);
+  return d;
+}
+
+const TermCost* CostProfile::term(const std::string& id) const {
+  for (auto& t : terms)
+    if (t.id == id) return &t;
+  return nullptr;
 }
 
 const FaultCost* CostProfile::fault_cost(uint64_t folio_bytes) const {
@@ -600,11 +705,17 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FaultCost, size, folio_bytes, faults, folios,
                                    cow_fallback, cow_samples_ns_per_fault)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PinCost, size, folio_bytes, bytes, fallback, register_us, unregister_us,
                                    register_ns_per_4k, unregister_ns_per_4k, register_samples_us, unregister_samples_us)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MachineInfo, hostname, cpu, kernel, nproc, page_size, mem_total_kb, thp_before)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MachineInfo, hostname, cpu, kernel, nproc, page_size, mem_total_kb,
+                                                thp_before, arch, hypervisor, init_on_alloc, init_on_free, mitigations,
+                                                governor, thp_defrag, khugepaged_defrag, memcg)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TermCost, id, ns, lo, hi, how)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CaseFit, name, host_ns, fitted_ns)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FitSummary, cases, condition_number, residual_median, residual_max, cases_sha,
+                                   reference_ns, per_case)
 
 namespace {
 constexpr const char* kFormat = "mmlab-cost-profile";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: the cost model's terms and the header's cost-moving fields
 }  // namespace
 
 std::string cost_profile_to_json(const CostProfile& p) {
@@ -621,6 +732,8 @@ std::string cost_profile_to_json(const CostProfile& p) {
       {"faults", p.faults},
       {"pins", p.pins},
       {"notes", p.notes},
+      {"terms", p.terms},
+      {"fit", p.fit},
   };
   return j.dump(2) + "\n";
 }
@@ -628,8 +741,9 @@ std::string cost_profile_to_json(const CostProfile& p) {
 int cost_profile_from_json(const std::string& text, CostProfile* out, std::string* err) {
   try {
     nlohmann::json j = nlohmann::json::parse(text);
-    if (j.value("format", "") != kFormat || j.value("version", 0) != kVersion) {
-      *err = fmt::format("not a {} version {} file", kFormat, kVersion);
+    const int version = j.value("version", 0);
+    if (j.value("format", "") != kFormat || version < 1 || version > kVersion) {
+      *err = fmt::format("not a {} file of version 1 to {}", kFormat, kVersion);
       return -EINVAL;
     }
     CostProfile p;
@@ -647,6 +761,10 @@ int cost_profile_from_json(const std::string& text, CostProfile* out, std::strin
     j.at("faults").get_to(p.faults);
     j.at("pins").get_to(p.pins);
     j.at("notes").get_to(p.notes);
+    if (version >= 2) {
+      j.at("terms").get_to(p.terms);
+      j.at("fit").get_to(p.fit);
+    }
     *out = std::move(p);
     return 0;
   } catch (const nlohmann::json::exception& e) {

@@ -345,6 +345,7 @@ int __collapse_huge_page_isolate(Vma* vma, uint64_t start_addr, pte_t* pte, cons
           goto out;
         }
         if (folio_test_large(folio)) compound_pagelist->push_back(folio);
+        mm->stats->count(Event::collapse_isolated);
       }
       // khugepaged's referenced rule (young PTE or referenced folio; the
       // model has no page-idle tracking and no secondary MMU).

@@ -97,7 +97,7 @@ int copy_present_page(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_pte
   Mm* dst_mm = dst_vma->vm_mm;
   PhysMem* phys = dst_mm->phys;
   if (copy_mc_user_highpage(phys, phys->page_address(&new_folio->page), phys->page_address(page))) return -EHWPOISON;
-  src_vma->vm_mm->stats->count(Event::copy_bytes, PAGE_SIZE);
+  src_vma->vm_mm->stats->count_copied(0, PAGE_SIZE);
   src_vma->vm_mm->stats->count(Event::fork_copied_pages);
   *prealloc = nullptr;
   folio_set_uptodate(new_folio);
@@ -475,6 +475,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
       total_vm -= mpnt->pages();  // vm_stat_account(mm, flags, -pages)
       continue;
     }
+    oldmm->stats->count(Event::fork_vmas);
     std::unique_ptr<Vma> tmp = vm_area_dup(mpnt);
     tmp->vm_mm = mm;
     // dup_userfaultfd() without UFFD_FEATURE_EVENT_FORK.
@@ -505,6 +506,7 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
 // nullptr with *err set (the half-built child torn down by mmput()).
 std::unique_ptr<Mm> dup_mm(Mm* oldmm, int* err) {
   *err = 0;
+  oldmm->stats->count(Event::fork_mm);
   auto mm = mm_alloc(oldmm->kernel);
   if (!mm) {
     *err = -ENOMEM;

@@ -368,7 +368,7 @@ int hugetlb_add_to_page_cache(Folio* folio, File* f, const Hstate* h, uint64_t i
 void folio_zero_huge(Folio* folio, Stats* st) {
   const uint64_t bytes = static_cast<uint64_t>(folio_nr_pages(folio)) * PAGE_SIZE;
   zero_folio_frames(PhysMem::of(&folio->page), static_cast<uint8_t*>(folio_address(folio)), folio_nr_pages(folio), -1);
-  st->count(Event::zero_bytes, bytes);
+  st->count_zeroed(folio_order(folio), bytes);  // a gigantic folio counts in the total only
 }
 
 namespace {

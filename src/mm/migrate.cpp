@@ -196,7 +196,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
   } else {
     for (long i = 0; i < nr; i++)
       copy_frames(phys, phys->page_address(folio_page(dst, i)), phys->page_address(folio_page(src, i)), PAGE_SIZE);
-    k->stats->count(Event::copy_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
+    k->stats->count_copied(folio_order(dst), static_cast<uint64_t>(nr) * PAGE_SIZE);
     migrate_folio_state(k, dst, src);
     aref(src->page.refcount).store(1, std::memory_order_release);
     ReadGuard rmap(&av->rwsem);

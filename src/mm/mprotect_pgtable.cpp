@@ -66,10 +66,8 @@ long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_
     else if (try_writable && !pte_write(ptent) && can_change_pte_writable(vma, addr, ptent))
       ptent = pte_mkwrite_novma(ptent);
     if (ptent == old) continue;
-    // ptep_modify_prot_start/commit: the hardware may set A/D concurrently.
-    pte_t cur = ptep_get_and_clear(mm, addr, pte);
-    ptent.v |= cur.v & (_PAGE_ACCESSED | _PAGE_DIRTY);
-    entry_set(pte, ptent);
+    // The hardware may set A/D concurrently: start/commit keep them.
+    ptep_modify_prot_commit(pte, ptep_modify_prot_start(mm, addr, pte), ptent);
     if (pte_write(old) && !pte_write(ptent)) flush = true;
     pages++;
   }

@@ -46,6 +46,41 @@ void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pm
   old_ptl->unlock();
 }
 
+// The model's userfaultfd has no UFFD_FEATURE_EVENT_REMAP: a uffd-wp VMA
+// (either end) needs its markers dropped entry by entry, so its table is
+// not moved whole.
+bool uffd_supports_page_table_move(const Vma* old_vma, const Vma* new_vma) {
+  return !(vma_flags(old_vma) & VM_UFFD_WP) && !(vma_flags(new_vma) & VM_UFFD_WP);
+}
+
+// move_normal_pmd (CONFIG_HAVE_MOVE_PMD, x86-64 and arm64): a whole 2M step
+// of PTEs moves by handing the PTE table itself to the new PMD entry. The
+// entries keep their bits as they are (no per-entry soft-dirty or uffd-wp
+// change: uffd-wp VMAs are refused above). A target PMD already populated
+// (free_pgtables left it) takes the entry-by-entry path.
+bool move_normal_pmd(Vma* vma, Vma* new_vma, uint64_t old_addr, pmd_t* old_pmd, pmd_t* new_pmd) {
+  if (!uffd_supports_page_table_move(vma, new_vma)) return false;
+  Mm* mm = vma->vm_mm;
+  if (!pmd_none(pmdp_get(new_pmd))) return false;
+  SpinLock* old_ptl = pmd_lock(mm, old_pmd);
+  old_ptl->assert_held();
+  SpinLock* new_ptl = pmd_lockptr(mm, new_pmd);
+  SpinNestedGuard nested(new_ptl, old_ptl, LockClass::kPmdLock);
+  const pmd_t pmd = pmdp_get(old_pmd);
+  bool moved = false;
+  // A collapse may have turned the table into a leaf meanwhile.
+  if (pmd_present(pmd) && !pmd_leaf(pmd) && pmd_none(pmdp_get(new_pmd))) {
+    entry_xchg(old_pmd, pmd_t{0});
+    entry_set(new_pmd, pmd);
+    flush_tlb_range(vma, old_addr, old_addr + PMD_SIZE);
+    mm->stats->count(Event::mremap_pmd_move);
+    moved = true;
+  }
+  nested.unlock();
+  old_ptl->unlock();
+  return moved;
+}
+
 }  // namespace
 
 uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t new_addr, uint64_t len) {
@@ -63,6 +98,8 @@ uint64_t move_page_tables(Vma* vma, uint64_t old_addr, Vma* new_vma, uint64_t ne
       if (pmd_trans_huge(pmdp_get(old_pmd))) {
         if (extent == PMD_SIZE && move_huge_pmd(vma, old_addr, new_addr, old_pmd, new_pmd)) goto next;
         split_huge_pmd(vma, old_pmd, old_addr);
+      } else if (extent == PMD_SIZE && move_normal_pmd(vma, new_vma, old_addr, old_pmd, new_pmd)) {
+        goto next;
       }
       if (!pte_alloc(mm, new_pmd)) break;
       move_ptes(vma, old_pmd, old_addr, old_addr + extent, new_pmd, new_addr);

@@ -40,6 +40,7 @@ void account_new_anon(Folio* f, Vma* vma, uint64_t addr) {
 }
 
 void add_pte_mappings(Folio* f, Page* page, int nr, Vma* vma, rmap_t flags) {
+  stats_of(f)->count(Event::rmap_update);
   if (!folio_test_large(f)) {
     VM_WARN_ON_FOLIO(nr != 1, f, "small folio mapped by a batch");
     atomic_add_return(f->page.mapcount, 1);
@@ -58,6 +59,7 @@ void add_pte_mappings(Folio* f, Page* page, int nr, Vma* vma, rmap_t flags) {
 
 // NR_ANON_THPS counts folios that are entirely mapped somewhere, not mappings.
 void add_entire_mapping(Folio* f, Page* page, Vma* vma, rmap_t flags) {
+  stats_of(f)->count(Event::rmap_update);
   if (atomic_add_return(folio_page(f, 1)->f1.entire_mapcount, 1) == 1 && folio_test_anon(f) &&
       folio_order(f) == PMD_ORDER)
     stats_of(f)->count(VmStat::nr_anon_transparent_hugepages);
@@ -140,6 +142,7 @@ void folio_add_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) { add_
 void folio_dup_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst) { add_pte_mappings(folio, page, nr, dst, RMAP_NONE); }
 
 void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
+  stats_of(folio)->count(Event::rmap_update);
   if (!folio_test_large(folio)) {
     VM_WARN_ON_FOLIO(nr != 1, folio, "small folio unmapped by a batch");
     int32_t left = atomic_add_return(folio->page.mapcount, -1);
@@ -163,6 +166,7 @@ void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma) {
 }
 
 static void remove_entire(Folio* folio, Vma* vma) {
+  stats_of(folio)->count(Event::rmap_update);
   Page* p1 = folio_page(folio, 1);
   int32_t left = atomic_add_return(p1->f1.entire_mapcount, -1);
   VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "entire mapcount underflow");

@@ -11,6 +11,7 @@ void folio_add_lru(Folio* folio) {
   // The kernel batches LRU additions per CPU (the batch holds a reference
   // until drained); the model adds at once, as if the batch were drained.
   folio_set_lru(folio);
+  if (Stats* st = PhysMem::of(&folio->page)->stats()) st->count(Event::lru_add);
 }
 
 // folio_isolate_lru (mm/vmscan.c): off the LRU, with a reference for the isolator.

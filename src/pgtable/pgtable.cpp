@@ -259,6 +259,7 @@ void __set_ptes(pte_t* ptep, pte_t pte, unsigned nr) {
 }
 
 void set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr) {
+  mm->stats->count(Event::pte_set, nr);
   if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] {
     c->set_ptes(mm, addr, ptep, pte, nr);
     return;
@@ -272,6 +273,7 @@ void ptep_set_access_flags(Mm* mm, uint64_t addr, pte_t* ptep, pte_t entry) {
 }
 
 pte_t get_and_clear_full_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
+  mm->stats->count(Event::pte_clear, nr);
   if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->clear(mm, addr, ptep, nr);
   pte_t first = entry_xchg(ptep, pte_t{0});
   for (unsigned i = 1; i < nr; i++) {
@@ -281,7 +283,19 @@ pte_t get_and_clear_full_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
   return first;
 }
 
+pte_t ptep_modify_prot_start(Mm* mm, uint64_t addr, pte_t* ptep) {
+  if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->clear(mm, addr, ptep, 1);
+  mm->stats->count(Event::pte_modify);
+  return entry_xchg(ptep, pte_t{0});
+}
+
+void ptep_modify_prot_commit(pte_t* ptep, pte_t old, pte_t pte) {
+  pte.v |= old.v & (_PAGE_ACCESSED | _PAGE_DIRTY);
+  entry_set(ptep, pte);
+}
+
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
+  mm->stats->count(Event::pte_modify, nr);
   if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->wrprotect(mm, addr, ptep, nr);
   for (unsigned i = 0; i < nr; i++) {
     std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel);

@@ -132,6 +132,11 @@ inline void set_pte_at(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte) { set_ptes
 // of them merged in (get_and_clear_full_ptes).
 pte_t get_and_clear_full_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
 inline pte_t ptep_get_and_clear(Mm* mm, uint64_t addr, pte_t* ptep) { return get_and_clear_full_ptes(mm, addr, ptep, 1); }
+// ptep_modify_prot_start/commit: an entry changed in place (mprotect), the
+// hardware's A/D bits of the cleared entry merged into the new one.
+// Counted as a modification (pgtable.pte_modify), not as a zap's clear.
+pte_t ptep_modify_prot_start(Mm* mm, uint64_t addr, pte_t* ptep);
+void ptep_modify_prot_commit(pte_t* ptep, pte_t old, pte_t pte);
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr);
 // clear_young_dirty_ptes (the generic version x86 uses): the accessed bit
 // alone is cleared atomically in place (ptep_test_and_clear_young); with the

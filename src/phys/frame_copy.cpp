@@ -12,7 +12,7 @@ void folio_zero_user(Folio* folio, uint64_t fault_addr, uint64_t folio_addr, Sta
   if (target < 0 || target >= nr) target = 0;
   PhysMem* phys = PhysMem::of(&folio->page);
   zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), nr, target);
-  st->count(Event::zero_bytes, static_cast<uint64_t>(nr) * PAGE_SIZE);
+  st->count_zeroed(folio_order(folio), static_cast<uint64_t>(nr) * PAGE_SIZE);
 }
 
 // The kernel copies page by page with copy_mc_user_highpage and stops with
@@ -27,7 +27,7 @@ int copy_user_large_folio(Folio* dst, Folio* src, Stats* st) {
     if (phys->should_fail(FaultSite::copy_mc)) return -EHWPOISON;
   const uint64_t bytes = static_cast<uint64_t>(nr) * PAGE_SIZE;
   copy_frames(phys, folio_address(dst), folio_address(src), bytes);
-  st->count(Event::copy_bytes, bytes);
+  st->count_copied(folio_order(dst), bytes);
   return 0;
 }
 

@@ -368,7 +368,7 @@ void PhysMem::prep_new_page(Page* p, unsigned order, gfp_t gfp, PrepCompound com
   for (uint64_t i = 1; i < nr; i++) reset_page(p + i, tail_link);
   if (gfp & __GFP_ZERO) {
     zero_frames(this, page_address(p), nr * PAGE_SIZE);
-    count(Event::zero_bytes, nr * PAGE_SIZE);
+    if (stats_) stats_->count_zeroed(order, nr * PAGE_SIZE);
   }
   if (large) st(p->flags, (1ull << PG_head) | (uint64_t{order} << PG_ORDER_SHIFT));
   aref(p->refcount).store(1, std::memory_order_release);
@@ -520,8 +520,10 @@ void PhysMem::free_pages(Page* p, unsigned order) {
   if (order > MAX_PAGE_ORDER) {
     free_contig_range(p, order);
   } else if (pcp_allowed_order(order)) {
+    count(Event::free_pcp);
     free_pcp(zone_of(p), p, order);
   } else {
+    count(Event::free_zone_lock);
     Zone& z = zone_of(p);
     ZoneLockGuard g(&z.lock, stats_);
     free_one_block(z, p, order);

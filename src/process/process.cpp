@@ -20,41 +20,48 @@ Process::Process(System* sys, std::unique_ptr<Mm> mm, std::string name, int pid)
 
 Process::~Process() { exit(); }
 
+// Every system call below enters the kernel once (the cost model's
+// per-call term), whatever it then does.
+Mm* Process::syscall_mm() const {
+  if (mm_) mm_->stats->count(Event::mm_syscall);
+  return mm_.get();
+}
+
 long Process::mmap(uint64_t addr, uint64_t len, int prot, int flags, uint64_t off) {
-  if (!mm_) return -ESRCH;
+  if (!syscall_mm()) return -ESRCH;
   if (off & ~PAGE_MASK) return -EINVAL;
   return do_mmap(mm_.get(), addr, len, prot, flags, off >> PAGE_SHIFT);
 }
 
-int Process::munmap(uint64_t addr, uint64_t len) { return mm_ ? do_munmap(mm_.get(), addr, len) : -ESRCH; }
+int Process::munmap(uint64_t addr, uint64_t len) { return syscall_mm() ? do_munmap(mm_.get(), addr, len) : -ESRCH; }
 int Process::mprotect(uint64_t addr, uint64_t len, int prot) {
-  return mm_ ? do_mprotect(mm_.get(), addr, len, prot) : -ESRCH;
+  return syscall_mm() ? do_mprotect(mm_.get(), addr, len, prot) : -ESRCH;
 }
 long Process::mremap(uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr) {
-  return mm_ ? do_mremap(mm_.get(), addr, old_len, new_len, flags, new_addr) : -ESRCH;
+  return syscall_mm() ? do_mremap(mm_.get(), addr, old_len, new_len, flags, new_addr) : -ESRCH;
 }
 int Process::madvise(uint64_t addr, uint64_t len, int advice) {
-  return mm_ ? do_madvise(mm_.get(), addr, len, advice) : -ESRCH;
+  return syscall_mm() ? do_madvise(mm_.get(), addr, len, advice) : -ESRCH;
 }
 
 int Process::mlock2(uint64_t addr, uint64_t len, int flags) {
-  return mm_ ? do_mlock2(mm_.get(), addr, len, flags) : -ESRCH;
+  return syscall_mm() ? do_mlock2(mm_.get(), addr, len, flags) : -ESRCH;
 }
-int Process::munlock(uint64_t addr, uint64_t len) { return mm_ ? do_munlock(mm_.get(), addr, len) : -ESRCH; }
-int Process::mlockall(int flags) { return mm_ ? do_mlockall(mm_.get(), flags) : -ESRCH; }
-int Process::munlockall() { return mm_ ? do_munlockall(mm_.get()) : -ESRCH; }
+int Process::munlock(uint64_t addr, uint64_t len) { return syscall_mm() ? do_munlock(mm_.get(), addr, len) : -ESRCH; }
+int Process::mlockall(int flags) { return syscall_mm() ? do_mlockall(mm_.get(), flags) : -ESRCH; }
+int Process::munlockall() { return syscall_mm() ? do_munlockall(mm_.get()) : -ESRCH; }
 
 int Process::prctl_set_thp_disable(bool disable, unsigned long flags) {
-  return mm_ ? mmlab::prctl_set_thp_disable(mm_.get(), disable, flags) : -ESRCH;
+  return syscall_mm() ? mmlab::prctl_set_thp_disable(mm_.get(), disable, flags) : -ESRCH;
 }
 int Process::uffd_register(uint64_t addr, uint64_t len, unsigned modes) {
-  if (!mm_) return -ESRCH;
+  if (!syscall_mm()) return -ESRCH;
   if (!modes || (modes & ~(kUffdMissing | kUffdWp))) return -EINVAL;
   vm_flags_t f = ((modes & kUffdMissing) ? VM_UFFD_MISSING : 0) | ((modes & kUffdWp) ? VM_UFFD_WP : 0);
   return userfaultfd_register(mm_.get(), addr, len, f);
 }
 int Process::uffd_writeprotect(uint64_t addr, uint64_t len, bool wp) {
-  return mm_ ? mwriteprotect_range(mm_.get(), addr, len, wp) : -ESRCH;
+  return syscall_mm() ? mwriteprotect_range(mm_.get(), addr, len, wp) : -ESRCH;
 }
 
 void Process::exit() {
@@ -103,14 +110,14 @@ std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {
 // registered with the System as new_process() does.
 Process* Process::fork(const std::string& child_name, int* err) {
   int ret = -ESRCH;
-  std::unique_ptr<Mm> mm = mm_ ? dup_mm(mm_.get(), &ret) : nullptr;
+  std::unique_ptr<Mm> mm = syscall_mm() ? dup_mm(mm_.get(), &ret) : nullptr;
   if (err) *err = ret;
   if (!mm) return nullptr;
   return sys_->add_process(std::move(mm), child_name);
 }
 
 long Process::mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off) {
-  return mm_ ? ksys_mmap_pgoff(mm_.get(), addr, len, prot, flags, fd, off) : -ESRCH;
+  return syscall_mm() ? ksys_mmap_pgoff(mm_.get(), addr, len, prot, flags, fd, off) : -ESRCH;
 }
 
 void Process::clear_soft_dirty() {

@@ -222,9 +222,9 @@ int64_t System::vmstat(const std::string& name) const {
 int64_t System::counter(const std::string& name) const {
   Event e;
   if (event_from_name(name, &e)) return static_cast<int64_t>(k_->stats->read(e));
-  CowStat c;
+  OrderStat c;
   unsigned order;
-  if (cow_stat_from_name(name, &c, &order)) return static_cast<int64_t>(k_->stats->read_cow(order, c));
+  if (order_stat_from_name(name, &c, &order)) return static_cast<int64_t>(k_->stats->read_order(order, c));
   return -1;
 }
 
@@ -257,16 +257,16 @@ std::vector<CounterInfo> counter_catalog() {
   for (unsigned i = 0; i < static_cast<unsigned>(MthpStat::kNr); i++)
     v.push_back({fmt::format("transparent_hugepage/hugepages-<size>kB/stats/{}", mthp_stat_name(static_cast<MthpStat>(i))),
                  "mthp", "the kernel's per-size mTHP statistic (Documentation/admin-guide/mm/transhuge.rst)"});
-  for (unsigned i = 0; i < static_cast<unsigned>(CowStat::kNr); i++)
-    v.push_back({fmt::format("cow.{}.order<N>", cow_stat_name(static_cast<CowStat>(i))), "cow",
-                 cow_stat_description(static_cast<CowStat>(i))});
+  for (unsigned i = 0; i < static_cast<unsigned>(OrderStat::kNr); i++)
+    v.push_back({fmt::format("{}.order<N>", order_stat_name(static_cast<OrderStat>(i))), "per-order",
+                 order_stat_description(static_cast<OrderStat>(i))});
   return v;
 }
 
 std::vector<std::string> counter_names() {
   std::vector<std::string> v;
   for (unsigned i = 0; i < static_cast<unsigned>(Event::kNr); i++) v.push_back(event_name(static_cast<Event>(i)));
-  for (auto& n : cow_stat_names()) v.push_back(n);
+  for (auto& n : order_stat_names()) v.push_back(n);
   return v;
 }
 

@@ -223,11 +223,13 @@ template <typename Op>
 AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op) {
   if (addr + len < addr || addr + len > TASK_SIZE) return {Signal::kSigsegv, addr};
   uint64_t done = 0;
+  mm->stats->count(Event::user_calls);
   while (done < len) {
     uint64_t chunk = 0;
     AccessResult r = access_chunk(
         mm, addr + done, len - done, a, [&](uint8_t* frame, uint64_t off, uint64_t n) { op(mm->phys, frame, done + off, n); },
         &chunk);
+    mm->stats->count(a == Access::kWrite ? Event::user_written : Event::user_read, chunk);
     if (!r.ok()) return r;
     done += chunk;
   }

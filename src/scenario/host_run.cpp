@@ -327,7 +327,23 @@ void HostRun::run(const Stmt&, const stmt::UffdRegister&) { throw SkipTest{"the 
 
 void HostRun::run(const Stmt&, const stmt::UffdWp&) { throw SkipTest{"the host agent has no prctl or userfaultfd request"}; }
 
-void HostRun::run(const Stmt&, const stmt::CountersReset&) {}  // counter expectations are skipped on the host
+// Counter expectations are skipped on the host; the reset starts the
+// measured part of a cost-model case (sample_cost).
+void HostRun::run(const Stmt&, const stmt::CountersReset&) {
+  cpu_base_.clear();
+  for (auto& [n, p] : procs_) cpu_base_[n] = p.agent->cpu_ns();
+  cpu_timed_ = true;
+}
+
+void HostRun::sample_cost(ScenarioResult* res) {
+  if (!cpu_timed_) return;
+  uint64_t ns = 0;
+  for (auto& [n, p] : procs_) {
+    auto b = cpu_base_.find(n);
+    ns += p.agent->cpu_ns() - (b == cpu_base_.end() ? 0 : b->second);
+  }
+  res->cpu_ns = static_cast<int64_t>(ns);
+}
 
 void HostRun::run(const Stmt&, const stmt::CountersPrint& s) { exec_counters_print(s); }
 

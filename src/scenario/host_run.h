@@ -68,6 +68,7 @@ class HostRun final : public TestRun {
   void start(const std::vector<const Stmt*>& stmts) override;
   void pin_to_one_cpu();
   std::vector<std::string> teardown() override;
+  void sample_cost(ScenarioResult* res) override;
   Proc& proc(const Stmt& st, const std::string& name);
   host::Agent& agent(const Stmt& st, const std::string& name);
   long sys(const Stmt& st, long ret);
@@ -157,6 +158,8 @@ class HostRun final : public TestRun {
   host::SysfsGuard guard_;
   host::HostSwap swap_;
   std::map<std::string, Proc> procs_;
+  std::map<std::string, uint64_t> cpu_base_;  // each process's Agent::cpu_ns() at the last `counters reset`
+  bool cpu_timed_ = false;
   std::map<std::string, Handle> handles_;
   std::map<std::string, int> files_;
   std::set<std::string> hugetlb_files_;

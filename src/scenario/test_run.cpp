@@ -233,6 +233,7 @@ std::optional<Failure> TestRun::check_expected_violations() {
 }
 
 ScenarioResult TestRun::finish() {
+  if (opt_.cost_sample && !errored_ && !skipped_ && !failure_) sample_cost(&res_);
   std::vector<std::string> leaks = teardown();
   ScenarioResult res = res_;
   res.leaks = leaks;

@@ -54,6 +54,9 @@ class TestRun {
   // event counters (model against model only: empty where not observable).
   virtual std::vector<std::string> snapshot() { return {}; }
   virtual std::map<std::string, int64_t> counters() { return {}; }
+  // ScenarioResult::cost_counts / cpu_ns of what ran since `counters reset`
+  // (ScenarioOptions::cost_sample), read before the teardown.
+  virtual void sample_cost(ScenarioResult*) {}
 
  protected:
   // A fresh system for the test whose statements (prelude first) are

@@ -41,15 +41,15 @@ bool lookup(const char* const (&names)[N], std::string_view name, E* out) {
   return false;
 }
 
-const char* const kCowNames[] = {
-#define X(n, d) #n,
-    MMLAB_COW_ITEMS(X)
+const char* const kOrderNames[] = {
+#define X(n, name, d) name,
+    MMLAB_ORDER_ITEMS(X)
 #undef X
 };
 
-const char* const kCowDescriptions[] = {
-#define X(n, d) d,
-    MMLAB_COW_ITEMS(X)
+const char* const kOrderDescriptions[] = {
+#define X(n, name, d) d,
+    MMLAB_ORDER_ITEMS(X)
 #undef X
 };
 
@@ -61,29 +61,27 @@ const char* vmstat_name(VmStat s) { return kVmstatNames[static_cast<size_t>(s)];
 const char* mthp_stat_name(MthpStat s) { return kMthpNames[static_cast<size_t>(s)]; }
 const char* event_name(Event e) { return kEventNames[static_cast<size_t>(e)]; }
 const char* event_description(Event e) { return kEventDescriptions[static_cast<size_t>(e)]; }
-const char* cow_stat_name(CowStat c) { return kCowNames[static_cast<size_t>(c)]; }
-const char* cow_stat_description(CowStat c) { return kCowDescriptions[static_cast<size_t>(c)]; }
+const char* order_stat_name(OrderStat c) { return kOrderNames[static_cast<size_t>(c)]; }
+const char* order_stat_description(OrderStat c) { return kOrderDescriptions[static_cast<size_t>(c)]; }
 bool vmstat_from_name(std::string_view n, VmStat* out) { return lookup(kVmstatNames, n, out); }
 bool mthp_stat_from_name(std::string_view n, MthpStat* out) { return lookup(kMthpNames, n, out); }
 bool event_from_name(std::string_view n, Event* out) { return lookup(kEventNames, n, out); }
 
-bool cow_stat_from_name(std::string_view n, CowStat* out, unsigned* order) {
-  constexpr std::string_view kPre = "cow.", kOrder = ".order";
-  if (n.substr(0, kPre.size()) != kPre) return false;
-  n.remove_prefix(kPre.size());
-  auto dot = n.find(kOrder);
+bool order_stat_from_name(std::string_view n, OrderStat* out, unsigned* order) {
+  constexpr std::string_view kOrder = ".order";
+  auto dot = n.rfind(kOrder);
   if (dot == std::string_view::npos) return false;
   std::string_view digits = n.substr(dot + kOrder.size());
-  if (digits.empty() || digits.size() > 1 || digits[0] < '0' || digits[0] > '9') return false;
-  if (!lookup(kCowNames, n.substr(0, dot), out)) return false;
+  if (digits.size() != 1 || digits[0] < '0' || digits[0] > '9') return false;
+  if (!lookup(kOrderNames, n.substr(0, dot), out)) return false;
   *order = static_cast<unsigned>(digits[0] - '0');
   return *order < kMthpOrders;
 }
 
-std::vector<std::string> cow_stat_names() {
+std::vector<std::string> order_stat_names() {
   std::vector<std::string> v;
-  for (const char* item : kCowNames)
-    for (unsigned o = 0; o < kMthpOrders; o++) v.push_back(std::string("cow.") + item + ".order" + std::to_string(o));
+  for (const char* item : kOrderNames)
+    for (unsigned o = 0; o < kMthpOrders; o++) v.push_back(std::string(item) + ".order" + std::to_string(o));
   return v;
 }
 
@@ -108,10 +106,10 @@ int64_t Stats::read_mthp(unsigned order, MthpStat s) const {
   return sum;
 }
 
-uint64_t Stats::read_cow(unsigned order, CowStat s) const {
+uint64_t Stats::read_order(unsigned order, OrderStat s) const {
   if (order >= kMthpOrders) return 0;
   int64_t sum = 0;
-  for (const auto& c : cpus_) sum += load(c.cow[order][idx(s)]);
+  for (const auto& c : cpus_) sum += load(c.per_order[order][idx(s)]);
   return static_cast<uint64_t>(sum);
 }
 
@@ -144,7 +142,7 @@ double tsc_ns_per_tick() {
 void Stats::reset_events() {
   for (auto& c : cpus_) {
     for (auto& v : c.events) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
-    for (auto& per_order : c.cow)
+    for (auto& per_order : c.per_order)
       for (auto& v : per_order) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
   }
 }

@@ -83,6 +83,20 @@ enum class MthpStat : uint16_t {
   X(pgtable_reclaim, "pgtable.reclaim", "PTE tables a whole-table MADV_DONTNEED emptied and freed (PT_RECLAIM)") \
   X(guard_install, "madvise.guard_install", "MADV_GUARD_INSTALL ranges of one VMA given their guard markers") \
   X(guard_zap, "madvise.guard_zap", "MADV_GUARD_INSTALL ranges zapped first (something was mapped there)") \
+  X(free_pcp, "free.pcp", "folios freed to a per-CPU list")                                          \
+  X(free_zone_lock, "free.zone_lock", "folios freed under zone->lock (orders 4-8, and any order the per-CPU lists refuse)") \
+  X(rmap_update, "rmap.update", "mapcount updates of one folio run (an add, dup or remove of its PTEs or its PMD)") \
+  X(pte_set, "pgtable.pte_set", "PTEs written by set_ptes() (one per entry: faults, CoW, fork's child entries, migration)") \
+  X(pte_clear, "pgtable.pte_clear", "PTEs cleared by get_and_clear_full_ptes() (one per entry: zap, migration, collapse)") \
+  X(pte_modify, "pgtable.pte_modify", "PTEs changed in place: ptep_modify_prot_start/commit (mprotect), wrprotect_ptes (fork)") \
+  X(lru_add, "lru.add", "folios added to the LRU (folio_add_lru)")                                  \
+  X(mm_syscall, "mm.syscall", "memory-management system calls entered (mmap, munmap, mprotect, mremap, madvise, mlock*, fork)") \
+  X(mremap_pmd_move, "mremap.pmd_move", "PTE tables mremap moved whole to a new PMD entry (move_normal_pmd)") \
+  X(fork_mm, "fork.mm", "address spaces dup_mm() duplicated (one per fork)")                         \
+  X(fork_vmas, "fork.vmas", "VMAs dup_mmap() duplicated into a child")                              \
+  X(user_written, "user.bytes_written", "bytes the CPU model stored for a process (its own work, not the kernel's)") \
+  X(user_calls, "user.accesses", "CPU-access requests of a process (a scenario's read or write of a range: one loop each)") \
+  X(user_read, "user.bytes_read", "bytes the CPU model loaded for a process (its own work, not the kernel's)") \
   X(pte_batch, "pgtable.pte_batch", "folio_pte_batch() calls that returned more than one entry")  \
   X(alloc_zone_lock, "alloc.zone_lock", "zone->lock acquisitions by the page allocator")          \
   X(alloc_pcp, "alloc.pcp", "allocations served from a per-CPU list")                             \
@@ -111,6 +125,7 @@ enum class MthpStat : uint16_t {
   X(collapse_ptes_scanned, "collapse.ptes_scanned", "PTEs read by the collapse scan")              \
   X(collapse_attempt, "collapse.attempt", "collapse_huge_page() calls (one per target range)")     \
   X(collapse_success, "collapse.success", "ranges collapsed into a new folio")                     \
+  X(collapse_isolated, "collapse.folios_isolated", "folios a collapse locked and isolated from the LRU (each later put back or freed)") \
   X(collapse_copied, "collapse.bytes_copied", "bytes copied into collapsed folios")                \
   X(collapse_zeroed, "collapse.bytes_zeroed", "bytes zeroed for none/zero-page slots of collapsed folios") \
   X(collapse_zero_subpages, "collapse.zero_subpages_copied", "pages collapses copied whose bytes were all zero (the model's figure: the kernel copies them unexamined)") \
@@ -134,17 +149,22 @@ enum class Event : uint16_t {
   kNr
 };
 
-// The model's per-order write-protect fault counters, `cow.<item>.order<N>`
-// (event counters: `counters reset` zeroes them). N is the order of the
-// folio the fault copied into (copy, unshare) or reused a page of (reuse).
-#define MMLAB_COW_ITEMS(X)                                                  \
-  X(copy, "write faults that copied into a new folio of this order")       \
-  X(unshare, "unshare faults that copied into a new folio of this order")  \
-  X(reuse, "write faults that made a page of a folio of this order writable in place")
+// The model's per-order counters, `<name>.order<N>` (event counters:
+// `counters reset` zeroes them). For the cow.* items N is the order of the
+// folio the fault copied into (copy, unshare) or reused a page of (reuse);
+// the data.* items count bytes moved into a folio of order N, apart by
+// order because a 4K page is zeroed or copied in cache and a 2M folio
+// streams (the cost model's per-order terms).
+#define MMLAB_ORDER_ITEMS(X)                                                                  \
+  X(copy, "cow.copy", "write faults that copied into a new folio of this order")             \
+  X(unshare, "cow.unshare", "unshare faults that copied into a new folio of this order")     \
+  X(reuse, "cow.reuse", "write faults that made a page of a folio of this order writable in place") \
+  X(zeroed, "data.zeroed", "bytes zeroed in new folios of this order (fault, allocation with __GFP_ZERO, hugetlb)") \
+  X(copied, "data.copied", "bytes copied into folios of this order (CoW, fork, migration, collapse)")
 
-enum class CowStat : uint16_t {
-#define X(n, d) n,
-  MMLAB_COW_ITEMS(X)
+enum class OrderStat : uint16_t {
+#define X(n, name, d) n,
+  MMLAB_ORDER_ITEMS(X)
 #undef X
   kNr
 };
@@ -165,15 +185,15 @@ const char* vmstat_name(VmStat s);
 const char* mthp_stat_name(MthpStat s);
 const char* event_name(Event e);
 const char* event_description(Event e);
-const char* cow_stat_name(CowStat c);         // "copy"
-const char* cow_stat_description(CowStat c);
+const char* order_stat_name(OrderStat c);     // "cow.copy"
+const char* order_stat_description(OrderStat c);
 bool vmstat_from_name(std::string_view name, VmStat* out);
 bool mthp_stat_from_name(std::string_view name, MthpStat* out);
 bool event_from_name(std::string_view name, Event* out);
 // "cow.copy.order4" -> (copy, 4); false if not such a name.
-bool cow_stat_from_name(std::string_view name, CowStat* out, unsigned* order);
-// Every `cow.<item>.order<N>` name, in order.
-std::vector<std::string> cow_stat_names();
+bool order_stat_from_name(std::string_view name, OrderStat* out, unsigned* order);
+// Every `<name>.order<N>` name, in order.
+std::vector<std::string> order_stat_names();
 
 class Stats {
  public:
@@ -181,8 +201,18 @@ class Stats {
   void count(Event e, uint64_t n = 1) { add(cpu_block().events[idx(e)], n); }
   void count(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], n); }
   void uncount(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], -static_cast<int64_t>(n)); }
-  void count_cow(unsigned order, CowStat s) {
-    if (order < kMthpOrders) add(cpu_block().cow[order][idx(s)], 1);
+  void count_order(unsigned order, OrderStat s, uint64_t n = 1) {
+    if (order < kMthpOrders) add(cpu_block().per_order[order][idx(s)], static_cast<int64_t>(n));
+  }
+  // Bytes zeroed or copied into a folio of `order`: the total event and the
+  // per-order one.
+  void count_zeroed(unsigned order, uint64_t bytes) {
+    count(Event::zero_bytes, bytes);
+    count_order(order, OrderStat::zeroed, bytes);
+  }
+  void count_copied(unsigned order, uint64_t bytes) {
+    count(Event::copy_bytes, bytes);
+    count_order(order, OrderStat::copied, bytes);
   }
   void count_mthp(unsigned order, MthpStat s, int64_t n = 1) {
     if (order == 0 || order >= kMthpOrders) return;  // order 0 is never counted
@@ -192,7 +222,7 @@ class Stats {
   uint64_t read(Event e) const;
   int64_t read(VmStat s) const;
   int64_t read_mthp(unsigned order, MthpStat s) const;
-  uint64_t read_cow(unsigned order, CowStat s) const;
+  uint64_t read_order(unsigned order, OrderStat s) const;
   // Zero the model's event counters (the scenario's `counters reset`);
   // kernel statistics are never reset, as in the kernel.
   void reset_events();
@@ -208,7 +238,7 @@ class Stats {
     std::array<int64_t, static_cast<size_t>(Event::kNr)> events{};
     std::array<int64_t, static_cast<size_t>(VmStat::kNr)> vmstat{};
     std::array<std::array<int64_t, static_cast<size_t>(MthpStat::kNr)>, kMthpOrders> mthp{};
-    std::array<std::array<int64_t, static_cast<size_t>(CowStat::kNr)>, kMthpOrders> cow{};
+    std::array<std::array<int64_t, static_cast<size_t>(OrderStat::kNr)>, kMthpOrders> per_order{};
     std::array<int64_t, static_cast<size_t>(DataTime::kNr)> data_ticks{};
   };
   template <typename E>

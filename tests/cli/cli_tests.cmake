@@ -264,7 +264,21 @@ if(CMAKE_BUILD_TYPE STREQUAL "Release")
   add_test(NAME cli.cow_bench_profile COMMAND sh -c
     "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> cow-bench --quick --size 4M --workload cow-rand --column base,fixed-64K --profile ${CMAKE_BINARY_DIR}/cal.json --out ${CMAKE_BINARY_DIR}/cow-bench-profile > /dev/null && grep -q 'modelled (profile smoke): CoW copies' ${CMAKE_BINARY_DIR}/cow-bench-profile/report.md && python3 -c \"import json, sys; w = json.load(open(sys.argv[1]))['workloads']['cow-rand']; assert w['base']['modelled']['cow_ms'] > 0 and not w['base']['modelled']['cow_ms_approximated'] and w['fixed-64K']['modelled']['cow_ms_approximated'], w\" ${CMAKE_BINARY_DIR}/cow-bench-profile/report.json")
   set_tests_properties(cli.cow_bench_profile PROPERTIES SKIP_RETURN_CODE 4 DEPENDS cli.calibrate_quick_json)
+  # The cost model on the host: the quick profile's terms predict two
+  # validation cases measured twice; every figure is in the JSON. A profile
+  # from another kind of machine is refused (exit 2) and accepted with --force.
+  add_test(NAME cost.validate_quick COMMAND sh -c
+    "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> validate --profile ${CMAKE_BINARY_DIR}/cal.json --runs 2 --filter 'fault-o[35]' --json ${CMAKE_BINARY_DIR}/validate.json > /dev/null || exit 1; python3 -c \"import json, sys; c = json.load(open(sys.argv[1]))['cases']; assert set(c) == {'fault-o3', 'fault-o5'}, c; assert all(v['predicted_ns'] > 0 and v['host_median_ns'] > 0 and not v['not_calibrated'] for v in c.values()), c\" ${CMAKE_BINARY_DIR}/validate.json")
+  set_tests_properties(cost.validate_quick PROPERTIES SKIP_RETURN_CODE 4 RUN_SERIAL TRUE DEPENDS cli.calibrate_quick_json)
+  add_test(NAME cost.validate_refuses_other_machine COMMAND sh -c
+    "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; python3 -c \"import json, sys; p = json.load(open(sys.argv[1])); p['machine']['arch'] = 'riscv64'; json.dump(p, open(sys.argv[2], 'w'))\" ${CMAKE_BINARY_DIR}/cal.json ${CMAKE_BINARY_DIR}/cal-other.json; $<TARGET_FILE:mmlab> validate --profile ${CMAKE_BINARY_DIR}/cal-other.json --runs 2 --filter fault-o3 2>&1 | grep -q 'arch: .* here, riscv64 in the profile' || exit 1; $<TARGET_FILE:mmlab> validate --profile ${CMAKE_BINARY_DIR}/cal-other.json --runs 2 --filter fault-o3 --force | grep -q FORCED")
+  set_tests_properties(cost.validate_refuses_other_machine PROPERTIES SKIP_RETURN_CODE 4 RUN_SERIAL TRUE DEPENDS cli.calibrate_quick_json)
 endif()
+
+# The committed case files are what bench/cost/gen_cases.py writes.
+add_test(NAME cost.cases_generated COMMAND python3 gen_cases.py --check WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/bench/cost)
+# Both case files run on the model (every case passes, with its counts).
+add_test(NAME cost.cases_run_on_the_model COMMAND mmlab run ${CMAKE_SOURCE_DIR}/bench/cost/calibrate.mms ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms)
 
 
 # compare: a folder of two runs against one report, in both forms: a rate

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <string>
 
+#include "nlohmann/json.hpp"
+
 namespace mmlab::host {
 namespace {
 
@@ -58,6 +60,24 @@ CostProfile sample_profile() {
   pc.unregister_samples_us = {3.1, 3.0};
   p.pins.push_back(pc);
   p.notes = {"pin 64K: the host cannot enable anonymous folios of this size"};
+  p.machine.arch = "x86_64";
+  p.machine.hypervisor = "KVM";
+  p.machine.init_on_alloc = "default";
+  p.machine.init_on_free = "0";
+  p.machine.mitigations = "retbleed,spectre_v2";
+  p.machine.governor = "none";
+  p.machine.thp_defrag = "madvise";
+  p.machine.khugepaged_defrag = "1";
+  p.machine.memcg = "v1";
+  p.terms = {{"syscall", 1206.5, 1198.0, 1214.0, "fit"}, {"zero_o9", 0.1 / 3, 0.1 / 3, 0.1 / 3, "measured"},
+             {"fault_unshare", 0, 0, 0, "not exercised"}};
+  p.fit.cases = 46;
+  p.fit.condition_number = 1.45e3;
+  p.fit.residual_median = 0.039;
+  p.fit.residual_max = 0.725;
+  p.fit.cases_sha = "53de587cce9988d0";
+  p.fit.reference_ns = 4.2e6;
+  p.fit.per_case = {{"fault-o0-8m", 3286.1e3, 3394.5e3}};
   return p;
 }
 
@@ -88,9 +108,40 @@ TEST(CostProfile, LoadRefusesOtherFiles) {
   EXPECT_EQ(cost_profile_from_json("{not json", &q, &err), -EINVAL);
   EXPECT_FALSE(err.empty());
   std::string text = cost_profile_to_json(sample_profile());
-  text.replace(text.find("\"version\": 1"), 12, "\"version\": 99");
+  text.replace(text.find("\"version\": 2"), 12, "\"version\": 99");
   EXPECT_EQ(cost_profile_from_json(text, &q, &err), -EINVAL);
   EXPECT_EQ(load_cost_profile("/nonexistent/mmlab-profile.json", &q, &err), -ENOENT);
+}
+
+// A version 1 profile (before the cost model's terms) still loads, without
+// terms and with the header's newer fields empty.
+TEST(CostProfile, VersionOneLoadsWithoutTerms) {
+  CostProfile p = sample_profile(), q;
+  nlohmann::json j = nlohmann::json::parse(cost_profile_to_json(p));
+  j["version"] = 1;
+  j.erase("terms");
+  j.erase("fit");
+  for (const char* k : {"arch", "hypervisor", "init_on_alloc", "init_on_free", "mitigations", "governor", "thp_defrag",
+                        "khugepaged_defrag", "memcg"})
+    j["machine"].erase(k);
+  std::string err;
+  ASSERT_EQ(cost_profile_from_json(j.dump(), &q, &err), 0) << err;
+  EXPECT_TRUE(q.terms.empty());
+  EXPECT_EQ(q.machine.arch, "");
+  EXPECT_EQ(q.faults, p.faults);
+}
+
+TEST(CostProfile, HeaderDifferencesNameEachField) {
+  MachineInfo a = sample_profile().machine, b = a;
+  EXPECT_TRUE(cost_header_differences(a, b).empty());
+  b.hostname = "another-box";  // the same kind of machine: not a difference
+  EXPECT_TRUE(cost_header_differences(a, b).empty());
+  b.arch = "aarch64";
+  b.init_on_alloc = "1";
+  auto d = cost_header_differences(a, b);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], "arch: aarch64 here, x86_64 in the profile");
+  EXPECT_EQ(d[1], "init_on_alloc: 1 here, default in the profile");
 }
 
 TEST(CostProfile, LookupBySizeAndLabels) {

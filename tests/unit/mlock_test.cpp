@@ -7,7 +7,7 @@
 namespace mmlab::test {
 namespace {
 
-constexpr uint64_t P = PAGE_SIZE;
+constexpr uint64_t kPage = PAGE_SIZE;
 constexpr int ANON = MAP_PRIVATE | MAP_ANONYMOUS;
 
 class MlockTest : public MmTest {
@@ -26,110 +26,110 @@ class MlockTest : public MmTest {
 };
 
 TEST_F(MlockTest, MlockPopulatesAndMunlockSplitsThenMerges) {
-  uint64_t a = map(3 * P);
-  ASSERT_EQ(p->mlock2(a, 3 * P), 0);
-  EXPECT_EQ(p->rss_anon(), static_cast<long>(3 * P));
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(3 * P));
-  ASSERT_EQ(p->munlock(a + P, P), 0);
+  uint64_t a = map(3 * kPage);
+  ASSERT_EQ(p->mlock2(a, 3 * kPage), 0);
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(3 * kPage));
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(3 * kPage));
+  ASSERT_EQ(p->munlock(a + kPage, kPage), 0);
   using T = std::tuple<uint64_t, uint64_t, vm_flags_t>;
-  EXPECT_EQ(vmas(), (std::vector<T>{{a, a + P, VM_LOCKED}, {a + P, a + 2 * P, 0}, {a + 2 * P, a + 3 * P, VM_LOCKED}}));
-  ASSERT_EQ(p->munlock(a, 3 * P), 0);
-  EXPECT_EQ(vmas(), (std::vector<T>{{a, a + 3 * P, 0}}));
+  EXPECT_EQ(vmas(), (std::vector<T>{{a, a + kPage, VM_LOCKED}, {a + kPage, a + 2 * kPage, 0}, {a + 2 * kPage, a + 3 * kPage, VM_LOCKED}}));
+  ASSERT_EQ(p->munlock(a, 3 * kPage), 0);
+  EXPECT_EQ(vmas(), (std::vector<T>{{a, a + 3 * kPage, 0}}));
   EXPECT_EQ(p->locked_vm(), 0);
 }
 
 TEST_F(MlockTest, OnfaultPopulatesNothing) {
-  uint64_t a = map(4 * P);
-  ASSERT_EQ(p->mlock2(a, 4 * P, MLOCK_ONFAULT), 0);
+  uint64_t a = map(4 * kPage);
+  ASSERT_EQ(p->mlock2(a, 4 * kPage, MLOCK_ONFAULT), 0);
   EXPECT_EQ(p->rss_anon(), 0);
   ASSERT_EQ(vmas().size(), 1u);
   EXPECT_EQ(std::get<2>(vmas()[0]), VM_LOCKED | VM_LOCKONFAULT);
   // mlock without the flag on a lock-on-fault VMA turns it into a plain lock and populates.
-  ASSERT_EQ(p->mlock2(a, 4 * P), 0);
+  ASSERT_EQ(p->mlock2(a, 4 * kPage), 0);
   EXPECT_EQ(std::get<2>(vmas()[0]), VM_LOCKED);
-  EXPECT_EQ(p->rss_anon(), static_cast<long>(4 * P));
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(4 * kPage));
 }
 
 TEST_F(MlockTest, Errors) {
-  uint64_t a = map(3 * P);
-  EXPECT_EQ(p->mlock2(a, P, 2), -EINVAL);  // an unknown mlock2 flag
+  uint64_t a = map(3 * kPage);
+  EXPECT_EQ(p->mlock2(a, kPage, 2), -EINVAL);  // an unknown mlock2 flag
   EXPECT_EQ(p->mlockall(0), -EINVAL);
   EXPECT_EQ(p->mlockall(MCL_ONFAULT), -EINVAL);
   EXPECT_EQ(p->mlockall(8), -EINVAL);
-  ASSERT_EQ(p->munmap(a + P, P), 0);
+  ASSERT_EQ(p->munmap(a + kPage, kPage), 0);
   // A hole in the middle: the VMA before it is locked, nothing is populated.
-  EXPECT_EQ(p->mlock2(a, 3 * P), -ENOMEM);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(P));
+  EXPECT_EQ(p->mlock2(a, 3 * kPage), -ENOMEM);
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(kPage));
   EXPECT_EQ(p->rss_anon(), 0);
   // A hole at the start changes nothing.
-  EXPECT_EQ(p->munlock(a + P, 2 * P), -ENOMEM);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(P));
+  EXPECT_EQ(p->munlock(a + kPage, 2 * kPage), -ENOMEM);
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(kPage));
   EXPECT_EQ(p->mlock2(a, 0), 0);
 }
 
 TEST_F(MlockTest, ProtNoneIsLockedButNotPopulated) {
-  uint64_t a = map(2 * P, PROT_NONE);
-  EXPECT_EQ(p->mlock2(a, 2 * P), -ENOMEM);  // GUP's -EFAULT, as mlock reports it
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * P));
+  uint64_t a = map(2 * kPage, PROT_NONE);
+  EXPECT_EQ(p->mlock2(a, 2 * kPage), -ENOMEM);  // GUP's -EFAULT, as mlock reports it
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * kPage));
   EXPECT_EQ(p->rss_anon(), 0);
 }
 
 TEST_F(MlockTest, MlockallFutureLocksLaterMappingsAndForkDropsIt) {
   ASSERT_EQ(p->mlockall(MCL_FUTURE), 0);
-  uint64_t a = map(2 * P);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * P));
-  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * P));
+  uint64_t a = map(2 * kPage);
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * kPage));
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * kPage));
   Process* c = p->fork("child");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->locked_vm(), 0);
   EXPECT_EQ(c->mm()->def_flags, 0u);  // mm_init keeps no lock bit
   ASSERT_EQ(p->munlockall(), 0);
   EXPECT_EQ(p->locked_vm(), 0);
-  (void)map(P);
+  (void)map(kPage);
   EXPECT_EQ(p->locked_vm(), 0);
   (void)a;
 }
 
 TEST_F(MlockTest, MlockallCurrentOnfault) {
-  (void)map(2 * P);
-  (void)map(2 * P, PROT_READ);
+  (void)map(2 * kPage);
+  (void)map(2 * kPage, PROT_READ);
   ASSERT_EQ(p->mlockall(MCL_CURRENT | MCL_ONFAULT), 0);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(4 * P));
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(4 * kPage));
   EXPECT_EQ(p->rss_anon(), 0);
   ASSERT_EQ(p->munlockall(), 0);
   EXPECT_EQ(p->locked_vm(), 0);
 }
 
 TEST_F(MlockTest, MapLockedAndPopulate) {
-  uint64_t a = map(2 * P, RW, ANON | MAP_LOCKED);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * P));
-  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * P));
-  uint64_t b = map(2 * P, RW, ANON | MAP_POPULATE);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * P));
-  EXPECT_EQ(p->rss_anon(), static_cast<long>(4 * P));
+  uint64_t a = map(2 * kPage, RW, ANON | MAP_LOCKED);
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * kPage));
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * kPage));
+  uint64_t b = map(2 * kPage, RW, ANON | MAP_POPULATE);
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * kPage));
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(4 * kPage));
   (void)a, (void)b;
 }
 
 TEST_F(MlockTest, MadviseOnLockedVmas) {
-  uint64_t a = map(2 * P);
-  ASSERT_EQ(p->mlock2(a, 2 * P), 0);
-  EXPECT_EQ(p->madvise(a, 2 * P, MADV_DONTNEED), -EINVAL);
-  EXPECT_EQ(p->madvise(a, 2 * P, MADV_PAGEOUT), -EINVAL);
-  EXPECT_EQ(p->madvise(a, 2 * P, MADV_COLD), -EINVAL);
-  EXPECT_EQ(p->madvise(a, 2 * P, MADV_DONTNEED_LOCKED), 0);
+  uint64_t a = map(2 * kPage);
+  ASSERT_EQ(p->mlock2(a, 2 * kPage), 0);
+  EXPECT_EQ(p->madvise(a, 2 * kPage, MADV_DONTNEED), -EINVAL);
+  EXPECT_EQ(p->madvise(a, 2 * kPage, MADV_PAGEOUT), -EINVAL);
+  EXPECT_EQ(p->madvise(a, 2 * kPage, MADV_COLD), -EINVAL);
+  EXPECT_EQ(p->madvise(a, 2 * kPage, MADV_DONTNEED_LOCKED), 0);
   EXPECT_EQ(p->rss_anon(), 0);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * P));
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * kPage));
 }
 
 TEST_F(MlockTest, MremapDontunmapUnlocksTheOldVma) {
-  uint64_t a = map(2 * P);
-  ASSERT_EQ(p->mlock2(a, 2 * P), 0);
-  long b = p->mremap(a, 2 * P, 2 * P, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
+  uint64_t a = map(2 * kPage);
+  ASSERT_EQ(p->mlock2(a, 2 * kPage), 0);
+  long b = p->mremap(a, 2 * kPage, 2 * kPage, MREMAP_MAYMOVE | MREMAP_DONTUNMAP);
   ASSERT_GT(b, 0);
-  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * P));  // the new one only
-  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * P));
-  EXPECT_EQ(p->mremap(a, 2 * P, 4 * P, MREMAP_MAYMOVE | MREMAP_DONTUNMAP), -EINVAL);  // sizes differ
-  EXPECT_EQ(p->mremap(a, 2 * P, 2 * P, MREMAP_DONTUNMAP), -EINVAL);                   // no MAYMOVE
+  EXPECT_EQ(p->locked_vm(), static_cast<long>(2 * kPage));  // the new one only
+  EXPECT_EQ(p->rss_anon(), static_cast<long>(2 * kPage));
+  EXPECT_EQ(p->mremap(a, 2 * kPage, 4 * kPage, MREMAP_MAYMOVE | MREMAP_DONTUNMAP), -EINVAL);  // sizes differ
+  EXPECT_EQ(p->mremap(a, 2 * kPage, 2 * kPage, MREMAP_DONTUNMAP), -EINVAL);                   // no MAYMOVE
 }
 
 }  // namespace

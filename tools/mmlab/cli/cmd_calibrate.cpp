@@ -1,7 +1,9 @@
 // `mmlab calibrate`: measures on the running kernel what the model cannot
 // incur itself (first-touch and CoW fault costs per folio size, io_uring
-// long-term pin costs) and writes them as a named cost profile, which
-// `mmlab bench --profile` turns into modelled time.
+// long-term pin costs) and the cost model's terms (include/mmlab/cost.h:
+// the calibration cases on the host and the model, fitted), and writes them
+// as a named cost profile, which `mmlab bench --profile` and `mmlab
+// validate` turn into modelled time.
 //
 // Exit status: 0 written, 1 a measurement or the write failed, 2 usage,
 // 4 the host cannot be calibrated here (not root, /sys/kernel/mm read-only):
@@ -14,10 +16,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "cli/commands.h"
+#include "fmt/format.h"
 #include "mmlab/calibrate.h"
+#include "mmlab/cost.h"
+#include "mmlab/input_file.h"
 
 namespace mmlab::cli {
 namespace {
@@ -30,7 +36,35 @@ struct CalibrateCli {
   uint64_t size_mb = 0;  // 0: 256, or 64 with --quick
   int runs = 0;          // 0: 5, or 3 with --quick
   bool out_given = false;  // --out on the command line (an empty value is refused, not the default)
+  std::string cases;       // the calibration cases; default bench/cost/calibrate.mms of the source tree
+  int term_runs = 0;       // host runs per case: 0, 5 (3 with --quick)
+  bool no_terms = false;
 };
+
+// The cost model's terms: the measured ones, then the cases and the fit.
+int calibrate_terms(const CalibrateCli& c, const std::function<void(const std::string&)>& progress, host::CostProfile* p) {
+  cost::RunCasesOptions ro;
+  ro.file = c.cases.empty() ? std::string(MMLAB_SOURCE_DIR) + "/bench/cost/calibrate.mms" : c.cases;
+  ro.runs = c.term_runs ? c.term_runs : (c.quick ? 3 : 7);
+  ro.progress = [&](const std::string& w) { progress("terms: " + w); };
+  std::string text, why;
+  if (read_input_file(ro.file, 4ull << 20, &text, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: --cases %s: %s\n", ro.file.c_str(), why.c_str());
+    return 2;
+  }
+  progress("terms: zeroing and copying per order");
+  cost::measure_data_terms(p);
+  std::vector<cost::CaseRun> cases;
+  if (int e = cost::run_cases(ro, &cases, &p->fit.reference_ns, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
+    return e == -EINVAL ? 2 : 1;
+  }
+  for (auto& cr : cases)
+    if (!cr.skipped.empty()) p->notes.push_back(fmt::format("calibration case {} not used: {}", cr.name, cr.skipped));
+  cost::fit_terms(cases, p);
+  p->fit.cases_sha = cost::text_digest(text);
+  return 0;
+}
 
 std::string default_name() {
   char host[256] = {};
@@ -116,8 +150,14 @@ int run_calibrate(const CalibrateCli& c) {
     std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
     return 1;
   }
+  if (!c.no_terms) {
+    e = calibrate_terms(c, o.progress, &p);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (e) return e;
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fputs(host::cost_profile_table(p).c_str(), stdout);
+  if (!p.terms.empty()) std::printf("\n## the cost model's terms\n\n%s", cost::terms_table(p).c_str());
   if (host::save_cost_profile(path, p, &why)) {
     std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
     return 1;
@@ -139,6 +179,9 @@ void add_calibrate(CLI::App& app) {
   sub->add_flag("--quick", c->quick, "64 MiB fault and CoW regions and 3 runs instead of 256 MiB and 5");
   sub->add_option("--size-mb", c->size_mb, "fault and CoW region in MiB (the pinned buffer is always 256 MiB)")->check(CLI::Range(4, 4096));
   sub->add_option("--runs", c->runs, "runs per measurement (the median is kept)")->check(CLI::Range(1, 100));
+  sub->add_option("--cases", c->cases, "the cost model's calibration cases (default: bench/cost/calibrate.mms)");
+  sub->add_option("--term-runs", c->term_runs, "host runs per calibration case (default 7, 3 with --quick)")->check(CLI::Range(2, 100));
+  sub->add_flag("--no-terms", c->no_terms, "measure the fault, CoW and pin costs only, not the cost model's terms");
   register_action(sub, [c, sub] {
     c->out_given = sub->count("--out") > 0;
     return run_calibrate(*c);

@@ -25,8 +25,8 @@ const char* kind_heading(const std::string& kind) {
 
 int run_counters(const CountersOptions& o) {
   std::vector<CounterInfo> all = counter_catalog();
-  if (!o.kind.empty() && o.kind != "event" && o.kind != "vmstat" && o.kind != "mthp" && o.kind != "cow") {
-    std::fprintf(stderr, "counters: --kind %s: expected event, vmstat, mthp or cow\n", o.kind.c_str());
+  if (!o.kind.empty() && o.kind != "event" && o.kind != "vmstat" && o.kind != "mthp" && o.kind != "per-order") {
+    std::fprintf(stderr, "counters: --kind %s: expected event, vmstat, mthp or per-order\n", o.kind.c_str());
     return 2;
   }
   if (o.json) {
@@ -53,7 +53,7 @@ int run_counters(const CountersOptions& o) {
 void add_counters(CLI::App& app) {
   auto o = std::make_shared<CountersOptions>();
   auto* sub = app.add_subcommand("counters", "list every counter and statistic, with what it counts");
-  sub->add_option("--kind", o->kind, "only this kind: event, vmstat, mthp or cow");
+  sub->add_option("--kind", o->kind, "only this kind: event, vmstat, mthp or per-order");
   sub->add_flag("--json", o->json, "as a JSON array of {name, kind, meaning}");
   register_action(sub, [o] { return run_counters(*o); });
 }
