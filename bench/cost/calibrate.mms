@@ -79,6 +79,20 @@ P write A 8M 1
 counters reset
 P fork C
 
+test munmap-o2-8m
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P munmap A 8M
+
+test fork-o2-8m
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P fork C
+
 test munmap-o9-8m
 sysfs transparent_hugepage/hugepages-2048kB/enabled always
 P mmap A 8M rw private align=2M
@@ -189,6 +203,20 @@ counters reset
 P munmap A 32M
 
 test fork-o0-32m
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P fork C
+
+test munmap-o2-32m
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P munmap A 32M
+
+test fork-o2-32m
+sysfs transparent_hugepage/hugepages-16kB/enabled always
 P mmap A 32M rw private align=2M
 P write A 32M 1
 counters reset

@@ -48,7 +48,7 @@ def calibrate():
             out += case(f"fault-o{o}-{mb}m", region(o, mb) + ["counters reset", f"P write A {mb}M 1"])
         for o in (0, 4, 9):
             out += case(f"dontneed-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", f"P madvise A {mb}M dontneed"])
-        for o in (0, 9):
+        for o in (0, 2, 9):
             out += case(f"munmap-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", f"P munmap A {mb}M"])
             out += case(f"fork-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", "P fork C"])
         out += case(f"cow-o0-{mb}m", region(0, mb) + [f"P write A {mb}M 1", "P fork C", "counters reset", f"C write A {mb}M 2"])

@@ -23,7 +23,7 @@
 
 namespace mmlab::cost {
 
-enum class Side { kKernel, kUser };
+enum class Side { kKernel, kUser, kHarness };
 enum class Calibration { kFit, kMeasured };
 
 struct TermDef {
@@ -46,7 +46,10 @@ std::vector<double> term_counts(const std::map<std::string, int64_t>& counts);
 // in `missing` when its count is not zero.
 struct Prediction {
   double kernel_ns = 0, user_ns = 0;
-  double total_ns() const { return kernel_ns + user_ns; }
+  double harness_ns = 0;  // the host agent's per-request cost: in total_ns() (a case's measured time), not in a tool's
+  double lo_ns = 0, hi_ns = 0;  // program_ns() with every term at the low / high end of its 95% interval
+  double total_ns() const { return kernel_ns + user_ns + harness_ns; }
+  double program_ns() const { return kernel_ns + user_ns; }
   std::vector<std::pair<std::string, double>> by_term;  // ns per term, non-zero only, in table order
   std::vector<std::string> missing;
 };
@@ -113,6 +116,10 @@ struct ValidationRow {
   double host_median_ns = 0, host_lo_ns = 0, host_hi_ns = 0, host_cov = 0;
   double predicted_ns = 0, error = 0;  // (predicted - median) / median
   bool met = false;
+  // The same at the calibration's speed: the host's median divided by the
+  // speed ratio (predicted x ratio / median - 1); = error without a ratio.
+  double error_at_speed = 0;
+  bool met_at_speed = false;
   std::vector<std::string> extrapolated;  // terms the case uses that no calibration case exercised
   std::string skipped;
 };

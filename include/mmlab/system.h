@@ -114,6 +114,9 @@ class System {
   // /proc/vmstat item, an event counter ("gup.descents") or an mTHP statistic.
   int64_t vmstat(const std::string& name) const;  // -1 if unknown
   int64_t counter(const std::string& name) const;  // -1 if unknown
+  // Every counter() name and every /proc/vmstat item with its value: what
+  // the cost model (include/mmlab/cost.h) multiplies, as a difference of two.
+  std::map<std::string, int64_t> all_counters() const;
   // The TLB model's entries in use, summed over the simulated CPUs, per
   // level (L1 dTLB, L2), and the bytes they translate (the TLB's reach).
   // All zero with `tune tlb.geometry off`.

@@ -71,6 +71,8 @@ int run_cases(const RunCasesOptions& o, std::vector<CaseRun>* out, double* refer
     CaseRun c;
     c.name = r.name;
     c.counts = r.cost_counts;
+    // Not a model counter: one per case, the host measurement's intercept.
+    c.counts["harness.case"] = 1;
     if (r.outcome != Outcome::kPass) c.skipped = fmt::format("the model's run ended {}", outcome_name(r.outcome));
     else if (r.cost_counts.empty()) c.skipped = "no `counters reset` starts its measured part";
     out->push_back(std::move(c));

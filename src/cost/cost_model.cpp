@@ -48,7 +48,10 @@ Prediction predict(const host::CostProfile& p, const std::map<std::string, int64
       continue;
     }
     const double ns = n[i] * c->ns;
-    (kTerms[i].side == Side::kKernel ? r.kernel_ns : r.user_ns) += ns;
+    (kTerms[i].side == Side::kKernel ? r.kernel_ns : kTerms[i].side == Side::kUser ? r.user_ns : r.harness_ns) += ns;
+    if (kTerms[i].side == Side::kHarness) continue;
+    r.lo_ns += n[i] * c->lo;
+    r.hi_ns += n[i] * c->hi;
     if (ns != 0) r.by_term.emplace_back(kTerms[i].id, ns);
   }
   return r;
@@ -61,7 +64,7 @@ std::string terms_table(const host::CostProfile& p) {
     const host::TermCost* c = p.term(d.id);
     if (!c) continue;
     t += fmt::format("| {} | {} | {} | {} | {} | {:.4g} | {:.4g}-{:.4g} |\n", d.id, d.counter, d.unit,
-                     d.side == Side::kKernel ? "kernel" : "user", c->how, c->ns, c->lo, c->hi);
+                     d.side == Side::kKernel ? "kernel" : d.side == Side::kUser ? "user" : "harness", c->how, c->ns, c->lo, c->hi);
   }
   t += fmt::format("\nfit: {} cases, condition number {:.3g}, in-sample |residual| median {:.1f}%, max {:.1f}%\n",
                    p.fit.cases, p.fit.condition_number, 100 * p.fit.residual_median, 100 * p.fit.residual_max);

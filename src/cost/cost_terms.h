@@ -5,8 +5,10 @@
 //   counter     the counter it multiplies: a System::counter() name or a
 //               /proc/vmstat item, as ScenarioResult::cost_counts names it
 //   unit        what one count is, so the cost reads "ns per <unit>"
-//   side        Kernel (the kernel's time) or user (the test program's own
-//               loads and stores, part of the measured CPU time only)
+//   side        Kernel (the kernel's time), User (the program's own loads
+//               and stores) or Harness (what measuring a case on the host
+//               adds per request: counted to fit and validate the cases,
+//               never in a tool's modelled time)
 //   calibration Fit: non-negative least squares over the calibration cases
 //                    (bench/cost/calibrate.mms) run on the host;
 //               Measured: timed on its own, in user space, by the mechanism
@@ -79,8 +81,10 @@
   X(copy_o7, "data.copied.order7", "byte", Kernel, Measured, "any", "a byte copied into a 512K folio")                       \
   X(copy_o8, "data.copied.order8", "byte", Kernel, Measured, "any", "a byte copied into a 1M folio")                         \
   X(copy_o9, "data.copied.order9", "byte", Kernel, Measured, "any", "a byte copied into a 2M folio")                         \
-  X(user_access, "user.accesses", "request", User, Fit, "any",                                                            \
-    "one read or write request of a process: on the host, the agent's wake-up and return, cold caches included")       \
+  X(harness_case, "harness.case", "case", Harness, Fit, "any",                                                            \
+    "what measuring one case on the host costs once (its first request after the reset: cold caches and TLB)")        \
+  X(user_access, "user.accesses", "request", Harness, Fit, "any",                                                         \
+    "one read or write request of a case's process: the host agent's wake-up and return, cold caches included")        \
   X(user_write, "user.bytes_written", "byte", User, Fit, "any", "a byte the program stored (its memset)")                   \
   X(user_read, "user.bytes_read", "byte", User, Fit, "any", "a byte the program loaded")
 

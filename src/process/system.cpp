@@ -228,6 +228,14 @@ int64_t System::counter(const std::string& name) const {
   return -1;
 }
 
+std::map<std::string, int64_t> System::all_counters() const {
+  std::map<std::string, int64_t> c;
+  for (const std::string& n : counter_names()) c[n] = counter(n);
+  for (unsigned i = 0; i < static_cast<unsigned>(VmStat::kNr); i++)
+    c[vmstat_name(static_cast<VmStat>(i))] = k_->stats->read(static_cast<VmStat>(i));
+  return c;
+}
+
 System::TlbOccupancy System::tlb_occupancy() const {
   const TlbReach l1 = tlb_reach(&k_->tlb, 1), l2 = tlb_reach(&k_->tlb, 2);
   return {l1.entries, l1.bytes, l2.entries, l2.bytes};

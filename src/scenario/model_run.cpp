@@ -189,22 +189,12 @@ class ModelRun final : public TestRun {
   void run(const Stmt& st, const stmt::Inject& s) { check_errno(st, sys_->inject(s.site, s.spec), "inject"); }
   void run(const Stmt&, const stmt::CountersReset&) {
     sys_->reset_counters();
-    cost_base_ = all_counts();
+    cost_base_ = sys_->all_counters();
     cost_timed_ = true;
-  }
-  // Every counter by name: the event and per-order counters, then the
-  // /proc/vmstat items (which `counters reset` leaves alone).
-  std::map<std::string, int64_t> all_counts() const {
-    std::map<std::string, int64_t> c;
-    for (const std::string& n : counter_names()) c[n] = sys_->counter(n);
-    std::istringstream vm(sys_->vmstat_text());
-    std::string name;
-    for (int64_t v; vm >> name >> v;) c[name] = v;
-    return c;
   }
   void sample_cost(ScenarioResult* res) override {
     if (!cost_timed_) return;
-    for (auto& [n, v] : all_counts()) res->cost_counts[n] = v - cost_base_[n];
+    for (auto& [n, v] : sys_->all_counters()) res->cost_counts[n] = v - cost_base_[n];
   }
   void run(const Stmt&, const stmt::CountersPrint& s) { exec_counters_print(s); }
   void run(const Stmt& st, const stmt::Print& s) { exec_print(st, s); }
@@ -495,7 +485,7 @@ class ModelRun final : public TestRun {
   std::map<std::string, DumpResult> dumps_;
   std::map<std::string, int> files_;
   std::map<std::string, uint64_t> prev_;  // snapshot(): the frame each address mapped last time
-  std::map<std::string, int64_t> cost_base_;  // all_counts() at the last `counters reset`
+  std::map<std::string, int64_t> cost_base_;  // System::all_counters() at the last `counters reset`
   bool cost_timed_ = false;
   size_t warnings_seen_ = 0;              // System::warnings() already reported
 };

@@ -260,9 +260,9 @@ if(CMAKE_BUILD_TYPE STREQUAL "Release")
   add_test(NAME cli.bench_profile COMMAND sh -c
     "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> bench --quick --suite fault --profile ${CMAKE_BINARY_DIR}/cal.json --out ${CMAKE_BINARY_DIR}/smoke-profile && grep -q 'modelled (profile smoke)' ${CMAKE_BINARY_DIR}/smoke-profile/report.md && python3 -m json.tool ${CMAKE_BINARY_DIR}/smoke-profile/report.json > /dev/null")
   set_tests_properties(cli.bench_profile PROPERTIES SKIP_RETURN_CODE 4 DEPENDS cli.calibrate_quick_json)
-  # cow-bench's modelled CoW time: a table of its own and `modelled` per column, beside the measured figures.
+  # cow-bench's modelled time: a table of its own and `modelled` per column, beside the measured figures.
   add_test(NAME cli.cow_bench_profile COMMAND sh -c
-    "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> cow-bench --quick --size 4M --workload cow-rand --column base,fixed-64K --profile ${CMAKE_BINARY_DIR}/cal.json --out ${CMAKE_BINARY_DIR}/cow-bench-profile > /dev/null && grep -q 'modelled (profile smoke): CoW copies' ${CMAKE_BINARY_DIR}/cow-bench-profile/report.md && python3 -c \"import json, sys; w = json.load(open(sys.argv[1]))['workloads']['cow-rand']; assert w['base']['modelled']['cow_ms'] > 0 and not w['base']['modelled']['cow_ms_approximated'] and w['fixed-64K']['modelled']['cow_ms_approximated'], w\" ${CMAKE_BINARY_DIR}/cow-bench-profile/report.json")
+    "[ -f ${CMAKE_BINARY_DIR}/cal.json ] || exit 4; $<TARGET_FILE:mmlab> cow-bench --quick --size 4M --workload cow-rand --column base,fixed-64K --profile ${CMAKE_BINARY_DIR}/cal.json --out ${CMAKE_BINARY_DIR}/cow-bench-profile > /dev/null && grep -q 'modelled (profile smoke): the measured phase' ${CMAKE_BINARY_DIR}/cow-bench-profile/report.md && python3 -c \"import json, sys; w = json.load(open(sys.argv[1]))['workloads']['cow-rand']; assert w['base']['modelled']['total_ms'] > 0 and not w['base']['modelled']['extrapolated'] and w['fixed-64K']['modelled']['extrapolated'], w\" ${CMAKE_BINARY_DIR}/cow-bench-profile/report.json")
   set_tests_properties(cli.cow_bench_profile PROPERTIES SKIP_RETURN_CODE 4 DEPENDS cli.calibrate_quick_json)
   # The cost model on the host: the quick profile's terms predict two
   # validation cases measured twice; every figure is in the JSON. A profile
@@ -309,3 +309,18 @@ if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
      mv plots-a plots-b && cd plots-b && rm fault.png && gnuplot fault.gp && test -s fault.png && echo redrawn")
   set_tests_properties(cli.bench_plots_redraw_in_place PROPERTIES PASS_REGULAR_EXPRESSION "^redrawn")
 endif()
+
+# cow-bench's modelled columns (the committed profile's costs times the
+# counts) are identical in two runs while two busy loops load both CPUs:
+# usemem and cow-rand, base, rfc, fixed-16K and fixed-64K.
+if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+  add_test(NAME cli.cow_bench_modelled_deterministic COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_modelled_determinism.py
+           $<TARGET_FILE:mmlab> ${CMAKE_SOURCE_DIR}/bench/cost/profiles/vm-6.18-2cpu.json ${CMAKE_CURRENT_BINARY_DIR}/modelled-det)
+  set_tests_properties(cli.cow_bench_modelled_deterministic PROPERTIES RUN_SERIAL TRUE)
+endif()
+
+# run --profile: the kernel's modelled time of each test's part after its
+# `counters reset`, from the committed profile.
+add_test(NAME cli.run_profile COMMAND mmlab run ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms --filter cow-o4
+                                      --profile ${CMAKE_SOURCE_DIR}/bench/cost/profiles/vm-6.18-2cpu.json)
+set_tests_properties(cli.run_profile PROPERTIES PASS_REGULAR_EXPRESSION "# modelled cow-o4: kernel [1-9][0-9.]* us, program")

@@ -3,6 +3,7 @@
 #include "bench/model_common.h"
 #include "bench/suite.h"
 #include "fmt/format.h"
+#include "mmlab/cost.h"
 #include "mmlab/types.h"
 
 namespace mmlab::cli {
@@ -12,45 +13,52 @@ void modelled_heading(const std::string& what, Report* rep) {
   rep->add(fmt::format("\n### modelled (profile {}): {}\n\n", rep->profile->name, what));
 }
 
-}  // namespace
-
-void modelled_fault_in(uint64_t size, const std::vector<int64_t>& faults, Report* rep) {
-  modelled_heading(fmt::format("fault-in of {} MiB = model faults x host first-touch ns/fault", size >> 20), rep);
-  rep->add("| folio | model faults | host ns/fault | modelled ms | modelled ns/page |\n|---|---:|---:|---:|---:|\n");
-  for (size_t i = 0; i < std::size(kCases); i++) {
-    const host::FaultCost* fc = rep->profile->fault_cost(folio_bytes_of(kCases[i].name));
-    auto& j = rep->json["modelled"]["fault"][kCases[i].name];
-    j["faults"] = faults[i];
-    if (!fc) {
-      rep->add(fmt::format("| {} | {} | n/a | n/a | n/a |\n", kCases[i].name, faults[i]));
-      j["modelled_s"] = nullptr;
-      continue;
-    }
-    double ns = static_cast<double>(faults[i]) * fc->ns_per_fault;
-    rep->add(fmt::format("| {} | {} | {:.0f} | {:.2f} | {:.1f} |\n", kCases[i].name, faults[i], fc->ns_per_fault, ns / 1e6,
-                         ns / static_cast<double>(size / PAGE_SIZE)));
-    j["host_ns_per_fault"] = fc->ns_per_fault;
-    j["modelled_s"] = ns / 1e9;
+// One row per folio case: the kernel's and the program's modelled time of
+// the counted part, and its change against the first case (4K). A profile
+// without the cost model's terms (format 1) has nothing to multiply.
+void modelled_rows(const char* what, const std::vector<std::map<std::string, int64_t>>& counts, double per_pages,
+                   nlohmann::ordered_json* j, Report* rep) {
+  if (rep->profile->terms.empty()) {
+    rep->add("the profile has no cost-model terms (format 1): run `mmlab calibrate` again\n");
+    return;
+  }
+  rep->add(fmt::format("| folio | {} kernel ms | program ms | band (terms' 95%) ms | ns per 4K page | vs 4K |\n"
+                       "|---|---:|---:|---|---:|---:|\n",
+                       what));
+  double first = 0;
+  for (size_t i = 0; i < std::size(kCases) && i < counts.size(); i++) {
+    const cost::Prediction pr = cost::predict(*rep->profile, counts[i]);
+    if (i == 0) first = pr.program_ns();
+    const double vs = first > 0 ? (pr.program_ns() / first - 1) * 100 : 0;
+    rep->add(fmt::format("| {} | {:.3f} | {:.3f} | {:.3f}-{:.3f} | {:.1f} | {:+.1f}% |\n", kCases[i].name, pr.kernel_ns / 1e6,
+                         pr.user_ns / 1e6, pr.lo_ns / 1e6, pr.hi_ns / 1e6, pr.program_ns() / per_pages, vs));
+    auto& row = (*j)[kCases[i].name];
+    row["kernel_ms"] = pr.kernel_ns / 1e6;
+    row["user_ms"] = pr.user_ns / 1e6;
+    row["band_ms"] = {pr.lo_ns / 1e6, pr.hi_ns / 1e6};
+    row["vs_4k_pct"] = vs;
+    row["missing_terms"] = pr.missing;
   }
 }
 
-void modelled_cow(const std::vector<int64_t>& copies, Report* rep) {
-  modelled_heading("CoW faults = model CoW copies x host ns/CoW fault", rep);
-  rep->add("| folio | model CoW faults | host ns/CoW fault | modelled ms |\n|---|---:|---:|---:|\n");
-  for (size_t i = 0; i < std::size(kCases); i++) {
-    const host::FaultCost* fc = rep->profile->fault_cost(folio_bytes_of(kCases[i].name));
-    auto& j = rep->json["modelled"]["fork"][kCases[i].name];
-    j["cow_faults"] = copies[i];
-    if (!fc) {
-      rep->add(fmt::format("| {} | {} | n/a | n/a |\n", kCases[i].name, copies[i]));
-      j["modelled_cow_s"] = nullptr;
-      continue;
-    }
-    double ns = static_cast<double>(copies[i]) * fc->cow_ns_per_fault;
-    rep->add(fmt::format("| {} | {} | {:.0f} | {:.2f} |\n", kCases[i].name, copies[i], fc->cow_ns_per_fault, ns / 1e6));
-    j["host_ns_per_cow_fault"] = fc->cow_ns_per_fault;
-    j["modelled_cow_s"] = ns / 1e9;
+}  // namespace
+
+void modelled_fault_in(uint64_t size, const std::vector<std::map<std::string, int64_t>>& counts, Report* rep) {
+  modelled_heading(fmt::format("fault-in of {} MiB, one byte written per 4K page", size >> 20), rep);
+  modelled_rows("fault-in", counts, static_cast<double>(size / PAGE_SIZE), &rep->json["modelled"]["fault"], rep);
+}
+
+void modelled_fork(uint64_t size, const std::vector<std::map<std::string, int64_t>>& fork_counts,
+                   const std::vector<std::map<std::string, int64_t>>& cow_counts, Report* rep) {
+  modelled_heading(fmt::format("fork of a populated {} MiB", size >> 20), rep);
+  modelled_rows("fork", fork_counts, static_cast<double>(size / PAGE_SIZE), &rep->json["modelled"]["fork"], rep);
+  modelled_heading("the CoW writes after the fork (one byte per 4K page)", rep);
+  double pages = 1;
+  if (!cow_counts.empty()) {
+    auto it = cow_counts.front().find("fault.wp_copy");
+    pages = it != cow_counts.front().end() && it->second > 0 ? static_cast<double>(it->second) : 1;
   }
+  modelled_rows("CoW", cow_counts, pages, &rep->json["modelled"]["cow_after_fork"], rep);
 }
 
 void modelled_pins(const std::vector<PinRow>& rows, const std::string& key, Report* rep) {

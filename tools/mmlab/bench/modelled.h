@@ -1,10 +1,12 @@
 // The "modelled" tables of `mmlab bench --profile`: the model's event counts
-// times the host's measured cost per event (a cost profile from `mmlab
-// calibrate`). They stay apart from the measured tables, and under
-// "modelled" in the JSON.
+// times the profile's cost per event (include/mmlab/cost.h; a profile from
+// `mmlab calibrate`). They stay apart from the measured tables, and under
+// "modelled" in the JSON. Counts are the same in every run, so these
+// figures are too.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,10 +14,12 @@
 
 namespace mmlab::cli {
 
-// Fault-in of `size` per folio case (bench_model_common.h's kCases): model faults x host ns/fault.
-void modelled_fault_in(uint64_t size, const std::vector<int64_t>& faults, Report* rep);
-// CoW faults per folio case: model CoW copies x host ns/CoW fault.
-void modelled_cow(const std::vector<int64_t>& copies, Report* rep);
+// Fault-in of `size` per folio case (model_common.h's kCases): the counts
+// of each case's fault-in loop.
+void modelled_fault_in(uint64_t size, const std::vector<std::map<std::string, int64_t>>& counts, Report* rep);
+// fork of a populated `size` and the CoW writes after it, per folio case.
+void modelled_fork(uint64_t size, const std::vector<std::map<std::string, int64_t>>& fork_counts,
+                   const std::vector<std::map<std::string, int64_t>>& cow_counts, Report* rep);
 
 // A long-term pin row: its pages x the host's per-page cost of io_uring
 // buffer registration (and unregistration, for the put) at the row's folio

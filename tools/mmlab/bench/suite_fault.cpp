@@ -35,6 +35,7 @@ struct FaultSample {
   int64_t faults = 0;
   long host_faults = 0;
   FrameStoreInfo store;
+  std::map<std::string, int64_t> counts;  // System::all_counters() over the fault-in loop (the modelled time's input)
 };
 
 // First touch of every page of `size`: one byte written per base page.
@@ -50,6 +51,7 @@ FaultSample fault_in_once(const FolioCase& c, uint64_t size, DataTiming timing, 
   uint64_t addr = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
   if (c.sysfs_dir) (void)p->madvise(addr, size, MADV_HUGEPAGE);
   int64_t faults0 = sys->vmstat("pgfault");
+  const std::map<std::string, int64_t> counts0 = sys->all_counters();
   sys->set_data_timing(timing == DataTiming::kOn);
   const long hf0 = host_faults_now();
   const auto t0 = Clock::now();
@@ -66,6 +68,7 @@ FaultSample fault_in_once(const FolioCase& c, uint64_t size, DataTiming timing, 
   s.zero_ns = static_cast<double>(sys->data_time_ns("zero"));
   s.pgtables_bytes = p->pgtables_bytes();
   s.faults = sys->vmstat("pgfault") - faults0;
+  for (auto& [n, v] : sys->all_counters()) s.counts[n] = v - counts0.at(n);
   s.store = sys->frame_store_info();
   p->exit();
   return s;
@@ -302,9 +305,9 @@ static int suite_fault(const BenchOptions& o, Report* rep) {
   rep->add("\n" + store_text(samples.back().back().store) + "\n");
   trace_cost(size, repeats, rep);
   if (rep->profile) {
-    std::vector<int64_t> faults;
-    for (auto& s : samples) faults.push_back(s.back().faults);
-    modelled_fault_in(size, faults, rep);
+    std::vector<std::map<std::string, int64_t>> counts;
+    for (auto& s : samples) counts.push_back(s.back().counts);
+    modelled_fault_in(size, counts, rep);
   }
   return 0;
 }

@@ -28,6 +28,7 @@ struct ForkSample {
   double fork_s = 0, cow_s = 0, copy_ns = 0;
   int64_t pte_batches = 0, wp_copies = 0;
   long host_faults = 0;
+  std::map<std::string, int64_t> fork_counts, cow_counts;  // System::all_counters() over each timed part
 };
 
 // Populate `size` with folios of one size, fork, then write one byte into
@@ -50,15 +51,18 @@ ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, Data
   }
   ForkSample s;
   sys->reset_counters();
+  std::map<std::string, int64_t> c0 = sys->all_counters();
   auto t0 = Clock::now();
   Process* child = p->fork("child");
   s.fork_s = seconds_since(t0);
+  for (auto& [n, v] : sys->all_counters()) s.fork_counts[n] = v - c0.at(n);
   if (!child) {
     *err = -ENOMEM;
     return {};
   }
   s.pte_batches = sys->counter("fork.pte_batches");
   sys->reset_counters();
+  c0 = sys->all_counters();
   sys->set_data_timing(timing == DataTiming::kOn);
   const long hf0 = host_faults_now();
   t0 = Clock::now();
@@ -73,6 +77,7 @@ ForkSample fork_once(const FolioCase& c, uint64_t size, uint64_t cow_bytes, Data
   s.host_faults = host_faults_now() - hf0;
   s.copy_ns = static_cast<double>(sys->data_time_ns("copy"));
   s.wp_copies = sys->counter("fault.wp_copy");
+  for (auto& [n, v] : sys->all_counters()) s.cow_counts[n] = v - c0.at(n);
   child->exit();
   p->exit();
   return s;
@@ -198,9 +203,12 @@ static int suite_fork(const BenchOptions& o, Report* rep) {
   rep->plots.push_back(fork_plot);
   rep->plots.push_back(cow_plot);
   if (rep->profile) {
-    std::vector<int64_t> copies;
-    for (auto& s : samples) copies.push_back(s.back().wp_copies);
-    modelled_cow(copies, rep);
+    std::vector<std::map<std::string, int64_t>> fork_counts, cow_counts;
+    for (auto& s : samples) {
+      fork_counts.push_back(s.back().fork_counts);
+      cow_counts.push_back(s.back().cow_counts);
+    }
+    modelled_fork(size, fork_counts, cow_counts, rep);
   }
   return 0;
 }

@@ -5,6 +5,10 @@
 #include <tuple>
 
 #include "cli/commands.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "mmlab/calibrate.h"
+#include "mmlab/cost.h"
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "nlohmann/json.hpp"
@@ -14,7 +18,7 @@ namespace {
 
 struct RunOptions {
   std::vector<std::string> files;
-  std::string filter, json, known, states;
+  std::string filter, json, known, states, profile;
   std::vector<std::string> variants;
   std::string backend = "model";
   std::vector<std::string> fake_probes;
@@ -64,6 +68,19 @@ bool write_states(const std::vector<ScenarioResult>& results, const std::string&
   return false;
 }
 
+// --profile: each test's part after its `counters reset`, as the kernel's
+// time predicted from the model's counts (include/mmlab/cost.h).
+void print_modelled(const std::vector<ScenarioResult>& results, const host::CostProfile& p) {
+  std::cout << "# modelled (profile " << p.name << "): the part of each test after its last `counters reset`\n";
+  for (auto& r : results) {
+    if (r.cost_counts.empty()) continue;
+    const cost::Prediction pr = cost::predict(p, r.cost_counts);
+    std::cout << fmt::format("# modelled {}: kernel {:.1f} us, program {:.1f} us (band {:.1f}-{:.1f} us){}\n", r.name,
+                             pr.kernel_ns / 1e3, pr.user_ns / 1e3, pr.lo_ns / 1e3, pr.hi_ns / 1e3,
+                             pr.missing.empty() ? "" : ", terms without a cost: " + fmt::format("{}", fmt::join(pr.missing, " ")));
+  }
+}
+
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
   so.filter = o.filter;
@@ -108,7 +125,17 @@ int run_run(const RunOptions& o) {
     std::cerr << "mmlab run: " << (o.filter.empty() ? std::string("the files hold no test") : "no test matches --filter " + o.filter) << "\n";
     return 2;
   }
+  host::CostProfile profile;
+  if (!o.profile.empty()) {
+    if (host::load_cost_profile(o.profile, &profile, &err) || profile.terms.empty()) {
+      std::cerr << "mmlab run: --profile " << o.profile << ": "
+                << (err.empty() ? "no cost-model terms (a format 1 profile: run mmlab calibrate again)" : err) << "\n";
+      return 2;
+    }
+    so.cost_sample = true;
+  }
   auto results = scenario_run(*prog, so, std::cout);
+  if (!o.profile.empty()) print_modelled(results, profile);
   if (!o.json.empty() && !write_json(results, so.backend, o.json, json_out)) return 2;
   if (!o.states.empty() && !write_states(results, o.states, states_out)) return 2;
   return scenario_exit_status(results);
@@ -137,6 +164,9 @@ void add_run(CLI::App& app) {
                   "file of tests this run expects to fail, GLOB REASON... per line (XFAIL; a listed test that passes fails)");
   sub->add_flag("--tap", o->tap, "TAP output (the default and only format)");
   sub->add_flag("--times", o->times, "a '# time: N ms total' line at the end (each test always has its '# time: N ms' line)");
+  sub->add_option("--profile", o->profile,
+                  "cost profile from `mmlab calibrate`: a '# modelled' line per test, the kernel's time of its part after "
+                  "`counters reset` predicted from the model's counts");
   sub->add_flag("--debug-vm", o->debug_vm,
                 "model: run the invariant checker after every statement, not only at each test's end (also MMLAB_DEBUG_VM=all)");
   add_parallel_options(sub, &o->par);

@@ -53,6 +53,8 @@ nlohmann::ordered_json report_json(const cost::ValidationReport& r, const host::
     c["predicted_ns"] = row.predicted_ns;
     c["error"] = row.error;
     c["met"] = row.met;
+    c["error_at_speed"] = row.error_at_speed;
+    c["met_at_speed"] = row.met_at_speed;
     c["not_calibrated"] = row.extrapolated;
   }
   return j;

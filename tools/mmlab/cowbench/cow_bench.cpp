@@ -458,7 +458,8 @@ class WorkloadRun {
   const bool forks_, sharer_exits_, fragmented_;
   Run r_;
   System* s_ = nullptr;
-  std::vector<int64_t> counted0_, orders0_;
+  std::vector<int64_t> counted0_;
+  std::map<std::string, int64_t> counts0_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<KhugepagedBeside> khugepaged_;
   std::vector<Writer> ws_;
@@ -476,7 +477,7 @@ int WorkloadRun::set_up(std::string* err) {
   if (fragmented_)
     if (int e = fragment(&r_, c_, &out_->m, err); e < 0) return e;
   for (const CountedValue& v : kCounted) counted0_.push_back(v.read(s_));
-  orders0_ = copies_by_order(s_);
+  counts0_ = s_->all_counters();
   return 0;
 }
 
@@ -610,8 +611,7 @@ void WorkloadRun::record() {
   if (w_.name == "usemem") m.add_samples("child_kbps", kbps);
   for (size_t i = 0; i < std::size(kCounted); i++)
     m.set(kCounted[i].key, static_cast<double>(kCounted[i].read(s_) - counted0_[i]));
-  out_->copies_by_order = copies_by_order(s_);
-  for (size_t o = 0; o < out_->copies_by_order.size() && o < orders0_.size(); o++) out_->copies_by_order[o] -= orders0_[o];
+  for (auto& [n, v] : s_->all_counters()) out_->counts[n] = v - counts0_[n];
   m.set("warnings", static_cast<double>(s_->warnings().size()));
 }
 
@@ -636,8 +636,7 @@ void Result::merge(const Result& r) {
   if (!ran) curve = r.curve;
   ran = true;
   m.merge(r.m);
-  copies_by_order.resize(std::max(copies_by_order.size(), r.copies_by_order.size()));
-  for (size_t o = 0; o < r.copies_by_order.size(); o++) copies_by_order[o] += r.copies_by_order[o];
+  for (auto& [n, v] : r.counts) counts[n] += v;
 }
 
 const std::vector<Column>& columns() {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ struct Result {
   std::string not_run;  // why the column does not apply to the workload
   MetricSet m{&cow_metrics()};
   std::vector<Sample> curve;             // the sampler's points (the first seed's, merged)
-  std::vector<int64_t> copies_by_order;  // cow.copy.order<N> over the run, summed over the seeds
+  std::map<std::string, int64_t> counts;  // System::all_counters() over the measured phase, summed over the seeds
   // One more seed's run.
   void merge(const Result& r);
 };

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "fmt/format.h"
+#include "mmlab/cost.h"
 
 namespace mmlab::cli::cowbench {
 
@@ -217,10 +218,16 @@ const MetricDef kMemoryValues[] = {
 const MetricDef kModelledValues[] = {
     {.key = "modelled.profile", .unit = U::kText, .source = S::kModelled, .merge = M::kFirst,
      .what = "the cost profile's name"},
-    {.key = "modelled.cow_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
-     .what = "modelled CoW time per seed (null: the profile lacks a size)"},
-    {.key = "modelled.cow_ms_approximated", .unit = U::kFlag, .source = S::kModelled, .merge = M::kFirst,
-     .what = "a large copy stood in for by a first-touch fault of its size"},
+    {.key = "modelled.kernel_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
+     .what = "modelled kernel CPU time of the measured phase, per seed"},
+    {.key = "modelled.user_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
+     .what = "modelled CPU time of the program's own loads and stores, per seed"},
+    {.key = "modelled.total_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
+     .what = "modelled CPU time, kernel and program, per seed"},
+    {.key = "modelled.vs_base_pct", .unit = U::kCount, .source = S::kModelled, .merge = M::kFirst,
+     .what = "the modelled total's change against base, in percent"},
+    {.key = "modelled.extrapolated", .unit = U::kFlag, .source = S::kModelled, .merge = M::kFirst,
+     .what = "rests on a copy larger than 4K on a write fault, which the host never runs"},
 };
 
 }  // namespace
@@ -375,28 +382,21 @@ void Sampler::stop(Sampled* m) {
   m->samples = std::move(samples_);
 }
 
-std::vector<int64_t> copies_by_order(const System* s) {
-  std::vector<int64_t> v;
-  for (unsigned o = 0;; o++) {
-    const int64_t n = s->counter(fmt::format("cow.copy.order{}", o));
-    if (n < 0) break;
-    v.push_back(n);
+ModelledPhase modelled_phase(const std::map<std::string, int64_t>& counts, const host::CostProfile& p) {
+  const cost::Prediction pr = cost::predict(p, counts);
+  ModelledPhase m;
+  m.kernel_ms = pr.kernel_ns / 1e6;
+  m.user_ms = pr.user_ns / 1e6;
+  m.lo_ms = pr.lo_ns / 1e6;
+  m.hi_ms = pr.hi_ns / 1e6;
+  m.missing = pr.missing;
+  for (unsigned o = 1; o <= PMD_ORDER; o++) {
+    auto it = counts.find(fmt::format("cow.copy.order{}", o));
+    auto un = counts.find(fmt::format("cow.unshare.order{}", o));
+    if ((it != counts.end() && it->second > 0) || (un != counts.end() && un->second > 0))
+      m.extrapolated.push_back(fmt::format("copy_o{}", o));
   }
-  return v;
-}
-
-ModelledCow modelled_cow_ms(const std::vector<int64_t>& copies_by_order, const host::CostProfile& p) {
-  ModelledCow m;
-  double ns = 0;
-  for (size_t o = 0; o < copies_by_order.size(); o++) {
-    if (!copies_by_order[o]) continue;
-    const host::FaultCost* fc = p.fault_cost(PAGE_SIZE << o);
-    if (!fc) return {};
-    const double per = o == 0 ? fc->cow_ns_per_fault : fc->ns_per_fault;
-    m.approximated |= o > 0;
-    ns += static_cast<double>(copies_by_order[o]) * per;
-  }
-  m.ms = ns / 1e6;
+  if (!m.extrapolated.empty()) m.extrapolated.push_back("fault_wp_copy");
   return m;
 }
 
@@ -446,7 +446,7 @@ Plot line_plot(const std::string& file, const std::string& title, const std::str
 }  // namespace
 
 void MetricsReport::add(const std::string& column, MetricSet* m, const std::vector<Sample>& curve,
-                        const std::vector<int64_t>& copies) {
+                        const std::map<std::string, int64_t>& counts) {
   rows_.push_back({column, m, ""});
   if (m->value("metrics.sampled") != 0) {
     rss_.push_back(curve_series(column, curve, [](const std::vector<Sample>& v, size_t i) {
@@ -460,19 +460,45 @@ void MetricsReport::add(const std::string& column, MetricSet* m, const std::vect
     if (tlb()) misses_.push_back(curve_series(column, curve, walks_per_1000));
   }
   if (!profile_) return;
-  std::vector<int64_t> per_seed = copies;
-  for (auto& c : per_seed) c = static_cast<int64_t>(static_cast<double>(c) / std::max(1u, m->runs()));
-  const ModelledCow mc = modelled_cow_ms(per_seed, *profile_);
-  approximated_ |= mc.approximated;
-  std::string orders;
-  for (size_t o = 0; o < per_seed.size(); o++)
-    if (per_seed[o]) orders += fmt::format("{}{}K x {}", orders.empty() ? "" : ", ", 4u << o, per_seed[o]);
-  modelled_rows_ += fmt::format("| {} | {} | {}{} |\n", column, orders.empty() ? "-" : orders,
-                                mc.ms < 0 ? "n/a" : fmt::format("{:.2f}", mc.ms), mc.approximated ? " *" : "");
-  m->set_text("modelled.profile", profile_->name);
-  m->set("modelled.cow_ms", mc.ms < 0 ? std::numeric_limits<double>::quiet_NaN() : mc.ms);
-  m->set("modelled.cow_ms_approximated", mc.approximated);
+  std::map<std::string, int64_t> per_seed = counts;
+  for (auto& [n, v] : per_seed) v = static_cast<int64_t>(static_cast<double>(v) / std::max(1u, m->runs()));
+  modelled_.push_back({column, m, modelled_phase(per_seed, *profile_)});
 }
+
+// The modelled time of each column's measured phase, and its change
+// against the first column (base): the model's counts are the same in every
+// run of a deterministic workload, so these figures are too.
+void MetricsReport::modelled_table(Report* rep) {
+  rep->add(fmt::format("\n#### modelled (profile {}): the measured phase's counts x the profile's costs, per seed\n\n",
+                       profile_->name));
+  rep->add("| column | kernel ms | program ms | total ms | band (terms' 95%) | vs base | extrapolated terms |\n"
+           "|---|---:|---:|---:|---|---:|---|\n");
+  const double base = modelled_.empty() ? 0 : modelled_.front().t.total_ms();
+  bool any_missing = false;
+  for (auto& r : modelled_) {
+    const double vs = base > 0 ? (r.t.total_ms() / base - 1) * 100 : 0;
+    std::string ex;
+    for (auto& e : r.t.extrapolated) ex += (ex.empty() ? "" : ", ") + e;
+    any_missing |= !r.t.missing.empty();
+    rep->add(fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f}-{:.3f} | {:+.1f}% | {} |\n", r.column, r.t.kernel_ms,
+                         r.t.user_ms, r.t.total_ms(), r.t.lo_ms, r.t.hi_ms, vs, ex.empty() ? "-" : ex));
+    r.m->set_text("modelled.profile", profile_->name);
+    r.m->set("modelled.kernel_ms", r.t.kernel_ms);
+    r.m->set("modelled.user_ms", r.t.user_ms);
+    r.m->set("modelled.total_ms", r.t.total_ms());
+    r.m->set("modelled.vs_base_pct", vs);
+    r.m->set("modelled.extrapolated", !r.t.extrapolated.empty());
+  }
+  rep->add(fmt::format(
+      "\nModelled, not measured: the model's counts over the measured phase times the costs profile {} measured on "
+      "its host (docs/BENCH.md, \"The cost model\"); identical in every run where the counts are (usemem with ordered "
+      "children, cow-rand, prefork, read-then-write); a workload that races (fork-exec's first writer, snapshot, the "
+      "khugepaged column) differs from seed to seed. `vs base`: the total's change against the first column. "
+      "Extrapolated: a copy larger than 4K on a write fault, which the host kernel never makes; it costs the "
+      "per-order copy measured on the host (copy_oN) plus the 4K CoW fault's fitted cost (fault_wp_copy).{}\n",
+      profile_->name, any_missing ? " Some terms counted here have no cost in the profile and count as 0." : ""));
+}
+
 void MetricsReport::finish(Report* rep) {
   rep->add(fmt::format("\n### {}: RSS and PSS over the measured phase, TLB flushes and IPIs{}\n\n", workload_,
                        tlb() ? fmt::format(", TLB misses (tlb.geometry {})", geometry_) : ""));
@@ -488,18 +514,7 @@ void MetricsReport::finish(Report* rep) {
   if (geometry_ == "x86-amd")
     rep->add("\nWith x86-amd, 4 aligned contiguous 4K PTEs of one folio fill one 16K entry: 16K and larger folios gain "
              "reach from that coalescing.\n");
-  if (profile_) {
-    rep->add(fmt::format("\n#### modelled (profile {}): CoW copies x the host's cost per copy\n\n", profile_->name));
-    rep->add("| column | CoW copies by size (per seed) | modelled CoW ms |\n|---|---|---:|\n");
-    rep->add(modelled_rows_);
-    rep->add("\nModelled, not measured: a 4K copy costs the host's CoW fault; the host profile was measured after a "
-             "discarded warm-up run of each case, on memory the host had already backed (recycled), so its first-touch "
-             "cost is the kernel's, not the hypervisor's.");
-    if (approximated_)
-      rep->add(" \\* a larger copy costs the host's first-touch fault of a folio of that size (allocation, zeroing and "
-               "mapping of as many bytes): the host kernel has no mTHP CoW to measure.");
-    rep->add("\n");
-  }
+  if (profile_) modelled_table(rep);
   const std::string slug = "cow-" + workload_;
   if (!rss_.empty())
     rep->plots.push_back(line_plot(slug + "-rss", fmt::format("cow-bench {}: RSS over time (sum over processes)", workload_),

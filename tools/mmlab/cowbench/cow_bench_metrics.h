@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,18 +102,19 @@ TlbCounts read_tlb(const System* s);
 // The sampler's figures as named values (metrics.*) of a run.
 void record_sampled(const Sampled& m, const std::string& geometry, MetricSet* out);
 
-// Modelled CoW time: the model's copies per folio order times the host's
-// cost at that size from a cost profile: its CoW fault (one 4K copy) for
-// order 0, its first-touch fault of a folio of that size (allocation, zeroing
-// and mapping of as many bytes as the copy allocates and fills) for larger
-// orders. -1 when the profile lacks a size the copies need.
-struct ModelledCow {
-  double ms = -1;
-  bool approximated = false;  // a large copy stood in for by a first touch
+// Modelled time of a measured phase: its counts (per seed) times the
+// profile's costs (include/mmlab/cost.h), the kernel's and the program's
+// own, with the band the terms' 95% intervals give, and the terms a copy
+// larger than 4K on a write fault rests on: the host never runs one (no
+// mTHP CoW), so that time is extrapolated from the per-order copy cost
+// measured on the host and the 4K CoW fault's fitted cost.
+struct ModelledPhase {
+  double kernel_ms = 0, user_ms = 0, lo_ms = 0, hi_ms = 0;
+  std::vector<std::string> extrapolated;  // "copy_o4", ...
+  std::vector<std::string> missing;       // terms counted that the profile lacks
+  double total_ms() const { return kernel_ms + user_ms; }
 };
-ModelledCow modelled_cow_ms(const std::vector<int64_t>& copies_by_order, const host::CostProfile& p);
-// cow.copy.order<N> for every order (index = order).
-std::vector<int64_t> copies_by_order(const System* s);
+ModelledPhase modelled_phase(const std::map<std::string, int64_t>& counts, const host::CostProfile& p);
 
 // One workload's "memory" table, its modelled-time table (with a profile)
 // and its plots (RSS and PSS over time; TLB misses over time with a
@@ -124,17 +126,22 @@ class MetricsReport {
   // A column's merged values (modelled.* added to them with a profile), its
   // curve and its copies per order summed over the seeds; m must live until finish().
   void add(const std::string& column, MetricSet* m, const std::vector<Sample>& curve,
-           const std::vector<int64_t>& copies_by_order);
+           const std::map<std::string, int64_t>& counts);
   // The tables, the mechanism sentences and the plots into rep.
   void finish(Report* rep);
+  void modelled_table(Report* rep);
 
  private:
   bool tlb() const { return !geometry_.empty() && geometry_ != "off"; }
   std::string workload_, geometry_;
   const host::CostProfile* profile_;
   std::vector<MetricRow> rows_;
-  std::string modelled_rows_;
-  bool approximated_ = false;
+  struct ModelledRow {
+    std::string column;
+    MetricSet* m;
+    ModelledPhase t;
+  };
+  std::vector<ModelledRow> modelled_;
   std::vector<PlotSeries> rss_, pss_, misses_;
 };
 

@@ -115,7 +115,7 @@ int workload_report(const Workload& w, const Grid& g, Report* rep) {
       rep->json["workloads"][w.name][c.name] = {{"not_run", all.not_run}};
       continue;
     }
-    memory.add(c.name, &all.m, all.curve, all.copies_by_order);
+    memory.add(c.name, &all.m, all.curve, all.counts);
     rows.push_back({c.name, &all.m, ""});
     rep->json["workloads"][w.name][c.name] = all.m.json();
     if (all.m.has("khugepaged.wakes")) notes += khugepaged_text(c.name, all.m);
@@ -124,12 +124,16 @@ int workload_report(const Workload& w, const Grid& g, Report* rep) {
   rep->add(notes);
   if (w.name == "usemem")
     rep->add("\nThe series reported +9/+12/+14% usemem throughput for its mTHP CoW; compare the `vs base` column's "
-             "ratios, never the absolute KB/s.\n");
+             "ratios, never the absolute KB/s (measured here: the model's own speed), or, with --profile, the modelled "
+             "table's `vs base` (the kernel's time predicted from the counts, the same in every run).\n");
   Plot cdf = metric_plot(cow_metrics(), "latency_us", rows, "cow-" + w.name + "-latency",
                          fmt::format("cow-bench {}: page-write latency percentiles", w.name));
   cdf.ylabel = "µs";
   if (!cdf.series.empty()) rep->plots.push_back(cdf);
   memory.finish(rep);
+  // finish() adds the modelled values (they need base's): the JSON again.
+  for (size_t i = 0; i < g.columns.size(); i++)
+    if (results[i].ran) rep->json["workloads"][w.name][g.columns[i]->name] = results[i].m.json();
   return 0;
 }
 
