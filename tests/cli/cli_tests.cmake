@@ -295,4 +295,9 @@ if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
     "rm -rf plots-a plots-b && $<TARGET_FILE:mmlab> bench --quick --suite fault --size-mb 4 --repeats 2 --out plots-a >/dev/null &&
      mv plots-a plots-b && cd plots-b && rm fault.png && gnuplot fault.gp && test -s fault.png && echo redrawn")
   set_tests_properties(cli.bench_plots_redraw_in_place PROPERTIES PASS_REGULAR_EXPRESSION "^redrawn")
+  # cow-bench with every column: charts of at most 6 series in distinct
+  # colours, base in each, PSS from 0 saying how few reads it has, and a
+  # moved folder redraws.
+  add_test(NAME cli.cow_bench_plots_readable COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_cow_bench_plots.py
+                                                     $<TARGET_FILE:mmlab> ${CMAKE_CURRENT_BINARY_DIR}/cow-bench-plots)
 endif()
