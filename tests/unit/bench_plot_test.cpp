@@ -82,6 +82,46 @@ TEST(BenchPlotTest, LinesPastThePaletteDifferInDashAndPoint) {
     for (size_t j = i + 1; j < 14; j++) EXPECT_NE(style(i), style(j)) << i << " and " << j << ": " << style(i);
 }
 
+// cow-bench's 14 columns: a chart per group, each beginning with the
+// reference series; what no group names goes to charts of its own.
+TEST(BenchPlotTest, AWidePlotSplitsIntoChartsThatKeepTheReference) {
+  Plot p;
+  p.file = "cow-x-latency";
+  p.title = "t";
+  p.lines = true;
+  for (int i = 0; i < 14; i++) p.series.push_back({fmt::format("c{}", i), {{1, 1, 1, 1}}});
+  const std::vector<Plot> charts = split_plot(p, {{"a", "group a", {"c1", "c2", "c3"}}, {"b", "group b", {"c4", "c99"}}});
+  // a: c0 + 3; b: c0 + 1; the 9 left over, 5 a chart beside c0: 2 more.
+  ASSERT_EQ(charts.size(), 4u);
+  EXPECT_EQ(charts[0].file, "cow-x-latency-a");
+  EXPECT_EQ(charts[0].title, "t: group a");
+  EXPECT_EQ(charts[1].series.size(), 2u);
+  EXPECT_EQ(charts[2].file, "cow-x-latency-more");
+  EXPECT_EQ(charts[3].file, "cow-x-latency-more2");
+  size_t drawn = 0;
+  for (const Plot& c : charts) {
+    EXPECT_EQ(c.series.front().title, "c0") << c.file;
+    EXPECT_LE(c.series.size(), kMaxSeries) << c.file;
+    drawn += c.series.size() - 1;
+  }
+  EXPECT_EQ(drawn, 13u);  // every series but the reference, once
+  // A plot that fits one chart stays as it is, under its own name.
+  p.series.resize(kMaxSeries);
+  const std::vector<Plot> one = split_plot(p, {{"a", "group a", {"c1"}}});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].file, "cow-x-latency");
+}
+
+TEST(BenchPlotTest, ALogAxisStartsBelowTheLowestPoint) {
+  Plot p;
+  p.lines = true;
+  p.logy = true;
+  p.series = {{"a", {{0, 0.2, 0.2, 0.2}, {1, 3000, 3000, 3000}}}};
+  const std::string s = gnuplot_script(p, "/tmp/x.png");
+  EXPECT_NE(s.find("set logscale y 10"), std::string::npos) << s;
+  EXPECT_NE(s.find(fmt::format("set yrange [{:.6g}:{:.6g}]", 0.2 / 1.5, y_top(p) * 1.5)), std::string::npos) << s;
+}
+
 TEST(BenchPlotTest, RowsWithDifferentBasesShareOneGreyBaseSeries) {
   // unify: v6.5 is the THP row's base, legacy the hugetlb row's (and the
   // THP row's variant).

@@ -1,8 +1,9 @@
 // The statistics `mmlab bench` and `mmlab gup-test` print (tools/mmlab/
-// bench_stats.h): the ratio of medians and its bootstrap interval, and the
-// gup-test summary built on them. Fixed samples, no timing.
+// report/statistics.h): the ratio of medians, its bootstrap interval and
+// verdict, and the gup-test summary built on them. Fixed samples, no timing.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,11 @@ TEST(BenchStatsTest, RatioOfMediansWithItsInterval) {
   // Paired over the rounds, every resample's ratio is exactly 2.
   EXPECT_DOUBLE_EQ(r.lo, 2.0);
   EXPECT_DOUBLE_EQ(r.hi, 2.0);
-  EXPECT_EQ(ci_text(r), "[2.00x, 2.00x]");
-  EXPECT_EQ(ratio_ci_text(r), "2.00x [2.00x, 2.00x]");
-  EXPECT_EQ(diff_ci_text(r), "-50.0% [-50.0%, -50.0%]");
+  // An interval that leaves out 1 is marked significant.
+  EXPECT_EQ(r.verdict, Verdict::kDifferent);
+  EXPECT_EQ(ci_text(r), "[2.00x, 2.00x]*");
+  EXPECT_EQ(ratio_ci_text(r), "2.00x [2.00x, 2.00x]*");
+  EXPECT_EQ(diff_ci_text(r), "-50.0% [-50.0%, -50.0%]*");
 }
 
 TEST(BenchStatsTest, IndependentSidesResampleApart) {
@@ -78,6 +81,55 @@ TEST(BenchStatsTest, NoRatioWithoutAPositiveMedian) {
   EXPECT_EQ(r.ratio, 0);
 }
 
+TEST(BenchStatsTest, TheMarkIsTheIntervalLeavingOutOne) {
+  // Pairs of sample sets around the boundary (v's median from 0.8 to 1.2
+  // times base's, spread 5-20%, 5 to 12 samples): the verdict is
+  // kDifferent exactly when the printed interval leaves out 1, whatever
+  // the pairing. A verdict reached another way (a test of its own, a 90%
+  // interval's ends) parts from the interval on some of these pairs.
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> unit(0, 1);
+  long different = 0, same = 0;
+  for (int k = 0; k < 200; k++) {
+    const size_t n = 5 + static_cast<size_t>(k % 8);
+    const double shift = 0.8 + 0.4 * unit(rng), spread = 0.05 + 0.15 * unit(rng);
+    std::vector<double> base(n), v(n);
+    for (size_t i = 0; i < n; i++) {
+      base[i] = 100 * (1 + spread * unit(rng));
+      v[i] = 100 * shift * (1 + spread * unit(rng));
+    }
+    for (Pairing p : {Pairing::kAlternated, Pairing::kIndependent}) {
+      const RatioCi r = median_ratio_ci(base, v, p);
+      ASSERT_TRUE(r.valid);
+      const bool leaves_out_one = r.lo > 1 || r.hi < 1;
+      EXPECT_EQ(r.verdict == Verdict::kDifferent, leaves_out_one) << "pair " << k << ": [" << r.lo << ", " << r.hi << "]";
+      EXPECT_NE(r.verdict, Verdict::kUndecided);
+      (leaves_out_one ? different : same)++;
+    }
+  }
+  // Both answers occur, or the pairs never reached the boundary.
+  EXPECT_GT(different, 20);
+  EXPECT_GT(same, 20);
+}
+
+TEST(BenchStatsTest, AVerdictWithoutARatio) {
+  // Negative values (a fit's intercept) have no ratio, but a verdict.
+  const RatioCi r = median_ratio_ci({-5, -5.1, -4.9, -5.2, -4.8}, {-1, -1.1, -0.9, -1.2, -0.8}, Pairing::kIndependent);
+  EXPECT_FALSE(r.valid);
+  EXPECT_EQ(r.verdict, Verdict::kDifferent);
+  EXPECT_EQ(ci_text(r), "n/a*");
+}
+
+TEST(BenchStatsTest, BelowFiveSamplesOnlyValuesWithoutSpreadAreDecided) {
+  EXPECT_EQ(median_ratio_ci({1, 2, 3}, {40, 50, 60}, Pairing::kIndependent).verdict, Verdict::kUndecided);
+  // The model's counts, identical in every run: they differ, or they do not.
+  EXPECT_EQ(median_ratio_ci({7, 7}, {8, 8}, Pairing::kIndependent).verdict, Verdict::kDifferent);
+  EXPECT_EQ(median_ratio_ci({7, 7, 7}, {7, 7}, Pairing::kIndependent).verdict, Verdict::kSame);
+  // One sample cannot show that a side has no spread.
+  EXPECT_EQ(median_ratio_ci({7}, {8, 8}, Pairing::kIndependent).verdict, Verdict::kUndecided);
+  EXPECT_EQ(ratio_ci_text(median_ratio_ci({7, 7}, {8, 8}, Pairing::kIndependent)), "0.88x n/a (n<5)*");
+}
+
 TEST(BenchStatsTest, APartAboveItsTotalIsNoRemainder) {
   EXPECT_EQ(remainder_of(1000, 300), 700);
   EXPECT_EQ(remainder_of(1000, 1000), 0);
@@ -113,7 +165,7 @@ TEST(BenchStatsTest, GupTestSummaryDiscardsTheWarmUpAndPrintsAnInterval) {
   EXPECT_NE(s.find("gup.walk=walk            6 "), std::string::npos) << s;
   // The base is the key's default wherever it runs, and walk's speedup
   // against it carries its interval.
-  EXPECT_NE(s.find("4.00x     [4.00x, 4.00x]"), std::string::npos) << s;
+  EXPECT_NE(s.find("4.00x    [4.00x, 4.00x]*"), std::string::npos) << s;
   EXPECT_NE(s.find("1.00x             (base)"), std::string::npos) << s;
   EXPECT_NE(s.find("after the first repeat, a warm-up, discarded"), std::string::npos) << s;
   EXPECT_NE(s.find("median get time of gup.walk=legacy"), std::string::npos) << s;

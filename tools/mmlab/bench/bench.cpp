@@ -158,6 +158,8 @@ int run_bench(const BenchOptions& o) {
   if (!o.profile.empty()) rep.profile = &profile;
   rep.add("# mmlab bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
+  // Stated once for every table below, whose intervals carry the mark.
+  rep.add(significance_rule() + "\n");
   rep.json["run"] = run_json(o, suites);
   if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
   if (int e = run_suites(o, suites, &rep)) return e;

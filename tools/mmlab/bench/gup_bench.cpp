@@ -283,9 +283,9 @@ std::string format_gup_summary(const GupBenchResult& res) {
                      res.region_pages ? mg * 1000.0 / static_cast<double>(res.region_pages) : 0.0);
   }
   s += fmt::format("# n: samples (one per repeat and thread){}; get x: the median get time of {} over the variant's, "
-                   "with its 95% bootstrap interval (paired over the alternated repeats; none below {} samples)\n",
+                   "with its 95% bootstrap interval (paired over the alternated repeats; none below {} samples)\n# {}\n",
                    warmup ? " after the first repeat, a warm-up, discarded" : ", none discarded with one repeat",
-                   res.variants[base], kMinCiSamples);
+                   res.variants[base], kMinCiSamples, significance_rule());
   return s;
 }
 

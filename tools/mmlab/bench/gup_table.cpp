@@ -81,7 +81,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
   rep->add("The first repeat of each variant is a warm-up, discarded (with one repeat, nothing is); n counts the rest, "
            "and flags samples beyond Tukey's far-out fences (Q1 - 3 IQR, Q3 + 3 IQR) as outliers. The speedup and the "
            "difference are the same statistic, the ratio of median get times, with a 95% bootstrap interval "
-           "(paired over the alternated repeats); with fewer than " + std::to_string(kMinCiSamples) +
+           "(paired over the alternated repeats), marked '*' where it leaves out 1 (significant); with fewer than " + std::to_string(kMinCiSamples) +
            " samples a side there is none (\"n/a (n<" + std::to_string(kMinCiSamples) + ")\"): so few cannot give a 95% interval. "
            "x floor: the median get time over the median time of the physical floor, a plain loop over the same "
            "range that reads each leaf entry and stores its page (no lock, no reference, no check): how far the "

@@ -457,6 +457,8 @@ void MetricsReport::add(const std::string& column, MetricSet* m, const std::vect
     pss_.push_back(curve_series(column, with_pss, [](const std::vector<Sample>& v, size_t i) {
       return static_cast<double>(v[i].pss) / (1 << 20);
     }));
+    pss_reads_min_ = pss_reads_min_ ? std::min(pss_reads_min_, with_pss.size()) : with_pss.size();
+    pss_reads_max_ = std::max(pss_reads_max_, with_pss.size());
     if (tlb()) misses_.push_back(curve_series(column, curve, walks_per_1000));
   }
   if (!profile_) return;
@@ -519,10 +521,19 @@ void MetricsReport::finish(Report* rep) {
   if (!rss_.empty())
     rep->plots.push_back(line_plot(slug + "-rss", fmt::format("cow-bench {}: RSS over time (sum over processes)", workload_),
                                    "MiB", std::move(rss_)));
-  if (!pss_.empty())
-    rep->plots.push_back(line_plot(slug + "-pss",
-                                   fmt::format("cow-bench {}: PSS over time (sum over processes: the memory used)", workload_),
-                                   "MiB", std::move(pss_)));
+  if (!pss_.empty()) {
+    // PSS is read as seldom as keeps its page-table walks under 1% of a
+    // CPU (see Sampler): often only at the phase's start and end. The
+    // title says how many points a line has, so that a straight line
+    // between two reads is not taken for a measured ramp.
+    const std::string reads = pss_reads_min_ == pss_reads_max_
+                                  ? std::to_string(pss_reads_min_)
+                                  : fmt::format("{}-{}", pss_reads_min_, pss_reads_max_);
+    Plot p = line_plot(slug + "-pss", fmt::format("cow-bench {}: PSS, sum over processes ({} reads a line)", workload_, reads),
+                       "MiB", std::move(pss_));
+    p.xlabel += "; PSS read at the start, the end, and between as often as 1% of a CPU allows";
+    rep->plots.push_back(std::move(p));
+  }
   if (!misses_.empty())
     rep->plots.push_back(line_plot(slug + "-tlb-misses",
                                    fmt::format("cow-bench {}: page walks per 1000 TLB lookups ({})", workload_, geometry_),

@@ -143,6 +143,7 @@ class MetricsReport {
   };
   std::vector<ModelledRow> modelled_;
   std::vector<PlotSeries> rss_, pss_, misses_;
+  size_t pss_reads_min_ = 0, pss_reads_max_ = 0;  // points of the PSS curves: the plot says how few
 };
 
 }  // namespace mmlab::cli::cowbench

@@ -2,6 +2,7 @@
 // workload under every chosen column, each over the seeds, into report.md,
 // report.json and the plots. The tables, the JSON and the merge over the
 // seeds are loops over cow_metrics()'s named values.
+#include <cstddef>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -14,6 +15,24 @@
 
 namespace mmlab::cli::cowbench {
 namespace {
+
+// The charts a plot of more columns than a chart holds is split into, by
+// what the columns compare; the plot's first series (base, when it runs)
+// is in each, as the reference.
+std::vector<SeriesGroup> column_groups(const std::vector<const Column*>& cols) {
+  std::vector<SeriesGroup> g = {{"sizes", "rfc and fixed sizes", {}},
+                                {"512K", "fixed-512K by cow.max_order", {}},
+                                {"alternatives", "reuse and alternatives", {}}};
+  for (const Column* c : cols) {
+    if (c->folio_kb == 512)
+      g[1].names.push_back(c->name);
+    else if (c->extra != Extra::kNone || c->reuse_whole)
+      g[2].names.push_back(c->name);
+    else if (std::string(c->policy) != "base")
+      g[0].names.push_back(c->name);
+  }
+  return g;
+}
 
 void report_header(const Grid& g, Report* rep) {
   const Params& p = g.p;
@@ -126,14 +145,24 @@ int workload_report(const Workload& w, const Grid& g, Report* rep) {
     rep->add("\nThe series reported +9/+12/+14% usemem throughput for its mTHP CoW; compare the `vs base` column's "
              "ratios, never the absolute KB/s (measured here: the model's own speed), or, with --profile, the modelled "
              "table's `vs base` (the kernel's time predicted from the counts, the same in every run).\n");
+  const size_t first_plot = rep->plots.size();
   Plot cdf = metric_plot(cow_metrics(), "latency_us", rows, "cow-" + w.name + "-latency",
                          fmt::format("cow-bench {}: page-write latency percentiles", w.name));
-  cdf.ylabel = "µs";
+  cdf.ylabel = "µs (log scale)";
+  // From a 4K write's microsecond to a scheduler's stall at the max: on a
+  // linear axis the max flattens every other percentile onto the floor.
+  cdf.logy = true;
   if (!cdf.series.empty()) rep->plots.push_back(cdf);
   memory.finish(rep);
   // finish() adds the modelled values (they need base's): the JSON again.
   for (size_t i = 0; i < g.columns.size(); i++)
     if (results[i].ran) rep->json["workloads"][w.name][g.columns[i]->name] = results[i].m.json();
+  // Every plot of this workload has a series per column: split those with
+  // more than a chart holds.
+  std::vector<Plot> drawn(rep->plots.begin(), rep->plots.begin() + static_cast<std::ptrdiff_t>(first_plot));
+  for (size_t i = first_plot; i < rep->plots.size(); i++)
+    for (Plot& c : split_plot(rep->plots[i], column_groups(g.columns))) drawn.push_back(std::move(c));
+  rep->plots = std::move(drawn);
   return 0;
 }
 

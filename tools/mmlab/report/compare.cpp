@@ -241,9 +241,9 @@ std::string compare_text(const std::vector<CompareSide>& sides, const CompareOpt
     if (!o.significant_only || changed_somewhere(sides, k)) keys.push_back(k);
   std::string out;
   for (const CompareSide& s : sides) out += fmt::format("# {}: {} run{}\n", s.name, s.runs, s.runs == 1 ? "" : "s");
-  out += fmt::format(
-      "# significance: Welch's t-test, two-sided, p < {} (a side with one sample: undecided)\n",
-      kSignificanceLevel);
+  // The rule bench's tables mark by, applied to each value's pooled samples
+  // as two independent sides.
+  out += "# " + significance_rule() + "\n";
   if (o.form == CompareForm::kMmtests) {
     out += "# change against the first column; positive is better where the name says which way is better\n"
            "# (a time falls, a rate rises; Hmean for rates), otherwise x/base - 1; *change*: significant\n";

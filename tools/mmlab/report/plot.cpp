@@ -56,7 +56,19 @@ std::string header(const Plot& p, const std::string& png) {
   // tic can leave the longest error bar ending on the border, where it
   // reads as clipped.
   const double top = y_top(p);
-  s += top > 0 ? fmt::format("set yrange [0:{:.6g}]\n", top) : std::string("set yrange [0:*]\n");
+  if (p.logy) {
+    // A log axis has no 0: it starts a little below the lowest point.
+    double bottom = 0;
+    for (auto& sr : p.series)
+      for (auto& pt : sr.points)
+        if (pt.y > 0 && (bottom == 0 || pt.y < bottom)) bottom = pt.y;
+    // The same margins on both ends, a factor each: y_top's 8% is a sliver on a log axis.
+    s += "set logscale y 10\n";
+    s += bottom > 0 && top > bottom ? fmt::format("set yrange [{:.6g}:{:.6g}]\n", bottom / 1.5, top * 1.5)
+                                    : std::string("set yrange [*:*]\n");
+  } else {
+    s += top > 0 ? fmt::format("set yrange [0:{:.6g}]\n", top) : std::string("set yrange [0:*]\n");
+  }
   if (p.ratio) s += "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#404040'\n";
   return s;
 }
@@ -159,6 +171,39 @@ double y_top(const Plot& p) {
 PlotPoint sample_point(double x, const std::vector<double>& samples, double k) {
   const Quartiles q = quartiles_of(samples);
   return {x, q.median * k, q.q1 * k, q.q3 * k};
+}
+
+std::vector<Plot> split_plot(const Plot& p, const std::vector<SeriesGroup>& groups) {
+  if (p.series.size() <= kMaxSeries) return {p};
+  std::vector<Plot> out;
+  const auto chart = [&](const std::string& suffix, const std::string& title) {
+    Plot c = p;
+    c.file = p.file + "-" + suffix;
+    c.title = p.title + ": " + title;
+    c.series = {p.series.front()};
+    return c;
+  };
+  std::vector<bool> placed(p.series.size(), false);
+  for (const SeriesGroup& g : groups) {
+    Plot c = chart(g.suffix, g.title);
+    for (size_t i = 1; i < p.series.size(); i++)
+      if (std::find(g.names.begin(), g.names.end(), p.series[i].title) != g.names.end() && c.series.size() < kMaxSeries) {
+        c.series.push_back(p.series[i]);
+        placed[i] = true;
+      }
+    if (c.series.size() > 1) out.push_back(std::move(c));
+  }
+  // What no group took (or a group had no room for) still gets drawn, as
+  // many to a chart as fit beside the first series.
+  std::vector<size_t> rest;
+  for (size_t i = 1; i < p.series.size(); i++)
+    if (!placed[i]) rest.push_back(i);
+  for (size_t from = 0, part = 1; from < rest.size(); from += kMaxSeries - 1, part++) {
+    Plot c = chart(part == 1 ? std::string("more") : fmt::format("more{}", part), "more columns");
+    for (size_t j = from; j < rest.size() && j < from + kMaxSeries - 1; j++) c.series.push_back(p.series[rest[j]]);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 Plot bar_plot(const std::string& file, const std::string& title, const std::string& ylabel,

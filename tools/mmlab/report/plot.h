@@ -30,6 +30,8 @@ struct Plot {
   bool lines = false;                   // a line plot over a numeric x; otherwise clustered bars
   bool logx = false;                    // line plots: a log x-axis
   bool ratio = false;                   // a y of ratios: linear from 0, with a dashed line at 1
+  bool logy = false;                    // a log y-axis, for figures that span decades (latency
+                                        // percentiles); every other plot's y is linear from 0
   bool first_is_baseline = true;       // bars: the first series is the baseline, grey (a ratio plot
                                         // whose baseline is the dashed line at 1 has none)
   std::vector<std::string> categories;  // bars: the x labels; points' x is the index
@@ -44,6 +46,25 @@ PlotPoint sample_point(double x, const std::vector<double>& samples, double k = 
 // A bar plot over `categories` with one series per title (points added by the caller).
 Plot bar_plot(const std::string& file, const std::string& title, const std::string& ylabel,
               const std::vector<std::string>& categories, const std::vector<std::string>& series);
+
+// The most series a chart holds: past it a reader cannot tell the lines
+// apart, and the palette's colours would repeat.
+inline constexpr size_t kMaxSeries = 6;
+
+// A chart's share of a plot's series: those titled in `names`, after the
+// plot's first series (the reference every chart keeps, so that each
+// compares with it).
+struct SeriesGroup {
+  std::string suffix;  // the chart's file: <plot file>-<suffix>
+  std::string title;   // added to the plot's title
+  std::vector<std::string> names;
+};
+
+// `p` as it is when it has at most kMaxSeries series; otherwise one chart
+// per group that holds any of its series, and for the series no group
+// names, charts of as many as fit, in the plot's order ("-more", "-more2",
+// ...). Every chart begins with p's first series.
+std::vector<Plot> split_plot(const Plot& p, const std::vector<SeriesGroup>& groups);
 
 // The top of the y-axis: the highest bar, error bar end or published
 // marker, with a margin (1.1 at least on a ratio plot, so that its line at

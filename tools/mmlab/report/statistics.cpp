@@ -42,18 +42,39 @@ double quantile_of(std::vector<double> v, double q) {
   return quantile_sorted(v, q);
 }
 
+namespace {
+
+// Neither side has any spread, each with two samples or more: the values
+// are what they are (the model's counts), and differ or not exactly.
+std::optional<Verdict> exact_verdict(const std::vector<double>& base, const std::vector<double>& v) {
+  const auto flat = [](const std::vector<double>& x) {
+    return x.size() >= 2 && std::all_of(x.begin(), x.end(), [&](double e) { return e == x.front(); });
+  };
+  if (!flat(base) || !flat(v)) return std::nullopt;
+  return base.front() == v.front() ? Verdict::kSame : Verdict::kDifferent;
+}
+
+}  // namespace
+
 RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v, Pairing pairing, int resamples) {
   RatioCi r;
   r.n = static_cast<long>(std::min(base.size(), v.size()));
+  if (base.empty() || v.empty()) return r;
   const double mv = median_of(v);
-  if (mv <= 0) return r;
-  r.ratio = median_of(base) / mv;
-  if (r.n < kMinCiSamples) return r;
+  if (mv > 0) r.ratio = median_of(base) / mv;
+  if (r.n < kMinCiSamples) {
+    r.verdict = exact_verdict(base, v).value_or(Verdict::kUndecided);
+    return r;
+  }
   std::mt19937_64 rng(0x6d6d6c6162);  // fixed: the interval is a function of the samples
   const bool paired = pairing == Pairing::kAlternated && base.size() == v.size();
   std::uniform_int_distribution<size_t> pick_b(0, base.size() - 1), pick_v(0, v.size() - 1);
   std::vector<double> ratios, rb(base.size()), rv(v.size());
   ratios.reserve(static_cast<size_t>(resamples));
+  // Resamples in which v's median is not below base's, and not above it;
+  // a tie counts in both, so that a tie never makes a difference.
+  long v_not_below = 0, v_not_above = 0;
+  bool all_positive = true;
   for (int k = 0; k < resamples; k++) {
     for (size_t i = 0; i < rb.size(); i++) {
       const size_t j = pick_b(rng);
@@ -62,38 +83,63 @@ RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<doubl
     }
     if (!paired)
       for (auto& x : rv) x = v[pick_v(rng)];
-    const double m = median_of(rv);
-    if (m > 0) ratios.push_back(median_of(rb) / m);
+    const double mb = median_of(rb), m = median_of(rv);
+    v_not_below += m >= mb;
+    v_not_above += m <= mb;
+    if (m > 0)
+      ratios.push_back(mb / m);
+    else
+      all_positive = false;
   }
-  if (ratios.empty()) return r;
+  // The interval's ends are the order statistics with `tail` resamples
+  // beyond each (2.5% of them), and v differs when at most `tail`
+  // resamples put it level with or on the other side of base: for positive
+  // medians (ratio <= 1 exactly when median(rb) <= median(rv)) that is the
+  // interval leaving out 1, so a mark never contradicts the printed interval.
+  const long tail = resamples / 40;
+  r.verdict = v_not_below <= tail || v_not_above <= tail ? Verdict::kDifferent : Verdict::kSame;
+  if (mv <= 0 || !all_positive) return r;
   std::sort(ratios.begin(), ratios.end());
-  r.lo = quantile_sorted(ratios, 0.025);
-  r.hi = quantile_sorted(ratios, 0.975);
+  r.lo = ratios[static_cast<size_t>(tail)];
+  r.hi = ratios[ratios.size() - 1 - static_cast<size_t>(tail)];
   r.valid = true;
   return r;
+}
+
+bool significantly_different(const std::vector<double>& base, const std::vector<double>& v, Pairing pairing) {
+  return median_ratio_ci(base, v, pairing).verdict == Verdict::kDifferent;
+}
+
+std::string significance_rule() {
+  return fmt::format(
+      "significance: the 95% bootstrap interval of the ratio of medians leaves out 1 (2000 resamples; "
+      "under {} samples a side undecided, unless neither side varies); '*' marks a significant change",
+      kMinCiSamples);
 }
 
 namespace {
 std::string no_interval(const RatioCi& r) {
   return r.n < kMinCiSamples ? fmt::format("n/a (n<{})", kMinCiSamples) : std::string("n/a");
 }
+const char* mark(const RatioCi& r) { return r.verdict == Verdict::kDifferent ? "*" : ""; }
 }  // namespace
 
 std::string ci_text(const RatioCi& r) {
-  if (!r.valid) return no_interval(r);
-  return fmt::format("[{:.2f}x, {:.2f}x]", r.lo, r.hi);
+  if (!r.valid) return no_interval(r) + mark(r);
+  return fmt::format("[{:.2f}x, {:.2f}x]{}", r.lo, r.hi, mark(r));
 }
 
 std::string ratio_ci_text(const RatioCi& r) { return fmt::format("{:.2f}x {}", r.ratio, ci_text(r)); }
 
 std::string percent_ci_text(const RatioCi& r) {
   if (!r.valid) return fmt::format("{:.0f}% {}", 100 * r.ratio, ci_text(r));
-  return fmt::format("{:.0f}% [{:.0f}%, {:.0f}%]", 100 * r.ratio, 100 * r.lo, 100 * r.hi);
+  return fmt::format("{:.0f}% [{:.0f}%, {:.0f}%]{}", 100 * r.ratio, 100 * r.lo, 100 * r.hi, mark(r));
 }
 
 std::string diff_ci_text(const RatioCi& r) {
-  if (!r.valid || r.ratio <= 0 || r.lo <= 0) return no_interval(r);
-  return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]", 100 * (1 / r.ratio - 1), 100 * (1 / r.hi - 1), 100 * (1 / r.lo - 1));
+  if (!r.valid || r.ratio <= 0 || r.lo <= 0) return no_interval(r) + mark(r);
+  return fmt::format("{:+.1f}% [{:+.1f}%, {:+.1f}%]{}", 100 * (1 / r.ratio - 1), 100 * (1 / r.hi - 1), 100 * (1 / r.lo - 1),
+                     mark(r));
 }
 
 std::optional<double> remainder_of(double total, double part) {
@@ -137,61 +183,6 @@ LinearFit linear_fit(const std::vector<double>& xs, const std::vector<double>& y
   f.a = (sy - f.b * sx) / n;
   f.r2 = (n * sxy - sx * sy) * (n * sxy - sx * sy) / ((n * sxx - sx * sx) * (n * syy - sy * sy));
   return f;
-}
-
-namespace {
-
-// The continued fraction of I_x(a, b), evaluated by the modified Lentz
-// method; it converges fast for x < (a + 1) / (a + b + 2), which the caller
-// arranges with the symmetry I_x(a, b) = 1 - I_{1-x}(b, a).
-double beta_continued_fraction(double a, double b, double x) {
-  constexpr double kTiny = 1e-300, kEps = 1e-15;
-  auto nonzero = [](double v) { return std::fabs(v) < kTiny ? kTiny : v; };
-  double c = 1, d = 1.0 / nonzero(1 - (a + b) * x / (a + 1));
-  double f = d;
-  for (int m = 1; m <= 500; m++) {
-    const double dm = m;
-    // The even step's coefficient, then the odd step's.
-    const double even = dm * (b - dm) * x / ((a + 2 * dm - 1) * (a + 2 * dm));
-    d = 1.0 / nonzero(1 + even * d);
-    c = nonzero(1 + even / c);
-    f *= c * d;
-    const double odd = -(a + dm) * (a + b + dm) * x / ((a + 2 * dm) * (a + 2 * dm + 1));
-    d = 1.0 / nonzero(1 + odd * d);
-    c = nonzero(1 + odd / c);
-    const double step = c * d;
-    f *= step;
-    if (std::fabs(step - 1) < kEps) break;
-  }
-  return f;
-}
-
-}  // namespace
-
-double incomplete_beta(double a, double b, double x) {
-  if (x <= 0) return 0;
-  if (x >= 1) return 1;
-  const double log_front = std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
-  const double front = std::exp(log_front);
-  if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
-  return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
-}
-
-std::optional<double> welch_p_value(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() < 2 || b.size() < 2) return std::nullopt;
-  const Stat sa = stat_of(a), sb = stat_of(b);
-  const double va = sa.stddev * sa.stddev / static_cast<double>(sa.n);
-  const double vb = sb.stddev * sb.stddev / static_cast<double>(sb.n);
-  if (va + vb == 0) return sa.mean == sb.mean ? 1.0 : 0.0;
-  const double t = (sa.mean - sb.mean) / std::sqrt(va + vb);
-  const double df = (va + vb) * (va + vb) /
-                    (va * va / static_cast<double>(sa.n - 1) + vb * vb / static_cast<double>(sb.n - 1));
-  return incomplete_beta(df / 2, 0.5, df / (df + t * t));
-}
-
-bool significantly_different(const std::vector<double>& a, const std::vector<double>& b) {
-  const std::optional<double> p = welch_p_value(a, b);
-  return p && *p < kSignificanceLevel;
 }
 
 }  // namespace mmlab::cli

@@ -1,6 +1,6 @@
-// The statistics of `mmlab bench`: medians, mean and spread, a ratio of
-// medians with its bootstrap confidence interval, outliers, and a
-// least-squares line.
+// The statistics of `mmlab bench` and `mmlab compare`: medians, mean and
+// spread, a ratio of medians with its bootstrap confidence interval and the
+// one significance verdict, outliers, and a least-squares line.
 #pragma once
 
 #include <optional>
@@ -38,30 +38,54 @@ inline constexpr long kMinCiSamples = 5;
 // samples are not rounds).
 enum class Pairing { kAlternated, kIndependent };
 
+// Whether v differs from base: every table of `mmlab bench` and `mmlab
+// gup-test`, and `mmlab compare`, mark a change as significant from this
+// and nothing else (docs/BENCH.md, "Significance"). kUndecided: too few
+// samples to say.
+enum class Verdict { kUndecided, kSame, kDifferent };
+
 // The ratio of medians median(base) / median(v) (a speedup: above 1, v is
-// faster) and its 95% bootstrap percentile interval. Alternated samples are
-// resampled in pairs (repeat indices are drawn, so a disturbance that slowed
-// one round slows both sides of it); independent ones (or sides of unequal
-// size) each on their own. Deterministic (a fixed seed): the same samples
-// give the same interval. Every ratio the report prints with an interval
-// comes from here.
+// faster), its 95% bootstrap percentile interval, and the verdict. The
+// interval's ends are order statistics of the resampled ratios (the 50th
+// lowest and highest of 2000), with no interpolation between them, so
+// that the verdict, which counts the resamples in which median(v) is on
+// the other side of (or level with) median(base), says kDifferent exactly
+// when the printed interval leaves out 1; the count needs no ratio, so
+// values of any sign get a verdict. Alternated samples are resampled in
+// pairs (repeat indices are drawn, so a disturbance that slowed one round
+// slows both sides of it); independent ones (or sides of unequal size)
+// each on their own. Below kMinCiSamples on a side there is neither
+// interval nor verdict, unless neither side has any spread (counts the
+// model makes identical in every run): then the values differ or they do
+// not, with no sampling to doubt. Deterministic (a fixed seed): the same
+// samples give the same interval and verdict. Every ratio the report
+// prints with an interval, and every significance mark, comes from here.
 struct RatioCi {
   double ratio = 0, lo = 0, hi = 0;
-  bool valid = false;  // no interval: fewer than kMinCiSamples on a side, or no positive median
+  bool valid = false;  // no interval: fewer than kMinCiSamples on a side, or a resampled median(v) not positive
   long n = 0;          // the smaller side's sample count
+  Verdict verdict = Verdict::kUndecided;
 };
 RatioCi median_ratio_ci(const std::vector<double>& base, const std::vector<double>& v,
                         Pairing pairing = Pairing::kAlternated, int resamples = 2000);
 
-// The interval as printed: "[1.10x, 1.40x]", or why there is none
+// median_ratio_ci(...).verdict is kDifferent: the one test of significance.
+// Independent by default: `mmlab compare`'s sides are runs taken apart.
+bool significantly_different(const std::vector<double>& base, const std::vector<double>& v,
+                             Pairing pairing = Pairing::kIndependent);
+// The test in one line, as the report and compare's header state it.
+std::string significance_rule();
+
+// The printed forms below end in "*" where the verdict is kDifferent.
+// The interval as printed: "[1.10x, 1.40x]*", or why there is none
 // ("n/a (n<5)").
 std::string ci_text(const RatioCi& r);
-// The ratio and its interval: "1.23x [1.10x, 1.40x]".
+// The ratio and its interval: "1.23x [1.10x, 1.40x]*".
 std::string ratio_ci_text(const RatioCi& r);
-// The ratio as a percentage: "12% [10%, 14%]".
+// The ratio as a percentage: "12% [10%, 14%]*".
 std::string percent_ci_text(const RatioCi& r);
 // v against base as a change of v's median (1/ratio - 1, the interval's
-// ends swapped): "-81.5% [-84.0%, -78.2%]", or why there is no interval.
+// ends swapped): "-81.5% [-84.0%, -78.2%]*", or why there is no interval.
 std::string diff_ci_text(const RatioCi& r);
 
 // What is left of a total once a part timed in another run is taken off
@@ -83,21 +107,6 @@ long count_outliers(const std::vector<double>& v);
 // samples: callers judging noise skip those).
 double relative_iqr(const std::vector<double>& v);
 
-// Whether two sets of samples differ: Welch's unequal-variances t-test,
-// two-sided, as mmtests' compare-kernels marks its Amean/Hmean changes.
-// The one test of significance the tool has (docs/BENCH.md): `mmlab
-// compare` marks a change with it. nullopt where it cannot decide (fewer
-// than two samples on a side). Two sides without spread (counts, which the
-// model makes identical in every run) differ exactly when their means do:
-// p 0 or 1.
-std::optional<double> welch_p_value(const std::vector<double>& a, const std::vector<double>& b);
-inline constexpr double kSignificanceLevel = 0.05;
-// welch_p_value below kSignificanceLevel; false where it cannot decide.
-bool significantly_different(const std::vector<double>& a, const std::vector<double>& b);
-
-// The regularized incomplete beta function I_x(a, b) (a, b > 0, x in
-// [0, 1]): the Student t distribution's tail is I_{df/(df+t^2)}(df/2, 1/2).
-double incomplete_beta(double a, double b, double x);
 
 // y = a + b * x by least squares, and its coefficient of determination.
 struct LinearFit {
