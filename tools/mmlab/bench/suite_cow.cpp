@@ -93,6 +93,20 @@ static HostNeed need_cow(const BenchOptions& o) {
   return {cowbench::host_bytes_needed(p, false), p.size >> 20};
 }
 
+// The modelled column of a row: the measured phase's counts per seed times
+// the profile's costs, and the change against base's (kept in *base_ms).
+static std::string modelled_cell(const cowbench::Result& r, unsigned seeds, bool is_base, double* base_ms,
+                          nlohmann::ordered_json* j, Report* rep) {
+  std::map<std::string, int64_t> per_seed = r.counts;
+  for (auto& [n, v] : per_seed) v /= seeds;
+  const cowbench::ModelledPhase mp = cowbench::modelled_phase(per_seed, *rep->profile);
+  if (is_base) *base_ms = mp.total_ms();
+  const double vs = *base_ms > 0 ? (mp.total_ms() / *base_ms - 1) * 100 : 0;
+  *j = {{"kernel_ms", mp.kernel_ms}, {"user_ms", mp.user_ms}, {"total_ms", mp.total_ms()}, {"vs_base_pct", vs},
+        {"extrapolated", !mp.extrapolated.empty()}};
+  return fmt::format(" {:.2f} ({:+.1f}%){} |", mp.total_ms(), vs, mp.extrapolated.empty() ? "" : " *");
+}
+
 static int suite_cow(const BenchOptions& o, Report* rep) {
   cowbench::Params p = cow_params(o);
   p.write_fraction = 1.0 / 32;
@@ -176,17 +190,7 @@ static int suite_cow(const BenchOptions& o, Report* rep) {
           j["vs_base_ci95"] = ci_json(vs);
         }
       }
-      if (rep->profile) {
-        std::map<std::string, int64_t> per_seed = r.counts;
-        for (auto& [n, v] : per_seed) v /= seeds;
-        const cowbench::ModelledPhase mp = cowbench::modelled_phase(per_seed, *rep->profile);
-        if (c->name == std::string("base")) modelled_base = mp.total_ms();
-        const double vs = modelled_base > 0 ? (mp.total_ms() / modelled_base - 1) * 100 : 0;
-        row += fmt::format(" {:.2f} ({:+.1f}%){} |", mp.total_ms(), vs, mp.extrapolated.empty() ? "" : " *");
-        rep->json["modelled"]["cow"][wn][cn] = {{"kernel_ms", mp.kernel_ms}, {"user_ms", mp.user_ms},
-                                                {"total_ms", mp.total_ms()}, {"vs_base_pct", vs},
-                                                {"extrapolated", !mp.extrapolated.empty()}};
-      }
+      if (rep->profile) row += modelled_cell(r, seeds, c->name == std::string("base"), &modelled_base, &rep->json["modelled"]["cow"][wn][cn], rep);
       rep->add(row + "\n");
     }
     if (rep->profile)
