@@ -1,5 +1,7 @@
 #include "bench/gup_table.h"
 
+#include <fstream>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -262,6 +264,16 @@ std::vector<std::string> variants_from_default(const std::string& key) {
 
 void walk_variants(GupBenchConfig* c, std::vector<std::string> vs) {
   for (auto& v : vs) c->variants.push_back({"gup.walk", v});
+}
+
+std::string model_footprint_text(uint64_t mb) {
+  std::string llc;
+  for (const char* idx : {"index3", "index2"}) {
+    std::ifstream in(std::string("/sys/devices/system/cpu/cpu0/cache/") + idx + "/size");
+    if (in >> llc) break;
+  }
+  return fmt::format("{} MiB of struct pages and PTEs for {} MiB of 4K pages{}", mb * 72 / 4096, mb,
+                     llc.empty() ? "" : ", against this CPU's " + llc + " last-level cache");
 }
 
 }  // namespace mmlab::cli

@@ -75,6 +75,13 @@ PlotPoint speedup_point(double x, const std::vector<double>& base, const std::ve
 // MADV_HUGEPAGE, n pages per call (-1: the whole region), r repeats, with
 // the sysfs settings that give `folio` ("4K", "64K", "2M") folios.
 GupBenchConfig longterm(uint64_t mb, long n, long r, const std::string& folio);
+
+// What the model's own data for `mb` MiB of 4K pages weighs (a 64-byte
+// struct page and an 8-byte PTE per page) against this CPU's last-level
+// cache: "72 MiB ..., against a 32M last-level cache". GUP times per page
+// that change with the region's size or its split between threads follow
+// it, not the kernel.
+std::string model_footprint_text(uint64_t mb);
 // The values of a tune key from its default (the v6.18 baseline) on, in
 // registration order: the baseline and every proposed variant (gup.walk's
 // v6.5, registered before its default, is the unify suite's alone).

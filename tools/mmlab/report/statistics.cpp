@@ -169,20 +169,4 @@ double relative_iqr(const std::vector<double>& v) {
   return m > 0 ? (quantile_sorted(s, 0.75) - quantile_sorted(s, 0.25)) / m : 0;
 }
 
-LinearFit linear_fit(const std::vector<double>& xs, const std::vector<double>& ys) {
-  double n = static_cast<double>(xs.size()), sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
-  for (size_t i = 0; i < xs.size(); i++) {
-    sx += xs[i];
-    sy += ys[i];
-    sxx += xs[i] * xs[i];
-    sxy += xs[i] * ys[i];
-    syy += ys[i] * ys[i];
-  }
-  LinearFit f;
-  f.b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  f.a = (sy - f.b * sx) / n;
-  f.r2 = (n * sxy - sx * sy) * (n * sxy - sx * sy) / ((n * sxx - sx * sx) * (n * syy - sy * sy));
-  return f;
-}
-
 }  // namespace mmlab::cli

@@ -107,11 +107,4 @@ long count_outliers(const std::vector<double>& v);
 // samples: callers judging noise skip those).
 double relative_iqr(const std::vector<double>& v);
 
-
-// y = a + b * x by least squares, and its coefficient of determination.
-struct LinearFit {
-  double a = 0, b = 0, r2 = 0;
-};
-LinearFit linear_fit(const std::vector<double>& xs, const std::vector<double>& ys);
-
 }  // namespace mmlab::cli
