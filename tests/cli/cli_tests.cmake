@@ -330,3 +330,10 @@ endif()
 add_test(NAME cli.run_profile COMMAND mmlab run ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms --filter cow-o4
                                       --profile ${CMAKE_SOURCE_DIR}/bench/cost/profiles/vm-6.18-2cpu.json)
 set_tests_properties(cli.run_profile PROPERTIES PASS_REGULAR_EXPRESSION "# modelled cow-o4: kernel [1-9][0-9.]* us, program")
+
+# The main job never touches the machine's settings unasked: the corpus
+# suite runs on the host kernel only with --host.
+if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+  add_test(NAME cli.bench_corpus_host_only_when_asked COMMAND sh -c
+    "$<TARGET_FILE:mmlab> bench --suite corpus --out ${CMAKE_CURRENT_BINARY_DIR}/corpus-unasked > /dev/null && grep -q '| host | skipped: not asked' ${CMAKE_CURRENT_BINARY_DIR}/corpus-unasked/report.md")
+endif()

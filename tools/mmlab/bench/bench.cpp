@@ -55,6 +55,7 @@ nlohmann::ordered_json run_json(const BenchOptions& o, const std::vector<const B
   j["size_mb"] = o.size_mb ? nlohmann::ordered_json(o.size_mb) : nlohmann::ordered_json("per suite");
   j["repeats"] = o.repeats ? nlohmann::ordered_json(o.repeats) : nlohmann::ordered_json("per suite");
   j["profile"] = o.profile;
+  j["host"] = o.host;
   j["out"] = o.out;
   double load[3];
   if (getloadavg(load, 3) == 3) j["loadavg_1_5_15_min"] = {load[0], load[1], load[2]};

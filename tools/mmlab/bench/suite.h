@@ -18,6 +18,10 @@ struct BenchOptions {
   std::string out = "bench-out";
   std::string profile;  // cost profile file, or empty
   std::string corpus;   // the corpus suite's scenario file (default: the source tree's cow.mms)
+  // --host: the corpus suite also runs its tests on this machine's kernel,
+  // which changes machine-wide THP, hugetlb and swap settings while it runs
+  // (restored after). Never by default.
+  bool host = false;
 };
 
 // Bytes of a folio-size label: "4K", "64K", "2M".

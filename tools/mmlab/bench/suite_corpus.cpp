@@ -46,9 +46,10 @@ static int suite_corpus(const BenchOptions& o, Report* rep) {
   std::vector<ScenarioResult> model = scenario_run(*prog, so, sink);
   const double model_total = seconds_since(t0);
   const long model_hf = host_faults_now() - hf0;
-  std::string why;
+  std::string why = "not asked (bench --host runs the tests on this machine's kernel too, changing its THP, hugetlb and "
+                    "swap settings while they run)";
   std::vector<ScenarioResult> host;
-  if (scenario_host_available(&why)) {
+  if (o.host && scenario_host_available(&why)) {
     progress("corpus: host");
     so.backend = Backend::kHost;
     host = scenario_run(*prog, so, sink);

@@ -32,6 +32,9 @@ void add_bench(CLI::App& app) {
   sub->add_option("--size-mb", o->size_mb, "region size in MiB for every suite")->check(CLI::Range(4, 65536));
   sub->add_option("--repeats", o->repeats, "repeats per variant")->check(CLI::Range(1, 1000));
   sub->add_option("--suite", o->suites, "suites to run: " + bench_suite_names() + " (default: all; --list says what each measures)");
+  sub->add_flag("--host", o->host,
+                "corpus suite: run its tests on this machine's kernel too (root; changes machine-wide THP, hugetlb and "
+                "swap settings while they run, and restores them); without it only the model runs");
   sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)")
       ->check(CLI::ExistingFile);
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
