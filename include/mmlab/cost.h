@@ -84,6 +84,9 @@ struct CaseRun {
   std::string skipped;  // why the case did not run ("" if it ran)
 };
 
+// The statistic of a case's host runs: their median (0 for none).
+double case_median(std::vector<double> runs);
+
 struct RunCasesOptions {
   std::string file;  // a scenario file of cases (every test has a `counters reset`)
   std::string filter;

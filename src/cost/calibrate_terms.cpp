@@ -19,13 +19,6 @@
 namespace mmlab::cost {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 std::vector<ScenarioResult> run_once(const ScenarioProgram& prog, const RunCasesOptions& o, Backend b) {
   ScenarioOptions so;
   so.filter = o.filter;
@@ -36,6 +29,13 @@ std::vector<ScenarioResult> run_once(const ScenarioProgram& prog, const RunCases
 }
 
 }  // namespace
+
+double case_median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 double speed_reference_ns() {
   timespec t0{}, t1{};
@@ -97,7 +97,7 @@ int run_cases(const RunCasesOptions& o, std::vector<CaseRun>* out, double* refer
     }
     if (run > 0) refs.push_back(speed_reference_ns());
   }
-  *reference_ns = median(refs);
+  *reference_ns = case_median(refs);
   return 0;
 }
 
@@ -140,7 +140,7 @@ double data_ns_per_byte(uint8_t* dst, const uint8_t* src, size_t bytes, size_t b
     passes.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
                      static_cast<double>(order.size() * block));
   }
-  return median(passes);
+  return case_median(passes);
 }
 
 }  // namespace
@@ -265,13 +265,13 @@ void fit_terms(const std::vector<CaseRun>& cases, host::CostProfile* p) {
   std::vector<double> y, w;
   for (const CaseRun* c : used) {
     n.push_back(term_counts(c->counts));
-    y.push_back(median(c->host_ns));
+    y.push_back(case_median(c->host_ns));
     // Relative error, and a noisy case counts for less: the weight is one
     // over the case's median times its spread (median absolute deviation
     // over the median, at least 3%).
     std::vector<double> dev;
     for (double v : c->host_ns) dev.push_back(std::abs(v - y.back()));
-    w.push_back(1.0 / (y.back() * std::max(0.03, median(dev) / y.back())));
+    w.push_back(1.0 / (y.back() * std::max(0.03, case_median(dev) / y.back())));
   }
   // The measured terms are known: the fit explains what is left.
   auto rest_of = [&](const std::vector<double>& yy) {
@@ -294,7 +294,7 @@ void fit_terms(const std::vector<CaseRun>& cases, host::CostProfile* p) {
       std::vector<double> s;
       std::uniform_int_distribution<size_t> pick(0, c->host_ns.size() - 1);
       for (size_t k = 0; k < c->host_ns.size(); k++) s.push_back(c->host_ns[pick(rng)]);
-      yb.push_back(median(s));
+      yb.push_back(case_median(s));
     }
     std::vector<double> xb = solve(d, n, rest_of(yb), w);
     for (size_t j = 0; j < xb.size(); j++) boot[j].push_back(xb[j]);
@@ -326,11 +326,11 @@ void fit_terms(const std::vector<CaseRun>& cases, host::CostProfile* p) {
   p->fit.condition_number = condition_number(a, n.size(), d.fit_terms.size());
   std::vector<double> res;
   for (const CaseRun* c : used) {
-    const double pr = predict(*p, c->counts).total_ns(), y = median(c->host_ns);
+    const double pr = predict(*p, c->counts).total_ns(), y = case_median(c->host_ns);
     res.push_back(std::abs(pr - y) / y);
     p->fit.per_case.push_back({c->name, y, pr});
   }
-  p->fit.residual_median = median(res);
+  p->fit.residual_median = case_median(res);
   p->fit.residual_max = res.empty() ? 0 : *std::max_element(res.begin(), res.end());
 }
 

@@ -10,13 +10,6 @@
 namespace mmlab::cost {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The median's 95% interval, percentile bootstrap (fixed seed: the same runs
 // give the same interval).
 std::pair<double, double> median_interval(const std::vector<double>& v) {
@@ -26,7 +19,7 @@ std::pair<double, double> median_interval(const std::vector<double>& v) {
   for (int b = 0; b < 1000; b++) {
     std::vector<double> s;
     for (size_t k = 0; k < v.size(); k++) s.push_back(v[pick(rng)]);
-    meds.push_back(median(s));
+    meds.push_back(case_median(s));
   }
   std::sort(meds.begin(), meds.end());
   return {meds[25], meds[974]};
@@ -66,7 +59,7 @@ ValidationReport validate(const host::CostProfile& p, const std::vector<CaseRun>
       rep.rows.push_back(r);
       continue;
     }
-    r.host_median_ns = median(c.host_ns);
+    r.host_median_ns = case_median(c.host_ns);
     std::tie(r.host_lo_ns, r.host_hi_ns) = median_interval(c.host_ns);
     r.host_cov = cov(c.host_ns);
     const Prediction pr = predict(p, c.counts);
@@ -118,11 +111,11 @@ std::string validation_table(const ValidationReport& r) {
     }
     if (n)
       t += fmt::format("\n{} of {} met ({:.0f}%), median |error| {:.1f}%\n", met, n, 100.0 * met / n,
-                       100 * median(errs));
+                       100 * case_median(errs));
     if (n && r.speed_ratio > 0)
       t += fmt::format("at the calibration's speed (the host's times / the speed ratio): {} of {} met ({:.0f}%), median "
                        "|error| {:.1f}%\n",
-                       met_at_speed, n, 100.0 * met_at_speed / n, 100 * median(errs_at_speed));
+                       met_at_speed, n, 100.0 * met_at_speed / n, 100 * case_median(errs_at_speed));
   }
   return t;
 }
