@@ -337,3 +337,9 @@ if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
   add_test(NAME cli.bench_corpus_host_only_when_asked COMMAND sh -c
     "$<TARGET_FILE:mmlab> bench --suite corpus --out ${CMAKE_CURRENT_BINARY_DIR}/corpus-unasked > /dev/null && grep -q '| host | skipped: not asked' ${CMAKE_CURRENT_BINARY_DIR}/corpus-unasked/report.md")
 endif()
+
+# bench --form: the run's figures again in the lkp form (as compare prints one side).
+if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+  add_test(NAME cli.bench_form_lkp COMMAND sh -c
+    "$<TARGET_FILE:mmlab> bench --quick --suite fault --size-mb 4 --repeats 2 --form lkp --out ${CMAKE_CURRENT_BINARY_DIR}/bench-form > /dev/null && grep -q '## Every figure in the 0-day/lkp form' ${CMAKE_CURRENT_BINARY_DIR}/bench-form/report.md && grep -Eq '^ +[0-9.]+ ± +[0-9]+%  fault\\.4K\\.faults$' ${CMAKE_CURRENT_BINARY_DIR}/bench-form/report.md")
+endif()

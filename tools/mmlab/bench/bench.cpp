@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "bench/suite.h"
+#include "report/compare.h"
 #include "fmt/format.h"
 #include "mmlab/calibrate.h"
 #include "mmlab/system.h"
+#include "report/compare.h"
 #include "report/report.h"
 #include "report/statistics.h"
 
@@ -151,6 +153,21 @@ int run_suites(const BenchOptions& o, const std::vector<const BenchSuite*>& suit
 
 }  // namespace
 
+// --form: the run's figures (not its environment) as compare prints one
+// side, with the samples' statistics in that form.
+std::string in_form(const std::string& form, const nlohmann::ordered_json& report) {
+  nlohmann::json figures = nlohmann::json::parse(report.dump());
+  figures.erase("environment");
+  figures.erase("run");
+  CompareSide side;
+  side.name = "this run";
+  side.add_report(figures);
+  CompareOptions co;
+  co.form = form == "lkp" ? CompareForm::kLkp : CompareForm::kMmtests;
+  return fmt::format("\n## Every figure in {} form\n\n```\n{}```\n", form == "lkp" ? "the 0-day/lkp" : "mmtests' compare-kernels",
+                     compare_text({side}, co));
+}
+
 int run_bench(const BenchOptions& o) {
   std::vector<const BenchSuite*> suites;
   host::CostProfile profile;
@@ -164,6 +181,7 @@ int run_bench(const BenchOptions& o) {
   rep.json["run"] = run_json(o, suites);
   if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
   if (int e = run_suites(o, suites, &rep)) return e;
+  if (!o.form.empty()) rep.add(in_form(o.form, rep.json));
   return write_report(rep, o.out);
 }
 

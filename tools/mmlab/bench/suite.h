@@ -22,6 +22,9 @@ struct BenchOptions {
   // which changes machine-wide THP, hugetlb and swap settings while it runs
   // (restored after). Never by default.
   bool host = false;
+  // --form mmtests|lkp: every figure of the run again, in that form (as
+  // `mmlab compare` prints a report; "" for none).
+  std::string form;
 };
 
 // Bytes of a folio-size label: "4K", "64K", "2M".

@@ -37,6 +37,8 @@ void add_bench(CLI::App& app) {
                 "swap settings while they run, and restores them); without it only the model runs");
   sub->add_option("--corpus", o->corpus, "scenario file of the corpus suite (default: the source tree's tests/scenarios/cow.mms)")
       ->check(CLI::ExistingFile);
+  sub->add_option("--form", o->form, "mmtests or lkp: every figure of the run again in that form, as `mmlab compare` prints it")
+      ->check(CLI::IsMember({"mmtests", "lkp"}));
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
   add_trace_options(sub);
