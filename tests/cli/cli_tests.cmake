@@ -343,3 +343,7 @@ if(NOT MMLAB_SANITIZE AND NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
   add_test(NAME cli.bench_form_lkp COMMAND sh -c
     "$<TARGET_FILE:mmlab> bench --quick --suite fault --size-mb 4 --repeats 2 --form lkp --out ${CMAKE_CURRENT_BINARY_DIR}/bench-form > /dev/null && grep -q '## Every figure in the 0-day/lkp form' ${CMAKE_CURRENT_BINARY_DIR}/bench-form/report.md && grep -Eq '^ +[0-9.]+ ± +[0-9]+%  fault\\.4K\\.faults$' ${CMAKE_CURRENT_BINARY_DIR}/bench-form/report.md")
 endif()
+
+# --version names the commit and the build.
+add_test(NAME cli.version COMMAND mmlab --version)
+set_tests_properties(cli.version PROPERTIES PASS_REGULAR_EXPRESSION "^mmlab [0-9a-f]+.*\nbuild: ")

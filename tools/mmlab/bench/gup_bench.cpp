@@ -68,11 +68,17 @@ std::unique_ptr<System> gup_system(const GupBenchConfig& cfg, GupBenchResult* re
     *err = fail(res, *err, fmt::format("cannot create the model system: {}", errno_name(*err)));
     return nullptr;
   }
-  for (auto& [k, v] : cfg.sysfs)
-    if (int e = sys->sysfs_write(k, v)) {
-      *err = fail(res, e, fmt::format("--sysfs {}={}: the model's sysfs refuses it ({})", k, v, errno_name(e)), true);
-      return nullptr;
-    }
+  for (auto& [k, v] : cfg.sysfs) {
+    const int e = sys->sysfs_write(k, v);
+    if (!e) continue;
+    // The file's own text lists what it takes, as the kernel's does ("always [madvise] never").
+    std::string now;
+    const std::string choices = sys->sysfs_read(k, &now) == 0 && now.find('[') != std::string::npos
+                                    ? fmt::format("; it takes one of: {}", now.substr(0, now.find_last_not_of('\n') + 1))
+                                    : "";
+    *err = fail(res, e, fmt::format("--sysfs {}={}: the model's sysfs refuses it ({}){}", k, v, errno_name(e), choices), true);
+    return nullptr;
+  }
   for (auto& [k, v] : cfg.tune)
     if (int e = sys->tune(k, v)) {
       *err = fail(res, e, fmt::format("--tune {}={}: no such tune or value ({})", k, v, errno_name(e)), true);

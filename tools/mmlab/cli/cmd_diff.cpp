@@ -36,7 +36,10 @@ bool parse_config(const std::string& c, DiffConfig* cfg, std::string* err) {
     std::string kv = rest.substr(pos, comma - pos);
     auto eq = kv.find('=');
     if (eq == std::string::npos || !tune_value_known(kv.substr(0, eq), kv.substr(eq + 1))) {
-      *err = "unknown variant '" + kv + "'";
+      const std::string values = eq == std::string::npos ? "" : tune_values_text(kv.substr(0, eq));
+      *err = "unknown variant '" + kv + "' (" +
+             (values.empty() ? "KEY=VALUE with a tune key: " + tune_choices_text() : "values of " + kv.substr(0, eq) + ": " + values) +
+             ")";
       return false;
     }
     // One value per key: a second would silently replace the first.

@@ -64,7 +64,7 @@ bool parse_unsigned(const std::string& s, uint64_t* out) {
 // naming the option) on a bad value.
 bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   if (o.z) {
-    std::fprintf(stderr, "gup-test: -z is not handled by mainline gup_test (v6.18); it was removed with FOLL_TOUCH faulting\n");
+    std::fprintf(stderr, "mmlab gup-test: -z is not handled by mainline gup_test (v6.18); it was removed with FOLL_TOUCH faulting\n");
     return false;
   }
   cfg->size = static_cast<uint64_t>(o.m) << 20;
@@ -83,11 +83,11 @@ bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   for (auto& [opt, value] : {std::pair{"-F", &o.F}, std::pair{"-f", &o.f}, std::pair{"--walk", &o.walk},
                              std::pair{"--fast", &o.fast}, std::pair{"--json", &o.json}})
     if (o.given.count(opt) && value->empty()) {
-      std::fprintf(stderr, "gup-test: %s '': expected a value\n", opt);
+      std::fprintf(stderr, "mmlab gup-test: %s '': expected a value\n", opt);
       return false;
     }
   if (o.n == 0) {
-    std::fprintf(stderr, "gup-test: -n 0: expected pages per call (1 or more), or a negative number for the whole region\n");
+    std::fprintf(stderr, "mmlab gup-test: -n 0: expected pages per call (1 or more), or a negative number for the whole region\n");
     return false;
   }
   unsigned flags = 0;
@@ -95,7 +95,7 @@ bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
     // gup_test's gup_flags is a __u32: a value beyond it is not a flag set.
     uint64_t v = 0;
     if (!parse_unsigned(o.F, &v) || v > UINT32_MAX) {
-      std::fprintf(stderr, "gup-test: -F %s: expected a number from 0 to 0xffffffff (gup_flags is 32 bits)\n", o.F.c_str());
+      std::fprintf(stderr, "mmlab gup-test: -F %s: expected a number from 0 to 0xffffffff (gup_flags is 32 bits)\n", o.F.c_str());
       return false;
     }
     flags = static_cast<unsigned>(v);
@@ -106,14 +106,14 @@ bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   // each a __u32 page index inside the region.
   constexpr size_t kMaxPagesToDump = 8;
   if (o.which.size() > kMaxPagesToDump) {
-    std::fprintf(stderr, "gup-test: %zu page indices: at most %zu (GUP_TEST_MAX_PAGES_TO_DUMP)\n", o.which.size(), kMaxPagesToDump);
+    std::fprintf(stderr, "mmlab gup-test: %zu page indices: at most %zu (GUP_TEST_MAX_PAGES_TO_DUMP)\n", o.which.size(), kMaxPagesToDump);
     return false;
   }
   const uint64_t region_pages = cfg->size / 4096;
   for (auto& s : o.which) {
     uint64_t v = 0;
     if (!parse_unsigned(s, &v) || v >= region_pages) {
-      std::fprintf(stderr, "gup-test: page index %s: expected a number from 0 to %llu (the region's pages)\n", s.c_str(),
+      std::fprintf(stderr, "mmlab gup-test: page index %s: expected a number from 0 to %llu (the region's pages)\n", s.c_str(),
                    static_cast<unsigned long long>(region_pages - 1));
       return false;
     }
@@ -122,7 +122,7 @@ bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   for (auto& kv : o.sysfs) {
     std::string k, v;
     if (parse_kv(kv, &k, &v)) {
-      std::fprintf(stderr, "gup-test: --sysfs %s: expected PATH=VALUE\n", kv.c_str());
+      std::fprintf(stderr, "mmlab gup-test: --sysfs %s: expected PATH=VALUE\n", kv.c_str());
       return false;
     }
     cfg->sysfs.push_back({k, v});
@@ -130,7 +130,7 @@ bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   for (auto& kv : o.tune) {
     std::string k, v;
     if (parse_kv(kv, &k, &v)) {
-      std::fprintf(stderr, "gup-test: --tune %s: expected KEY=VALUE\n", kv.c_str());
+      std::fprintf(stderr, "mmlab gup-test: --tune %s: expected KEY=VALUE\n", kv.c_str());
       return false;
     }
     cfg->tune.push_back({k, v});
@@ -139,12 +139,12 @@ bool gup_config(const GupTestOptions& o, GupBenchConfig* cfg) {
   for (auto& v : split_list(o.walk)) variants.push_back({"gup.walk", v});
   for (auto& v : split_list(o.fast)) variants.push_back({"gup.fast", v});
   if (!o.walk.empty() && !o.fast.empty()) {
-    std::fprintf(stderr, "gup-test: give --walk or --fast, not both\n");
+    std::fprintf(stderr, "mmlab gup-test: give --walk or --fast, not both\n");
     return false;
   }
   for (const std::string* list : {&o.walk, &o.fast})
     if (!list->empty() && split_list(*list).empty()) {
-      std::fprintf(stderr, "gup-test: --%s %s: names no variant\n", list == &o.walk ? "walk" : "fast", list->c_str());
+      std::fprintf(stderr, "mmlab gup-test: --%s %s: names no variant\n", list == &o.walk ? "walk" : "fast", list->c_str());
       return false;
     }
   cfg->variants = variants;
@@ -159,14 +159,14 @@ int run_gup_test(const GupTestOptions& o) {
   if (!o.json.empty()) {
     json_out.open(o.json);
     if (!json_out) {
-      std::fprintf(stderr, "gup-test: --json %s: cannot open for writing: %s\n", o.json.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "mmlab gup-test: --json %s: cannot open for writing: %s\n", o.json.c_str(), std::strerror(errno));
       return 2;
     }
   }
   GupBenchResult res;
   int err = run_gup_bench(cfg, &res, [](const std::string& line) { std::fputs(line.c_str(), stdout); });
   if (err) {
-    std::fprintf(stderr, "gup-test: %s\n", res.error.c_str());
+    std::fprintf(stderr, "mmlab gup-test: %s\n", res.error.c_str());
     return res.usage_error ? 2 : 1;
   }
   if (res.variants.size() > 1) std::fputs(format_gup_summary(res).c_str(), stdout);
@@ -174,7 +174,7 @@ int run_gup_test(const GupTestOptions& o) {
     json_out << gup_result_json(cfg, res).dump(2) << "\n";
     json_out.close();
     if (!json_out) {
-      std::fprintf(stderr, "gup-test: cannot write %s\n", o.json.c_str());
+      std::fprintf(stderr, "mmlab gup-test: cannot write %s\n", o.json.c_str());
       return 1;
     }
   }

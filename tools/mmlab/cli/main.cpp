@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "mmlab/types.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mmlab: an executable model of the Linux memory-management core"};
@@ -21,6 +22,11 @@ int main(int argc, char** argv) {
   mmlab::cli::add_compare(app);
   mmlab::cli::add_sweep(app);
   mmlab::cli::add_host(app);
+  // --version: what a bug report needs to name this binary.
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("mmlab %s\nbuild: %s\n", mmlab::build_commit(), mmlab::build_description());
+    return 0;
+  }
   // A first token that is neither a subcommand nor one of mmlab's own
   // options: name it (CLI11 would report only that a subcommand is required).
   std::string names;
@@ -30,7 +36,7 @@ int main(int argc, char** argv) {
     is_subcommand |= argc > 1 && sub->get_name() == argv[1];
   }
   if (argc > 1 && !is_subcommand && !(argv[1][0] == '-' && app.get_option_no_throw(argv[1]))) {
-    std::fprintf(stderr, "mmlab: unknown %s '%s' (expected a subcommand: %s; or --help)\n",
+    std::fprintf(stderr, "mmlab: unknown %s '%s' (expected a subcommand: %s; or --help, --version)\n",
                  argv[1][0] == '-' ? "option" : "subcommand", argv[1], names.c_str());
     return 2;
   }
