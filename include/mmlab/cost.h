@@ -52,6 +52,9 @@ struct Prediction {
   double program_ns() const { return kernel_ns + user_ns; }
   std::vector<std::pair<std::string, double>> by_term;  // ns per term, non-zero only, in table order
   std::vector<std::string> missing;
+  // Terms counted here that no calibration case exercised: they cost 0 in
+  // the prediction, which is short by whatever they really cost.
+  std::vector<std::string> not_exercised;
 };
 Prediction predict(const host::CostProfile& p, const std::map<std::string, int64_t>& counts);
 
@@ -123,7 +126,7 @@ struct ValidationRow {
   // speed ratio (predicted x ratio / median - 1); = error without a ratio.
   double error_at_speed = 0;
   bool met_at_speed = false;
-  std::vector<std::string> extrapolated;  // terms the case uses that no calibration case exercised
+  std::vector<std::string> extrapolated;  // terms the case counts that no calibration case exercised, or the profile lacks
   std::string skipped;
 };
 struct ValidationReport {

@@ -47,6 +47,7 @@ Prediction predict(const host::CostProfile& p, const std::map<std::string, int64
       r.missing.push_back(kTerms[i].id);
       continue;
     }
+    if (c->how == "not exercised") r.not_exercised.push_back(kTerms[i].id);
     const double ns = n[i] * c->ns;
     (kTerms[i].side == Side::kKernel ? r.kernel_ns : kTerms[i].side == Side::kUser ? r.user_ns : r.harness_ns) += ns;
     if (kTerms[i].side == Side::kHarness) continue;

@@ -70,10 +70,7 @@ ValidationReport validate(const host::CostProfile& p, const std::vector<CaseRun>
     const double speed = rep.speed_ratio > 0 ? rep.speed_ratio : 1.0;
     r.error_at_speed = r.predicted_ns * speed / r.host_median_ns - 1;
     r.met_at_speed = std::abs(r.error_at_speed) <= std::max(0.10, half);
-    for (auto& [id, ns] : pr.by_term) {
-      const host::TermCost* t = p.term(id);
-      if (t && t->how != "fit" && t->how != "measured" && t->how != "override") r.extrapolated.push_back(id);
-    }
+    r.extrapolated = pr.not_exercised;
     r.extrapolated.insert(r.extrapolated.end(), pr.missing.begin(), pr.missing.end());
     rep.rows.push_back(r);
   }

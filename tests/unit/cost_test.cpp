@@ -57,6 +57,17 @@ TEST(CostPredict, CountsTimesCostsPerSide) {
   EXPECT_EQ(r.by_term[0].first, "syscall");
 }
 
+// A counted term the calibration never exercised costs 0 and is named.
+TEST(CostPredict, NamesTermsNoCaseExercised) {
+  host::CostProfile p = profile_of({{"syscall", 1000}});
+  p.terms.push_back({"gup_walk", 0, 0, 0, "not exercised"});
+  Prediction r = predict(p, {{"mm.syscall", 1}, {"gup.descents", 64}});
+  EXPECT_DOUBLE_EQ(r.kernel_ns, 1000);
+  ASSERT_EQ(r.not_exercised.size(), 1u);
+  EXPECT_EQ(r.not_exercised[0], "gup_walk");
+  EXPECT_TRUE(r.missing.empty());
+}
+
 TEST(CostPredict, OverrideSetsOneTermAndRefusesBadItems) {
   host::CostProfile p = profile_of({{"copy_o0", 0.2}});
   std::string err;

@@ -77,7 +77,11 @@ void print_modelled(const std::vector<ScenarioResult>& results, const host::Cost
     const cost::Prediction pr = cost::predict(p, r.cost_counts);
     std::cout << fmt::format("# modelled {}: kernel {:.1f} us, program {:.1f} us (band {:.1f}-{:.1f} us){}\n", r.name,
                              pr.kernel_ns / 1e3, pr.user_ns / 1e3, pr.lo_ns / 1e3, pr.hi_ns / 1e3,
-                             pr.missing.empty() ? "" : ", terms without a cost: " + fmt::format("{}", fmt::join(pr.missing, " ")));
+                             pr.missing.empty() && pr.not_exercised.empty()
+                                 ? ""
+                                 : fmt::format(", terms without a cost: {}{}{}", fmt::join(pr.missing, " "),
+                                               pr.missing.empty() || pr.not_exercised.empty() ? "" : " ",
+                                               fmt::join(pr.not_exercised, " ")));
   }
 }
 

@@ -390,6 +390,7 @@ ModelledPhase modelled_phase(const std::map<std::string, int64_t>& counts, const
   m.lo_ms = pr.lo_ns / 1e6;
   m.hi_ms = pr.hi_ns / 1e6;
   m.missing = pr.missing;
+  m.missing.insert(m.missing.end(), pr.not_exercised.begin(), pr.not_exercised.end());
   for (unsigned o = 1; o <= PMD_ORDER; o++) {
     auto it = counts.find(fmt::format("cow.copy.order{}", o));
     auto un = counts.find(fmt::format("cow.unshare.order{}", o));
@@ -498,7 +499,7 @@ void MetricsReport::modelled_table(Report* rep) {
       "khugepaged column) differs from seed to seed. `vs base`: the total's change against the first column. "
       "Extrapolated: a copy larger than 4K on a write fault, which the host kernel never makes; it costs the "
       "per-order copy measured on the host (copy_oN) plus the 4K CoW fault's fitted cost (fault_wp_copy).{}\n",
-      profile_->name, any_missing ? " Some terms counted here have no cost in the profile and count as 0." : ""));
+      profile_->name, any_missing ? " Some terms counted here have no calibrated cost in the profile and count as 0." : ""));
 }
 
 void MetricsReport::finish(Report* rep) {

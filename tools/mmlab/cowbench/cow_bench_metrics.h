@@ -111,7 +111,7 @@ void record_sampled(const Sampled& m, const std::string& geometry, MetricSet* ou
 struct ModelledPhase {
   double kernel_ms = 0, user_ms = 0, lo_ms = 0, hi_ms = 0;
   std::vector<std::string> extrapolated;  // "copy_o4", ...
-  std::vector<std::string> missing;       // terms counted that the profile lacks
+  std::vector<std::string> missing;       // terms counted that the profile lacks or never calibrated (they count 0)
   double total_ms() const { return kernel_ms + user_ms; }
 };
 ModelledPhase modelled_phase(const std::map<std::string, int64_t>& counts, const host::CostProfile& p);
