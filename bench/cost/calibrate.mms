@@ -1901,6 +1901,44 @@ P read V63 4K 0
 counters reset
 P fork C
 
+test gup-remote-o0-8m
+P mmap A 8M rw private align=2M
+P write A 8M 1
+proc Q
+Q mmap B 8M rw private
+Q write B 8M 2
+counters reset
+Q vm-read P A 8M B
+
+test gup-remote-o0-32m
+P mmap A 32M rw private align=2M
+P write A 32M 1
+proc Q
+Q mmap B 32M rw private
+Q write B 32M 2
+counters reset
+Q vm-read P A 32M B
+
+test gup-remote-o9-8m
+sysfs transparent_hugepage/hugepages-2048kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+proc Q
+Q mmap B 8M rw private
+Q write B 8M 2
+counters reset
+Q vm-read P A 8M B
+
+test gup-remote-o9-32m
+sysfs transparent_hugepage/hugepages-2048kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+proc Q
+Q mmap B 32M rw private
+Q write B 32M 2
+counters reset
+Q vm-read P A 32M B
+
 test cow-pmd-split
 sysfs transparent_hugepage/hugepages-2048kB/enabled always
 P mmap A 32M rw private align=2M

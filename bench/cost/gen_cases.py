@@ -39,6 +39,13 @@ def region(o, mb=MB, name="A"):
     return order_on(o) + [f"P mmap {name} {mb}M rw private align=2M"]
 
 
+def gup_remote(o, mb):
+    """Q reads P's populated region with process_vm_readv into its own
+    populated buffer (so that only the GUP and the copy are measured)."""
+    return region(o, mb) + [f"P write A {mb}M 1", "proc Q", f"Q mmap B {mb}M rw private", f"Q write B {mb}M 2",
+                            "counters reset", f"Q vm-read P A {mb}M B"]
+
+
 def calibrate():
     out = prelude("The cost model's calibration cases (docs/BENCH.md, \"The cost model\").")
     # Two region sizes per operation: what grows with the pages apart from
@@ -74,6 +81,11 @@ def calibrate():
         for i in range(n):
             vm += [f"P mmap V{i} 8K {'rw' if i % 2 == 0 else 'r'} private", f"P write V{i} 4K 1" if i % 2 == 0 else f"P read V{i} 4K 0"]
         out += case(f"fork-vmas-{n}", order_on(0) + vm + ["counters reset", "P fork C"])
+    # process_vm_readv of another process's populated region: the GUP slow
+    # path (pin_user_pages_remote, 16 pages a call), whose per-walk and
+    # per-grab costs the GUP tables' modelled time needs.
+    for o, mb in ((0, 8), (0, MB), (9, 8), (9, MB)):
+        out += case(f"gup-remote-o{o}-{mb}m", gup_remote(o, mb))
     # A write to each 2M of a PMD-mapped region shared after fork: the split.
     out += case("cow-pmd-split", region(9) + [f"P write A {MB}M 1", "P fork C", "counters reset"] + [f"C write A+{i * 2}M 4K 2" for i in range(MB // 2)])
     return out
@@ -95,6 +107,7 @@ def validate():
     out += case("mprotect-o0", region(0) + [f"P write A {MB}M 1", "counters reset", f"P mprotect A {MB}M r", f"P mprotect A {MB}M rw"])
     out += case("mremap-o4", region(4) + [f"P write A {MB}M 1", "P mmap T 64M none private align=2M", "counters reset",
                                            f"P mremap A {MB}M {MB}M B to=T"])
+    out += case("gup-remote-o4", gup_remote(4, MB))
     out += case("collapse-o4", region(4, 8) + ["P write A 8M 1", "counters reset", "P madvise A 8M collapse"])
     out += case("collapse-quarter", region(0, 8) + [f"P write A+{i * 2}M 512K 1" for i in range(4)] + ["counters reset", "P madvise A 8M collapse"])
     # Composite sequences.

@@ -1120,6 +1120,16 @@ P mmap T 64M none private align=2M
 counters reset
 P mremap A 32M 32M B to=T
 
+test gup-remote-o4
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+proc Q
+Q mmap B 32M rw private
+Q write B 32M 2
+counters reset
+Q vm-read P A 32M B
+
 test collapse-o4
 sysfs transparent_hugepage/hugepages-64kB/enabled always
 P mmap A 8M rw private align=2M

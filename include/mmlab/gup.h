@@ -102,6 +102,14 @@ long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned foll_fl
 // this sizes the pages array of a count taken from untrusted input.
 long gup_reachable_pages(Process* p, uint64_t start, long nr_pages);
 
+// process_vm_readv(2) of one range (mm/process_vm_access.c): `reader`
+// copies `len` bytes of `target` at `remote` into its own memory at
+// `local`, 16 pages at a time (PVM_MAX_PP_ARRAY_COUNT), each chunk pinned
+// with pin_user_pages_remote(), copied (copy_to_user: it faults the
+// reader's pages) and unpinned. Returns the bytes copied, or -EFAULT if the
+// first chunk could not be pinned or copied (-ESRCH: a process has exited).
+long process_vm_readv(Process* reader, uint64_t local, Process* target, uint64_t remote, uint64_t len);
+
 // get_dump_page over [start, start+len): pages returned and holes.
 void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* holes);
 

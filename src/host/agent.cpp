@@ -31,7 +31,7 @@ namespace mmlab::host {
 namespace wire {
 enum class Op : uint32_t {
   kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kPinCpu, kExit,
-  kMlock, kMunlock, kMlockall, kMunlockall
+  kMlock, kMunlock, kMlockall, kMunlockall, kVmRead
 };
 
 struct Request {  // no padding: no stray bytes go over the socket
@@ -259,6 +259,10 @@ long run_syscall(const Request& rq, int fd) {
       return p == MAP_FAILED ? -errno : static_cast<long>(reinterpret_cast<uintptr_t>(p));
     }
     case Op::kMunmap: return sys_result(::munmap(addr, rq.len));
+    case Op::kVmRead: {
+      iovec local{addr, rq.len}, remote{reinterpret_cast<void*>(rq.new_addr), rq.len};
+      return sys_result(::process_vm_readv(rq.peer_pid, &local, 1, &remote, 1, 0));
+    }
     case Op::kMprotect: return sys_result(::mprotect(addr, rq.len, rq.arg));
     case Op::kMremap:  // the raw call: new_addr is always passed (MREMAP_FIXED needs it)
       return sys_result(::syscall(SYS_mremap, rq.addr, rq.len, rq.new_len, rq.flags, rq.new_addr));
@@ -577,6 +581,13 @@ long Agent::munlock(uint64_t addr, uint64_t len) { return simple(make(Op::kMunlo
 long Agent::mlockall(int flags) { return simple(make(Op::kMlockall, 0, 0, flags), -1); }
 
 long Agent::munlockall() { return simple(make(Op::kMunlockall), -1); }
+
+long Agent::process_vm_readv(int pid, uint64_t local, uint64_t remote, uint64_t len) {
+  Request rq = make(Op::kVmRead, local, len);
+  rq.peer_pid = pid;
+  rq.new_addr = remote;
+  return simple(rq, -1);
+}
 
 long Agent::pin_cpu(int cpu) { return simple(make(Op::kPinCpu, 0, 0, cpu), -1); }
 

@@ -59,6 +59,9 @@ class Agent {
   long munlock(uint64_t addr, uint64_t len);
   long mlockall(int flags);
   long munlockall();
+  // process_vm_readv(2) of `len` bytes at `remote` in process `pid` into
+  // this process's `local`: the bytes copied, or -errno.
+  long process_vm_readv(int pid, uint64_t local, uint64_t remote, uint64_t len);
   // sched_setaffinity to that one CPU (a fork inherits it). lru_add_drain()
   // drains only the local CPU's LRU batches: MADV_COLD, MADV_PAGEOUT and
   // MADV_FREE see a folio still in another CPU's batch as not on the LRU

@@ -200,4 +200,27 @@ void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* hol
   }
 }
 
+long process_vm_readv(Process* reader, uint64_t local, Process* target, uint64_t remote, uint64_t len) {
+  if (!reader->mm() || !target->mm()) return -ESRCH;
+  reader->mm()->stats->count(Event::mm_syscall);
+  constexpr long kChunkPages = 16;  // PVM_MAX_PP_ARRAY_COUNT
+  std::vector<uint8_t> buf(kChunkPages * PAGE_SIZE);
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t addr = remote + done;
+    const uint64_t start = addr & PAGE_MASK;
+    const uint64_t end = std::min(round_up(remote + len, PAGE_SIZE), start + kChunkPages * PAGE_SIZE);
+    GupPages pages;
+    const long pinned = gup(target, GupEntry::kPinUserPagesRemote, start, static_cast<long>((end - start) >> PAGE_SHIFT), 0, &pages);
+    if (pinned <= 0) break;
+    const uint64_t off = addr - start;
+    const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(pinned) * PAGE_SIZE - off, len - done);
+    (void)pages.read(off, buf.data(), n);
+    pages.release();
+    if (!reader->write(local + done, buf.data(), n).ok()) break;  // copy_to_user stopped short
+    done += n;
+  }
+  return done ? static_cast<long>(done) : -EFAULT;
+}
+
 }  // namespace mmlab

@@ -164,6 +164,12 @@ struct Read {  // P read ADDR SIZE [BYTE]
 };
 
 // ---- GUP and its handles ----
+struct VmRead {  // P vm-read Q ADDR SIZE LOCAL: process_vm_readv of Q's range into P's LOCAL
+  std::string proc, target;
+  AddrExpr remote;
+  uint64_t size = 0;
+  AddrExpr local;
+};
 struct Gup {  // P gup H ADDR NPAGES FLAGS
   std::string proc, handle;
   AddrExpr addr;
@@ -275,7 +281,7 @@ using StmtBody =
     std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
                  stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
-                 stmt::Gup, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
+                 stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectSysfs,
                  stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
                  stmt::ExpectSame, stmt::ExpectViolation>;

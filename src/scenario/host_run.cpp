@@ -395,6 +395,12 @@ void HostRun::run(const Stmt& st, const stmt::Write& s) {
   check_signal(st, sig_name(r.sig), r.fault_addr, "write");
 }
 
+void HostRun::run(const Stmt& st, const stmt::VmRead& s) {
+  Proc& target = proc(st, s.target);
+  const long r = sys(st, agent(st, s.proc).process_vm_readv(target.agent->pid(), addr(st, s.local), addr(st, s.remote), s.size));
+  check_vm_read(st, s, r);
+}
+
 void HostRun::run(const Stmt& st, const stmt::Unpin& s) {
   handle(st, s.handle);  // a name that holds nothing is an error, as in the model
   handles_.erase(s.handle);

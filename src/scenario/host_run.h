@@ -109,6 +109,7 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::Print& s);
   void run(const Stmt& st, const stmt::Write& s);
   void run(const Stmt& st, const stmt::Unpin& s);
+  void run(const Stmt& st, const stmt::VmRead& s);
   void run(const Stmt&, const stmt::Dump&);
   void run(const Stmt&, const stmt::Check&);
   void run(const Stmt&, const stmt::Skip& s);

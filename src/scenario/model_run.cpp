@@ -330,6 +330,10 @@ class ModelRun final : public TestRun {
     check_errno(st, r, "read through the handle");
     expect_handle_mismatch(st, s, bad, found);
   }
+  void run(const Stmt& st, const stmt::VmRead& s) {
+    const long r = process_vm_readv(proc(st, s.proc), addr(st, s.local), proc(st, s.target), addr(st, s.remote), s.size);
+    check_vm_read(st, s, r);
+  }
   void run(const Stmt& st, const stmt::Unpin& s) { handle(st, s.handle).pages.release(s.dirty ? Dirty::kYes : Dirty::kNo); }
   void run(const Stmt& st, const stmt::Dump& s) {
     bind(st, s.dump, 'd');

@@ -97,6 +97,7 @@ constexpr StatementVerb kVerbs[] = {
     {"write", kSubject, parse_write},
     {"read", kSubject, parse_read},
     {"gup", kSubject, parse_gup, nullptr, kNeverFails},
+    {"vm-read", kSubject, parse_vm_read},
     {"dump", kSubject, parse_dump, nullptr, kNeverFails},
     {"print", kSubject, parse_print, nullptr, kNeverFails},
 };
@@ -233,6 +234,7 @@ class NameTable {
   void names(const stmt::HandleWrite& s) { use(s.handle, 'h'); }
   void names(const stmt::HandleRead& s) { use(s.handle, 'h'); }
   void names(const stmt::Unpin& s) { use(s.handle, 'h'); }
+  void names(const stmt::VmRead& s) { use(s.proc, 'p'), use(s.target, 'p'), region(s.remote), region(s.local); }
   void names(const stmt::Dump& s) { use(s.proc, 'p'), region(s.addr), bind(s.dump, 'd'); }
   void names(const stmt::Print& s) {
     use(s.proc, 'p');

@@ -67,6 +67,16 @@ StmtBody parse_handle_access(LineParser& lp, const std::string& handle, bool wri
   return stmt::HandleRead{handle, off, size, byte};
 }
 
+StmtBody parse_vm_read(LineParser& lp, const std::string& who) {
+  stmt::VmRead v;
+  v.proc = who;
+  v.target = lp.name();
+  v.remote = lp.range(&v.size);
+  v.local = lp.addr();
+  lp.in_user_space(v.local, v.size, "a SIZE that keeps LOCAL");
+  return v;
+}
+
 StmtBody parse_unpin(LineParser& lp, const std::string&) {
   stmt::Unpin u{lp.name()};
   u.dirty = lp.accept("dirty");

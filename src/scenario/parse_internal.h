@@ -166,6 +166,7 @@ StmtBody parse_gup(LineParser& lp, const std::string& subject);
 // when a number follows the verb.
 StmtBody parse_handle_access(LineParser& lp, const std::string& handle, bool write);
 StmtBody parse_unpin(LineParser& lp, const std::string& subject);
+StmtBody parse_vm_read(LineParser& lp, const std::string& subject);
 StmtBody parse_dump(LineParser& lp, const std::string& subject);
 
 // parse_system.cpp

@@ -276,6 +276,12 @@ uint64_t TestRun::addr(const Stmt& st, const AddrExpr& a) {
   return it->second + a.offset;
 }
 
+void TestRun::check_vm_read(const Stmt& st, const stmt::VmRead& v, long ret) {
+  check_errno(st, ret < 0 ? ret : 0, "vm-read");
+  if (ret >= 0 && static_cast<uint64_t>(ret) != v.size)
+    fail(st, fmt::format("vm-read copied {} of {} bytes", ret, v.size));
+}
+
 void TestRun::check_errno(const Stmt& st, long ret, const char* what) {
   if (st.expect_error) {
     if (!st.expect_signal.empty()) fail(st, fmt::format("expected {}, but {} is not a CPU access", st.expect_signal, what));

@@ -85,6 +85,9 @@ class TestRun {
   uint64_t addr(const Stmt& st, const AddrExpr& a);
   // Statements that return an errno: expect-error turns success into a failure.
   void check_errno(const Stmt& st, long ret, const char* what);
+  // process_vm_readv's return: bytes (all SIZE of them, or the test fails
+  // naming the count) or -errno (checked as check_errno does).
+  void check_vm_read(const Stmt& st, const stmt::VmRead& v, long ret);
   // CPU accesses: sig is "" when the access completed, else "SIGSEGV"/"SIGBUS".
   void check_signal(const Stmt& st, const std::string& sig, uint64_t fault_addr, const char* what);
   // Expectations on observed values: one diagnostic text for both backends.

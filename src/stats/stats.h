@@ -90,7 +90,7 @@ enum class MthpStat : uint16_t {
   X(pte_clear, "pgtable.pte_clear", "PTEs cleared by get_and_clear_full_ptes() (one per entry: zap, migration, collapse)") \
   X(pte_modify, "pgtable.pte_modify", "PTEs changed in place: ptep_modify_prot_start/commit (mprotect), wrprotect_ptes (fork)") \
   X(lru_add, "lru.add", "folios added to the LRU (folio_add_lru)")                                  \
-  X(mm_syscall, "mm.syscall", "memory-management system calls entered (mmap, munmap, mprotect, mremap, madvise, mlock*, fork)") \
+  X(mm_syscall, "mm.syscall", "memory-management system calls entered (mmap, munmap, mprotect, mremap, madvise, mlock*, fork, process_vm_readv)") \
   X(mremap_pmd_move, "mremap.pmd_move", "PTE tables mremap moved whole to a new PMD entry (move_normal_pmd)") \
   X(fork_mm, "fork.mm", "address spaces dup_mm() duplicated (one per fork)")                         \
   X(fork_vmas, "fork.vmas", "VMAs dup_mmap() duplicated into a child")                              \

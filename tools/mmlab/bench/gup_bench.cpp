@@ -173,6 +173,7 @@ int run_round(System* sys, Process* p, uint64_t addr, const GupBenchConfig& cfg,
     for (size_t w = 0; w < cfg.which_pages.size() && w < 8; w++) a.which_pages[w] = static_cast<unsigned>(cfg.which_pages[w] + 1);
     rets[t] = gup_test_ioctl(p, to_ioctl(cfg.cmd), &a);
   };
+  const std::map<std::string, int64_t> c0 = sys->all_counters();
   const long hf0 = host_faults_now();
   const auto w0 = std::chrono::steady_clock::now();
   if (nt == 1) {
@@ -184,6 +185,8 @@ int run_round(System* sys, Process* p, uint64_t addr, const GupBenchConfig& cfg,
   }
   const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
   const long host_faults = host_faults_now() - hf0;
+  std::map<std::string, int64_t> grown;
+  for (auto& [n, v] : sys->all_counters()) grown[n] = (v - c0.at(n)) / cfg.threads;
   const double floor_us = cfg.floor ? gup_physical_floor_us(p, addr, static_cast<long>(cfg.size / PAGE_SIZE)) : -1;
   for (size_t t = 0; t < nt; t++) {
     const GupTestArgs& a = args[t];
@@ -202,6 +205,7 @@ int run_round(System* sys, Process* p, uint64_t addr, const GupBenchConfig& cfg,
     it.stop_ret = a.stop_ret;
     it.folios_by_size = a.folios_by_size;
     for (const char* c : kCounters) it.counters[c] = sys->counter(c) / cfg.threads;
+    it.cost_counts = grown;
     if (!cfg.quiet) iteration_lines(cfg, a, slice, r, line);
     res->iters.push_back(it);
   }

@@ -44,6 +44,7 @@ struct GupIteration {
   uint64_t size_done = 0;
   long check_failures = 0;
   std::map<std::string, int64_t> counters;  // event counters for this iteration (get + put)
+  std::map<std::string, int64_t> cost_counts;  // System::all_counters()' growth over the round, per thread (the modelled time's input)
   double wall_us = 0;   // the whole ioctl round, all threads (for the thread-scaling suite)
   double floor_us = -1;  // the physical floor for the same request, if asked
   long host_faults = 0;  // host page faults of the process during the round (first touches)

@@ -92,6 +92,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
            " | diff (95% CI) | ns/page | x floor | descents/page | PTE locks/page | grabs/page | mark_accessed/page | flushes/page | speculative/page | host faults | kernel |\n"
            "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
   std::vector<PinRow> pins;
+  std::vector<ModelledGup> modelled;
   for (auto& row : rows) {
     progress(row.label);
     GupBenchResult res;
@@ -130,6 +131,11 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
         rr.base = rr.variants.size();
       }
       rr.variants.push_back({vname, g});
+      for (auto& it : res.iters)
+        if (it.variant == v) {
+          modelled.push_back({row.label, vname, it.cost_counts, is_base, row.kernel.speedup(vname)});
+          break;
+        }
       const RatioCi speedup = median_ratio_ci(base_g, g);
       const long outliers = count_outliers(g);
       if (g.size() >= 4) rep->spreads.push_back(relative_iqr(g));  // fewer samples have no quartiles
@@ -168,6 +174,7 @@ int run_rows(const std::string& title, std::vector<GupRow>& rows, const std::str
   progress_done();
   rep->add(sources_text(rows));
   if (rep->profile && !pins.empty()) modelled_pins(pins, key, rep);
+  if (rep->profile) modelled_gup(modelled, key, rep);
   return 0;
 }
 

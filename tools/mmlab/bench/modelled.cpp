@@ -1,5 +1,7 @@
 #include "bench/modelled.h"
 
+#include <cmath>
+
 #include "bench/model_common.h"
 #include "bench/suite.h"
 #include "fmt/format.h"
@@ -91,6 +93,47 @@ void modelled_pins(const std::vector<PinRow>& rows, const std::string& key, Repo
   }
   if (extrapolated)
     rep->add("\n\\* the host measured another size: scaled linearly, but the host's cost per page grows with the buffer\n");
+}
+
+void modelled_gup(const std::vector<ModelledGup>& rows, const std::string& key, Report* rep) {
+  if (rep->profile->terms.empty()) return;
+  modelled_heading("each row's gup_test round (get and put) = its counts x the profile's costs", rep);
+  rep->add("| case | variant | modelled us | vs the row's base | the posting | terms without a calibrated cost |\n"
+           "|---|---|---:|---:|---:|---|\n");
+  // On a host kernel without the series every page costs one walk, one grab
+  // and one pin: if the fit could not tell those apart, what a variant
+  // saves by walking or grabbing less is unknown, and no ratio is shown.
+  bool identifiable = true;
+  for (const char* id : {"gup_walk", "gup_grab", "gup_pin_page"}) {
+    const host::TermCost* t = rep->profile->term(id);
+    identifiable &= t && t->how == "fit" && t->ns > 0;
+  }
+  double base_us = 0;
+  for (const ModelledGup& r : rows) {
+    const cost::Prediction pr = cost::predict(*rep->profile, r.counts);
+    const double us = pr.program_ns() / 1e3;
+    if (r.is_base) base_us = us;
+    std::string unc;
+    for (auto& t : pr.not_exercised) unc += (unc.empty() ? "" : ", ") + t;
+    for (auto& t : pr.missing) unc += (unc.empty() ? "" : ", ") + t;
+    const double ratio = us > 0 ? base_us / us : 0;
+    rep->add(fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.row, r.variant,
+                         r.is_base || identifiable ? fmt::format("{:.1f}", us) : std::string("n/i"),
+                         r.is_base ? std::string("1.00x (base)") : identifiable ? fmt::format("{:.2f}x", ratio) : std::string("n/i"),
+                         std::isnan(r.published_speedup) || r.is_base ? std::string("-") : fmt::format("{:.2f}x", r.published_speedup),
+                         unc.empty() ? "-" : unc));
+    rep->json["modelled"][key][r.row][r.variant] = {{"us", us}, {"vs_base", r.is_base ? nlohmann::ordered_json(1.0) : identifiable ? nlohmann::ordered_json(ratio) : nlohmann::ordered_json()}};
+  }
+  rep->add("\nModelled, not measured: the GUP terms (walks, grabs, pins) are fitted on process_vm_readv of 4K and 2M "
+           "mappings on the host (the slow path the host kernel has, without the series); the batched and unified walks "
+           "would be extrapolated from them (fewer walks and grabs, each at the legacy cost). The ratio is the base's "
+           "modelled time over the variant's.");
+  if (!identifiable)
+    rep->add(" n/i: not identifiable with this profile: on the host every page costs one walk, one grab and one pin, "
+             "so the fit cannot split a page's cost between them (the profile's terms table says which merged), and "
+             "what a variant saves by walking or grabbing less is unknown. The modelled time of a row's base, whose "
+             "counts move together as the host's do, stands.");
+  rep->add("\n");
 }
 
 }  // namespace mmlab::cli

@@ -30,4 +30,15 @@ struct PinRow {
 };
 void modelled_pins(const std::vector<PinRow>& rows, const std::string& key, Report* rep);
 
+// A GUP table's rows as modelled time: each variant's counts over one
+// gup_test round (get and put; the same in every round) times the
+// profile's costs, its ratio against the row's base, and the posting's.
+struct ModelledGup {
+  std::string row, variant;
+  std::map<std::string, int64_t> counts;
+  bool is_base = false;
+  double published_speedup = 0;  // NaN where the posting gives none
+};
+void modelled_gup(const std::vector<ModelledGup>& rows, const std::string& key, Report* rep);
+
 }  // namespace mmlab::cli
