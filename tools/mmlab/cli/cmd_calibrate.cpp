@@ -45,7 +45,7 @@ struct CalibrateCli {
 int calibrate_terms(const CalibrateCli& c, const std::function<void(const std::string&)>& progress, host::CostProfile* p) {
   cost::RunCasesOptions ro;
   ro.file = c.cases.empty() ? std::string(MMLAB_SOURCE_DIR) + "/bench/cost/calibrate.mms" : c.cases;
-  ro.runs = c.term_runs ? c.term_runs : (c.quick ? 3 : 7);
+  ro.runs = c.term_runs ? c.term_runs : (c.quick ? 3 : 15);
   ro.progress = [&](const std::string& w) { progress("terms: " + w); };
   std::string text, why;
   if (read_input_file(ro.file, 4ull << 20, &text, &why)) {
@@ -180,7 +180,7 @@ void add_calibrate(CLI::App& app) {
   sub->add_option("--size-mb", c->size_mb, "fault and CoW region in MiB (the pinned buffer is always 256 MiB)")->check(CLI::Range(4, 4096));
   sub->add_option("--runs", c->runs, "runs per measurement (the median is kept)")->check(CLI::Range(1, 100));
   sub->add_option("--cases", c->cases, "the cost model's calibration cases (default: bench/cost/calibrate.mms)");
-  sub->add_option("--term-runs", c->term_runs, "host runs per calibration case (default 7, 3 with --quick)")->check(CLI::Range(2, 100));
+  sub->add_option("--term-runs", c->term_runs, "host runs per calibration case (default 15, 3 with --quick)")->check(CLI::Range(2, 100));
   sub->add_flag("--no-terms", c->no_terms, "measure the fault, CoW and pin costs only, not the cost model's terms");
   register_action(sub, [c, sub] {
     c->out_given = sub->count("--out") > 0;
