@@ -39,7 +39,8 @@
   X(pte_set, "pgtable.pte_set", "entry", Kernel, Fit, "x86_64",                                                           \
     "a PTE written by set_ptes() (with its folio's refcount and mapcount atomics, amortised per entry)")                \
   X(pte_clear, "pgtable.pte_clear", "entry", Kernel, Fit, "x86_64", "a present PTE cleared by zap or migration, with the rmap removal") \
-  X(pte_modify, "pgtable.pte_modify", "entry", Kernel, Fit, "x86_64", "a PTE changed in place (mprotect, fork's write-protect)") \
+  X(pte_modify, "pgtable.pte_modify", "entry", Kernel, Fit, "x86_64", "a PTE changed in place by mprotect (change_pte_range)") \
+  X(pte_wrprotect, "pgtable.pte_wrprotect", "entry", Kernel, Fit, "x86_64", "a PTE write-protected by fork (wrprotect_ptes, a run at a time)") \
   X(zap_batch, "zap.pte_batches", "batch", Kernel, Fit, "any", "a zap of a run of PTEs of one large folio (one rmap and refcount update)") \
   X(pmd_move, "mremap.pmd_move", "table", Kernel, Fit, "x86_64 arm64", "a PTE table moved whole by mremap (move_normal_pmd)") \
   X(pgtable_alloc, "pgtable.alloc", "table", Kernel, Fit, "any", "a page-table page allocated and zeroed")                    \

@@ -295,7 +295,7 @@ void ptep_modify_prot_commit(pte_t* ptep, pte_t old, pte_t pte) {
 }
 
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
-  mm->stats->count(Event::pte_modify, nr);
+  mm->stats->count(Event::pte_wrprotect, nr);
   if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->wrprotect(mm, addr, ptep, nr);
   for (unsigned i = 0; i < nr; i++) {
     std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel);

@@ -88,7 +88,8 @@ enum class MthpStat : uint16_t {
   X(rmap_update, "rmap.update", "mapcount updates of one folio run (an add, dup or remove of its PTEs or its PMD)") \
   X(pte_set, "pgtable.pte_set", "PTEs written by set_ptes() (one per entry: faults, CoW, fork's child entries, migration)") \
   X(pte_clear, "pgtable.pte_clear", "PTEs cleared by get_and_clear_full_ptes() (one per entry: zap, migration, collapse)") \
-  X(pte_modify, "pgtable.pte_modify", "PTEs changed in place: ptep_modify_prot_start/commit (mprotect), wrprotect_ptes (fork)") \
+  X(pte_modify, "pgtable.pte_modify", "PTEs changed in place by ptep_modify_prot_start/commit (mprotect)") \
+  X(pte_wrprotect, "pgtable.pte_wrprotect", "PTEs write-protected in place by wrprotect_ptes() (fork's copy of a private writable run)") \
   X(lru_add, "lru.add", "folios added to the LRU (folio_add_lru)")                                  \
   X(mm_syscall, "mm.syscall", "memory-management system calls entered (mmap, munmap, mprotect, mremap, madvise, mlock*, fork, process_vm_readv)") \
   X(mremap_pmd_move, "mremap.pmd_move", "PTE tables mremap moved whole to a new PMD entry (move_normal_pmd)") \
