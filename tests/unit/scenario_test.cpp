@@ -308,14 +308,21 @@ TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
     scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
     EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
   }
-  EXPECT_EQ(subject_verbs, 20u);
+  EXPECT_EQ(subject_verbs, 21u);
   // What may follow a process name, in the table's order.
   EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
             "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mlockall, "
-            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print)");
+            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, print)");
   EXPECT_EQ(parse_error("test a\nproc P\nP mseal A\n"),
             "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mlockall, "
-            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, dump, print), not 'mseal'");
+            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, print), not 'mseal'");
+}
+
+// vm-read names two processes and two ranges, each checked as it is read.
+TEST(ScenarioParseTest, VmReadNeedsBothProcessesAndALocalAddress) {
+  EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw private\nP vm-read R A 4K A\n"),
+            "t.mms:4:11: expected a process bound before this line (by proc or fork), not 'R'");
+  EXPECT_NE(parse_error("test a\nproc P\nproc Q\nP mmap A 4K rw private\nQ vm-read P A 4K\n").find("t.mms:5:"), std::string::npos);
 }
 
 TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
