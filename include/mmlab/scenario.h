@@ -13,6 +13,7 @@
 //   P print smaps|pagetable [ADDR SIZE], P print folio ADDR, counters print [GLOB]
 //                                            state as `#` lines in the TAP output
 //   expect P ADDR soft-dirty|uffd-wp yes|no  the PTE's bits
+//   P vm-read Q ADDR SIZE LOCAL              process_vm_readv of Q's range into P
 // and `khugepaged [N]` runs N full scans of khugepaged over every
 // registered mm on that clock.
 #pragma once
