@@ -68,6 +68,12 @@ std::string terms_table(const host::CostProfile& p);
 // *err naming the bad item.
 int override_terms(const std::vector<std::string>& sets, host::CostProfile* p, std::string* err);
 
+// The first format 2 profile in `dir` (*.json, in name order) whose header
+// matches this machine (host::cost_header_differences() empty): the
+// tools' default when no --profile is given. false, with *why saying what
+// it found, when none matches.
+bool find_matching_profile(const std::string& dir, host::CostProfile* out, std::string* path, std::string* why);
+
 // ---- the fit ----
 
 // Non-negative least squares, min |Ax - b| over x >= 0 (Lawson and Hanson's

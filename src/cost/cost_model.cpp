@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 #include "cost/cost_terms.h"
 #include "fmt/format.h"
@@ -93,6 +94,30 @@ int override_terms(const std::vector<std::string>& sets, host::CostProfile* p, s
     if (!found) p->terms.push_back(c);
   }
   return 0;
+}
+
+bool find_matching_profile(const std::string& dir, host::CostProfile* out, std::string* path, std::string* why) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  const host::MachineInfo here = host::describe_this_machine();
+  std::string seen;
+  for (const std::string& f : files) {
+    host::CostProfile p;
+    std::string err;
+    if (host::load_cost_profile(f, &p, &err) || p.terms.empty()) continue;
+    const std::vector<std::string> d = host::cost_header_differences(p.machine, here);
+    if (d.empty()) {
+      *out = std::move(p);
+      *path = f;
+      return true;
+    }
+    seen += fmt::format("{}{} ({})", seen.empty() ? "" : "; ", p.name, d.front());
+  }
+  *why = seen.empty() ? "no profile in " + dir : "none of the profiles in " + dir + " is of this machine kind: " + seen;
+  return false;
 }
 
 }  // namespace mmlab::cost

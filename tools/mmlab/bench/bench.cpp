@@ -173,13 +173,15 @@ int run_bench(const BenchOptions& o) {
   host::CostProfile profile;
   if (!check_arguments(o, &suites, &profile)) return 2;
   Report rep;
-  if (!o.profile.empty()) rep.profile = &profile;
+  std::string profile_file = o.profile, no_profile;
+  if (!o.profile.empty() || default_profile(&profile, &profile_file, &no_profile)) rep.profile = &profile;
   rep.add("# mmlab bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
   // Stated once for every table below, whose intervals carry the mark.
   rep.add(significance_rule() + "\n");
   rep.json["run"] = run_json(o, suites);
-  if (rep.profile) rep.add(profile_text(profile, o.profile, &rep.json["modelled"]["profile"]));
+  if (rep.profile) rep.add(profile_text(profile, profile_file, &rep.json["modelled"]["profile"]));
+  else rep.add(no_profile_text(no_profile));
   if (int e = run_suites(o, suites, &rep)) return e;
   if (!o.form.empty()) rep.add(in_form(o.form, rep.json));
   return write_report(rep, o.out);

@@ -40,7 +40,7 @@ void add_bench(CLI::App& app) {
   sub->add_option("--form", o->form, "mmtests or lkp: every figure of the run again in that form, as `mmlab compare` prints it")
       ->check(CLI::IsMember({"mmtests", "lkp"}));
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
-  sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled-time tables")->check(CLI::ExistingFile);
+  sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate` for the modelled-time tables (default: a committed profile of this machine's kind, if any)")->check(CLI::ExistingFile);
   add_trace_options(sub);
   register_action(sub, [o, list] { return *list ? list_suites() : run_bench(*o); });
 }

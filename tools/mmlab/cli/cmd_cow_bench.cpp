@@ -89,6 +89,8 @@ int run_cow_bench(const CowCli& o) {
   p.geometry = o.geometry;
   p.khugepaged_speedup = o.khugepaged_speedup;
   host::CostProfile profile;
+  std::string profile_file = o.profile, no_profile;
+  if (o.profile.empty() && !default_profile(&profile, &profile_file, &no_profile)) profile_file.clear();
   if (!o.profile.empty()) {
     std::string perr;
     if (host::load_cost_profile(o.profile, &profile, &perr)) {
@@ -123,8 +125,9 @@ int run_cow_bench(const CowCli& o) {
   for (const cowbench::Column* c : cs) g.columns.push_back(c);
   g.p = p;
   g.seeds = seeds;
-  g.profile = o.profile.empty() ? nullptr : &profile;
-  g.profile_file = o.profile;
+  g.profile = profile_file.empty() ? nullptr : &profile;
+  g.profile_file = profile_file;
+  g.no_profile = no_profile;
   g.out = o.out;
   return cowbench::run_grid(g);
 }
@@ -155,7 +158,7 @@ void add_cow_bench(CLI::App& app) {
   sub->add_flag("--no-sampler", o->no_sampler,
                 "no RSS/PSS/TLB sampling thread: the run that shows the sampler does not move the ratios");
   sub->add_option("--geometry", o->geometry, "tune tlb.geometry in every column: off (default), x86-intel, x86-amd, arm64");
-  sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate`: add modelled CoW time, apart from measured time");
+  sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate` for the modelled table (default: a committed profile of this machine's kind, if any)");
   sub->add_option("--khugepaged-speedup", o->khugepaged_speedup,
                   "base-khugepaged: khugepaged's sleeps last 1/N of scan_sleep_millisecs and alloc_sleep_millisecs in "
                   "host time, so that it wakes beside a short run (default 1000)")

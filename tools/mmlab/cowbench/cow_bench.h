@@ -80,6 +80,7 @@ struct Grid {
   unsigned seeds = 1;
   const host::CostProfile* profile = nullptr;  // --profile: modelled CoW time
   std::string profile_file;
+  std::string no_profile;  // why there is no profile (none given, none of this machine's kind committed)
   std::string out;  // report.md, report.json and the plots (checked usable)
 };
 // Runs the grid and writes its report into g.out: 0, or 1 (with a message)

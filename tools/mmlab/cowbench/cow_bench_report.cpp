@@ -39,6 +39,7 @@ void report_header(const Grid& g, Report* rep) {
   rep->add("# mmlab cow-bench\n\n");
   rep->add(environment_text(&rep->json["environment"]));
   if (g.profile) rep->add(profile_text(*g.profile, g.profile_file, &rep->json["modelled"]["profile"]));
+  else rep->add(no_profile_text(g.no_profile));
   rep->add(fmt::format(
       "\nregion {} MiB, {} children (usemem, prefork), write share {:.4f} (cow-rand, prefork), {} seed(s); "
       "`base`, `rfc` and the alternatives fault the region in with 64K folios, `fixed-N` with N folios. "

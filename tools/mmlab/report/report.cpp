@@ -1,5 +1,11 @@
 #include "report/report.h"
 
+#include "mmlab/cost.h"
+
+#ifndef MMLAB_SOURCE_DIR
+#define MMLAB_SOURCE_DIR "."
+#endif
+
 #include <memory>
 #include <mutex>
 
@@ -93,6 +99,16 @@ std::string profile_text(const host::CostProfile& p, const std::string& file, nl
         {"commit", p.commit}};
   return fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost per event, "
                      "not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
+}
+
+bool default_profile(host::CostProfile* out, std::string* file, std::string* why) {
+  if (!cost::find_matching_profile(std::string(MMLAB_SOURCE_DIR) + "/bench/cost/profiles", out, file, why)) return false;
+  *file += " (committed; of this machine's kind, taken without --profile)";
+  return true;
+}
+
+std::string no_profile_text(const std::string& why) {
+  return fmt::format("modelled tables: none ({}; `mmlab calibrate` as root makes a profile, `--profile FILE` uses it)\n", why);
 }
 
 int write_report(const Report& rep, const std::string& dir) {

@@ -41,6 +41,11 @@ extern const char* const kFrameStorePreparation;
 std::string environment_text(nlohmann::ordered_json* env);
 // Where the modelled tables' host costs come from.
 std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::ordered_json* j);
+// The profile the tools use when no --profile is given: the first committed
+// one (bench/cost/profiles/) of this machine's kind. false and *why when
+// none is; a tool then prints no_profile_text(why) and no modelled table.
+bool default_profile(host::CostProfile* out, std::string* file, std::string* why);
+std::string no_profile_text(const std::string& why);
 
 // The output directory, made and found writable before any run: false
 // and *err (the reason) otherwise.
