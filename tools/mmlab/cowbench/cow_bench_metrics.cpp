@@ -223,7 +223,8 @@ const MetricDef kModelledValues[] = {
     {.key = "modelled.user_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
      .what = "modelled CPU time of the program's own loads and stores, per seed"},
     {.key = "modelled.total_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
-     .what = "modelled CPU time, kernel and program, per seed"},
+     .what = "modelled CPU time, kernel and program, per seed", .header = "modelled ms", .table = "main",
+     .group = "modelled", .vs_base = true},
     {.key = "modelled.vs_base_pct", .unit = U::kCount, .source = S::kModelled, .merge = M::kFirst,
      .what = "the modelled total's change against base, in percent"},
     {.key = "modelled.extrapolated", .unit = U::kFlag, .source = S::kModelled, .merge = M::kFirst,
@@ -470,27 +471,34 @@ void MetricsReport::add(const std::string& column, MetricSet* m, const std::vect
 
 // The modelled time of each column's measured phase, and its change
 // against the first column (base): the model's counts are the same in every
-// run of a deterministic workload, so these figures are too.
-void MetricsReport::modelled_table(Report* rep) {
-  rep->add(fmt::format("\n#### modelled (profile {}): the measured phase's counts x the profile's costs, per seed\n\n",
-                       profile_->name));
-  rep->add("| column | kernel ms | program ms | total ms | band (terms' 95%) | vs base | extrapolated terms |\n"
-           "|---|---:|---:|---:|---|---:|---|\n");
+// run of a deterministic workload, so these figures are too. Set before the
+// main table, which shows the total and its change against base.
+void MetricsReport::compute_modelled() {
   const double base = modelled_.empty() ? 0 : modelled_.front().t.total_ms();
-  bool any_missing = false;
   for (auto& r : modelled_) {
     const double vs = base > 0 ? (r.t.total_ms() / base - 1) * 100 : 0;
-    std::string ex;
-    for (auto& e : r.t.extrapolated) ex += (ex.empty() ? "" : ", ") + e;
-    any_missing |= !r.t.missing.empty();
-    rep->add(fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f}-{:.3f} | {:+.1f}% | {} |\n", r.column, r.t.kernel_ms,
-                         r.t.user_ms, r.t.total_ms(), r.t.lo_ms, r.t.hi_ms, vs, ex.empty() ? "-" : ex));
     r.m->set_text("modelled.profile", profile_->name);
     r.m->set("modelled.kernel_ms", r.t.kernel_ms);
     r.m->set("modelled.user_ms", r.t.user_ms);
     r.m->set("modelled.total_ms", r.t.total_ms());
     r.m->set("modelled.vs_base_pct", vs);
     r.m->set("modelled.extrapolated", !r.t.extrapolated.empty());
+  }
+}
+
+void MetricsReport::modelled_table(Report* rep) {
+  rep->add(fmt::format("\n#### modelled (profile {}): the measured phase's counts x the profile's costs, per seed\n\n",
+                       profile_->name));
+  rep->add("| column | kernel ms | program ms | total ms | band (terms' 95%) | vs base | extrapolated terms |\n"
+           "|---|---:|---:|---:|---|---:|---|\n");
+  bool any_missing = false;
+  for (auto& r : modelled_) {
+    std::string ex;
+    for (auto& e : r.t.extrapolated) ex += (ex.empty() ? "" : ", ") + e;
+    any_missing |= !r.t.missing.empty();
+    rep->add(fmt::format("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f}-{:.3f} | {:+.1f}% | {} |\n", r.column, r.t.kernel_ms,
+                         r.t.user_ms, r.t.total_ms(), r.t.lo_ms, r.t.hi_ms, r.m->value("modelled.vs_base_pct"),
+                         ex.empty() ? "-" : ex));
   }
   rep->add(fmt::format(
       "\nModelled, not measured: the model's counts over the measured phase times the costs profile {} measured on "

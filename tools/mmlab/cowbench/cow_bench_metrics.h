@@ -129,7 +129,11 @@ class MetricsReport {
            const std::map<std::string, int64_t>& counts);
   // The tables, the mechanism sentences and the plots into rep.
   void finish(Report* rep);
+  // With a profile: the modelled values of every column (before the main
+  // table, which shows them), then their table (in finish()).
+  void compute_modelled();
   void modelled_table(Report* rep);
+  bool modelled() const { return profile_ != nullptr; }
 
  private:
   bool tlb() const { return !geometry_.empty() && geometry_ != "off"; }

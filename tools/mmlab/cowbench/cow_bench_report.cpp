@@ -140,12 +140,18 @@ int workload_report(const Workload& w, const Grid& g, Report* rep) {
     rep->json["workloads"][w.name][c.name] = all.m.json();
     if (all.m.has("khugepaged.wakes")) notes += khugepaged_text(c.name, all.m);
   }
-  rep->add(metric_table(cow_metrics(), "main", w.groups, rows));
+  std::set<std::string> groups = w.groups;
+  if (memory.modelled()) {
+    memory.compute_modelled();
+    groups.insert("modelled");
+  }
+  rep->add(metric_table(cow_metrics(), "main", groups, rows));
   rep->add(notes);
   if (w.name == "usemem")
-    rep->add("\nThe series reported +9/+12/+14% usemem throughput for its mTHP CoW; compare the `vs base` column's "
-             "ratios, never the absolute KB/s (measured here: the model's own speed), or, with --profile, the modelled "
-             "table's `vs base` (the kernel's time predicted from the counts, the same in every run).\n");
+    rep->add("\nThe series reported +9/+12/+14% usemem throughput for its mTHP CoW. Two `vs base` columns: beside "
+             "`modelled ms`, the kernel's and the program's CPU time predicted from the counts (the same in every run; "
+             "read this one), and beside `KB/s per child`, this machine's measured speed of the model's own code (it "
+             "moves between runs); never the absolute KB/s.\n");
   const size_t first_plot = rep->plots.size();
   Plot cdf = metric_plot(cow_metrics(), "latency_us", rows, "cow-" + w.name + "-latency",
                          fmt::format("cow-bench {}: page-write latency percentiles", w.name));
