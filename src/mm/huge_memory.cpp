@@ -55,7 +55,7 @@ static void split_huge_zero_page_pmd(Vma* vma, uint64_t haddr, pmd_t* pmd) {
   flush_pmd_tlb_range(vma, haddr, haddr + PMD_SIZE);
   Page* table = pgtable_trans_huge_withdraw(mm, pmd);
   auto* pte = static_cast<pte_t*>(mm->phys->page_address(table));
-  pte_t entry = pte_mkspecial(pfn_pte(mm->phys->zero_pfn(), vma->vm_page_prot));
+  pte_t entry = pte_mkspecial(pfn_pte(mm->phys->zero_pfn(), vma_page_prot(vma)));
   if (pmd_uffd_wp(old)) entry = pte_mkuffd_wp(entry);
   for (unsigned i = 0; i < PTRS_PER_PTE; i++) entry_set(pte + i, entry);
   entry_set(pmd, mk_table_pmd(mm->phys->page_to_pfn(table)));
@@ -98,7 +98,7 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
 
   Page* table = pgtable_trans_huge_withdraw(mm, pmd);
   auto* pte = static_cast<pte_t*>(phys->page_address(table));
-  pte_t entry = pfn_pte(phys->page_to_pfn(page), vma->vm_page_prot);
+  pte_t entry = pfn_pte(phys->page_to_pfn(page), vma_page_prot(vma));
   if (write) entry = pte_mkwrite_novma(entry);
   if (!young) entry = pte_mkold(entry);
   if (dirty) entry = pte_mkdirty(entry);

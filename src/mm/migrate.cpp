@@ -59,7 +59,7 @@ bool try_to_map_unused_to_zeropage(Vma* vma, uint64_t addr, pte_t* ptep, pte_t o
   PhysMem* phys = vma->vm_mm->phys;
   uint8_t found = 0;
   if (user_find_not(phys, phys->page_address(page), 0, PAGE_SIZE, &found) >= 0) return false;  // memchr_inv
-  pte_t newpte = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma->vm_page_prot));
+  pte_t newpte = pte_mkspecial(pfn_pte(phys->zero_pfn(), vma_page_prot(vma)));
   if (pte_swp_soft_dirty(old)) newpte = pte_mksoft_dirty(newpte);
   if (pte_swp_uffd_wp(old)) newpte = pte_mkuffd_wp(newpte);
   set_pte_at(vma->vm_mm, addr, ptep, newpte);
@@ -83,7 +83,7 @@ void remove_migration_pte(PageVmaMappedWalk* pvmw, Folio* dst, bool map_unused_t
   Folio* folio = page_folio(page);
   if (map_unused_to_zeropage && try_to_map_unused_to_zeropage(vma, a, pte, old, page, folio)) return;
   folio_get(folio);
-  pte_t ptev = pfn_pte(pfn, vma->vm_page_prot);
+  pte_t ptev = pfn_pte(pfn, vma_page_prot(vma));
   if (pte_swp_soft_dirty(old)) ptev = pte_mksoft_dirty(ptev);
   ptev = is_migration_entry_young(entry) ? pte_mkyoung(ptev) : pte_mkold(ptev);
   if (folio_test_dirty(folio) && is_migration_entry_dirty(entry)) ptev = pte_mkdirty(ptev);

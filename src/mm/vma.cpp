@@ -180,7 +180,7 @@ bool vma_wants_writenotify(const Vma* vma) {
 void vma_set_page_prot(Vma* vma) {
   vm_flags_t f = vma->vm_flags;
   if (vma_wants_writenotify(vma)) f &= ~VM_SHARED;
-  vma->vm_page_prot = vm_get_page_prot(f);
+  vma_page_prot_set(vma, vm_get_page_prot(f));
 }
 
 bool vma_is_shmem(const Vma* vma) {

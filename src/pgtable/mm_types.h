@@ -135,6 +135,16 @@ inline void vm_flags_reset(Vma* vma, vm_flags_t flags) {
   std::atomic_ref<vm_flags_t>(vma->vm_flags).store(flags, std::memory_order_relaxed);
 }
 
+// vm_page_prot likewise: vma_set_page_prot() writes it under the mmap and
+// VMA write locks (WRITE_ONCE in the kernel), and an rmap walk of another
+// mm reads it (READ_ONCE: remove_migration_pte).
+inline pgprot_t vma_page_prot(const Vma* vma) {
+  return std::atomic_ref<pgprot_t>(const_cast<Vma*>(vma)->vm_page_prot).load(std::memory_order_relaxed);
+}
+inline void vma_page_prot_set(Vma* vma, pgprot_t prot) {
+  std::atomic_ref<pgprot_t>(vma->vm_page_prot).store(prot, std::memory_order_relaxed);
+}
+
 inline uint64_t linear_page_index(const Vma* vma, uint64_t addr) {
   return ((addr - vma->vm_start) >> PAGE_SHIFT) + vma->vm_pgoff;
 }
