@@ -21,6 +21,10 @@
 
 #include "mmlab/calibrate.h"
 
+namespace mmlab {
+class EventTally;  // mmlab/system.h
+}
+
 namespace mmlab::cost {
 
 enum class Side { kKernel, kUser, kHarness };
@@ -57,6 +61,21 @@ struct Prediction {
   std::vector<std::string> not_exercised;
 };
 Prediction predict(const host::CostProfile& p, const std::map<std::string, int64_t>& counts);
+
+// A profile's kernel and program costs bound to EventTally slots once, to
+// price many single operations (each write's modelled latency) without
+// looking counters up by name. The harness's terms are left out, as in a
+// tool's modelled time; a term the profile lacks costs nothing.
+class TallyPricer {
+ public:
+  explicit TallyPricer(const host::CostProfile& p);
+  // The modelled ns of everything the tally has counted so far: an
+  // operation's cost is the difference between two readings.
+  double ns(const EventTally& t) const;
+
+ private:
+  std::vector<std::pair<int, double>> slots_;  // (slot, ns per count)
+};
 
 // The profile's terms as a Markdown table: each term's counter, unit,
 // calibration, cost and interval, then the fit's condition number and

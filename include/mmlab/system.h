@@ -38,6 +38,27 @@ struct CounterInfo {
 };
 std::vector<CounterInfo> counter_catalog();
 
+// The counters one thread moves while an EventTally is open on it, apart
+// from the System-wide sums: what one operation did, to price it with the
+// cost model (cow-bench's modelled latency of each write). One is open per
+// thread at a time (opening a second is a bug); it counts in whatever
+// System the thread works in. A counter that is not an event, a vmstat
+// item or a per-order item has no slot.
+class EventTally {
+ public:
+  EventTally();   // opens on the calling thread
+  ~EventTally();  // closes
+  EventTally(const EventTally&) = delete;
+  EventTally& operator=(const EventTally&) = delete;
+  // A System::counter() or vmstat name's slot, or -1.
+  static int slot(const std::string& counter);
+  // What the counter of `slot` moved by since the tally opened.
+  int64_t at(int slot) const { return v_[static_cast<size_t>(slot)]; }
+
+ private:
+  std::vector<int64_t> v_;
+};
+
 // The host's available memory (MemAvailable), or 0 if unknown: what a
 // caller checks a size taken from its input against before it touches that
 // much of a frame store.

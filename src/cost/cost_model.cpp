@@ -7,6 +7,7 @@
 #include "cost/cost_terms.h"
 #include "fmt/format.h"
 #include "mmlab/cost.h"
+#include "mmlab/system.h"
 
 namespace mmlab::cost {
 namespace {
@@ -36,6 +37,20 @@ std::vector<double> term_counts(const std::map<std::string, int64_t>& counts) {
     v.push_back(it == counts.end() ? 0.0 : static_cast<double>(std::max<int64_t>(it->second, 0)));
   }
   return v;
+}
+
+TallyPricer::TallyPricer(const host::CostProfile& p) {
+  for (const TermDef& t : kTerms) {
+    const host::TermCost* c = p.term(t.id);
+    const int slot = EventTally::slot(t.counter);
+    if (c && slot >= 0 && t.side != Side::kHarness && c->ns != 0) slots_.emplace_back(slot, c->ns);
+  }
+}
+
+double TallyPricer::ns(const EventTally& t) const {
+  double sum = 0;
+  for (auto [slot, ns] : slots_) sum += static_cast<double>(t.at(slot)) * ns;
+  return sum;
 }
 
 Prediction predict(const host::CostProfile& p, const std::map<std::string, int64_t>& counts) {

@@ -247,6 +247,15 @@ int64_t System::mthp_stat(unsigned order, const std::string& name) const {
   return k_->stats->read_mthp(order, s);
 }
 
+EventTally::EventTally() : v_(Stats::kTallySlots) {
+  int64_t* was = Stats::set_thread_tally(v_.data());
+  VM_BUG_ON(was != nullptr, "a second EventTally opened on one thread");
+}
+
+EventTally::~EventTally() { Stats::set_thread_tally(nullptr); }
+
+int EventTally::slot(const std::string& counter) { return Stats::tally_slot(counter); }
+
 uint64_t host_memory_available() { return host_available_memory(); }
 
 uint64_t system_max_ram_bytes() { return PhysMem::max_ram_bytes(); }

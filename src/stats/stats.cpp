@@ -87,6 +87,18 @@ std::vector<std::string> order_stat_names() {
 
 Stats::Stats() : cpus_(NR_CPUS) {}
 
+int Stats::tally_slot(std::string_view name) {
+  Event e;
+  if (event_from_name(name, &e)) return static_cast<int>(idx(e));
+  VmStat v;
+  if (vmstat_from_name(name, &v)) return static_cast<int>(kTallyVmStat + idx(v));
+  OrderStat c;
+  unsigned order;
+  if (order_stat_from_name(name, &c, &order) && order < kMthpOrders)
+    return static_cast<int>(kTallyOrder + order * idx(OrderStat::kNr) + idx(c));
+  return -1;
+}
+
 uint64_t Stats::read(Event e) const {
   int64_t sum = 0;
   for (const auto& c : cpus_) sum += load(c.events[idx(e)]);

@@ -199,11 +199,41 @@ std::vector<std::string> order_stat_names();
 class Stats {
  public:
   Stats();
-  void count(Event e, uint64_t n = 1) { add(cpu_block().events[idx(e)], n); }
-  void count(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], n); }
-  void uncount(VmStat s, uint64_t n = 1) { add(cpu_block().vmstat[idx(s)], -static_cast<int64_t>(n)); }
+  void count(Event e, uint64_t n = 1) {
+    add(cpu_block().events[idx(e)], n);
+    tally(idx(e), static_cast<int64_t>(n));
+  }
+  void count(VmStat s, uint64_t n = 1) {
+    add(cpu_block().vmstat[idx(s)], n);
+    tally(kTallyVmStat + idx(s), static_cast<int64_t>(n));
+  }
+  void uncount(VmStat s, uint64_t n = 1) {
+    add(cpu_block().vmstat[idx(s)], -static_cast<int64_t>(n));
+    tally(kTallyVmStat + idx(s), -static_cast<int64_t>(n));
+  }
   void count_order(unsigned order, OrderStat s, uint64_t n = 1) {
-    if (order < kMthpOrders) add(cpu_block().per_order[order][idx(s)], static_cast<int64_t>(n));
+    if (order >= kMthpOrders) return;
+    add(cpu_block().per_order[order][idx(s)], static_cast<int64_t>(n));
+    tally(kTallyOrder + order * idx(OrderStat::kNr) + idx(s), static_cast<int64_t>(n));
+  }
+
+  // A thread's own tally of the events, vmstat items and per-order items it
+  // counts, beside the per-CPU sums, while one is open on it (EventTally in
+  // the API): what one operation did. One slot per item, in the order
+  // events, vmstat items, per-order items; the thread's tally counts in
+  // whatever Stats the thread counts in.
+  static constexpr size_t kTallyVmStat = static_cast<size_t>(Event::kNr);
+  static constexpr size_t kTallyOrder = kTallyVmStat + static_cast<size_t>(VmStat::kNr);
+  static constexpr size_t kTallySlots = kTallyOrder + kMthpOrders * static_cast<size_t>(OrderStat::kNr);
+  // The slot of a counter name (event, vmstat item or `<item>.order<N>`),
+  // or -1.
+  static int tally_slot(std::string_view name);
+  // Opens `slots` (kTallySlots of them) on this thread, or closes with
+  // nullptr; returns the one it replaces.
+  static int64_t* set_thread_tally(int64_t* slots) {
+    int64_t* old = thread_tally_;
+    thread_tally_ = slots;
+    return old;
   }
   // Bytes zeroed or copied into a folio of `order`: the total event and the
   // per-order one.
@@ -245,6 +275,11 @@ class Stats {
   template <typename E>
   static constexpr size_t idx(E e) { return static_cast<size_t>(e); }
   CpuBlock& cpu_block() { return cpus_[this_cpu().id]; }
+  // Only this thread reads its tally, after its operation: a plain add.
+  static void tally(size_t slot, int64_t n) {
+    if (int64_t* t = thread_tally_) t[slot] += n;
+  }
+  static inline thread_local int64_t* thread_tally_ = nullptr;
   void add(int64_t& slot, int64_t n) {
     std::atomic_ref<int64_t> r(slot);
     if (this_cpu().exclusive)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """cow-bench's modelled columns are deterministic where the counts are: two
 runs of usemem and cow-rand with a cost profile, while two busy loops load
-both CPUs, give identical modelled.* values in report.json (no timing is
-compared, only the modelled figures, which are counts times fixed costs).
+both CPUs, give identical modelled.* values in report.json, the per-write modelled
+latency percentiles included (no timing is compared, only the modelled
+figures, which are counts times fixed costs).
 
 usage: check_modelled_determinism.py MMLAB PROFILE OUTDIR"""
 import json

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
@@ -30,6 +31,10 @@ TEST(CostTerms, EveryCounterExists) {
     // harness.case is no model counter: run_cases adds it, one per case.
     const bool known = sys->counter(t.counter) >= 0 || sys->vmstat(t.counter) >= 0 || t.id == std::string("harness_case");
     EXPECT_TRUE(known) << t.id << ": no counter " << t.counter;
+    // Every counter a tool prices one operation by has a tally slot.
+    if (t.id != std::string("harness_case")) {
+      EXPECT_GE(EventTally::slot(t.counter), 0) << t.id;
+    }
     EXPECT_NE(std::string(t.meaning), "");
   }
   EXPECT_EQ(find_term("syscall")->counter, std::string("mm.syscall"));
@@ -218,6 +223,65 @@ TEST(CostCases, ModelCountsAreTheGrowthAfterTheReset) {
   EXPECT_EQ(c.at("mm.syscall"), 0);
   EXPECT_EQ(r1[0].cpu_ns, -1);  // the host's side only
   EXPECT_EQ(r1[0].cost_counts, r2[0].cost_counts);
+}
+
+// A tally counts the events of its own thread only: another thread's
+// faults in the same System move the System's counters, not the tally.
+TEST(EventTally, CountsOnlyItsOwnThread) {
+  SystemConfig cfg;
+  cfg.ram_bytes = 16ull << 20;
+  auto sys = System::create(cfg);
+  ASSERT_TRUE(sys);
+  ASSERT_EQ(sys->sysfs_write("transparent_hugepage/enabled", "never"), 0);
+  Process* p = sys->new_process("p");
+  const long a = p->mmap(0, 128 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(a, 0);
+  const auto addr = static_cast<uint64_t>(a);
+  const int anon = EventTally::slot("fault.anon"), pgfault = EventTally::slot("pgfault");
+  ASSERT_GE(anon, 0);
+  ASSERT_GE(pgfault, 0);
+  EXPECT_EQ(EventTally::slot("no.such.counter"), -1);
+  const int64_t before = sys->counter("fault.anon");
+  EventTally t;
+  std::thread other([&] { EXPECT_TRUE(p->fill(addr, 1, 64 << 10).ok()); });
+  other.join();
+  EXPECT_EQ(t.at(anon), 0);
+  ASSERT_TRUE(p->fill(addr + (64 << 10), 2, 64 << 10).ok());
+  EXPECT_EQ(t.at(anon), 16);
+  EXPECT_EQ(t.at(pgfault), 16);
+  EXPECT_EQ(sys->counter("fault.anon") - before, 32);
+  p->exit();
+}
+
+// Pricing a tally gives what predict() gives for the same counter growth,
+// less the harness's terms (a tool's modelled time has none).
+TEST(EventTally, PricerAgreesWithPredict) {
+  SystemConfig cfg;
+  cfg.ram_bytes = 16ull << 20;
+  auto sys = System::create(cfg);
+  ASSERT_TRUE(sys);
+  ASSERT_EQ(sys->sysfs_write("transparent_hugepage/enabled", "never"), 0);
+  Process* p = sys->new_process("p");
+  const long a = p->mmap(0, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(a, 0);
+  host::CostProfile prof = profile_of({{"fault", 900}, {"fault_anon", 500}, {"alloc_pcp", 120}, {"pte_set", 30},
+                                       {"zero_o0", 0.05}, {"user_write", 0.25}, {"user_access", 7000}});
+  const TallyPricer pricer(prof);
+  const auto c0 = sys->all_counters();
+  EventTally t;
+  const double ns0 = pricer.ns(t);
+  ASSERT_TRUE(p->fill(static_cast<uint64_t>(a), 3, 64 << 10).ok());
+  const double priced = pricer.ns(t) - ns0;
+  auto growth = sys->all_counters();
+  for (auto& [n, v] : growth) v -= c0.at(n);
+  const Prediction want = predict(prof, growth);
+  EXPECT_GT(want.harness_ns, 0);  // user.accesses moved, and stays out of the price
+  EXPECT_NEAR(priced, want.program_ns(), 1e-9 * want.program_ns());
+  // 16 anonymous faults, the first retried under mmap_lock (anon_vma_prepare):
+  // 17 entries; 16 pages and 3 page-table pages from the per-CPU lists, all
+  // zeroed; 16 PTEs set; 64K stored by the program.
+  EXPECT_DOUBLE_EQ(want.program_ns(), 17 * 900 + 16 * 500 + 19 * 120 + 16 * 30 + (16 + 3) * 4096 * 0.05 + (64 << 10) * 0.25);
+  p->exit();
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "fmt/format.h"
+#include "mmlab/cost.h"
 #include "mmlab/system.h"
 
 namespace mmlab::cli::cowbench {
@@ -114,6 +116,12 @@ struct Writer {
   std::vector<Clock::time_point> starts;
   double seconds = 0;
   bool ok = true;
+  // Each timed write's modelled ns: the profile's price of the events its
+  // thread counted during the write (EventTally, open on the writer's thread).
+  const cost::TallyPricer* pricer = nullptr;
+  const EventTally* tally = nullptr;
+  std::vector<double> modelled_ns;
+  double priced() const { return tally ? pricer->ns(*tally) : 0; }
 };
 
 Writer writer(Process* q, std::vector<uint64_t> pages) {
@@ -128,10 +136,12 @@ Writer writer(Process* q, std::vector<uint64_t> pages) {
 bool write_pages(Writer* w, uint64_t addr, uint8_t byte, bool timed) {
   if (timed) w->ns.reserve(w->pages.size());
   for (uint64_t i : w->pages) {
+    const double before = w->priced();
     const auto t0 = Clock::now();
     if (w->track_starts) w->starts.push_back(t0);
     if (!w->proc->fill(addr + i * PAGE_SIZE, byte, PAGE_SIZE).ok()) return false;
     if (timed) w->ns.push_back(ns_between(t0, Clock::now()));
+    if (timed && w->tally) w->modelled_ns.push_back(w->priced() - before);
   }
   return true;
 }
@@ -150,12 +160,14 @@ bool write_scheduled(Writer* w, uint64_t addr, uint8_t byte) {
     const auto due = epoch + std::chrono::nanoseconds(static_cast<int64_t>(w->due_ns[i]));
     while (Clock::now() < due) {
     }
+    const double before = w->priced();
     const auto t0 = Clock::now();
     w->starts.push_back(t0);
     if (!w->proc->write(addr + w->pages[i] * PAGE_SIZE + w->offs[i], buf, sizeof(buf)).ok()) return false;
     const auto t1 = Clock::now();
     w->ns.push_back(ns_between(due, t1));
     w->service_ns.push_back(ns_between(t0, t1));
+    if (w->tally) w->modelled_ns.push_back(w->priced() - before);
   }
   return true;
 }
@@ -229,11 +241,14 @@ void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra ex
   for (size_t k = 0; k < ws->size(); k++) {
     t.emplace_back([ws, k, addr, size, extra, timed] {
       Writer& w = (*ws)[k];
+      std::optional<EventTally> tally;
+      if (w.pricer) w.tally = &tally.emplace();
       const auto t0 = Clock::now();  // the collapse is the writer's time too
       if (extra == Extra::kCollapseAfterFork) (void)w.proc->madvise(addr, size, MADV_COLLAPSE);
       const auto byte = static_cast<uint8_t>(0x40 + k);
       w.ok = w.due_ns.empty() ? write_pages(&w, addr, byte, timed) : write_scheduled(&w, addr, byte);
       w.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      w.tally = nullptr;
     });
   }
   for (auto& th : t) th.join();
@@ -250,13 +265,15 @@ int64_t distinct_pages(const std::vector<uint64_t>& pages) {
 void account(const Run& r, const std::vector<Writer>& ws, MetricSet* m) {
   int64_t written = 0, rss = 0;
   size_t writes = 0;
-  std::vector<double> us;
+  std::vector<double> us, modelled_us;
   for (const Writer& w : ws) {
     for (double ns : w.ns) us.push_back(ns / 1000);
+    for (double ns : w.modelled_ns) modelled_us.push_back(ns / 1000);
     writes += w.ns.size();
     written += distinct_pages(w.pages) * static_cast<int64_t>(PAGE_SIZE);
   }
   m->add_samples("latency_us", us);
+  if (!modelled_us.empty()) m->add_samples("modelled.latency_us", modelled_us);
   m->set("writes", static_cast<double>(writes));
   m->set("bytes_written", static_cast<double>(written));
   for (Process* q : workload_procs(r)) rss += q->rss_anon();
@@ -570,6 +587,7 @@ void WorkloadRun::writers_after_fork(const std::vector<Process*>& kids) {
 
 int WorkloadRun::measure(std::string* err) {
   const auto t0 = Clock::now();
+  for (Writer& x : ws_) x.pricer = p_.pricer;
   run_writers(&ws_, r_.addr, p_.size, c_.extra, p_.time_writes, beside_);
   elapsed_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
   if (khugepaged_) khugepaged_->stop(&out_->m);

@@ -12,6 +12,10 @@
 
 #include "cowbench/cow_bench_metrics.h"
 
+namespace mmlab::cost {
+class TallyPricer;
+}
+
 namespace mmlab::cli::cowbench {
 
 // What a column does besides its policy and folio size.
@@ -51,6 +55,9 @@ struct Params {
   // base-khugepaged: khugepaged's thread beside the writers, its sleeps
   // lasting 1/khugepaged_speedup of their virtual length in host time.
   uint64_t khugepaged_speedup = 1000;
+  // A profile's costs: each timed write's modelled latency (run_grid sets
+  // it from Grid::profile).
+  const cost::TallyPricer* pricer = nullptr;
 };
 
 // What one run of a workload under a column produced, or several merged:

@@ -220,6 +220,10 @@ const MetricDef kModelledValues[] = {
      .what = "the cost profile's name"},
     {.key = "modelled.kernel_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
      .what = "modelled kernel CPU time of the measured phase, per seed"},
+    {.key = "modelled.latency_us", .unit = U::kUs, .source = S::kModelled, .merge = M::kSamples,
+     .what = "each timed write's modelled kernel and program time, µs: the profile's price of the events its thread "
+             "counted during the write (its service; snapshot's queueing is not modelled)",
+     .header = "modelled {q} µs", .table = "main", .group = "modelled", .quantiles = {0.5, 0.99, 1.0}},
     {.key = "modelled.user_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,
      .what = "modelled CPU time of the program's own loads and stores, per seed"},
     {.key = "modelled.total_ms", .unit = U::kMs, .source = S::kModelled, .merge = M::kFirst,

@@ -4,12 +4,14 @@
 // seeds are loops over cow_metrics()'s named values.
 #include <cstddef>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "cowbench/cow_bench.h"
 #include "fmt/format.h"
+#include "mmlab/cost.h"
 #include "report/metrics.h"
 #include "report/report.h"
 
@@ -175,7 +177,10 @@ int workload_report(const Workload& w, const Grid& g, Report* rep) {
 
 }  // namespace
 
-int run_grid(const Grid& g) {
+int run_grid(const Grid& grid) {
+  Grid g = grid;
+  std::optional<cost::TallyPricer> pricer;
+  if (g.profile) g.p.pricer = &pricer.emplace(*g.profile);
   Report rep;
   report_header(g, &rep);
   for (const Workload* w : g.workloads)
