@@ -40,9 +40,25 @@ std::unique_ptr<ScenarioProgram, void (*)(ScenarioProgram*)> scenario_parse_text
                                                                                   const std::string& text,
                                                                                   std::string* error);
 
-// The tests of prog whose name matches the glob (all with an empty one).
+// Which tests run, by name: globs (fnmatch) that select and globs that
+// exclude ("!GLOB", or `--exclude GLOB` on the command line). A test runs
+// when it matches a selecting glob (or there is none) and no excluding one.
+struct TestFilter {
+  std::vector<std::string> include, exclude;
+  TestFilter() = default;
+  TestFilter(const std::string& glob) { add(glob); }  // NOLINT: one glob reads as a filter
+  TestFilter(const char* glob) { add(glob); }         // NOLINT
+  void add(const std::string& glob);  // "!GLOB" excludes; "" adds nothing
+  bool matches(const std::string& name) const;
+  bool empty() const { return include.empty() && exclude.empty(); }
+  std::string text() const;  // "a*, !b*"
+};
+
+// The tests of prog that the filter selects (all with an empty one).
 // `mmlab run` and `mmlab diff` refuse to run none (exit 2).
-size_t scenario_count_tests(const ScenarioProgram& prog, const std::string& filter);
+size_t scenario_count_tests(const ScenarioProgram& prog, const TestFilter& filter);
+// Their names, file by file in order: `mmlab run --list`.
+std::vector<std::string> scenario_test_names(const ScenarioProgram& prog, const TestFilter& filter);
 
 enum class Outcome { kPass, kFail, kXfail, kXpass, kSkip, kError };
 const char* outcome_name(Outcome o);
@@ -132,7 +148,7 @@ struct ScenarioOptions;
 bool scenario_check_sizes(const ScenarioProgram& prog, const ScenarioOptions& opt, std::string* error);
 
 struct ScenarioOptions {
-  std::string filter;  // glob over test names; empty: all
+  TestFilter filter;  // over test names; empty: all
   Backend backend = Backend::kModel;
   // --variant KEY=V1,V2: each file runs once per value (in order).
   std::vector<std::pair<std::string, std::vector<std::string>>> variants;
@@ -179,15 +195,44 @@ struct DiffConfig {
 int load_known_differences(const std::string& path, std::vector<KnownDifference>* out, std::string* err);
 
 struct DiffOptions {
-  std::string filter;
+  TestFilter filter;
   DiffConfig a, b;
   std::vector<KnownDifference> known;
   bool expect_nfc = false;
   uint64_t ram_bytes = 4ull << 30;
   int max_lines_per_test = 12;
+  bool full = false;  // every differing line (else 4 a side per statement, max_lines_per_test statements)
+  // The model's own mechanism counters (model_only_counter_prefixes())
+  // differ wherever a variant changes a mechanism: shown, counted apart,
+  // and judged by expect_nfc only with counters_all (`--counters all`).
+  bool counters_all = false;
   int jobs = 1;  // model against model: as ScenarioOptions::jobs; with the host, one at a time
   uint64_t mem_budget = 0;
 };
-int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out);
+
+// The prefixes of the counters only the model has (how it did something:
+// gup.descents, fault.wp_copy, cow.copy.order4, ...), which `diff` compares
+// after each statement apart from what the kernel shows (page state,
+// vmstat, sysfs and /proc statistics).
+const std::vector<std::string>& model_only_counter_prefixes();
+
+// What `diff` found, for --json: totals and a record per test.
+struct DiffTestRecord {
+  std::string file, name;
+  // agree, counters (only model-only counters differ), state (end state
+  // differs), outcome (changed), known (changed, a known difference),
+  // skip (a side skipped it)
+  std::string verdict;
+  std::string a_outcome, b_outcome, detail;
+  bool rerun = false;  // host: agreed only when run again
+};
+struct DiffSummary {
+  int tests = 0, compared = 0, agree = 0, counters_only = 0, state = 0, outcome_changes = 0, known = 0, not_compared = 0;
+  int state_statements = 0, skipped_expectations = 0, reruns = 0;
+  std::vector<DiffTestRecord> records;
+};
+// TAP on `out` (plan first, a line per test, details as `#` lines, totals
+// at the end); the summary in *summary if given.
+int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out, DiffSummary* summary = nullptr);
 
 }  // namespace mmlab

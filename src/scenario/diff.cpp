@@ -34,7 +34,7 @@ const KnownDifference* find_known(const std::vector<KnownDifference>& known, con
 
 struct Counts {
   int tests = 0, compared = 0, not_compared = 0, outcome_changes = 0, known = 0, state_diffs = 0, skipped_expectations = 0;
-  int reruns = 0;
+  int reruns = 0, counters_only = 0, state_tests = 0;
   std::map<std::string, int> skips_by_key;
   Counts& operator+=(const Counts& o) {
     tests += o.tests;
@@ -45,14 +45,23 @@ struct Counts {
     state_diffs += o.state_diffs;
     skipped_expectations += o.skipped_expectations;
     reruns += o.reruns;
+    counters_only += o.counters_only;
+    state_tests += o.state_tests;
     for (auto& [k, v] : o.skips_by_key) skips_by_key[k] += v;
     return *this;
   }
 };
 
+// What one test's statements showed, beside its outcomes.
+struct TestDiff {
+  std::vector<std::string> report;  // detail lines
+  int statements = 0;               // statements with a difference
+  bool state = false, counters = false;
+};
+
 // The end state and counters that differ after one statement, as report lines.
 void diff_state(const DiffOptions& opt, const Stmt& st, TestRun& a, TestRun& b, std::map<std::string, int64_t>& ca,
-                std::map<std::string, int64_t>& cb, std::vector<std::string>* report, int* diff_lines, Counts* n) {
+                std::map<std::string, int64_t>& cb, TestDiff* t, Counts* n) {
   std::vector<std::string> sa = a.snapshot(), sb = b.snapshot();
   std::vector<std::string> only_a, only_b;
   std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
@@ -63,34 +72,46 @@ void diff_state(const DiffOptions& opt, const Stmt& st, TestRun& a, TestRun& b, 
     int64_t da = v - ca[k], db = nb[k] - cb[k];
     if (da != db) deltas += fmt::format(" {} {}/{}", k, da, db);
   }
-  if (only_a.empty() && only_b.empty() && deltas.empty()) return;
-  if (!only_a.empty() || !only_b.empty()) n->state_diffs++;
-  if ((*diff_lines)++ >= opt.max_lines_per_test) return;
+  const bool state = !only_a.empty() || !only_b.empty();
+  if (!state && deltas.empty()) return;
+  if (state || opt.counters_all) n->state_diffs++;
+  t->state |= state;
+  t->counters |= !deltas.empty();
+  if (!opt.full && t->statements++ >= opt.max_lines_per_test) return;
   const std::string& an = opt.a.name;
   const std::string& bn = opt.b.name;
-  report->push_back(fmt::format("  after {}:{}: {}", st.file, st.line, st.text.substr(st.text.find_first_not_of(' '))));
-  constexpr size_t kShow = 4;  // lines shown per side; the rest are counted
-  for (size_t i = 0; i < only_a.size() && i < kShow; i++) report->push_back(fmt::format("    - {}: {}", an, only_a[i]));
-  if (only_a.size() > kShow) report->push_back(fmt::format("    - {}: ... {} more lines", an, only_a.size() - kShow));
-  for (size_t i = 0; i < only_b.size() && i < kShow; i++) report->push_back(fmt::format("    + {}: {}", bn, only_b[i]));
-  if (only_b.size() > kShow) report->push_back(fmt::format("    + {}: ... {} more lines", bn, only_b.size() - kShow));
-  if (!deltas.empty()) report->push_back(fmt::format("    counters ({}/{}):{}", an, bn, deltas));
+  t->report.push_back(fmt::format("  after {}:{}: {}", st.file, st.line, st.text.substr(st.text.find_first_not_of(' '))));
+  const size_t show = opt.full ? SIZE_MAX : 4;  // lines shown per side; the rest are counted
+  for (size_t i = 0; i < only_a.size() && i < show; i++) t->report.push_back(fmt::format("    - {}: {}", an, only_a[i]));
+  if (only_a.size() > show) t->report.push_back(fmt::format("    - {}: ... {} more lines (--full shows them)", an, only_a.size() - show));
+  for (size_t i = 0; i < only_b.size() && i < show; i++) t->report.push_back(fmt::format("    + {}: {}", bn, only_b[i]));
+  if (only_b.size() > show) t->report.push_back(fmt::format("    + {}: ... {} more lines (--full shows them)", bn, only_b.size() - show));
+  if (!deltas.empty()) t->report.push_back(fmt::format("    model-only counters ({}/{}):{}", an, bn, deltas));
+}
+
+// One TAP line: "ok N - NAME" or "not ok N - NAME", with a directive or a
+// note after '#', then the details as diagnostics.
+void tap_line(std::ostream& out, size_t number, bool ok, const std::string& name, const std::string& note,
+              const std::vector<std::string>& details) {
+  out << (ok ? "ok " : "not ok ") << number << " - " << name << (note.empty() ? "" : " # " + note) << "\n";
+  for (auto& l : details) out << "#" << l << "\n";
 }
 
 void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const ScenarioFileAst& f, const TestCase& tc,
-               std::ostream& out, Counts* n) {
+               size_t number, std::ostream& out, Counts* n, DiffTestRecord* rec) {
   n->tests++;
+  rec->file = f.path;
+  rec->name = tc.name;
   // Only two models show their end state: the host's is compared through the expectations.
   const bool host = opt.a.backend == Backend::kHost || opt.b.backend == Backend::kHost;
   std::unique_ptr<TestRun> a = make_run(so, opt.a), b = make_run(so, opt.b);
-  std::vector<std::string> report;
+  TestDiff t;
   bool began_a = a->begin(f, tc);  // both sides begin, even if one fails
   bool began_b = b->begin(f, tc);
   std::vector<const Stmt*> stmts;
   for (auto& st : f.prelude) stmts.push_back(&st);
   for (auto& st : tc.stmts) stmts.push_back(&st);
   std::string first_divergence;
-  int diff_lines = 0;
   for (const Stmt* st : began_a && began_b ? stmts : std::vector<const Stmt*>{}) {
     if (a->ended() && b->ended()) break;
     auto ca = a->counters(), cb = b->counters();
@@ -99,41 +120,59 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
       first_divergence = fmt::format("{}:{}: {} {}, {} {}", st->file, st->line, opt.a.name,
                                      ra ? "continues" : (a->failure() ? a->failure()->msg : "ends"), opt.b.name,
                                      rb ? "continues" : (b->failure() ? b->failure()->msg : "ends"));
-    if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &report, &diff_lines, n);
+    if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &t, n);
   }
   ScenarioResult rA = a->finish(), rB = b->finish();
+  rec->a_outcome = outcome_name(rA.outcome);
+  rec->b_outcome = outcome_name(rB.outcome);
   if (rA.outcome == Outcome::kSkip || rB.outcome == Outcome::kSkip) {
     n->not_compared++;
     const ScenarioResult& s = rA.outcome == Outcome::kSkip ? rA : rB;
-    out << "skip " << tc.name << ": " << (&s == &rA ? opt.a.name : opt.b.name) << " skips: " << s.reason << "\n";
+    rec->verdict = "skip";
+    rec->detail = (&s == &rA ? opt.a.name : opt.b.name) + " skips: " + s.reason;
+    tap_line(out, number, true, tc.name, "SKIP " + rec->detail, {});
     return;
   }
   n->compared++;
   // What a side did not compare in a test compared, under the test's line and in the totals.
-  std::vector<std::string> skipped;
+  std::vector<std::string> details;
+  if (!first_divergence.empty()) details.push_back("  first divergence: " + first_divergence);
+  details.insert(details.end(), t.report.begin(), t.report.end());
   for (auto [r, name] : {std::pair{&rA, &opt.a.name}, std::pair{&rB, &opt.b.name}}) {
     if (!r->skipped_expectations) continue;
     n->skipped_expectations += r->skipped_expectations;
     for (auto& k : r->skips) n->skips_by_key[k.key] += k.count;
-    skipped.push_back(fmt::format("  {}: {}", *name, skipped_line(*r)));
+    details.push_back(fmt::format("  {}: {}", *name, skipped_line(*r)));
   }
-  bool outcome_changed = rA.outcome != rB.outcome;
+  const bool outcome_changed = rA.outcome != rB.outcome;
   const KnownDifference* known = outcome_changed ? find_known(opt.known, tc.name) : nullptr;
-  if (known)
+  const std::string outcomes = fmt::format("{} {}, {} {}", opt.a.name, rec->a_outcome, opt.b.name, rec->b_outcome);
+  if (known) {
     n->known++;
-  else if (outcome_changed)
+    rec->verdict = "known";
+    rec->detail = known->reason;
+    tap_line(out, number, true, tc.name, "TODO known difference: " + known->reason + " (" + outcomes + ")", details);
+  } else if (outcome_changed) {
     n->outcome_changes++;
-  if (!outcome_changed && report.empty()) {
-    out << "ok " << tc.name << "\n";
-    for (auto& l : skipped) out << l << "\n";
-    return;
+    rec->verdict = "outcome";
+    rec->detail = outcomes;
+    tap_line(out, number, false, tc.name, "outcome changed: " + outcomes, details);
+  } else if (t.state || (t.counters && opt.counters_all)) {
+    n->state_tests++;
+    rec->verdict = "state";
+    rec->detail = fmt::format("{} statements", t.statements);
+    tap_line(out, number, !opt.expect_nfc, tc.name,
+             fmt::format("end state differs after {} statement{}{}", t.statements, t.statements == 1 ? "" : "s",
+                         t.state ? "" : " (model-only counters, --counters all)"),
+             details);
+  } else if (t.counters) {
+    n->counters_only++;
+    rec->verdict = "counters";
+    tap_line(out, number, true, tc.name, "only model-only counters differ", details);
+  } else {
+    rec->verdict = "agree";
+    tap_line(out, number, true, tc.name, "", details);
   }
-  out << (known ? "KNOWN " : outcome_changed ? "OUTCOME " : "differs ") << tc.name << ": " << opt.a.name << " "
-      << outcome_name(rA.outcome) << ", " << opt.b.name << " " << outcome_name(rB.outcome) << "\n";
-  if (known) out << "  known difference: " << known->reason << "\n";
-  if (!first_divergence.empty()) out << "  first divergence: " << first_divergence << "\n";
-  for (auto& l : report) out << l << "\n";
-  for (auto& l : skipped) out << l << "\n";
 }
 
 }  // namespace
@@ -163,25 +202,33 @@ int load_known_differences(const std::string& path, std::vector<KnownDifference>
   return 0;
 }
 
-int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out) {
+const std::vector<std::string>& model_only_counter_prefixes() {
+  static const std::vector<std::string> v = {"gup.", "fault.", "bytes.", "cow."};
+  return v;
+}
+
+int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostream& out, DiffSummary* summary) {
   ScenarioOptions so;
   so.ram_bytes = opt.ram_bytes;
   const bool host = opt.a.backend == Backend::kHost || opt.b.backend == Backend::kHost;
   std::string why;
+  out << "TAP version 13\n";
   if (host && !scenario_host_available(&why)) {
-    out << "# diff: host backend unavailable: " << why << " (nothing compared)\n";
+    out << "1..0 # SKIP host backend unavailable: " << why << " (nothing compared)\n";
     return 0;
   }
+  std::vector<std::pair<const ScenarioFileAst*, const TestCase*>> tests;
+  for (auto& f : prog.files)
+    for (auto& tc : f.tests)
+      if (opt.filter.matches(tc.name)) tests.push_back({&f, &tc});
+  out << "1.." << tests.size() << "\n";
   std::optional<host::HostLock> lock;
   if (host) {
     lock.emplace();
     for (auto& l : host::host_probe_lines(host::host_probes())) out << l << "\n";
   }
-  std::vector<std::pair<const ScenarioFileAst*, const TestCase*>> tests;
-  for (auto& f : prog.files)
-    for (auto& tc : f.tests)
-      if (opt.filter.empty() || fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) == 0) tests.push_back({&f, &tc});
   Counts n;
+  std::vector<DiffTestRecord> records(tests.size());
   if (!host) {
     // Model against model: independent tests, each on Systems of its own,
     // several at a time (two Systems per test), reported in order.
@@ -194,7 +241,7 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
         tests.size(), width,
         [&](size_t i) {
           std::ostringstream o;
-          diff_test(opt, so, *tests[i].first, *tests[i].second, o, &counts[i]);
+          diff_test(opt, so, *tests[i].first, *tests[i].second, i + 1, o, &counts[i], &records[i]);
           text[i] = o.str();
         },
         [&](size_t i) {
@@ -204,40 +251,47 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
         },
         2);
   }
-  for (auto& [fp, tcp] : host ? tests : decltype(tests){}) {
-    const ScenarioFileAst& f = *fp;
-    const TestCase& tc = *tcp;
-    {
-      std::ostringstream first;
-      Counts before = n;
-      diff_test(opt, so, f, tc, first, &n);
-      // The host's statistics and pools are machine-wide: another process
-      // can fault a THP or take a huge page meanwhile. A changed outcome is
-      // run once more, and both runs are shown.
-      if (n.outcome_changes > before.outcome_changes) {
-        std::ostringstream again;
-        Counts retry = before;
-        diff_test(opt, so, f, tc, again, &retry);
-        if (retry.outcome_changes == before.outcome_changes) {
-          n = retry;
-          n.reruns++;
-          out << "rerun " << tc.name << ": the first run diverged, a second agreed; first run:\n";
-          std::istringstream lines(first.str());
-          for (std::string l; std::getline(lines, l);) out << "  | " << l << "\n";
-          out << again.str();
-          continue;
-        }
+  for (size_t i = 0; host && i < tests.size(); i++) {
+    const ScenarioFileAst& f = *tests[i].first;
+    const TestCase& tc = *tests[i].second;
+    std::ostringstream first;
+    Counts before = n;
+    diff_test(opt, so, f, tc, i + 1, first, &n, &records[i]);
+    // The host's statistics and pools are machine-wide: another process
+    // can fault a THP or take a huge page meanwhile. A changed outcome is
+    // run once more, and both runs are shown.
+    if (n.outcome_changes > before.outcome_changes) {
+      std::ostringstream again;
+      Counts retry = before;
+      DiffTestRecord rec;
+      diff_test(opt, so, f, tc, i + 1, again, &retry, &rec);
+      if (retry.outcome_changes == before.outcome_changes) {
+        n = retry;
+        n.reruns++;
+        records[i] = rec;
+        records[i].rerun = true;
+        out << again.str() << "# rerun: the first run diverged, a second agreed; the first run:\n";
+        std::istringstream lines(first.str());
+        for (std::string l; std::getline(lines, l);) out << "#   | " << l << "\n";
+        continue;
       }
-      out << first.str();
     }
+    out << first.str();
   }
+  const int agree = n.compared - n.outcome_changes - n.known - n.state_tests - n.counters_only;
   out << fmt::format(
-      "# diff: {} tests, {} compared ({} agree), {} not compared (skipped by a side), {} outcome changes, {} known "
-      "differences, {} statements with end-state differences{}\n",
-      n.tests, n.compared, n.compared - n.outcome_changes - n.known, n.not_compared, n.outcome_changes, n.known, n.state_diffs, opt.expect_nfc ? " (--expect-nfc)" : "");
+      "# diff: {} tests, {} compared ({} agree, {} with only model-only counters differing, {} with end-state "
+      "differences), {} not compared (skipped by a side), {} outcome changes, {} known differences, {} statements with "
+      "end-state differences{}{}\n",
+      n.tests, n.compared, agree, n.counters_only, n.state_tests, n.not_compared, n.outcome_changes, n.known,
+      n.state_diffs, opt.counters_all ? " (counters judged: --counters all)" : "", opt.expect_nfc ? " (--expect-nfc)" : "");
   if (host)
     out << fmt::format("# diff: {} expectations skipped on the host in the tests compared{}; {} tests agreed only when re-run\n",
                        n.skipped_expectations, skip_totals(n.skips_by_key), n.reruns);
+  if (summary) {
+    *summary = {n.tests, n.compared, agree, n.counters_only, n.state_tests, n.outcome_changes, n.known, n.not_compared,
+                n.state_diffs, n.skipped_expectations, n.reruns, std::move(records)};
+  }
   if (n.outcome_changes) return 1;
   return opt.expect_nfc && n.state_diffs ? 1 : 0;
 }

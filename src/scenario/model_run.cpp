@@ -74,13 +74,16 @@ class ModelRun final : public TestRun {
     return out;
   }
   std::map<std::string, int64_t> counters() override {
+    // The model's own mechanism counters, by model_only_counter_prefixes().
+    static const std::vector<std::string> names = [] {
+      std::vector<std::string> v;
+      for (const std::string& n : counter_names())
+        for (const std::string& p : model_only_counter_prefixes())
+          if (n.rfind(p, 0) == 0) v.push_back(n);
+      return v;
+    }();
     std::map<std::string, int64_t> c;
-    for (const char* n : {"gup.descents", "gup.pte_lock", "gup.pmd_lock", "gup.grab", "gup.mark_accessed", "gup.cache_flush",
-                          "gup.fast_speculative", "gup.fast_fallback", "fault.anon", "fault.wp_copy", "fault.wp_reuse",
-                          "fault.unshare", "bytes.copied", "cow.reuse_pages"})
-      c[n] = sys_->counter(n);
-    for (const std::string& n : counter_names())
-      if (n.rfind("cow.", 0) == 0) c[n] = sys_->counter(n);
+    for (const std::string& n : names) c[n] = sys_->counter(n);
     return c;
   }
 

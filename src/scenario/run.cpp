@@ -2,6 +2,8 @@
 // host kernel), TAP output as kselftest prints it.
 #include <fnmatch.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -68,11 +70,38 @@ void print_tap(std::ostream& tap, int n, const ScenarioResult& r) {
 
 }  // namespace
 
-size_t scenario_count_tests(const ScenarioProgram& prog, const std::string& filter) {
-  size_t n = 0;
+void TestFilter::add(const std::string& glob) {
+  if (glob.empty()) return;
+  if (glob[0] == '!')
+    exclude.push_back(glob.substr(1));
+  else
+    include.push_back(glob);
+}
+
+bool TestFilter::matches(const std::string& name) const {
+  auto any = [&name](const std::vector<std::string>& globs) {
+    return std::any_of(globs.begin(), globs.end(), [&name](const std::string& g) { return fnmatch(g.c_str(), name.c_str(), 0) == 0; });
+  };
+  return (include.empty() || any(include)) && !any(exclude);
+}
+
+std::string TestFilter::text() const {
+  std::string s;
+  for (auto& g : include) s += (s.empty() ? "" : ", ") + g;
+  for (auto& g : exclude) s += (s.empty() ? "!" : ", !") + g;
+  return s;
+}
+
+size_t scenario_count_tests(const ScenarioProgram& prog, const TestFilter& filter) {
+  return scenario_test_names(prog, filter).size();
+}
+
+std::vector<std::string> scenario_test_names(const ScenarioProgram& prog, const TestFilter& filter) {
+  std::vector<std::string> v;
   for (auto& f : prog.files)
-    for (auto& tc : f.tests) n += filter.empty() || fnmatch(filter.c_str(), tc.name.c_str(), 0) == 0;
-  return n;
+    for (auto& tc : f.tests)
+      if (filter.matches(tc.name)) v.push_back(tc.name);
+  return v;
 }
 
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap) {
@@ -89,7 +118,7 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   for (auto& f : prog.files)
     for (auto& [k, v] : variants)
       for (auto& tc : f.tests)
-        if (opt.filter.empty() || fnmatch(opt.filter.c_str(), tc.name.c_str(), 0) == 0) jobs.push_back({&f, &tc, k, v});
+        if (opt.filter.matches(tc.name)) jobs.push_back({&f, &tc, k, v});
   tap << "TAP version 13\n1.." << jobs.size() << "\n";
   std::string host_why;
   const bool host = opt.backend == Backend::kHost;

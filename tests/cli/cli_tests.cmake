@@ -347,3 +347,12 @@ endif()
 # --version names the commit and the build.
 add_test(NAME cli.version COMMAND mmlab --version)
 set_tests_properties(cli.version PROPERTIES PASS_REGULAR_EXPRESSION "^mmlab [0-9a-f]+.*\nbuild: ")
+
+# mmlab diff in TAP: plan, a line per test, model-only counter differences
+# counted apart and judged only with --counters all, --json totals, --full.
+add_test(NAME cli.diff_tap COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_diff_tap.py $<TARGET_FILE:mmlab>
+         ${CMAKE_SOURCE_DIR}/tests/scenarios ${CMAKE_CURRENT_BINARY_DIR})
+# run --list: the names the filters select; --filter twice and --exclude.
+add_test(NAME cli.run_list_filters COMMAND sh -c
+  "$<TARGET_FILE:mmlab> run --list --filter 'anon-*' --filter 'mthp-*' --exclude '*zero*' ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms | tr '\\n' ' '; echo END")
+set_tests_properties(cli.run_list_filters PROPERTIES PASS_REGULAR_EXPRESSION "^mthp-64k-order-and-stats END")

@@ -1,18 +1,22 @@
 // `mmlab diff --a CONFIG --b CONFIG FILE...`: compare two configurations over
 // a scenario corpus (CONFIG: `model`, `model:KEY=VALUE,...` or `host`).
+#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
+#include "nlohmann/json.hpp"
 
 namespace mmlab::cli {
 namespace {
 
 struct DiffCli {
-  std::string a = "model", b = "model", filter, known;
+  std::string a = "model", b = "model", known;
+  FilterCli filter;
   std::vector<std::string> files, fake_probes;
-  bool expect_nfc = false;
+  bool expect_nfc = false, full = false;
+  std::string counters = "kernel", json;
   ParallelCli par;
 };
 
@@ -54,10 +58,45 @@ bool parse_config(const std::string& c, DiffConfig* cfg, std::string* err) {
   return true;
 }
 
+// --json: how the diff was made, its totals and a record per test.
+bool write_diff_json(const DiffOptions& d, const DiffSummary& s, int status, const std::string& path, std::ofstream& out) {
+  nlohmann::ordered_json j;
+  j["command"] = command_line();
+  j["commit"] = build_commit();
+  j["build"] = build_description();
+  j["a"] = d.a.name;
+  j["b"] = d.b.name;
+  j["expect_nfc"] = d.expect_nfc;
+  j["counters"] = d.counters_all ? "all" : "kernel";
+  j["model_only_counter_prefixes"] = model_only_counter_prefixes();
+  j["exit"] = status;
+  j["totals"] = {{"tests", s.tests},
+                 {"compared", s.compared},
+                 {"agree", s.agree},
+                 {"counters_only", s.counters_only},
+                 {"end_state", s.state},
+                 {"outcome_changes", s.outcome_changes},
+                 {"known", s.known},
+                 {"not_compared", s.not_compared},
+                 {"end_state_statements", s.state_statements},
+                 {"skipped_expectations", s.skipped_expectations},
+                 {"reruns", s.reruns}};
+  j["tests"] = nlohmann::ordered_json::array();
+  for (auto& r : s.records)
+    j["tests"].push_back({{"file", r.file}, {"name", r.name}, {"verdict", r.verdict}, {"a", r.a_outcome},
+                          {"b", r.b_outcome}, {"detail", r.detail}, {"rerun", r.rerun}});
+  out << j.dump(2) << "\n";
+  if (out.flush()) return true;
+  std::cerr << "mmlab diff: cannot write " << path << "\n";
+  return false;
+}
+
 int run_diff(const DiffCli& o) {
   DiffOptions d;
-  d.filter = o.filter;
+  d.filter = o.filter.tests();
   d.expect_nfc = o.expect_nfc;
+  d.full = o.full;
+  d.counters_all = o.counters == "all";
   if (!parse_parallel_options("diff", o.par, &d.jobs, &d.ram_bytes, &d.mem_budget)) return 2;
   std::string err;
   if (!parse_config(o.a, &d.a, &err) || !parse_config(o.b, &d.b, &err) ||
@@ -80,13 +119,19 @@ int run_diff(const DiffCli& o) {
       return 2;
     }
   }
-  if (!scenario_count_tests(*prog, o.filter)) {
-    // Nothing to run is a mistake (a glob that matches no test, files with
-    // none), never a pass.
-    std::cerr << "mmlab diff: " << (o.filter.empty() ? std::string("the files hold no test") : "no test matches --filter " + o.filter) << "\n";
+  if (!scenario_count_tests(*prog, d.filter)) {
+    std::cerr << "mmlab diff: " << no_test_message(d.filter) << "\n";
     return 2;
   }
-  return scenario_diff(*prog, d, std::cout);
+  std::ofstream json_out;  // opened before any test runs: a bad path costs nothing
+  if (!o.json.empty() && !(json_out.open(o.json), json_out)) {
+    std::cerr << "mmlab diff: --json " << o.json << ": cannot write\n";
+    return 2;
+  }
+  DiffSummary sum;
+  const int status = scenario_diff(*prog, d, std::cout, &sum);
+  if (!o.json.empty() && !write_diff_json(d, sum, status, o.json, json_out)) return 2;
+  return status;
 }
 
 }  // namespace
@@ -97,8 +142,16 @@ void add_diff(CLI::App& app) {
   sub->add_option("--a", o->a, "CONFIG: model, model:KEY=VALUE,... or host (default model)");
   sub->add_option("--b", o->b, "CONFIG: model, model:KEY=VALUE,... or host (default model)");
   sub->add_option("--known", o->known, "file of known, documented differences: GLOB REASON... per line");
-  sub->add_option("--filter", o->filter, "only tests whose name matches this glob");
-  sub->add_flag("--expect-nfc", o->expect_nfc, "fail on any end-state difference (a 'no functional change' check)");
+  add_filter_options(sub, &o->filter, "tests");
+  sub->add_flag("--expect-nfc", o->expect_nfc,
+                "fail on any end-state difference the kernel would show: outcomes, page state, vmstat, sysfs and /proc "
+                "statistics (a 'no functional change' check); the model's own mechanism counters are shown, not judged");
+  sub->add_option("--counters", o->counters,
+                  "kernel (default): judge what the kernel shows; all: judge the model-only counters too (gup.*, fault.*, "
+                  "bytes.*, cow.*)")
+      ->check(CLI::IsMember({"kernel", "all"}));
+  sub->add_flag("--full", o->full, "show every differing line (default: 4 a side, for the first 12 statements of a test)");
+  sub->add_option("--json", o->json, "also write the totals and each test's verdict as JSON, with the commit and command line");
   add_fake_probe_option(sub, &o->fake_probes);
   sub->add_option("files", o->files, "scenario files")->required();
   add_parallel_options(sub, &o->par);

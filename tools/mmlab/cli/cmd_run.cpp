@@ -18,11 +18,12 @@ namespace {
 
 struct RunOptions {
   std::vector<std::string> files;
-  std::string filter, json, known, states, profile;
+  std::string json, known, states, profile;
+  FilterCli filter;
   std::vector<std::string> variants;
   std::string backend = "model";
   std::vector<std::string> fake_probes;
-  bool tap = false, times = false, debug_vm = false;
+  bool tap = false, times = false, debug_vm = false, list = false;
   ParallelCli par;
 };
 
@@ -37,6 +38,14 @@ bool parse_run_variants(const std::vector<std::string>& items, std::vector<Varia
 // --json: every test's outcome, output and skips (and the host's probes).
 bool write_json(const std::vector<ScenarioResult>& results, Backend backend, const std::string& path, std::ofstream& out) {
   nlohmann::ordered_json j;
+  j["command"] = command_line();
+  j["commit"] = build_commit();
+  j["build"] = build_description();
+  std::map<std::string, int> totals;
+  for (const char* o : {"pass", "fail", "xfail", "xpass", "skip", "error"}) totals[o] = 0;
+  for (auto& r : results) totals[outcome_name(r.outcome)]++;
+  j["totals"] = totals;
+  j["exit"] = scenario_exit_status(results);
   if (backend == Backend::kHost) {
     j["host_probes"] = nlohmann::ordered_json::array();
     for (auto& p : scenario_host_probes())
@@ -87,7 +96,7 @@ void print_modelled(const std::vector<ScenarioResult>& results, const host::Cost
 
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
-  so.filter = o.filter;
+  so.filter = o.filter.tests();
   so.backend = o.backend == "host" ? Backend::kHost : Backend::kModel;
   so.times = o.times;
   const char* env = std::getenv("MMLAB_DEBUG_VM");
@@ -113,6 +122,12 @@ int run_run(const RunOptions& o) {
     std::cerr << "mmlab run: " << err << "\n";
     return 2;
   }
+  if (o.list) {
+    const std::vector<std::string> names = scenario_test_names(*prog, so.filter);
+    for (const std::string& name : names) std::cout << name << "\n";
+    if (names.empty()) std::cerr << "mmlab run: " << no_test_message(so.filter) << "\n";
+    return names.empty() ? 2 : 0;
+  }
   // Outputs are opened before any test runs: a bad path costs nothing.
   std::ofstream json_out, states_out;
   for (auto [path, out, opt] : {std::tuple{&o.json, &json_out, "--json"}, std::tuple{&o.states, &states_out, "--states"}}) {
@@ -123,10 +138,8 @@ int run_run(const RunOptions& o) {
       return 2;
     }
   }
-  if (!scenario_count_tests(*prog, o.filter)) {
-    // Nothing to run is a mistake (a glob that matches no test, files with
-    // none), never a pass.
-    std::cerr << "mmlab run: " << (o.filter.empty() ? std::string("the files hold no test") : "no test matches --filter " + o.filter) << "\n";
+  if (!scenario_count_tests(*prog, so.filter)) {
+    std::cerr << "mmlab run: " << no_test_message(so.filter) << "\n";
     return 2;
   }
   host::CostProfile profile;
@@ -151,7 +164,8 @@ void add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();  // owned by the action: the options bind to its members
   auto* sub = app.add_subcommand("run", "run .mms scenario files (kselftest TAP output)");
   sub->add_option("files", o->files, "scenario files")->required();
-  sub->add_option("--filter", o->filter, "run only tests whose name matches this glob");
+  add_filter_options(sub, &o->filter, "tests");
+  sub->add_flag("--list", o->list, "print the names of the tests the files hold (after --filter/--exclude) and run none");
   sub->add_option("--variant", o->variants, "KEY=V1[,V2...]: run every file once per value (e.g. gup.walk=legacy,batch; KEY=all: every "
                   "value, KEY=others: every value but the default; `mmlab variants` lists them)")
       ->allow_extra_args(false);  // one KEY=VALUES per --variant: the scenario files that follow are not variants

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "mmlab/scenario.h"
+
 namespace mmlab::cli {
 
 // Each subcommand registers itself and the action run after parsing.
@@ -31,6 +33,11 @@ int fake_host_probes(const std::vector<std::string>& names, std::string* err);
 
 // Registry of actions, keyed by subcommand.
 void register_action(CLI::App* sub, std::function<int()> action);
+
+// The command line as given (main sets it), for the JSON a command writes:
+// with the commit and the build, what a reader needs to make it again.
+void set_command_line(int argc, char** argv);
+const std::string& command_line();
 // --trace FILE and --trace-format ftrace|json (docs/TRACING.md): the
 // trace runs around the subcommand's action; a file that cannot be
 // created exits 2 before any work.
@@ -75,6 +82,17 @@ struct ParallelCli {
   std::string ram = "4G", mem_budget;
 };
 void add_parallel_options(CLI::App* sub, ParallelCli* o);
+
+// --filter GLOB (repeatable; "!GLOB" excludes) and --exclude GLOB
+// (repeatable): which tests of the files run.
+struct FilterCli {
+  std::vector<std::string> filter, exclude;
+  TestFilter tests() const;
+};
+void add_filter_options(CLI::App* sub, FilterCli* o, const char* what);
+// Nothing to run is a mistake (a glob that matches no test, files with
+// none), never a pass: the message for `mmlab CMD`.
+std::string no_test_message(const TestFilter& f);
 // Fills jobs, ram and budget from the options; false (and a message on stderr) if malformed.
 bool parse_parallel_options(const char* cmd, const ParallelCli& o, int* jobs, uint64_t* ram, uint64_t* budget);
 

@@ -23,6 +23,25 @@ std::map<CLI::App*, std::function<int()>>& actions() {
 void register_action(CLI::App* sub, std::function<int()> action) { actions()[sub] = std::move(action); }
 
 namespace {
+std::string& command_line_text() {
+  static std::string s;
+  return s;
+}
+}  // namespace
+
+void set_command_line(int argc, char** argv) {
+  std::string& s = command_line_text();
+  s.clear();
+  for (int i = 0; i < argc; i++) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_of(" \t'\"$`\\") == std::string::npos;
+    s += (i ? " " : "") + (plain ? a : "'" + a + "'");
+  }
+}
+
+const std::string& command_line() { return command_line_text(); }
+
+namespace {
 struct TraceCli {
   std::string file, format;
 };
@@ -129,6 +148,23 @@ void add_parallel_options(CLI::App* sub, ParallelCli* o) {
   sub->add_option("--mem-budget", o->mem_budget,
                   "host memory the tests' frame stores may use at once (default: the host's available memory); "
                   "fewer tests run at once where they would not fit");
+}
+
+TestFilter FilterCli::tests() const {
+  TestFilter f;
+  for (auto& g : filter) f.add(g);
+  for (auto& g : exclude) f.exclude.push_back(g);
+  return f;
+}
+
+void add_filter_options(CLI::App* sub, FilterCli* o, const char* what) {
+  sub->add_option("--filter", o->filter,
+                  fmt::format("only {} whose name matches this glob; repeatable (any of them), '!GLOB' excludes", what));
+  sub->add_option("--exclude", o->exclude, fmt::format("leave out {} whose name matches this glob; repeatable", what));
+}
+
+std::string no_test_message(const TestFilter& f) {
+  return f.empty() ? "the files hold no test" : "no test matches the filter (" + f.text() + ")";
 }
 
 bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t budget, uint64_t* out, std::string* msg) {
