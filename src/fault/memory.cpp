@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "fault/fault.h"
+#include "mm/variants.h"
 #include "fault/wp_copy.h"
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"

@@ -19,6 +19,7 @@
 // The helper names (gup_fill_pages, gup_flush_pages, gup_grab_folio_pages,
 // gup_lookup_pte, gup_pte_batch_len) are the v5 posting's.
 #include "gup/gup.h"
+#include "mm/variants.h"
 
 #include <algorithm>
 #include <vector>

@@ -7,6 +7,7 @@
 // with the same re-checks over the whole run (the GUP-fast batching the
 // seed's reviewer asked for).
 #include "fault/fault.h"
+#include "mm/variants.h"
 #include "gup/gup.h"
 #include "mm/file.h"
 #include "mm/kernel.h"

@@ -4,6 +4,7 @@
 #include "mm/hugetlb.h"
 #include "mm/swapfile.h"
 #include "mm/file.h"
+#include "mm/variants.h"
 
 namespace mmlab {
 
@@ -14,5 +15,9 @@ Kernel::Kernel()
 }
 
 Kernel::~Kernel() = default;
+
+bool Kernel::vm_warn_records() const {
+  return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc;
+}
 
 }  // namespace mmlab

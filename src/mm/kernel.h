@@ -61,7 +61,7 @@ struct Kernel {
   // corrupted, and, under that policy, every VM_BUG_ON* and VM_WARN_ON*
   // site on a page, folio or mm of this System (base/mmdebug.h, through
   // mm/debug.cpp's reporter). The scenario runner fails the test with them.
-  bool vm_warn_records() const { return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc; }
+  bool vm_warn_records() const;
   void vm_warn(std::string msg) {
     MutexGuard g(&warn_lock);
     warnings.push_back(std::move(msg));

@@ -1,5 +1,6 @@
 // mm_struct lifetime (kernel/fork.c's mm_alloc / __mmput) and rss helpers.
 #include "mm/mm.h"
+#include "mm/variants.h"
 
 #include "base/mmdebug.h"
 #include "mm/filemap.h"

@@ -1,5 +1,6 @@
 // The sysfs paths and tune keys, parsed and printed as on a real system.
 #include "mm/settings.h"
+#include "mm/variants.h"
 
 #include "mmlab/tune.h"
 
@@ -108,7 +109,7 @@ bool parse_enum(const char* const (&names)[N], const std::string& v, E* out) {
 const char* kThpDefragNames[] = {"always", "defer", "defer+madvise", "madvise", "never"};
 const char* kThpEnabledNames[] = {"always", "madvise", "never"};
 
-// The `tune` keys. Each names its values (the lists of settings.h, or
+// The `tune` keys. Each names its values (the lists of variants.h, or
 // numbers, or off/on), stored as the value's index into the list: an enum
 // value, a number, or a bool.
 struct TuneValueDef {
@@ -189,7 +190,12 @@ const TuneKeyDef* find_tune_key(const std::string& key) {
 
 }  // namespace
 
-Settings::Settings() = default;
+Settings::Settings()
+    : gup_walk(GupWalk::kLegacy),
+      gup_fast(GupFast::kLegacy),
+      cow_policy(CowPolicy::kBase),
+      cow_reuse(CowReuse::kPage),
+      zero_page(ZeroPage::kOn) {}
 
 ThpOrderMode Settings::order_mode(unsigned order) const {
   uint64_t b = BIT(order);

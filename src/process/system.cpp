@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "check/checker.h"
+#include "mm/variants.h"
 #include "fmt/format.h"
 #include "gup/gup.h"
 #include "khugepaged/khugepaged.h"

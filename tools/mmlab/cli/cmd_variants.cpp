@@ -1,6 +1,6 @@
 // `mmlab variants`: every `tune` key the build has, its values in
 // registration order with their meanings, and its default: the catalogue
-// src/mm/settings.h registers, as scenarios, --variant, `mmlab diff` and
+// src/mm/variants.h registers, as scenarios, --variant, `mmlab diff` and
 // gup-test accept it.
 #include <cstdio>
 
