@@ -110,6 +110,10 @@ struct ScenarioResult {
   // spent serving the statements, user and kernel, in ns (-1: not measured).
   std::map<std::string, int64_t> cost_counts;
   int64_t cpu_ns = -1;
+  // With ScenarioOptions::record_counters, for a model test that was neither
+  // skipped nor errored: every counter (System::all_counters()) at its end,
+  // counted from its start or its last `counters reset`.
+  std::map<std::string, int64_t> counters;
 };
 
 // Where a scenario runs: the model, or the machine's own kernel (real
@@ -173,6 +177,8 @@ struct ScenarioOptions {
   bool record_states = false;
   // ScenarioResult::cost_counts / cpu_ns (`mmlab calibrate`, `mmlab validate`).
   bool cost_sample = false;
+  // ScenarioResult::counters (`mmlab run --counters`).
+  bool record_counters = false;
 };
 
 // Runs the tests, printing TAP to `tap` in file order as they finish (plan

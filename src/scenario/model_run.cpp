@@ -199,6 +199,7 @@ class ModelRun final : public TestRun {
     if (!cost_timed_) return;
     for (auto& [n, v] : sys_->all_counters()) res->cost_counts[n] = v - cost_base_[n];
   }
+  void sample_counters(ScenarioResult* res) override { res->counters = sys_->all_counters(); }
   void run(const Stmt&, const stmt::CountersPrint& s) { exec_counters_print(s); }
   void run(const Stmt& st, const stmt::Print& s) { exec_print(st, s); }
 

@@ -234,6 +234,7 @@ std::optional<Failure> TestRun::check_expected_violations() {
 
 ScenarioResult TestRun::finish() {
   if (opt_.cost_sample && !errored_ && !skipped_ && !failure_) sample_cost(&res_);
+  if (opt_.record_counters && !errored_ && !skipped_) sample_counters(&res_);
   std::vector<std::string> leaks = teardown();
   ScenarioResult res = res_;
   res.leaks = leaks;

@@ -57,6 +57,7 @@ class TestRun {
   // ScenarioResult::cost_counts / cpu_ns of what ran since `counters reset`
   // (ScenarioOptions::cost_sample), read before the teardown.
   virtual void sample_cost(ScenarioResult*) {}
+  virtual void sample_counters(ScenarioResult*) {}
 
  protected:
   // A fresh system for the test whose statements (prelude first) are

@@ -356,3 +356,8 @@ add_test(NAME cli.diff_tap COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_d
 add_test(NAME cli.run_list_filters COMMAND sh -c
   "$<TARGET_FILE:mmlab> run --list --filter 'anon-*' --filter 'mthp-*' --exclude '*zero*' ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms | tr '\\n' ' '; echo END")
 set_tests_properties(cli.run_list_filters PROPERTIES PASS_REGULAR_EXPRESSION "^mthp-64k-order-and-stats END")
+# run --counters: one table, a column per variant, a row per non-zero counter.
+add_test(NAME cli.run_counter_table COMMAND $<TARGET_FILE:mmlab> run --variant cow.policy=base,fixed --counters cow.copy.*
+         --filter cow-mthp-max-order ${CMAKE_SOURCE_DIR}/tests/scenarios/cow_mthp.mms)
+set_tests_properties(cli.run_counter_table PROPERTIES PASS_REGULAR_EXPRESSION
+  "# test +counter +cow.policy=base +cow.policy=fixed\n# cow-mthp-max-order +cow.copy.order0 +2 +1\n# +cow.copy.order2 +0 +1\n# \\(sum, 1 test\\) +cow.copy.order0 +2 +1\n")

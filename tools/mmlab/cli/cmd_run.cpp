@@ -1,4 +1,6 @@
 // `mmlab run FILE...`: run .mms scenarios and report in kselftest TAP.
+#include <fnmatch.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -21,6 +23,7 @@ struct RunOptions {
   std::string json, known, states, profile;
   FilterCli filter;
   std::vector<std::string> variants;
+  std::vector<std::string> counters;  // --counters GLOB,...
   std::string backend = "model";
   std::vector<std::string> fake_probes;
   bool tap = false, times = false, debug_vm = false, list = false;
@@ -58,6 +61,7 @@ bool write_json(const std::vector<ScenarioResult>& results, Backend backend, con
                           {"reason", r.reason}, {"diagnostics", r.diagnostics}, {"violations", r.violations},
                           {"skipped_expectations", r.skipped_expectations}, {"skips", skips},
                           {"run", r.run_text}, {"output", r.output}, {"ms", r.seconds * 1e3}});
+    if (!r.counters.empty()) j["tests"].back()["counters"] = r.counters;
   }
   out << j.dump(2) << "\n";
   if (out.flush()) return true;
@@ -94,6 +98,70 @@ void print_modelled(const std::vector<ScenarioResult>& results, const host::Cost
   }
 }
 
+// --counters: one table of the counters the globs select, a column per
+// variant run (in the order run) and, per test, a row per counter that some
+// column has non-zero; then the same summed over every test. As `#` lines
+// after the totals, so the output stays TAP.
+void print_counter_table(const std::vector<ScenarioResult>& results, const std::vector<std::string>& globs) {
+  auto selected = [&globs](const std::string& n) {
+    return std::any_of(globs.begin(), globs.end(), [&n](const std::string& g) { return fnmatch(g.c_str(), n.c_str(), 0) == 0; });
+  };
+  std::vector<std::string> columns;
+  std::vector<std::string> tests;  // file order, each once
+  std::map<std::string, std::map<std::string, std::map<std::string, int64_t>>> cell;  // test -> counter -> column
+  std::map<std::string, std::map<std::string, int64_t>> total;                       // counter -> column
+  std::map<std::string, int> ran;                                                     // column -> tests counted
+  for (const ScenarioResult& r : results) {
+    const std::string col = r.variant.empty() ? "default" : r.variant;
+    if (std::find(columns.begin(), columns.end(), col) == columns.end()) columns.push_back(col);
+    if (r.counters.empty()) continue;  // skipped or errored: no counts
+    const std::string test = r.file + " " + r.name;
+    if (!cell.count(test)) tests.push_back(test);
+    ran[col]++;
+    for (auto& [name, v] : r.counters) {
+      if (!selected(name)) continue;
+      cell[test][name][col] = v;
+      total[name][col] += v;
+    }
+  }
+  std::vector<std::array<std::string, 2>> labels;  // (test, counter) per row
+  std::vector<std::vector<std::string>> rows;
+  auto add_rows = [&](const std::string& label, const std::map<std::string, std::map<std::string, int64_t>>& by_counter) {
+    bool first = true;
+    for (auto& [name, by_col] : by_counter) {
+      if (std::all_of(by_col.begin(), by_col.end(), [](auto& kv) { return kv.second == 0; })) continue;
+      std::vector<std::string> row;
+      for (const std::string& c : columns) row.push_back(by_col.count(c) ? std::to_string(by_col.at(c)) : "-");
+      labels.push_back({first ? label : "", name});
+      rows.push_back(std::move(row));
+      first = false;
+    }
+  };
+  for (const std::string& t : tests) add_rows(t.substr(t.find(' ') + 1), cell[t]);
+  add_rows(fmt::format("(sum, {} test{})", tests.size(), tests.size() == 1 ? "" : "s"), total);
+  std::cout << fmt::format("# counters {} (a column per variant; rows where a column is not 0; -: not run)\n",
+                           fmt::join(globs, ","));
+  if (rows.empty()) {
+    std::cout << "# no counter the globs select is non-zero in any test\n";
+    return;
+  }
+  size_t w0 = 4, w1 = 7;
+  for (auto& l : labels) w0 = std::max(w0, l[0].size()), w1 = std::max(w1, l[1].size());
+  std::vector<size_t> w;
+  for (size_t c = 0; c < columns.size(); c++) {
+    size_t m = columns[c].size();
+    for (auto& row : rows) m = std::max(m, row[c].size());
+    w.push_back(m);
+  }
+  auto line = [&](const std::string& a, const std::string& b, auto&& col) {
+    std::string s = fmt::format("# {:<{}}  {:<{}}", a, w0, b, w1);
+    for (size_t c = 0; c < columns.size(); c++) s += fmt::format("  {:>{}}", col(c), w[c]);
+    std::cout << s << "\n";
+  };
+  line("test", "counter", [&](size_t c) { return columns[c]; });
+  for (size_t i = 0; i < rows.size(); i++) line(labels[i][0], labels[i][1], [&](size_t c) { return rows[i][c]; });
+}
+
 int run_run(const RunOptions& o) {
   ScenarioOptions so;
   so.filter = o.filter.tests();
@@ -117,6 +185,11 @@ int run_run(const RunOptions& o) {
     return 2;
   }
   so.record_states = !o.states.empty();
+  if (!o.counters.empty() && so.backend != Backend::kModel) {
+    std::cerr << "mmlab run: --counters: only the model backend has event counters\n";
+    return 2;
+  }
+  so.record_counters = !o.counters.empty();
   auto prog = scenario_parse(o.files, &err);
   if (!prog || !scenario_check_sizes(*prog, so, &err)) {
     std::cerr << "mmlab run: " << err << "\n";
@@ -153,6 +226,7 @@ int run_run(const RunOptions& o) {
   }
   auto results = scenario_run(*prog, so, std::cout);
   if (!o.profile.empty()) print_modelled(results, profile);
+  if (!o.counters.empty()) print_counter_table(results, o.counters);
   if (!o.json.empty() && !write_json(results, so.backend, o.json, json_out)) return 2;
   if (!o.states.empty() && !write_states(results, o.states, states_out)) return 2;
   return scenario_exit_status(results);
@@ -173,6 +247,11 @@ void add_run(CLI::App& app) {
                   "model (default), or host: real processes and system calls on this machine's kernel (root; settings "
                   "are restored)")
       ->check(CLI::IsMember({"model", "host"}));
+  sub->add_option("--counters", o->counters,
+                  "GLOB[,GLOB...]: after the results, one table of the model's counters these globs select (e.g. 'cow.*'), "
+                  "a column per --variant value and a row per counter some column has non-zero, per test and summed")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   sub->add_option("--json", o->json, "write the results as JSON to this file (with the host probes' results)");
   sub->add_option("--states", o->states,
                   "model: write a digest of the end state after every statement to this file, so that two builds can be "
