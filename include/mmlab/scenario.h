@@ -143,6 +143,11 @@ std::vector<HostProbeReport> scenario_host_probes();
 // with *error naming an unknown probe.
 int scenario_host_fake_probes(const std::string& list, std::string* error);
 
+// Called once per test as its result is reported, on one thread and in
+// order: tests done, tests in the run, and whether this one failed. For a
+// progress line (`mmlab run` and `mmlab diff` draw one on stderr).
+using TestProgress = std::function<void(size_t done, size_t total, bool failed)>;
+
 struct ScenarioOptions;
 // The sizes of a parsed program against the run's System and host: a
 // `file` (allocated whole) larger than the System's RAM or the host's
@@ -179,6 +184,7 @@ struct ScenarioOptions {
   bool cost_sample = false;
   // ScenarioResult::counters (`mmlab run --counters`).
   bool record_counters = false;
+  TestProgress progress;
 };
 
 // Runs the tests, printing TAP to `tap` in file order as they finish (plan
@@ -214,6 +220,7 @@ struct DiffOptions {
   bool counters_all = false;
   int jobs = 1;  // model against model: as ScenarioOptions::jobs; with the host, one at a time
   uint64_t mem_budget = 0;
+  TestProgress progress;
 };
 
 // The prefixes of the counters only the model has (how it did something:

@@ -222,6 +222,8 @@ class System {
   // under `cow.policy rfc`, what the posting does that would corrupt the
   // kernel, and its VM_WARN_ON_FOLIO sites (docs/NOTES.md). Empty otherwise.
   std::vector<std::string> warnings() const;
+  // What the model's kernel logged (pr_warn_once and the like), in order.
+  std::vector<std::string> kernel_log() const;
 
   // The invariant checker over the whole system.
   // With processes gone, it also proves that nothing leaked.

@@ -86,10 +86,9 @@ int folio_expected_ref_count(const Folio* folio) {
 // ---- the limits: the series' collapse_max_ptes_* helpers. With
 // khugepaged.mthp off every order is the PMD's, and they are v6.18's rules. ----
 
-void warn_max_ptes_none_once() {
-  static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    std::fprintf(stderr, "khugepaged: mTHP collapse only supports max_ptes_none values of 0 or %u\n", kMaxPtesLimit);
+void warn_max_ptes_none_once(Kernel* k) {
+  static const char site = 0;
+  k->pr_warn_once(&site, fmt::format("khugepaged: mTHP collapse only supports max_ptes_none values of 0 or {}", kMaxPtesLimit));
 }
 
 unsigned collapse_max_ptes_none(const CollapseControl* cc, const Vma* vma, unsigned order) {
@@ -102,7 +101,7 @@ unsigned collapse_max_ptes_none(const CollapseControl* cc, const Vma* vma, unsig
   // collapse make the next, larger one eligible ("creep").
   if (!max_ptes_none) return 0;
   if (max_ptes_none == kMaxPtesLimit) return (1u << order) - 1;
-  warn_max_ptes_none_once();
+  warn_max_ptes_none_once(cc->kernel);
   return 0;
 }
 

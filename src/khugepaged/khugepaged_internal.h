@@ -59,9 +59,11 @@ enum class Collapser : uint8_t { kKhugepaged, kMadviseCollapse };
 
 struct CollapseControl {
   CollapseControl(Kernel* k, Collapser who)
-      : settings(&k->settings),
+      : kernel(k),
+        settings(&k->settings),
         is_khugepaged(who == Collapser::kKhugepaged),
         mthp(k->settings.khugepaged_mthp.load()) {}
+  Kernel* kernel;
   const Settings* settings;
   bool is_khugepaged;
   bool mthp;  // khugepaged.mthp, read once per collapse_control

@@ -71,8 +71,16 @@ struct Kernel {
     MutexGuard g(&warn_lock);
     return warned_once.insert(site).second;
   }
+  // pr_warn_once(): the kernel log's line, once per site and System; the
+  // scenario runner prints it under the test that caused it (`# dmesg:`),
+  // never as a bare line on stderr, since tests run side by side.
+  void pr_warn_once(const void* site, std::string msg) {
+    MutexGuard g(&warn_lock);
+    if (warned_once.insert(site).second) kernel_log.push_back(std::move(msg));
+  }
   mutable Mutex warn_lock;
   std::vector<std::string> warnings GUARDED_BY(warn_lock);
+  std::vector<std::string> kernel_log GUARDED_BY(warn_lock);
   std::set<const void*> warned_once GUARDED_BY(warn_lock);
 
   // ---- test hooks: null except in white-box unit tests ----

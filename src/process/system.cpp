@@ -298,6 +298,11 @@ std::string System::vmstat_text() const {
   return out;
 }
 
+std::vector<std::string> System::kernel_log() const {
+  MutexGuard g(&k_->warn_lock);
+  return k_->kernel_log;
+}
+
 std::vector<std::string> System::warnings() const {
   MutexGuard g(&k_->warn_lock);
   return k_->warnings;

@@ -248,6 +248,7 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
           out << text[i];
           out.flush();
           n += counts[i];
+          if (opt.progress) opt.progress(i + 1, tests.size(), records[i].verdict == "outcome");
         },
         2);
   }
@@ -273,10 +274,13 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
         out << again.str() << "# rerun: the first run diverged, a second agreed; the first run:\n";
         std::istringstream lines(first.str());
         for (std::string l; std::getline(lines, l);) out << "#   | " << l << "\n";
+        if (opt.progress) opt.progress(i + 1, tests.size(), false);
         continue;
       }
     }
     out << first.str();
+    out.flush();
+    if (opt.progress) opt.progress(i + 1, tests.size(), records[i].verdict == "outcome");
   }
   const int agree = n.compared - n.outcome_changes - n.known - n.state_tests - n.counters_only;
   out << fmt::format(

@@ -117,6 +117,10 @@ class ModelRun final : public TestRun {
     std::vector<std::string> all = sys_->warnings();
     std::vector<std::string> fresh(all.begin() + static_cast<long>(std::min(warnings_seen_, all.size())), all.end());
     warnings_seen_ = all.size();
+    // The kernel log's new lines go out under this test, as dmesg would show them.
+    std::vector<std::string> log = sys_->kernel_log();
+    for (size_t i = log_seen_; i < log.size(); i++) res_.output.push_back("dmesg: " + log[i]);
+    log_seen_ = log.size();
     if (opt_.debug_vm)
       for (auto& v : check_now().violations) fresh.push_back("invariant checker: " + v.invariant + " at " + v.where);
     return fresh;
@@ -496,6 +500,7 @@ class ModelRun final : public TestRun {
   std::map<std::string, int64_t> cost_base_;  // System::all_counters() at the last `counters reset`
   bool cost_timed_ = false;
   size_t warnings_seen_ = 0;              // System::warnings() already reported
+  size_t log_seen_ = 0;                   // System::kernel_log() lines already printed
 };
 
 }  // namespace

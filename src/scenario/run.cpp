@@ -165,6 +165,8 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     skipped_expectations += r.skipped_expectations;
     for (auto& k : r.skips) skips_by_key[k.key] += k.count;
     tap.flush();
+    if (opt.progress)
+      opt.progress(i + 1, jobs.size(), r.outcome == Outcome::kFail || r.outcome == Outcome::kError || r.outcome == Outcome::kXpass);
   };
   run_ordered(jobs.size(), width, run_one, emit);
   for (size_t i = 0; i < opt.known.size(); i++) {

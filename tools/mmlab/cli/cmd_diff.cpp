@@ -129,7 +129,12 @@ int run_diff(const DiffCli& o) {
     return 2;
   }
   DiffSummary sum;
-  const int status = scenario_diff(*prog, d, std::cout, &sum);
+  int status = 0;
+  {
+    TestProgressLine progress("mmlab diff");
+    d.progress = progress.callback();
+    status = scenario_diff(*prog, d, std::cout, &sum);
+  }
   if (!o.json.empty() && !write_diff_json(d, sum, status, o.json, json_out)) return 2;
   return status;
 }

@@ -224,7 +224,12 @@ int run_run(const RunOptions& o) {
     }
     so.cost_sample = true;
   }
-  auto results = scenario_run(*prog, so, std::cout);
+  std::vector<ScenarioResult> results;
+  {
+    TestProgressLine progress("mmlab run");
+    so.progress = progress.callback();
+    results = scenario_run(*prog, so, std::cout);
+  }
   if (!o.profile.empty()) print_modelled(results, profile);
   if (!o.counters.empty()) print_counter_table(results, o.counters);
   if (!o.json.empty() && !write_json(results, so.backend, o.json, json_out)) return 2;

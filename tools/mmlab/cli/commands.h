@@ -1,6 +1,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -77,6 +79,29 @@ bool parse_size_option(const std::string& opt, const std::string& s, uint64_t mu
 // `budget` (0: the host's available memory).
 bool parse_ram_option(const std::string& opt, const std::string& s, uint64_t budget, uint64_t* out, std::string* msg);
 // The options that run tests in parallel (`run`, `diff`): -j, --ram, --mem-budget.
+class ProgressLine;
+// The progress line of `run` and `diff` (report/progress.h): tests done of
+// the total, failures, elapsed time and an estimate of what is left, on
+// stderr. Drawn only when stdout is not a terminal: there the TAP lines
+// themselves show progress, and a line redrawn on the same screen would land
+// among them.
+class TestProgressLine {
+ public:
+  explicit TestProgressLine(std::string prefix);
+  ~TestProgressLine();
+  TestProgressLine(const TestProgressLine&) = delete;
+  TestProgressLine& operator=(const TestProgressLine&) = delete;
+  // The callback to give ScenarioOptions / DiffOptions::progress.
+  TestProgress callback();
+
+ private:
+  std::string state() const;
+
+  std::atomic<size_t> done_{0}, total_{0}, failed_{0};
+  const std::chrono::steady_clock::time_point start_;
+  std::unique_ptr<ProgressLine> line_;
+};
+
 struct ParallelCli {
   int jobs = 0;  // 0: one per CPU
   std::string ram = "4G", mem_budget;
