@@ -203,6 +203,20 @@ std::unique_ptr<Vma> vm_area_dup(const Vma* src) {
   return vma;
 }
 
+void vma_link_file(Vma* vma) {
+  if (!vma->vm_file) return;
+  File* f = vma->vm_file.get();
+  WriteGuard g(&f->i_mmap_rwsem);
+  f->i_mmap.insert(vma);
+}
+
+void unlink_file_vma(Vma* vma) {
+  if (!vma->vm_file) return;
+  File* f = vma->vm_file.get();
+  WriteGuard g(&f->i_mmap_rwsem);
+  f->i_mmap.erase(vma);
+}
+
 Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   Vma* v = vma.get();
   // fork sets vm_mm before anon_vma_fork() makes the VMA visible to rmap
@@ -212,6 +226,7 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   vma_start_write_mm(mm, v);
   WriteGuard tree(&mm->vma_tree_lock);
   mm->vmas.emplace(v->vm_start, std::move(vma));
+  vma_link_file(v);
   return v;
 }
 
@@ -232,6 +247,12 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
     nv->vm_pgoff += (addr - vma->vm_start) >> PAGE_SHIFT;
   }
   anon_vma_clone(nv.get(), vma);
+  // The kernel's vma_prepare holds i_mmap_rwsem for write around the whole
+  // change; the model inserts the new piece first, on its own (the lock is
+  // of the anon_vma's class and is never nested with it), so a truncation
+  // walking i_mmap meanwhile may see the two pieces overlap: it zaps the
+  // overlap twice, which changes nothing.
+  vma_link_file(nv.get());
 
   vma_start_write_mm(mm, vma);
   vma_start_write_mm(mm, nv.get());
@@ -350,7 +371,10 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
     vma_set_page_prot(target);
   }
 
-  for (auto& v : gone) unlink_anon_vmas(v.get());
+  for (auto& v : gone) {
+    unlink_file_vma(v.get());
+    unlink_anon_vmas(v.get());
+  }
   // vma_merge_existing_range / vma_merge_new_range: the merged VMA may be
   // eligible where its parts were not (it may have an anon_vma now).
   mm_khugepaged_enter_vma(target, flags);
