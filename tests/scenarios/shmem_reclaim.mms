@@ -177,3 +177,40 @@ expect-error SIGBUS P read A+4K 4K
 truncate F 16K
 P read A+4K 12K 0
 check
+
+# A block device's write still in flight when the test ends: the folio
+# waits in the swap cache, the file holding the entry; the end of the test
+# (the file's last reference going) frees both.
+test shmem-pageout-write-in-flight-at-the-end
+swap 16M blkdev
+proc P
+P mmap A 16K rw shared
+P write A 16K 0x23
+P madvise A 16K pageout
+expect P A mapped none
+
+test shmem-pageout-writeback-then-exit
+swap 16M blkdev
+file F 16K
+proc P
+P mmap A 16K rw shared file=F
+P write A 16K 0x24
+P madvise A 16K pageout
+writeback
+P exit
+check
+
+# Truncating pages whose write is in flight: their slots keep only the
+# swap cache's hold until the write completes; the file reads zeros when
+# it grows back.
+test shmem-truncate-under-writeback
+swap 16M blkdev
+file F 16K
+proc P
+P mmap A 16K rw shared file=F
+P write A 16K 0x25
+P madvise A 16K pageout
+truncate F 0
+check
+truncate F 16K
+P read A 16K 0
