@@ -113,6 +113,23 @@ TEST_F(ShmemReclaimTest, SwappedOutPageIsHeldByTheFile) {
   EXPECT_TRUE(swapped(f).empty());
 }
 
+// smaps' Swap of a shmem VMA counts the file's swapped-out pages
+// (shmem_swap_usage): all of them in a shared mapping, only those under an
+// empty PTE in a private writable one (this host's kernel shows the same:
+// 16 kB and 12 kB).
+TEST_F(ShmemReclaimTest, SmapsSwapCountsTheFilesSwap) {
+  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
+  const int fd = create(4 * PAGE_SIZE);
+  const uint64_t s = map(p, fd, 4 * PAGE_SIZE, MAP_SHARED);
+  fill(p, s, 4 * PAGE_SIZE, 0x51);
+  const uint64_t a = map(p, fd, 4 * PAGE_SIZE, MAP_PRIVATE);
+  fill(p, a, PAGE_SIZE, 0x52);  // a CoW copy over the file's first page
+  ASSERT_EQ(p->madvise(s, 4 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  const std::string smaps = p->smaps();
+  EXPECT_NE(smaps.find("Swap:                 16 kB"), std::string::npos) << smaps;
+  EXPECT_NE(smaps.find("Swap:                 12 kB"), std::string::npos) << smaps;
+}
+
 // unmap_mapping_range without even_cows (a punched hole) leaves a private
 // mapping's anonymous copies; with it (a truncation) they go too. The
 // file's pages go from every mapping either way.
