@@ -225,3 +225,19 @@ test truncate-hugetlbfs-not-modelled
 sysfs hugepages/hugepages-2048kB/nr_hugepages 2
 file H 4M hugetlb=2M
 truncate H 2M
+
+# A private hugetlb mapping is refused before any hole is punched
+# (EACCES, as for any private mapping); a shared one would punch the
+# hugetlbfs file, which the model does not follow: SKIP.
+test madvise-remove-hugetlb-private-eacces
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+proc P
+P mmap A 2M rw private hugetlb=2M
+expect-error EACCES P madvise A 2M remove
+
+test madvise-remove-hugetlb-shared-not-modelled
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+proc P
+P mmap A 2M rw shared hugetlb=2M
+P write A 2M 1
+P madvise A 2M remove
