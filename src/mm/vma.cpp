@@ -224,9 +224,11 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   if (v->vm_mm != mm) v->vm_mm = mm;
   VM_BUG_ON(find_vma_intersection(mm, v->vm_start, v->vm_end), "vma_link over a mapped range");
   vma_start_write_mm(mm, v);
-  WriteGuard tree(&mm->vma_tree_lock);
-  mm->vmas.emplace(v->vm_start, std::move(vma));
-  vma_link_file(v);
+  {
+    WriteGuard tree(&mm->vma_tree_lock);
+    mm->vmas.emplace(v->vm_start, std::move(vma));
+  }
+  vma_link_file(v);  // not under the tree lock, a leaf lock
   return v;
 }
 
