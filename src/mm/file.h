@@ -60,9 +60,11 @@ struct File {
   // truncation (unmap_mapping_range). The kernel keeps an interval tree; a
   // set is walked whole and each VMA's range checked. A VMA joins when it is
   // linked (vma_link, split_vma) and leaves before its page tables can be
-  // freed (unlink_file_vma). hugetlb's unmap_ref_private still walks the
-  // folio's anon_vma, as before.
-  RwSemaphore i_mmap_rwsem{LockClass::kRmapLock};
+  // freed (unlink_file_vma); its range changes (split, merge, mremap's
+  // expansion) with the lock held for write, as vma_prepare does, so a
+  // walker reads a VMA's range whole. hugetlb's unmap_ref_private still
+  // walks the folio's anon_vma, as before.
+  RwSemaphore i_mmap_rwsem{LockClass::kImmapLock};
   std::set<Vma*> i_mmap GUARDED_BY(i_mmap_rwsem);
 
   std::unique_ptr<HugetlbFileState> hstate;  // hugetlbfs reservations

@@ -249,19 +249,13 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
     nv->vm_pgoff += (addr - vma->vm_start) >> PAGE_SHIFT;
   }
   anon_vma_clone(nv.get(), vma);
-  // The kernel's vma_prepare holds i_mmap_rwsem for write around the whole
-  // change; the model inserts the new piece first, on its own (the lock is
-  // of the anon_vma's class and is never nested with it), so a truncation
-  // walking i_mmap meanwhile may see the two pieces overlap: it zaps the
-  // overlap twice, which changes nothing.
-  vma_link_file(nv.get());
 
   vma_start_write_mm(mm, vma);
   vma_start_write_mm(mm, nv.get());
   // A PMD leaf straddling addr becomes PTEs before the VMA boundary appears.
   vma_adjust_trans_huge(vma, addr, addr);
 
-  {
+  auto adjust = [&] {
     AnonVmaWriteLock rmap(vma->anon_vma);
     WriteGuard tree(&mm->vma_tree_lock);
     if (new_below) {
@@ -275,6 +269,15 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
     }
     uint64_t key = nv->vm_start;
     mm->vmas.emplace(key, std::move(nv));
+  };
+  // vma_prepare: a file VMA's i_mmap_rwsem for write, then its anon_vma's;
+  // the new piece joins i_mmap in the same section.
+  if (File* f = vma->vm_file.get()) {
+    WriteGuard immap(&f->i_mmap_rwsem);
+    f->i_mmap.insert(nv.get());
+    adjust();
+  } else {
+    adjust();
   }
   return 0;
 }
@@ -359,7 +362,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
   }
 
   std::vector<std::unique_ptr<Vma>> gone;
-  {
+  auto adjust = [&] {
     AnonVmaWriteLock rmap(target->anon_vma);
     {
       WriteGuard tree(&mm->vma_tree_lock);
@@ -371,12 +374,18 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
     }
     vm_flags_reset(target, flags);
     vma_set_page_prot(target);
+  };
+  // vma_prepare: the file's i_mmap_rwsem for write across the change (the
+  // victims map the same file: is_mergeable_vma); they leave i_mmap in it.
+  if (File* f = target->vm_file.get()) {
+    WriteGuard immap(&f->i_mmap_rwsem);
+    adjust();
+    for (auto& v : gone) f->i_mmap.erase(v.get());
+  } else {
+    adjust();
   }
 
-  for (auto& v : gone) {
-    unlink_file_vma(v.get());
-    unlink_anon_vmas(v.get());
-  }
+  for (auto& v : gone) unlink_anon_vmas(v.get());
   // vma_merge_existing_range / vma_merge_new_range: the merged VMA may be
   // eligible where its parts were not (it may have an anon_vma now).
   mm_khugepaged_enter_vma(target, flags);
