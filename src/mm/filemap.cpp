@@ -160,6 +160,23 @@ int shmem_lookup_swapped(File* f, uint64_t index, Folio** foliop, uint64_t* star
   return err;
 }
 
+// pread's and pwrite's lookup (SGP_READ, SGP_WRITE): the cached folio at
+// index, or the page read back from swap, referenced and unlocked; nullptr
+// for a hole. -EIO if the swap read failed.
+int filemap_get_or_swapin(File* f, uint64_t index, Folio** foliop, uint64_t* start) {
+  for (;;) {
+    Folio* folio = filemap_get_folio(f, index, start);
+    if (!folio) {
+      const int r = shmem_lookup_swapped(f, index, &folio, start, nullptr);
+      if (r == -EAGAIN) continue;  // the entry changed meanwhile: look again
+      if (r < 0) return r;
+      if (r == 0) folio_unlock(folio);
+    }
+    *foliop = folio;
+    return 0;
+  }
+}
+
 }  // namespace
 
 int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start, bool* major) {
@@ -290,8 +307,12 @@ long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len) {
     const uint64_t in_page = pos & ~PAGE_MASK;
     const uint64_t n = std::min(len - done, PAGE_SIZE - in_page);
     uint64_t start = 0;
-    Folio* folio = filemap_get_folio(f.get(), index, &start);
-    if (!folio && shmem_lookup_swapped(f.get(), index, &folio, &start, nullptr) == 0) folio_unlock(folio);
+    Folio* folio = nullptr;
+    if (int err = filemap_get_or_swapin(f.get(), index, &folio, &start)) {
+      if (!done) return err;
+      len = done;  // a short read up to the page that failed
+      break;
+    }
     // shmem (SGP_READ) reads a fallocated, never-used folio as a hole.
     if (folio && file_is_shmem(f.get()) && !folio_test_uptodate(folio)) {
       folio_put(folio);
@@ -326,8 +347,11 @@ long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t le
     const uint64_t n = std::min(len - done, PAGE_SIZE - in_page);
     // write_begin: find or create the folio (past EOF too) and lock it.
     uint64_t start = 0;
-    Folio* folio = filemap_get_folio(f.get(), index, &start);
-    if (!folio && shmem_lookup_swapped(f.get(), index, &folio, &start, nullptr) == 0) folio_unlock(folio);
+    Folio* folio = nullptr;
+    if (int err = filemap_get_or_swapin(f.get(), index, &folio, &start)) {
+      if (!done) return err;
+      break;
+    }
     if (!folio) {
       Folio* nf = filemap_alloc_folio(f.get());
       if (!nf) break;
