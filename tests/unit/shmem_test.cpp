@@ -113,6 +113,29 @@ TEST_F(ShmemReclaimTest, SwappedOutPageIsHeldByTheFile) {
   EXPECT_TRUE(swapped(f).empty());
 }
 
+// A failed swap read sticks to a shmem page as to an anonymous one: the
+// unread folio stays in the swap cache, the file keeps the entry, a fault
+// is SIGBUS and pread -EIO, every time; truncating the page ends it.
+TEST_F(ShmemReclaimTest, FailedSwapReadSticks) {
+  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
+  const int fd = create(PAGE_SIZE);
+  const uint64_t a = map(p, fd, PAGE_SIZE, MAP_SHARED);
+  fill(p, a, PAGE_SIZE, 0x6d);
+  ASSERT_EQ(p->madvise(a, PAGE_SIZE, MADV_PAGEOUT), 0);
+  InjectSpec once;
+  once.mode = InjectSpec::Mode::kTimes;
+  once.n = 1;
+  ASSERT_EQ(sys->inject("swapin", once), 0);
+  uint8_t b = 0;
+  EXPECT_EQ(p->read(a, &b, 1).sig, Signal::kSigbus);
+  EXPECT_EQ(sys->file_pread(fd, 0, &b, 1), -EIO);
+  EXPECT_EQ(p->read(a, &b, 1).sig, Signal::kSigbus);
+  EXPECT_EQ(swapped(file(fd)).size(), 1u);
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  ASSERT_EQ(sys->file_ftruncate(fd, PAGE_SIZE), 0);
+  EXPECT_EQ(peek(p, a), 0);
+}
+
 // smaps' Swap of a shmem VMA counts the file's swapped-out pages
 // (shmem_swap_usage): all of them in a shared mapping, only those under an
 // empty PTE in a private writable one (this host's kernel shows the same:
