@@ -176,6 +176,14 @@ class System {
   long file_pread(int fd, uint64_t off, void* buf, uint64_t len);
   long file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len);
   int close_file(int fd);  // drop the System's reference; mappings keep the file alive
+  // ftruncate(fd, length): the file shrinks or grows; what lies past the new
+  // end is unmapped from every process (private copies too) and freed.
+  // 0 or -errno. hugetlbfs files: -ENOSYS (their truncation is not modelled).
+  int file_ftruncate(int fd, int64_t length);
+  // fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len): the
+  // range becomes a hole (unmapped from every process, private copies kept;
+  // partial pages zeroed). 0 or -errno; hugetlbfs files: -ENOSYS.
+  int file_punch_hole(int fd, int64_t off, int64_t len);
 
   // ---- swap ----
   // Add an in-memory swap device of `bytes` (none by default). 0 or -errno.

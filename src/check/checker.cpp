@@ -22,6 +22,7 @@
 
 #include "fmt/format.h"
 #include "mm/hugetlb.h"
+#include "mm/file.h"
 #include "mm/swapfile.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
@@ -652,7 +653,32 @@ class Checker {
   // that folio is in the swap cache under the slot's entry; no swap PTE names
   // a free slot. An unmapped swap-cache folio that no swap PTE needs is an
   // orphan: the kernel's LRU reclaim would free it, the model never would.
+  // shmem's swapped-out pages: each swap entry a file holds in place of a
+  // folio counts like a swap PTE (one swap count). Files are reached through
+  // the file table and through the VMAs of the live mms (shared anonymous
+  // memory has no fd).
+  void note_shmem_swap() {
+    std::set<File*> files;
+    {
+      FileTable* t = k_->files.get();
+      MutexGuard g(&t->lock);
+      for (auto& [fd, f] : t->files) files.insert(f.get());
+    }
+    for (MmUse& mu : mms_)
+      for (auto& [start, vma] : mu.mm->vmas)
+        if (vma->vm_file) files.insert(vma->vm_file.get());
+    for (File* f : files) {
+      MutexGuard g(&f->lock);
+      for (auto& [index, entry] : f->swapped) {
+        swap_refs_[entry.val]++;
+        if (f->pages.count(index))
+          rep_.add("shmem index both cached and swapped", fmt::format("file {} index {:#x}", f->name, index), "");
+      }
+    }
+  }
+
   void check_swap() {
+    note_shmem_swap();
     std::unordered_map<uint64_t, unsigned> counts;
     swap_for_each_slot(k_, [&](swp_entry_t e, unsigned count, bool, Folio*) { counts[e.val] = count; });
     auto swapped = [&](const Folio* f) {

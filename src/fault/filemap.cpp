@@ -29,8 +29,12 @@ vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pa
   File* f = vmf->vma->vm_file.get();
   uint64_t start = 0;
   Folio* folio = nullptr;
-  int err = file_get_folio_locked(f, pgoff, &folio, &start);
-  if (err == -EINVAL) return VM_FAULT_SIGBUS;  // beyond EOF
+  bool major = false;
+  int err = file_get_folio_locked(f, pgoff, &folio, &start, &major);
+  // shmem_swapin_folio started a read: a major fault (VM_FAULT_MAJOR, which
+  // the model's callers do not look at, so only the event is counted).
+  if (major) vmf->vma->vm_mm->kernel->stats->count(VmStat::pgmajfault);
+  if (err == -EINVAL || err == -EIO) return VM_FAULT_SIGBUS;  // beyond EOF, or the swap read failed
   if (err == -ENOMEM) return VM_FAULT_OOM;
   if (err) return VM_FAULT_NOPAGE;  // retry
   *foliop = folio;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "mm/filemap.h"
 #include "mm/hugetlb.h"
 #include "trace/trace.h"
 
@@ -18,6 +19,7 @@ File::~File() {
   // pin references, no longer in any page cache. hugetlbfs evicts its own
   // cache, giving back the reservations of the pages it frees.
   if (hstate) hugetlb_evict_inode(this);
+  shmem_evict_swap(this);  // shmem_evict_inode: the slots of swapped-out pages
   std::map<uint64_t, Folio*> cache;
   {
     MutexGuard g(&lock);

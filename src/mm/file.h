@@ -21,11 +21,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "mmlab/types.h"
+#include "pgtable/entry.h"
 #include "phys/page.h"
 #include "sync/mutex.h"
+#include "sync/rwsem.h"
 
 namespace mmlab {
 
@@ -48,8 +51,21 @@ struct File {
   // xa_lock: nothing but leaf locks is taken while it is held.
   Mutex lock{LockClass::kPageCacheLock};
   std::map<uint64_t, Folio*> pages GUARDED_BY(lock);
-  // No i_mmap: the model keeps no file rmap (hugetlb's unmap_ref_private,
-  // its only reader here, walks the folio's anon_vma instead).
+  // shmem: the swap entries of pages shmem_writeout() moved to swap, one per
+  // page (the xarray's value entries in the kernel); each holds one swap
+  // count on its slot. An index is in pages or here, never both.
+  std::map<uint64_t, swp_entry_t> swapped GUARDED_BY(lock);
+  // i_mmap and i_mmap_rwsem: every VMA that maps this file (shared or
+  // private), for the file rmap walks of shmem reclaim (try_to_unmap) and of
+  // truncation (unmap_mapping_range). The kernel keeps an interval tree; a
+  // set is walked whole and each VMA's range checked. A VMA joins when it is
+  // linked (vma_link, split_vma) and leaves before its page tables can be
+  // freed (unlink_file_vma); its range changes (split, merge, mremap's
+  // expansion) with the lock held for write, as vma_prepare does, so a
+  // walker reads a VMA's range whole. hugetlb's unmap_ref_private still
+  // walks the folio's anon_vma, as before.
+  RwSemaphore i_mmap_rwsem{LockClass::kImmapLock};
+  std::set<Vma*> i_mmap GUARDED_BY(i_mmap_rwsem);
 
   std::unique_ptr<HugetlbFileState> hstate;  // hugetlbfs reservations
 

@@ -128,9 +128,74 @@ int file_populate(File* f, uint64_t size) {
 
 }  // namespace
 
-int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start) {
+void filemap_remove_folio(File* f, Folio* folio) {
+  const uint64_t index = folio->page.index;
+  {
+    MutexGuard g(&f->lock);
+    auto it = f->pages.find(index);
+    if (it == f->pages.end() || it->second != folio) return;
+    f->pages.erase(it);
+    aref(folio->page.mapping).store(0, std::memory_order_release);
+  }
+  MM_TRACE("mm_filemap_delete_from_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index,
+           folio_order(folio));
+  folio_put_refs(folio, static_cast<int>(folio_nr_pages(folio)));  // the caller holds its own
+}
+
+namespace {
+
+// shmem_get_folio's lookup of a swapped-out page: read it back if the file
+// holds a swap entry at index (*foliop locked); 1 if there is none.
+int shmem_lookup_swapped(File* f, uint64_t index, Folio** foliop, uint64_t* start, bool* major) {
+  if (!file_is_shmem(f)) return 1;
+  swp_entry_t entry{};
+  {
+    MutexGuard g(&f->lock);
+    auto it = f->swapped.find(index);
+    if (it == f->swapped.end()) return 1;
+    entry = it->second;
+  }
+  int err = shmem_swapin_folio(f, index, entry, foliop, major);
+  if (!err) *start = index;
+  return err;
+}
+
+// pread's and pwrite's lookup (SGP_READ, SGP_WRITE): the cached folio at
+// index, or the page read back from swap, referenced and unlocked; nullptr
+// for a hole. -EIO if the swap read failed.
+int filemap_get_or_swapin(File* f, uint64_t index, Folio** foliop, uint64_t* start) {
+  for (;;) {
+    Folio* folio = filemap_get_folio(f, index, start);
+    if (!folio) {
+      const int r = shmem_lookup_swapped(f, index, &folio, start, nullptr);
+      if (r == -EAGAIN) continue;  // the entry changed meanwhile: look again
+      if (r < 0) return r;
+      if (r == 0) folio_unlock(folio);
+    }
+    *foliop = folio;
+    return 0;
+  }
+}
+
+}  // namespace
+
+int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start, bool* major) {
   if (index >= file_end_index(f)) return -EINVAL;
   Folio* folio = filemap_get_folio(f, index, start);
+  if (!folio) {
+    int r = shmem_lookup_swapped(f, index, &folio, start, major);
+    if (r <= 0) {
+      if (r) return r;
+      // Perhaps the file shrank meanwhile.
+      if (index >= file_end_index(f)) {
+        folio_unlock(folio);
+        folio_put(folio);
+        return -EINVAL;
+      }
+      *foliop = folio;
+      return 0;
+    }
+  }
   if (!folio) {
     Folio* nf = filemap_alloc_folio(f);
     if (!nf) return -ENOMEM;
@@ -143,7 +208,7 @@ int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* sta
     folio_put(folio);
     return -EAGAIN;
   }
-  // Perhaps the file shrank since we checked (no truncate yet; kept for form).
+  // Perhaps the file shrank since we checked (a racing truncation).
   if (index >= file_end_index(f)) {
     folio_unlock(folio);
     folio_put(folio);
@@ -242,7 +307,12 @@ long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len) {
     const uint64_t in_page = pos & ~PAGE_MASK;
     const uint64_t n = std::min(len - done, PAGE_SIZE - in_page);
     uint64_t start = 0;
-    Folio* folio = filemap_get_folio(f.get(), index, &start);
+    Folio* folio = nullptr;
+    if (int err = filemap_get_or_swapin(f.get(), index, &folio, &start)) {
+      if (!done) return err;
+      len = done;  // a short read up to the page that failed
+      break;
+    }
     // shmem (SGP_READ) reads a fallocated, never-used folio as a hole.
     if (folio && file_is_shmem(f.get()) && !folio_test_uptodate(folio)) {
       folio_put(folio);
@@ -277,7 +347,11 @@ long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t le
     const uint64_t n = std::min(len - done, PAGE_SIZE - in_page);
     // write_begin: find or create the folio (past EOF too) and lock it.
     uint64_t start = 0;
-    Folio* folio = filemap_get_folio(f.get(), index, &start);
+    Folio* folio = nullptr;
+    if (int err = filemap_get_or_swapin(f.get(), index, &folio, &start)) {
+      if (!done) return err;
+      break;
+    }
     if (!folio) {
       Folio* nf = filemap_alloc_folio(f.get());
       if (!nf) break;

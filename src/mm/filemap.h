@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mm/file.h"
+#include "pgtable/entry.h"
 #include "mm/mm.h"
 #include "mmlab/types.h"
 
@@ -45,9 +46,57 @@ uint64_t file_end_index(const File* f);
 // caller holds f->lock.
 Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock);
 // shmem_get_folio(SGP_CACHE) / filemap_fault's lookup: the folio for page
-// `index`, referenced and locked, created if the page is a hole. -EINVAL
-// past EOF, -ENOMEM, or -EAGAIN if the folio left the cache meanwhile.
-[[nodiscard]] int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start);
+// `index`, referenced and locked, created if the page is a hole, read back
+// if shmem swapped it out (*major set when that read did I/O). -EINVAL past
+// EOF, -ENOMEM, -EIO (a failed swap read), or -EAGAIN if the folio left the
+// cache meanwhile.
+[[nodiscard]] int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start,
+                                        bool* major = nullptr);
+// filemap_remove_folio (delete_from_page_cache): a locked, unmapped folio
+// leaves f's page cache, which drops its references.
+void filemap_remove_folio(File* f, Folio* folio);
+
+// ---- shmem (mm/shmem.cpp) ----
+// shmem_writeout: a locked, unmapped, isolated shmem folio goes to swap:
+// slots allocated (the swap cache holds the folio), the file keeps the swap
+// entry in place of the folio (holding one swap count per page), and the
+// write starts. 0, or -ENOMEM (no swap space: redirtied, to be kept).
+[[nodiscard]] int shmem_writeout(Folio* folio);
+// shmem_swapin_folio: page `index` of f, swapped out as entry, back into the
+// page cache, locked and referenced. *major (if given) is set when the
+// folio had left the swap cache and was read. -EAGAIN: the entry changed
+// meanwhile (look again); -EIO: the read failed.
+[[nodiscard]] int shmem_swapin_folio(File* f, uint64_t index, swp_entry_t entry, Folio** foliop, bool* major);
+// shmem_undo_range / shmem_truncate_range over bytes [lstart, lend]
+// (UINT64_MAX: to the end): pages and swap entries go, partial pages are zeroed.
+void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend);
+// ftruncate of a shmem file (shmem_setattr), hole punching (shmem_fallocate).
+[[nodiscard]] int shmem_setattr_size(File* f, uint64_t newsize);
+[[nodiscard]] int shmem_fallocate_punch(File* f, uint64_t offset, uint64_t len);
+// The swap entries of a file being destroyed (shmem_evict_inode).
+void shmem_evict_swap(File* f);
+
+// ---- truncation (mm/truncate.cpp) ----
+// What do_sys_ftruncate and vfs_fallocate return for hugetlbfs, whose
+// truncation is not modelled; the scenario runner turns it into a SKIP. The
+// kernel never returns it there.
+inline constexpr int kTruncateNotModelled = -ENOSYS;
+// truncate_inode_folio: a locked page-cache folio leaves the cache (unmapped first if a fault mapped it again).
+void truncate_inode_folio(File* f, Folio* folio);
+// Every cached folio of pages [start, end) through truncate_inode_folio.
+void truncate_inode_folios(File* f, uint64_t start, uint64_t end);
+// truncate_inode_pages_range over bytes [lstart, lend] (UINT64_MAX: to the end).
+void truncate_inode_pages_range(File* f, uint64_t lstart, uint64_t lend);
+// truncate_pagecache (a file shrunk to newsize), truncate_pagecache_range (a hole).
+void truncate_pagecache(File* f, uint64_t newsize);
+void truncate_pagecache_range(File* f, uint64_t lstart, uint64_t lend);
+// do_truncate / do_sys_ftruncate: 0 or -errno (-EINVAL for a negative length).
+[[nodiscard]] int do_truncate(File* f, int64_t length);
+[[nodiscard]] int do_sys_ftruncate(Kernel* k, int fd, int64_t length);
+// vfs_fallocate / ksys_fallocate: FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+// only (the model's files are allocated whole); 0 or -errno.
+[[nodiscard]] int vfs_fallocate(File* f, int mode, int64_t offset, int64_t len);
+[[nodiscard]] int ksys_fallocate(Kernel* k, int fd, int mode, int64_t offset, int64_t len);
 // Does the VMA's file have ->page_mkwrite (ext4-class files)?
 bool vma_has_page_mkwrite(const Vma* vma);
 

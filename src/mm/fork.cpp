@@ -487,8 +487,8 @@ int dup_mmap(Mm* mm, Mm* oldmm) {
     // anon_vma at its first fault.
     if (!(tmp->vm_flags & VM_WIPEONFORK)) anon_vma_fork(tmp.get(), mpnt);
     tmp->vm_flags &= ~VM_LOCKED_MASK;  // mlock() is not inherited
-    // The kernel also puts a file VMA's twin on the file's i_mmap here
-    // (vma_interval_tree_insert_after); the model keeps no file rmap.
+    // vma_link puts a file VMA's twin on the file's i_mmap
+    // (vma_interval_tree_insert_after in the kernel).
     Vma* dst = vma_link(mm, std::move(tmp));
     if (!(dst->vm_flags & VM_WIPEONFORK)) retval = copy_page_range(dst, mpnt);
     if (retval) break;

@@ -14,7 +14,11 @@ Kernel::Kernel()
   vm_debug_init();  // the VM_* reports find this Kernel through mm/debug.cpp
 }
 
-Kernel::~Kernel() = default;
+Kernel::~Kernel() {
+  // Files go before the swap devices: a shmem file's swapped-out pages hold
+  // swap slots, which its destruction frees (shmem_evict_inode).
+  files.reset();
+}
 
 bool Kernel::vm_warn_records() const {
   return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc;

@@ -10,12 +10,17 @@
 //
 // MADV_COLLAPSE is khugepaged's (reached through mm/khugepaged_hooks.h).
 //
+// MADV_REMOVE punches a hole in the file behind a shared mapping
+// (madvise_remove -> vfs_fallocate, mm/truncate.cpp and mm/shmem.cpp).
+//
 // Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
-// (nothing to read ahead), MADV_REMOVE (-EINVAL: needs shmem files),
-// MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without CONFIG_MEMORY_FAILURE).
+// (nothing to read ahead), MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without
+// CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
 #include "mm/anon_vma.h"
+#include "mm/file.h"
+#include "mm/filemap.h"
 #include "mm/gup_hooks.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
@@ -235,10 +240,11 @@ void cold_or_pageout_folio(Folio* folio, ColdOrPageout what, std::vector<Folio*>
   list->push_back(folio);
 }
 
-// A folio the walk leaves alone: MADV_PAGEOUT reclaims anonymous folios
-// only (file reclaim is not modelled); MADV_COLD deactivates any folio.
+// A folio the walk leaves alone: MADV_PAGEOUT reclaims anonymous and shmem
+// folios (shmem_writeout); the reclaim of the ext4 class's page cache is not
+// modelled. MADV_COLD deactivates any folio.
 bool skip_folio(const Folio* folio, ColdOrPageout what) {
-  return what == ColdOrPageout::kPageout && !folio_test_anon(folio);
+  return what == ColdOrPageout::kPageout && !folio_test_anon(folio) && !folio_test_swapbacked(folio);
 }
 
 // The PMD-leaf part of madvise_cold_or_pageout_pte_range. true: done with
@@ -323,9 +329,10 @@ void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPage
 void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what) {
   mmap_assert_locked(vma->vm_mm);
   Kernel* k = vma->vm_mm->kernel;
-  // Shared mappings hold page cache or shmem, which the model does not
-  // reclaim; MADV_COLD still deactivates their folios.
-  if (what == ColdOrPageout::kPageout && (vma->vm_flags & (VM_SHARED | VM_MAYSHARE))) return;
+  // Shared mappings of the ext4 class hold page cache the model does not
+  // reclaim; MADV_COLD still deactivates their folios. Shared anonymous
+  // memory and shmem files are reclaimed to swap (shmem_writeout).
+  if (what == ColdOrPageout::kPageout && (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) && !vma_is_shmem(vma)) return;
   end = std::min(end, vma->vm_end);
   for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
     next = pmd_addr_end(addr, end);
@@ -445,13 +452,6 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
     case MADV_DONTNEED_LOCKED:
     case MADV_FREE:
       return madvise_dontneed_free(vma, start, end, behavior);
-    case MADV_REMOVE:
-      // madvise_remove punches a hole in a shared writable file's page
-      // cache (vfs_fallocate(FALLOC_FL_PUNCH_HOLE)); the model's files have
-      // no hole punching, so it refuses every range where the kernel would
-      // succeed on a shared writable memfd (docs/NOTES.md, "Not modelled").
-      *pprev = nullptr;
-      return -EINVAL;
     case MADV_WILLNEED:
       // The kernel starts swap-in (or readahead) of the range and returns;
       // the model starts none: its swap cache stays as it was.
@@ -615,6 +615,47 @@ int madvise_walk_vmas(Mm* mm, uint64_t start, uint64_t end, int behavior, Madvis
   return unmapped_error;
 }
 
+// madvise_remove for the piece [start, end) of vma: the checks, then the
+// hole, punched with mmap_lock dropped (vfs_fallocate may sleep on the
+// file's locks; the kernel holds a file reference meanwhile, as the VMA may
+// go). Returns with mmap_lock held for read again; the caller looks the VMAs
+// up afresh.
+int madvise_remove(Mm* mm, Vma* vma, uint64_t start, uint64_t end) REQUIRES_SHARED(mm->mmap_lock) {
+  if (vma->vm_flags & VM_LOCKED) return -EINVAL;
+  if (!vma->vm_file) return -EINVAL;
+  // vma_is_shared_maywrite: a private mapping, or one of a file opened read-only.
+  if ((vma->vm_flags & (VM_SHARED | VM_MAYWRITE)) != (VM_SHARED | VM_MAYWRITE)) return -EACCES;
+  const int64_t offset = static_cast<int64_t>((start - vma->vm_start) + (vma->vm_pgoff << PAGE_SHIFT));
+  std::shared_ptr<File> f = vma->vm_file;  // get_file
+  mmap_read_unlock(mm);
+  constexpr int FALLOC_FL_KEEP_SIZE = 0x01, FALLOC_FL_PUNCH_HOLE = 0x02;
+  const int error = vfs_fallocate(f.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                                  static_cast<int64_t>(end - start));
+  f.reset();  // fput
+  mmap_read_lock(mm);
+  return error;
+}
+
+// madvise_walk_vmas for MADV_REMOVE: as the walk above, but each piece drops
+// mmap_lock, so the next VMA is looked up again from where the piece ended
+// (mark_mmap_lock_dropped in the kernel).
+int madvise_remove_walk(Mm* mm, uint64_t start, uint64_t end) REQUIRES_SHARED(mm->mmap_lock) {
+  int unmapped_error = 0;
+  while (start < end) {
+    Vma* vma = find_vma(mm, start);
+    if (!vma) return -ENOMEM;
+    if (start < vma->vm_start) {
+      unmapped_error = -ENOMEM;
+      start = vma->vm_start;
+      if (start >= end) break;
+    }
+    const uint64_t piece_end = std::min(vma->vm_end, end);
+    if (int error = madvise_remove(mm, vma, start, piece_end)) return error;
+    start = piece_end;
+  }
+  return unmapped_error;
+}
+
 // madvise_populate: fault the whole range in; the errors say why it stopped.
 int madvise_populate(Mm* mm, uint64_t start, uint64_t end, int behavior) REQUIRES_SHARED(mm->mmap_lock) {
   long ret = mm_faultin_page_range(mm, start, end, behavior == MADV_POPULATE_WRITE);
@@ -698,6 +739,8 @@ int do_madvise(Mm* mm, uint64_t start, uint64_t len_in, int behavior) {
       mmap_read_lock(mm);
       if (behavior == MADV_POPULATE_READ || behavior == MADV_POPULATE_WRITE)
         error = madvise_populate(mm, start, end, behavior);
+      else if (behavior == MADV_REMOVE)
+        error = madvise_remove_walk(mm, start, end);
       else
         error = madvise_walk_vmas(mm, start, end, behavior, visit_read);
       mmap_read_unlock(mm);

@@ -23,6 +23,10 @@ struct ZapDetails {
   // PT_RECLAIM (v6.14, x86-64): free a PTE table that a zap of its whole
   // range emptied (MADV_DONTNEED, MADV_DONTNEED_LOCKED).
   bool reclaim_pt = false;
+  // even_cows: zap a private mapping's anonymous (CoW) folios and swap
+  // entries too. Only unmap_mapping_range asks to keep them: a hole
+  // punched in a file leaves the private copies, a truncation does not.
+  bool even_cows = true;
 };
 
 // Unmap every present/swap entry of [start, end) inside vma, releasing the
@@ -36,6 +40,13 @@ void zap_vma_range(Vma* vma, uint64_t start, uint64_t end, const ZapDetails* det
 // caller puts after its TLB flush and the PTL (as the mmu_gather would), or
 // nullptr.
 Folio* zap_one_pte(Vma* vma, pte_t* pte, uint64_t addr);
+
+// unmap_mapping_range (mm/memory.c): zap, in every VMA on the file's i_mmap,
+// the pages of the file's byte range [holebegin, holebegin + holelen)
+// (holelen 0: to the end of the file); a private mapping's CoW copies go
+// too only with even_cows. Called without mmap_lock, under i_mmap_rwsem,
+// as the kernel's. Guard markers stay (no ZAP_FLAG_DROP_MARKER).
+void unmap_mapping_range(File* f, uint64_t holebegin, uint64_t holelen, bool even_cows);
 
 // Free the page-table pages that map only [start, end), where no VMA remains,
 // staying within [floor, ceiling) (the neighbours' tables are kept).

@@ -241,6 +241,7 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
     for (auto& v : gone) zap_vma_range(v.get(), v->vm_start, v->vm_end);
   for (auto& v : gone) {
     if (is_vm_hugetlb_page(v.get())) hugetlb_vm_op_close(v.get());  // vm_ops->close
+    unlink_file_vma(v.get());
     unlink_anon_vmas(v.get());
   }
   free_pgtables(mm, start, end, floor, ceiling);
@@ -483,6 +484,7 @@ void exit_mmap(Mm* mm) {
   for (auto& kv : mm->vmas) zap_vma_range(kv.second.get(), kv.second->vm_start, kv.second->vm_end);
   for (auto& kv : mm->vmas) {
     if (is_vm_hugetlb_page(kv.second.get())) hugetlb_vm_op_close(kv.second.get());  // vm_ops->close
+    unlink_file_vma(kv.second.get());
     unlink_anon_vmas(kv.second.get());
   }
   free_pgtables(mm, 0, mm->task_size, 0, 0);

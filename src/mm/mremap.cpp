@@ -22,6 +22,7 @@
 
 #include "base/mmdebug.h"
 #include "mm/anon_vma.h"
+#include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
@@ -180,10 +181,16 @@ long expand_vma(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
     // vma_merge_extend: the VMA grows, then may merge with the next one.
     mmap_assert_write_locked(vma->vm_mm);
     vma_start_write(vma);
-    {
+    auto grow = [&] {
       AnonVmaWriteLock rmap(vma->anon_vma);
       WriteGuard tree(&mm->vma_tree_lock);
       vma->vm_end += delta;
+    };
+    if (File* f = vma->vm_file.get()) {
+      WriteGuard immap(&f->i_mmap_rwsem);  // vma_prepare: a file VMA's range changes
+      grow();
+    } else {
+      grow();
     }
     mm->total_vm.fetch_add(delta >> PAGE_SHIFT, std::memory_order_relaxed);
     vma = vma_merge_neighbours(mm, vma);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "mm/file.h"
 #include "mm/huge_mm.h"
 #include "mm/memory.h"
 #include "mm/swap.h"
@@ -592,7 +593,46 @@ bool try_to_unmap_one(Folio* folio, Vma* vma) {
 
 }  // namespace
 
+namespace {
+
+// try_to_unmap_one for one PTE of a page-cache folio (shmem reclaim): the
+// entry is cleared and stays none. The file is what the next fault reads:
+// its page cache, or, once shmem_writeout() has moved the page to swap, the
+// swap entry the file holds in its place (no swap PTE, unlike anonymous
+// memory). A dirty PTE dirties the folio.
+bool try_to_unmap_file_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* batch) {
+  Mm* mm = pvmw->vma->vm_mm;
+  pte_t* pte = pvmw->pte;
+  Page* subpage = mm->phys->pfn_to_page(pte_pfn(ptep_get(pte)));
+  const pte_t pteval = entry_xchg(pte, pte_t{0});
+  batch->cleared();
+  if (pte_dirty(pteval)) folio_set_dirty(folio);
+  dec_mm_counter(mm, mm_counter_file(folio));
+  batch->discarded(subpage, 1);
+  return true;
+}
+
+// rmap_walk_file for try_to_unmap: every VMA on the file's i_mmap (shared
+// and private mappings alike map the page-cache folio).
+void try_to_unmap_file(Folio* folio) {
+  auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
+  if (!f) return;
+  ReadGuard g(&f->i_mmap_rwsem);  // i_mmap_lock_read
+  for (Vma* vma : f->i_mmap) {
+    const bool ok = try_to_unmap_vma(folio, vma, 0, [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
+      return try_to_unmap_file_pte(folio, w, b);
+    });
+    if (!ok || !folio_mapped(folio)) break;
+  }
+}
+
+}  // namespace
+
 void try_to_unmap(Folio* folio) {
+  if (!folio_test_anon(folio)) {
+    try_to_unmap_file(folio);
+    return;
+  }
   rmap_walk(folio, {.rmap_one = [folio](Vma* vma) { return try_to_unmap_one(folio, vma); },
                     .done = [folio] { return !folio_mapped(folio); }});
 }

@@ -203,6 +203,20 @@ std::unique_ptr<Vma> vm_area_dup(const Vma* src) {
   return vma;
 }
 
+void vma_link_file(Vma* vma) {
+  if (!vma->vm_file) return;
+  File* f = vma->vm_file.get();
+  WriteGuard g(&f->i_mmap_rwsem);
+  f->i_mmap.insert(vma);
+}
+
+void unlink_file_vma(Vma* vma) {
+  if (!vma->vm_file) return;
+  File* f = vma->vm_file.get();
+  WriteGuard g(&f->i_mmap_rwsem);
+  f->i_mmap.erase(vma);
+}
+
 Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   Vma* v = vma.get();
   // fork sets vm_mm before anon_vma_fork() makes the VMA visible to rmap
@@ -210,8 +224,11 @@ Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) {
   if (v->vm_mm != mm) v->vm_mm = mm;
   VM_BUG_ON(find_vma_intersection(mm, v->vm_start, v->vm_end), "vma_link over a mapped range");
   vma_start_write_mm(mm, v);
-  WriteGuard tree(&mm->vma_tree_lock);
-  mm->vmas.emplace(v->vm_start, std::move(vma));
+  {
+    WriteGuard tree(&mm->vma_tree_lock);
+    mm->vmas.emplace(v->vm_start, std::move(vma));
+  }
+  vma_link_file(v);  // not under the tree lock, a leaf lock
   return v;
 }
 
@@ -238,7 +255,7 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
   // A PMD leaf straddling addr becomes PTEs before the VMA boundary appears.
   vma_adjust_trans_huge(vma, addr, addr);
 
-  {
+  auto adjust = [&] {
     AnonVmaWriteLock rmap(vma->anon_vma);
     WriteGuard tree(&mm->vma_tree_lock);
     if (new_below) {
@@ -252,6 +269,15 @@ int split_vma(Mm* mm, Vma* vma, uint64_t addr, bool new_below) {
     }
     uint64_t key = nv->vm_start;
     mm->vmas.emplace(key, std::move(nv));
+  };
+  // vma_prepare: a file VMA's i_mmap_rwsem for write, then its anon_vma's;
+  // the new piece joins i_mmap in the same section.
+  if (File* f = vma->vm_file.get()) {
+    WriteGuard immap(&f->i_mmap_rwsem);
+    f->i_mmap.insert(nv.get());
+    adjust();
+  } else {
+    adjust();
   }
   return 0;
 }
@@ -336,7 +362,7 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
   }
 
   std::vector<std::unique_ptr<Vma>> gone;
-  {
+  auto adjust = [&] {
     AnonVmaWriteLock rmap(target->anon_vma);
     {
       WriteGuard tree(&mm->vma_tree_lock);
@@ -348,6 +374,15 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) {
     }
     vm_flags_reset(target, flags);
     vma_set_page_prot(target);
+  };
+  // vma_prepare: the file's i_mmap_rwsem for write across the change (the
+  // victims map the same file: is_mergeable_vma); they leave i_mmap in it.
+  if (File* f = target->vm_file.get()) {
+    WriteGuard immap(&f->i_mmap_rwsem);
+    adjust();
+    for (auto& v : gone) f->i_mmap.erase(v.get());
+  } else {
+    adjust();
   }
 
   for (auto& v : gone) unlink_anon_vmas(v.get());

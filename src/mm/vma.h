@@ -24,8 +24,15 @@ Vma* vma_merge_neighbours(Mm* mm, Vma* vma) REQUIRES(mm->mmap_lock);
 std::unique_ptr<Vma> vm_area_dup(const Vma* src);
 
 // Insert a VMA whose range is free into mm's tree, write-locked (vma_link).
-// Returns the VMA, now owned by mm.
+// Returns the VMA, now owned by mm. A file VMA also joins its file's i_mmap.
 Vma* vma_link(Mm* mm, std::unique_ptr<Vma> vma) REQUIRES(mm->mmap_lock);
+
+// The file rmap (mm/vma.c's vma_link_file, mm/mmap.c's unlink_file_vma): a
+// file VMA joins its file's i_mmap when linked and leaves it before its page
+// tables may be freed or the VMA destroyed (munmap, exit, merge, a moved
+// VMA), so that a walker under i_mmap_rwsem never meets a freed VMA.
+void vma_link_file(Vma* vma);
+void unlink_file_vma(Vma* vma);
 
 // The first VMA intersecting [start, end), or nullptr (find_vma_intersection).
 Vma* find_vma_intersection(Mm* mm, uint64_t start, uint64_t end) REQUIRES_SHARED(mm->mmap_lock);

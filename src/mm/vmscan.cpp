@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "base/mmdebug.h"
+#include "mm/file.h"
+#include "mm/filemap.h"
 #include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
@@ -84,16 +86,33 @@ std::optional<Reclaim> add_to_swap(Kernel* k, Folio* folio, std::vector<Folio*>*
   return std::nullopt;
 }
 
+// A shmem folio still in its file's page cache (not yet moved to swap).
+bool shmem_cache_folio(const Folio* folio) {
+  return !folio_test_anon(folio) && folio_test_swapbacked(folio) && !folio_test_swapcache(folio) &&
+         aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire) != 0;
+}
+
+// __remove_mapping for a clean shmem folio still in the page cache: held by
+// nobody but the page cache and the reclaimer, it leaves the cache (a hole
+// again: it was never written, so it reads as zeros) and is freed.
+bool remove_mapping_file(Folio* folio) {
+  auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
+  if (folio_ref_count(folio) != 1 + static_cast<int>(folio_nr_pages(folio))) return false;
+  filemap_remove_folio(f, folio);
+  return true;
+}
+
 // shrink_folio_list() for one locked folio.
 Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
-  // Page-cache folios are not reclaimed by the model (the walk does not
-  // isolate them for MADV_PAGEOUT).
-  if (!folio_test_anon(folio)) return Reclaim::kKeep;
+  // Page-cache folios of the ext4 class are not reclaimed by the model (the
+  // walk does not isolate them for MADV_PAGEOUT); shmem's are.
+  const bool shmem = shmem_cache_folio(folio);
+  if (!folio_test_anon(folio) && !shmem) return Reclaim::kKeep;
   // Its write is still in flight: kept for a later pass.
   if (folio_test_writeback(folio)) return Reclaim::kKeep;
   // Anonymous memory needs backing store; a lazy-free folio is discarded
   // instead and needs none.
-  if (folio_test_swapbacked(folio) && !folio_test_swapcache(folio)) {
+  if (!shmem && folio_test_swapbacked(folio) && !folio_test_swapcache(folio)) {
     if (std::optional<Reclaim> r = add_to_swap(k, folio, list)) return *r;
   }
   if (folio_mapped(folio)) {
@@ -117,7 +136,13 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
     // (in the swap cache, for a later reclaim pass); a synchronous one
     // (zram) is done, and the folio can go at once.
     folio_clear_dirty(folio);
-    swap_writeout(k, folio);
+    if (shmem) {
+      // pageout() -> shmem_writeout(): the folio moves from the page cache
+      // to the swap cache, its file keeping the swap entry.
+      if (shmem_writeout(folio)) return Reclaim::kActivate;
+    } else {
+      swap_writeout(k, folio);
+    }
     if (folio_test_swapbacked(folio) && swap_writeout_is_async(k, folio)) {
       folio_start_writeback(k, folio);
       return Reclaim::kKeep;
@@ -131,6 +156,7 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
     k->stats->count(VmStat::pglazyfreed, static_cast<uint64_t>(folio_nr_pages(folio)));
     return Reclaim::kFreed;
   }
+  if (shmem_cache_folio(folio)) return remove_mapping_file(folio) ? Reclaim::kFreed : Reclaim::kKeep;
   return remove_mapping(k, folio) ? Reclaim::kFreed : Reclaim::kKeep;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/mmdebug.h"
+#include "mm/file.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
@@ -34,8 +35,18 @@ struct ZapBatch {
   }
 };
 
+// should_zap_cows: zap anonymous (CoW) pages and swap entries too? Every
+// zap but unmap_mapping_range's for a punched hole does.
+bool should_zap_cows(const ZapDetails* details) { return !details || details->reclaim_pt || details->even_cows; }
+
+// should_zap_folio
+bool should_zap_folio(const ZapDetails* details, const Folio* folio) {
+  return should_zap_cows(details) || !folio_test_anon(folio);
+}
+
 // zap_present_ptes: returns how many PTEs it consumed (a batch for a large folio).
-unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr, ZapBatch* batch) {
+unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsigned max_nr, ZapBatch* batch,
+                          const ZapDetails* details) {
   Mm* mm = vma->vm_mm;
   Page* page = vm_normal_page(vma, addr, ptent);
   if (!page) {  // the zero page or a PFN map: nothing to release
@@ -43,6 +54,7 @@ unsigned zap_present_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, unsi
     return 1;
   }
   Folio* folio = page_folio(page);
+  if (!should_zap_folio(details, folio)) return 1;
   unsigned nr = 1;
   if (folio_test_large(folio) && max_nr > 1) {
     nr = folio_pte_batch(folio, pte, ptent, max_nr);
@@ -80,11 +92,19 @@ unsigned zap_nonpresent_ptes(Vma* vma, pte_t* pte, pte_t ptent, uint64_t addr, u
     }
   }
   if (!non_swap_entry(entry)) {
+    if (!should_zap_cows(details)) {  // a private mapping's swapped-out copy stays
+      *any_skipped = true;
+      return 1;
+    }
     nr = swap_pte_batch(pte, max_nr, ptent);
     add_mm_counter(mm, MM_SWAPENTS, -static_cast<long>(nr));
     free_swap_and_cache_nr(mm->kernel, entry, nr);
   } else if (is_migration_entry(entry)) {
     Folio* folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(entry)));
+    if (!should_zap_folio(details, folio)) {
+      *any_skipped = true;
+      return 1;
+    }
     dec_mm_counter(mm, mm_counter(folio));
   }
   for (unsigned i = 0; i < nr; i++) ptep_get_and_clear(mm, addr + i * PAGE_SIZE, pte + i);
@@ -102,7 +122,7 @@ Folio* zap_one_pte(Vma* vma, pte_t* pte, uint64_t addr) {
     return nullptr;
   }
   ZapBatch batch;
-  zap_present_ptes(vma, pte, ptent, addr, 1, &batch);
+  zap_present_ptes(vma, pte, ptent, addr, 1, &batch, nullptr);
   return batch.folios.empty() ? nullptr : batch.folios.front().first;
 }
 
@@ -185,7 +205,7 @@ void zap_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, const ZapD
     if (pte_none(ptent)) {
       // skip
     } else if (pte_present(ptent)) {
-      nr = zap_present_ptes(vma, pte, ptent, addr, max_nr, &batch);
+      nr = zap_present_ptes(vma, pte, ptent, addr, max_nr, &batch, details);
       flush = true;
     } else {
       nr = zap_nonpresent_ptes(vma, pte, ptent, addr, max_nr, details, &any_skipped);
@@ -237,6 +257,32 @@ void zap_vma_range(Vma* vma, uint64_t start, uint64_t end, const ZapDetails* det
     pud_t v = pudp_get(pud);
     if (!pud_present(v) || pud_leaf(v)) continue;  // PUD leaves (hugetlb 1G) arrive with hugetlb
     zap_pmd_range(vma, v, addr, next, details);
+  }
+}
+
+// ---- unmap_mapping_range ----
+
+void unmap_mapping_range(File* f, uint64_t holebegin, uint64_t holelen, bool even_cows) {
+  const uint64_t first = holebegin >> PAGE_SHIFT;
+  uint64_t last = UINT64_MAX;  // holelen 0: to the end
+  if (holelen) {
+    const uint64_t nr = (holelen + PAGE_SIZE - 1) >> PAGE_SHIFT;
+    if (first + nr > first) last = first + nr - 1;
+  }
+  const ZapDetails details{.drop_markers = false, .reclaim_pt = false, .even_cows = even_cows};
+  ReadGuard g(&f->i_mmap_rwsem);  // i_mmap_lock_read
+  for (Vma* vma : f->i_mmap) {
+    // unmap_mapping_range_tree: the part of [first, last] this VMA maps.
+    const uint64_t vfirst = vma->vm_pgoff, vlast = vma->vm_pgoff + vma->pages() - 1;
+    if (last < vfirst || first > vlast) continue;
+    const uint64_t zfirst = std::max(first, vfirst), zlast = std::min(last, vlast);
+    const uint64_t start = vma->vm_start + ((zfirst - vfirst) << PAGE_SHIFT);
+    const uint64_t end = vma->vm_start + ((zlast - vfirst + 1) << PAGE_SHIFT);
+    // zap_page_range_single: its own gather per VMA.
+    MmuGather tlb;
+    tlb_gather_mmu(&tlb, vma->vm_mm);
+    zap_vma_range(vma, start, end, &details);
+    tlb_finish_mmu(&tlb);
   }
 }
 

@@ -1,5 +1,6 @@
 // /proc/PID/smaps and the rss lines of /proc/PID/status, in the kernel's
 // formats (fs/proc/task_mmu.c: show_smap, smaps_account, task_mem).
+#include <set>
 #include <string>
 
 #include "fault/fault.h"
@@ -72,13 +73,32 @@ void smaps_account(MemSizeStats* mss, Page* page, bool compound, bool young, boo
   }
 }
 
+// A shmem VMA's swapped-out pages are held by its file, not by swap PTEs
+// (shmem_swap_usage): a shared or read-only mapping counts every one in its
+// range; a private writable one only those under an empty PTE, since a CoW
+// copy hides the file's page there (smaps_shmem_walk_ops' pte_hole).
+// Swap only: the kernel adds nothing to SwapPss for them.
+void smaps_shmem_swap(Vma* vma, const std::set<uint64_t>& filled, MemSizeStats* mss) {
+  if (!vma_is_shmem(vma)) return;
+  File* f = vma->vm_file.get();
+  const bool all = (vma->vm_flags & VM_SHARED) || !(vma->vm_flags & VM_WRITE);
+  const uint64_t first = vma->vm_pgoff, last = vma->vm_pgoff + vma->pages();
+  MutexGuard g(&f->lock);
+  for (auto it = f->swapped.lower_bound(first); it != f->swapped.end() && it->first < last; ++it) {
+    const uint64_t addr = vma->vm_start + ((it->first - first) << PAGE_SHIFT);
+    if (all || !filled.count(addr)) mss->swap += PAGE_SIZE;
+  }
+}
+
 // smap_gather_stats() for one VMA. mmap_lock held (read).
 void smap_gather_stats(Vma* vma, MemSizeStats* mss, uint64_t* huge_page_size) {
   mmap_assert_locked(vma->vm_mm);
   bool locked = vma->vm_flags & VM_LOCKED;
   bool hugetlb = vma->vm_flags & VM_HUGETLB;
   PageWalkOps ops;
+  std::set<uint64_t> filled;  // addresses with a PTE (for a shmem VMA's swap, below)
   ops.pte_entry = [&](uint64_t addr, pte_t* ptep) {
+    filled.insert(addr);
     pte_t pte = ptep_get(ptep);
     if (!pte_present(pte)) {
       // Swap entries (no swap device yet: each counts as mapped once).
@@ -124,6 +144,7 @@ void smap_gather_stats(Vma* vma, MemSizeStats* mss, uint64_t* huge_page_size) {
     smaps_account(mss, page, /*compound=*/true, pud_young(pud), pud_dirty(pud), locked);
   };
   walk_page_range(vma->vm_mm, vma->vm_start, vma->vm_end, ops);
+  smaps_shmem_swap(vma, filled, mss);
 }
 
 // show_smap_vma_flags(): two letters per set flag, by bit number.

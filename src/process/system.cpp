@@ -356,6 +356,13 @@ long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
   return ksys_pwrite64(k_.get(), fd, off, buf, len);
 }
 int System::close_file(int fd) { return close_fd(k_.get(), fd); }
+int System::file_ftruncate(int fd, int64_t length) {
+  return do_sys_ftruncate(k_.get(), fd, length);
+}
+int System::file_punch_hole(int fd, int64_t off, int64_t len) {
+  constexpr int FALLOC_FL_KEEP_SIZE = 0x01, FALLOC_FL_PUNCH_HOLE = 0x02;
+  return ksys_fallocate(k_.get(), fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
+}
 int System::add_swap(uint64_t bytes, SwapKind kind) { return swapon(k_.get(), bytes, kind); }
 
 long System::swap_writeback_wait() { return mmlab::swap_writeback_wait(k_.get()); }

@@ -55,6 +55,14 @@ struct Swap {  // swap SIZE [blkdev|file|zram]
   int size_col = 0;  // the SIZE token's column, for scenario_check_sizes()
   std::string kind = "blkdev";
 };
+struct Truncate {  // truncate F SIZE: ftruncate(2)
+  std::string file;
+  uint64_t size = 0;  // any byte count below 2^63 (off_t)
+};
+struct PunchHole {  // punch-hole F OFFSET SIZE: fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)
+  std::string file;
+  uint64_t offset = 0, len = 0;  // byte counts below 2^63
+};
 struct Writeback {};   // writeback: wait for the swap writes in flight
 struct ShrinkSlab {};  // shrink-slab: run every shrinker once (2 into /proc/sys/vm/drop_caches)
 struct Khugepaged {  // khugepaged [N]
@@ -278,7 +286,7 @@ struct ExpectViolation {  // expect violation TEXT
 }  // namespace stmt
 
 using StmtBody =
-    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
+    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Truncate, stmt::PunchHole, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
                  stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,

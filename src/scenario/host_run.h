@@ -118,6 +118,8 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::Khugepaged& s);
   void run(const Stmt& st, const stmt::File& s);
   void run(const Stmt&, const stmt::Swap& s);
+  void run(const Stmt& st, const stmt::Truncate& s);
+  void run(const Stmt& st, const stmt::PunchHole& s);
   void run(const Stmt& st, const stmt::Writeback&);
   void run(const Stmt& st, const stmt::ShrinkSlab&);
   void run(const Stmt& st, const stmt::Mmap& s);

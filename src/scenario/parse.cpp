@@ -65,6 +65,8 @@ constexpr StatementVerb kVerbs[] = {
     {"tune", kKeyword, parse_tune},
     {"proc", kKeyword, parse_proc, nullptr, kNeverFails},
     {"file", kKeyword, parse_file},
+    {"truncate", kKeyword, parse_truncate},
+    {"punch-hole", kKeyword, parse_punch_hole},
     {"swap", kKeyword, parse_swap},
     {"writeback", kKeyword, parse_writeback},
     {"shrink-slab", kKeyword, parse_shrink_slab},
@@ -200,6 +202,8 @@ class NameTable {
   void names(const stmt::Fork& s) { use(s.parent, 'p'), bind(s.child, 'p'); }
   void names(const stmt::Exit& s) { use(s.proc, 'p'); }
   void names(const stmt::File& s) { bind(s.name, 'f'); }
+  void names(const stmt::Truncate& s) { use(s.file, 'f'); }
+  void names(const stmt::PunchHole& s) { use(s.file, 'f'); }
   void names(const stmt::Swap&) {}
   void names(const stmt::Writeback&) {}
   void names(const stmt::ShrinkSlab&) {}

@@ -174,6 +174,8 @@ StmtBody parse_sysfs(LineParser& lp, const std::string& subject);
 StmtBody parse_tune(LineParser& lp, const std::string& subject);
 StmtBody parse_file(LineParser& lp, const std::string& subject);
 StmtBody parse_swap(LineParser& lp, const std::string& subject);
+StmtBody parse_truncate(LineParser& lp, const std::string& subject);
+StmtBody parse_punch_hole(LineParser& lp, const std::string& subject);
 StmtBody parse_writeback(LineParser& lp, const std::string& subject);
 StmtBody parse_shrink_slab(LineParser& lp, const std::string& subject);
 StmtBody parse_khugepaged(LineParser& lp, const std::string& subject);

@@ -161,6 +161,7 @@ constexpr std::pair<const char*, int> kAdvice[] = {
     {"dontneed_locked", MADV_DONTNEED_LOCKED},
     {"guard_install", MADV_GUARD_INSTALL},
     {"guard_remove", MADV_GUARD_REMOVE},
+    {"remove", MADV_REMOVE},
 };
 
 int advice_from(const std::string& s) {

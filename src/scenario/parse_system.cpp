@@ -97,6 +97,40 @@ StmtBody parse_file(LineParser& lp, const std::string&) {
   return f;
 }
 
+namespace {
+
+// A file offset or length: any byte count that fits in off_t.
+uint64_t file_offset(LineParser& lp, const char* what) {
+  const Token* t = lp.peek();
+  const uint64_t v = lp.number(what);
+  if (v > static_cast<uint64_t>(INT64_MAX)) {
+    lp.back();
+    lp.fail(std::string(what) + " below 2^63 (a file offset, off_t), not '" + t->s + "'");
+  }
+  return v;
+}
+
+}  // namespace
+
+// truncate F SIZE
+StmtBody parse_truncate(LineParser& lp, const std::string&) {
+  stmt::Truncate t;
+  t.file = lp.name();
+  t.size = file_offset(lp, "a SIZE");
+  lp.end();
+  return t;
+}
+
+// punch-hole F OFFSET SIZE
+StmtBody parse_punch_hole(LineParser& lp, const std::string&) {
+  stmt::PunchHole p;
+  p.file = lp.name();
+  p.offset = file_offset(lp, "an OFFSET");
+  p.len = file_offset(lp, "a SIZE");
+  lp.end();
+  return p;
+}
+
 // swap SIZE [blkdev|file]
 StmtBody parse_swap(LineParser& lp, const std::string&) {
   stmt::Swap sw;

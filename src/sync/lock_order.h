@@ -20,8 +20,10 @@
 //      |                               fault mutex, the order in which
 //      |                               hugetlb_wp retakes the two)
 //      +- folio lock (PG_locked)       LockClass::kFolioLock (sleeping)
-//         +- anon_vma->rwsem,          LockClass::kRmapLock
-//         |  mapping->i_mmap_rwsem     (i_mmap first when both are held)
+//         +- mapping->i_mmap_rwsem     LockClass::kImmapLock (a file's VMAs:
+//         |  |                         read for its rmap walks, write while a
+//         |  |                         VMA of it changes its range)
+//         |  +- anon_vma->rwsem        LockClass::kRmapLock
 //         +- mm->page_table_lock,      LockClass::kPageTableLock (upper levels,
 //            |                         PUD leaves)
 //            +- split PMD lock         LockClass::kPmdLock

@@ -35,6 +35,7 @@ const char* class_name(LockClass c) {
     case LockClass::kHugetlbFaultMutex: return "hugetlb_fault_mutex";
     case LockClass::kHugetlbVmaLock: return "hugetlb_vma_lock";
     case LockClass::kFolioLock: return "folio_lock";
+    case LockClass::kImmapLock: return "i_mmap_rwsem";
     case LockClass::kRmapLock: return "rmap_lock";
     case LockClass::kPageTableLock: return "page_table_lock";
     case LockClass::kPmdLock: return "pmd_lock";

@@ -17,7 +17,8 @@ enum class LockClass : uint8_t {
   kHugetlbFaultMutex, // hugetlb_fault_mutex_table[hash] (sleeping)
   kHugetlbVmaLock,    // the hugetlb VMA lock, resv_map->rw_sema (sleeping)
   kFolioLock,         // PG_locked (sleeping)
-  kRmapLock,          // anon_vma->rwsem, i_mmap_rwsem
+  kImmapLock,         // mapping->i_mmap_rwsem (before an anon_vma's, as vma_prepare takes them)
+  kRmapLock,          // anon_vma->rwsem
   kPageTableLock,     // mm->page_table_lock (upper levels, PUD leaves)
   kPmdLock,           // split PMD lock
   kPteLock,           // split PTE lock

@@ -14,10 +14,10 @@ runs the tests on both backends, so any expectation the kernel does not
 meet is a divergence between model and kernel.
 
 A sequence the model itself rejects (a call failing with an errno, such
-as a refused MADV_COLLAPSE) or skips (a collapse of shmem) is dropped. Left out on purpose, as known
-gaps of the model (docs/NOTES.md): MADV_PAGEOUT of shared memory (shmem
-reclaim), and files on block file systems (the host's page cache holds
-large folios the model's files do not).
+as a refused MADV_COLLAPSE) or skips (a collapse of shmem) is dropped. Left out on purpose, as a known
+gap of the model (docs/NOTES.md): files on block file systems (the host's
+page cache holds large folios the model's files do not). MADV_PAGEOUT of
+shared memory and shmem files is in (shmem reclaim, issue 30).
 
     random_diff.py MMLAB [--seed N] [--count N] [--keep FILE]
 
@@ -102,7 +102,7 @@ class Gen:
             self.lines.append(f"{who} read {at} {length}")
         elif op == "madvise":
             advice = ["hugepage", "nohugepage", "dontneed", "free", "cold", "populate_write", "populate_read", "collapse"]
-            if self.swap and kind == "anon":
+            if self.swap:
                 advice.append("pageout")
             adv = rng.choice(advice)
             if adv in ("hugepage", "nohugepage", "collapse"):

@@ -283,3 +283,18 @@ expect counter inject.copy_mc 1
 C write A 4K 0x24
 P read A 4K 0x23
 C read A 4K 0x24
+
+test lang-truncate
+file F 16K
+proc P
+P mmap A 16K rw shared file=F
+P mmap B 16K rw private file=F
+P write A 16K 1
+P write B 4K 2
+punch-hole F 0 8K
+P read A 8K 0
+P read B 4K 2
+truncate F 8K
+expect-error SIGBUS P read A+8K 4K
+P madvise A 8K remove
+P read B 4K 2

@@ -467,12 +467,17 @@ void Worker::op_madvise(Op op, int advice) {
       r->paged_out[k] = 0;
     }
     if (advice == MADV_FREE && r->val[k]) r->lazy[k] = 1;
-    // Only private anonymous memory goes to swap (docs/NOTES.md, reclaim).
+    // Anonymous memory and shmem go to swap (docs/NOTES.md, reclaim); the
+    // ext4 class's page cache is not reclaimed.
   }
-  // PAGEOUT is followed by a swap-in of one of the pages.
+  // PAGEOUT is followed by a swap-in of one of the pages. A shmem page read
+  // back with an injected read error is stuck as a private one is.
   const uint64_t k = i + rnd(n);
-  const bool swaps = advice == MADV_PAGEOUT && r->type->backing == Backing::kAnonPrivate;
-  if (swaps && s_->cfg->race_swapin_failure) race_swapin_failure(r, k);
+  const Backing b = r->type->backing;
+  const bool swaps = advice == MADV_PAGEOUT &&
+                     (b == Backing::kAnonPrivate || b == Backing::kAnonShared ||
+                      (b == Backing::kFile && r->type->fs == FsClass::kShmem));
+  if (swaps && b == Backing::kAnonPrivate && s_->cfg->race_swapin_failure) race_swapin_failure(r, k);
   // Reclaim takes whole folios: pages of a large folio outside the range go
   // too, so the mark covers the range widened to the type's alignment (the
   // largest folio the region can hold). The first mark since the page was
