@@ -4,8 +4,9 @@
 Each test is a random sequence of operations (writes, reads, madvise,
 mprotect, fork, guard regions, mremap moves) on a few aligned regions of
 private anonymous memory, shared anonymous memory or a shmem file, under
-random THP and mTHP settings, with `tune mm.zero_page off` so that a host
-whose read faults never map the zero page runs it too. The model runs each
+random THP and mTHP settings, with `tune mm.zero_page` set to what this
+host's kernel does (its `zero_page` probe: some of this machine kind's
+kernels never map the zero page on a read fault, others do). The model runs each
 sequence first; its end state (the page-table dump and smaps of every
 process) becomes the test's expectations: for pages across every region,
 mapped none|pte|pmd, the folio order, zero page, swapped, guard marker,
@@ -45,9 +46,9 @@ def sz(n):
 class Gen:
     """One random test: its statements, regions and processes."""
 
-    def __init__(self, rng, name):
+    def __init__(self, rng, name, zero_page):
         self.rng = rng
-        self.lines = [f"test {name}", "tune mm.zero_page off"]
+        self.lines = [f"test {name}", f"tune mm.zero_page {zero_page}"]
         self.regions = []  # [name, size, kind]
         self.procs = ["P"]
 
@@ -189,10 +190,19 @@ def expectations(gen, stdout):
     return out
 
 
-def generate(mmlab, seed, count, scratch):
+def host_zero_page(mmlab, scratch):
+    """'on' or 'off' as the host's zero_page probe says; None without a host backend."""
+    with open(scratch, "w") as f:
+        f.write("test probe\nproc P\n")
+    r = subprocess.run([mmlab, "run", "--backend", "host", scratch], capture_output=True, text=True)
+    m = re.search(r"^# host probe zero_page: (yes|no)", r.stdout, flags=re.M)
+    return None if not m else "on" if m.group(1) == "yes" else "off"
+
+
+def generate(mmlab, seed, count, scratch, zero_page):
     tests = []
     for i in range(count):
-        gen = Gen(random.Random(seed + i), f"random-{seed + i}").build()
+        gen = Gen(random.Random(seed + i), f"random-{seed + i}", zero_page).build()
         probe = gen.lines + [f"{p} print pagetable {n} {sz(s)}" for p in gen.procs for n, s, _ in gen.regions]
         probe += [f"{p} print smaps" for p in gen.procs]
         rc, out = model_run(mmlab, probe, scratch)
@@ -210,8 +220,10 @@ def main():
     ap.add_argument("--keep", help="write the generated scenario file here too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
+        scratch = os.path.join(d, "probe.mms")
+        zero_page = host_zero_page(args.mmlab, scratch)
         try:
-            tests = generate(args.mmlab, args.seed, args.count, os.path.join(d, "probe.mms"))
+            tests = generate(args.mmlab, args.seed, args.count, scratch, zero_page or "off")
         except (OSError, RuntimeError) as e:
             print(f"random_diff.py: {e}")
             return 2
@@ -219,9 +231,17 @@ def main():
         with open(path, "w") as f:
             f.write("\n\n".join(tests) + "\n")
         print(f"# {len(tests)} of {args.count} sequences kept (seeds {args.seed}..{args.seed + args.count - 1})", flush=True)
-        r = subprocess.run([args.mmlab, "diff", "--a", "model", "--b", "host", path])
+        r = subprocess.run([args.mmlab, "diff", "--a", "model", "--b", "host", path], capture_output=True, text=True)
+        print(r.stdout, end="", flush=True)
+        print(r.stderr, end="", file=sys.stderr)
         if r.returncode != 0 and not args.keep:
             print(f"# rerun with --keep FILE --seed {args.seed} --count {args.count} to keep the scenario")
+        # A host that can run the sequences must compare them: a run where the
+        # host skipped every one would pass while testing nothing.
+        m = re.search(r"^# diff: \d+ tests, (\d+) compared", r.stdout, flags=re.M)
+        if zero_page is not None and tests and (not m or int(m.group(1)) == 0):
+            print("random_diff.py: the host compared none of the sequences")
+            return 1
         return r.returncode
 
 
