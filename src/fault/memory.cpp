@@ -226,7 +226,7 @@ static vm_fault_t wp_page_reuse(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl) {
 // The order-0 copy of v6.18; `cow.policy` rfc and fixed decide first
 // (fault/wp_copy.cpp).
 static vm_fault_t wp_page_copy(VmFault* vmf) {
-  MM_TRACE("mm_cow_copy", "address={:#x} policy={}", vmf->address, static_cast<int>(vmf->vma->vm_mm->kernel->settings.cow_policy.load(std::memory_order_relaxed)));
+  MM_TRACE_SLICE("mm_cow_copy", "address={:#x} policy={}", vmf->address, static_cast<int>(vmf->vma->vm_mm->kernel->settings.cow_policy.load(std::memory_order_relaxed)));
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
@@ -425,7 +425,7 @@ static bool inject_fault_retry(Vma* vma, fault_flags_t flags) {
 // sanitize_fault_flags + handle_mm_fault.
 vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   Mm* mm = vma->vm_mm;
-  MM_TRACE("mm_fault", "address={:#x} flags={:#x} write={} unshare={}", address, static_cast<uint64_t>(flags), (flags & FAULT_FLAG_WRITE) ? 1 : 0, (flags & FAULT_FLAG_UNSHARE) ? 1 : 0);
+  MM_TRACE_SLICE("mm_fault", "address={:#x} flags={:#x} write={} unshare={}", address, static_cast<uint64_t>(flags), (flags & FAULT_FLAG_WRITE) ? 1 : 0, (flags & FAULT_FLAG_UNSHARE) ? 1 : 0);
   if (flags & FAULT_FLAG_VMA_LOCK)
     lockdep_assert_held(vma);  // vma_start_read's lockdep entry
   else

@@ -594,7 +594,7 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
 static long __get_user_pages_locked(Mm* mm, uint64_t start, long nr_pages, Page** pages, int* locked,
                                     unsigned flags) NO_THREAD_SAFETY_ANALYSIS {
   if (!nr_pages) return 0;
-  MM_TRACE("gup_call", "start={:#x} nr_pages={} gup_flags={:#x}", start, nr_pages, flags);
+  MM_TRACE_SLICE("gup_call", "start={:#x} nr_pages={} gup_flags={:#x}", start, nr_pages, flags);
   bool must_unlock = false;
   if (!*locked) {
     mmap_read_lock(mm);

@@ -458,7 +458,7 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, pmd_t* pmd, pmd_t orig_p
 int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, CollapseControl* cc,
                        unsigned order) NO_THREAD_SAFETY_ANALYSIS {
   (void)referenced;
-  MM_TRACE("mm_collapse_huge_page", "address={:#x} order={}", address, order);
+  MM_TRACE_SLICE("mm_collapse_huge_page", "address={:#x} order={}", address, order);
   const uint64_t start_addr = address;
   const uint64_t pmd_addr = start_addr & PMD_MASK;
   const uint64_t end_addr = start_addr + (PAGE_SIZE << order);

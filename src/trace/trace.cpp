@@ -2,7 +2,10 @@
 // text or Chrome/Perfetto JSON when it stops.
 #include "trace/trace.h"
 
+#include <fnmatch.h>
+
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <set>
@@ -17,6 +20,8 @@ std::atomic<bool> g_on{false};
 
 namespace {
 
+constexpr uint64_t kNone = ~0ull;
+
 struct Event {
   uint64_t seq;  // the timestamp: a monotonic event counter (see docs/TRACING.md)
   int cpu;
@@ -24,6 +29,8 @@ struct Event {
   uint64_t vclock_ns;  // its System's virtual clock (0 without one)
   const char* name;
   std::string fields;
+  char phase = 'i';         // 'i' an instant, 'B' a slice's begin, 'E' its end, 'C' a counter's value
+  uint64_t begin = kNone;   // 'E': its begin's seq
 };
 
 // A System of the trace.
@@ -39,10 +46,18 @@ constexpr uint32_t kNoSystemPid = 1;
 // session that gave it, has none).
 thread_local uint32_t tl_pid = 0;
 
+// What one event holds in the ring, for --trace-buffer's bound.
+size_t event_bytes(const Event& e) { return sizeof(Event) + e.fields.size(); }
+
 struct Sink {
   Mutex lock;
-  std::vector<Event> events GUARDED_BY(lock);
-  uint64_t next GUARDED_BY(lock) = 0;
+  std::deque<Event> events GUARDED_BY(lock);
+  uint64_t next GUARDED_BY(lock) = 0;   // events recorded: the next one's timestamp
+  uint64_t bytes GUARDED_BY(lock) = 0;  // what `events` holds, by event_bytes()
+  Options options GUARDED_BY(lock);
+  // Each event name's verdict under options.events (the names are literals:
+  // one entry per call site's name).
+  std::map<const char*, bool> selected GUARDED_BY(lock);
   uint32_t last_pid GUARDED_BY(lock) = kNoSystemPid;
   std::map<uint32_t, TracedSystem> systems GUARDED_BY(lock);
   std::string path GUARDED_BY(lock);
@@ -57,6 +72,25 @@ Sink& sink() {
 
 // The calling thread's pid in the current session, or kNoSystemPid.
 uint32_t thread_pid(const Sink& s) REQUIRES(s.lock) { return s.systems.count(tl_pid) ? tl_pid : kNoSystemPid; }
+
+bool selected(Sink& s, const char* event) REQUIRES(s.lock) {
+  if (s.options.events.empty()) return true;
+  auto [it, fresh] = s.selected.try_emplace(event, false);
+  if (fresh)
+    for (const std::string& g : s.options.events) it->second = it->second || fnmatch(g.c_str(), event, 0) == 0;
+  return it->second;
+}
+
+// A decimal integer is a JSON number (Perfetto plots and sums it); anything
+// else (hex addresses, flags, names) stays a string.
+bool json_integer(const std::string& v) {
+  size_t i = v.size() > 1 && v[0] == '-' ? 1 : 0;
+  if (i == v.size() || v.size() - i > 18) return false;
+  if (v[i] == '0' && v.size() - i > 1) return false;
+  for (; i < v.size(); i++)
+    if (v[i] < '0' || v[i] > '9') return false;
+  return true;
+}
 
 std::string system_name(const std::map<uint32_t, TracedSystem>& systems, uint32_t pid) {
   auto it = systems.find(pid);
@@ -86,7 +120,8 @@ std::string json_args(const std::string& fields) {
     const size_t eq = tok.find('=');
     const std::string k = eq == std::string::npos ? fmt::format("arg{}", n) : tok.substr(0, eq);
     const std::string v = eq == std::string::npos ? tok : tok.substr(eq + 1);
-    o += fmt::format("{}\"{}\":\"{}\"", n++ ? "," : "", json_escape(k), json_escape(v));
+    if (json_integer(v)) o += fmt::format("{}\"{}\":{}", n++ ? "," : "", json_escape(k), v);
+    else o += fmt::format("{}\"{}\":\"{}\"", n++ ? "," : "", json_escape(k), json_escape(v));
   }
   return o;
 }
@@ -94,23 +129,28 @@ std::string json_args(const std::string& fields) {
 // ftrace's text: "TASK-PID [CPU] FLAGS TIMESTAMP: EVENT: FIELDS", the
 // timestamp in seconds with microseconds (one event per microsecond here).
 // TASK is the System's name cut to 15 characters as a comm is, PID its pid.
-void write_ftrace(std::ostream& out, const std::vector<Event>& ev, const std::map<uint32_t, TracedSystem>& systems) {
-  out << "# tracer: nop\n#\n# entries-in-buffer/entries-written: " << ev.size() << "/" << ev.size() << "\n#\n";
+void write_ftrace(std::ostream& out, const std::deque<Event>& ev, uint64_t written, const std::map<uint32_t, TracedSystem>& systems) {
+  out << "# tracer: nop\n#\n# entries-in-buffer/entries-written: " << ev.size() << "/" << written << "\n#\n";
   out << "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n#              | |         |   |||||     |         |\n";
   for (const Event& e : ev) {
     std::string task = system_name(systems, e.pid).substr(0, 15);
     for (char& c : task)
       if (c == ' ') c = '_';
-    out << fmt::format("{:>16}-{:<7} [{:03}] ..... {:6}.{:06}: {}: {}\n", task, e.pid, e.cpu, e.seq / 1000000,
-                       e.seq % 1000000, e.name, e.fields);
+    if (e.phase == 'E')
+      out << fmt::format("{:>16}-{:<7} [{:03}] ..... {:6}.{:06}: {}_end: begin={}.{:06}\n", task, e.pid, e.cpu,
+                         e.seq / 1000000, e.seq % 1000000, e.name, e.begin / 1000000, e.begin % 1000000);
+    else
+      out << fmt::format("{:>16}-{:<7} [{:03}] ..... {:6}.{:06}: {}: {}\n", task, e.pid, e.cpu, e.seq / 1000000,
+                         e.seq % 1000000, e.name, e.fields);
   }
 }
 
 // One process per System (named by a process_name metadata event), one
 // track per simulated CPU in it (thread_name "cpuN").
-void write_json(std::ostream& out, const std::vector<Event>& ev, const std::map<uint32_t, TracedSystem>& systems) {
+void write_json(std::ostream& out, const std::deque<Event>& ev, uint64_t written, const std::map<uint32_t, TracedSystem>& systems) {
   out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"event sequence number (1 us per event); "
-         "vclock_ns in args: the System's virtual clock\"},\"traceEvents\":[\n";
+         "vclock_ns in args: the System's virtual clock\",\"events_written\":"
+      << written << ",\"events_dropped\":" << written - ev.size() << "},\"traceEvents\":[\n";
   std::set<uint32_t> named;
   std::set<std::pair<uint32_t, int>> seen;
   bool first = true;
@@ -119,7 +159,10 @@ void write_json(std::ostream& out, const std::vector<Event>& ev, const std::map<
     first = false;
     return s;
   };
+  // An end whose begin the ring dropped would close a slice that is not there.
+  const uint64_t first_kept = ev.empty() ? 0 : ev.front().seq;
   for (const Event& e : ev) {
+    if (e.phase == 'E' && e.begin < first_kept) continue;
     if (named.insert(e.pid).second) {
       out << sep()
           << fmt::format("{{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"{}\"}}}}",
@@ -131,24 +174,52 @@ void write_json(std::ostream& out, const std::vector<Event>& ev, const std::map<
                          e.pid, e.cpu, e.cpu);
     }
     std::string args = json_args(e.fields);
-    if (e.pid != kNoSystemPid) args += fmt::format("{}\"vclock_ns\":\"{}\"", args.empty() ? "" : ",", e.vclock_ns);
+    // A counter's args are its series: the virtual clock would be a second one.
+    if (e.pid != kNoSystemPid && e.phase != 'C')
+      args += fmt::format("{}\"vclock_ns\":{}", args.empty() ? "" : ",", e.vclock_ns);
     out << sep()
-        << fmt::format("{{\"name\":\"{}\",\"cat\":\"mm\",\"ph\":\"i\",\"s\":\"t\",\"ts\":{},\"pid\":{},\"tid\":{},\"args\":{{{}}}}}",
-                       json_escape(e.name), e.seq, e.pid, e.cpu, args);
+        << fmt::format("{{\"name\":\"{}\",\"cat\":\"mm\",\"ph\":\"{}\",{}\"ts\":{},\"pid\":{},\"tid\":{},\"args\":{{{}}}}}",
+                       json_escape(e.name), e.phase, e.phase == 'i' ? "\"s\":\"t\"," : "", e.seq, e.pid, e.cpu, args);
   }
   out << "\n]}\n";
 }
 
 }  // namespace
 
-void emit(const char* event, std::string fields) {
+namespace {
+// Records one event; its seq, or kNone when the trace is off or the event not selected.
+uint64_t record(const char* event, std::string fields, char phase, uint64_t begin) {
   Sink& s = sink();
   const int cpu = smp_processor_id();
   MutexGuard l(&s.lock);
-  if (!s.open) return;
+  if (!s.open || !selected(s, event)) return kNone;
   const uint32_t pid = thread_pid(s);
   const std::atomic<uint64_t>* clock = pid == kNoSystemPid ? nullptr : s.systems[pid].clock;
-  s.events.push_back({s.next++, cpu, pid, clock ? clock->load(std::memory_order_relaxed) : 0, event, std::move(fields)});
+  const uint64_t seq = s.next++;
+  s.events.push_back({seq, cpu, pid, clock ? clock->load(std::memory_order_relaxed) : 0, event, std::move(fields), phase, begin});
+  s.bytes += event_bytes(s.events.back());
+  // The ring keeps the newest: the oldest go until the rest fit (the newest always stays).
+  while (s.options.buffer_bytes && s.bytes > s.options.buffer_bytes && s.events.size() > 1) {
+    s.bytes -= event_bytes(s.events.front());
+    s.events.pop_front();
+  }
+  return seq;
+}
+}  // namespace
+
+void emit(const char* event, std::string fields) { (void)record(event, std::move(fields), 'i', kNone); }
+
+void counter(const char* name, int64_t value) {
+  if (on()) (void)record(name, fmt::format("value={}", value), 'C', kNone);
+}
+
+Slice::Slice(const char* event, std::string fields) : event_(event), begin_(kNone) {
+  if (on()) begin_ = record(event, std::move(fields), 'B', kNone);
+}
+
+// A trace stopped meanwhile records nothing (record() checks the session).
+Slice::~Slice() {
+  if (begin_ != kNone) (void)record(event_, std::string(), 'E', begin_);
 }
 
 uint32_t attach_system(const std::atomic<uint64_t>* clock) {
@@ -189,7 +260,7 @@ Format format_for(const std::string& path) {
   return path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0 ? Format::kChromeJson : Format::kFtrace;
 }
 
-int start(const std::string& path, Format format, std::string* error) {
+int start(const std::string& path, Format format, std::string* error, const Options& options) {
   Sink& s = sink();
   MutexGuard l(&s.lock);
   if (s.open) {
@@ -203,7 +274,10 @@ int start(const std::string& path, Format format, std::string* error) {
   }
   s.events.clear();
   s.systems.clear();
+  s.selected.clear();
   s.next = 0;
+  s.bytes = 0;
+  s.options = options;
   s.path = path;
   s.format = format;
   s.open = true;
@@ -211,16 +285,18 @@ int start(const std::string& path, Format format, std::string* error) {
   return 0;
 }
 
-int stop(std::string* error) {
+int stop(std::string* error, Totals* totals) {
   Sink& s = sink();
   MutexGuard l(&s.lock);
   if (!s.open) return 0;
   g_on.store(false, std::memory_order_relaxed);
   s.open = false;
   std::ofstream out(s.path);
-  if (s.format == Format::kChromeJson) write_json(out, s.events, s.systems);
-  else write_ftrace(out, s.events, s.systems);
+  if (s.format == Format::kChromeJson) write_json(out, s.events, s.next, s.systems);
+  else write_ftrace(out, s.events, s.next, s.systems);
+  if (totals) *totals = {s.next, s.events.size()};
   s.events.clear();
+  s.bytes = 0;
   s.systems.clear();
   // The buffered tail is written by flush() and close(): a full disk (or
   // /dev/full) shows only then, and a trace cut short must not pass.

@@ -237,6 +237,16 @@ if(CMAKE_BUILD_TYPE STREQUAL "Release")
     "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-swap.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/reclaim.mms --filter 'pageout-*-swap-*' > /dev/null && $<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-file.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/gup_longterm.mms --filter '*memfd*' > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-swap.txt mm_vmscan_write_folio swap_read_folio && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-file.txt mm_filemap_add_to_page_cache mm_filemap_delete_from_page_cache")
   add_test(NAME cli.trace_tlb_flush COMMAND sh -c
     "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-tlb.txt ${CMAKE_SOURCE_DIR}/tests/scenarios/tlb.mms > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-tlb.txt tlb_flush contpte_fold contpte_unfold")
+  # Event selection and the ring: only the selected events, the newest kept,
+  # what was dropped said in the file and on stderr.
+  add_test(NAME cli.trace_select_ring COMMAND sh -c
+    "$<TARGET_FILE:mmlab> run --trace ${CMAKE_BINARY_DIR}/trace-ring.txt --trace-events 'mm_fault*' --trace-buffer 16K ${CMAKE_SOURCE_DIR}/tests/scenarios/cow_mthp.mms > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/trace-ring.txt --only 'mm_fault*' --dropped mm_fault mm_fault_anon")
+  set_tests_properties(cli.trace_select_ring PROPERTIES PASS_REGULAR_EXPRESSION
+    "the buffer kept the newest [0-9]+ of [0-9]+ events \\([0-9]+ dropped\\).*trace-ring.txt: [0-9]+ events")
+  # cow-bench's trace: fault, GUP and CoW slices that nest, and the sampler's
+  # RSS/PSS/TLB counter tracks as numbers.
+  add_test(NAME cli.trace_slices_counters COMMAND sh -c
+    "$<TARGET_FILE:mmlab> cow-bench --quick --workload usemem --column base --out ${CMAKE_BINARY_DIR}/trace-cow-bench --trace ${CMAKE_BINARY_DIR}/trace-cow-bench.json > /dev/null && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py json ${CMAKE_BINARY_DIR}/trace-cow-bench.json mm_fault mm_cow_copy rss_bytes pss_bytes tlb_lookups")
   add_test(NAME cli.trace_checker_rejects COMMAND sh -c
     "printf 'not a trace line\\n' > ${CMAKE_BINARY_DIR}/bad-trace.txt && python3 ${CMAKE_SOURCE_DIR}/tests/trace/check_trace.py ftrace ${CMAKE_BINARY_DIR}/bad-trace.txt")
   set_tests_properties(cli.trace_checker_rejects PROPERTIES WILL_FAIL TRUE)

@@ -43,7 +43,8 @@ const std::string& command_line() { return command_line_text(); }
 
 namespace {
 struct TraceCli {
-  std::string file, format;
+  std::string file, format, buffer;
+  std::vector<std::string> events;
 };
 std::map<CLI::App*, std::shared_ptr<TraceCli>>& traces() {
   static std::map<CLI::App*, std::shared_ptr<TraceCli>> t;
@@ -57,16 +58,30 @@ int run_traced(CLI::App* sub, const std::function<int()>& action) {
   const trace::Format f = t.format.empty() ? trace::format_for(t.file)
                           : t.format == "json" ? trace::Format::kChromeJson
                                                : trace::Format::kFtrace;
+  trace::Options opt;
+  opt.events = t.events;
+  if (!t.buffer.empty()) {
+    const SizeParse p = parse_size(t.buffer, &opt.buffer_bytes);
+    if (p != SizeParse::kOk || !opt.buffer_bytes) {
+      std::cerr << "mmlab " << sub->get_name() << ": --trace-buffer " << t.buffer << ": "
+                << (p == SizeParse::kTooLarge ? "too large" : "not a size (e.g. 64M)") << "\n";
+      return 2;
+    }
+  }
   std::string err;
-  if (trace::start(t.file, f, &err)) {
+  if (trace::start(t.file, f, &err, opt)) {
     std::cerr << "mmlab " << sub->get_name() << ": --trace " << t.file << ": " << err << "\n";
     return 2;
   }
   const int rc = action();
-  if (trace::stop(&err)) {
+  trace::Totals tot;
+  if (trace::stop(&err, &tot)) {
     std::cerr << "mmlab " << sub->get_name() << ": --trace " << t.file << ": " << err << "\n";
     return rc ? rc : 1;
   }
+  if (tot.kept < tot.written)
+    std::cerr << fmt::format("mmlab {}: --trace {}: the buffer kept the newest {} of {} events ({} dropped)\n",
+                             sub->get_name(), t.file, tot.kept, tot.written, tot.written - tot.kept);
   return rc;
 }
 }  // namespace
@@ -79,6 +94,12 @@ void add_trace_options(CLI::App* sub) {
                   "FILE; docs/TRACING.md");
   sub->add_option("--trace-format", t->format, "ftrace (text, the default) or json (Chrome/Perfetto; the default for *.json)")
       ->check(CLI::IsMember({"ftrace", "json"}));
+  sub->add_option("--trace-events", t->events, "GLOB[,GLOB...]: record only the events whose names match (e.g. 'mm_fault*,gup_*')")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  sub->add_option("--trace-buffer", t->buffer,
+                  "SIZE: keep the trace in a ring of about SIZE bytes (e.g. 64M), the newest events, and say how many "
+                  "were dropped (default: every event)");
 }
 
 int run_selected(CLI::App& app) {

@@ -15,6 +15,7 @@
 #include "fmt/format.h"
 #include "mmlab/cost.h"
 #include "mmlab/system.h"
+#include "mmlab/trace.h"
 
 namespace mmlab::cli::cowbench {
 
@@ -237,9 +238,16 @@ std::vector<uint64_t> some_pages(const Params& p, uint64_t seed) {
 void run_writers(std::vector<Writer>* ws, uint64_t addr, uint64_t size, Extra extra, bool timed,
                  const std::function<void()>& beside = {}) {
   std::vector<std::thread> t;
-  if (beside) t.emplace_back(beside);  // first: the writers race it, never get a head start
+  // In a --trace, the writers' events belong to the System they write in.
+  const uint32_t trace_pid = trace::current_system();
+  if (beside)
+    t.emplace_back([&beside, trace_pid] {  // first: the writers race it, never get a head start
+      trace::adopt_system(trace_pid);
+      beside();
+    });
   for (size_t k = 0; k < ws->size(); k++) {
-    t.emplace_back([ws, k, addr, size, extra, timed] {
+    t.emplace_back([ws, k, addr, size, extra, timed, trace_pid] {
+      trace::adopt_system(trace_pid);
       Writer& w = (*ws)[k];
       std::optional<EventTally> tally;
       if (w.pricer) w.tally = &tally.emplace();

@@ -10,6 +10,7 @@
 
 #include "fmt/format.h"
 #include "mmlab/cost.h"
+#include "mmlab/trace.h"
 
 namespace mmlab::cli::cowbench {
 
@@ -321,10 +322,17 @@ Sample Sampler::take(double t_s, int64_t lookups0, int64_t l2_0, bool with_pss) 
   const System::TlbOccupancy o = sys_->tlb_occupancy();
   x.l2_entries = static_cast<int64_t>(o.l2_entries);
   x.l2_reach = static_cast<int64_t>(o.l2_bytes);
+  // Counter tracks of a --trace: what the report's curves plot.
+  trace::counter("rss_bytes", x.rss);
+  if (with_pss) trace::counter("pss_bytes", x.pss);
+  trace::counter("tlb_lookups", x.lookups);
+  trace::counter("tlb_l2_misses", x.l2_misses);
+  trace::counter("tlb_l2_reach_bytes", x.l2_reach);
   return x;
 }
 
 void Sampler::loop() {
+  trace::adopt_system(trace_pid_);  // its counters go on the System's process in a trace
   Clock::time_point next_pss = next_pss_;
   for (;;) {
     {
@@ -341,6 +349,7 @@ void Sampler::loop() {
 }
 
 void Sampler::start() {
+  trace_pid_ = trace::current_system();
   start_tlb_ = read_tlb(sys_);
   t0_ = Clock::now();
   if (!on_) return;

@@ -91,6 +91,7 @@ class Sampler {
   std::chrono::steady_clock::time_point t0_, next_pss_;
   std::vector<Sample> samples_;  // written by the sampler thread until it is joined
   double busy_s_ = 0;
+  uint32_t trace_pid_ = 0;  // the System's process in a --trace (trace::current_system at start)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
