@@ -48,11 +48,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // Usage errors print the usage and exit 2, as every mmlab command does.
-    app.exit(e);
-    CLI::App* failing = &app;
-    for (CLI::App* sub : app.get_subcommands()) failing = sub;
-    std::fputs(failing->help().c_str(), stderr);
+    // A usage error names the subcommand and the bad token, points at the
+    // help, and exits 2, as every mmlab command's own checks do.
+    std::string who = "mmlab";
+    for (CLI::App* sub : app.get_subcommands()) who = "mmlab " + sub->get_name();
+    std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", who.c_str(), e.what(), who.c_str());
     return 2;
   }
   return mmlab::cli::run_selected(app);
