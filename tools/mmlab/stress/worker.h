@@ -141,6 +141,8 @@ class Worker {
   void apply_fork_mode(Region* r);
   // Check page i of r as process p sees it: expected `want` (or zeros if lazy).
   void check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool lazy, const char* what);
+  // Check page i of a file region through the page cache (pread): zeros expected.
+  void check_file_page(const Region* r, uint64_t i, const char* when);
   void op_read();
   void op_write();
   void op_pin();
