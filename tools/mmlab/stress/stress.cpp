@@ -436,6 +436,7 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     *err = "choices from bytes need one thread and no khugepaged thread";
     return false;
   }
+  s.injecting = cfg.inject_rate > 0 || cfg.race_swapin_failure;
   if (!build_mix(&s, err) || !set_up_workers(&s, err) || !arm_injection(&s, err)) return false;
   s.khugepaged = cfg.khugepaged_thread && s.sys->start_khugepaged_thread() == 0;
   if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
@@ -451,9 +452,8 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     s.phase = "final sweep";
     if (s.khugepaged) s.sys->stop_khugepaged_thread();
     // The final sweep and the teardown run without injected failures.
-    const bool injecting = cfg.inject_rate > 0 || cfg.race_swapin_failure;
     for (const std::string& site : System::inject_sites())
-      if (int64_t n = s.sys->injected(site); injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
+      if (int64_t n = s.sys->injected(site); s.injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
     s.sys->inject_off_all();
     if (cfg.plant_corruption) s.workers[0]->plant_corruption();
     for (auto& w : s.workers) w->verify_all("final sweep"), s.main_progress.fetch_add(1, std::memory_order_relaxed);

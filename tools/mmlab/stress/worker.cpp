@@ -55,7 +55,10 @@ const char* access_cause(const InjectSnapshot& before, const InjectSnapshot& now
   return nullptr;
 }
 
+InjectSnapshot Worker::inject_snapshot() const { return s_->injecting ? injected_snapshot() : InjectSnapshot{}; }
+
 bool Worker::injected_outcome(const InjectSnapshot& before, const char* what, Signal sig) {
+  if (!s_->injecting) return false;
   const char* site = access_cause(before, injected_snapshot(), sig);
   if (site) errors[fmt::format("{}: injected {} ({})", what, signal_name(sig), site)]++;
   return site;
@@ -195,7 +198,7 @@ void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool la
   const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE;
   int64_t bad = -1;
   uint8_t found = 0;
-  const InjectSnapshot inj = injected_snapshot();
+  const InjectSnapshot inj = inject_snapshot();
   AccessResult res = p->read_expect(a, want, PAGE_SIZE, &bad, &found);
   if (!res.ok()) {
     if (injected_outcome(inj, "read", res.sig) || swapin_outcome(r, i, "read", res.sig)) return;
@@ -230,7 +233,7 @@ void Worker::op_write() {
   for (uint64_t k = i; k < i + n; k++) {
     const uint8_t v = new_byte();
     const uint64_t a = r->addr.load(std::memory_order_relaxed) + k * PAGE_SIZE;
-    const InjectSnapshot inj = injected_snapshot();
+    const InjectSnapshot inj = inject_snapshot();
     AccessResult res = s_->parent->fill(a, v, PAGE_SIZE);
     if (r->ro) {
       if (res.sig != Signal::kSigsegv)
@@ -404,7 +407,7 @@ void Worker::op_fork() {
     check_page(c1, r, i, old, lazy, "child after fork");
     if (r->ro) continue;
     const uint8_t v = new_byte();
-    const InjectSnapshot inj = injected_snapshot();
+    const InjectSnapshot inj = inject_snapshot();
     AccessResult res = c1->fill(a, v, PAGE_SIZE);
     if (!res.ok()) {
       if (injected_outcome(inj, "child write", res.sig) || swapin_outcome(r, i, "child write", res.sig)) continue;
