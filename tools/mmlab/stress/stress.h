@@ -67,6 +67,11 @@ struct Config {
   // Test-only: the teardown blocks for good, so that the watchdog must
   // report it (a hung run still prints what it has).
   bool plant_teardown_hang = false;
+  // Test-only: before the end's leak check, files are left open with a
+  // page in their page cache (a 4 KiB shmem page, and a 2 MiB hugetlb page
+  // when a 2 MiB hugetlb type ran), so that the check must report them
+  // (the free hugetlb pool pages it allows for must not hide them).
+  bool plant_leaked_frame = false;
   // Called on a hang with what the run has so far (Result::hangs says where
   // each stuck thread is); the process then ends with exit status 1 (a
   // stuck thread cannot be unwound).
@@ -83,6 +88,9 @@ struct Result {
   uint64_t nr_mismatches = 0;
   uint64_t checks = 0;                     // stop-the-world checker runs
   uint64_t frames_leaked = 0;              // frames in use after every process exited
+  // Frames the leak check counted as the kernel's own: the zero page, the
+  // huge zero folio, the free pages of the hugetlb pools.
+  uint64_t kernel_frames = 0;
   long khugepaged_full_scans = 0, khugepaged_collapsed = 0;
   std::map<std::string, int64_t> stats;    // selected vmstat/mTHP statistics
   std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject), every site

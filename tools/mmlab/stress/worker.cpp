@@ -55,7 +55,10 @@ const char* access_cause(const InjectSnapshot& before, const InjectSnapshot& now
   return nullptr;
 }
 
+InjectSnapshot Worker::inject_snapshot() const { return s_->injecting ? injected_snapshot() : InjectSnapshot{}; }
+
 bool Worker::injected_outcome(const InjectSnapshot& before, const char* what, Signal sig) {
+  if (!s_->injecting) return false;
   const char* site = access_cause(before, injected_snapshot(), sig);
   if (site) errors[fmt::format("{}: injected {} ({})", what, signal_name(sig), site)]++;
   return site;
@@ -195,7 +198,7 @@ void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool la
   const uint64_t a = r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE;
   int64_t bad = -1;
   uint8_t found = 0;
-  const InjectSnapshot inj = injected_snapshot();
+  const InjectSnapshot inj = inject_snapshot();
   AccessResult res = p->read_expect(a, want, PAGE_SIZE, &bad, &found);
   if (!res.ok()) {
     if (injected_outcome(inj, "read", res.sig) || swapin_outcome(r, i, "read", res.sig)) return;
@@ -230,7 +233,7 @@ void Worker::op_write() {
   for (uint64_t k = i; k < i + n; k++) {
     const uint8_t v = new_byte();
     const uint64_t a = r->addr.load(std::memory_order_relaxed) + k * PAGE_SIZE;
-    const InjectSnapshot inj = injected_snapshot();
+    const InjectSnapshot inj = inject_snapshot();
     AccessResult res = s_->parent->fill(a, v, PAGE_SIZE);
     if (r->ro) {
       if (res.sig != Signal::kSigsegv)
@@ -404,7 +407,7 @@ void Worker::op_fork() {
     check_page(c1, r, i, old, lazy, "child after fork");
     if (r->ro) continue;
     const uint8_t v = new_byte();
-    const InjectSnapshot inj = injected_snapshot();
+    const InjectSnapshot inj = inject_snapshot();
     AccessResult res = c1->fill(a, v, PAGE_SIZE);
     if (!res.ok()) {
       if (injected_outcome(inj, "child write", res.sig) || swapin_outcome(r, i, "child write", res.sig)) continue;
@@ -581,9 +584,48 @@ void Worker::one_op() {
   progress.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Reading a page costs a fault and a scan of its bytes, and most pages of
+// a short run were never touched: reading them all was most of a fuzz
+// input's time. A page is read through the mapping when the tracker
+// expects data of it (written, or lazily freed) or when anything maps it
+// (a present entry of any level, a swap or migration entry, a marker: what
+// it maps must read as the tracker says, zeros included). A file page that
+// nothing maps and that should be zeros is read from the page cache
+// instead (pread: no fault, and a hole allocates nothing). Not read at
+// all: a private page that nothing maps and that the tracker expects to be
+// zeros, since no entry is what a fault turns into zeros (a bug that left
+// data there without an entry would go unseen), and likewise a page of an
+// anonymous shared region with neither (it has no file to pread).
 void Worker::verify_all(const char* when) {
-  for (auto& r : regions)
-    for (uint64_t i = 0; i < r->pages(); i++) check_page(s_->parent, r.get(), i, r->val[i], r->lazy[i], when);
+  for (auto& r : regions) {
+    const uint64_t base = r->addr.load(std::memory_order_relaxed);
+    std::vector<uint8_t> mapped(r->pages(), 0);
+    for (const PteDumpEntry& e : s_->parent->pagetable_dump(base, base + r->type->len)) {
+      const uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
+      const uint64_t from = std::max(e.addr, base), to = std::min(e.addr + leaf, base + r->type->len);
+      for (uint64_t a = from; a < to; a += PAGE_SIZE) mapped[(a - base) / PAGE_SIZE] = 1;
+    }
+    for (uint64_t i = 0; i < r->pages(); i++) {
+      if (r->val[i] || r->lazy[i] || mapped[i])
+        check_page(s_->parent, r.get(), i, r->val[i], r->lazy[i], when);
+      else if (r->fd >= 0)
+        check_file_page(r.get(), i, when);
+    }
+  }
+}
+
+void Worker::check_file_page(const Region* r, uint64_t i, const char* when) {
+  static const uint8_t kZeros[PAGE_SIZE] = {};
+  uint8_t buf[PAGE_SIZE];
+  const long n = s_->sys->file_pread(r->fd, i * PAGE_SIZE, buf, PAGE_SIZE);
+  // memcmp first: a byte loop here is one comparison callback per byte in
+  // the fuzz build.
+  if (n == static_cast<long>(PAGE_SIZE) && std::memcmp(buf, kZeros, PAGE_SIZE) == 0) return;
+  const uint8_t* bad = n == static_cast<long>(PAGE_SIZE) ? std::find_if(buf, buf + PAGE_SIZE, [](uint8_t b) { return b != 0; }) : buf;
+  mismatch(n != static_cast<long>(PAGE_SIZE)
+               ? fmt::format("{}: pread of {} page {}: {}", when, r->type->name, i, n)
+               : fmt::format("{}: {} page {} (unmapped) in the page cache: byte +{} is {:#04x}, expected 0x00", when,
+                             r->type->name, i, bad - buf, *bad));
 }
 
 void Worker::teardown() {
