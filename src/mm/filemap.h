@@ -85,6 +85,22 @@ inline constexpr int kTruncateNotModelled = -ENOSYS;
 void truncate_inode_folio(File* f, Folio* folio);
 // Every cached folio of pages [start, end) through truncate_inode_folio.
 void truncate_inode_folios(File* f, uint64_t start, uint64_t end);
+// The byte range [lstart, lend] (lend UINT64_MAX: to the end) of a
+// truncation or hole punch as whole pages [start, end), which go, and the
+// byte counts of the partial pages at either edge, which are zeroed.
+struct TruncateRange {
+  uint64_t start, end, partial_start, partial_end;
+};
+TruncateRange truncate_range(uint64_t lstart, uint64_t lend);
+// The end of a partial page's truncation: zeroes bytes [from, to) of the
+// folio's page `page` if the folio is still f's and uptodate (a fallocated
+// shmem page never written is zeros already), then unlocks and puts the
+// folio (locked and referenced by the caller).
+void truncate_partial_zero(File* f, Folio* folio, uint64_t page, uint64_t from, uint64_t to);
+// Zeroes the partial pages of r with zero(f, index, from, to): the page
+// cache's truncate_inode_partial_folio, or shmem's, which also reads a
+// swapped-out page back first. A range inside one page is zeroed once.
+void truncate_partial_pages(File* f, TruncateRange r, void (*zero)(File*, uint64_t index, uint64_t from, uint64_t to));
 // truncate_inode_pages_range over bytes [lstart, lend] (UINT64_MAX: to the end).
 void truncate_inode_pages_range(File* f, uint64_t lstart, uint64_t lend);
 // truncate_pagecache (a file shrunk to newsize), truncate_pagecache_range (a hole).

@@ -178,26 +178,15 @@ void shmem_zero_partial(File* f, uint64_t index, uint64_t from, uint64_t to) {
   } else {
     folio_lock(folio);
   }
-  // A fallocated page never used (!uptodate) is all zeros already.
-  if (folio_test_uptodate(folio) && aref(folio->page.mapping).load(std::memory_order_acquire) ==
-                                        reinterpret_cast<uint64_t>(f)) {
-    PhysMem* phys = f->kernel->phys.get();
-    auto* p = static_cast<uint8_t*>(phys->page_address(folio_page(folio, static_cast<long>(index - start))));
-    user_memset(phys, p + from, 0, to - from);
-    folio_set_dirty(folio);
-  }
-  folio_unlock(folio);
-  folio_put(folio);
+  truncate_partial_zero(f, folio, index - start, from, to);
 }
 
 }  // namespace
 
 void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend) {
   // Whole pages [start, end) go; the partial pages at either edge are zeroed.
-  const uint64_t start = (lstart + PAGE_SIZE - 1) >> PAGE_SHIFT;
-  const uint64_t end = lend == UINT64_MAX ? UINT64_MAX : (lend + 1) >> PAGE_SHIFT;
-  const uint64_t partial_start = lstart & (PAGE_SIZE - 1);
-  uint64_t partial_end = lend == UINT64_MAX ? 0 : (lend + 1) & (PAGE_SIZE - 1);
+  const TruncateRange r = truncate_range(lstart, lend);
+  const uint64_t start = r.start, end = r.end;
   // The swap entries of the range (shmem_free_swap): out of the file, then
   // their slots freed outside the page-cache lock.
   std::vector<swp_entry_t> freed;
@@ -212,15 +201,7 @@ void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend) {
   for (swp_entry_t e : freed) free_swap_and_cache_nr(f->kernel, e, 1);
   // The folios of the range (truncate_inode_folio: order 0 in the model).
   truncate_inode_folios(f, start, end);
-  if (partial_start) {
-    uint64_t top = PAGE_SIZE;
-    if (start > end) {  // the hole lies inside one page
-      top = partial_end;
-      partial_end = 0;
-    }
-    shmem_zero_partial(f, start - 1, partial_start, top);
-  }
-  if (partial_end) shmem_zero_partial(f, end, 0, partial_end);
+  truncate_partial_pages(f, r, shmem_zero_partial);
 }
 
 int shmem_setattr_size(File* f, uint64_t newsize) {

@@ -50,17 +50,24 @@ void truncate_inode_partial_folio(File* f, uint64_t index, uint64_t from, uint64
   }
   if (!folio) return;
   folio_lock(folio);
-  if (aref(folio->page.mapping).load(std::memory_order_acquire) == reinterpret_cast<uint64_t>(f)) {
+  truncate_partial_zero(f, folio, index - start, from, to);
+}
+
+}  // namespace
+
+void truncate_partial_zero(File* f, Folio* folio, uint64_t page, uint64_t from, uint64_t to) {
+  // Truncated meanwhile: nothing of it stays in the file. Not uptodate: a
+  // fallocated shmem page never written, all zeros already.
+  if (folio_test_uptodate(folio) &&
+      aref(folio->page.mapping).load(std::memory_order_acquire) == reinterpret_cast<uint64_t>(f)) {
     PhysMem* phys = f->kernel->phys.get();
-    auto* p = static_cast<uint8_t*>(phys->page_address(folio_page(folio, static_cast<long>(index - start))));
+    auto* p = static_cast<uint8_t*>(phys->page_address(folio_page(folio, static_cast<long>(page))));
     user_memset(phys, p + from, 0, to - from);
     folio_set_dirty(folio);
   }
   folio_unlock(folio);
   folio_put(folio);
 }
-
-}  // namespace
 
 void truncate_inode_folio(File* f, Folio* folio) {
   VM_BUG_ON_FOLIO(!folio_test_locked(folio), folio, "truncate_inode_folio on an unlocked folio");
@@ -94,21 +101,31 @@ void truncate_inode_folios(File* f, uint64_t start, uint64_t end) {
   }
 }
 
-void truncate_inode_pages_range(File* f, uint64_t lstart, uint64_t lend) {
-  const uint64_t start = (lstart + PAGE_SIZE - 1) >> PAGE_SHIFT;
-  const uint64_t end = lend == UINT64_MAX ? UINT64_MAX : (lend + 1) >> PAGE_SHIFT;
-  const uint64_t partial_start = lstart & (PAGE_SIZE - 1);
-  uint64_t partial_end = lend == UINT64_MAX ? 0 : (lend + 1) & (PAGE_SIZE - 1);
-  truncate_inode_folios(f, start, end);
-  if (partial_start) {
+TruncateRange truncate_range(uint64_t lstart, uint64_t lend) {
+  TruncateRange r;
+  r.start = (lstart + PAGE_SIZE - 1) >> PAGE_SHIFT;
+  r.end = lend == UINT64_MAX ? UINT64_MAX : (lend + 1) >> PAGE_SHIFT;
+  r.partial_start = lstart & (PAGE_SIZE - 1);
+  r.partial_end = lend == UINT64_MAX ? 0 : (lend + 1) & (PAGE_SIZE - 1);
+  return r;
+}
+
+void truncate_partial_pages(File* f, TruncateRange r, void (*zero)(File*, uint64_t index, uint64_t from, uint64_t to)) {
+  if (r.partial_start) {
     uint64_t top = PAGE_SIZE;
-    if (start > end) {  // the range lies inside one page
-      top = partial_end;
-      partial_end = 0;
+    if (r.start > r.end) {  // the range lies inside one page
+      top = r.partial_end;
+      r.partial_end = 0;
     }
-    truncate_inode_partial_folio(f, start - 1, partial_start, top);
+    zero(f, r.start - 1, r.partial_start, top);
   }
-  if (partial_end) truncate_inode_partial_folio(f, end, 0, partial_end);
+  if (r.partial_end) zero(f, r.end, 0, r.partial_end);
+}
+
+void truncate_inode_pages_range(File* f, uint64_t lstart, uint64_t lend) {
+  const TruncateRange r = truncate_range(lstart, lend);
+  truncate_inode_folios(f, r.start, r.end);
+  truncate_partial_pages(f, r, truncate_inode_partial_folio);
 }
 
 void truncate_pagecache(File* f, uint64_t newsize) {

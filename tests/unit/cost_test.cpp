@@ -225,14 +225,20 @@ TEST(CostCases, ModelCountsAreTheGrowthAfterTheReset) {
   EXPECT_EQ(r1[0].cost_counts, r2[0].cost_counts);
 }
 
-// A tally counts the events of its own thread only: another thread's
-// faults in the same System move the System's counters, not the tally.
-TEST(EventTally, CountsOnlyItsOwnThread) {
+// A 16 MiB System whose anonymous faults are all order 0.
+std::unique_ptr<System> order0_system() {
   SystemConfig cfg;
   cfg.ram_bytes = 16ull << 20;
   auto sys = System::create(cfg);
+  if (sys && sys->sysfs_write("transparent_hugepage/enabled", "never") != 0) sys.reset();
+  return sys;
+}
+
+// A tally counts the events of its own thread only: another thread's
+// faults in the same System move the System's counters, not the tally.
+TEST(EventTally, CountsOnlyItsOwnThread) {
+  auto sys = order0_system();
   ASSERT_TRUE(sys);
-  ASSERT_EQ(sys->sysfs_write("transparent_hugepage/enabled", "never"), 0);
   Process* p = sys->new_process("p");
   const long a = p->mmap(0, 128 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   ASSERT_GT(a, 0);
@@ -256,11 +262,8 @@ TEST(EventTally, CountsOnlyItsOwnThread) {
 // Pricing a tally gives what predict() gives for the same counter growth,
 // less the harness's terms (a tool's modelled time has none).
 TEST(EventTally, PricerAgreesWithPredict) {
-  SystemConfig cfg;
-  cfg.ram_bytes = 16ull << 20;
-  auto sys = System::create(cfg);
+  auto sys = order0_system();
   ASSERT_TRUE(sys);
-  ASSERT_EQ(sys->sysfs_write("transparent_hugepage/enabled", "never"), 0);
   Process* p = sys->new_process("p");
   const long a = p->mmap(0, 64 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
   ASSERT_GT(a, 0);

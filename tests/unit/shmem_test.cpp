@@ -12,32 +12,13 @@
 #include "mm/memory.h"
 #include "mm/swapfile.h"
 #include "mmlab/gup.h"
-#include "test_util.h"
+#include "file_fixture.h"
 
 namespace mmlab::test {
 namespace {
 
-class ShmemReclaimTest : public MmTest {
+class ShmemReclaimTest : public FileFixture {
  protected:
-  void TearDown() override {
-    if (sys) {
-      for (Process* q : sys->processes()) q->exit();
-      for (int fd : fds_) (void)sys->close_file(fd);
-    }
-    MmTest::TearDown();
-  }
-  int create(uint64_t size, FsClass fs = FsClass::kShmem) {
-    int fd = sys->create_file(size, fs);
-    EXPECT_GE(fd, 0);
-    fds_.push_back(fd);
-    return fd;
-  }
-  uint64_t map(Process* q, int fd, uint64_t len, int flags, int prot = PROT_READ | PROT_WRITE) {
-    long a = q->mmap_file(0, len, prot, flags, fd, 0);
-    EXPECT_GT(a, 0) << errno_name(static_cast<int>(a));
-    return static_cast<uint64_t>(a);
-  }
-  File* file(int fd) { return file_get(sys->kernel(), fd).get(); }  // the table keeps it alive
   size_t i_mmap_size(File* f) {
     ReadGuard g(&f->i_mmap_rwsem);
     return f->i_mmap.size();
@@ -52,12 +33,6 @@ class ShmemReclaimTest : public MmTest {
     std::vector<uint8_t> buf(len, byte);
     ASSERT_TRUE(q->write(addr, buf.data(), len).ok());
   }
-  uint8_t peek(Process* q, uint64_t addr) {
-    uint8_t b = 0xee;
-    EXPECT_TRUE(q->read(addr, &b, 1).ok());
-    return b;
-  }
-  std::vector<int> fds_;
 };
 
 // A VMA is on its file's i_mmap from its linking until it goes: split and
