@@ -310,6 +310,9 @@ class Process {
   int munlock(uint64_t addr, uint64_t len);
   int mlockall(int flags);
   int munlockall();
+  // mseal(addr, len, flags): seal the VMAs of the range (flags must be 0).
+  // 0 or -errno (docs/scenario-language.md: what a seal refuses).
+  int mseal(uint64_t addr, uint64_t len, unsigned long flags = 0);
   // Tear the address space down; the Process object stays (as a zombie) until the System ends.
   void exit();
   bool exited() const { return mm_ == nullptr; }

@@ -31,7 +31,7 @@ namespace mmlab::host {
 namespace wire {
 enum class Op : uint32_t {
   kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kPinCpu, kExit,
-  kMlock, kMunlock, kMlockall, kMunlockall, kVmRead
+  kMlock, kMunlock, kMlockall, kMunlockall, kVmRead, kMseal
 };
 
 struct Request {  // no padding: no stray bytes go over the socket
@@ -74,6 +74,14 @@ int64_t find_not(const uint8_t* p, uint64_t len, uint8_t byte) {
   }
   return -1;
 }
+
+// mseal(2)'s number on x86-64 and the other 64-bit architectures' common
+// table (462); older C libraries have no SYS_mseal.
+#ifdef SYS_mseal
+constexpr long kSysMseal = SYS_mseal;
+#else
+constexpr long kSysMseal = 462;
+#endif
 
 namespace {
 
@@ -273,6 +281,7 @@ long run_syscall(const Request& rq, int fd) {
     case Op::kMunlock: return sys_result(::syscall(SYS_munlock, rq.addr, rq.len));
     case Op::kMlockall: return sys_result(::syscall(SYS_mlockall, rq.arg));
     case Op::kMunlockall: return sys_result(::syscall(SYS_munlockall));
+    case Op::kMseal: return sys_result(::syscall(kSysMseal, rq.addr, rq.len, 0));
     case Op::kVmsplice: {
       iovec iov{addr, rq.len};
       return sys_result(::vmsplice(fd, &iov, 1, 0));
@@ -581,6 +590,7 @@ long Agent::munlock(uint64_t addr, uint64_t len) { return simple(make(Op::kMunlo
 long Agent::mlockall(int flags) { return simple(make(Op::kMlockall, 0, 0, flags), -1); }
 
 long Agent::munlockall() { return simple(make(Op::kMunlockall), -1); }
+long Agent::mseal(uint64_t addr, uint64_t len) { return simple(make(Op::kMseal, addr, len), -1); }
 
 long Agent::process_vm_readv(int pid, uint64_t local, uint64_t remote, uint64_t len) {
   Request rq = make(Op::kVmRead, local, len);

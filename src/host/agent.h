@@ -59,6 +59,8 @@ class Agent {
   long munlock(uint64_t addr, uint64_t len);
   long mlockall(int flags);
   long munlockall();
+  // mseal(addr, len, 0); -ENOSYS on a kernel without it.
+  long mseal(uint64_t addr, uint64_t len);
   // process_vm_readv(2) of `len` bytes at `remote` in process `pid` into
   // this process's `local`: the bytes copied, or -errno.
   long process_vm_readv(int pid, uint64_t local, uint64_t remote, uint64_t len);

@@ -28,6 +28,7 @@
 #include "mm/madvise.h"
 #include "mm/memory.h"
 #include "mm/mm.h"
+#include "mm/mseal.h"
 #include "mm/rmap.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
@@ -447,6 +448,7 @@ bool can_madv_lru_vma(const Vma* vma) { return !(vma->vm_flags & (VM_LOCKED | VM
 // receives the VMA the walk continues after (nullptr: look up again).
 int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t end, int behavior) {
   *pprev = vma;
+  if (!can_madvise_modify(vma, behavior)) return -EPERM;
   switch (behavior) {
     case MADV_DONTNEED:
     case MADV_DONTNEED_LOCKED:
@@ -523,6 +525,7 @@ int madvise_update_vma(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t e
 // madvise_vma_behavior, flag-changing part.
 int madvise_vma_write_behavior(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t end, int behavior)
     REQUIRES(mm->mmap_lock) {
+  if (!can_madvise_modify(vma, behavior)) return -EPERM;
   vm_flags_t new_flags = vma->vm_flags;
   int error = 0;
   switch (behavior) {
@@ -621,6 +624,7 @@ int madvise_walk_vmas(Mm* mm, uint64_t start, uint64_t end, int behavior, Madvis
 // go). Returns with mmap_lock held for read again; the caller looks the VMAs
 // up afresh.
 int madvise_remove(Mm* mm, Vma* vma, uint64_t start, uint64_t end) REQUIRES_SHARED(mm->mmap_lock) {
+  if (!can_madvise_modify(vma, MADV_REMOVE)) return -EPERM;
   if (vma->vm_flags & VM_LOCKED) return -EINVAL;
   if (!vma->vm_file) return -EINVAL;
   // vma_is_shared_maywrite: a private mapping, or one of a file opened read-only.

@@ -23,6 +23,7 @@
 #include "mm/memory.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
+#include "mm/mseal.h"
 #include "mm/vma.h"
 #include "tlb/tlb.h"
 
@@ -201,6 +202,11 @@ int do_vmi_munmap(Mm* mm, uint64_t start, uint64_t len, MunmapZap zap) {
   if (end == start) return -EINVAL;
   Vma* vma = find_vma_intersection(mm, start, end);
   if (!vma) return 0;
+  // A sealed VMA anywhere in the range refuses the whole unmap, before any
+  // split (vms_gather_munmap_vmas checks each VMA before it detaches it and
+  // puts the detached ones back on failure).
+  for (Vma* v = vma; v && v->vm_start < end; v = vma_next(mm, v))
+    if (vma_is_sealed(v)) return -EPERM;
 
   // Split the VMAs straddling either end, so [start, end) is whole VMAs.
   if (vma->vm_start < start) {

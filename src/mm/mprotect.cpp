@@ -6,6 +6,7 @@
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/mprotect.h"
+#include "mm/mseal.h"
 #include "mm/vma.h"
 #include "tlb/tlb.h"
 
@@ -24,6 +25,7 @@ bool arch_validate_prot(int prot) { return (prot & ~(PROT_READ | PROT_WRITE | PR
 // receives the VMA that covers the range afterwards (possibly merged).
 int mprotect_fixup(Mm* mm, Vma* vma, Vma** pprev, uint64_t start, uint64_t end, vm_flags_t newflags)
     REQUIRES(mm->mmap_lock) {
+  if (vma_is_sealed(vma)) return -EPERM;  // even when nothing would change
   const vm_flags_t oldflags = vma->vm_flags;
   if (newflags == oldflags) {
     *pprev = vma;

@@ -27,6 +27,7 @@
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/mremap.h"
+#include "mm/mseal.h"
 #include "mm/vma.h"
 
 namespace mmlab {
@@ -233,6 +234,7 @@ long mremap_to(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
 // check_prep_vma's VMA checks, then mremap_to: one VMA of a move.
 long remap_one(Mm* mm, RemapRequest& r, Vma* vma) REQUIRES(mm->mmap_lock) {
   if (!vma) return -EFAULT;
+  if (vma_is_sealed(vma)) return -EPERM;
   if (is_vm_hugetlb_page(vma) && !align_hugetlb(r, vma)) return -EINVAL;
   return mremap_to(mm, r, vma);
 }
@@ -279,6 +281,7 @@ long mremap_locked(Mm* mm, RemapRequest& r) REQUIRES(mm->mmap_lock) {
   if (move_only(r)) return remap_move(mm, r);
   Vma* vma = vma_lookup(mm, r.addr);
   if (!vma) return -EFAULT;
+  if (vma_is_sealed(vma)) return -EPERM;  // check_prep_vma: any mremap of it, even one that changes nothing
   if (is_vm_hugetlb_page(vma) && !align_hugetlb(r, vma)) return -EINVAL;
   if (implies_new_addr(r)) return mremap_to(mm, r, vma);
   if (r.new_len == r.old_len) return static_cast<long>(r.addr);  // MREMAP_NO_RESIZE

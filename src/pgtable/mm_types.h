@@ -81,6 +81,9 @@ inline constexpr vm_flags_t VM_WIPEONFORK = 0x2000000, VM_DONTDUMP = 0x4000000;
 inline constexpr vm_flags_t VM_SOFTDIRTY = 0x8000000, VM_MIXEDMAP = 0x10000000;
 inline constexpr vm_flags_t VM_HUGEPAGE = 0x20000000, VM_NOHUGEPAGE = 0x40000000;
 inline constexpr vm_flags_t VM_MERGEABLE = 0x80000000;
+// VM_SEALED (mseal(2), 64-bit only): the VMA's extent and protection are
+// fixed until the process exits.
+inline constexpr vm_flags_t VM_SEALED = 1ull << 42;
 inline constexpr vm_flags_t VM_ACCESS_FLAGS = VM_READ | VM_WRITE | VM_EXEC;
 
 inline bool is_cow_mapping(vm_flags_t f) { return (f & (VM_SHARED | VM_MAYWRITE)) == VM_MAYWRITE; }

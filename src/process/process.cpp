@@ -4,6 +4,7 @@
 #include "mm/kernel.h"
 #include "mm/madvise.h"
 #include "mm/mlock.h"
+#include "mm/mseal.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/mprotect.h"
@@ -50,6 +51,9 @@ int Process::mlock2(uint64_t addr, uint64_t len, int flags) {
 int Process::munlock(uint64_t addr, uint64_t len) { return syscall_mm() ? do_munlock(mm_.get(), addr, len) : -ESRCH; }
 int Process::mlockall(int flags) { return syscall_mm() ? do_mlockall(mm_.get(), flags) : -ESRCH; }
 int Process::munlockall() { return syscall_mm() ? do_munlockall(mm_.get()) : -ESRCH; }
+int Process::mseal(uint64_t addr, uint64_t len, unsigned long flags) {
+  return syscall_mm() ? do_mseal(mm_.get(), addr, len, flags) : -ESRCH;
+}
 
 int Process::prctl_set_thp_disable(bool disable, unsigned long flags) {
   return syscall_mm() ? mmlab::prctl_set_thp_disable(mm_.get(), disable, flags) : -ESRCH;

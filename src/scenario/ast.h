@@ -132,6 +132,11 @@ struct Mlock {  // P mlock ADDR SIZE [onfault] | P munlock ADDR SIZE
   bool unlock = false;
   bool onfault = false;  // mlock2(MLOCK_ONFAULT)
 };
+struct Mseal {  // P mseal ADDR SIZE
+  std::string proc;
+  AddrExpr addr;
+  uint64_t size = 0;
+};
 struct Mlockall {  // P mlockall current|future|onfault,... | P munlockall
   std::string proc;
   int flags = 0;  // MCL_*; 0: munlockall
@@ -287,7 +292,7 @@ struct ExpectViolation {  // expect violation TEXT
 
 using StmtBody =
     std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Truncate, stmt::PunchHole, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
-                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall,
+                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall, stmt::Mseal,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectSysfs,

@@ -287,6 +287,13 @@ void HostRun::run(const Stmt& st, const stmt::Mlock& s) {
   check_errno(st, r, s.onfault ? "mlock2" : "mlock");
 }
 
+void HostRun::run(const Stmt& st, const stmt::Mseal& s) {
+  Proc& p = proc(st, s.proc);
+  const long r = sys(st, p.agent->mseal(addr(st, s.addr), s.size));
+  if (r == -ENOSYS) throw SkipTest{"mseal: this host's kernel has no mseal(2) (before v6.10, or not 64-bit)"};
+  check_errno(st, r, "mseal");
+}
+
 void HostRun::run(const Stmt& st, const stmt::Mlockall& s) {
   Proc& p = proc(st, s.proc);
   if (!s.flags) return check_errno(st, sys(st, p.agent->munlockall()), "munlockall");

@@ -99,6 +99,7 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::Mremap& s);
   void run(const Stmt& st, const stmt::Mlock& s);
   void run(const Stmt& st, const stmt::Mlockall& s);
+  void run(const Stmt& st, const stmt::Mseal& s);
   void run(const Stmt&, const stmt::Advance&);
   void run(const Stmt&, const stmt::Inject&);
   void run(const Stmt&, const stmt::ThpDisable&);

@@ -289,6 +289,9 @@ class ModelRun final : public TestRun {
     if (s.unlock) return check_errno(st, p->munlock(at, s.size), "munlock");
     check_errno(st, p->mlock2(at, s.size, s.onfault ? MLOCK_ONFAULT : 0), s.onfault ? "mlock2" : "mlock");
   }
+  void run(const Stmt& st, const stmt::Mseal& s) {
+    check_errno(st, proc(st, s.proc)->mseal(addr(st, s.addr), s.size), "mseal");
+  }
   void run(const Stmt& st, const stmt::Mlockall& s) {
     Process* p = proc(st, s.proc);
     if (!s.flags) return check_errno(st, p->munlockall(), "munlockall");

@@ -90,6 +90,7 @@ constexpr StatementVerb kVerbs[] = {
     {"madvise", kSubject, parse_madvise},
     {"mlock", kSubject, parse_mlock},
     {"munlock", kSubject, parse_munlock},
+    {"mseal", kSubject, parse_mseal},
     {"mlockall", kSubject, parse_mlockall},
     {"munlockall", kSubject, parse_munlockall},
     {"clear-soft-dirty", kSubject, parse_clear_soft_dirty, nullptr, kNeverFails},
@@ -227,6 +228,7 @@ class NameTable {
     bind(s.region, 'r');
   }
   void names(const stmt::Mlock& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Mseal& s) { use(s.proc, 'p'), region(s.addr); }
   void names(const stmt::Mlockall& s) { use(s.proc, 'p'); }
   void names(const stmt::ClearSoftDirty& s) { use(s.proc, 'p'); }
   void names(const stmt::ThpDisable& s) { use(s.proc, 'p'); }

@@ -150,6 +150,7 @@ StmtBody parse_mremap(LineParser& lp, const std::string& subject);
 StmtBody parse_madvise(LineParser& lp, const std::string& subject);
 StmtBody parse_mlock(LineParser& lp, const std::string& subject);
 StmtBody parse_munlock(LineParser& lp, const std::string& subject);
+StmtBody parse_mseal(LineParser& lp, const std::string& subject);
 StmtBody parse_mlockall(LineParser& lp, const std::string& subject);
 StmtBody parse_munlockall(LineParser& lp, const std::string& subject);
 StmtBody parse_clear_soft_dirty(LineParser& lp, const std::string& subject);

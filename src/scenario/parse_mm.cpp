@@ -141,6 +141,14 @@ StmtBody parse_mlockall(LineParser& lp, const std::string& who) {
 
 StmtBody parse_munlockall(LineParser&, const std::string& who) { return stmt::Mlockall{who, 0}; }
 
+// P mseal ADDR SIZE: mseal(2) with flags 0.
+StmtBody parse_mseal(LineParser& lp, const std::string& who) {
+  stmt::Mseal m;
+  m.proc = who;
+  m.addr = lp.range(&m.size);
+  return m;
+}
+
 namespace {
 
 // The ADVICE words and their uapi values, in the order the error lists them.

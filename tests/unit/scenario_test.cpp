@@ -199,6 +199,8 @@ TEST(ScenarioParseTest, MlockErrors) {
             "t.mms:4:30: expected to=ADDR or dontunmap (each once)");
   EXPECT_EQ(parse_error(head + "expect P locked\n"), "t.mms:4:17: expected a SIZE");
   EXPECT_EQ(parse_error(head + "P madvise B 4K dontneed-locked\n").substr(0, 26), "t.mms:4:32: expected an AD");
+  EXPECT_EQ(parse_error(head + "P mseal B 4K 0\n"), "t.mms:4:14: expected the end of the statement");
+  EXPECT_EQ(parse_error(head + "P mseal B\n").substr(0, 16), "t.mms:4:11: expe");
   EXPECT_EQ(parse_error("test a\nproc P\nP mlock Q 4K\n"),
             "t.mms:3:9: expected a region bound before this line (by mmap or mremap), not 'Q'");
 }
