@@ -310,14 +310,16 @@ TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
     scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
     EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
   }
-  EXPECT_EQ(subject_verbs, 21u);
+  EXPECT_EQ(subject_verbs, 22u);
   // What may follow a process name, in the table's order.
   EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
-            "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mlockall, "
-            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, print)");
-  EXPECT_EQ(parse_error("test a\nproc P\nP mseal A\n"),
-            "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mlockall, "
-            "munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, print), not 'mseal'");
+            "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
+            "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
+            "print)");
+  EXPECT_EQ(parse_error("test a\nproc P\nP mbind A\n"),
+            "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
+            "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
+            "print), not 'mbind'");
 }
 
 // vm-read names two processes and two ranges, each checked as it is read.
