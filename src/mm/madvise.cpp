@@ -713,11 +713,8 @@ MadvisePteWalk::LargeFolio MadvisePteWalk::large_folio(Folio* folio, uint64_t ad
 int do_madvise(Mm* mm, uint64_t start, uint64_t len_in, int behavior) {
   // madvise_should_skip
   if (!madvise_behavior_valid(behavior)) return -EINVAL;
-  if (start & ~PAGE_MASK) return -EINVAL;
-  const uint64_t len = round_up(len_in, PAGE_SIZE);
-  if (len_in && !len) return -EINVAL;  // rounded up from a small negative
-  const uint64_t end = start + len;
-  if (end < start) return -EINVAL;
+  uint64_t end = 0;
+  if (int err = check_input_range(start, len_in, &end)) return err;
   if (end == start) return 0;
 
   int error;

@@ -37,6 +37,17 @@ inline void mmap_assert_write_locked(Mm* mm) ASSERT_CAPABILITY(mm->mmap_lock) {
 // ---- VMA lookup (mm/mmap.c, mm/vma.c) ----
 // The VMA containing addr, or nullptr. mmap_lock held.
 Vma* vma_lookup(Mm* mm, uint64_t addr) REQUIRES_SHARED(mm->mmap_lock);
+
+// check_input_range (madvise, mseal): a page-aligned start and a length
+// that rounds up to pages without wrapping; *end is start plus that. 0 or
+// -EINVAL.
+inline int check_input_range(uint64_t start, uint64_t len_in, uint64_t* end) {
+  if (start & ~PAGE_MASK) return -EINVAL;
+  const uint64_t len = round_up(len_in, PAGE_SIZE);
+  if (len_in && !len) return -EINVAL;  // rounded up from a small negative
+  *end = start + len;
+  return *end < start ? -EINVAL : 0;
+}
 // The first VMA with vm_end > addr, or nullptr.
 Vma* find_vma(Mm* mm, uint64_t addr) REQUIRES_SHARED(mm->mmap_lock);
 Vma* vma_prev(Mm* mm, Vma* vma) REQUIRES_SHARED(mm->mmap_lock);

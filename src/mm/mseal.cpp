@@ -61,11 +61,8 @@ bool is_discard(int behavior) {
 
 int do_mseal(Mm* mm, uint64_t start, uint64_t len_in, unsigned long flags) {
   if (flags) return -EINVAL;
-  if (start & ~PAGE_MASK) return -EINVAL;
-  const uint64_t len = round_up(len_in, PAGE_SIZE);
-  if (len_in && !len) return -EINVAL;  // rounded up from a small negative
-  const uint64_t end = start + len;
-  if (end < start) return -EINVAL;
+  uint64_t end = 0;
+  if (int err = check_input_range(start, len_in, &end)) return err;
   if (end == start) return 0;
   mmap_write_lock(mm);
   const int ret = range_contains_unmapped(mm, start, end) ? -ENOMEM : mseal_apply(mm, start, end);
