@@ -36,6 +36,11 @@ struct Workload {
   std::set<std::string> groups = {};  // the optional columns its tables show (cow_metrics()'s groups)
 };
 
+// A column's settings on a fresh System: the one mTHP size its faults use
+// (every other size off), its cow.policy, cow.max_order, cow.reuse and
+// khugepaged's mTHP collapse. 0, or -errno with *err.
+int apply_column(System* s, const Column& c, std::string* err);
+
 // The catalogue, in report order.
 const std::vector<Column>& columns();
 const std::vector<Workload>& workloads();
