@@ -456,6 +456,9 @@ const CountedValue kCounted[] = {
 
 // Why a column does not apply to a workload, or nullptr.
 const char* not_applicable(const Workload& w, const Column& c) {
+  if (is_trace_workload(w))
+    return c.extra == Extra::kDontfork || c.extra == Extra::kCollapseAfterFork ? "a recorded program's calls are its own"
+                                                                              : nullptr;
   const bool forks = w.name != "read-then-write";
   if (c.extra == Extra::kDontfork && w.name != "fork-exec") return "the children use the region";
   if (c.extra == Extra::kCollapseAfterFork && (!forks || w.name == "fork-exec"))
@@ -722,6 +725,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     out->not_run = why;
     return 0;
   }
+  if (is_trace_workload(w)) return run_trace(w, c, p, out, err);
   WorkloadRun run(w, c, p, out);
   if (int e = run.set_up(err); e < 0) return e;
   if (int e = run.prepare(err); e < 0) return e;

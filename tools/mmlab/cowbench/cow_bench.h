@@ -99,6 +99,12 @@ struct Grid {
 // when a run fails or the files cannot be written.
 int run_grid(const Grid& g);
 
+// `trace:F.mmtrace`: a recorded program replayed as a workload
+// (cow_bench_trace.cpp); its name carries the file.
+inline constexpr const char* kTracePrefix = "trace:";
+bool is_trace_workload(const Workload& w);
+int run_trace(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err);
+
 // Runs one workload under one column on a fresh System. 0, or -errno with
 // *err saying what failed.
 int run(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err);

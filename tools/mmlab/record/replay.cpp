@@ -20,6 +20,7 @@ constexpr uint64_t kStackLimit = 8ull << 20;  // RLIMIT_STACK's usual soft limit
 constexpr uint64_t kStackSlackAbove = 1ull << 20;
 constexpr size_t kDivergencesKept = 10;
 constexpr uint8_t kWriteByte = 0x5a;
+constexpr uint64_t kMaxRam = 32ull << 30;  // simulated RAM is touched lazily; its memmap is not free
 
 uint64_t page_down(uint64_t a) { return a & ~(kPage - 1); }
 uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
@@ -372,18 +373,70 @@ int apply_recorded_settings(System* s, const HostProfile& h, std::string* err) {
 
 }  // namespace
 
-uint64_t replay_ram_bytes(const Trace& t) {
-  uint64_t mapped = 0, faults = 0, files = 0;
+namespace {
+
+// The most bytes the live address spaces map at once: a child made by fork
+// may write (and so copy) all its parent maps.
+uint64_t peak_live_mapped(const Trace& t) {
+  constexpr uint64_t kCap = 1ull << 40;  // a reservation of address space counts no more than this
+  std::unordered_map<uint32_t, size_t> mm_of;
+  std::vector<uint64_t> mapped;
+  std::vector<int> users;
+  uint64_t live = 0, peak = 0;
+  auto mm = [&](uint32_t tid) -> size_t {
+    auto it = mm_of.find(tid);
+    if (it != mm_of.end()) return it->second;
+    mapped.push_back(0), users.push_back(1);
+    return mm_of[tid] = mapped.size() - 1;
+  };
+  auto drop = [&](uint32_t tid) {
+    auto it = mm_of.find(tid);
+    if (it == mm_of.end()) return;
+    if (--users[it->second] == 0) live -= mapped[it->second];
+    mm_of.erase(it);
+  };
+  auto grow = [&](uint32_t tid, uint64_t by) {
+    by = std::min(by, kCap);
+    mapped[mm(tid)] += by;
+    live += by;
+    peak = std::max(peak, live);
+  };
   for (const Record& r : t.records) {
-    if (r.op == Op::kFault) faults++;
-    if (r.op == Op::kMmap || r.op == Op::kLayout) mapped += std::min<uint64_t>(r.b, 1ull << 40);
-    if (r.op == Op::kMremap) mapped += std::min<uint64_t>(r.c, 1ull << 40);
-    if (r.op == Op::kBrk && r.a > r.b) mapped += std::min<uint64_t>(r.a - r.b, 1ull << 40);
+    if (r.op == Op::kFork) {
+      const size_t parent = mm(static_cast<uint32_t>(r.a));
+      drop(r.tid);
+      if (r.b & kCloneVm) {
+        users[parent]++;
+        mm_of[r.tid] = parent;
+      } else {
+        mm(r.tid);
+        grow(r.tid, mapped[parent]);
+      }
+    } else if (r.op == Op::kExec) {
+      drop(r.tid);
+      mm(r.tid);
+    } else if (r.op == Op::kExit) {
+      drop(r.tid);
+    } else if (r.op == Op::kMmap || r.op == Op::kLayout) {
+      grow(r.tid, r.b);
+    } else if (r.op == Op::kMremap && r.c > r.b) {
+      grow(r.tid, r.c - r.b);
+    } else if (r.op == Op::kBrk && r.a > r.b) {
+      grow(r.tid, r.a - r.b);
+    }
   }
+  return peak;
+}
+
+}  // namespace
+
+uint64_t replay_ram_bytes(const Trace& t) {
+  uint64_t faults = 0, files = 0;
+  for (const Record& r : t.records) faults += r.op == Op::kFault;
   for (const FileEntry& f : t.files) files += std::min<uint64_t>(f.size, 1ull << 40);
   // A fault allocates one folio of at most 2M; no more than is mapped.
-  const uint64_t anon = std::min<uint64_t>(mapped, faults * (2ull << 20));
-  const uint64_t need = std::min<uint64_t>(anon + files + (256ull << 20), 32ull << 30);
+  const uint64_t anon = std::min<uint64_t>(peak_live_mapped(t), faults * (2ull << 20));
+  const uint64_t need = std::min<uint64_t>(anon + anon / 8 + files + (256ull << 20), kMaxRam);
   return (need + (4ull << 20) - 1) & ~((4ull << 20) - 1);
 }
 
