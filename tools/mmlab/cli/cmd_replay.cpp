@@ -19,6 +19,7 @@
 #include "record/fidelity.h"
 #include "record/mmtrace.h"
 #include "record/replay.h"
+#include "record/to_mms.h"
 
 namespace mmlab::cli {
 namespace {
@@ -28,6 +29,9 @@ struct ReplayCli {
   std::vector<std::string> columns;
   bool dump = false, fidelity = false, ignore_thp_disable = false;
   uint64_t max_records = 0;
+  std::string to_mms;
+  uint32_t pid = 0;
+  double from_s = 0, to_s = -1;
 };
 
 // The policy table's columns (cow-bench's catalogue), and "recorded": the
@@ -221,6 +225,25 @@ int run_fidelity(const record::Trace& t, const ReplayCli& v) {
   return ok ? 0 : 1;
 }
 
+int run_to_mms(const record::Trace& t, const ReplayCli& v) {
+  record::ExcerptSpec s;
+  s.tid = v.pid;
+  s.from_ns = static_cast<uint64_t>(v.from_s * 1e9);
+  s.to_ns = v.to_s < 0 ? ~0ull : static_cast<uint64_t>(v.to_s * 1e9);
+  std::string text, err;
+  if (record::excerpt_to_mms(t, s, &text, &err)) {
+    std::fprintf(stderr, "mmlab replay: --to-mms: %s\n", err.c_str());
+    return 1;
+  }
+  std::ofstream out(v.to_mms);
+  out << text;
+  if (!out.flush()) {
+    std::fprintf(stderr, "mmlab replay: --to-mms %s: cannot write\n", v.to_mms.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int run_replay(const ReplayCli& v) {
   record::Trace t;
   std::string err;
@@ -233,6 +256,7 @@ int run_replay(const ReplayCli& v) {
     return 2;
   }
   if (v.dump) return run_dump(t);
+  if (!v.to_mms.empty()) return run_to_mms(t, v);
   if (v.fidelity) return run_fidelity(t, v);
   return run_policy_table(t, v);
 }
@@ -248,7 +272,17 @@ void add_replay(CLI::App& app) {
   auto* dump = sub->add_flag("--dump", v->dump, "print one line per record and exit");
   auto* fid = sub->add_flag("--fidelity", v->fidelity,
                             "replay under the recorded settings and compare with the kernel's figures");
+  auto* mms = sub->add_option("--to-mms", v->to_mms, "write an excerpt (--pid, --from, --to) as a scenario to this file");
   dump->excludes(fid);
+  mms->excludes(dump);
+  mms->excludes(fid);
+  sub->add_option("--pid", v->pid, "--to-mms: the task (its address space from its exec)")->needs(mms);
+  sub->add_option("--from", v->from_s, "--to-mms: the window's start, seconds into the trace")
+      ->needs(mms)
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--to", v->to_s, "--to-mms: the window's end, seconds into the trace (default: the end)")
+      ->needs(mms)
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--ignore-thp-disable", v->ignore_thp_disable,
                 "replay as if the program had not set PR_SET_THP_DISABLE");
   sub->add_option("--max-records", v->max_records, "stop after this many records");
