@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "record/mmtrace.h"
 #include "report/plot.h"
 #include "report/report.h"
 #include "report/statistics.h"
@@ -85,6 +86,15 @@ int run_cow_bench(const CowCli& o) {
   std::vector<const cowbench::Column*> cs;
   if (!pick("workload", o.workloads, cowbench::workloads(), &ws) || !pick("column", o.cols, cowbench::columns(), &cs))
     return 2;
+  for (const cowbench::Workload* w : ws) {
+    std::string err;
+    record::Trace t;
+    if (cowbench::is_trace_workload(*w) &&
+        record::read_mmtrace(w->name.substr(std::string(cowbench::kTracePrefix).size()), &t, &err)) {
+      std::fprintf(stderr, "mmlab cow-bench: --workload %s: %s\n", w->name.c_str(), err.c_str());
+      return 2;
+    }
+  }
   cowbench::Params p;
   p.size = o.quick ? (16ull << 20) : (64ull << 20);
   // Every process may hold a private copy: the System needs size * (procs + 2)

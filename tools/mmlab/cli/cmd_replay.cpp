@@ -103,7 +103,7 @@ nlohmann::ordered_json column_json(const record::ReplayResult& r) {
   j["seconds"] = r.seconds;
   for (const record::MmReport& m : r.mms)
     j["mms"].push_back({{"tid", m.tid}, {"comm", m.comm}, {"faults_traced", m.faults_traced},
-                        {"peak_rss_anon", m.peak_rss_anon}, {"rss_anon_at_exit", m.rss_anon_at_exit},
+                        {"min_flt", m.min_flt}, {"maj_flt", m.maj_flt}, {"peak_rss_anon", m.peak_rss_anon}, {"rss_anon_at_exit", m.rss_anon_at_exit},
                         {"peak_pss", m.peak_pss}, {"pss_at_exit", m.pss_at_exit},
                         {"private_dirty_at_exit", m.private_dirty_at_exit},
                         {"traced_peak_rss_anon", m.traced_peak_rss_anon}});
@@ -247,11 +247,7 @@ int run_to_mms(const record::Trace& t, const ReplayCli& v) {
 int run_replay(const ReplayCli& v) {
   record::Trace t;
   std::string err;
-  if (record::read_mmtrace(v.trace, &t, &err)) {
-    std::fprintf(stderr, "mmlab replay: %s\n", err.c_str());
-    return 2;
-  }
-  if (!check_columns(v.columns, &err)) {
+  if (!check_columns(v.columns, &err) || record::read_mmtrace(v.trace, &t, &err)) {
     std::fprintf(stderr, "mmlab replay: %s\n", err.c_str());
     return 2;
   }

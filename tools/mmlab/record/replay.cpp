@@ -111,6 +111,9 @@ void Replayer::finish(MmState& m) {
   rep.rss_anon_at_exit = m.proc->rss_anon();
   rep.pss_at_exit = m.proc->pss();
   rep.private_dirty_at_exit = private_dirty_bytes(m.proc);
+  rep.min_flt = m.proc->min_flt();
+  rep.maj_flt = m.proc->maj_flt();
+  r_->model_faults_by_tasks += rep.min_flt + rep.maj_flt;
   m.proc->exit();
   m.proc = nullptr;
 }
@@ -329,7 +332,6 @@ void Replayer::step(const Record& rec) {
 }
 
 void Replayer::run() {
-  const int64_t faults_before = sys_->vmstat("pgfault");
   uint64_t last_t = t_.records.empty() ? 0 : t_.records.front().t_ns;
   const uint64_t n = o_.max_records ? std::min<uint64_t>(o_.max_records, t_.records.size()) : t_.records.size();
   for (uint64_t i = 0; i < n; i++) {
@@ -352,7 +354,6 @@ void Replayer::run() {
       m->users = 0;
       finish(*m);
     }
-  r_->model_faults_by_tasks = sys_->vmstat("pgfault") - faults_before;
 }
 
 int apply_recorded_settings(System* s, const HostProfile& h, std::string* err) {

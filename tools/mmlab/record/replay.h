@@ -39,6 +39,7 @@ struct MmReport {
   long peak_pss = 0, pss_at_exit = 0;
   long private_dirty_at_exit = 0;  // smaps' Private_Dirty summed (what Redis reports as rdb_last_cow_size)
   int64_t faults_traced = 0;       // the trace's faults by this mm's tasks
+  int64_t min_flt = 0, maj_flt = 0;  // the model's counts for its tasks (getrusage)
   long traced_peak_rss_anon = -1;  // kmem:rss_stat's largest MM_ANONPAGES reading (-1: none recorded)
 };
 
@@ -63,7 +64,7 @@ struct ReplayResult {
   std::vector<std::string> first_divergences;  // the first few, for the report
   std::map<std::string, int64_t> counters;  // System::all_counters() at the end
   std::vector<MmReport> mms;               // in creation order
-  int64_t model_faults_by_tasks = 0;  // the model's fault count (pgfault) over the replay
+  int64_t model_faults_by_tasks = 0;  // the model's min_flt + maj_flt summed over every address space's tasks
   double seconds = 0;                 // the replay's host time
 };
 
