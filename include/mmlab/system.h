@@ -124,6 +124,9 @@ class System {
 
   // A new process with an empty address space. The System owns it until exit.
   Process* new_process(const std::string& name = "");
+  // The simulated CPU the calling thread's model calls run on from now: `cpu`
+  // if no other live thread holds it. Returns the CPU the thread is on.
+  static int migrate_this_thread(int cpu);
   std::vector<Process*> processes() const;
 
   // /sys/kernel/mm/<path> (e.g. "transparent_hugepage/enabled"): 0 or -EINVAL/-ENOENT.

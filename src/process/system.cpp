@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "sync/cpu.h"
 #include "check/checker.h"
 #include "mm/variants.h"
 #include "fmt/format.h"
@@ -131,6 +132,8 @@ std::vector<std::string> System::inject_sites() {
   for (size_t i = 0; i < kNrFaultSites; i++) v.emplace_back(fault_site_name(static_cast<FaultSite>(i)));
   return v;
 }
+
+int System::migrate_this_thread(int cpu) { return mmlab::migrate_this_thread(cpu); }
 
 Process* System::new_process(const std::string& name) {
   auto mm = mm_alloc(k_.get());

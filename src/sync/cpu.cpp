@@ -56,6 +56,17 @@ const CpuSlot& this_cpu_first() {
 
 }  // namespace cpu_detail
 
+int migrate_this_thread(int id) {
+  const CpuSlot& now = this_cpu();
+  if (id < 0 || id >= kSharedCpu || id == now.id || !now.exclusive) return now.id;
+  MutexGuard g(&g_cpu_mutex);
+  if (g_cpu_used[id]) return now.id;
+  g_cpu_used[now.id] = false;
+  g_cpu_used[id] = true;
+  cpu_detail::tls_slot = {id, true};
+  return id;
+}
+
 uint64_t cpu_release_count(int id) { return g_cpu_released[id].load(std::memory_order_acquire); }
 
 }  // namespace mmlab

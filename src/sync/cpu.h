@@ -33,6 +33,12 @@ inline const CpuSlot& this_cpu() {
 // count moved since it last ran an mm has gone idle (the TLB model treats it
 // as lazy, as the kernel's idle task is).
 uint64_t cpu_release_count(int id);
+// Moves the calling thread to simulated CPU `id` if no other live thread
+// holds it (as a replay of a recording runs each record on the CPU it was
+// recorded on); the CPU it left is not released: like a real CPU it keeps
+// the address space it last ran until something else runs there. Returns
+// the id the thread is on afterwards.
+int migrate_this_thread(int id);
 inline int smp_processor_id() { return this_cpu().id; }
 
 }  // namespace mmlab

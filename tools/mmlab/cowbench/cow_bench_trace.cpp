@@ -52,6 +52,13 @@ void fill(const record::ReplayResult& r, Result* out) {
   for (const record::MmReport& mm : r.mms) rss += mm.peak_rss_anon;
   m.set("rss_peak", static_cast<double>(rss));
   m.set("elapsed_s", r.seconds);
+  // The TLB model saw only the faulting accesses: where faults put entries
+  // and which flushes and IPIs they caused, not the program's reach.
+  const std::pair<const char*, const char*> tlb[] = {
+      {"metrics.tlb.flushes", "tlb.flush"},           {"metrics.tlb.flush_full", "tlb.flush_full"},
+      {"metrics.tlb.flush_range", "tlb.flush_range"}, {"metrics.tlb.flush_single", "tlb.flush_single"},
+      {"metrics.tlb.ipis", "tlb.ipi"}};
+  for (const auto& [key, name] : tlb) m.set(key, static_cast<double>(counter(r, name)));
   out->counts = r.counters;
 }
 

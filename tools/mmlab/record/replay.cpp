@@ -79,6 +79,7 @@ class Replayer {
   std::vector<int> fds_;
   std::unordered_map<uint32_t, MmState*> tasks_;
   std::vector<std::unique_ptr<MmState>> mms_;
+  uint16_t cpu_ = 0xffff;  // the simulated CPU the replay runs on
 };
 
 std::string Replayer::comm(uint32_t tid) const {
@@ -343,6 +344,7 @@ void Replayer::run() {
       (void)sys_->advance_clock(rec.t_ns - last_t);
       last_t = rec.t_ns;
     }
+    if (rec.cpu != cpu_) cpu_ = static_cast<uint16_t>(System::migrate_this_thread(rec.cpu));
     step(rec);
     if (o_.pss_every && (i + 1) % o_.pss_every == 0)
       for (auto& m : mms_)
