@@ -106,6 +106,8 @@ class Converter {
   void note_file_range(int64_t mm, uint64_t start, uint64_t len, int32_t file, uint64_t offset);
   void note_fault(int64_t mm, uint64_t addr);
   void emit(const PerfLine& l, Record r, int64_t mm);
+  int orphan(const PerfLine& l);
+  int adopt(int64_t tid, std::string* why);
 
   Trace* t_;
   ConvertStats* s_;
@@ -118,10 +120,40 @@ class Converter {
   std::vector<std::string> tmpfs_, hugetlbfs_;
   std::vector<int64_t> rec_mm_;
   bool attach_ = false;
+  // Lines of a task not known yet: perf orders by timestamps taken on
+  // different CPUs, so a child's first fault may come before the parent's
+  // task_newtask. Kept until that comes (then converted after it), an
+  // exec makes them moot, or the end drops them.
+  std::string_view cur_line_;
+  std::map<int64_t, std::vector<std::string>> orphans_;
 };
+
+constexpr size_t kMaxOrphans = 100000;  // per task: a task never forked in the capture is not kept whole
+
+int Converter::orphan(const PerfLine& l) {
+  auto& v = orphans_[l.tid];
+  if (v.size() < kMaxOrphans) v.emplace_back(cur_line_);
+  else s_->dropped_no_mm++;
+  return 0;
+}
+
+int Converter::adopt(int64_t tid, std::string* why) {
+  auto it = orphans_.find(tid);
+  if (it == orphans_.end()) return 0;
+  std::vector<std::string> lines = std::move(it->second);
+  orphans_.erase(it);
+  for (const std::string& text : lines) {
+    PerfLine l;
+    LineKind kind;
+    cur_line_ = text;
+    if (parse_perf_line(text, &l, &kind, why) || event(l, why)) return -1;
+  }
+  return 0;
+}
 
 int Converter::line(std::string_view text, std::string* why) {
   s_->lines++;
+  cur_line_ = text;
   if (text.rfind("# mmlab ", 0) == 0) return header_line(text.substr(8), why);
   PerfLine l;
   LineKind kind;
@@ -237,6 +269,10 @@ int Converter::exec_event(const PerfLine& l, bool prepare, std::string* why) {
     tasks_[static_cast<int64_t>(pid)].in_exec = false;
     return 0;
   }
+  if (auto o = orphans_.find(l.tid); o != orphans_.end()) {  // the old image's: nothing to replay them on
+    s_->dropped_no_mm += o->second.size();
+    orphans_.erase(o);
+  }
   TaskState& ts = tasks_[l.tid];
   ts.tgid = l.pid;
   ts.mm = static_cast<int64_t>(mms_.size());
@@ -257,11 +293,10 @@ int Converter::newtask(const PerfLine& l, std::string* why) {
   if (!perf_field_number(l.rest, "pid", &child) || !perf_field(l.rest, "clone_flags", &f) || !perf_number("0x" + std::string(f), &flags))
     return *why = "task_newtask without pid= and a hex clone_flags=", -1;
   TaskState* parent = task_with_mm(l);
-  if (!parent) return s_->dropped_no_mm++, 0;
+  if (!parent) return orphan(l);  // a parent not known yet: converted when it is
   TaskState& c = tasks_[static_cast<int64_t>(child)];
   c.tgid = flags & kCloneThread ? parent->tgid : static_cast<int64_t>(child);
   c.in_exec = false;
-  c.pending_valid = false;
   if (flags & kCloneVm) {
     c.mm = parent->mm;
   } else {
@@ -276,7 +311,7 @@ int Converter::newtask(const PerfLine& l, std::string* why) {
   PerfLine x = l;
   x.tid = static_cast<int64_t>(child);
   emit(x, r, c.mm);
-  return 0;
+  return adopt(x.tid, why);
 }
 
 // exceptions:page_fault_user/kernel: the x86 error code's P, W and I bits.
@@ -286,7 +321,7 @@ int Converter::fault(const PerfLine& l, bool kernel, std::string* why) {
     return *why = "a page fault without a numeric address= and error_code=", -1;
   if (addr >= kUserTop) return s_->dropped_kernel_addr++, 0;
   TaskState* ts = task_with_mm(l);
-  if (!ts) return s_->dropped_no_mm++, 0;
+  if (!ts) return orphan(l);
   Record r;
   r.op = Op::kFault;
   r.a = addr;
@@ -326,7 +361,7 @@ int Converter::mmap2(const PerfLine& line, std::string* why) {
     emit(l, r, ts.mm);
     it = tasks_.find(l.tid);
   }
-  if (it == tasks_.end() || it->second.mm < 0) return s_->dropped_no_mm++, 0;
+  if (it == tasks_.end() || it->second.mm < 0) return l.t_ns ? orphan(l) : (s_->dropped_no_mm++, 0);
   TaskState& ts = it->second;
   if (ts.in_exec) {
     Record r;
@@ -397,7 +432,7 @@ int Converter::sys_exit(const PerfLine& l, std::string_view name, std::string* w
   if (!matched) return s_->unmatched_exits++, 0;
   TaskState& ts = it->second;
   ts.pending_valid = false;
-  if (ts.mm < 0 && !task_with_mm(l)) return s_->dropped_no_mm++, 0;
+  if (ts.mm < 0 && !task_with_mm(l)) return orphan(l);
   uint64_t raw = 0;
   if (!perf_number(l.rest, &raw)) return *why = "a sys_exit whose result is not a number", -1;
   const int64_t ret = static_cast<int64_t>(raw);
@@ -532,6 +567,7 @@ void Converter::emit(const PerfLine& l, Record r, int64_t mm) {
 // furthest faulted page; a file it could not stat (deleted, memfd) is sized
 // by its mappings.
 void Converter::finish() {
+  for (const auto& [tid, lines] : orphans_) s_->dropped_no_mm += lines.size();
   for (size_t i = 0; i < t_->files.size(); i++) {
     FileEntry& f = t_->files[i];
     auto it = sizes_.find({f.dev, f.ino});

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -99,7 +100,8 @@ std::vector<std::string> mount_lines() {
     std::istringstream w(line);
     std::string dev, path, type;
     w >> dev >> path >> type;
-    if (type == "tmpfs" || type == "hugetlbfs") out.push_back(type + " " + path);
+    const std::string l = type + " " + path;
+    if ((type == "tmpfs" || type == "hugetlbfs") && std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
   }
   return out;
 }
