@@ -8,11 +8,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "fmt/format.h"
+#include "mmlab/input_file.h"
 #include "record/record.h"
 
 namespace mmlab::cli {
@@ -62,15 +61,12 @@ void print_summary(const record::Trace& t, const record::ConvertStats& s) {
 }
 
 int convert_saved(const RecordCli& c, record::Trace* t, record::ConvertStats* s) {
-  std::ifstream in(c.from_script, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "mmlab record: --from-script %s: cannot read it\n", c.from_script.c_str());
+  std::string text, err;
+  if (read_input_file(c.from_script, 16ull << 30, &text, &err)) {
+    std::fprintf(stderr, "mmlab record: --from-script %s: cannot read it: %s\n", c.from_script.c_str(), err.c_str());
     return 2;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string err;
-  if (record::convert_perf_script(ss.str(), t, s, &err)) {
+  if (record::convert_perf_script(text, t, s, &err)) {
     std::fprintf(stderr, "mmlab record: %s: %s\n", c.from_script.c_str(), err.c_str());
     return 1;
   }
