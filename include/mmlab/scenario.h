@@ -62,6 +62,9 @@ std::vector<std::string> scenario_test_names(const ScenarioProgram& prog, const 
 
 enum class Outcome { kPass, kFail, kXfail, kXpass, kSkip, kError };
 const char* outcome_name(Outcome o);
+// The language's word for a madvise advice (`dontneed`), or nullptr when it
+// has none; for tools that write scenarios.
+const char* scenario_advice_word(int advice);
 
 // Expectations of one kind a backend skipped, and why: "KEY: ..." or
 // "KEY (...)", where KEY is a host probe's name (zero_page, soft_dirty, ...),

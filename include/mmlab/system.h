@@ -22,6 +22,7 @@ namespace mmlab {
 
 struct Kernel;
 struct Mm;
+struct TaskStruct;
 class Process;
 class Khugepaged;
 
@@ -362,8 +363,17 @@ class Process {
   long rss_shmem() const;
   long pgtables_bytes() const;
   long locked_vm() const;  // bytes: /proc/PID/status VmLck (the VM_LOCKED VMAs)
+  // The task's fault counts, getrusage's ru_minflt and ru_majflt: the faults
+  // completed for this process's own calls (its loads and stores, and the
+  // faults its system calls and GUP calls take, in whatever address space),
+  // each once however often it was retried; a retried one is major, as the
+  // kernel counts it (mm_account_fault). A fork's child starts at 0; the
+  // counts stay readable after exit().
+  uint64_t min_flt() const;
+  uint64_t maj_flt() const;
 
   Mm* mm() const { return mm_.get(); }  // for the layers below the API and white-box tests
+  TaskStruct* task() const { return task_.get(); }  // likewise: its `current` (fault/sched.h)
   System* system() const { return sys_; }
 
  private:
@@ -372,6 +382,7 @@ class Process {
   Mm* syscall_mm() const;  // the mm, with the system call counted (mm.syscall); nullptr once exited
   System* sys_;
   std::unique_ptr<Mm> mm_;
+  std::unique_ptr<TaskStruct> task_;
   std::string name_;
   int pid_;
 };

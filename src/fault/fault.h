@@ -55,16 +55,18 @@ struct VmFault {
 
 // handle_mm_fault: the caller holds mmap_lock (read) or the VMA's read lock
 // (FAULT_FLAG_VMA_LOCK). Returns VM_FAULT_* bits; 0 means "resolved, or
-// retry the access" (the caller re-walks and faults again if needed).
+// retry the access" (the caller re-walks and faults again if needed). The
+// fault is accounted (pgfault, current's min_flt/maj_flt: mm_account_fault)
+// once it completes, so not when it returns VM_FAULT_RETRY.
 // VM_FAULT_RETRY has released the lock, as in the kernel: always under the
 // per-VMA lock, and under mmap_lock unless FAULT_FLAG_RETRY_NOWAIT (only
 // faults with FAULT_FLAG_ALLOW_RETRY return it there).
 [[nodiscard]] vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags);
 
 // __vmf_anon_prepare: an anon_vma for the anonymous page about to be
-// mapped. Attaching one may take locks the per-VMA-lock path must not, so
-// under FAULT_FLAG_VMA_LOCK the fault retries under mmap_lock. 0,
-// VM_FAULT_RETRY or VM_FAULT_OOM.
+// mapped. Attaching one needs mmap_lock, so under FAULT_FLAG_VMA_LOCK it is
+// tried (mmap_read_trylock) for the attach, and only if that fails does the
+// fault retry under mmap_lock. 0, VM_FAULT_RETRY or VM_FAULT_OOM.
 [[nodiscard]] vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags);
 [[nodiscard]] inline vm_fault_t vmf_anon_prepare(VmFault* vmf) { return __vmf_anon_prepare(vmf->vma, vmf->flags); }
 

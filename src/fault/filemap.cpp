@@ -31,15 +31,15 @@ vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pa
   Folio* folio = nullptr;
   bool major = false;
   int err = file_get_folio_locked(f, pgoff, &folio, &start, &major);
-  // shmem_swapin_folio started a read: a major fault (VM_FAULT_MAJOR, which
-  // the model's callers do not look at, so only the event is counted).
+  // shmem_swapin_folio started a read: a major fault (pgmajfault here, and
+  // VM_FAULT_MAJOR for mm_account_fault's task counts).
   if (major) vmf->vma->vm_mm->kernel->stats->count(VmStat::pgmajfault);
   if (err == -EINVAL || err == -EIO) return VM_FAULT_SIGBUS;  // beyond EOF, or the swap read failed
   if (err == -ENOMEM) return VM_FAULT_OOM;
   if (err) return VM_FAULT_NOPAGE;  // retry
   *foliop = folio;
   *pagep = folio_page(folio, static_cast<long>(pgoff - start));
-  return 0;
+  return major ? VM_FAULT_MAJOR : 0;
 }
 
 // set_pte_range: map nr pages of folio from page at addr (ptep, PTL held).
@@ -178,8 +178,8 @@ vm_fault_t do_read_fault(VmFault* vmf, uint64_t pgoff) {
   Folio* folio;
   Page* page;
   vm_fault_t ret = do_file_fault(vmf, pgoff, &folio, &page);
-  if (ret) return ret;
-  ret = finish_fault(vmf, folio, page, /*is_cow=*/false);
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) return ret;
+  ret |= finish_fault(vmf, folio, page, /*is_cow=*/false);
   folio_unlock(folio);
   if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) folio_put(folio);
   return ret;
@@ -196,14 +196,14 @@ vm_fault_t do_cow_fault(VmFault* vmf, uint64_t pgoff) {
   Folio* folio;
   Page* page;
   vm_fault_t ret = do_file_fault(vmf, pgoff, &folio, &page);
-  if (ret) {
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) {
     folio_put(new_folio);
     return ret;
   }
   copy_user_page(mm->phys, mm->phys->page_address(&new_folio->page), mm->phys->page_address(page));
   mm->stats->count_copied(0, PAGE_SIZE);
   folio_set_uptodate(new_folio);
-  ret = finish_fault(vmf, new_folio, &new_folio->page, /*is_cow=*/true);
+  ret |= finish_fault(vmf, new_folio, &new_folio->page, /*is_cow=*/true);
   folio_unlock(folio);
   folio_put(folio);
   if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) folio_put(new_folio);
@@ -237,7 +237,7 @@ vm_fault_t do_shared_fault(VmFault* vmf, uint64_t pgoff) {
   Folio* folio;
   Page* page;
   vm_fault_t ret = do_file_fault(vmf, pgoff, &folio, &page);
-  if (ret) return ret;
+  if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) return ret;
   if (vma_has_page_mkwrite(vmf->vma)) {
     folio_unlock(folio);
     vm_fault_t tmp = do_page_mkwrite(vmf, folio);
@@ -246,7 +246,7 @@ vm_fault_t do_shared_fault(VmFault* vmf, uint64_t pgoff) {
       return tmp;
     }
   }
-  ret = finish_fault(vmf, folio, page, /*is_cow=*/false);
+  ret |= finish_fault(vmf, folio, page, /*is_cow=*/false);
   if (ret & (VM_FAULT_ERROR | VM_FAULT_NOPAGE | VM_FAULT_RETRY)) {
     folio_unlock(folio);
     folio_put(folio);

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "fault/fault.h"
+#include "fault/sched.h"
 #include "mm/variants.h"
 #include "fault/wp_copy.h"
 #include "mm/anon_vma.h"
@@ -28,13 +29,23 @@ namespace mmlab {
 
 // ---- helpers ----
 
-vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags) {
+// __vmf_anon_prepare: anon_vma_prepare looks at the neighbouring VMAs for an
+// anon_vma to share, which the per-VMA lock alone does not make safe. Under
+// it the fault tries mmap_lock for read; only if someone holds (or waits
+// for) it does the fault give up with VM_FAULT_RETRY, to be repeated under
+// mmap_lock (the caller's vmf_anon_prepare drops the VMA lock; in the model
+// handle_mm_fault does). Opt-out: mmap_lock is taken or not as the fault
+// flags say, which the analysis cannot follow.
+vm_fault_t __vmf_anon_prepare(Vma* vma, fault_flags_t flags) NO_THREAD_SAFETY_ANALYSIS {
   // Another thread may attach one under mmap_lock while we hold only the
   // VMA lock: anon_vma_prepare publishes it with release.
   if (std::atomic_ref<AnonVma*>(vma->anon_vma).load(std::memory_order_acquire)) return 0;
-  if (flags & FAULT_FLAG_VMA_LOCK) return VM_FAULT_RETRY;
-  if (anon_vma_prepare(vma)) return VM_FAULT_OOM;
-  return 0;
+  Mm* mm = vma->vm_mm;
+  if ((flags & FAULT_FLAG_VMA_LOCK) && !mmap_read_trylock(mm)) return VM_FAULT_RETRY;
+  vm_fault_t ret = 0;
+  if (anon_vma_prepare(vma)) ret = VM_FAULT_OOM;
+  if (flags & FAULT_FLAG_VMA_LOCK) mmap_read_unlock(mm);
+  return ret;
 }
 
 static bool pte_range_none(pte_t* pte, unsigned nr) {
@@ -422,29 +433,75 @@ static bool inject_fault_retry(Vma* vma, fault_flags_t flags) {
   return true;
 }
 
-// sanitize_fault_flags + handle_mm_fault.
+// ---- current and the task's fault counts (fault/sched.h) ----
+
+namespace {
+thread_local TaskStruct* t_current = nullptr;
+}  // namespace
+
+TaskStruct* get_current() { return t_current; }
+
+CurrentTask::CurrentTask(TaskStruct* t) : prev_(t_current) {
+  if (!t_current) t_current = t;
+}
+
+CurrentTask::~CurrentTask() { t_current = prev_; }
+
+// mm_account_fault: the fault's accounting, once it is complete. A
+// VM_FAULT_RETRY is not: the retry that completes it counts, so a fault that
+// falls back from the per-VMA lock to mmap_lock counts once. pgfault counts
+// failed faults too (VM_FAULT_ERROR), as older kernels did; the task's
+// min_flt/maj_flt only successful ones, a retried one (FAULT_FLAG_TRIED) as
+// major. The kernel's GUP faults (regs NULL) skip only the perf events and
+// still count to current, the task that called GUP, whatever mm the fault
+// was in. pgmajfault is not counted here but by the handlers that read
+// (do_swap_page, shmem's swap-in).
+static void mm_account_fault(Mm* mm, fault_flags_t flags, vm_fault_t ret) {
+  if (ret & VM_FAULT_RETRY) return;
+  mm->stats->count(VmStat::pgfault);
+  if (ret & VM_FAULT_ERROR) return;
+  TaskStruct* t = get_current();
+  if (!t) return;
+  const bool major = (ret & VM_FAULT_MAJOR) || (flags & FAULT_FLAG_TRIED);
+  (major ? t->maj_flt : t->min_flt).fetch_add(1, std::memory_order_relaxed);
+}
+
+// sanitize_fault_flags: 0, or VM_FAULT_SIGSEGV for flags no caller may pass.
+static vm_fault_t sanitize_fault_flags(Vma* vma, fault_flags_t* flags) {
+  if (*flags & FAULT_FLAG_UNSHARE) {
+    if (*flags & FAULT_FLAG_WRITE) return VM_FAULT_SIGSEGV;
+    if (!is_cow_mapping(vma->vm_flags)) *flags &= ~FAULT_FLAG_UNSHARE;  // a plain read fault
+  } else if (*flags & FAULT_FLAG_WRITE) {
+    if (!(vma->vm_flags & VM_MAYWRITE)) return VM_FAULT_SIGSEGV;
+    // FOLL_FORCE writes only work in CoW mappings.
+    if (!(vma->vm_flags & VM_WRITE) && !is_cow_mapping(vma->vm_flags)) return VM_FAULT_SIGSEGV;
+  }
+  return 0;
+}
+
+// handle_mm_fault's dispatch, between sanitize_fault_flags and
+// mm_account_fault (the model's own split, for the injection site).
+static vm_fault_t handle_mm_fault_dispatch(Vma* vma, uint64_t address, fault_flags_t flags) {
+  if (inject_fault_retry(vma, flags)) return VM_FAULT_RETRY;
+  const vm_fault_t ret = is_vm_hugetlb_page(vma) ? hugetlb_fault(vma, address, flags) : __handle_mm_fault(vma, address, flags);
+  // A VM_FAULT_RETRY under the per-VMA lock (__vmf_anon_prepare: mmap_lock
+  // contended) releases that lock, as the kernel's vmf_anon_prepare does;
+  // the model's fault paths return it held, so it goes here, once.
+  if ((ret & VM_FAULT_RETRY) && (flags & FAULT_FLAG_VMA_LOCK)) release_fault_lock(vma, flags);
+  return ret;
+}
+
 vm_fault_t handle_mm_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
+  // If the fault drops its lock, vma may go; mm stays (its owner holds it).
   Mm* mm = vma->vm_mm;
   MM_TRACE_SLICE("mm_fault", "address={:#x} flags={:#x} write={} unshare={}", address, static_cast<uint64_t>(flags), (flags & FAULT_FLAG_WRITE) ? 1 : 0, (flags & FAULT_FLAG_UNSHARE) ? 1 : 0);
   if (flags & FAULT_FLAG_VMA_LOCK)
     lockdep_assert_held(vma);  // vma_start_read's lockdep entry
   else
     mmap_assert_locked(mm);
-  if (flags & FAULT_FLAG_UNSHARE) {
-    if (flags & FAULT_FLAG_WRITE) return VM_FAULT_SIGSEGV;
-    if (!is_cow_mapping(vma->vm_flags)) flags &= ~FAULT_FLAG_UNSHARE;  // a plain read fault
-  } else if (flags & FAULT_FLAG_WRITE) {
-    if (!(vma->vm_flags & VM_MAYWRITE)) return VM_FAULT_SIGSEGV;
-    // FOLL_FORCE writes only work in CoW mappings.
-    if (!(vma->vm_flags & VM_WRITE) && !is_cow_mapping(vma->vm_flags)) return VM_FAULT_SIGSEGV;
-  }
-  mm->stats->count(VmStat::pgfault);
-  if (inject_fault_retry(vma, flags)) return VM_FAULT_RETRY;
-  const vm_fault_t ret = is_vm_hugetlb_page(vma) ? hugetlb_fault(vma, address, flags) : __handle_mm_fault(vma, address, flags);
-  // A VM_FAULT_RETRY under the per-VMA lock (__vmf_anon_prepare: no
-  // anon_vma yet) releases that lock, as the kernel's vmf_anon_prepare does;
-  // the model's fault paths return it held, so it goes here, once.
-  if ((ret & VM_FAULT_RETRY) && (flags & FAULT_FLAG_VMA_LOCK)) release_fault_lock(vma, flags);
+  vm_fault_t ret = sanitize_fault_flags(vma, &flags);
+  if (!ret) ret = handle_mm_fault_dispatch(vma, address, flags);
+  mm_account_fault(mm, flags, ret);
   return ret;
 }
 

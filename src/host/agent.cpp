@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -51,6 +52,7 @@ struct Response {  // also sent once, as it is here, when the process is ready
   uint64_t fault_addr = 0;
   int64_t bad = -1;
   uint64_t cpu_ns = 0;  // the process's CPU time (user and kernel) spent on the request
+  uint64_t min_flt = 0, maj_flt = 0;  // the faults the kernel counted to it meanwhile (getrusage)
 };
 }  // namespace wire
 
@@ -166,6 +168,7 @@ volatile int g_sig = 0;
 volatile uint64_t g_fault_addr = 0;
 volatile int64_t g_bad = -1;  // volatile so a mismatch found before a fault is not lost
 volatile uint8_t g_found = 0;
+volatile uint64_t g_min_flt = 0, g_maj_flt = 0;  // the counts when the access began
 alignas(16) char g_altstack[64 * 1024];
 
 void on_fault(int sig, siginfo_t* si, void*) {
@@ -219,20 +222,41 @@ void touch_read(uint64_t addr, uint64_t len, int expect) {
   }
 }
 
+// This thread's fault counts (ru_minflt, ru_majflt).
+void thread_faults(uint64_t* min_flt, uint64_t* maj_flt) {
+  rusage ru{};
+  ::getrusage(RUSAGE_THREAD, &ru);
+  *min_flt = static_cast<uint64_t>(ru.ru_minflt);
+  *maj_flt = static_cast<uint64_t>(ru.ru_majflt);
+}
+
 // No locals live across the sigsetjmp: everything the jump must not lose is
-// in the volatile globals.
+// in the volatile globals. The fault counts cover the access alone: the
+// globals (g_env by sigsetjmp) and the byte pattern are written before the
+// counts are first read, so that this process's own copy-on-write faults on
+// them (it is a fork of the runner) stay out.
 Response run_access(const Request& rq) {
   g_sig = 0;
   g_fault_addr = 0;
   g_bad = -1;
   g_found = 0;
+  g_min_flt = 0;
+  g_maj_flt = 0;
+  if (rq.op == Op::kRead && rq.arg >= 0) (void)find_not(nullptr, 0, static_cast<uint8_t>(rq.arg));
   if (sigsetjmp(g_env, 1) == 0) {  // 1: the jump restores the signal mask
     g_armed = 1;
+    uint64_t min0 = 0, maj0 = 0;  // after sigsetjmp has written g_env
+    thread_faults(&min0, &maj0);
+    g_min_flt = min0;
+    g_maj_flt = maj0;
     if (rq.op == Op::kWrite) touch_write(rq.addr, rq.len, static_cast<uint8_t>(rq.arg));
     else touch_read(rq.addr, rq.len, rq.arg);
     g_armed = 0;
   }
   Response rs;
+  thread_faults(&rs.min_flt, &rs.maj_flt);
+  rs.min_flt -= g_min_flt;
+  rs.maj_flt -= g_maj_flt;
   rs.sig = g_sig;
   rs.fault_addr = g_fault_addr;
   rs.bad = g_bad;
@@ -347,7 +371,12 @@ uint64_t thread_cpu_ns() {
     } else if (rq.op == Op::kWrite || rq.op == Op::kRead) {
       rs = run_access(rq);
     } else {
+      uint64_t min0 = 0, maj0 = 0;
+      thread_faults(&min0, &maj0);
       rs.ret = run_syscall(rq, fd);
+      thread_faults(&rs.min_flt, &rs.maj_flt);
+      rs.min_flt -= min0;
+      rs.maj_flt -= maj0;
     }
     if (fd >= 0) ::close(fd);
     rs.cpu_ns = thread_cpu_ns() - cpu0;
@@ -542,7 +571,11 @@ long Agent::call(const Request& rq, int fd, Response* rs, int* got_fd) {
     return -EPIPE;
   }
   long r2 = await(rs, got_fd);
-  if (r2 == 0) cpu_ns_ += rs->cpu_ns;
+  if (r2 == 0) {
+    cpu_ns_ += rs->cpu_ns;
+    min_flt_ += rs->min_flt;
+    maj_flt_ += rs->maj_flt;
+  }
   return r2;
 }
 

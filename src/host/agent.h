@@ -90,6 +90,11 @@ class Agent {
   // The socket round trip and the wait for the next request are not in it,
   // nor is what exit() frees.
   uint64_t cpu_ns() const { return cpu_ns_; }
+  // The faults the kernel counted to the process (getrusage's ru_minflt and
+  // ru_majflt) during its accesses and system calls so far, fork excepted:
+  // what the test made it do, without its own command loop's faults.
+  uint64_t min_flt() const { return min_flt_; }
+  uint64_t maj_flt() const { return maj_flt_; }
 
   static constexpr int kTimeoutMs = 60000;
 
@@ -109,6 +114,7 @@ class Agent {
   bool direct_child_ = true;  // forked by the runner (we reap it) or by another agent
   int pidfd_ = -1;            // names this process for SIGKILL even if its pid is recycled
   uint64_t cpu_ns_ = 0;
+  uint64_t min_flt_ = 0, maj_flt_ = 0;
 };
 
 }  // namespace mmlab::host

@@ -68,7 +68,7 @@ void anon_vma_chain_link(Vma* vma, AnonVma* av) REQUIRES(av->rwsem) {
 }  // namespace
 
 // __anon_vma_prepare. The caller holds mmap_lock for read (a fault under the
-// per-VMA lock retries under mmap_lock first, as vmf_anon_prepare does).
+// per-VMA lock tries it first, or retries under it, as vmf_anon_prepare does).
 int anon_vma_prepare(Vma* vma) {
   if (std::atomic_ref<AnonVma*>(vma->anon_vma).load(std::memory_order_acquire)) return 0;
   Mm* mm = vma->vm_mm;

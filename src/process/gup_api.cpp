@@ -1,4 +1,5 @@
 // The public face of GUP (include/mmlab/gup.h).
+#include "fault/sched.h"
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
@@ -145,6 +146,9 @@ long gup_reachable_pages(Process* p, uint64_t start, long nr_pages) {
 }
 
 long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, GupPages* out, long capacity) {
+  // The driver's caller is the process (an ioctl on its own memory), unless
+  // a call already runs for another task (process_vm_readv's reader).
+  CurrentTask cur(p->task());
   out->release();
   Mm* mm = p->mm();
   if (!mm) return -ESRCH;
@@ -188,6 +192,7 @@ long gup(Process* p, GupEntry e, uint64_t start, long nr_pages, unsigned flags, 
 }
 
 void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* holes) {
+  CurrentTask cur(p->task());  // the dumping task is the process itself
   *pages = *holes = 0;
   for (uint64_t a = start & PAGE_MASK; a < start + len; a += PAGE_SIZE) {
     Page* pg = p->mm() ? get_dump_page(p->mm(), a) : nullptr;
@@ -201,6 +206,7 @@ void dump_range(Process* p, uint64_t start, uint64_t len, long* pages, long* hol
 }
 
 long process_vm_readv(Process* reader, uint64_t local, Process* target, uint64_t remote, uint64_t len) {
+  CurrentTask cur(reader->task());  // the target's faults count to the reader
   if (!reader->mm() || !target->mm()) return -ESRCH;
   reader->mm()->stats->count(Event::mm_syscall);
   constexpr long kChunkPages = 16;  // PVM_MAX_PP_ARRAY_COUNT

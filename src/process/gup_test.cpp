@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "fault/sched.h"
 #include "gup/gup.h"
 #include "fmt/format.h"
 #include "mm/kernel.h"
@@ -59,6 +60,7 @@ double usec_since(std::chrono::steady_clock::time_point t0) {
 // Opt-out: mmap_lock is held only for the slow entries (!fast), a condition
 // the analysis cannot carry through the loop.
 int gup_test_ioctl(Process* p, GupTestCmd cmd, GupTestArgs* gup) NO_THREAD_SAFETY_ANALYSIS {
+  CurrentTask cur(p->task());  // the ioctl's caller
   Mm* mm = p->mm();
   if (!mm) return -ESRCH;
   if (gup->addr + gup->size < gup->addr || gup->addr + gup->size > TASK_SIZE) return -EINVAL;

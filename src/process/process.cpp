@@ -1,4 +1,7 @@
-// Process: the system calls of one user process, on its Mm.
+// Process: the system calls of one user process, on its Mm. Each call that
+// may fault runs with the process as `current` (fault/sched.h), so that
+// mm_account_fault counts its faults to it.
+#include "fault/sched.h"
 #include "mm/filemap.h"
 #include "mm/fork.h"
 #include "mm/kernel.h"
@@ -17,7 +20,7 @@
 namespace mmlab {
 
 Process::Process(System* sys, std::unique_ptr<Mm> mm, std::string name, int pid)
-    : sys_(sys), mm_(std::move(mm)), name_(std::move(name)), pid_(pid) {}
+    : sys_(sys), mm_(std::move(mm)), task_(std::make_unique<TaskStruct>()), name_(std::move(name)), pid_(pid) {}
 
 Process::~Process() { exit(); }
 
@@ -29,6 +32,7 @@ Mm* Process::syscall_mm() const {
 }
 
 long Process::mmap(uint64_t addr, uint64_t len, int prot, int flags, uint64_t off) {
+  CurrentTask cur(task());  // MAP_POPULATE, MAP_LOCKED, mlockall(MCL_FUTURE)
   if (!syscall_mm()) return -ESRCH;
   if (off & ~PAGE_MASK) return -EINVAL;
   return do_mmap(mm_.get(), addr, len, prot, flags, off >> PAGE_SHIFT);
@@ -36,20 +40,27 @@ long Process::mmap(uint64_t addr, uint64_t len, int prot, int flags, uint64_t of
 
 int Process::munmap(uint64_t addr, uint64_t len) { return syscall_mm() ? do_munmap(mm_.get(), addr, len) : -ESRCH; }
 int Process::mprotect(uint64_t addr, uint64_t len, int prot) {
+  CurrentTask cur(task());  // a VM_LOCKED range made writable is populated
   return syscall_mm() ? do_mprotect(mm_.get(), addr, len, prot) : -ESRCH;
 }
 long Process::mremap(uint64_t addr, uint64_t old_len, uint64_t new_len, int flags, uint64_t new_addr) {
+  CurrentTask cur(task());  // a VM_LOCKED VMA's new part is populated
   return syscall_mm() ? do_mremap(mm_.get(), addr, old_len, new_len, flags, new_addr) : -ESRCH;
 }
 int Process::madvise(uint64_t addr, uint64_t len, int advice) {
+  CurrentTask cur(task());  // MADV_POPULATE_READ/WRITE
   return syscall_mm() ? do_madvise(mm_.get(), addr, len, advice) : -ESRCH;
 }
 
 int Process::mlock2(uint64_t addr, uint64_t len, int flags) {
+  CurrentTask cur(task());
   return syscall_mm() ? do_mlock2(mm_.get(), addr, len, flags) : -ESRCH;
 }
 int Process::munlock(uint64_t addr, uint64_t len) { return syscall_mm() ? do_munlock(mm_.get(), addr, len) : -ESRCH; }
-int Process::mlockall(int flags) { return syscall_mm() ? do_mlockall(mm_.get(), flags) : -ESRCH; }
+int Process::mlockall(int flags) {
+  CurrentTask cur(task());
+  return syscall_mm() ? do_mlockall(mm_.get(), flags) : -ESRCH;
+}
 int Process::munlockall() { return syscall_mm() ? do_munlockall(mm_.get()) : -ESRCH; }
 int Process::mseal(uint64_t addr, uint64_t len, unsigned long flags) {
   return syscall_mm() ? do_mseal(mm_.get(), addr, len, flags) : -ESRCH;
@@ -74,19 +85,26 @@ void Process::exit() {
   mm_.reset();
 }
 
+uint64_t Process::min_flt() const { return task_->min_flt.load(std::memory_order_relaxed); }
+uint64_t Process::maj_flt() const { return task_->maj_flt.load(std::memory_order_relaxed); }
+
 AccessResult Process::read(uint64_t addr, void* buf, uint64_t len) {
+  CurrentTask cur(task());
   if (!mm_) return {Signal::kSigsegv, addr};
   return user_read(mm_.get(), addr, buf, len);
 }
 AccessResult Process::write(uint64_t addr, const void* buf, uint64_t len) {
+  CurrentTask cur(task());
   if (!mm_) return {Signal::kSigsegv, addr};
   return user_write(mm_.get(), addr, buf, len);
 }
 AccessResult Process::fill(uint64_t addr, uint8_t byte, uint64_t len) {
+  CurrentTask cur(task());
   if (!mm_) return {Signal::kSigsegv, addr};
   return user_fill(mm_.get(), addr, byte, len);
 }
 AccessResult Process::read_expect(uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch, uint8_t* found) {
+  CurrentTask cur(task());
   if (!mm_) return {Signal::kSigsegv, addr};
   return user_read_expect(mm_.get(), addr, byte, len, first_mismatch, found);
 }
@@ -121,6 +139,7 @@ Process* Process::fork(const std::string& child_name, int* err) {
 }
 
 long Process::mmap_file(uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off) {
+  CurrentTask cur(task());
   return syscall_mm() ? ksys_mmap_pgoff(mm_.get(), addr, len, prot, flags, fd, off) : -ESRCH;
 }
 

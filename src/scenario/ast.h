@@ -242,6 +242,11 @@ struct ExpectLocked {  // expect P locked SIZE: the bytes of the VM_LOCKED VMAs 
   std::string proc;
   uint64_t size = 0;
 };
+struct ExpectFaults {  // expect P minflt|majflt N: the faults counted to P (getrusage)
+  std::string proc;
+  bool major = false;
+  uint64_t count = 0;
+};
 struct ExpectRss {  // expect P rss anon|file|shmem SIZE
   std::string proc, kind;
   uint64_t size = 0;
@@ -295,7 +300,7 @@ using StmtBody =
                  stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall, stmt::Mseal,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
-                 stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectSysfs,
+                 stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectFaults, stmt::ExpectSysfs,
                  stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
                  stmt::ExpectSame, stmt::ExpectViolation>;
 

@@ -202,6 +202,14 @@ void HostRun::run(const Stmt& st, const stmt::ExpectLocked& s) {
   expect_locked(st, s, bytes);
 }
 
+// `expect P minflt|majflt N`: the faults the kernel counted to the agent
+// (getrusage(RUSAGE_THREAD)) while it ran the test's accesses and system
+// calls, summed from its creation; its own loop's faults are left out.
+void HostRun::run(const Stmt& st, const stmt::ExpectFaults& s) {
+  Proc& p = proc(st, s.proc);
+  expect_faults(st, s, s.major ? p.agent->maj_flt() : p.agent->min_flt());
+}
+
 void HostRun::run(const Stmt& st, const stmt::ExpectSysfs& s) {
   require_sysfs_file(s.path);
   std::string v;

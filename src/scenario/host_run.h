@@ -136,6 +136,7 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::ExpectHandle& s);
   void run(const Stmt& st, const stmt::ExpectRss& s);
   void run(const Stmt& st, const stmt::ExpectLocked& s);
+  void run(const Stmt& st, const stmt::ExpectFaults& s);
   void run(const Stmt& st, const stmt::ExpectSysfs& s);
   void run(const Stmt& st, const stmt::ExpectVmstat& s);
   void run(const Stmt&, const stmt::ExpectCounter&);

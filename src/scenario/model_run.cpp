@@ -404,6 +404,10 @@ class ModelRun final : public TestRun {
   void run(const Stmt& st, const stmt::ExpectLocked& s) {
     expect_locked(st, s, static_cast<uint64_t>(proc(st, s.proc)->locked_vm()));
   }
+  void run(const Stmt& st, const stmt::ExpectFaults& s) {
+    Process* p = proc(st, s.proc);
+    expect_faults(st, s, s.major ? p->maj_flt() : p->min_flt());
+  }
   void run(const Stmt& st, const stmt::ExpectSysfs& s) {
     std::string v;
     int r = sys_->sysfs_read(s.path, &v);

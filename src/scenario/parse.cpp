@@ -253,6 +253,7 @@ class NameTable {
   void names(const stmt::ExpectDump& s) { use(s.dump, 'd'); }
   void names(const stmt::ExpectRss& s) { use(s.proc, 'p'); }
   void names(const stmt::ExpectLocked& s) { use(s.proc, 'p'); }
+  void names(const stmt::ExpectFaults& s) { use(s.proc, 'p'); }
   void names(const stmt::ExpectSysfs&) {}
   void names(const stmt::ExpectVmstat&) {}
   void names(const stmt::ExpectCounter&) {}

@@ -62,6 +62,13 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     e.size = lp.number("a SIZE");
     return e;
   }
+  if (t->s == "minflt" || t->s == "majflt") {  // expect P minflt|majflt N
+    stmt::ExpectFaults e;
+    e.proc = first;
+    e.major = lp.word("minflt or majflt") == "majflt";
+    e.count = lp.number("N");
+    return e;
+  }
   if (t->s[0] == '-' || std::isdigit(static_cast<unsigned char>(t->s[0]))) {  // expect H N | -ERRNO
     stmt::ExpectHandle e;
     e.handle = first;

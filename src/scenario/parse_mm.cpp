@@ -172,6 +172,16 @@ constexpr std::pair<const char*, int> kAdvice[] = {
     {"remove", MADV_REMOVE},
 };
 
+}  // namespace
+
+const char* advice_word(int advice) {
+  for (auto& [n, v] : kAdvice)
+    if (v == advice) return n;
+  return nullptr;
+}
+
+namespace {
+
 int advice_from(const std::string& s) {
   for (auto& [n, v] : kAdvice)
     if (s == n) return v;
@@ -231,3 +241,7 @@ StmtBody parse_uffd_wp(LineParser& lp, const std::string& who) {
 }
 
 }  // namespace mmlab::parser
+
+namespace mmlab {
+const char* scenario_advice_word(int advice) { return parser::advice_word(advice); }
+}  // namespace mmlab

@@ -361,6 +361,11 @@ void TestRun::expect_locked(const Stmt& st, const stmt::ExpectLocked& e, uint64_
   if (found != e.size) fail(st, fmt::format("expected {} locked {:#x}, found {:#x}", e.proc, e.size, found));
 }
 
+void TestRun::expect_faults(const Stmt& st, const stmt::ExpectFaults& e, uint64_t found) {
+  if (found != e.count)
+    fail(st, fmt::format("expected {} {} {}, found {}", e.proc, e.major ? "majflt" : "minflt", e.count, found));
+}
+
 void TestRun::expect_mapped(const Stmt& st, const stmt::ExpectMapped& e, const char* found) {
   if (e.level != found) fail(st, fmt::format("expected {} mapped {}, found {}", where(e.proc, e.addr), e.level, found));
 }

@@ -98,6 +98,7 @@ class TestRun {
   void expect_number(const Stmt& st, const std::string& what, int64_t expected, int64_t found);  // sysfs, vmstat, counter
   void expect_rss(const Stmt& st, const stmt::ExpectRss& e, uint64_t found);
   void expect_locked(const Stmt& st, const stmt::ExpectLocked& e, uint64_t found);
+  void expect_faults(const Stmt& st, const stmt::ExpectFaults& e, uint64_t found);
   void expect_mapped(const Stmt& st, const stmt::ExpectMapped& e, const char* found);  // none, pte, pmd, pud
   void expect_order(const Stmt& st, const stmt::ExpectOrder& e, bool mapped, int order);
   // exclusive/pinned/zero/swapped/soft-dirty/uffd-wp: `found` is the bit of

@@ -1,10 +1,13 @@
 // Fault injection (src/phys/fault_inject.h): the injector's modes, and every
 // fallback path a failure site reaches, with the statistics the kernel
-// counts there. Each test ends with the checker and the leak check
+// counts there; and the fault accounting a retried fault tests. Each test ends with the checker and the leak check
 // (MmTest::TearDown).
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <thread>
 
+#include "gup/gup.h"
 #include "mm/hugetlb.h"
 #include "mmlab/gup.h"
 #include "phys/fault_inject.h"
@@ -726,6 +729,185 @@ TEST_F(FaultInjectHugetlbTest, ForkHugetlbCopyMachineCheckFailsTheFork) {
   expect_bytes(c, a, PMD_SIZE, 23);
   pin.release(Dirty::kYes);
   c->exit();
+}
+
+// ---- fault accounting (mm_account_fault) and __vmf_anon_prepare ----
+//
+// pgfault once per completed fault, whatever lock the fault was first tried
+// under, and the faulting task's min_flt/maj_flt (Process::min_flt/maj_flt,
+// getrusage's ru_minflt and ru_majflt); the first anon_vma attached under a
+// tried mmap_lock rather than by retrying the fault.
+
+class FaultAccountTest : public FaultInjectTest {
+ protected:
+  void SetUp() override {
+    FaultInjectTest::SetUp();
+    thp_never();
+  }
+};
+
+// The case: mmap 8K, write both pages. The first fault finds no
+// anon_vma under the per-VMA lock and attaches one under a tried mmap_lock:
+// two faults, both under the VMA lock, two pgfault, two minor faults.
+TEST_F(FaultAccountTest, TwoPagesTwoFaults) {
+  const uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  sys->reset_counters();
+  const int64_t pgfault0 = vm("pgfault");
+  ASSERT_TRUE(p->fill(a, 1, 2 * PAGE_SIZE).ok());
+  EXPECT_EQ(vm("pgfault") - pgfault0, 2);
+  EXPECT_EQ(sys->counter("fault.vma_lock"), 2);
+  EXPECT_EQ(sys->counter("fault.mmap_lock"), 0);  // no retry: the trylock succeeded
+  EXPECT_EQ(p->min_flt(), 2u);
+  EXPECT_EQ(p->maj_flt(), 0u);
+}
+
+// A retried fault counts once. Under the VMA lock the retry is not
+// FAULT_FLAG_TRIED (x86 sets it only for a VM_FAULT_MAJOR retry): minor. A
+// retry under mmap_lock is FAULT_FLAG_TRIED, and the kernel counts the fault
+// that completes then as major (though pgmajfault does not move: only the
+// handlers that read count it).
+TEST_F(FaultAccountTest, RetriedFaultCountsOnce) {
+  const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());
+  ASSERT_EQ(p->min_flt(), 1u);
+  sys->reset_counters();
+  int64_t pgfault0 = vm("pgfault");
+  inject("fault_retry", times(1));  // the per-VMA-lock fault retries under mmap_lock
+  ASSERT_TRUE(p->fill(a + PAGE_SIZE, 2, PAGE_SIZE).ok());
+  EXPECT_EQ(sys->counter("fault.vma_lock"), 1);
+  EXPECT_EQ(sys->counter("fault.mmap_lock"), 1);
+  EXPECT_EQ(vm("pgfault") - pgfault0, 1);
+  EXPECT_EQ(p->min_flt(), 2u);
+  EXPECT_EQ(p->maj_flt(), 0u);
+  pgfault0 = vm("pgfault");
+  inject("fault_retry", times(2));  // then once more under mmap_lock: FAULT_FLAG_TRIED
+  ASSERT_TRUE(p->fill(a + 2 * PAGE_SIZE, 3, PAGE_SIZE).ok());
+  EXPECT_EQ(vm("pgfault") - pgfault0, 1);
+  EXPECT_EQ(vm("pgmajfault"), 0);
+  EXPECT_EQ(p->min_flt(), 2u);
+  EXPECT_EQ(p->maj_flt(), 1u);
+}
+
+// With mmap_lock held for write elsewhere the tried lock fails: the fault
+// retries under mmap_lock once it is free, and still counts once.
+TEST_F(FaultAccountTest, ContendedMmapLockRetriesAndCountsOnce) {
+  const uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  Mm* mm = p->mm();
+  sys->reset_counters();
+  const int64_t pgfault0 = vm("pgfault");
+  mmap_write_lock(mm);
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    EXPECT_TRUE(p->fill(a, 7, PAGE_SIZE).ok());
+    done = true;
+  });
+  while (mm->mmap_lock.nr_waiting() == 0) std::this_thread::yield();  // it waits to retry
+  EXPECT_FALSE(done.load());
+  mmap_write_unlock(mm);
+  t.join();
+  EXPECT_EQ(sys->counter("fault.vma_lock"), 1);
+  EXPECT_EQ(sys->counter("fault.mmap_lock"), 1);
+  EXPECT_EQ(vm("pgfault") - pgfault0, 1);
+  EXPECT_EQ(p->min_flt(), 1u);
+  EXPECT_EQ(p->maj_flt(), 0u);
+}
+
+// A failed fault counts in pgfault but not to the task: an allocation that
+// fails is VM_FAULT_OOM (SIGKILL). An access error never reaches the
+// handler and counts nowhere.
+TEST_F(FaultAccountTest, FailedFaultCountsInPgfaultOnly) {
+  const uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, PAGE_SIZE).ok());
+  const uint64_t b = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  const int64_t pgfault0 = vm("pgfault");
+  const uint64_t min0 = p->min_flt();
+  inject("page_alloc", times(1));
+  EXPECT_EQ(p->fill(b, 2, PAGE_SIZE).sig, Signal::kSigkill);
+  EXPECT_EQ(vm("pgfault") - pgfault0, 1);
+  EXPECT_EQ(p->min_flt(), min0);
+  const long ro = p->mmap(0, PAGE_SIZE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS);
+  ASSERT_GT(ro, 0);
+  EXPECT_EQ(p->fill(static_cast<uint64_t>(ro), 3, PAGE_SIZE).sig, Signal::kSigsegv);
+  EXPECT_EQ(vm("pgfault") - pgfault0, 1);
+  EXPECT_EQ(p->min_flt(), min0);
+  EXPECT_EQ(p->maj_flt(), 0u);
+}
+
+// A swap-in that reads the page is VM_FAULT_MAJOR: maj_flt and pgmajfault.
+TEST_F(FaultAccountTest, SwapInIsMajor) {
+  ASSERT_EQ(sys->add_swap(8ull << 20, SwapKind::kZram), 0);
+  const uint64_t a = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 5, 2 * PAGE_SIZE).ok());
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_PAGEOUT), 0);
+  ASSERT_EQ(vm("pswpout"), 2);
+  const uint64_t min0 = p->min_flt();
+  uint8_t b = 0;
+  ASSERT_TRUE(p->read(a, &b, 1).ok());
+  EXPECT_EQ(b, 5);
+  EXPECT_EQ(p->maj_flt(), 1u);
+  EXPECT_EQ(p->min_flt(), min0);
+  EXPECT_EQ(vm("pgmajfault"), 1);
+}
+
+// Each task counts its own faults; a fork's child starts at zero and a CoW
+// write counts to the writer.
+TEST_F(FaultAccountTest, PerProcessAndForkStartsAtZero) {
+  const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_TRUE(p->fill(a, 1, 4 * PAGE_SIZE).ok());
+  EXPECT_EQ(p->min_flt(), 4u);
+  Process* c = p->fork("child");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->min_flt(), 0u);
+  EXPECT_EQ(c->maj_flt(), 0u);
+  ASSERT_TRUE(c->fill(a, 2, PAGE_SIZE).ok());  // CoW in the child
+  EXPECT_EQ(c->min_flt(), 1u);
+  EXPECT_EQ(p->min_flt(), 4u);
+  ASSERT_TRUE(p->fill(a + PAGE_SIZE, 3, PAGE_SIZE).ok());  // and in the parent
+  EXPECT_EQ(p->min_flt(), 5u);
+  c->exit();
+  EXPECT_EQ(c->min_flt(), 1u);  // readable after exit, as a zombie's rusage
+}
+
+// Faults that system calls and GUP take count to the calling task, and a
+// remote GUP (process_vm_readv) counts to the reader, not the target.
+TEST_F(FaultAccountTest, SyscallGupAndRemoteFaultsCountToTheCaller) {
+  const uint64_t a = map_aligned(4 * PAGE_SIZE, PAGE_SIZE);
+  ASSERT_EQ(p->madvise(a, 2 * PAGE_SIZE, MADV_POPULATE_WRITE), 0);
+  EXPECT_EQ(p->min_flt(), 2u);
+  GupPages pages;
+  ASSERT_EQ(gup(p, GupEntry::kGetUserPages, a + 2 * PAGE_SIZE, 1, foll::WRITE, &pages), 1);
+  pages.release();
+  EXPECT_EQ(p->min_flt(), 3u);
+  const long populated = p->mmap(0, 2 * PAGE_SIZE, RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE);
+  ASSERT_GT(populated, 0);
+  EXPECT_EQ(p->min_flt(), 5u);
+
+  Process* r = sys->new_process("reader");
+  ASSERT_TRUE(r);
+  const uint64_t buf = map_aligned(r, PAGE_SIZE, PAGE_SIZE);
+  // The target's last page was never touched: the remote read faults it in
+  // (for the reader), then the copy into the reader's buffer faults there.
+  EXPECT_EQ(process_vm_readv(r, buf, p, a + 3 * PAGE_SIZE, PAGE_SIZE), static_cast<long>(PAGE_SIZE));
+  EXPECT_EQ(r->min_flt(), 2u);
+  EXPECT_EQ(p->min_flt(), 5u);
+}
+
+// A fault with no task current (a kernel-internal caller: here the test
+// calls get_user_pages on the mm directly) still counts pgfault, and counts
+// to no process.
+TEST_F(FaultAccountTest, NoCurrentCountsToNoProcess) {
+  const uint64_t a = map_aligned(PAGE_SIZE, PAGE_SIZE);
+  Mm* mm = p->mm();
+  const int64_t pgfault0 = vm("pgfault");
+  Page* page = nullptr;
+  mmap_read_lock(mm);
+  const long n = get_user_pages(mm, a, 1, FOLL_WRITE, &page);
+  mmap_read_unlock(mm);
+  ASSERT_EQ(n, 1);
+  put_page(page);
+  EXPECT_EQ(vm("pgfault") - pgfault0, 1);
+  EXPECT_EQ(p->min_flt(), 0u);
+  EXPECT_EQ(p->maj_flt(), 0u);
 }
 
 }  // namespace

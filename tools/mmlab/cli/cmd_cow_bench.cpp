@@ -1,6 +1,7 @@
 // `mmlab cow-bench`: the command line and the report of the CoW benchmark
 // (cow_bench.h, docs/COW_BENCH.md).
 #include <algorithm>
+#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -31,6 +32,22 @@ struct CowCli {
   uint64_t khugepaged_speedup = 1000;
 };
 
+// A name outside the catalogue that still names an item: `trace:F` for a
+// workload (a recorded program; its file is read when it runs).
+template <typename T>
+const T* extra_item(const std::string&) {
+  return nullptr;
+}
+template <>
+const cowbench::Workload* extra_item<cowbench::Workload>(const std::string& n) {
+  static std::deque<cowbench::Workload> traces;
+  if (n.rfind(cowbench::kTracePrefix, 0) != 0 || n.size() == std::string(cowbench::kTracePrefix).size()) return nullptr;
+  for (const cowbench::Workload& w : traces)
+    if (w.name == n) return &w;
+  traces.push_back(cowbench::Workload{n, "a recorded program (mmlab record), replayed"});
+  return &traces.back();
+}
+
 // Names from a comma list against the catalogue ("all": every one); false
 // (with a message naming the token) on an unknown name.
 template <typename T>
@@ -45,6 +62,10 @@ bool pick(const char* what, const std::string& list, const std::vector<T>& all, 
     return false;
   }
   for (const std::string& n : names) {
+    if (const T* extra = extra_item<T>(n)) {
+      out->push_back(extra);
+      continue;
+    }
     auto it = std::find_if(all.begin(), all.end(), [&](const T& x) { return x.name == n; });
     if (it == all.end()) {
       std::string names;
@@ -139,7 +160,8 @@ void add_cow_bench(CLI::App& app) {
   auto* sub = app.add_subcommand("cow-bench", "CoW latency, waste and RSS per workload and CoW policy (docs/COW_BENCH.md)");
   sub->add_flag("--quick", o->quick, "a 16 MiB region, 2 children, one seed: a run under a minute");
   sub->add_option("--workload", o->workloads,
-                  "all, or a comma list of usemem, cow-rand, fork-exec, prefork, read-then-write, snapshot, fragmented");
+                  "all, or a comma list of usemem, cow-rand, fork-exec, prefork, read-then-write, snapshot, fragmented, "
+                  "trace:F.mmtrace (a recorded program)");
   sub->add_option("--column", o->cols, "all, or a comma list of the columns (docs/COW_BENCH.md)");
   sub->add_option("--size", o->size, "the region (a multiple of 2M; default 64M, 16M with --quick)");
   sub->add_option("--procs", o->procs, "children of usemem and prefork (default 4, 2 with --quick)")->check(unsigned_number() & CLI::Range(1, 64));

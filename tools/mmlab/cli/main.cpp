@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   mmlab::cli::add_diff(app);
   mmlab::cli::add_calibrate(app);
   mmlab::cli::add_validate(app);
+  mmlab::cli::add_replay(app);
   mmlab::cli::add_counters(app);
   mmlab::cli::add_stress(app);
   mmlab::cli::add_variants(app);

@@ -60,6 +60,23 @@ void enable_sizes(System* s, const Column& c) {
   if (c.extra == Extra::kKhugepaged) (void)s->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "madvise");
 }
 
+}  // namespace
+
+int apply_column(System* s, const Column& c, std::string* err) {
+  (void)s->sysfs_write("transparent_hugepage/enabled", "never");
+  enable_sizes(s, c);  // the region faults in with c.folio_kb folios
+  if (int t = s->tune("cow.policy", c.policy); t < 0) {
+    *err = fmt::format("tune cow.policy {}: {}", c.policy, errno_name(-t));
+    return t;
+  }
+  if (c.max_order >= 0) (void)s->tune("cow.max_order", std::to_string(c.max_order));
+  if (c.reuse_whole) (void)s->tune("cow.reuse", "whole");
+  if (c.extra == Extra::kKhugepaged) (void)s->tune("khugepaged.mthp", "on");
+  return 0;
+}
+
+namespace {
+
 // fragmented's RAM is twice the others': half of it ends up in the filler's
 // order-0 holes, which are what the workload then allocates from.
 uint64_t ram_of_run(const Params& p, unsigned nr_procs, bool fragmented) {
@@ -77,15 +94,7 @@ int set_up(const Column& c, const Params& p, unsigned nr_procs, bool fragmented,
     return e ? e : -ENOMEM;
   }
   System* s = r->sys.get();
-  (void)s->sysfs_write("transparent_hugepage/enabled", "never");
-  enable_sizes(s, c);  // the region faults in with c.folio_kb folios
-  if (int t = s->tune("cow.policy", c.policy); t < 0) {
-    *err = fmt::format("tune cow.policy {}: {}", c.policy, errno_name(-t));
-    return t;
-  }
-  if (c.max_order >= 0) (void)s->tune("cow.max_order", std::to_string(c.max_order));
-  if (c.reuse_whole) (void)s->tune("cow.reuse", "whole");
-  if (c.extra == Extra::kKhugepaged) (void)s->tune("khugepaged.mthp", "on");
+  if (int t = apply_column(s, c, err); t < 0) return t;
   if (int t = set_geometry(s, p.geometry, err); t < 0) return t;
   r->parent = s->new_process("parent");
   // PMD-aligned, so that MADV_COLLAPSE has whole PMD ranges to work on.
@@ -447,6 +456,9 @@ const CountedValue kCounted[] = {
 
 // Why a column does not apply to a workload, or nullptr.
 const char* not_applicable(const Workload& w, const Column& c) {
+  if (is_trace_workload(w))
+    return c.extra == Extra::kDontfork || c.extra == Extra::kCollapseAfterFork ? "a recorded program's calls are its own"
+                                                                              : nullptr;
   const bool forks = w.name != "read-then-write";
   if (c.extra == Extra::kDontfork && w.name != "fork-exec") return "the children use the region";
   if (c.extra == Extra::kCollapseAfterFork && (!forks || w.name == "fork-exec"))
@@ -713,6 +725,7 @@ int run(const Workload& w, const Column& c, const Params& p, Result* out, std::s
     out->not_run = why;
     return 0;
   }
+  if (is_trace_workload(w)) return run_trace(w, c, p, out, err);
   WorkloadRun run(w, c, p, out);
   if (int e = run.set_up(err); e < 0) return e;
   if (int e = run.prepare(err); e < 0) return e;

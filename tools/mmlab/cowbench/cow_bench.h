@@ -36,6 +36,11 @@ struct Workload {
   std::set<std::string> groups = {};  // the optional columns its tables show (cow_metrics()'s groups)
 };
 
+// A column's settings on a fresh System: the one mTHP size its faults use
+// (every other size off), its cow.policy, cow.max_order, cow.reuse and
+// khugepaged's mTHP collapse. 0, or -errno with *err.
+int apply_column(System* s, const Column& c, std::string* err);
+
 // The catalogue, in report order.
 const std::vector<Column>& columns();
 const std::vector<Workload>& workloads();
@@ -93,6 +98,12 @@ struct Grid {
 // Runs the grid and writes its report into g.out: 0, or 1 (with a message)
 // when a run fails or the files cannot be written.
 int run_grid(const Grid& g);
+
+// `trace:F.mmtrace`: a recorded program replayed as a workload
+// (cow_bench_trace.cpp); its name carries the file.
+inline constexpr const char* kTracePrefix = "trace:";
+bool is_trace_workload(const Workload& w);
+int run_trace(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err);
 
 // Runs one workload under one column on a fresh System. 0, or -errno with
 // *err saying what failed.

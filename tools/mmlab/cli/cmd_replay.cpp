@@ -1,0 +1,293 @@
+// `mmlab replay F.mmtrace`: a recorded program on the model under each CoW
+// and folio policy (docs/RECORD.md). `--dump` prints the records,
+// `--fidelity` holds a replay under the recorded host's settings to what
+// that host's kernel reported.
+//
+// Exit status: 0 done (for --fidelity: every exact line holds), 1 a replay
+// failed or an exact fidelity line does not hold, 2 usage or an unreadable
+// trace.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cowbench/cow_bench.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "record/fidelity.h"
+#include "record/mmtrace.h"
+#include "record/replay.h"
+#include "record/to_mms.h"
+
+namespace mmlab::cli {
+namespace {
+
+struct ReplayCli {
+  std::string trace, json;
+  std::vector<std::string> columns;
+  bool dump = false, fidelity = false, ignore_thp_disable = false;
+  uint64_t max_records = 0;
+  std::string to_mms;
+  uint32_t pid = 0;
+  double from_s = 0, to_s = -1;
+};
+
+// The policy table's columns (cow-bench's catalogue), and "recorded": the
+// recording host's settings alone.
+const std::vector<std::string>& default_columns() {
+  static const std::vector<std::string> v = {"recorded",   "base",           "rfc",           "fixed-16K",
+                                             "fixed-64K",  "fixed-512K",     "fixed-512K-max4", "base-khugepaged"};
+  return v;
+}
+
+const cowbench::Column* find_column(const std::string& name) {
+  for (const cowbench::Column& c : cowbench::columns())
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+bool check_columns(const std::vector<std::string>& names, std::string* err) {
+  for (const std::string& n : names) {
+    if (n == "recorded") continue;
+    const cowbench::Column* c = find_column(n);
+    if (!c || c->extra == cowbench::Extra::kDontfork || c->extra == cowbench::Extra::kCollapseAfterFork) {
+      std::string valid = "recorded";
+      for (const cowbench::Column& k : cowbench::columns())
+        if (k.extra != cowbench::Extra::kDontfork && k.extra != cowbench::Extra::kCollapseAfterFork) valid += ", " + k.name;
+      *err = fmt::format("--column {}: not a replay column (valid: {})", n, valid);
+      return false;
+    }
+  }
+  return true;
+}
+
+int64_t count(const record::ReplayResult& r, const char* name) {
+  auto it = r.counters.find(name);
+  return it == r.counters.end() ? 0 : it->second;
+}
+
+// Bytes a CoW copied that the program never wrote: each page it wrote
+// after a copy raised a present write fault when it was recorded (4K
+// folios), so at most that many pages of the copies were written.
+int64_t copied_never_written(const record::ReplayResult& r) {
+  return std::max<int64_t>(0, count(r, "cow.bytes_copied") - 4096 * r.traced.private_present_write);
+}
+
+struct Totals {
+  long peak_rss_anon = 0, peak_pss = 0;
+};
+Totals totals(const record::ReplayResult& r) {
+  Totals t;
+  for (const record::MmReport& m : r.mms) {
+    t.peak_rss_anon += m.peak_rss_anon;
+    t.peak_pss += m.peak_pss;
+  }
+  return t;
+}
+
+nlohmann::ordered_json column_json(const record::ReplayResult& r) {
+  nlohmann::ordered_json j;
+  j["records"] = r.records;
+  j["faults"] = r.model_faults_by_tasks;
+  for (const char* c : {"fault.anon", "fault.zero", "fault.wp_copy", "fault.wp_reuse", "cow.bytes_copied",
+                        "cow.zero_subpages_copied", "thp_fault_alloc"})
+    j[c] = count(r, c);
+  j["copied_never_written"] = copied_never_written(r);
+  j["sigsegv"] = r.sigsegv;
+  j["sigbus"] = r.sigbus;
+  j["unknown_addresses"] = r.unknown_addresses;
+  j["call_divergences"] = r.call_divergences;
+  j["first_divergences"] = r.first_divergences;
+  j["seconds"] = r.seconds;
+  for (const record::MmReport& m : r.mms)
+    j["mms"].push_back({{"tid", m.tid}, {"comm", m.comm}, {"faults_traced", m.faults_traced},
+                        {"peak_rss_anon", m.peak_rss_anon}, {"rss_anon_at_exit", m.rss_anon_at_exit},
+                        {"peak_pss", m.peak_pss}, {"pss_at_exit", m.pss_at_exit},
+                        {"private_dirty_at_exit", m.private_dirty_at_exit},
+                        {"traced_peak_rss_anon", m.traced_peak_rss_anon}});
+  return j;
+}
+
+int run_column(const record::Trace& t, const ReplayCli& v, const std::string& name, record::ReplayResult* out) {
+  record::ReplayOptions o;
+  o.honour_thp_disable = !v.ignore_thp_disable;
+  o.max_records = v.max_records;
+  if (const cowbench::Column* c = find_column(name))
+    o.configure = [c](System* s, std::string* err) { return cowbench::apply_column(s, *c, err) < 0 ? -1 : 0; };
+  std::string err;
+  if (record::replay(t, o, out, &err)) {
+    std::fprintf(stderr, "mmlab replay: %s: %s\n", name.c_str(), err.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+void print_table_head(const record::Trace& t) {
+  const record::Header& h = t.header;
+  std::string cmd;
+  for (const std::string& a : h.command) cmd += (cmd.empty() ? "" : " ") + a;
+  std::printf("# trace: %s (%zu records; host %s %s, zero page %s%s)\n", cmd.c_str(), t.records.size(),
+              h.host.release.c_str(), h.host.arch.c_str(), h.host.zero_page ? "on" : "off",
+              (h.flags & record::kKeepThp) ? "; THP left on: fidelity only" : "");
+  std::printf("# the TLB model sees only the faulting accesses: a replay's TLB figures describe where faults placed "
+              "entries, not the program's reach\n");
+  std::printf("%-18s %10s %11s %9s %9s %11s %13s %11s %13s %11s %8s\n", "column", "faults", "first-touch",
+              "wp_copy", "wp_reuse", "copied MiB", "never-wr. MiB", "zero pages", "peak anon MiB", "peak PSS MiB",
+              "replay s");
+}
+
+void print_row(const std::string& name, const record::ReplayResult& r) {
+  const Totals tt = totals(r);
+  constexpr double MiB = 1 << 20;
+  std::printf("%-18s %10lld %11lld %9lld %9lld %11.2f %13.2f %11lld %13.2f %11.2f %8.2f\n", name.c_str(),
+              static_cast<long long>(r.model_faults_by_tasks),
+              static_cast<long long>(count(r, "fault.anon") + count(r, "fault.zero")),
+              static_cast<long long>(count(r, "fault.wp_copy")), static_cast<long long>(count(r, "fault.wp_reuse")),
+              count(r, "cow.bytes_copied") / MiB, copied_never_written(r) / MiB,
+              static_cast<long long>(count(r, "cow.zero_subpages_copied")), tt.peak_rss_anon / MiB,
+              tt.peak_pss / MiB, r.seconds);
+  if (r.sigsegv || r.sigbus || r.call_divergences || r.unknown_addresses)
+    std::printf("%-18s   ! %lld SIGSEGV, %lld SIGBUS, %lld calls answered otherwise, %lld faults outside every "
+                "known mapping\n",
+                "", static_cast<long long>(r.sigsegv), static_cast<long long>(r.sigbus),
+                static_cast<long long>(r.call_divergences), static_cast<long long>(r.unknown_addresses));
+}
+
+int run_policy_table(const record::Trace& t, const ReplayCli& v) {
+  const std::vector<std::string>& names = v.columns.empty() ? default_columns() : v.columns;
+  if ((t.header.flags & record::kKeepThp) && names.size() > 1)
+    std::fprintf(stderr, "mmlab replay: %s was recorded with THP on (--keep-thp): its faults under a policy with "
+                         "larger folios are not what the program would take; use it with --fidelity\n",
+                 v.trace.c_str());
+  print_table_head(t);
+  nlohmann::ordered_json j;
+  int rc = 0;
+  for (const std::string& n : names) {
+    record::ReplayResult r;
+    if (run_column(t, v, n, &r)) {
+      rc = 1;
+      continue;
+    }
+    print_row(n, r);
+    std::fflush(stdout);
+    j["columns"][n] = column_json(r);
+  }
+  if (!v.json.empty()) {
+    std::ofstream out(v.json);
+    out << j.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "mmlab replay: --json %s: cannot write\n", v.json.c_str());
+      return 1;
+    }
+  }
+  return rc;
+}
+
+int run_dump(const record::Trace& t) {
+  const record::Header& h = t.header;
+  std::printf("# version %u flags %#x lost %llu minflt %lld majflt %lld duration_ns %llu\n", h.version, h.flags,
+              static_cast<unsigned long long>(h.lost), static_cast<long long>(h.minflt),
+              static_cast<long long>(h.majflt), static_cast<unsigned long long>(h.duration_ns));
+  std::printf("# host %s %s zero_page %d fault_around_bytes %lld overcommit %d numa_balancing %d pswpin %lld "
+              "pswpout %lld\n",
+              h.host.release.c_str(), h.host.arch.c_str(), h.host.zero_page ? 1 : 0,
+              static_cast<long long>(h.host.fault_around_bytes), h.host.overcommit_memory, h.host.numa_balancing,
+              static_cast<long long>(h.host.pswpin), static_cast<long long>(h.host.pswpout));
+  for (const auto& [k, val] : h.host.thp) std::printf("# thp %s %s\n", k.c_str(), val.c_str());
+  for (size_t i = 0; i < t.files.size(); i++)
+    std::printf("# file %zu %s dev=%llu ino=%llu size=%llu class=%u\n", i, t.files[i].path.c_str(),
+                static_cast<unsigned long long>(t.files[i].dev), static_cast<unsigned long long>(t.files[i].ino),
+                static_cast<unsigned long long>(t.files[i].size), static_cast<unsigned>(t.files[i].cls));
+  for (const record::Record& r : t.records) std::printf("%s\n", record::dump_record(t, r).c_str());
+  return 0;
+}
+
+int run_fidelity(const record::Trace& t, const ReplayCli& v) {
+  record::ReplayResult r;
+  if (run_column(t, v, "recorded", &r)) return 1;
+  std::printf("# fidelity of %s: a replay under the recorded host's settings (%.2f s, %llu records)\n",
+              v.trace.c_str(), r.seconds, static_cast<unsigned long long>(r.records));
+  if (t.header.flags & record::kForcedLost)
+    std::printf("# the capture lost %llu records and was kept with --force: every figure is short\n",
+                static_cast<unsigned long long>(t.header.lost));
+  bool ok = true;
+  for (const record::FidelityLine& l : record::fidelity_lines(t, r)) {
+    std::printf("%s\n", record::format_fidelity_line(l).c_str());
+    if (l.cls == record::FidelityClass::kExact && l.compared && !l.holds) ok = false;
+  }
+  if (r.sigsegv || r.sigbus || r.call_divergences)
+    std::printf("# replay: %lld SIGSEGV, %lld SIGBUS, %lld calls answered otherwise%s\n",
+                static_cast<long long>(r.sigsegv), static_cast<long long>(r.sigbus),
+                static_cast<long long>(r.call_divergences),
+                r.first_divergences.empty() ? "" : fmt::format("; first: {}", r.first_divergences[0]).c_str());
+  return ok ? 0 : 1;
+}
+
+int run_to_mms(const record::Trace& t, const ReplayCli& v) {
+  record::ExcerptSpec s;
+  s.tid = v.pid;
+  s.from_ns = static_cast<uint64_t>(v.from_s * 1e9);
+  s.to_ns = v.to_s < 0 ? ~0ull : static_cast<uint64_t>(v.to_s * 1e9);
+  std::string text, err;
+  if (record::excerpt_to_mms(t, s, &text, &err)) {
+    std::fprintf(stderr, "mmlab replay: --to-mms: %s\n", err.c_str());
+    return 1;
+  }
+  std::ofstream out(v.to_mms);
+  out << text;
+  if (!out.flush()) {
+    std::fprintf(stderr, "mmlab replay: --to-mms %s: cannot write\n", v.to_mms.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int run_replay(const ReplayCli& v) {
+  record::Trace t;
+  std::string err;
+  if (record::read_mmtrace(v.trace, &t, &err)) {
+    std::fprintf(stderr, "mmlab replay: %s\n", err.c_str());
+    return 2;
+  }
+  if (!check_columns(v.columns, &err)) {
+    std::fprintf(stderr, "mmlab replay: %s\n", err.c_str());
+    return 2;
+  }
+  if (v.dump) return run_dump(t);
+  if (!v.to_mms.empty()) return run_to_mms(t, v);
+  if (v.fidelity) return run_fidelity(t, v);
+  return run_policy_table(t, v);
+}
+
+}  // namespace
+
+void add_replay(CLI::App& app) {
+  auto v = std::make_shared<ReplayCli>();
+  auto* sub = app.add_subcommand("replay", "a recorded program (mmlab record) on the model under each policy");
+  sub->add_option("trace", v->trace, "the .mmtrace file")->required();
+  sub->add_option("--column", v->columns, "columns to run (comma-separated; default: the policy table)")
+      ->delimiter(',');
+  auto* dump = sub->add_flag("--dump", v->dump, "print one line per record and exit");
+  auto* fid = sub->add_flag("--fidelity", v->fidelity,
+                            "replay under the recorded settings and compare with the kernel's figures");
+  auto* mms = sub->add_option("--to-mms", v->to_mms, "write an excerpt (--pid, --from, --to) as a scenario to this file");
+  dump->excludes(fid);
+  mms->excludes(dump);
+  mms->excludes(fid);
+  sub->add_option("--pid", v->pid, "--to-mms: the task (its address space from its exec)")->needs(mms);
+  sub->add_option("--from", v->from_s, "--to-mms: the window's start, seconds into the trace")
+      ->needs(mms)
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--to", v->to_s, "--to-mms: the window's end, seconds into the trace (default: the end)")
+      ->needs(mms)
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--ignore-thp-disable", v->ignore_thp_disable,
+                "replay as if the program had not set PR_SET_THP_DISABLE");
+  sub->add_option("--max-records", v->max_records, "stop after this many records");
+  sub->add_option("--json", v->json, "also write the table as JSON");
+  register_action(sub, [v] { return run_replay(*v); });
+}
+
+}  // namespace mmlab::cli

@@ -1,0 +1,82 @@
+// cow-bench's `trace:F.mmtrace` workload: a recorded program (mmlab
+// record) replayed under each column instead of a synthetic loop. Its
+// figures are the replay's counts; it has no per-write latency (the trace
+// holds faults, not the program's writes between them).
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "cowbench/cow_bench.h"
+#include "cowbench/cow_bench_metrics.h"
+#include "fmt/format.h"
+#include "record/mmtrace.h"
+#include "record/replay.h"
+
+namespace mmlab::cli::cowbench {
+namespace {
+
+// Each trace is read once however many columns and seeds replay it.
+const record::Trace* load_trace(const std::string& path, std::string* err) {
+  static std::mutex lock;
+  static std::map<std::string, std::unique_ptr<record::Trace>> cache;
+  std::lock_guard<std::mutex> g(lock);
+  auto& slot = cache[path];
+  if (!slot) {
+    auto t = std::make_unique<record::Trace>();
+    if (record::read_mmtrace(path, t.get(), err)) return nullptr;
+    slot = std::move(t);
+  }
+  return slot.get();
+}
+
+int64_t counter(const record::ReplayResult& r, const std::string& name) {
+  auto it = r.counters.find(name);
+  return it == r.counters.end() ? 0 : it->second;
+}
+
+void fill(const record::ReplayResult& r, Result* out) {
+  MetricSet& m = out->m;
+  m.set("writes", static_cast<double>(r.traced.total));
+  m.set("wp_copy", static_cast<double>(counter(r, "fault.wp_copy")));
+  m.set("wp_reuse", static_cast<double>(counter(r, "fault.wp_reuse")));
+  m.set("anon_faults", static_cast<double>(counter(r, "fault.anon")));
+  m.set("zero_faults", static_cast<double>(counter(r, "fault.zero")));
+  m.set("bytes_copied", static_cast<double>(counter(r, "cow.bytes_copied")));
+  // Every page written after a copy raised a write fault on the present
+  // page when it was recorded (4K folios).
+  m.set("bytes_written", 4096.0 * static_cast<double>(r.traced.private_present_write));
+  m.set("zero_subpages_copied",
+        static_cast<double>(counter(r, "cow.zero_subpages_copied") + counter(r, "collapse.zero_subpages_copied")));
+  m.set("collapses", static_cast<double>(counter(r, "collapse.success")));
+  long rss = 0;
+  for (const record::MmReport& mm : r.mms) rss += mm.peak_rss_anon;
+  m.set("rss_peak", static_cast<double>(rss));
+  m.set("elapsed_s", r.seconds);
+  out->counts = r.counters;
+}
+
+}  // namespace
+
+bool is_trace_workload(const Workload& w) { return w.name.rfind(kTracePrefix, 0) == 0; }
+
+int run_trace(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {
+  const std::string path = w.name.substr(std::string(kTracePrefix).size());
+  const record::Trace* t = load_trace(path, err);
+  if (!t) return -EINVAL;
+  record::ReplayOptions o;
+  o.configure = [&c, &p](System* s, std::string* e) {
+    if (apply_column(s, c, e) < 0 || set_geometry(s, p.geometry, e) < 0) return -1;
+    return 0;
+  };
+  record::ReplayResult r;
+  if (record::replay(*t, o, &r, err)) return -EIO;
+  fill(r, out);
+  if (r.sigsegv || r.sigbus) {
+    *err = fmt::format("{} under {}: {} SIGSEGV and {} SIGBUS in the replay", w.name, c.name, r.sigsegv, r.sigbus);
+    return -EFAULT;
+  }
+  out->ran = true;
+  return 0;
+}
+
+}  // namespace mmlab::cli::cowbench
