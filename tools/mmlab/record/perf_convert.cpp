@@ -243,6 +243,7 @@ int Converter::event(const PerfLine& l, std::string* why) {
   }
   if (ev == "kmem:rss_stat") return rss_stat(l, why);
   if (ev.rfind("syscalls:sys_enter_", 0) == 0) {
+    if (!task_with_mm(l)) return orphan(l);  // with its exit, converted once the task is known
     TaskState& ts = tasks_[l.tid];
     ts.tgid = l.pid;
     ts.pending_valid = true;
@@ -429,10 +430,10 @@ int Converter::sys_exit(const PerfLine& l, std::string_view name, std::string* w
     if (name != "execve") s_->unconverted_calls++;
     return 0;
   }
+  if (!task_with_mm(l)) return orphan(l);
   if (!matched) return s_->unmatched_exits++, 0;
   TaskState& ts = it->second;
   ts.pending_valid = false;
-  if (ts.mm < 0 && !task_with_mm(l)) return orphan(l);
   uint64_t raw = 0;
   if (!perf_number(l.rest, &raw)) return *why = "a sys_exit whose result is not a number", -1;
   const int64_t ret = static_cast<int64_t>(raw);
