@@ -164,6 +164,27 @@ TEST(RecordConvertTest, ConverterRules) {
   EXPECT_GE(t.records[5].t_ns, fork.t_ns);
 }
 
+// A thread's mmap and its fault, both timestamped before the parent's
+// task_newtask: held, then converted after the fork, the call still paired.
+TEST(RecordConvertTest, LinesBeforeTheTaskIsKnownAreConvertedAfterItsFork) {
+  const std::string lines = std::string(kLines).substr(0, std::string(kLines).find("c 10/10 [000] 100.000001000")) +
+                            R"(c 12/12 [001] 100.000000400: syscalls:sys_enter_mmap: addr: 0x00000000, len: 0x00001000, prot: 0x00000003, flags: 0x00000022, fd: 0xffffffff, off: 0x00000000
+c 12/12 [001] 100.000000500: syscalls:sys_exit_mmap: 0x20000000
+c 12/12 [001] 100.000000600: exceptions:page_fault_user: address=0x20000008 ip=0x400010 error_code=0x6
+c 10/10 [000] 100.000000900: task:task_newtask: pid=12 comm=c clone_flags=3d0f00 oom_score_adj=0
+)";
+  ConvertStats s;
+  Trace t = convert_ok(lines, &s);
+  std::vector<Op> ops;
+  for (const Record& r : t.records) ops.push_back(r.op);
+  EXPECT_EQ(ops, (std::vector<Op>{Op::kExec, Op::kLayout, Op::kLayout, Op::kFork, Op::kMmap, Op::kFault}));
+  EXPECT_EQ(t.records[3].b, 0x3d0f00u);  // a thread: CLONE_VM | CLONE_THREAD | ...
+  EXPECT_EQ(t.records[4].a, 0x20000000u);
+  EXPECT_EQ(s.unmatched_exits, 0u);
+  EXPECT_EQ(s.dropped_no_mm, 0u);
+  for (size_t i = 1; i < t.records.size(); i++) EXPECT_LE(t.records[i - 1].t_ns, t.records[i].t_ns);
+}
+
 TEST(RecordConvertTest, FileClasses) {
   const std::vector<std::string> tmpfs = {"/dev/shm"}, huge = {"/mnt/huge"};
   EXPECT_EQ(file_class_of("/dev/shm/x", tmpfs, huge), FileClass::kShmem);
