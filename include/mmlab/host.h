@@ -26,4 +26,11 @@ struct RestoredItem {
 // retrying could not do better.
 int restore_host(std::vector<RestoredItem>* items, std::string* err);
 
+// Whether an anonymous read fault maps the shared zero page on this host,
+// found by experiment in the calling process (one fresh MADV_NOHUGEPAGE
+// page read, then its pagemap entry and kpageflags; root, Linux 6.7+),
+// never from the boot command line, and changing no setting. 1 yes, 0 no;
+// -errno when it cannot tell. *detail says what the experiment showed.
+int probe_zero_page_here(std::string* detail);
+
 }  // namespace mmlab::host

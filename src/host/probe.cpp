@@ -20,7 +20,11 @@
 #include "host/pagemap.h"
 #include "host/host_swap.h"
 #include "host/sysfs.h"
+#include "mmlab/host.h"
 #include "mmlab/types.h"
+
+// After mmlab/types.h, which declares the model's constants under the same names.
+#include <sys/mman.h>
 
 namespace mmlab::host {
 namespace {
@@ -366,6 +370,27 @@ std::vector<std::string> host_probe_lines(const HostProbes& p) {
   lines.push_back("# host anonymous mTHP sizes:" + (sizes.empty() ? std::string(" none") : sizes) +
                   (other.empty() ? "" : "; without an anonymous `enabled` (shmem only):" + other));
   return lines;
+}
+
+int probe_zero_page_here(std::string* detail) {
+  void* p = mmap(nullptr, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    *detail = "cannot map a page";
+    return -ENOMEM;
+  }
+  madvise(p, PAGE_SIZE, MADV_NOHUGEPAGE);
+  (void)*static_cast<volatile const char*>(p);  // the read fault
+  HostPageInfo pi;
+  int err = host_page_info(getpid(), reinterpret_cast<uint64_t>(p), &pi, detail);
+  munmap(p, PAGE_SIZE);
+  if (err) return err;
+  if (!pi.present) {
+    *detail = "an anonymous read fault left nothing mapped";
+    return -EAGAIN;
+  }
+  *detail = pi.zero ? fmt::format("an anonymous read fault mapped the shared zero page (pfn {:#x} has KPF_ZERO_PAGE)", pi.pfn)
+                    : fmt::format("an anonymous read fault mapped a fresh page (pfn {:#x}, KPF_ZERO_PAGE clear)", pi.pfn);
+  return pi.zero ? 1 : 0;
 }
 
 }  // namespace mmlab::host

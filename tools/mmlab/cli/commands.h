@@ -27,6 +27,7 @@ void add_compare(CLI::App& app);
 void add_sweep(CLI::App& app);  // sweep and merge
 void add_host(CLI::App& app);   // host restore
 void add_validate(CLI::App& app);
+void add_record(CLI::App& app);   // record (record/)
 void add_replay(CLI::App& app);   // replay (record/)
 
 // --fake-probe NAME[,NAME...] of `run` and `diff` (docs/HOST.md), and

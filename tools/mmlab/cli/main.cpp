@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   mmlab::cli::add_compare(app);
   mmlab::cli::add_sweep(app);
   mmlab::cli::add_host(app);
+  mmlab::cli::add_record(app);
   mmlab::cli::set_command_line(argc, argv);
   // --version: what a bug report needs to name this binary.
   if (argc == 2 && std::string(argv[1]) == "--version") {
