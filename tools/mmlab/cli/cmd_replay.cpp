@@ -68,11 +68,10 @@ int64_t count(const record::ReplayResult& r, const char* name) {
   return it == r.counters.end() ? 0 : it->second;
 }
 
-// Bytes a CoW copied that the program never wrote: each page it wrote
-// after a copy raised a present write fault when it was recorded (4K
-// folios), so at most that many pages of the copies were written.
-int64_t copied_never_written(const record::ReplayResult& r) {
-  return std::max<int64_t>(0, count(r, "cow.bytes_copied") - 4096 * r.traced.private_present_write);
+// Bytes a CoW copied that the program never wrote: the column's copies
+// beyond what 4K copies came to (record::bytes_written_after_sharing).
+int64_t copied_never_written(const record::ReplayResult& r, int64_t written) {
+  return std::max<int64_t>(0, count(r, "cow.bytes_copied") - written);
 }
 
 struct Totals {
@@ -87,14 +86,14 @@ Totals totals(const record::ReplayResult& r) {
   return t;
 }
 
-nlohmann::ordered_json column_json(const record::ReplayResult& r) {
+nlohmann::ordered_json column_json(const record::ReplayResult& r, int64_t written) {
   nlohmann::ordered_json j;
   j["records"] = r.records;
   j["faults"] = r.model_faults_by_tasks;
   for (const char* c : {"fault.anon", "fault.zero", "fault.wp_copy", "fault.wp_reuse", "cow.bytes_copied",
                         "cow.zero_subpages_copied", "thp_fault_alloc"})
     j[c] = count(r, c);
-  j["copied_never_written"] = copied_never_written(r);
+  j["copied_never_written"] = copied_never_written(r, written);
   j["sigsegv"] = r.sigsegv;
   j["sigbus"] = r.sigbus;
   j["unknown_addresses"] = r.unknown_addresses;
@@ -138,14 +137,14 @@ void print_table_head(const record::Trace& t) {
               "replay s");
 }
 
-void print_row(const std::string& name, const record::ReplayResult& r) {
+void print_row(const std::string& name, const record::ReplayResult& r, int64_t written) {
   const Totals tt = totals(r);
   constexpr double MiB = 1 << 20;
   std::printf("%-18s %10lld %11lld %9lld %9lld %11.2f %13.2f %11lld %13.2f %11.2f %8.2f\n", name.c_str(),
               static_cast<long long>(r.model_faults_by_tasks),
               static_cast<long long>(count(r, "fault.anon") + count(r, "fault.zero")),
               static_cast<long long>(count(r, "fault.wp_copy")), static_cast<long long>(count(r, "fault.wp_reuse")),
-              count(r, "cow.bytes_copied") / MiB, copied_never_written(r) / MiB,
+              count(r, "cow.bytes_copied") / MiB, copied_never_written(r, written) / MiB,
               static_cast<long long>(count(r, "cow.zero_subpages_copied")), tt.peak_rss_anon / MiB,
               tt.peak_pss / MiB, r.seconds);
   if (r.sigsegv || r.sigbus || r.call_divergences || r.unknown_addresses)
@@ -161,8 +160,15 @@ int run_policy_table(const record::Trace& t, const ReplayCli& v) {
     std::fprintf(stderr, "mmlab replay: %s was recorded with THP on (--keep-thp): its faults under a policy with "
                          "larger folios are not what the program would take; use it with --fidelity\n",
                  v.trace.c_str());
+  std::string err;
+  const int64_t written = record::bytes_written_after_sharing(t, &err);
+  if (written < 0) {
+    std::fprintf(stderr, "mmlab replay: %s\n", err.c_str());
+    return 1;
+  }
   print_table_head(t);
   nlohmann::ordered_json j;
+  j["bytes_written_after_sharing"] = written;
   int rc = 0;
   for (const std::string& n : names) {
     record::ReplayResult r;
@@ -170,9 +176,9 @@ int run_policy_table(const record::Trace& t, const ReplayCli& v) {
       rc = 1;
       continue;
     }
-    print_row(n, r);
+    print_row(n, r, written);
     std::fflush(stdout);
-    j["columns"][n] = column_json(r);
+    j["columns"][n] = column_json(r, written);
   }
   if (!v.json.empty()) {
     std::ofstream out(v.json);

@@ -14,15 +14,23 @@
 namespace mmlab::cli::cowbench {
 namespace {
 
-// Each trace is read once however many columns and seeds replay it (the
-// grid runs its cells one after another, on one thread).
-const record::Trace* load_trace(const std::string& path, std::string* err) {
-  static std::map<std::string, std::unique_ptr<record::Trace>> cache;
+struct Loaded {
+  record::Trace trace;
+  int64_t written = 0;  // record::bytes_written_after_sharing
+};
+
+// Each trace is read (and its 4K copies measured) once however many
+// columns and seeds replay it; the grid runs its cells one after another,
+// on one thread.
+const Loaded* load_trace(const std::string& path, std::string* err) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
   auto& slot = cache[path];
   if (!slot) {
-    auto t = std::make_unique<record::Trace>();
-    if (record::read_mmtrace(path, t.get(), err)) return nullptr;
-    slot = std::move(t);
+    auto l = std::make_unique<Loaded>();
+    if (record::read_mmtrace(path, &l->trace, err)) return nullptr;
+    l->written = record::bytes_written_after_sharing(l->trace, err);
+    if (l->written < 0) return nullptr;
+    slot = std::move(l);
   }
   return slot.get();
 }
@@ -32,7 +40,7 @@ int64_t counter(const record::ReplayResult& r, const std::string& name) {
   return it == r.counters.end() ? 0 : it->second;
 }
 
-void fill(const record::ReplayResult& r, Result* out) {
+void fill(const record::ReplayResult& r, int64_t written, Result* out) {
   MetricSet& m = out->m;
   m.set("writes", static_cast<double>(r.traced.total));
   m.set("wp_copy", static_cast<double>(counter(r, "fault.wp_copy")));
@@ -40,9 +48,8 @@ void fill(const record::ReplayResult& r, Result* out) {
   m.set("anon_faults", static_cast<double>(counter(r, "fault.anon")));
   m.set("zero_faults", static_cast<double>(counter(r, "fault.zero")));
   m.set("bytes_copied", static_cast<double>(counter(r, "cow.bytes_copied")));
-  // Every page written after a copy raised a write fault on the present
-  // page when it was recorded (4K folios).
-  m.set("bytes_written", 4096.0 * static_cast<double>(r.traced.private_present_write));
+  // What 4K copies came to: the pages written after a fork shared them.
+  m.set("bytes_written", static_cast<double>(written));
   m.set("zero_subpages_copied",
         static_cast<double>(counter(r, "cow.zero_subpages_copied") + counter(r, "collapse.zero_subpages_copied")));
   m.set("collapses", static_cast<double>(counter(r, "collapse.success")));
@@ -66,16 +73,16 @@ bool is_trace_workload(const Workload& w) { return w.name.rfind(kTracePrefix, 0)
 
 int run_trace(const Workload& w, const Column& c, const Params& p, Result* out, std::string* err) {
   const std::string path = w.name.substr(std::string(kTracePrefix).size());
-  const record::Trace* t = load_trace(path, err);
-  if (!t) return -EINVAL;
+  const Loaded* l = load_trace(path, err);
+  if (!l) return -EINVAL;
   record::ReplayOptions o;
   o.configure = [&c, &p](System* s, std::string* e) {
     if (apply_column(s, c, e) < 0 || set_geometry(s, p.geometry, e) < 0) return -1;
     return 0;
   };
   record::ReplayResult r;
-  if (record::replay(*t, o, &r, err)) return -EIO;
-  fill(r, out);
+  if (record::replay(l->trace, o, &r, err)) return -EIO;
+  fill(r, l->written, out);
   if (r.sigsegv || r.sigbus) {
     *err = fmt::format("{} under {}: {} SIGSEGV and {} SIGBUS in the replay", w.name, c.name, r.sigsegv, r.sigbus);
     return -EFAULT;

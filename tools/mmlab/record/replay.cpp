@@ -443,6 +443,21 @@ uint64_t replay_ram_bytes(const Trace& t) {
   return (need + (4ull << 20) - 1) & ~((4ull << 20) - 1);
 }
 
+int64_t bytes_written_after_sharing(const Trace& t, std::string* err) {
+  ReplayOptions o;
+  o.pss_every = 0;
+  o.configure = [](System* s, std::string*) {
+    (void)s->sysfs_write("transparent_hugepage/enabled", "never");
+    for (unsigned kb = 16; kb <= 2048; kb *= 2)
+      (void)s->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", kb), "never");
+    return 0;
+  };
+  ReplayResult r;
+  if (replay(t, o, &r, err)) return -1;
+  auto it = r.counters.find("cow.bytes_copied");
+  return it == r.counters.end() ? 0 : it->second;
+}
+
 int replay(const Trace& t, const ReplayOptions& o, ReplayResult* out, std::string* err) {
   *out = ReplayResult{};
   SystemConfig cfg;

@@ -71,6 +71,12 @@ struct ReplayResult {
 // 0, or -1 with *err (the System could not be made, or a configure step failed).
 int replay(const Trace& t, const ReplayOptions& o, ReplayResult* out, std::string* err);
 
+// The bytes CoW copies when every folio is 4K (the trace replayed under the
+// recorded settings with THP off): a 4K copy is a page the program then
+// wrote, so a column's copies beyond these were never written. -1 with
+// *err if the replay fails.
+int64_t bytes_written_after_sharing(const Trace& t, std::string* err);
+
 // The simulated RAM a replay of `t` asks for: every mapped byte once per
 // address space that could write it, bounded, with room for the page
 // tables; sized before anything is allocated.
