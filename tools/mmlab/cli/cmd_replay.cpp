@@ -97,6 +97,7 @@ nlohmann::ordered_json column_json(const record::ReplayResult& r, int64_t writte
   j["sigsegv"] = r.sigsegv;
   j["sigbus"] = r.sigbus;
   j["unknown_addresses"] = r.unknown_addresses;
+  j["exec_populated"] = r.exec_populated;
   j["call_divergences"] = r.call_divergences;
   j["first_divergences"] = r.first_divergences;
   j["seconds"] = r.seconds;
@@ -142,7 +143,7 @@ void print_row(const std::string& name, const record::ReplayResult& r, int64_t w
   constexpr double MiB = 1 << 20;
   std::printf("%-18s %10lld %11lld %9lld %9lld %11.2f %13.2f %11lld %13.2f %11.2f %8.2f\n", name.c_str(),
               static_cast<long long>(r.model_faults_by_tasks),
-              static_cast<long long>(count(r, "fault.anon") + count(r, "fault.zero")),
+              static_cast<long long>(count(r, "fault.anon") + count(r, "fault.zero") - r.exec_populated),
               static_cast<long long>(count(r, "fault.wp_copy")), static_cast<long long>(count(r, "fault.wp_reuse")),
               count(r, "cow.bytes_copied") / MiB, copied_never_written(r, written) / MiB,
               static_cast<long long>(count(r, "cow.zero_subpages_copied")), tt.peak_rss_anon / MiB,

@@ -59,10 +59,15 @@ void rss_line(const ReplayResult& r, std::vector<FidelityLine>* out) {
 
 std::vector<FidelityLine> fidelity_lines(const Trace& t, const ReplayResult& r) {
   std::vector<FidelityLine> v;
-  const int64_t first_touch = counter(r, "fault.anon") + counter(r, "fault.zero");
+  const int64_t first_touch = counter(r, "fault.anon") + counter(r, "fault.zero") - r.exec_populated;
   const int64_t cow = counter(r, "fault.wp_copy") + counter(r, "fault.wp_reuse");
   v.push_back(line(FidelityClass::kExact, "faults the model took vs faults traced", r.model_faults_by_tasks,
-                   r.traced.total));
+                   r.traced.total - r.traced.kernel_repeats, 0,
+                   r.traced.kernel_repeats
+                       ? fmt::format("{} repeated kernel-mode faults left out: faults with page faults disabled, "
+                                     "which the kernel does not handle",
+                                     r.traced.kernel_repeats)
+                       : std::string()));
   v.push_back(line(FidelityClass::kExact, "first touches of private anonymous memory", first_touch,
                    r.traced.anon_first_touch));
   v.push_back(line(FidelityClass::kExact, "CoW faults (present writes in private mappings)", cow,

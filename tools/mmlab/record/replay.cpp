@@ -48,7 +48,7 @@ long private_dirty_bytes(const Process* p) {
 class Replayer {
  public:
   Replayer(const Trace& t, const ReplayOptions& o, System* sys, ReplayResult* r)
-      : t_(t), o_(o), sys_(sys), r_(r), fds_(t.files.size(), -1) {}
+      : t_(t), o_(o), sys_(sys), r_(r), fds_(t.files.size(), -1), exec_pages_(exec_stack_pages(t)) {}
 
   void run();
 
@@ -60,6 +60,7 @@ class Replayer {
   void finish(MmState& m);
   void on_fork(const Record& rec);
   void on_exec(const Record& rec);
+  void populate_exec_stack(MmState& m);
   void on_map(const Record& rec);
   void on_brk(const Record& rec);
   void on_mremap(const Record& rec);
@@ -80,6 +81,16 @@ class Replayer {
   std::unordered_map<uint32_t, MmState*> tasks_;
   std::vector<std::unique_ptr<MmState>> mms_;
   uint16_t cpu_ = 0xffff;  // the simulated CPU the replay runs on
+  std::unordered_map<size_t, std::vector<uint64_t>> exec_pages_;
+  size_t index_ = 0;  // the record being replayed
+  struct LastFault {
+    uint64_t page = ~0ull;
+    uint8_t flags = 0;
+  };
+  std::unordered_map<uint32_t, LastFault> last_fault_;  // per task
+  // An exec whose stack pages wait for its layout (the records after it).
+  MmState* pending_exec_ = nullptr;
+  size_t pending_index_ = 0;
 };
 
 std::string Replayer::comm(uint32_t tid) const {
@@ -158,6 +169,20 @@ void Replayer::on_exec(const Record& rec) {
   MmState& m = new_mm(rec.tid, sys_->new_process(comm(rec.tid)));
   m.thp_disabled = thp_disabled;
   if (thp_disabled && o_.honour_thp_disable) (void)m.proc->prctl_set_thp_disable(true);
+  pending_exec_ = &m;
+  pending_index_ = index_;
+}
+
+// The pages exec wrote without a fault the trace saw (exec_stack_pages):
+// written here, and their faults kept out of the comparisons.
+void Replayer::populate_exec_stack(MmState& m) {
+  auto it = exec_pages_.find(pending_index_);
+  if (it == exec_pages_.end()) return;
+  for (uint64_t page : it->second) {
+    if (!m.ranges.find(page) && !place_unknown(m, page)) continue;
+    uint8_t b = kWriteByte;
+    if (m.proc->write(page, &b, 1).ok()) r_->exec_populated++;
+  }
 }
 
 int Replayer::file_fd(int32_t file) {
@@ -293,6 +318,9 @@ void Replayer::on_fault(const Record& rec) {
   tr.total++;
   r_->mms[m.report].faults_traced++;
   if (rec.flags & kFaultKernel) tr.kernel++;
+  LastFault& last = last_fault_[rec.tid];
+  if ((rec.flags & kFaultKernel) && last.page == page && last.flags == rec.flags) tr.kernel_repeats++;
+  last = LastFault{page, rec.flags};
   const Range* rg = m.ranges.find(page);
   if (!rg && !place_unknown(m, page)) {
     r_->sigsegv++;
@@ -318,6 +346,10 @@ void Replayer::on_rss(const Record& rec) {
 }
 
 void Replayer::step(const Record& rec) {
+  if (pending_exec_ && rec.op != Op::kLayout) {
+    if (pending_exec_->proc) populate_exec_stack(*pending_exec_);
+    pending_exec_ = nullptr;
+  }
   switch (rec.op) {
     case Op::kFault: return on_fault(rec);
     case Op::kFork: return on_fork(rec);
@@ -344,6 +376,7 @@ void Replayer::run() {
       (void)sys_->advance_clock(rec.t_ns - last_t);
       last_t = rec.t_ns;
     }
+    index_ = i;
     if (rec.cpu != cpu_) cpu_ = static_cast<uint16_t>(System::migrate_this_thread(rec.cpu));
     step(rec);
     if (o_.pss_every && (i + 1) % o_.pss_every == 0)
@@ -356,6 +389,7 @@ void Replayer::run() {
       m->users = 0;
       finish(*m);
     }
+  r_->model_faults_by_tasks -= r_->exec_populated;
 }
 
 int apply_recorded_settings(System* s, const HostProfile& h, std::string* err) {

@@ -50,6 +50,11 @@ struct TracedFaults {
   int64_t private_present_write = 0;  // present write, private VMA (anonymous or file): a CoW fault
   int64_t other = 0;                   // the rest (file first touches, shared VMAs, reads of present pages)
   int64_t kernel = 0;             // page_fault_kernel
+  // A kernel-mode fault on the page of the same task's previous fault, with
+  // the same bits: the kernel touching user memory with page faults
+  // disabled (an atomic copy) faults again and again without handling one,
+  // then faults the page in another way. The trace shows each attempt.
+  int64_t kernel_repeats = 0;
 };
 
 struct ReplayResult {
@@ -60,11 +65,17 @@ struct ReplayResult {
   int64_t sigsegv = 0, sigbus = 0;
   int64_t unknown_addresses = 0;  // faults outside every known mapping (a page mapped for them)
   int64_t stack_pages_grown = 0;  // faults below the stack that grew it
+  // Pages exec made present with no fault in the trace (its stack's
+  // arguments, written through GUP): the replay writes them at the exec,
+  // and keeps those faults out of model_faults_by_tasks and first touches.
+  int64_t exec_populated = 0;
   int64_t call_divergences = 0;   // a replayed call whose result differs from the recorded one
   std::vector<std::string> first_divergences;  // the first few, for the report
   std::map<std::string, int64_t> counters;  // System::all_counters() at the end
   std::vector<MmReport> mms;               // in creation order
-  int64_t model_faults_by_tasks = 0;  // the model's min_flt + maj_flt summed over every address space's tasks
+  // The model's min_flt + maj_flt summed over every address space's tasks,
+  // less exec_populated.
+  int64_t model_faults_by_tasks = 0;
   double seconds = 0;                 // the replay's host time
 };
 

@@ -8,6 +8,10 @@
 
 #include <cstdint>
 #include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "record/mmtrace.h"
 
 namespace mmlab::record {
 
@@ -34,5 +38,14 @@ class RangeMap {
  private:
   std::map<uint64_t, Range> m_;  // by start; the ranges never overlap
 };
+
+// The pages an exec made present without a fault the trace could see: the
+// new stack's argument and environment pages, which the kernel writes
+// through GUP. Such a page is first seen in the exec's lineage (the mm and
+// every mm forked from it) by a fault on a present page, outside every
+// mapping the lineage's own calls made (in exec's layout: the stack, or
+// nothing the trace shows). Keyed by the index of the kExec record; each
+// list from the highest page down.
+std::unordered_map<size_t, std::vector<uint64_t>> exec_stack_pages(const Trace& t);
 
 }  // namespace mmlab::record
