@@ -51,7 +51,7 @@ void RangeMap::move(uint64_t from, uint64_t old_len, uint64_t to, uint64_t new_l
 
 namespace {
 struct Lineage {
-  RangeMap known;  // every range the lineage's own calls ever mapped (exec's layout is not one)
+  RangeMap known;  // every range the lineage's own calls mapped, and exec's file mappings
   std::unordered_set<uint64_t> seen;
   std::vector<uint64_t> pages;
 };
@@ -76,7 +76,7 @@ std::unordered_map<size_t, std::vector<uint64_t>> exec_stack_pages(const Trace& 
     const bool failed = r.ret < 0 && r.ret > -4096;
     if (r.op == Op::kFork) {
       of[r.tid] = it->second;
-    } else if (r.op == Op::kMmap && !failed) {
+    } else if ((r.op == Op::kMmap && !failed) || (r.op == Op::kLayout && r.file >= 0)) {
       l.known.set(r.a & kPageMask, r.a + r.b, RangeKind::kShared);
     } else if (r.op == Op::kMremap && !failed) {
       l.known.set(static_cast<uint64_t>(r.ret), static_cast<uint64_t>(r.ret) + r.c, RangeKind::kShared);

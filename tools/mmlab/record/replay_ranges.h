@@ -43,8 +43,9 @@ class RangeMap {
 // new stack's argument and environment pages, which the kernel writes
 // through GUP. Such a page is first seen in the exec's lineage (the mm and
 // every mm forked from it) by a fault on a present page, outside every
-// mapping the lineage's own calls made (in exec's layout: the stack, or
-// nothing the trace shows). Keyed by the index of the kExec record; each
+// mapping the lineage's own calls made and every file mapping (a page
+// there may be present through fault-around): in exec's anonymous layout
+// (the stack), or in nothing the trace shows. Keyed by the index of the kExec record; each
 // list from the highest page down.
 std::unordered_map<size_t, std::vector<uint64_t>> exec_stack_pages(const Trace& t);
 
