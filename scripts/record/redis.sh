@@ -30,3 +30,17 @@ wait $load
 cli shutdown nosave || true
 wait $rec
 cat "$OUT/redis.info"
+# The replay beside Redis's own figures: the BGSAVE child's Private_Dirty
+# (what rdb_last_cow_size sums) and the parent's RssAnon.
+"$MMLAB" replay --column recorded --json "$OUT/redis.recorded.json" "$OUT/redis.mmtrace" >/dev/null
+python3 - "$OUT/redis.recorded.json" "$OUT/redis.info" <<'PY'
+import json, sys
+mms = [m for m in json.load(open(sys.argv[1]))["columns"]["recorded"]["mms"] if m["comm"].startswith("redis")]
+info = dict(l.split(":", 1) for l in open(sys.argv[2]) if ":" in l)
+parent, child = mms[0], mms[-1]
+cow, rss = int(info["rdb_last_cow_size"]), int(info["parent_rss_anon_kb"]) * 1024
+print(f"BGSAVE child Private_Dirty: model {child['private_dirty_at_exit']}, Redis rdb_last_cow_size {cow}: "
+      f"{100 * (child['private_dirty_at_exit'] - cow) / cow:+.2f}%")
+print(f"parent RssAnon: model {parent['rss_anon_at_exit']}, /proc status {rss}: "
+      f"{100 * (parent['rss_anon_at_exit'] - rss) / rss:+.2f}%")
+PY

@@ -6,6 +6,7 @@
 // Exit status: 0 done (for --fidelity: every exact line holds), 1 a replay
 // failed or an exact fidelity line does not hold, 2 usage or an unreadable
 // trace.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -192,6 +193,20 @@ int run_policy_table(const record::Trace& t, const ReplayCli& v) {
   return rc;
 }
 
+// The encoding's size per fault, with and without the optional rss_stat
+// records (record --rss).
+void print_sizes(const record::Trace& t) {
+  record::Trace lean = t;
+  std::erase_if(lean.records, [](const record::Record& r) { return r.op == record::Op::kRss; });
+  const auto faults = std::count_if(t.records.begin(), t.records.end(),
+                                    [](const record::Record& r) { return r.op == record::Op::kFault; });
+  const double all = static_cast<double>(record::encode_mmtrace(t).size());
+  const double without = static_cast<double>(record::encode_mmtrace(lean).size());
+  const double n = static_cast<double>(std::max<decltype(faults)>(faults, 1));
+  std::printf("# size %.0f bytes, %.2f per fault; without the rss_stat records %.0f bytes, %.2f per fault\n", all,
+              all / n, without, without / n);
+}
+
 int run_dump(const record::Trace& t) {
   const record::Header& h = t.header;
   std::printf("# version %u flags %#x lost %llu minflt %lld majflt %lld duration_ns %llu\n", h.version, h.flags,
@@ -203,6 +218,7 @@ int run_dump(const record::Trace& t) {
               static_cast<long long>(h.host.fault_around_bytes), h.host.overcommit_memory, h.host.numa_balancing,
               static_cast<long long>(h.host.pswpin), static_cast<long long>(h.host.pswpout));
   for (const auto& [k, val] : h.host.thp) std::printf("# thp %s %s\n", k.c_str(), val.c_str());
+  print_sizes(t);
   for (size_t i = 0; i < t.files.size(); i++)
     std::printf("# file %zu %s dev=%llu ino=%llu size=%llu class=%u\n", i, t.files[i].path.c_str(),
                 static_cast<unsigned long long>(t.files[i].dev), static_cast<unsigned long long>(t.files[i].ino),

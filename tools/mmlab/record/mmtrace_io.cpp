@@ -3,7 +3,8 @@
 // one head byte (its bits, and whether its task and CPU are the previous
 // record's), the time since the previous record in microseconds, and the
 // page's distance from that task's previous fault: three bytes for a
-// sequential sweep. A varint has no upper bound, so a long gap needs no
+// sequential sweep. Other records carry their kind in the head byte's low
+// five bits with the same two bits. A varint has no upper bound, so a long gap needs no
 // escape: it only takes more bytes.
 #include <cstring>
 #include <fstream>
@@ -207,6 +208,7 @@ struct Context {
   uint16_t cpu = 0;
   uint64_t t_units = 0;
   std::unordered_map<uint32_t, uint64_t> last_page;  // per task
+  std::unordered_map<uint64_t, uint64_t> last_rss;   // per task and rss_stat member, in pages
 };
 
 void put_fault(Writer& w, Context& c, const Record& rec, int64_t dt) {
@@ -223,10 +225,28 @@ void put_fault(Writer& w, Context& c, const Record& rec, int64_t dt) {
   last = page;
 }
 
-void put_other(Writer& w, const Record& rec, int64_t dt) {
-  w.byte(static_cast<uint8_t>(rec.op));
-  w.varint(rec.tid);
-  w.varint(rec.cpu);
+// rss_stat's byte counts are whole pages: kept in pages, as the distance
+// from the same task's previous reading of the same member.
+constexpr unsigned kRssShift = 12;
+constexpr uint8_t kHeadOpBits = 0x1f;
+static_assert(kOpCount <= kHeadOpBits + 1, "a record kind must fit the head byte's low five bits");
+
+uint64_t& last_rss(Context& c, const Record& rec) { return c.last_rss[(static_cast<uint64_t>(rec.tid) << 8) | (rec.c & 0xff)]; }
+
+void put_other(Writer& w, Context& c, const Record& in, int64_t dt) {
+  Record rec = in;
+  if (rec.op == Op::kRss) {
+    uint64_t& last = last_rss(c, rec);
+    const uint64_t pages = rec.a >> kRssShift;
+    rec.a = zigzag(static_cast<int64_t>(pages - last));
+    last = pages;
+  }
+  uint8_t head = static_cast<uint8_t>(rec.op);
+  if (rec.tid == c.tid) head |= kHeadSameTid;
+  if (rec.cpu == c.cpu) head |= kHeadSameCpu;
+  w.byte(head);
+  if (!(head & kHeadSameTid)) w.varint(rec.tid);
+  if (!(head & kHeadSameCpu)) w.varint(rec.cpu);
   w.svarint(dt);
   const uint8_t mask = (rec.a ? kA : 0) | (rec.b ? kB : 0) | (rec.c ? kC : 0) | (rec.d ? kD : 0) |
                        (rec.e ? kE : 0) | (rec.ret ? kRet : 0) | (rec.file >= 0 ? kFile : 0) |
@@ -247,13 +267,13 @@ bool get_record(Reader& r, Context& c, Record* rec, size_t nfiles) {
     rec->tid = (head & kHeadSameTid) ? c.tid : static_cast<uint32_t>(r.varint());
     rec->cpu = (head & kHeadSameCpu) ? c.cpu : static_cast<uint16_t>(r.varint());
   } else {
-    if (head >= kOpCount) {
-      r.fail(fmt::format("record kind {}", head));
+    if ((head & kHeadOpBits) >= kOpCount) {
+      r.fail(fmt::format("record kind {}", head & kHeadOpBits));
       return false;
     }
-    rec->op = static_cast<Op>(head);
-    rec->tid = static_cast<uint32_t>(r.varint());
-    rec->cpu = static_cast<uint16_t>(r.varint());
+    rec->op = static_cast<Op>(head & kHeadOpBits);
+    rec->tid = (head & kHeadSameTid) ? c.tid : static_cast<uint32_t>(r.varint());
+    rec->cpu = (head & kHeadSameCpu) ? c.cpu : static_cast<uint16_t>(r.varint());
   }
   c.t_units += static_cast<uint64_t>(r.svarint());
   rec->t_ns = c.t_units * kNsPerUnit;
@@ -275,6 +295,11 @@ bool get_record(Reader& r, Context& c, Record* rec, size_t nfiles) {
     rec->file = static_cast<int32_t>(f);
   }
   if (mask & kFlags) rec->flags = r.byte();
+  if (rec->op == Op::kRss) {
+    uint64_t& last = last_rss(c, *rec);
+    last += static_cast<uint64_t>(unzigzag(rec->a));
+    rec->a = last << kRssShift;
+  }
   return r.ok();
 }
 
@@ -292,7 +317,7 @@ std::string encode_mmtrace(const Trace& t) {
     if (rec.op == Op::kFault) {
       put_fault(w, c, rec, dt);
     } else {
-      put_other(w, rec, dt);
+      put_other(w, c, rec, dt);
     }
     c.t_units = units;
     c.tid = rec.tid;
