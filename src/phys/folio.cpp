@@ -51,14 +51,21 @@ void __folio_set_locked(Folio* f) {
 // A sleeping lock in the kernel: the waiter yields its CPU rather than spin.
 void folio_lock(Folio* f) {
   VM_BUG_ON_FOLIO(PageTail(&f->page), f, "folio_lock on a tail page");
-  lockdep_acquire(f, LockClass::kFolioLock, 0);
   if (sched::active()) [[unlikely]] {
     // Under the explorer: try, else block on the folio until folio_unlock
-    // wakes it (a yield would spin while the holder cannot run).
+    // wakes it (a yield would spin while the holder cannot run). A run
+    // ended meanwhile unwinds from here without the lock.
     sched::point("folio_lock", sched::Op::kAcquire, folio_lock_object(f));
-    while (test_and_set_bit(PG_locked, &f->page)) sched::block_on("folio_lock", folio_lock_object(f));
+    lockdep_acquire(f, LockClass::kFolioLock, 0);
+    try {
+      while (test_and_set_bit(PG_locked, &f->page)) sched::block_on("folio_lock", folio_lock_object(f));
+    } catch (const sched::RunAborted&) {
+      lockdep_release(f);
+      throw;
+    }
     return;
   }
+  lockdep_acquire(f, LockClass::kFolioLock, 0);
   // Test before test-and-set so waiters do not bounce the flags word.
   while (test_bit(PG_locked, &f->page) || test_and_set_bit(PG_locked, &f->page)) std::this_thread::yield();
 }

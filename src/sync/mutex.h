@@ -25,13 +25,19 @@ class CAPABILITY("mutex") Mutex {
   Mutex& operator=(const Mutex&) = delete;
 
   void lock(int subclass = 0) ACQUIRE() {
-    lockdep_acquire(this, cls_, subclass);
     sched::point("mutex_lock", sched::Op::kAcquire, sched_object());
+    lockdep_acquire(this, cls_, subclass);
     if (sched::active()) [[unlikely]] {
       // Under the explorer a sleeping m_.lock() would park this OS thread
       // while the holder waits for the baton: try, else block on the lock.
       // (glibc's pthread_mutex_trylock fails only when the mutex is held.)
-      while (!m_.try_lock()) sched::block_on("mutex_lock", sched_object());
+      // A run ended meanwhile unwinds from here without the lock.
+      try {
+        while (!m_.try_lock()) sched::block_on("mutex_lock", sched_object());
+      } catch (const sched::RunAborted&) {
+        lockdep_release(this);
+        throw;
+      }
     } else {
       m_.lock();
     }

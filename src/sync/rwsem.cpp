@@ -33,7 +33,14 @@ void RwSemaphore::wait_granted(std::unique_lock<std::mutex>& g, const char* site
     // Only this thread runs until block_on passes the baton, so no release
     // can slip in between the test and the block.
     g.unlock();
-    sched::block_on(site, sched_object());
+    try {
+      sched::block_on(site, sched_object());
+    } catch (const sched::RunAborted&) {
+      // The run is being ended: unwind without the lock (the ticket stays
+      // taken; the run's System is not used again).
+      lockdep_release(this);
+      throw;
+    }
     g.lock();
   }
 }
@@ -44,8 +51,8 @@ void RwSemaphore::update_gate() {
 }
 
 void RwSemaphore::down_read() {
-  lockdep_acquire(this, cls_, 0);
   sched::point("down_read", sched::Op::kAcquireShared, sched_object());
+  lockdep_acquire(this, cls_, 0);
   uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & kGate))
     if (state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) return;
@@ -89,8 +96,8 @@ void RwSemaphore::up_read() {
 }
 
 void RwSemaphore::down_write() {
-  lockdep_acquire(this, cls_, 0);
   sched::point("down_write", sched::Op::kAcquire, sched_object());
+  lockdep_acquire(this, cls_, 0);
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
   waiting_writers_++;

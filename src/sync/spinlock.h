@@ -21,12 +21,18 @@ class CAPABILITY("spinlock") SpinLock {
  public:
   void lock(LockClass cls = LockClass::kGeneric, int subclass = 0) ACQUIRE() {
     std::atomic_ref<uint32_t> w(word_);
-    lockdep_acquire(this, cls, subclass);
     sched::point("spin_lock", sched::Op::kAcquire, sched_object());
+    lockdep_acquire(this, cls, subclass);
     if (sched::active()) [[unlikely]] {
       // One thread runs at a time: spinning would never see the holder
       // move, so a failed try blocks on the lock until unlock() wakes it.
-      while (!try_set(w)) sched::block_on("spin_lock", sched_object());
+      // A run ended meanwhile unwinds from here without the lock.
+      try {
+        while (!try_set(w)) sched::block_on("spin_lock", sched_object());
+      } catch (const sched::RunAborted&) {
+        lockdep_release(this);
+        throw;
+      }
       return;
     }
     for (unsigned spins = 0;; spins++) {
