@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "base/mmdebug.h"
 #include "fault/fault.h"
@@ -19,6 +18,7 @@
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
 #include "tlb/tlb.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -322,7 +322,8 @@ vm_fault_t hugetlb_fault(Vma* vma, uint64_t address, fault_flags_t flags) {
   f.fm->unlock();
   if (wait_folio) {
     // folio_wait_locked without a reference: only the flag is read.
-    while (folio_test_locked(wait_folio)) std::this_thread::yield();
+    sched::wait_until("hugetlb_fault", {wait_folio, sched::ObjKind::kFolioLock, folio_pfn(wait_folio)},
+                      [wait_folio] { return !folio_test_locked(wait_folio); });
   }
   return ret;
 }

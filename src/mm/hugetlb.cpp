@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "mm/file.h"
 #include "mm/hugetlb.h"
@@ -22,6 +21,7 @@
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
 #include "trace/trace.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -146,11 +146,12 @@ void free_hugetlb_frames(Kernel* k, Folio* f) {
 // pool's reference (folio_ref_freeze: wait out a speculative walker's), free.
 void update_and_free_hugetlb_folio(Kernel* k, Folio* f) {
   auto r = aref(f->page.refcount);
-  for (;;) {
+  // Strong: a spurious failure under the explorer would disable the thread
+  // on a refcount nobody else holds.
+  sched::wait_until("update_and_free_hugetlb_folio", {f, sched::ObjKind::kRefcount, folio_pfn(f)}, [&r] {
     int one = 1;
-    if (r.compare_exchange_weak(one, 0, std::memory_order_acq_rel)) break;
-    std::this_thread::yield();
-  }
+    return r.compare_exchange_strong(one, 0, std::memory_order_acq_rel);
+  });
   free_hugetlb_frames(k, f);
 }
 }  // namespace

@@ -16,7 +16,6 @@
 // try_to_map_unused_to_zeropage), shared with the folio split's
 // remap_page, and migration_entry_wait, where a fault on a migration entry
 // waits (do_swap_page in fault/memory_swap.cpp calls it).
-#include <thread>
 #include <vector>
 
 #include "base/mmdebug.h"
@@ -31,6 +30,7 @@
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 namespace {
@@ -139,11 +139,15 @@ void migration_entry_wait(Mm* mm, pmd_t* pmd, uint64_t address) {
   }
   ptl->unlock();
   if (!folio) {
-    std::this_thread::yield();
+    // The fault returns to be retried: under the explorer, wait for another
+    // thread's step first, or a strategy that prefers this thread would
+    // retry forever while the splitter never runs.
+    sched::yield("migration_entry_wait", {pmd, sched::ObjKind::kRefcount});
     return;
   }
   // migration_entry_wait_on_locked: wait for the lock bit, without taking it.
-  while (folio_test_locked(folio)) std::this_thread::yield();
+  sched::wait_until("migration_entry_wait", {folio, sched::ObjKind::kFolioLock, folio_pfn(folio)},
+                    [folio] { return !folio_test_locked(folio); });
   folio_put(folio);
 }
 

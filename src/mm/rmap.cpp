@@ -18,6 +18,7 @@
 #include "pgtable/entry.h"  // the migration-entry format (swapops.h)
 #include "pgtable/pgtable.h"
 #include "tlb/tlb.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 namespace {
@@ -29,7 +30,8 @@ Stats* stats_of(Folio* f) { return kernel_of(&f->page)->stats.get(); }
 // folio_lock_large_mapcount(): the MM-ID slots and the large mapcount change together.
 void folio_lock_large_mapcount(Folio* f) {
   Page* p1 = folio_page(f, 1);
-  while (test_and_set_bit(PG_mapcount_lock, p1)) std::this_thread::yield();
+  sched::wait_until("folio_lock_large_mapcount", {p1, sched::ObjKind::kBitLock, folio_pfn(f)},
+                    [p1] { return !test_and_set_bit(PG_mapcount_lock, p1); });
 }
 void folio_unlock_large_mapcount(Folio* f) { clear_bit(PG_mapcount_lock, folio_page(f, 1)); }
 

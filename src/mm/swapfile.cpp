@@ -73,7 +73,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "base/mmdebug.h"
 #include "mm/huge_mm.h"
@@ -84,6 +83,7 @@
 #include "mm/swapfile.h"
 #include "phys/frame_copy.h"
 #include "trace/trace.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -348,7 +348,9 @@ Folio* read_swap_cache(Kernel* k, SwapDevice* si, swp_entry_t entry, bool* fresh
       folio_unlock(nf);
       folio_put(nf);
       if (r == Add::kGone) return nullptr;
-      std::this_thread::yield();
+      // The kernel's livelock of 029c4628b2eb under a strict scheduler:
+      // under the explorer, wait for another thread's step before retrying.
+      sched::yield("read_swap_cache", {si, sched::ObjKind::kSwapSlot, off});
       continue;
     }
     if (swap_read_folio(k, nf, si, off)) folio_set_uptodate(nf);

@@ -17,7 +17,6 @@
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
-#include <thread>
 #include <vector>
 
 #include "base/mmdebug.h"
@@ -29,6 +28,7 @@
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
 #include "mm/vma.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -131,7 +131,10 @@ void vma_start_write(Vma* vma) {
   const uint64_t seq = mm->mm_lock_seq.load(std::memory_order_relaxed);
   if (vma->vm_lock_seq.load(std::memory_order_relaxed) == seq) return;  // already ours
   vma->vm_lock_seq.store(seq, std::memory_order_seq_cst);
-  while (vma->vm_refcnt.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  // Readers that got in before vm_lock_seq changed drain out (no release
+  // announces the last one: a wait, not a block).
+  sched::wait_until("vma_start_write", {vma, sched::ObjKind::kVma},
+                    [vma] { return vma->vm_refcnt.load(std::memory_order_seq_cst) == 0; });
 }
 
 bool vma_is_write_locked(const Vma* vma) {

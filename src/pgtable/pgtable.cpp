@@ -3,9 +3,9 @@
 #include "pgtable/pgtable.h"
 
 #include <cstring>
-#include <thread>
 
 #include "sync/cpu.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -127,7 +127,8 @@ void tlb_remove_table_sync_one(Mm* mm) {
   // entries as they are now); only those with an epoch <= this one began
   // before and may still hold what they read.
   const uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
-  while (oldest_active_walker(k) <= epoch) std::this_thread::yield();
+  sched::wait_until("tlb_remove_table_sync_one", {k, sched::ObjKind::kWalkers},
+                    [k, epoch] { return oldest_active_walker(k) > epoch; });
 }
 
 // ---- the walk down, allocating ----

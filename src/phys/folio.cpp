@@ -4,6 +4,7 @@
 
 #include "base/mmdebug.h"
 #include "phys/phys.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -22,8 +23,16 @@ void folio_put_refs(Folio* f, int nr) {
   pm->free_folio(f);
 }
 
+namespace {
+// The folio lock at a schedule point is named by the folio's pfn, which is
+// the same in every run with the same choices (its address is not).
+sched::Object folio_lock_object(Folio* f) { return {f, sched::ObjKind::kFolioLock, folio_pfn(f)}; }
+}  // namespace
+
 bool folio_trylock(Folio* f) {
   VM_BUG_ON_FOLIO(PageTail(&f->page), f, "folio_trylock on a tail page");
+  if (sched::active()) [[unlikely]]
+    sched::point("folio_trylock", sched::Op::kTryAcquire, folio_lock_object(f));
   // As if another task held the lock: every caller copes with a failed trylock.
   if (PhysMem::of(&f->page)->should_fail(FaultSite::folio_trylock, folio_order(f))) return false;
   if (test_and_set_bit(PG_locked, &f->page)) return false;
@@ -42,6 +51,20 @@ void __folio_set_locked(Folio* f) {
 // A sleeping lock in the kernel: the waiter yields its CPU rather than spin.
 void folio_lock(Folio* f) {
   VM_BUG_ON_FOLIO(PageTail(&f->page), f, "folio_lock on a tail page");
+  if (sched::active()) [[unlikely]] {
+    // Under the explorer: try, else block on the folio until folio_unlock
+    // wakes it (a yield would spin while the holder cannot run). A run
+    // ended meanwhile unwinds from here without the lock.
+    sched::point("folio_lock", sched::Op::kAcquire, folio_lock_object(f));
+    lockdep_acquire(f, LockClass::kFolioLock, 0);
+    try {
+      while (test_and_set_bit(PG_locked, &f->page)) sched::block_on("folio_lock", folio_lock_object(f));
+    } catch (const sched::RunAborted&) {
+      lockdep_release(f);
+      throw;
+    }
+    return;
+  }
   lockdep_acquire(f, LockClass::kFolioLock, 0);
   // Test before test-and-set so waiters do not bounce the flags word.
   while (test_bit(PG_locked, &f->page) || test_and_set_bit(PG_locked, &f->page)) std::this_thread::yield();
@@ -49,8 +72,11 @@ void folio_lock(Folio* f) {
 
 void folio_unlock(Folio* f) {
   VM_BUG_ON_FOLIO(!folio_test_locked(f), f, "folio_unlock of an unlocked folio");
+  if (sched::active()) [[unlikely]]
+    sched::point("folio_unlock", sched::Op::kRelease, folio_lock_object(f));
   lockdep_release(f);
   clear_bit(PG_locked, &f->page);  // release ordering: the critical section happens-before the next owner
+  sched::wake(f);
 }
 
 }  // namespace mmlab

@@ -3,9 +3,9 @@
 // initial free lists, the shared zero page and the huge zero folio
 // (mm/huge_memory.c: mm_get_huge_zero_folio()), and accounting.
 #include "phys/phys.h"
+#include "sync/sched.h"
 
 #include <cstring>
-#include <thread>
 
 namespace mmlab {
 namespace {
@@ -176,8 +176,9 @@ void PhysMem::data_share() {
 }
 
 void PhysMem::data_wait_plain() {
-  for (unsigned spins = 0; data_in_plain_.load(std::memory_order_seq_cst); spins++)
-    if (spins > 64) std::this_thread::yield();
+  sched::wait_until(
+      "data_wait_plain", {this, sched::ObjKind::kDataPath},
+      [this] { return !data_in_plain_.load(std::memory_order_seq_cst); }, sched::Spin::kSpinThenYield);
 }
 
 // ---- accounting -------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "sync/annotations.h"
 #include "sync/lockdep.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -24,20 +25,37 @@ class CAPABILITY("mutex") Mutex {
   Mutex& operator=(const Mutex&) = delete;
 
   void lock(int subclass = 0) ACQUIRE() {
+    sched::point("mutex_lock", sched::Op::kAcquire, sched_object());
     lockdep_acquire(this, cls_, subclass);
-    m_.lock();
+    if (sched::active()) [[unlikely]] {
+      // Under the explorer a sleeping m_.lock() would park this OS thread
+      // while the holder waits for the baton: try, else block on the lock.
+      // (glibc's pthread_mutex_trylock fails only when the mutex is held.)
+      // A run ended meanwhile unwinds from here without the lock.
+      try {
+        while (!m_.try_lock()) sched::block_on("mutex_lock", sched_object());
+      } catch (const sched::RunAborted&) {
+        lockdep_release(this);
+        throw;
+      }
+    } else {
+      m_.lock();
+    }
     set_owner();
   }
   bool try_lock() TRY_ACQUIRE(true) {
+    sched::point("mutex_trylock", sched::Op::kTryAcquire, sched_object());
     if (!m_.try_lock()) return false;
     lockdep_acquire(this, cls_, 0, LockdepTry::kTry);
     set_owner();
     return true;
   }
   void unlock() RELEASE() {
+    sched::point("mutex_unlock", sched::Op::kRelease, sched_object());
     clear_owner();
     lockdep_release(this);
     m_.unlock();
+    sched::wake(this);
   }
   // For code that requires the lock (lockdep_assert_held): checked in debug
   // builds against the owning thread.
@@ -62,6 +80,8 @@ class CAPABILITY("mutex") Mutex {
   void set_owner() {}
   void clear_owner() {}
 #endif
+  sched::Object sched_object() const { return {this, sched::ObjKind::kMutex}; }
+
   std::mutex m_;  // the primitive this capability wraps
   LockClass cls_;
 };

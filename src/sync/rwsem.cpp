@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "sync/sched.h"
+
 namespace mmlab {
 
 // Every blocking acquire takes a ticket. A ticket is granted when it is the
@@ -17,12 +19,39 @@ namespace mmlab {
 // it is granted, so with no ticket outstanding nobody can be waiting and a
 // release need not wake anyone.
 
+// A ticket's wait for its grant. Under the explorer the thread blocks on
+// the semaphore in the scheduler rather than on cv_ (where it would hold
+// the OS thread while the baton waits for it); every release wakes it to
+// test its grant again, so the ticket order above is kept as it is.
+template <typename Granted>
+void RwSemaphore::wait_granted(std::unique_lock<std::mutex>& g, const char* site, Granted granted) {
+  if (!sched::active()) {
+    cv_.wait(g, granted);
+    return;
+  }
+  while (!granted()) {
+    // Only this thread runs until block_on passes the baton, so no release
+    // can slip in between the test and the block.
+    g.unlock();
+    try {
+      sched::block_on(site, sched_object());
+    } catch (const sched::RunAborted&) {
+      // The run is being ended: unwind without the lock (the ticket stays
+      // taken; the run's System is not used again).
+      lockdep_release(this);
+      throw;
+    }
+    g.lock();
+  }
+}
+
 void RwSemaphore::update_gate() {
   if (writer_ || queued()) state_.fetch_or(kGate, std::memory_order_seq_cst);
   else state_.fetch_and(~kGate, std::memory_order_seq_cst);
 }
 
 void RwSemaphore::down_read() {
+  sched::point("down_read", sched::Op::kAcquireShared, sched_object());
   lockdep_acquire(this, cls_, 0);
   uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & kGate))
@@ -34,7 +63,7 @@ void RwSemaphore::down_read_slow() {
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
   update_gate();
-  cv_.wait(g, [&] { return serving_ == t && !writer_; });
+  wait_granted(g, "down_read", [&] { return serving_ == t && !writer_; });
   serving_++;
   state_.fetch_add(1, std::memory_order_seq_cst);
   update_gate();
@@ -42,6 +71,7 @@ void RwSemaphore::down_read_slow() {
 }
 
 bool RwSemaphore::down_read_trylock() {
+  sched::point("down_read_trylock", sched::Op::kTryAcquireShared, sched_object());
   uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & kGate))
     if (state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) {
@@ -52,6 +82,7 @@ bool RwSemaphore::down_read_trylock() {
 }
 
 void RwSemaphore::up_read() {
+  sched::point("up_read", sched::Op::kReleaseShared, sched_object());
   lockdep_release(this);
   const uint64_t s = state_.fetch_sub(1, std::memory_order_seq_cst);
   // The last reader out while the gate is closed: a queued writer may be
@@ -61,15 +92,17 @@ void RwSemaphore::up_read() {
     std::lock_guard<std::mutex> g(m_);
     cv_.notify_all();
   }
+  sched::wake(this);
 }
 
 void RwSemaphore::down_write() {
+  sched::point("down_write", sched::Op::kAcquire, sched_object());
   lockdep_acquire(this, cls_, 0);
   std::unique_lock<std::mutex> g(m_);
   uint64_t t = next_ticket_++;
   waiting_writers_++;
   update_gate();
-  cv_.wait(g, [&] { return serving_ == t && !writer_ && active_readers() == 0; });
+  wait_granted(g, "down_write", [&] { return serving_ == t && !writer_ && active_readers() == 0; });
   waiting_writers_--;
   serving_++;
   writer_ = true;
@@ -77,6 +110,7 @@ void RwSemaphore::down_write() {
 }
 
 bool RwSemaphore::down_write_trylock() {
+  sched::point("down_write_trylock", sched::Op::kTryAcquire, sched_object());
   std::lock_guard<std::mutex> g(m_);
   if (writer_ || queued()) return false;
   // Close the gate first, so that no fast reader enters after the count is read.
@@ -93,19 +127,27 @@ bool RwSemaphore::down_write_trylock() {
 }
 
 void RwSemaphore::up_write() {
+  sched::point("up_write", sched::Op::kRelease, sched_object());
   lockdep_release(this);
-  std::lock_guard<std::mutex> g(m_);
-  writer_ = false;
-  update_gate();
-  if (queued()) cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> g(m_);
+    writer_ = false;
+    update_gate();
+    if (queued()) cv_.notify_all();
+  }
+  sched::wake(this);
 }
 
 void RwSemaphore::downgrade_write() {
-  std::lock_guard<std::mutex> g(m_);
-  writer_ = false;
-  state_.fetch_add(1, std::memory_order_seq_cst);
-  update_gate();
-  if (queued()) cv_.notify_all();
+  sched::point("downgrade_write", sched::Op::kDowngrade, sched_object());
+  {
+    std::lock_guard<std::mutex> g(m_);
+    writer_ = false;
+    state_.fetch_add(1, std::memory_order_seq_cst);
+    update_gate();
+    if (queued()) cv_.notify_all();
+  }
+  sched::wake(this);
 }
 
 bool RwSemaphore::is_write_locked() const {

@@ -11,6 +11,7 @@
 
 #include "sync/annotations.h"
 #include "sync/lockdep.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -60,6 +61,9 @@ class CAPABILITY("rw_semaphore") RwSemaphore {
   bool queued() const { return serving_ != next_ticket_; }  // m_ held: a ticket waits
   uint64_t active_readers() const { return state_.load(std::memory_order_seq_cst) & kReaders; }
   void down_read_slow();
+  template <typename Granted>
+  void wait_granted(std::unique_lock<std::mutex>& g, const char* site, Granted granted);
+  sched::Object sched_object() const { return {this, sched::ObjKind::kRwSem}; }
 
   std::atomic<uint64_t> state_{0};
   // The primitive the slow path is built on (std::mutex for cv_).

@@ -13,6 +13,7 @@
 #include "sync/annotations.h"
 #include "sync/lock_order.h"
 #include "sync/lockdep.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -20,7 +21,20 @@ class CAPABILITY("spinlock") SpinLock {
  public:
   void lock(LockClass cls = LockClass::kGeneric, int subclass = 0) ACQUIRE() {
     std::atomic_ref<uint32_t> w(word_);
+    sched::point("spin_lock", sched::Op::kAcquire, sched_object());
     lockdep_acquire(this, cls, subclass);
+    if (sched::active()) [[unlikely]] {
+      // One thread runs at a time: spinning would never see the holder
+      // move, so a failed try blocks on the lock until unlock() wakes it.
+      // A run ended meanwhile unwinds from here without the lock.
+      try {
+        while (!try_set(w)) sched::block_on("spin_lock", sched_object());
+      } catch (const sched::RunAborted&) {
+        lockdep_release(this);
+        throw;
+      }
+      return;
+    }
     for (unsigned spins = 0;; spins++) {
       uint32_t expected = 0;
       if (w.load(std::memory_order_relaxed) == 0 &&
@@ -31,15 +45,16 @@ class CAPABILITY("spinlock") SpinLock {
   }
   bool try_lock(LockClass cls = LockClass::kGeneric) TRY_ACQUIRE(true) {
     std::atomic_ref<uint32_t> w(word_);
-    uint32_t expected = 0;
-    if (!w.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
-      return false;
+    sched::point("spin_trylock", sched::Op::kTryAcquire, sched_object());
+    if (!try_set(w)) return false;
     lockdep_acquire(this, cls, 0, LockdepTry::kTry);
     return true;
   }
   void unlock() RELEASE() {
+    sched::point("spin_unlock", sched::Op::kRelease, sched_object());
     lockdep_release(this);
     std::atomic_ref<uint32_t>(word_).store(0, std::memory_order_release);
+    sched::wake(this);
   }
   bool is_locked() const {
     return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(word_)).load(std::memory_order_relaxed) != 0;
@@ -57,6 +72,15 @@ class CAPABILITY("spinlock") SpinLock {
   }
 
   uint32_t word_;  // 0 unlocked, 1 locked. Public only to stay an aggregate.
+
+ private:
+  // Strong: a spurious failure would block a thread under the explorer on
+  // a lock nobody holds.
+  static bool try_set(std::atomic_ref<uint32_t>& w) {
+    uint32_t expected = 0;
+    return w.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  sched::Object sched_object() const { return {this, sched::ObjKind::kSpinLock}; }
 };
 static_assert(sizeof(SpinLock) == 4);
 

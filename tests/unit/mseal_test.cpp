@@ -5,7 +5,9 @@
 #include "mm/mseal.h"
 #include "test_util.h"
 
-namespace mmlab::test {
+// A namespace of its own: mlock_test.cpp defines the same kPage and ANON,
+// and the unit tests are built in unity batches that may hold both.
+namespace mmlab::test::mseal_test {
 namespace {
 
 constexpr uint64_t kPage = PAGE_SIZE;
@@ -72,4 +74,4 @@ TEST_F(MsealTest, ExitTearsSealedVmasDown) {
 }
 
 }  // namespace
-}  // namespace mmlab::test
+}  // namespace mmlab::test::mseal_test

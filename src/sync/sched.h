@@ -1,0 +1,216 @@
+// The deterministic scheduler (issue 34, docs/RACES.md): real threads, one
+// of which runs at a time, passing a baton at schedule points. A schedule
+// point sits before every visible operation (a lock's acquire, try-acquire
+// and release, a wait's test of its condition); at each one a strategy
+// (src/process/explore.cpp: PCT, replay) chooses which thread takes the next
+// step, so that the choices alone reproduce the run.
+//
+// Without an explorer a point is one test of a thread-local pointer: the
+// model's threads never pay more than that (sched::active()). Under one,
+// every blocking primitive tries, and if that fails blocks on its object
+// until a release of the object wakes it, instead of spinning or sleeping
+// in the OS, which would hang the run (only one thread may move); a wait
+// for a condition no release announces (sched::wait_until) disables its
+// thread until another thread has taken a step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mmlab::sched {
+
+// What the thread is about to do at a point.
+enum class Op : uint8_t {
+  kStart,              // a thread's first step
+  kAcquire,            // a blocking acquire (exclusive)
+  kTryAcquire,         // a try-acquire (exclusive)
+  kRelease,            // release (exclusive)
+  kAcquireShared,      // down_read
+  kTryAcquireShared,   // down_read_trylock
+  kReleaseShared,      // up_read
+  kDowngrade,          // downgrade_write
+  kWait,               // wait_until's test of its condition, or a yield
+  kRead,               // a read of shared data (test code; the atomics of issue 34 §1 later)
+  kWrite,              // a write of shared data
+  kLabel,              // a named point (a window a directed schedule names)
+};
+const char* op_name(Op op);
+
+// The kind of object a point names. With the number it makes the object's
+// name in a schedule's trace and a deadlock report, the same in every run
+// with the same choices: never a host address.
+enum class ObjKind : uint8_t {
+  kNone,
+  kSpinLock,
+  kMutex,
+  kRwSem,
+  kFolioLock,   // numbered by pfn
+  kBitLock,     // the large-mapcount bit lock, numbered by pfn of the folio
+  kRefcount,    // a folio's refcount, numbered by pfn
+  kVma,         // a VMA's refcount (vma_start_write's drain)
+  kWalkers,     // the lockless-walker epochs of one Kernel
+  kSwapSlot,    // a swap-cache slot, numbered by offset
+  kDataPath,    // a PhysMem's plain/atomic data-path handshake
+  kWord,        // a word of test data
+};
+const char* kind_name(ObjKind kind);
+
+// Numbers an object without a natural number: by the order in which the
+// run first names it (one counter per kind). Given the same choices a run
+// names the same objects in the same order, so the number is canonical
+// across runs where a host address is not.
+inline constexpr uint64_t kByFirstUse = ~0ull;
+
+// An object at a point: `key` identifies it within a run (blocking and
+// waking match on it), `kind` and `number` name it.
+struct Object {
+  const void* key = nullptr;
+  ObjKind kind = ObjKind::kNone;
+  uint64_t number = kByFirstUse;
+};
+
+// Thrown into a thread of a run the scheduler ends early (deadlock, step
+// bound, replay divergence) so that it unwinds; the worker catches it. Not
+// a std::exception, so that nothing in the model catches it by accident.
+struct RunAborted {};
+
+namespace detail {
+struct Worker;
+// The calling thread's place in a run, or null: the one test every point
+// costs without an explorer. Constant-initialised and trivially
+// destructible, so the test is one thread-pointer-relative load.
+extern thread_local constinit Worker* t_worker;
+void point_slow(const char* site, Op op, const Object& obj);
+void block_on_slow(const char* site, const Object& obj);
+void wake_slow(const void* key);
+void wait_slow(const char* site, const Object& obj, bool (*test)(void*), void* ctx);
+void yield_slow(const char* site, const Object& obj);
+}  // namespace detail
+
+// Whether the calling thread runs under an explorer.
+inline bool active() { return detail::t_worker != nullptr; }
+
+// A schedule point before `op` on `obj`. Under an explorer the strategy
+// may run other threads first. An acquire point may throw RunAborted when
+// the run is being ended; a release point never throws (it sits in
+// destructors).
+inline void point(const char* site, Op op, const Object& obj) {
+  if (active()) [[unlikely]]
+    detail::point_slow(site, op, obj);
+}
+
+// Under an explorer, after a failed try: the thread blocks on `obj` until
+// wake(obj.key), then returns (to try again; the caller loops). Only call
+// when active().
+inline void block_on(const char* site, const Object& obj) { detail::block_on_slow(site, obj); }
+
+// After a release of the object `key`: every thread blocked on it may run
+// again (each retries). Free without an explorer.
+inline void wake(const void* key) {
+  if (active()) [[unlikely]]
+    detail::wake_slow(key);
+}
+
+// How a wait spins without an explorer, as the loop it replaces did.
+enum class Spin : uint8_t { kYield, kSpinThenYield };
+
+// Returns once test() holds. Without an explorer it polls as before
+// (std::this_thread::yield between tests, after 64 plain spins with
+// kSpinThenYield). Under one, each test is a step (a kWait point); after a
+// failed test the thread is disabled until another thread takes a step.
+// test() may have an effect when it succeeds (a test-and-set).
+template <typename Test>
+void wait_until(const char* site, const Object& obj, Test&& test, Spin spin = Spin::kYield) {
+  if (!active()) [[likely]] {
+    for (unsigned spins = 0; !test(); spins++)
+      if (spin == Spin::kYield || spins > 64) std::this_thread::yield();
+    return;
+  }
+  using T = std::remove_reference_t<Test>;
+  detail::wait_slow(site, obj, [](void* c) -> bool { return (*static_cast<T*>(c))(); },
+                    const_cast<void*>(static_cast<const void*>(&test)));
+}
+
+// One std::this_thread::yield() of a retry loop whose retry is elsewhere
+// (a fault that returns to be retried): under an explorer, the thread is
+// disabled until another thread takes a step, so that a strategy that
+// prefers it cannot spin it forever while the thread it waits for starves.
+inline void yield(const char* site, const Object& obj) {
+  if (!active()) [[likely]] {
+    std::this_thread::yield();
+    return;
+  }
+  detail::yield_slow(site, obj);
+}
+
+// ---- the scheduler's side: runs, strategies, outcomes ----------------------
+
+// A thread's pending step, as the strategy and the trace see it.
+struct Step {
+  const char* site = "start";
+  Op op = Op::kStart;
+  ObjKind kind = ObjKind::kNone;
+  uint64_t number = 0;
+};
+std::string step_name(const Step& s);  // "Mutex::lock acquire mutex#1"
+
+// What a strategy is asked at each decision.
+struct Decision {
+  uint64_t step;                  // 0-based index of this decision in the run
+  int current;                    // the thread at the point, or -1 (a thread ended, or the start)
+  const std::vector<int>& enabled;  // the threads that may take the next step, ascending; never empty
+  const std::vector<Step>& pending;  // each thread's pending step
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // The thread to take the next step: one of d.enabled, or -1 to end the
+  // run as diverged (a replay that no longer matches), with why in *why.
+  virtual int pick(const Decision& d, std::string* why) = 0;
+};
+
+enum class Outcome : uint8_t {
+  kClean,      // every thread ran to its end
+  kDeadlock,   // no thread enabled, some not finished (detail names each one's object)
+  kStepBound,  // more steps than the bound (a livelock)
+  kDiverged,   // the strategy gave up (a replay's choices no longer fit)
+  kException,  // a thread body threw (detail says what)
+};
+const char* outcome_name(Outcome o);
+
+struct RunRecord {
+  Outcome outcome = Outcome::kClean;
+  uint64_t steps = 0;
+  std::vector<uint8_t> choices;  // the thread chosen at each decision
+  uint64_t trace_hash = 0;       // FNV-1a over each step's (thread, site, op)
+  std::string detail;            // deadlock, bound, divergence or exception text
+};
+
+// A set of persistent worker threads (one per race body, kept for the
+// session so that thread creation is paid once and each holds its
+// simulated CPU id throughout) and the baton between them. One run at a
+// time; run() is called from a thread that is not one of the workers.
+class Scheduler {
+ public:
+  explicit Scheduler(int nthreads);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  int nthreads() const;
+  // Runs bodies[i] on worker i, one step at a time as `strategy` picks,
+  // and returns when every body has ended (or been unwound). step_bound:
+  // the number of decisions after which the run ends as kStepBound.
+  RunRecord run(const std::vector<std::function<void()>>& bodies, Strategy& strategy, uint64_t step_bound);
+
+  struct Impl;
+
+ private:
+  Impl* impl_;
+};
+
+}  // namespace mmlab::sched
