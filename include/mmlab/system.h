@@ -376,7 +376,7 @@ class Process {
   uint64_t maj_flt() const;
 
   Mm* mm() const { return mm_.get(); }  // for the layers below the API and white-box tests
-  TaskStruct* task() const { return task_.get(); }  // likewise: its `current` (fault/sched.h)
+  TaskStruct* task() const { return task_.get(); }  // likewise: its `current` (fault/current.h)
   System* system() const { return sys_; }
 
  private:

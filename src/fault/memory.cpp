@@ -9,7 +9,7 @@
 #include <variant>
 
 #include "fault/fault.h"
-#include "fault/sched.h"
+#include "fault/current.h"
 #include "mm/variants.h"
 #include "fault/wp_copy.h"
 #include "mm/anon_vma.h"
@@ -433,7 +433,7 @@ static bool inject_fault_retry(Vma* vma, fault_flags_t flags) {
   return true;
 }
 
-// ---- current and the task's fault counts (fault/sched.h) ----
+// ---- current and the task's fault counts (fault/current.h) ----
 
 namespace {
 thread_local TaskStruct* t_current = nullptr;

@@ -1,5 +1,5 @@
 // The public face of GUP (include/mmlab/gup.h).
-#include "fault/sched.h"
+#include "fault/current.h"
 #include "gup/gup.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"

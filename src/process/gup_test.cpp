@@ -5,7 +5,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "fault/sched.h"
+#include "fault/current.h"
 #include "gup/gup.h"
 #include "fmt/format.h"
 #include "mm/kernel.h"

@@ -1,7 +1,7 @@
 // Process: the system calls of one user process, on its Mm. Each call that
-// may fault runs with the process as `current` (fault/sched.h), so that
+// may fault runs with the process as `current` (fault/current.h), so that
 // mm_account_fault counts its faults to it.
-#include "fault/sched.h"
+#include "fault/current.h"
 #include "mm/filemap.h"
 #include "mm/fork.h"
 #include "mm/kernel.h"

@@ -211,14 +211,19 @@ struct Context {
   std::unordered_map<uint64_t, uint64_t> last_rss;   // per task and rss_stat member, in pages
 };
 
-void put_fault(Writer& w, Context& c, const Record& rec, int64_t dt) {
-  uint8_t head = kHeadFault | (rec.flags & kHeadFaultBits);
+// Every record's start: the head byte with the same-task and same-CPU
+// bits, the task and CPU where they changed, the time delta.
+void put_head(Writer& w, const Context& c, const Record& rec, uint8_t head, int64_t dt) {
   if (rec.tid == c.tid) head |= kHeadSameTid;
   if (rec.cpu == c.cpu) head |= kHeadSameCpu;
   w.byte(head);
   if (!(head & kHeadSameTid)) w.varint(rec.tid);
   if (!(head & kHeadSameCpu)) w.varint(rec.cpu);
   w.svarint(dt);
+}
+
+void put_fault(Writer& w, Context& c, const Record& rec, int64_t dt) {
+  put_head(w, c, rec, kHeadFault | (rec.flags & kHeadFaultBits), dt);
   const uint64_t page = rec.a >> 12;
   uint64_t& last = c.last_page[rec.tid];
   w.svarint(static_cast<int64_t>(page - last));
@@ -241,13 +246,7 @@ void put_other(Writer& w, Context& c, const Record& in, int64_t dt) {
     rec.a = zigzag(static_cast<int64_t>(pages - last));
     last = pages;
   }
-  uint8_t head = static_cast<uint8_t>(rec.op);
-  if (rec.tid == c.tid) head |= kHeadSameTid;
-  if (rec.cpu == c.cpu) head |= kHeadSameCpu;
-  w.byte(head);
-  if (!(head & kHeadSameTid)) w.varint(rec.tid);
-  if (!(head & kHeadSameCpu)) w.varint(rec.cpu);
-  w.svarint(dt);
+  put_head(w, c, rec, static_cast<uint8_t>(rec.op), dt);
   const uint8_t mask = (rec.a ? kA : 0) | (rec.b ? kB : 0) | (rec.c ? kC : 0) | (rec.d ? kD : 0) |
                        (rec.e ? kE : 0) | (rec.ret ? kRet : 0) | (rec.file >= 0 ? kFile : 0) |
                        (rec.flags ? kFlags : 0);
