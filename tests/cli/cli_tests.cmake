@@ -390,3 +390,11 @@ set_tests_properties(record.refuses_where_it_cannot_record PROPERTIES SKIP_RETUR
 add_test(NAME record.cow_child_live COMMAND sh -c
   "cc -O1 -o cow_child_live ${CMAKE_SOURCE_DIR}/tests/record/cow_child.c || exit 4; $<TARGET_FILE:mmlab> record --out cow_child_live.mmtrace --keep-script cow_child_live.perf.txt -- ./cow_child_live 16 || exit $?; MMLAB_RECORD_CAPTURE=cow_child_live.perf.txt MMLAB_RECORD_DIVISOR=16 $<TARGET_FILE:mmlab_tests> --gtest_filter=RecordConvertTest.LiveCowChildCapture")
 set_tests_properties(record.cow_child_live PROPERTIES SKIP_RETURN_CODE 4 RUN_SERIAL TRUE TIMEOUT 120)
+# The checked-in capture (cow_child at 1/128) converted, then replayed: every
+# exact fidelity line holds (exit 0), the policy table runs every column, and
+# an excerpt exported as a scenario runs clean on the model.
+add_test(NAME record.replay_checked_in_capture COMMAND sh -c
+  "set -e; m=$<TARGET_FILE:mmlab>; $m record --from-script ${CMAKE_SOURCE_DIR}/tests/record/cow_child_128.perf.txt --out replay_capture.mmtrace > /dev/null; $m replay --fidelity replay_capture.mmtrace; $m replay replay_capture.mmtrace --geometry x86-intel > replay_capture.table; grep -c '^fixed-64K ' replay_capture.table; pid=$($m replay --dump replay_capture.mmtrace | awk '$4 == \"exec\" {sub(\"tid=\", \"\", $2); print $2; exit}'); $m replay replay_capture.mmtrace --to-mms replay_capture.mms --pid $pid; $m run replay_capture.mms | tail -1")
+set_tests_properties(record.replay_checked_in_capture PROPERTIES
+  PASS_REGULAR_EXPRESSION "exact   first touches of private anonymous memory: model [0-9]+, traced [0-9]+: holds.*\n1\n# Totals: pass:1 fail:0"
+  FAIL_REGULAR_EXPRESSION "DOES NOT HOLD")

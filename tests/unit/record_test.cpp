@@ -229,6 +229,69 @@ TEST(Replay, AThreadSharesTheAddressSpace) {
   EXPECT_EQ(r.traced.total, 32);
 }
 
+// Two threads of one mm fault on one page back to back: the model maps it
+// once, and the second fault is counted apart, not missed.
+TEST(Replay, ASecondThreadsFaultOnTheSamePageIsCountedApart) {
+  TraceBuilder b;
+  b.add(Op::kExec, kParent);
+  b.map(kParent, Op::kMmap, kA, 4 * 4096);
+  Record& f = b.add(Op::kFork, kChild);
+  f.a = kParent;
+  f.b = 0x100 | 0x10000;
+  b.fault(kParent, kA, kFaultWrite);
+  b.fault(kChild, kA, kFaultWrite);
+  b.fault(kChild, kA + 4096, kFaultWrite);
+  b.add(Op::kExit, kChild);
+  b.add(Op::kExit, kParent);
+  b.t.header.minflt = 2;
+  b.t.header.majflt = 0;
+  const ReplayResult r = replay_ok(b.t);
+  EXPECT_EQ(r.traced.total, 3);
+  EXPECT_EQ(r.traced.concurrent_noops, 1);
+  EXPECT_EQ(r.traced.anon_first_touch, 2);
+  EXPECT_EQ(r.model_faults_by_tasks, 2);
+  for (const FidelityLine& l : fidelity_lines(b.t, r)) {
+    if (l.cls == FidelityClass::kExact) {
+      EXPECT_TRUE(l.holds || !l.compared) << format_fidelity_line(l);
+    }
+  }
+}
+
+// A kernel-mode fault repeating the task's previous one (page faults
+// disabled) is counted apart.
+TEST(Replay, RepeatedKernelModeFaultsAreCountedApart) {
+  TraceBuilder b;
+  b.add(Op::kExec, kParent);
+  b.map(kParent, Op::kMmap, kA, 4 * 4096);
+  for (int i = 0; i < 3; i++) b.fault(kParent, kA, kFaultKernel);
+  b.add(Op::kExit, kParent);
+  const ReplayResult r = replay_ok(b.t);
+  EXPECT_EQ(r.traced.total, 3);
+  EXPECT_EQ(r.traced.kernel_repeats, 2);
+  EXPECT_EQ(r.model_faults_by_tasks, 1);
+}
+
+// Exec's argument page on the stack is present before any fault: a child
+// forked later takes a CoW fault there, which the replay reproduces by
+// writing the page at the exec.
+TEST(Replay, ExecStackPagesArePopulatedAtTheExec) {
+  TraceBuilder b;
+  const uint64_t stack = 0x7ffff0000000;
+  b.add(Op::kExec, kParent);
+  b.map(kParent, Op::kLayout, stack, 8 * 4096);
+  Record& f = b.add(Op::kFork, kChild);
+  f.a = kParent;
+  f.b = 0x11;
+  b.fault(kChild, stack + 7 * 4096, kFaultWrite | kFaultPresent);
+  b.add(Op::kExit, kChild);
+  b.add(Op::kExit, kParent);
+  const ReplayResult r = replay_ok(b.t);
+  EXPECT_EQ(r.exec_populated, 1);
+  EXPECT_EQ(r.traced.private_present_write, 1);
+  EXPECT_EQ(counter(r, "fault.wp_copy") + counter(r, "fault.wp_reuse"), 1);
+  EXPECT_EQ(r.model_faults_by_tasks, 1);
+}
+
 // Faults below the first stack page grow it; a fault far from every known
 // mapping gets a page of its own and is counted.
 TEST(Replay, StackGrowsAndUnknownAddressesAreCounted) {

@@ -28,7 +28,6 @@
 namespace mmlab::cli {
 namespace {
 
-constexpr int kExitUnavailable = 4;
 
 struct CalibrateCli {
   std::string name, out;

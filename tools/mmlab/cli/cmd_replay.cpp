@@ -15,7 +15,10 @@
 
 #include "cli/commands.h"
 #include "cowbench/cow_bench.h"
+#include "cowbench/cow_bench_metrics.h"
 #include "fmt/format.h"
+#include "mmlab/cost.h"
+#include "report/report.h"
 #include "nlohmann/json.hpp"
 #include "record/fidelity.h"
 #include "record/mmtrace.h"
@@ -30,7 +33,7 @@ struct ReplayCli {
   std::vector<std::string> columns;
   bool dump = false, fidelity = false, ignore_thp_disable = false;
   uint64_t max_records = 0;
-  std::string to_mms;
+  std::string to_mms, geometry = "off", profile;
   uint32_t pid = 0;
   double from_s = 0, to_s = -1;
 };
@@ -115,14 +118,24 @@ int run_column(const record::Trace& t, const ReplayCli& v, const std::string& na
   record::ReplayOptions o;
   o.honour_thp_disable = !v.ignore_thp_disable;
   o.max_records = v.max_records;
-  if (const cowbench::Column* c = find_column(name))
-    o.configure = [c](System* s, std::string* err) { return cowbench::apply_column(s, *c, err) < 0 ? -1 : 0; };
+  o.sample_tlb = v.geometry != "off";
+  const cowbench::Column* c = find_column(name);
+  o.configure = [c, &v](System* s, std::string* err) {
+    if (c && cowbench::apply_column(s, *c, err) < 0) return -1;
+    return cowbench::set_geometry(s, v.geometry, err) < 0 ? -1 : 0;
+  };
   std::string err;
   if (record::replay(t, o, out, &err)) {
     std::fprintf(stderr, "mmlab replay: %s: %s\n", name.c_str(), err.c_str());
     return 1;
   }
   return 0;
+}
+
+// The profile's price of a column's counts, in ms (the kernel's and the
+// program's terms; -1 without a profile).
+double modelled_ms(const host::CostProfile* p, const record::ReplayResult& r) {
+  return p ? cost::predict(*p, r.counters).program_ns() / 1e6 : -1;
 }
 
 void print_table_head(const record::Trace& t) {
@@ -134,21 +147,23 @@ void print_table_head(const record::Trace& t) {
               (h.flags & record::kKeepThp) ? "; THP left on: fidelity only" : "");
   std::printf("# the TLB model sees only the faulting accesses: a replay's TLB figures describe where faults placed "
               "entries, not the program's reach\n");
-  std::printf("%-18s %10s %11s %9s %9s %11s %13s %11s %13s %11s %8s\n", "column", "faults", "first-touch",
-              "wp_copy", "wp_reuse", "copied MiB", "never-wr. MiB", "zero pages", "peak anon MiB", "peak PSS MiB",
-              "replay s");
+  std::printf("%-18s %10s %11s %9s %9s %11s %13s %11s %13s %11s %11s %10s %12s %8s\n", "column", "faults",
+              "first-touch", "wp_copy", "wp_reuse", "copied MiB", "never-wr. MiB", "zero pages", "Σpeak anon MiB",
+              "ΣPSS MiB", "modelled ms", "TLB IPIs", "L2 reach MiB", "replay s");
 }
 
-void print_row(const std::string& name, const record::ReplayResult& r, int64_t written) {
+void print_row(const std::string& name, const record::ReplayResult& r, int64_t written, double ms) {
   const Totals tt = totals(r);
   constexpr double MiB = 1 << 20;
-  std::printf("%-18s %10lld %11lld %9lld %9lld %11.2f %13.2f %11lld %13.2f %11.2f %8.2f\n", name.c_str(),
+  std::printf("%-18s %10lld %11lld %9lld %9lld %11.2f %13.2f %11lld %13.2f %11.2f %11s %10lld %12.2f %8.2f\n",
+              name.c_str(),
               static_cast<long long>(r.model_faults_by_tasks),
               static_cast<long long>(count(r, "fault.anon") + count(r, "fault.zero") - r.exec_populated),
               static_cast<long long>(count(r, "fault.wp_copy")), static_cast<long long>(count(r, "fault.wp_reuse")),
               count(r, "cow.bytes_copied") / MiB, copied_never_written(r, written) / MiB,
               static_cast<long long>(count(r, "cow.zero_subpages_copied")), tt.peak_rss_anon / MiB,
-              tt.peak_pss / MiB, r.seconds);
+              tt.peak_pss / MiB, ms < 0 ? "-" : fmt::format("{:.2f}", ms).c_str(),
+              static_cast<long long>(count(r, "tlb.ipi")), static_cast<double>(r.tlb_l2_reach_peak) / MiB, r.seconds);
   if (r.sigsegv || r.sigbus || r.call_divergences || r.unknown_addresses)
     std::printf("%-18s   ! %lld SIGSEGV, %lld SIGBUS, %lld calls answered otherwise, %lld faults outside every "
                 "known mapping\n",
@@ -156,7 +171,7 @@ void print_row(const std::string& name, const record::ReplayResult& r, int64_t w
                 static_cast<long long>(r.call_divergences), static_cast<long long>(r.unknown_addresses));
 }
 
-int run_policy_table(const record::Trace& t, const ReplayCli& v) {
+int run_policy_table(const record::Trace& t, const ReplayCli& v, const host::CostProfile* profile) {
   const std::vector<std::string>& names = v.columns.empty() ? default_columns() : v.columns;
   if ((t.header.flags & record::kKeepThp) && names.size() > 1)
     std::fprintf(stderr, "mmlab replay: %s was recorded with THP on (--keep-thp): its faults under a policy with "
@@ -178,9 +193,12 @@ int run_policy_table(const record::Trace& t, const ReplayCli& v) {
       rc = 1;
       continue;
     }
-    print_row(n, r, written);
+    const double ms = modelled_ms(profile, r);
+    print_row(n, r, written, ms);
     std::fflush(stdout);
     j["columns"][n] = column_json(r, written);
+    if (ms >= 0) j["columns"][n]["modelled_ms"] = ms;
+    j["columns"][n]["tlb_l2_reach_peak"] = r.tlb_l2_reach_peak;
   }
   if (!v.json.empty()) {
     std::ofstream out(v.json);
@@ -270,6 +288,11 @@ int run_to_mms(const record::Trace& t, const ReplayCli& v) {
 int run_replay(const ReplayCli& v) {
   record::Trace t;
   std::string err;
+  if (!cowbench::geometry_known(v.geometry)) {
+    std::fprintf(stderr, "mmlab replay: --geometry %s: unknown (expected off, x86-intel, x86-amd or arm64)\n",
+                 v.geometry.c_str());
+    return 2;
+  }
   if (!check_columns(v.columns, &err) || record::read_mmtrace(v.trace, &t, &err)) {
     std::fprintf(stderr, "mmlab replay: %s\n", err.c_str());
     return 2;
@@ -277,7 +300,16 @@ int run_replay(const ReplayCli& v) {
   if (v.dump) return run_dump(t);
   if (!v.to_mms.empty()) return run_to_mms(t, v);
   if (v.fidelity) return run_fidelity(t, v);
-  return run_policy_table(t, v);
+  host::CostProfile profile;
+  std::string file = v.profile, why;
+  if (!v.profile.empty() && host::load_cost_profile(v.profile, &profile, &why)) {
+    std::fprintf(stderr, "mmlab replay: --profile %s: %s\n", v.profile.c_str(), why.c_str());
+    return 2;
+  }
+  const bool priced = !v.profile.empty() || default_profile(&profile, &file, &why);
+  if (priced) std::printf("# modelled ms: the counts priced with the cost profile %s\n", file.c_str());
+  else std::printf("# no modelled time: %s\n", why.c_str());
+  return run_policy_table(t, v, priced ? &profile : nullptr);
 }
 
 }  // namespace
@@ -305,6 +337,8 @@ void add_replay(CLI::App& app) {
   sub->add_flag("--ignore-thp-disable", v->ignore_thp_disable,
                 "replay as if the program had not set PR_SET_THP_DISABLE");
   sub->add_option("--max-records", v->max_records, "stop after this many records");
+  sub->add_option("--geometry", v->geometry, "a TLB model (x86-intel, x86-amd, arm64; default off): IPIs and L2 reach");
+  sub->add_option("--profile", v->profile, "a cost profile for the modelled time (default: this machine kind's)");
   sub->add_option("--json", v->json, "also write the table as JSON");
   register_action(sub, [v] { return run_replay(*v); });
 }

@@ -23,7 +23,6 @@
 namespace mmlab::cli {
 namespace {
 
-constexpr int kExitUnavailable = 4;
 
 struct ValidateCli {
   std::string profile, cases, filter, json;

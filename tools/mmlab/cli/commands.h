@@ -13,6 +13,10 @@
 
 namespace mmlab::cli {
 
+// The exit status of a command the host cannot run here (not root, no
+// tracefs, another architecture): ctest's skip.
+inline constexpr int kExitUnavailable = 4;
+
 // Each subcommand registers itself and the action run after parsing.
 void add_bench(CLI::App& app);
 void add_gup_test(CLI::App& app);

@@ -64,6 +64,7 @@ void fill(const record::ReplayResult& r, int64_t written, Result* out) {
       {"metrics.tlb.flush_range", "tlb.flush_range"}, {"metrics.tlb.flush_single", "tlb.flush_single"},
       {"metrics.tlb.ipis", "tlb.ipi"}};
   for (const auto& [key, name] : tlb) m.set(key, static_cast<double>(counter(r, name)));
+  m.set("metrics.tlb.l2_reach_peak_bytes", static_cast<double>(r.tlb_l2_reach_peak));
   out->counts = r.counters;
 }
 
@@ -76,6 +77,7 @@ int run_trace(const Workload& w, const Column& c, const Params& p, Result* out, 
   const Loaded* l = load_trace(path, err);
   if (!l) return -EINVAL;
   record::ReplayOptions o;
+  o.sample_tlb = !p.geometry.empty() && p.geometry != "off";
   o.configure = [&c, &p](System* s, std::string* e) {
     if (apply_column(s, c, e) < 0 || set_geometry(s, p.geometry, e) < 0) return -1;
     return 0;

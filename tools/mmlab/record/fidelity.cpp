@@ -55,19 +55,40 @@ void rss_line(const ReplayResult& r, std::vector<FidelityLine>* out) {
                       "rss_stat reads per-CPU counters the kernel folds in batches"));
 }
 
+// The same for file and shmem pages (rss_stat's MM_FILEPAGES + MM_SHMEMPAGES).
+void rss_file_line(const ReplayResult& r, std::vector<FidelityLine>* out) {
+  long model = 0, traced = -1;
+  for (const MmReport& m : r.mms) {
+    if (m.traced_peak_rss_file < 0) continue;
+    model += m.peak_rss_file;
+    traced = std::max<long>(traced, 0) + m.traced_peak_rss_file;
+  }
+  const char* what = "peak file and shmem RSS, summed over the address spaces, vs kmem:rss_stat, bytes";
+  if (traced < 0) {
+    out->push_back(not_compared(FidelityClass::kApprox, what, "the trace holds no rss_stat records (record --rss)"));
+    return;
+  }
+  out->push_back(line(FidelityClass::kApprox, what, model, traced, 0,
+                      "the page cache's folio sizes and fault-around decide what a file fault maps"));
+}
+
 }  // namespace
 
 std::vector<FidelityLine> fidelity_lines(const Trace& t, const ReplayResult& r) {
   std::vector<FidelityLine> v;
   const int64_t first_touch = counter(r, "fault.anon") + counter(r, "fault.zero") - r.exec_populated;
   const int64_t cow = counter(r, "fault.wp_copy") + counter(r, "fault.wp_reuse");
+  const TracedFaults& tr = r.traced;
+  std::string why;
+  if (tr.kernel_repeats)
+    why = fmt::format("{} repeated kernel-mode faults left out: faults with page faults disabled, which the kernel "
+                      "does not handle",
+                      tr.kernel_repeats);
+  if (tr.concurrent_noops)
+    why += fmt::format("{}{} faults by a second thread on a page its mm had just faulted in left out",
+                       why.empty() ? "" : "; ", tr.concurrent_noops);
   v.push_back(line(FidelityClass::kExact, "faults the model took vs faults traced", r.model_faults_by_tasks,
-                   r.traced.total - r.traced.kernel_repeats, 0,
-                   r.traced.kernel_repeats
-                       ? fmt::format("{} repeated kernel-mode faults left out: faults with page faults disabled, "
-                                     "which the kernel does not handle",
-                                     r.traced.kernel_repeats)
-                       : std::string()));
+                   tr.total - tr.kernel_repeats - tr.concurrent_noops, 0, why));
   v.push_back(line(FidelityClass::kExact, "first touches of private anonymous memory", first_touch,
                    r.traced.anon_first_touch));
   v.push_back(line(FidelityClass::kExact, "CoW faults (present writes in private mappings)", cow,
@@ -85,6 +106,10 @@ std::vector<FidelityLine> fidelity_lines(const Trace& t, const ReplayResult& r) 
                                        "they depend on the order in which siblings exit",
                                        counter(r, "fault.wp_copy"), counter(r, "fault.wp_reuse"))));
   rss_line(r, &v);
+  rss_file_line(r, &v);
+  v.push_back(line(FidelityClass::kApprox, "faults on file and shared mappings",
+                   r.model_faults_by_tasks - first_touch - cow, tr.other - tr.kernel_repeats, 0,
+                   "the page cache's folio sizes and fault-around decide them"));
   v.push_back(not_compared(FidelityClass::kNever, "major faults, swap-ins, wall time",
                            "the model has no disk and no clock of the program's"));
   return v;

@@ -15,6 +15,13 @@ namespace mmlab::record {
 
 inline constexpr uint32_t kMmtraceVersion = 1;
 
+// What the converter, the replay and the excerpt share: the page size of
+// the recording host (x86-64) and task_newtask's CLONE_VM and CLONE_THREAD.
+inline constexpr uint64_t kPage = 4096;
+inline constexpr uint64_t kCloneVm = 0x100, kCloneThread = 0x10000;
+inline constexpr uint64_t page_down(uint64_t a) { return a & ~(kPage - 1); }
+inline constexpr uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
+
 // What the recording host was: the replay sets the model up the same way,
 // and the fidelity check reads what makes a figure incomparable.
 struct HostProfile {

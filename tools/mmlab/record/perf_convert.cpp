@@ -19,9 +19,7 @@ namespace mmlab::record {
 namespace {
 
 constexpr uint64_t kUserTop = 0x800000000000ull;  // x86-64 4-level: the first non-user address
-constexpr uint64_t kCloneVm = 0x100, kCloneThread = 0x10000;
 constexpr uint64_t kPrSetThpDisable = 41;
-constexpr uint64_t kPage = 4096;
 
 // How a system call becomes a record. kPlain copies the named fields into
 // a..e (an empty name leaves the slot 0).

@@ -14,20 +14,17 @@
 namespace mmlab::record {
 namespace {
 
-constexpr uint64_t kPage = 4096;
-constexpr uint64_t kCloneVm = 0x100;  // CLONE_VM
 constexpr uint64_t kStackLimit = 8ull << 20;  // RLIMIT_STACK's usual soft limit
 constexpr uint64_t kStackSlackAbove = 1ull << 20;
 constexpr size_t kDivergencesKept = 10;
 constexpr uint8_t kWriteByte = 0x5a;
+constexpr uint64_t kTlbEvery = 1024;  // records between readings of the TLBs' reach
 constexpr uint64_t kMaxRam = 32ull << 30;  // simulated RAM is touched lazily; its memmap is not free
 
-uint64_t page_down(uint64_t a) { return a & ~(kPage - 1); }
-uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
 bool syscall_failed(int64_t ret) { return ret < 0 && ret > -4096; }
 
 // One address space of the recording.
-struct MmState {
+struct ReplayMm {
   Process* proc = nullptr;
   size_t report = 0;  // index into ReplayResult::mms
   int users = 0;      // tasks on it
@@ -35,6 +32,9 @@ struct MmState {
   uint64_t brk_start = 0, brk = 0;
   uint64_t stack_lo = 0, stack_hi = 0;  // the stack the faults have shown so far
   bool thp_disabled = false;
+  uint64_t last_page = ~0ull;  // the page of the mm's last traced fault, and its task
+  uint32_t last_tid = 0;
+  long traced_file = 0, traced_shmem = 0;  // rss_stat's latest file and shmem readings
 };
 
 long private_dirty_bytes(const Process* p) {
@@ -54,21 +54,22 @@ class Replayer {
 
  private:
   void step(const Record& rec);
-  MmState& mm_of(uint32_t tid);
-  MmState& new_mm(uint32_t tid, Process* p);
+  ReplayMm& mm_of(uint32_t tid);
+  ReplayMm& new_mm(uint32_t tid, Process* p);
   void detach(uint32_t tid);
-  void finish(MmState& m);
+  void finish(ReplayMm& m);
   void on_fork(const Record& rec);
   void on_exec(const Record& rec);
-  void populate_exec_stack(MmState& m);
+  void populate_exec_stack(ReplayMm& m);
   void on_map(const Record& rec);
   void on_brk(const Record& rec);
   void on_mremap(const Record& rec);
   void on_range_call(const Record& rec);
   void on_fault(const Record& rec);
   void on_rss(const Record& rec);
-  bool place_unknown(MmState& m, uint64_t page);
-  void sample(MmState& m, bool pss);
+  bool place_unknown(ReplayMm& m, uint64_t page);
+  void sample(ReplayMm& m, bool pss);
+  void sample_tlb() { r_->tlb_l2_reach_peak = std::max(r_->tlb_l2_reach_peak, sys_->tlb_occupancy().l2_bytes); }
   int file_fd(int32_t file);
   void diverged(const Record& rec, long got);
   std::string comm(uint32_t tid) const;
@@ -78,8 +79,8 @@ class Replayer {
   System* sys_;
   ReplayResult* r_;
   std::vector<int> fds_;
-  std::unordered_map<uint32_t, MmState*> tasks_;
-  std::vector<std::unique_ptr<MmState>> mms_;
+  std::unordered_map<uint32_t, ReplayMm*> tasks_;
+  std::vector<std::unique_ptr<ReplayMm>> mms_;
   uint16_t cpu_ = 0xffff;  // the simulated CPU the replay runs on
   std::unordered_map<size_t, std::vector<uint64_t>> exec_pages_;
   size_t index_ = 0;  // the record being replayed
@@ -89,7 +90,7 @@ class Replayer {
   };
   std::unordered_map<uint32_t, LastFault> last_fault_;  // per task
   // An exec whose stack pages wait for its layout (the records after it).
-  MmState* pending_exec_ = nullptr;
+  ReplayMm* pending_exec_ = nullptr;
   size_t pending_index_ = 0;
 };
 
@@ -98,8 +99,8 @@ std::string Replayer::comm(uint32_t tid) const {
   return it != t_.comm.end() ? it->second : fmt::format("task{}", tid);
 }
 
-MmState& Replayer::new_mm(uint32_t tid, Process* p) {
-  auto m = std::make_unique<MmState>();
+ReplayMm& Replayer::new_mm(uint32_t tid, Process* p) {
+  auto m = std::make_unique<ReplayMm>();
   m->proc = p;
   m->users = 1;
   m->report = r_->mms.size();
@@ -111,13 +112,13 @@ MmState& Replayer::new_mm(uint32_t tid, Process* p) {
 
 // A task the trace never showed being made (attached with -p, or the
 // launcher's first task before its exec) gets an empty address space.
-MmState& Replayer::mm_of(uint32_t tid) {
+ReplayMm& Replayer::mm_of(uint32_t tid) {
   auto it = tasks_.find(tid);
   if (it != tasks_.end()) return *it->second;
   return new_mm(tid, sys_->new_process(comm(tid)));
 }
 
-void Replayer::finish(MmState& m) {
+void Replayer::finish(ReplayMm& m) {
   sample(m, true);
   MmReport& rep = r_->mms[m.report];
   rep.rss_anon_at_exit = m.proc->rss_anon();
@@ -133,13 +134,13 @@ void Replayer::finish(MmState& m) {
 void Replayer::detach(uint32_t tid) {
   auto it = tasks_.find(tid);
   if (it == tasks_.end()) return;
-  MmState& m = *it->second;
+  ReplayMm& m = *it->second;
   tasks_.erase(it);
   if (--m.users == 0) finish(m);
 }
 
 void Replayer::on_fork(const Record& rec) {
-  MmState& parent = mm_of(static_cast<uint32_t>(rec.a));
+  ReplayMm& parent = mm_of(static_cast<uint32_t>(rec.a));
   detach(rec.tid);  // a recycled tid
   if (rec.b & kCloneVm) {  // a thread, or a vfork child until it execs
     parent.users++;
@@ -152,7 +153,7 @@ void Replayer::on_fork(const Record& rec) {
     diverged(rec, err);
     return;
   }
-  MmState& m = new_mm(rec.tid, child);
+  ReplayMm& m = new_mm(rec.tid, child);
   m.ranges = parent.ranges;
   m.brk_start = parent.brk_start;
   m.brk = parent.brk;
@@ -166,7 +167,7 @@ void Replayer::on_exec(const Record& rec) {
   bool thp_disabled = false;
   if (auto it = tasks_.find(rec.tid); it != tasks_.end()) thp_disabled = it->second->thp_disabled;
   detach(rec.tid);
-  MmState& m = new_mm(rec.tid, sys_->new_process(comm(rec.tid)));
+  ReplayMm& m = new_mm(rec.tid, sys_->new_process(comm(rec.tid)));
   m.thp_disabled = thp_disabled;
   if (thp_disabled && o_.honour_thp_disable) (void)m.proc->prctl_set_thp_disable(true);
   pending_exec_ = &m;
@@ -175,7 +176,7 @@ void Replayer::on_exec(const Record& rec) {
 
 // The pages exec wrote without a fault the trace saw (exec_stack_pages):
 // written here, and their faults kept out of the comparisons.
-void Replayer::populate_exec_stack(MmState& m) {
+void Replayer::populate_exec_stack(ReplayMm& m) {
   auto it = exec_pages_.find(pending_index_);
   if (it == exec_pages_.end()) return;
   for (uint64_t page : it->second) {
@@ -204,7 +205,7 @@ void Replayer::diverged(const Record& rec, long got) {
 // replaces what the kernel's own placement replaced.
 void Replayer::on_map(const Record& rec) {
   if (rec.op == Op::kMmap && syscall_failed(rec.ret)) return;
-  MmState& m = mm_of(rec.tid);
+  ReplayMm& m = mm_of(rec.tid);
   const uint64_t addr = rec.a, len = page_up(rec.b);
   int flags = (static_cast<int>(rec.d) & ~MAP_FIXED_NOREPLACE) | MAP_FIXED;
   long got;
@@ -225,7 +226,7 @@ void Replayer::on_map(const Record& rec) {
 // brk: the heap grows and shrinks as an anonymous private mapping at the
 // old break's page.
 void Replayer::on_brk(const Record& rec) {
-  MmState& m = mm_of(rec.tid);
+  ReplayMm& m = mm_of(rec.tid);
   const uint64_t now = page_up(rec.a);
   if (!m.brk_start) m.brk_start = m.brk = now;
   if (now > m.brk) {
@@ -241,7 +242,7 @@ void Replayer::on_brk(const Record& rec) {
 
 void Replayer::on_mremap(const Record& rec) {
   if (syscall_failed(rec.ret)) return;
-  MmState& m = mm_of(rec.tid);
+  ReplayMm& m = mm_of(rec.tid);
   const uint64_t to = static_cast<uint64_t>(rec.ret);
   const int flags = to == rec.a ? 0 : MREMAP_MAYMOVE | MREMAP_FIXED | (static_cast<int>(rec.d) & MREMAP_DONTUNMAP);
   const long got = m.proc->mremap(rec.a, rec.b, rec.c, flags, to);
@@ -252,7 +253,7 @@ void Replayer::on_mremap(const Record& rec) {
 // The calls on a range that succeeded when recorded.
 void Replayer::on_range_call(const Record& rec) {
   if (rec.ret < 0) return;
-  MmState& m = mm_of(rec.tid);
+  ReplayMm& m = mm_of(rec.tid);
   Process* p = m.proc;
   long got = 0;
   switch (rec.op) {
@@ -279,7 +280,7 @@ void Replayer::on_range_call(const Record& rec) {
 // kernel grows on a fault below it, and whose first pages exec made), or
 // something the recording could not see. Either way the page gets an
 // anonymous mapping so that the access can be replayed.
-bool Replayer::place_unknown(MmState& m, uint64_t page) {
+bool Replayer::place_unknown(ReplayMm& m, uint64_t page) {
   const bool near_stack = m.stack_hi && page + kStackLimit >= m.stack_lo && page < m.stack_hi + kStackSlackAbove;
   uint64_t lo = page, hi = page + kPage;
   if (near_stack) {
@@ -305,14 +306,15 @@ bool Replayer::place_unknown(MmState& m, uint64_t page) {
   return true;
 }
 
-void Replayer::sample(MmState& m, bool pss) {
+void Replayer::sample(ReplayMm& m, bool pss) {
   MmReport& rep = r_->mms[m.report];
   rep.peak_rss_anon = std::max(rep.peak_rss_anon, m.proc->rss_anon());
+  rep.peak_rss_file = std::max(rep.peak_rss_file, m.proc->rss_file() + m.proc->rss_shmem());
   if (pss) rep.peak_pss = std::max(rep.peak_pss, m.proc->pss());
 }
 
 void Replayer::on_fault(const Record& rec) {
-  MmState& m = mm_of(rec.tid);
+  ReplayMm& m = mm_of(rec.tid);
   const uint64_t page = page_down(rec.a);
   TracedFaults& tr = r_->traced;
   tr.total++;
@@ -328,21 +330,34 @@ void Replayer::on_fault(const Record& rec) {
   }
   rg = m.ranges.find(page);
   const bool present = rec.flags & kFaultPresent, write = rec.flags & kFaultWrite;
-  if (rg->kind == RangeKind::kAnonPrivate && !present) tr.anon_first_touch++;
-  else if (rg->kind != RangeKind::kShared && present && write) tr.private_present_write++;
-  else tr.other++;
+  int64_t* cls = rg->kind == RangeKind::kAnonPrivate && !present              ? &tr.anon_first_touch
+                 : rg->kind != RangeKind::kShared && present && write ? &tr.private_present_write
+                                                                      : &tr.other;
+  ++*cls;
   uint8_t b = kWriteByte;
+  const uint64_t before = m.proc->min_flt() + m.proc->maj_flt();
   const AccessResult ar = (rec.flags & kFaultWrite) ? m.proc->write(page, &b, 1) : m.proc->read(page, &b, 1);
   if (ar.sig == Signal::kSigbus) r_->sigbus++;
   else if (!ar.ok()) r_->sigsegv++;
+  const bool took = m.proc->min_flt() + m.proc->maj_flt() != before;
+  if (!took && m.last_page == page && m.last_tid != rec.tid) {
+    --*cls;  // counted apart, in no class
+    tr.concurrent_noops++;
+  }
+  m.last_page = page;
+  m.last_tid = rec.tid;
   sample(m, false);
 }
 
-// rss_stat's MM_ANONPAGES member, in bytes.
+// rss_stat's members (0 file, 1 anon, 2 swap, 3 shmem), in bytes: the
+// anonymous peak, and the file and shmem pages' peak as one sum.
 void Replayer::on_rss(const Record& rec) {
-  if (rec.c != 1) return;
-  long& peak = r_->mms[mm_of(rec.tid).report].traced_peak_rss_anon;
-  peak = std::max(peak, static_cast<long>(rec.a));
+  ReplayMm& m = mm_of(rec.tid);
+  MmReport& rep = r_->mms[m.report];
+  if (rec.c == 1) rep.traced_peak_rss_anon = std::max(rep.traced_peak_rss_anon, static_cast<long>(rec.a));
+  if (rec.c == 0) m.traced_file = static_cast<long>(rec.a);
+  if (rec.c == 3) m.traced_shmem = static_cast<long>(rec.a);
+  if (rec.c == 0 || rec.c == 3) rep.traced_peak_rss_file = std::max(rep.traced_peak_rss_file, m.traced_file + m.traced_shmem);
 }
 
 void Replayer::step(const Record& rec) {
@@ -382,8 +397,10 @@ void Replayer::run() {
     if (o_.pss_every && (i + 1) % o_.pss_every == 0)
       for (auto& m : mms_)
         if (m->proc) sample(*m, true);
+    if (o_.sample_tlb && (i + 1) % kTlbEvery == 0) sample_tlb();
   }
   r_->records = n;
+  if (o_.sample_tlb) sample_tlb();
   for (auto& m : mms_)
     if (m->proc) {
       m->users = 0;

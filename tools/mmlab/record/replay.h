@@ -27,6 +27,8 @@ struct ReplayOptions {
   // A process's PSS is read at exit and every this many records (the peak
   // is the largest reading).
   uint64_t pss_every = 65536;
+  // Read the TLBs' reach every 1,024 records (with a tlb.geometry).
+  bool sample_tlb = false;
   // Stop after this many records (0: all); for excerpts and tests.
   uint64_t max_records = 0;
 };
@@ -41,6 +43,8 @@ struct MmReport {
   int64_t faults_traced = 0;       // the trace's faults by this mm's tasks
   int64_t min_flt = 0, maj_flt = 0;  // the model's counts for its tasks (getrusage)
   long traced_peak_rss_anon = -1;  // kmem:rss_stat's largest MM_ANONPAGES reading (-1: none recorded)
+  long peak_rss_file = 0;          // file and shmem pages (RssFile + RssShmem)
+  long traced_peak_rss_file = -1;  // rss_stat's MM_FILEPAGES + MM_SHMEMPAGES at their largest
 };
 
 // The trace's faults as the replay classified them by the VMA they hit.
@@ -55,6 +59,10 @@ struct TracedFaults {
   // disabled (an atomic copy) faults again and again without handling one,
   // then faults the page in another way. The trace shows each attempt.
   int64_t kernel_repeats = 0;
+  // A fault by one thread on the page another thread of the same mm
+  // faulted on last, which the model found mapped: both threads raised the
+  // exception, one fault fixed the entry for both.
+  int64_t concurrent_noops = 0;
 };
 
 struct ReplayResult {
@@ -77,6 +85,7 @@ struct ReplayResult {
   // less exec_populated.
   int64_t model_faults_by_tasks = 0;
   double seconds = 0;                 // the replay's host time
+  uint64_t tlb_l2_reach_peak = 0;     // bytes the L2 TLBs' entries translate, at its largest (with a tlb.geometry)
 };
 
 // 0, or -1 with *err (the System could not be made, or a configure step failed).

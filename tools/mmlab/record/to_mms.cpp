@@ -19,13 +19,10 @@
 namespace mmlab::record {
 namespace {
 
-constexpr uint64_t kPage = 4096;
 constexpr uint64_t kAnchorAlign = 2ull << 20;
 constexpr uint64_t kClusterGap = 1ull << 30;  // a larger gap starts another anchor
-constexpr uint64_t kCloneVm = 0x100;
 constexpr uint64_t kTaskSize = 0x7ffffffff000ull;
 
-uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
 bool failed(int64_t ret) { return ret < 0 && ret > -4096; }
 
 const char* prot_word(uint64_t prot) {
@@ -134,8 +131,8 @@ std::string Excerpt::proc_of(uint32_t tid) { return procs_.count(tid) ? procs_[t
 
 void Excerpt::emit_map(const std::string& who, const Record& r) {
   const std::string where = at(r.a);
-  if (where.empty()) return;
   const uint64_t len = page_up(r.b);
+  if (where.empty() || !len) return;
   std::string line = fmt::format("{} mmap M{} {:#x} {} {}", who, regions_++, len, prot_word(r.c),
                                  (r.d & MAP_TYPE) == MAP_PRIVATE ? "private" : "shared");
   if (r.file >= 0) {
@@ -187,13 +184,15 @@ void Excerpt::emit(const Record& r) {
         body_ += fmt::format("{} madvise {} {:#x} {}\n", who, at(r.a), page_up(r.b), word);
       return;
     }
-    case Op::kBrk:
-      if (r.b && r.a > r.b && !at(r.b).empty()) {
-        body_ += fmt::format("{} mmap M{} {:#x} rw private fixed={}\n", who, regions_++, page_up(r.a) - page_up(r.b),
-                             at(page_up(r.b)));
-        mapped_[page_up(r.b)] = page_up(r.a);
+    case Op::kBrk: {
+      // The heap grows by whole pages past the old break's page.
+      const uint64_t from = page_up(r.b), to = page_up(r.a);
+      if (r.b && to > from && !at(from).empty()) {
+        body_ += fmt::format("{} mmap M{} {:#x} rw private fixed={}\n", who, regions_++, to - from, at(from));
+        mapped_[from] = to;
       }
       return;
+    }
     default:
       body_ += fmt::format("# {} not exported: {}\n", who, dump_record(t_, r));
       return;
