@@ -28,10 +28,12 @@ struct RecordCli {
 // What the trace holds, and how it compares with the kernel's own count.
 void print_summary(const record::Trace& t, const record::ConvertStats& s) {
   uint64_t n[record::kOpCount] = {};
-  uint64_t wr = 0, rd = 0, present_wr = 0, kernel = 0;
+  uint64_t wr = 0, rd = 0, present_wr = 0, kernel = 0, repeats = 0;
+  record::KernelRepeats detector;
   for (const record::Record& r : t.records) {
     n[static_cast<int>(r.op)]++;
     if (r.op != record::Op::kFault) continue;
+    repeats += detector.repeat(r);
     const bool w = r.flags & record::kFaultWrite, p = r.flags & record::kFaultPresent;
     kernel += (r.flags & record::kFaultKernel) != 0;
     wr += w && !p;
@@ -54,9 +56,13 @@ void print_summary(const record::Trace& t, const record::ConvertStats& s) {
               static_cast<unsigned long long>(s.reordered), static_cast<unsigned long long>(s.unconverted_calls));
   if (t.header.minflt >= 0) {
     const int64_t kernel_count = t.header.minflt + std::max<int64_t>(t.header.majflt, 0);
-    std::printf("kernel minflt+majflt %lld (counted from the first exec on), traced %llu (difference %lld)\n",
+    const int64_t handled = static_cast<int64_t>(n[0] - repeats);
+    std::printf("kernel minflt+majflt %lld (counted from the first exec on), traced %llu (difference %lld); "
+                "less %llu repeated kernel-mode attempts, which the kernel does not count: %lld (difference %lld)\n",
                 static_cast<long long>(kernel_count), static_cast<unsigned long long>(n[0]),
-                static_cast<long long>(kernel_count - static_cast<int64_t>(n[0])));
+                static_cast<long long>(kernel_count - static_cast<int64_t>(n[0])),
+                static_cast<unsigned long long>(repeats), static_cast<long long>(handled),
+                static_cast<long long>(kernel_count - handled));
   }
 }
 

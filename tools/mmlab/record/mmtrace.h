@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace mmlab::record {
@@ -118,6 +119,30 @@ struct Trace {
   std::vector<FileEntry> files;
   std::map<uint32_t, std::string> comm;  // tid -> command name, for reports
   std::vector<Record> records;
+};
+
+// A kernel-mode fault on the page of the same task's previous fault, with
+// the same bits: the kernel touching user memory with page faults
+// disabled (an atomic copy) raises the exception again and again without
+// handling it, then faults the page in another way. The trace shows each
+// attempt; the kernel's fault count none of the repeats. Fed the faults in
+// order, says which are repeats.
+class KernelRepeats {
+ public:
+  bool repeat(const Record& fault) {
+    Last& l = last_[fault.tid];
+    const uint64_t page = page_down(fault.a);
+    const bool r = (fault.flags & kFaultKernel) && l.page == page && l.flags == fault.flags;
+    l = Last{page, fault.flags};
+    return r;
+  }
+
+ private:
+  struct Last {
+    uint64_t page = ~0ull;
+    uint8_t flags = 0;
+  };
+  std::unordered_map<uint32_t, Last> last_;
 };
 
 // .mmtrace reading and writing (mmtrace_io.cpp). 0 on success; else -1 and

@@ -84,11 +84,7 @@ class Replayer {
   uint16_t cpu_ = 0xffff;  // the simulated CPU the replay runs on
   std::unordered_map<size_t, std::vector<uint64_t>> exec_pages_;
   size_t index_ = 0;  // the record being replayed
-  struct LastFault {
-    uint64_t page = ~0ull;
-    uint8_t flags = 0;
-  };
-  std::unordered_map<uint32_t, LastFault> last_fault_;  // per task
+  KernelRepeats repeats_;
   // An exec whose stack pages wait for its layout (the records after it).
   ReplayMm* pending_exec_ = nullptr;
   size_t pending_index_ = 0;
@@ -320,9 +316,7 @@ void Replayer::on_fault(const Record& rec) {
   tr.total++;
   r_->mms[m.report].faults_traced++;
   if (rec.flags & kFaultKernel) tr.kernel++;
-  LastFault& last = last_fault_[rec.tid];
-  if ((rec.flags & kFaultKernel) && last.page == page && last.flags == rec.flags) tr.kernel_repeats++;
-  last = LastFault{page, rec.flags};
+  if (repeats_.repeat(rec)) tr.kernel_repeats++;
   const Range* rg = m.ranges.find(page);
   if (!rg && !place_unknown(m, page)) {
     r_->sigsegv++;
