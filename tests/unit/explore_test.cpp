@@ -533,7 +533,11 @@ TEST(ExploreModelTest, RfcFailsEvenWithoutTheWindow) {
   EXPECT_NE(seq.failure.detail.find("16 PTEs, 15 of which mapped it"), std::string::npos) << seq.summary();
   auto again = race.replay(seq.failure.schedule);
   EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
-  EXPECT_EQ(again.detail, seq.failure.detail);
+  // The warning itself, not dump_page's lines after it: they print the
+  // anon_vma's host address as the kernel prints mapping, which differs
+  // from run to run where the allocator does (ASan's does).
+  auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  EXPECT_EQ(first_line(again.detail), first_line(seq.failure.detail));
   EXPECT_EQ(again.trace_hash, seq.failure.trace_hash);
   EXPECT_FALSE(race.last()->zap_in_window) << "found with the zap inside the window: " << seq.failure.schedule;
 }
