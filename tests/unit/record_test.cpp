@@ -150,10 +150,13 @@ TEST(MmtraceFormat, DamagedInputIsRefusedWithTheByteOffset) {
   EXPECT_NE(err.find("exceeds the file"), std::string::npos) << err;
 }
 
+// Every replay ends with the invariant checker clean.
 ReplayResult replay_ok(const Trace& t) {
   ReplayResult r;
   std::string err;
   EXPECT_EQ(replay(t, ReplayOptions{}, &r, &err), 0) << err;
+  EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+  EXPECT_TRUE(r.warnings.empty()) << r.warnings.front();
   return r;
 }
 

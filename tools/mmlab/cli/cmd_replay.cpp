@@ -104,6 +104,8 @@ nlohmann::ordered_json column_json(const record::ReplayResult& r, int64_t writte
   j["exec_populated"] = r.exec_populated;
   j["call_divergences"] = r.call_divergences;
   j["first_divergences"] = r.first_divergences;
+  j["violations"] = r.violations;
+  j["warnings"] = r.warnings.size();
   j["seconds"] = r.seconds;
   for (const record::MmReport& m : r.mms)
     j["mms"].push_back({{"tid", m.tid}, {"comm", m.comm}, {"faults_traced", m.faults_traced},
@@ -164,6 +166,10 @@ void print_row(const std::string& name, const record::ReplayResult& r, int64_t w
               static_cast<long long>(count(r, "cow.zero_subpages_copied")), tt.peak_rss_anon / MiB,
               tt.peak_pss / MiB, ms < 0 ? "-" : fmt::format("{:.2f}", ms).c_str(),
               static_cast<long long>(count(r, "tlb.ipi")), static_cast<double>(r.tlb_l2_reach_peak) / MiB, r.seconds);
+  if (!r.violations.empty() || !r.warnings.empty())
+    std::printf("%-18s   ! %zu invariant violations after the replay%s, %zu recorded warnings%s\n", "",
+                r.violations.size(), r.violations.empty() ? "" : (" (first: " + r.violations[0] + ")").c_str(),
+                r.warnings.size(), r.warnings.empty() ? "" : (" (first: " + r.warnings[0].substr(0, r.warnings[0].find('\n')) + ")").c_str());
   if (r.sigsegv || r.sigbus || r.call_divergences || r.unknown_addresses)
     std::printf("%-18s   ! %lld SIGSEGV, %lld SIGBUS, %lld calls answered otherwise, %lld faults outside every "
                 "known mapping\n",
@@ -257,6 +263,11 @@ int run_fidelity(const record::Trace& t, const ReplayCli& v) {
   for (const record::FidelityLine& l : record::fidelity_lines(t, r)) {
     std::printf("%s\n", record::format_fidelity_line(l).c_str());
     if (l.cls == record::FidelityClass::kExact && l.compared && !l.holds) ok = false;
+  }
+  if (!r.violations.empty()) {
+    std::printf("# the invariant checker after the replay: %zu violations (first: %s)\n", r.violations.size(),
+                r.violations[0].c_str());
+    ok = false;
   }
   if (r.sigsegv || r.sigbus || r.call_divergences)
     std::printf("# replay: %lld SIGSEGV, %lld SIGBUS, %lld calls answered otherwise%s\n",

@@ -85,6 +85,13 @@ int run_trace(const Workload& w, const Column& c, const Params& p, Result* out, 
   record::ReplayResult r;
   if (record::replay(l->trace, o, &r, err)) return -EIO;
   fill(r, l->written, out);
+  out->m.set("warnings", static_cast<double>(r.warnings.size()));
+  out->m.set("violations", static_cast<double>(r.violations.size()));
+  // cow.policy rfc is the posting as sent: what it breaks is a result.
+  if (!r.violations.empty() && std::string(c.policy) != "rfc") {
+    *err = fmt::format("the invariant checker failed after {} under {}: {}", w.name, c.name, r.violations.front());
+    return -EIO;
+  }
   if (r.sigsegv || r.sigbus) {
     *err = fmt::format("{} under {}: {} SIGSEGV and {} SIGBUS in the replay", w.name, c.name, r.sigsegv, r.sigbus);
     return -EFAULT;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "fmt/format.h"
+#include "mmlab/check.h"
 #include "record/replay_ranges.h"
 
 namespace mmlab::record {
@@ -519,6 +520,8 @@ int replay(const Trace& t, const ReplayOptions& o, ReplayResult* out, std::strin
   Replayer(t, o, sys.get(), out).run();
   out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out->counters = sys->all_counters();
+  for (const Violation& v : sys->check().violations) out->violations.push_back(v.invariant);
+  out->warnings = sys->warnings();
   return 0;
 }
 

@@ -86,6 +86,10 @@ struct ReplayResult {
   int64_t model_faults_by_tasks = 0;
   double seconds = 0;                 // the replay's host time
   uint64_t tlb_l2_reach_peak = 0;     // bytes the L2 TLBs' entries translate, at its largest (with a tlb.geometry)
+  // The invariant checker after every process has exited (each violation's
+  // invariant), and the violations the model recorded and went on from
+  // (System::warnings: under cow.policy rfc, what the posting breaks).
+  std::vector<std::string> violations, warnings;
 };
 
 // 0, or -1 with *err (the System could not be made, or a configure step failed).
