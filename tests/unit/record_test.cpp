@@ -39,6 +39,11 @@ class TraceBuilder {
     r.d = MAP_PRIVATE | MAP_ANONYMOUS;
     r.ret = op == Op::kMmap ? static_cast<int64_t>(addr) : 0;
   }
+  void fork(uint32_t parent, uint32_t child, uint64_t clone_flags) {
+    Record& r = add(Op::kFork, child);
+    r.a = parent;
+    r.b = clone_flags;
+  }
   void pages(uint32_t tid, uint64_t base, uint64_t first, uint64_t n, uint8_t flags) {
     for (uint64_t i = first; i < first + n; i++) fault(tid, base + i * 4096, flags);
   }
@@ -60,9 +65,7 @@ Trace cow_child_trace(bool zero_page) {
   b.map(kParent, Op::kMmap, kB, kPagesB * 4096);
   b.pages(kParent, kA, 0, kPagesA, kFaultWrite);
   b.pages(kParent, kB, 0, kPagesB, 0);
-  Record& f = b.add(Op::kFork, kChild);
-  f.a = kParent;
-  f.b = 0x11;  // SIGCHLD
+  b.fork(kParent, kChild, 0x11);  // SIGCHLD: a plain fork
   b.pages(kChild, kA, 0, 64, kFaultWrite | kFaultPresent);
   b.pages(kParent, kA, 64, 32, kFaultWrite | kFaultPresent);
   b.add(Op::kExit, kChild);
@@ -219,9 +222,7 @@ TEST(Replay, AThreadSharesTheAddressSpace) {
   TraceBuilder b;
   b.add(Op::kExec, kParent);
   b.map(kParent, Op::kMmap, kA, 16 * 4096);
-  Record& f = b.add(Op::kFork, kChild);
-  f.a = kParent;
-  f.b = 0x100 | 0x10000;
+  b.fork(kParent, kChild, kCloneVm | kCloneThread);
   b.pages(kChild, kA, 0, 16, kFaultWrite);
   b.add(Op::kExit, kChild);
   b.pages(kParent, kA, 0, 16, kFaultWrite);  // already written by the thread
@@ -238,9 +239,7 @@ TEST(Replay, ASecondThreadsFaultOnTheSamePageIsCountedApart) {
   TraceBuilder b;
   b.add(Op::kExec, kParent);
   b.map(kParent, Op::kMmap, kA, 4 * 4096);
-  Record& f = b.add(Op::kFork, kChild);
-  f.a = kParent;
-  f.b = 0x100 | 0x10000;
+  b.fork(kParent, kChild, kCloneVm | kCloneThread);
   b.fault(kParent, kA, kFaultWrite);
   b.fault(kChild, kA, kFaultWrite);
   b.fault(kChild, kA + 4096, kFaultWrite);
@@ -282,9 +281,7 @@ TEST(Replay, ExecStackPagesArePopulatedAtTheExec) {
   const uint64_t stack = 0x7ffff0000000;
   b.add(Op::kExec, kParent);
   b.map(kParent, Op::kLayout, stack, 8 * 4096);
-  Record& f = b.add(Op::kFork, kChild);
-  f.a = kParent;
-  f.b = 0x11;
+  b.fork(kParent, kChild, 0x11);
   b.fault(kChild, stack + 7 * 4096, kFaultWrite | kFaultPresent);
   b.add(Op::kExit, kChild);
   b.add(Op::kExit, kParent);
