@@ -128,6 +128,11 @@ class System {
   // if no other live thread holds it. Returns the CPU the thread is on.
   static int migrate_this_thread(int cpu);
   std::vector<Process*> processes() const;
+  // Frees the processes that have exited, as a parent's wait() releases a
+  // task: pointers to them become invalid. Their number. A System that
+  // runs many programs one after another (a fuzzer's) keeps its list, and
+  // what walks it, from growing.
+  size_t release_exited();
 
   // /sys/kernel/mm/<path> (e.g. "transparent_hugepage/enabled"): 0 or -EINVAL/-ENOENT.
   int sysfs_write(const std::string& path, const std::string& value);

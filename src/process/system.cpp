@@ -158,6 +158,13 @@ std::vector<Process*> System::processes() const {
   return v;
 }
 
+size_t System::release_exited() {
+  std::lock_guard<std::mutex> g(procs_lock_);
+  const size_t before = procs_.size();
+  std::erase_if(procs_, [](const std::unique_ptr<Process>& p) { return p->exited(); });
+  return before - procs_.size();
+}
+
 int System::sysfs_write(const std::string& path, const std::string& value) {
   int r = hugetlb_sysfs_write(k_.get(), path, value);
   if (r != -ENOENT) return r;

@@ -13,10 +13,13 @@
 // Speed is coverage: the checker after every operation, and swap devices
 // whose every slot it walks, took most of each run (docs/NOTES.md, issue 32);
 // the checker, and the loops that only scan frame words, are also left out
-// of the coverage instrumentation (coverage-ignore.txt).
+// of the coverage instrumentation (coverage-ignore.txt). Every input runs on
+// one System (stress::Machine), made at the first: a run leaves it as it
+// found it, and one that does not aborts here anyway.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -32,14 +35,10 @@ constexpr size_t kMaxInput = 4096;
 // broke it, and the last check follows the last operation.
 constexpr uint64_t kCheckEvery = 32;
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size == 0 || size > kMaxInput) return -1;  // not added to the corpus
+mmlab::stress::Config fuzz_config() {
   mmlab::stress::Config cfg;
   cfg.threads = 1;
   cfg.check_every = kCheckEvery;
-  cfg.choices = std::string_view(reinterpret_cast<const char*>(data), size);
   cfg.khugepaged_thread = false;
   cfg.ram = 256ull << 20;
   // Small devices: a checker pass is short, and swap fills up within an input.
@@ -47,9 +46,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.swap_file_bytes = 2ull << 20;
   for (const std::string& t : mmlab::stress::type_names())
     if (t != "hugetlb-1G") cfg.types.push_back(t);  // 1 GiB pages do not fit a small System
-  mmlab::stress::Result res;
+  return cfg;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > kMaxInput) return -1;  // not added to the corpus
+  static mmlab::stress::Config cfg = fuzz_config();
   std::string err;
-  if (!mmlab::stress::run(cfg, &res, &err)) {
+  static std::unique_ptr<mmlab::stress::Machine> machine = mmlab::stress::make_machine(cfg, &err);
+  if (!machine) {
+    std::fprintf(stderr, "fuzz_ops: set-up failed: %s\n", err.c_str());
+    std::abort();
+  }
+  cfg.choices = std::string_view(reinterpret_cast<const char*>(data), size);
+  mmlab::stress::Result res;
+  if (!mmlab::stress::run(machine.get(), cfg, &res, &err)) {
     std::fprintf(stderr, "fuzz_ops: set-up failed: %s\n", err.c_str());
     std::abort();
   }

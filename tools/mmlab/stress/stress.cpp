@@ -72,19 +72,18 @@ struct Completion {
   void operator()() noexcept { quiesce_and_check(s); }
 };
 
-int set_up_system(Shared* s, std::string* err) {
-  const Config& cfg = *s->cfg;
+int set_up_system(const Config& cfg, std::unique_ptr<System>* out, std::string* err) {
   SystemConfig sc;
   sc.ram_bytes = cfg.ram;
   // FOLL_LONGTERM pins migrate their pages out of ZONE_MOVABLE.
   sc.movable_bytes = cfg.movable < 0 ? round_down(cfg.ram / 4, 4ull << 20) : static_cast<uint64_t>(cfg.movable);
   int e = 0;
-  s->sys = System::create(sc, &e);
-  if (!s->sys) {
+  *out = System::create(sc, &e);
+  if (!*out) {
     *err = fmt::format("System::create: {}", errno_name(-e));
     return -1;
   }
-  System* sys = s->sys.get();
+  System* sys = out->get();
   (void)sys->sysfs_write("transparent_hugepage/enabled", "always");
   for (unsigned order = 2; order <= 8; order++)
     (void)sys->sysfs_write(fmt::format("transparent_hugepage/hugepages-{}kB/enabled", 4u << order), "always");
@@ -109,16 +108,16 @@ int set_up_system(Shared* s, std::string* err) {
 
 // A hugetlb pool for a type: each thread's region, a copy for a pinned
 // page across fork and one for a child's write, and slack for remaps.
-bool set_up_hugetlb(Shared* s, const TypeInfo& t, unsigned per_thread, std::string* why) {
+bool set_up_hugetlb(System* sys, const Config& cfg, const TypeInfo& t, unsigned per_thread, std::string* why) {
   const std::string path = t.huge_shift == PUD_SHIFT ? "hugepages/hugepages-1048576kB/nr_hugepages"
                                                      : "hugepages/hugepages-2048kB/nr_hugepages";
   std::string cur;
-  (void)s->sys->sysfs_read(path, &cur);
-  const long want = std::stol(cur.empty() ? "0" : cur) + static_cast<long>(per_thread * s->cfg->threads);
-  (void)s->sys->sysfs_write(path, std::to_string(want));
-  (void)s->sys->sysfs_read(path, &cur);
+  (void)sys->sysfs_read(path, &cur);
+  const long want = std::stol(cur.empty() ? "0" : cur) + static_cast<long>(per_thread * cfg.threads);
+  (void)sys->sysfs_write(path, std::to_string(want));
+  (void)sys->sysfs_read(path, &cur);
   if (std::stol(cur.empty() ? "0" : cur) < want) {
-    *why = fmt::format("the hugetlb pool got {} of {} pages (--ram {}M)", cur, want, s->cfg->ram >> 20);
+    *why = fmt::format("the hugetlb pool got {} of {} pages (--ram {}M)", cur, want, cfg.ram >> 20);
     return false;
   }
   return true;
@@ -154,12 +153,11 @@ namespace {
 
 // The memory types --types names that this System can hold (hugetlb needs
 // its pool filled); the others are reported as not run, with the reason.
-bool choose_types(Shared* s, std::string* err) {
-  static const std::vector<TypeInfo> types = all_types();
-  const Config& cfg = *s->cfg;
-  for (const TypeInfo& t : types) {
+bool choose_types(System* sys, const Config& cfg, std::vector<std::string>* run,
+                  std::map<std::string, std::string>* not_run, std::string* err) {
+  for (const TypeInfo& t : all_types()) {
     if (std::find(cfg.types.begin(), cfg.types.end(), t.name) == cfg.types.end()) {
-      s->res->not_run[t.name] = "not in --types";
+      (*not_run)[t.name] = "not in --types";
       continue;
     }
     std::string why;
@@ -168,19 +166,39 @@ bool choose_types(Shared* s, std::string* err) {
       // its owner zapped out of the pool, and the owner's next fault needs
       // another (the kernel's too: the restored reservation is not a page).
       const unsigned per_thread = t.huge_shift == PUD_SHIFT ? 3 : 4 + kCrossPinSlots;
-      if (!set_up_hugetlb(s, t, per_thread, &why)) {
-        s->res->not_run[t.name] = why;
+      if (!set_up_hugetlb(sys, cfg, t, per_thread, &why)) {
+        (*not_run)[t.name] = why;
         continue;
       }
     }
-    s->types.push_back(&t);
-    s->res->types_run.push_back(t.name);
+    run->push_back(t.name);
   }
-  if (s->types.empty()) {
+  if (run->empty()) {
     *err = "no memory type to run";
     return false;
   }
   return true;
+}
+
+// The machine's types as the workers see them.
+void take_types(Shared* s, const std::vector<std::string>& names) {
+  static const std::vector<TypeInfo> types = all_types();
+  for (const TypeInfo& t : types)
+    if (std::find(names.begin(), names.end(), t.name) != names.end()) s->types.push_back(&t);
+}
+
+// A run from bytes maps the types its input chose (Worker::types_to_map):
+// the others did not run.
+void note_types_chosen(Shared* s, Result* out) {
+  std::vector<std::string> ran;
+  for (const std::string& name : out->types_run) {
+    bool mapped = false;
+    for (const auto& w : s->workers)
+      for (const auto& r : w->regions) mapped |= r->type->name == name;
+    if (mapped) ran.push_back(name);
+    else out->not_run[name] = "not chosen by the input";
+  }
+  out->types_run = std::move(ran);
 }
 
 // The operation mix as a cumulative distribution of the weights.
@@ -367,8 +385,30 @@ void run_workers(Shared* s) {
   for (auto& t : threads) t.join();
 }
 
+// The statistics a run reports, as the System has them so far: which paths
+// ran, and where the large folios fell back to smaller ones (the PMD size's
+// faults as vmstat counts them, every mTHP order's), and khugepaged's work.
+// A kept machine's count from earlier runs: a run reports its growth.
+std::map<std::string, int64_t> statistics(System* sys) {
+  std::map<std::string, int64_t> st;
+  for (const char* name : {"pswpin", "pswpout", "thp_fault_alloc", "thp_fault_fallback", "thp_fault_fallback_charge",
+                           "thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_swpout", "thp_swpout_fallback",
+                           "pgmigrate_success"})
+    st[name] = sys->vmstat(name);
+  for (unsigned order = 2; order <= 9; order++)
+    for (const char* item : {"anon_fault_alloc", "anon_fault_fallback", "anon_fault_fallback_charge", "wp_fault_alloc",
+                             "wp_fault_fallback", "swpout", "swpout_fallback"})
+      st[fmt::format("mthp.order{}.{}", order, item)] = sys->mthp_stat(order, item);
+  for (const char* name : {"full_scans", "pages_collapsed"}) {
+    std::string v;
+    st[fmt::format("khugepaged.{}", name)] =
+        sys->sysfs_read(fmt::format("transparent_hugepage/khugepaged/{}", name), &v) == 0 ? std::stol(v) : 0;
+  }
+  return st;
+}
+
 // What the run did: operations and their errors, injections, khugepaged's
-// work, selected statistics and the model's warnings.
+// work, selected statistics and the model's warnings (those of this run).
 void collect(Shared* s, Result* out) {
   for (unsigned op = 0; op < kNrOps; op++) {
     uint64_t n = 0;
@@ -377,22 +417,17 @@ void collect(Shared* s, Result* out) {
   }
   for (auto& w : s->workers)
     for (const auto& [k, v] : w->errors) out->errors[k] += v;
-  std::string v;
-  if (s->sys->sysfs_read("transparent_hugepage/khugepaged/full_scans", &v) == 0) out->khugepaged_full_scans = std::stol(v);
-  if (s->sys->sysfs_read("transparent_hugepage/khugepaged/pages_collapsed", &v) == 0) out->khugepaged_collapsed = std::stol(v);
-  // Which paths ran, and where the large folios fell back to smaller ones
-  // (the PMD size's faults as vmstat counts them, every mTHP order's).
-  for (const char* st : {"pswpin", "pswpout", "thp_fault_alloc", "thp_fault_fallback", "thp_fault_fallback_charge",
-                         "thp_collapse_alloc", "thp_collapse_alloc_failed", "thp_swpout", "thp_swpout_fallback",
-                         "pgmigrate_success"})
-    out->stats[st] = s->sys->vmstat(st);
-  for (unsigned order = 2; order <= 9; order++)
-    for (const char* item : {"anon_fault_alloc", "anon_fault_fallback", "anon_fault_fallback_charge", "wp_fault_alloc",
-                             "wp_fault_fallback", "swpout", "swpout_fallback"})
-      out->stats[fmt::format("mthp.order{}.{}", order, item)] = s->sys->mthp_stat(order, item);
+  for (const auto& [k, v] : statistics(s->sys)) {
+    const int64_t grew = v - s->stats_before[k];
+    if (k == "khugepaged.full_scans") out->khugepaged_full_scans = grew;
+    else if (k == "khugepaged.pages_collapsed") out->khugepaged_collapsed = grew;
+    else out->stats[k] = grew;
+  }
   {
     std::lock_guard<std::mutex> g(s->mu);
-    for (const std::string& w : s->sys->warnings()) out->violations.push_back("model warning: " + w);
+    const std::vector<std::string> warnings = s->sys->warnings();
+    for (size_t i = s->warnings_before; i < warnings.size(); i++) out->violations.push_back("model warning: " + warnings[i]);
+    s->warnings_before = warnings.size();
   }
   s->collected = true;
 }
@@ -404,7 +439,7 @@ void collect(Shared* s, Result* out) {
 // exited, and the leak check must report 1 + 512 frames: a hugetlb page in
 // use is not one of the pool's free pages it allows for.
 void plant_leaked_frame(Shared* s) {
-  System* sys = s->sys.get();
+  System* sys = s->sys;
   const int fd = sys->create_file(PAGE_SIZE, FsClass::kShmem, 0, "stress-planted-leak");
   const uint8_t b = 0x5a;
   if (fd >= 0) (void)sys->file_pwrite(fd, 0, &b, 1);
@@ -463,23 +498,65 @@ void tear_down(Shared* s, Result* out) {
   for (const Violation& x : end.violations)
     out->violations.push_back(fmt::format("at the end: {} at {}\n{}", x.invariant, x.where, x.dump));
   out->checks++;
-  out->kernel_frames = kernel_owned_frames(s->sys.get());
-  out->frames_leaked = frames_in_use_by_nobody(s->sys.get());
+  out->kernel_frames = kernel_owned_frames(s->sys);
+  out->frames_leaked = frames_in_use_by_nobody(s->sys);
 }
 
 }  // namespace
 
-bool run(const Config& cfg, Result* out, std::string* err) {
-  Shared s;
-  s.cfg = &cfg;
-  s.res = out;
-  if (set_up_system(&s, err) < 0 || !choose_types(&s, err)) return false;
+Machine::~Machine() = default;
+
+bool Machine::fits(const Config& cfg) const {
+  const Config& m = made_for_;
+  return cfg.ram == m.ram && cfg.movable == m.movable && cfg.swap_blkdev == m.swap_blkdev && cfg.swap_file == m.swap_file &&
+         cfg.swap_blkdev_bytes == m.swap_blkdev_bytes && cfg.swap_file_bytes == m.swap_file_bytes &&
+         cfg.swap_zram == m.swap_zram && cfg.types == m.types && cfg.threads == m.threads;
+}
+
+std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err) {
+  std::unique_ptr<Machine> m(new Machine);
+  m->made_for_ = cfg;
+  m->made_for_.choices = {};  // the bytes belong to one run
+  m->made_for_.on_hang = nullptr;
+  if (set_up_system(cfg, &m->sys_, err) < 0 || !choose_types(m->sys_.get(), cfg, &m->types_run_, &m->not_run_, err))
+    return nullptr;
+  return m;
+}
+
+bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
+  if (m->retired_) {
+    *err = "the machine was retired: an earlier run on it did not leave it clean";
+    return false;
+  }
+  if (!m->fits(cfg)) {
+    *err = "the machine was made for another RAM size, swap, memory types or thread count";
+    return false;
+  }
   if (!cfg.choices.empty() && (cfg.threads != 1 || cfg.khugepaged_thread)) {
     *err = "choices from bytes need one thread and no khugepaged thread";
     return false;
   }
+  Shared s;
+  s.cfg = &cfg;
+  s.res = out;
+  s.sys = m->sys_.get();
+  out->types_run = m->types_run_;
+  out->not_run = m->not_run_;
+  take_types(&s, m->types_run_);
+  s.stats_before = statistics(s.sys);
+  s.warnings_before = m->warnings_seen_;
+  // The tune keys the run switches between, as it found them.
+  std::vector<std::pair<std::string, std::string>> tunes;
+  for (const auto& [key, values] : cfg.variants) {
+    std::string v;
+    if (s.sys->tune_read(key, &v) == 0) tunes.emplace_back(key, v);
+  }
   s.injecting = cfg.inject_rate > 0 || cfg.race_swapin_failure;
-  if (!build_mix(&s, err) || !set_up_workers(&s, err) || !arm_injection(&s, err)) return false;
+  if (!build_mix(&s, err) || !set_up_workers(&s, err) || !arm_injection(&s, err)) {
+    m->retired_ = true;  // a worker may hold regions already
+    return false;
+  }
+  if (!cfg.choices.empty()) note_types_chosen(&s, out);
   s.khugepaged = cfg.khugepaged_thread && s.sys->start_khugepaged_thread() == 0;
   if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
   else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
@@ -502,7 +579,16 @@ bool run(const Config& cfg, Result* out, std::string* err) {
     collect(&s, out);
     tear_down(&s, out);
   }
+  for (const auto& [key, v] : tunes) (void)s.sys->tune(key, v);
+  (void)s.sys->release_exited();  // every process of the run has exited
+  m->warnings_seen_ = s.warnings_before;
+  if (!out->ok() || cfg.plant_leaked_frame) m->retired_ = true;
   return true;
+}
+
+bool run(const Config& cfg, Result* out, std::string* err) {
+  std::unique_ptr<Machine> m = make_machine(cfg, err);
+  return m && run(m.get(), cfg, out, err);
 }
 
 }  // namespace mmlab::stress

@@ -7,9 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace mmlab {
+class System;
+}
 
 namespace mmlab::stress {
 
@@ -100,7 +105,39 @@ struct Result {
   bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0 && hangs.empty(); }
 };
 
-// Run; false (and *err) when the System cannot be set up as configured.
+// The System runs use, made as a Config says: its RAM and ZONE_MOVABLE, the
+// swap devices, every THP size enabled, the hugetlb pools its memory types
+// need. A caller may keep one for many runs (fuzz_ops makes thousands, and
+// making and filling a System was most of each): a run leaves it as it found
+// it (every process exited, every file closed, every frame back but the
+// kernel's own, the tune keys it switched restored), and a run that did not
+// (a violation, a mismatch, a leak) retires it.
+class Machine {
+ public:
+  ~Machine();
+  // Whether a run with this Config can use this machine: the same RAM,
+  // swap devices, memory types and threads (the pools are sized per thread).
+  bool fits(const Config& cfg) const;
+  const System& system() const { return *sys_; }
+
+ private:
+  friend std::unique_ptr<Machine> make_machine(const Config&, std::string*);
+  friend bool run(Machine*, const Config&, Result*, std::string*);
+  Machine() = default;
+  Config made_for_;
+  std::unique_ptr<System> sys_;
+  std::vector<std::string> types_run_;         // the types this machine holds
+  std::map<std::string, std::string> not_run_;  // the others, with the reason
+  size_t warnings_seen_ = 0;                    // the model's warnings earlier runs reported
+  bool retired_ = false;
+};
+
+// False (and *err) when the System cannot be set up as configured.
+std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err);
+// One run on a machine that fits cfg; false (and *err) when it does not fit,
+// was retired, or the run cannot be set up.
+bool run(Machine* m, const Config& cfg, Result* out, std::string* err);
+// One run on a machine of its own.
 bool run(const Config& cfg, Result* out, std::string* err);
 
 }  // namespace mmlab::stress

@@ -131,8 +131,22 @@ void Worker::apply_fork_mode(Region* r) {
   if (r->fork_mode == ForkMode::kWipeonfork) (void)s_->parent->madvise(a, r->type->len, MADV_WIPEONFORK);
 }
 
+// Fuzzing: the input's first choice picks the memory types the run maps, a
+// bit per type (none set: the one its value names), so that an input that
+// explores small folios does not pay for zeroing and reading back huge
+// ones, and the fuzzer can keep inputs that need only a few types.
+std::vector<const TypeInfo*> Worker::types_to_map() {
+  if (s_->cfg->choices.empty()) return s_->types;
+  const uint64_t v = next(), n = s_->types.size();
+  std::vector<const TypeInfo*> chosen;
+  for (uint64_t k = 0; k < n && k < 16; k++)
+    if (v >> k & 1) chosen.push_back(s_->types[k]);
+  if (chosen.empty()) chosen.push_back(s_->types[v % n]);
+  return chosen;
+}
+
 bool Worker::setup(std::string* err) {
-  for (const TypeInfo* t : s_->types) {
+  for (const TypeInfo* t : types_to_map()) {
     auto r = std::make_unique<Region>();
     r->type = t;
     r->val.assign(r->pages(), 0);
@@ -219,6 +233,15 @@ void Worker::check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool la
   }
   mismatch(fmt::format("{}: {} page {} at {:#x} in {}: byte +{} is {:#04x}, expected {:#04x}{}", what, r->type->name, i,
                        a + static_cast<uint64_t>(bad), p->name(), bad, found, want, lazy ? " or zeros" : ""));
+}
+
+void Worker::check_run(Region* r, uint64_t i, uint64_t end, const char* what) {
+  int64_t bad = -1;
+  uint8_t found = 0;
+  const AccessResult res = s_->parent->read_expect(r->addr.load(std::memory_order_relaxed) + i * PAGE_SIZE, r->val[i],
+                                                   (end - i) * PAGE_SIZE, &bad, &found);
+  if (res.ok() && bad < 0) return;
+  for (uint64_t k = i; k < end; k++) check_page(s_->parent, r, k, r->val[k], r->lazy[k], what);
 }
 
 void Worker::op_read() {
@@ -605,13 +628,36 @@ void Worker::verify_all(const char* when) {
       const uint64_t from = std::max(e.addr, base), to = std::min(e.addr + leaf, base + r->type->len);
       for (uint64_t a = from; a < to; a += PAGE_SIZE) mapped[(a - base) / PAGE_SIZE] = 1;
     }
-    for (uint64_t i = 0; i < r->pages(); i++) {
-      if (r->val[i] || r->lazy[i] || mapped[i])
-        check_page(s_->parent, r.get(), i, r->val[i], r->lazy[i], when);
-      else if (r->fd >= 0)
-        check_file_page(r.get(), i, when);
+    const auto to_read = [&](uint64_t i) { return r->val[i] || r->lazy[i] || mapped[i]; };
+    for (uint64_t i = 0; i < r->pages();) {
+      // A run of pages that hold one byte (zeros, unmapped, read from the
+      // file): one read, as a program's verifying pass would make, instead
+      // of a call per page.
+      uint64_t end = i + 1;
+      const bool read = to_read(i);
+      if (!r->lazy[i])
+        while (end < r->pages() && to_read(end) == read && !r->lazy[end] && r->val[end] == r->val[i]) end++;
+      if (!read) {
+        if (r->fd >= 0) check_file_pages(r.get(), i, end, when);
+      } else if (r->lazy[i]) {
+        check_page(s_->parent, r.get(), i, r->val[i], true, when);
+      } else {
+        check_run(r.get(), i, end, when);
+      }
+      i = end;
     }
   }
+}
+
+void Worker::check_file_pages(const Region* r, uint64_t i, uint64_t end, const char* when) {
+  std::vector<uint8_t> buf((end - i) * PAGE_SIZE);
+  const long n = s_->sys->file_pread(r->fd, i * PAGE_SIZE, buf.data(), buf.size());
+  static const uint8_t kZeros[PAGE_SIZE] = {};
+  bool zeros = n == static_cast<long>(buf.size());
+  // memcmp: a byte loop is a comparison callback per byte in the fuzz build.
+  for (uint64_t off = 0; zeros && off < buf.size(); off += PAGE_SIZE) zeros = std::memcmp(&buf[off], kZeros, PAGE_SIZE) == 0;
+  if (zeros) return;
+  for (uint64_t k = i; k < end; k++) check_file_page(r, k, when);
 }
 
 void Worker::check_file_page(const Region* r, uint64_t i, const char* when) {

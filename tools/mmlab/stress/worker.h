@@ -145,8 +145,15 @@ class Worker {
   void apply_fork_mode(Region* r);
   // Check page i of r as process p sees it: expected `want` (or zeros if lazy).
   void check_page(Process* p, Region* r, uint64_t i, uint8_t want, bool lazy, const char* what);
+  // The parent's pages [i, end) of r, which the tracker expects to hold one
+  // byte and none lazily freed, read in one pass; a page that does not read
+  // as expected is then checked alone, for check_page's verdict.
+  void check_run(Region* r, uint64_t i, uint64_t end, const char* what);
   // Check page i of a file region through the page cache (pread): zeros expected.
   void check_file_page(const Region* r, uint64_t i, const char* when);
+  std::vector<const TypeInfo*> types_to_map();
+  // Pages [i, end) of r's file, expected to hold zeros, read in one pread.
+  void check_file_pages(const Region* r, uint64_t i, uint64_t end, const char* when);
   void op_read();
   void op_write();
   void op_pin();
@@ -176,7 +183,7 @@ class Worker {
 
 struct Shared {
   const Config* cfg;
-  std::unique_ptr<System> sys;
+  System* sys = nullptr;  // the Machine's
   Process* parent = nullptr;
   std::vector<const TypeInfo*> types;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -199,6 +206,10 @@ struct Shared {
   std::mutex placement;
   Result* res;
   uint64_t mismatches_kept = 0;
+  // A kept machine's statistics and model warnings before this run: the
+  // run reports what it added.
+  std::map<std::string, int64_t> stats_before;
+  size_t warnings_before = 0;
 };
 
 inline constexpr uint64_t kMaxMismatchesKept = 20;
