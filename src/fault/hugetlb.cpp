@@ -126,6 +126,9 @@ vm_fault_t hugetlb_wp(HugeFault* f) REQUIRES(f->fm, f->ptl) {
         // no rmap reaches the other mappers): fail like a non-owner.
         return n > 0 ? 0 : VM_FAULT_SIGBUS;
       }
+      // Not the reservation's owner (a child after fork): the kernel
+      // promises it no page, and an empty pool is SIGBUS.
+      if (err == -ENOSPC) mm->stats->count(Event::fault_hugetlb_cow_nopage);
       folio_put(old_folio);
       f->ptl = huge_pte_lock(mm, f->pte);
       f->ptl->assert_held();

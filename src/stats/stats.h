@@ -73,6 +73,8 @@ enum class MthpStat : uint16_t {
   X(fault_wp_copy, "fault.wp_copy", "write faults that copied (wp_page_copy)")                    \
   X(fault_wp_reuse, "fault.wp_reuse", "write faults that reused the page (wp_page_reuse)")        \
   X(fault_unshare, "fault.unshare", "FAULT_FLAG_UNSHARE faults")                                  \
+  X(fault_hugetlb_cow_nopage, "fault.hugetlb_cow_nopage",                                          \
+    "hugetlb CoW faults that found no free huge page outside the owner's reserve (SIGBUS)")          \
   X(fault_retry, "fault.retry", "faults that backed out because the entry changed (returned 0)")  \
   X(fault_vma_lock, "fault.vma_lock", "faults handled under the per-VMA lock")                    \
   X(fault_mmap_lock, "fault.mmap_lock", "faults that fell back to mmap_lock")                     \

@@ -432,8 +432,14 @@ TEST_F(HugetlbTest, NonOwnerWithoutSpareGetsSigbus) {
   ASSERT_TRUE(p->fill(a, 0x11, PMD_SIZE).ok());
   Process* c = p->fork("child");
   ASSERT_TRUE(c);
-  // The child has no reservation and there is no free page.
-  EXPECT_EQ(write_byte(c, a, 0x99).sig, Signal::kSigbus);
+  // The child has no reservation and there is no free page: SIGBUS, and
+  // the counter that lets stress's tracker tell it from a model bug moves,
+  // on this thread's tally.
+  {
+    EventTally tally;
+    EXPECT_EQ(write_byte(c, a, 0x99).sig, Signal::kSigbus);
+    EXPECT_EQ(tally.at(EventTally::slot("fault.hugetlb_cow_nopage")), 1);
+  }
   EXPECT_EQ(read_byte(c, a), 0x11);  // reading the shared page still works
   expect_bytes(p, a, PMD_SIZE, 0x11);
   c->exit();

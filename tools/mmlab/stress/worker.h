@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -140,6 +141,7 @@ class Worker {
   // on the page, in every process sharing the swap entry, until the entry
   // goes (docs/STRESS.md). Counted as "OP: injected swap-in SIGBUS".
   bool swapin_outcome(const Region* r, uint64_t i, const char* what, Signal sig);
+  bool pool_empty_outcome(const std::optional<EventTally>& tally, const char* what, Signal sig);
   bool map_region(Region* r);
   bool map_region_retrying(Region* r);
   void apply_fork_mode(Region* r);
