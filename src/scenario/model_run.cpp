@@ -35,33 +35,41 @@ class ModelRun final : public TestRun {
   // its bits, its folio's counts and flags), rss, vmstat and mTHP statistics.
   std::vector<std::string> snapshot() override {
     std::vector<std::string> out;
-    std::map<std::string, uint64_t> now;
+    std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> now;
     for (auto& [pname, proc] : procs_) {
       if (proc->exited()) {
         out.push_back(pname + " exited");
         continue;
       }
       out.push_back(fmt::format("{} rss anon={} file={} shmem={}", pname, proc->rss_anon(), proc->rss_file(), proc->rss_shmem()));
-      for (auto& e : proc->pagetable_dump()) {
-        uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
-        for (uint64_t a = e.addr; a < e.addr + leaf; a += (e.level == 1 ? PAGE_SIZE : leaf)) {
-          PageInfo pi = proc->page_info(a);
-          std::string key = fmt::format("{} {:#x}", pname, a);
-          now[key] = pi.pfn;
-          auto it = prev_.find(key);
-          const char* same = it == prev_.end() ? "new" : it->second == pi.pfn ? "same-frame" : "other-frame";
-          if (e.swap) {
-            out.push_back(fmt::format("{} swap {}", key, (e.bits & (1ull << 3)) ? "exclusive" : ""));
-            continue;
-          }
-          const char* cls = pi.zero ? "zero" : pi.anon ? "anon" : "file";
-          out.push_back(fmt::format(
-              "{} {} {} {} w={} d={} y={} sd={} uw={} | folio order={} ref={} map={} pin={} excl={} lru={} ref'd={} active={} dirty={}",
-              key, e.level == 1 ? "pte" : e.level == 2 ? "pmd" : "pud", cls, same, pi.writable, pi.dirty, pi.young,
-              pi.soft_dirty, pi.uffd_wp, pi.order, pi.refcount, pi.mapcount, pi.pincount, pi.anon_exclusive, pi.lru,
-              pi.referenced, pi.active, pi.folio_dirty));
+      // One walk (leaf_infos) in address order; the last snapshot's frames
+      // of this process are looked up in its own address-ordered list.
+      const auto pit = prev_.find(pname);
+      const std::vector<std::pair<uint64_t, uint64_t>>* before = pit == prev_.end() ? nullptr : &pit->second;
+      std::vector<std::pair<uint64_t, uint64_t>>& mine = now[pname];
+      for (auto& [e, pi] : proc->leaf_infos()) {
+        const uint64_t a = e.addr;
+        std::string key = fmt::format("{} {:#x}", pname, a);
+        mine.emplace_back(a, pi.pfn);
+        const char* same = "new";
+        if (before) {
+          auto it = std::lower_bound(before->begin(), before->end(), std::pair<uint64_t, uint64_t>{a, 0});
+          if (it != before->end() && it->first == a) same = it->second == pi.pfn ? "same-frame" : "other-frame";
         }
+        if (e.swap) {
+          out.push_back(fmt::format("{} swap {}", key, (e.bits & (1ull << 3)) ? "exclusive" : ""));
+          continue;
+        }
+        const char* cls = pi.zero ? "zero" : pi.anon ? "anon" : "file";
+        out.push_back(fmt::format(
+            "{} {} {} {} w={} d={} y={} sd={} uw={} | folio order={} ref={} map={} pin={} excl={} lru={} ref'd={} active={} dirty={}",
+            key, e.level == 1 ? "pte" : e.level == 2 ? "pmd" : "pud", cls, same, pi.writable, pi.dirty, pi.young,
+            pi.soft_dirty, pi.uffd_wp, pi.order, pi.refcount, pi.mapcount, pi.pincount, pi.anon_exclusive, pi.lru,
+            pi.referenced, pi.active, pi.folio_dirty));
       }
+      // A walk lists each address once, ascending; sorting anyway keeps the
+      // lookup right should two entries ever share a start.
+      std::sort(mine.begin(), mine.end());
     }
     prev_ = std::move(now);
     std::istringstream vm(sys_->vmstat_text());
@@ -524,7 +532,7 @@ class ModelRun final : public TestRun {
   std::map<std::string, Handle> handles_;
   std::map<std::string, DumpResult> dumps_;
   std::map<std::string, int> files_;
-  std::map<std::string, uint64_t> prev_;  // snapshot(): the frame each address mapped last time
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> prev_;  // snapshot(): per process, (address, frame) last time, ascending
   std::map<std::string, int64_t> cost_base_;  // System::all_counters() at the last `counters reset`
   bool cost_timed_ = false;
   size_t warnings_seen_ = 0;              // System::warnings() already reported
