@@ -306,7 +306,8 @@ TEST(FrameStoreTest, SecondThreadSwitchesToAtomicWords) {
 
 // A borrowed store gives every statement the same state digest (mmlab run
 // --states: page tables, folios, frame identities relative to the previous
-// statement, vmstat, the model's counters) as a fresh one. Each test first
+// statement, vmstat, the model's counters) as a fresh one, and the same
+// frames (`print pagetable` names them by pfn). Each test first
 // runs alone on a fresh store (the pool drained before it); then a test
 // dirties a store (every frame of its RAM written, hugetlb, swap and file
 // pages made) and the whole program runs on what the pool hands back, once
@@ -322,6 +323,7 @@ P fork C
 P write A+4K 8K 0xff
 C read A 4M 1
 P read A+4K 8K 0xff
+P print pagetable
 C exit
 
 test anon-4k-swap
@@ -333,6 +335,7 @@ P madvise A 64K pageout
 expect P A swapped yes
 P read A 64K 3
 P write A 4K 4
+P print pagetable
 
 test hugetlb-2m-fork
 sysfs hugepages/hugepages-2048kB/nr_hugepages 3
@@ -341,6 +344,7 @@ P write A 2M 5
 P fork C
 P write A 2M 6
 C read A 2M 5
+P print pagetable
 C exit
 
 test file-shared
@@ -348,6 +352,7 @@ file F 400K
 P mmap A 400K rw shared file=F
 P write A 40K 7
 P read A+40K 360K 0
+P print pagetable
 
 test mthp-collapse
 sysfs transparent_hugepage/hugepages-64kB/enabled always
@@ -355,6 +360,9 @@ P mmap A 4M rw private align=2M
 P write A 2M 8
 P madvise A 2M collapse
 P read A 2M 8
+P write A+2M 4K 9
+P read A+2052K 2044K 0
+P print pagetable
 )";
   const std::string dirt = R"(proc P
 
@@ -381,7 +389,7 @@ C exit
   std::ostringstream tap;
   FrameStorePool& pool = FrameStorePool::instance();
   // Fresh: each test on a store no System used before.
-  std::map<std::string, std::vector<std::string>> fresh;
+  std::map<std::string, std::vector<std::string>> fresh, fresh_output;
   for (const std::string& name : scenario_test_names(*prog, {})) {
     pool.drain();
     ScenarioOptions one = so;
@@ -391,6 +399,7 @@ C exit
     ASSERT_EQ(r[0].outcome, Outcome::kPass) << name << ": " << r[0].reason;
     ASSERT_FALSE(r[0].states.empty());
     fresh[name] = r[0].states;
+    fresh_output[name] = r[0].output;
   }
   for (int jobs : {1, 2}) {
     pool.drain();
@@ -405,6 +414,8 @@ C exit
     for (auto& r : results) {
       ASSERT_EQ(r.outcome, Outcome::kPass) << r.name << ": " << r.reason;
       EXPECT_EQ(r.states, fresh[r.name]) << r.name << " with " << jobs << " workers";
+      // The page tables as printed name frames by pfn: the same frames.
+      EXPECT_EQ(r.output, fresh_output[r.name]) << r.name << " with " << jobs << " workers";
     }
   }
   pool.drain();
