@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mmlab/tune.h"
@@ -360,6 +361,11 @@ class Process {
   std::vector<PteDumpEntry> pagetable_dump(uint64_t start = 0, uint64_t end = ~0ull) const;
   std::string pagetable_dump_text(uint64_t start = 0, uint64_t end = ~0ull) const;
   PageInfo page_info(uint64_t addr) const;
+  // Every leaf entry (as pagetable_dump() lists them) with what page_info()
+  // says of the entry's first address, from one walk: a state snapshot
+  // after every statement (mmlab diff, run --states) walked the tables once
+  // per entry through page_info().
+  std::vector<std::pair<PteDumpEntry, PageInfo>> leaf_infos() const;
   std::string folio_dump(uint64_t addr) const;  // dump_page() of the folio mapped at addr ("" if none)
   long rss_anon() const;   // bytes
   // The sum of smaps' Pss lines (bytes), computed as the kernel's smaps does

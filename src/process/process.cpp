@@ -123,6 +123,9 @@ std::vector<PteDumpEntry> Process::pagetable_dump(uint64_t start, uint64_t end) 
   return mm_ ? ptdump_entries(mm_.get(), start, end) : std::vector<PteDumpEntry>{};
 }
 PageInfo Process::page_info(uint64_t addr) const { return mm_ ? page_info_at(mm_.get(), addr) : PageInfo{}; }
+std::vector<std::pair<PteDumpEntry, PageInfo>> Process::leaf_infos() const {
+  return mm_ ? leaf_infos_of(mm_.get()) : std::vector<std::pair<PteDumpEntry, PageInfo>>{};
+}
 std::string Process::folio_dump(uint64_t addr) const { return mm_ ? folio_dump_at(mm_.get(), addr) : ""; }
 std::string Process::pagetable_dump_text(uint64_t start, uint64_t end) const {
   return mm_ ? ptdump_text(mm_.get(), start, end) : "";

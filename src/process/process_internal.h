@@ -25,6 +25,7 @@ uint64_t proc_pss(Mm* mm);
 // entries as text.
 std::vector<PteDumpEntry> ptdump_entries(Mm* mm, uint64_t start, uint64_t end);
 PageInfo page_info_at(Mm* mm, uint64_t addr);
+std::vector<std::pair<PteDumpEntry, PageInfo>> leaf_infos_of(Mm* mm);
 std::string folio_dump_at(Mm* mm, uint64_t addr);
 std::string ptdump_text(Mm* mm, uint64_t start, uint64_t end);
 // clear_refs_write(CLEAR_REFS_SOFT_DIRTY), mmap_lock not held on entry.

@@ -40,45 +40,63 @@ std::vector<PteDumpEntry> ptdump_entries(Mm* mm, uint64_t start, uint64_t end) {
   return out;
 }
 
+namespace {
+
+// What page_info() says of addr, which the leaf entry e maps.
+PageInfo page_info_of_entry(PhysMem* phys, const PteDumpEntry& e, uint64_t addr) {
+  PageInfo info;
+  info.level = e.swap ? 0 : e.level;
+  info.swap = e.swap;
+  info.guard = e.swap && e.level == 1 && is_guard_pte_marker(pte_t{e.bits});
+  if (e.swap) return info;
+  uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
+  info.pfn = e.pfn + (((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT) * (leaf > PAGE_SIZE ? 1 : 0);
+  info.writable = e.bits & _PAGE_RW;
+  info.dirty = e.bits & _PAGE_DIRTY;
+  info.young = e.bits & _PAGE_ACCESSED;
+  info.soft_dirty = e.bits & _PAGE_SOFT_DIRTY;
+  info.uffd_wp = e.bits & _PAGE_UFFD_WP;
+  if (phys->pfn_valid(info.pfn)) {
+    Page* page = phys->pfn_to_page(info.pfn);
+    Folio* folio = page_folio(page);
+    info.zero = phys->is_zero_pfn(info.pfn) || phys->is_huge_zero_pfn(info.pfn);
+    info.order = static_cast<int>(folio_order(folio));
+    info.anon = folio_test_anon(folio);
+    Page* excl = e.level > 1 ? &folio->page : page;
+    info.anon_exclusive = info.anon && PageAnonExclusive(excl);
+    info.maybe_pinned = !info.zero && folio_maybe_dma_pinned(folio);
+    info.refcount = folio_ref_count(folio);
+    info.mapcount = folio_mapcount(folio);
+    info.pincount = folio_pincount(folio);
+    info.folio_dirty = folio_test_dirty(folio);
+    info.referenced = folio_test_referenced(folio);
+    info.active = folio_test_active(folio);
+    info.lru = folio_test_lru(folio);
+  }
+  return info;
+}
+
+}  // namespace
+
 PageInfo page_info_at(Mm* mm, uint64_t addr) {
   PageInfo info;
-  PhysMem* phys = mm->phys;
   mmap_read_lock(mm);
   auto entries = ptdump_entries(mm, addr & PAGE_MASK, (addr & PAGE_MASK) + PAGE_SIZE);
-  if (!entries.empty()) {
-    const PteDumpEntry& e = entries.front();
-    info.level = e.swap ? 0 : e.level;
-    info.swap = e.swap;
-    info.guard = e.swap && e.level == 1 && is_guard_pte_marker(pte_t{e.bits});
-    if (!e.swap) {
-      uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
-      info.pfn = e.pfn + (((addr & PAGE_MASK) - e.addr) >> PAGE_SHIFT) * (leaf > PAGE_SIZE ? 1 : 0);
-      info.writable = e.bits & _PAGE_RW;
-      info.dirty = e.bits & _PAGE_DIRTY;
-      info.young = e.bits & _PAGE_ACCESSED;
-      info.soft_dirty = e.bits & _PAGE_SOFT_DIRTY;
-      info.uffd_wp = e.bits & _PAGE_UFFD_WP;
-      if (phys->pfn_valid(info.pfn)) {
-        Page* page = phys->pfn_to_page(info.pfn);
-        Folio* folio = page_folio(page);
-        info.zero = phys->is_zero_pfn(info.pfn) || phys->is_huge_zero_pfn(info.pfn);
-        info.order = static_cast<int>(folio_order(folio));
-        info.anon = folio_test_anon(folio);
-        Page* excl = e.level > 1 ? &folio->page : page;
-        info.anon_exclusive = info.anon && PageAnonExclusive(excl);
-        info.maybe_pinned = !info.zero && folio_maybe_dma_pinned(folio);
-        info.refcount = folio_ref_count(folio);
-        info.mapcount = folio_mapcount(folio);
-        info.pincount = folio_pincount(folio);
-        info.folio_dirty = folio_test_dirty(folio);
-        info.referenced = folio_test_referenced(folio);
-        info.active = folio_test_active(folio);
-        info.lru = folio_test_lru(folio);
-      }
-    }
-  }
+  if (!entries.empty()) info = page_info_of_entry(mm->phys, entries.front(), addr);
   mmap_read_unlock(mm);
   return info;
+}
+
+// The same as page_info_at(e.addr) for every entry e of one walk, under one
+// hold of mmap_lock.
+std::vector<std::pair<PteDumpEntry, PageInfo>> leaf_infos_of(Mm* mm) {
+  std::vector<std::pair<PteDumpEntry, PageInfo>> out;
+  mmap_read_lock(mm);
+  std::vector<PteDumpEntry> entries = ptdump_entries(mm, 0, ~0ull);
+  out.reserve(entries.size());
+  for (const PteDumpEntry& e : entries) out.emplace_back(e, page_info_of_entry(mm->phys, e, e.addr));
+  mmap_read_unlock(mm);
+  return out;
 }
 
 std::string folio_dump_at(Mm* mm, uint64_t addr) {

@@ -181,9 +181,14 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
       done += lens[n++];
     }
     if (n) {
-      for (int i = 0, off = 0; i < n; off += static_cast<int>(lens[i]), i++) {
-        const uint64_t at = addr + static_cast<uint64_t>(off);
-        op(static_cast<uint8_t*>(mm->phys->pfn_address(t[i].pfn)) + (at & ~PAGE_MASK), static_cast<uint64_t>(off), lens[i]);
+      {
+        // One choice of the data path for the whole batch (UserDataBatch).
+        const UserDataBatch batch(mm->phys);
+        for (int i = 0, off = 0; i < n; off += static_cast<int>(lens[i]), i++) {
+          const uint64_t at = addr + static_cast<uint64_t>(off);
+          op(batch, static_cast<uint8_t*>(mm->phys->pfn_address(t[i].pfn)) + (at & ~PAGE_MASK), static_cast<uint64_t>(off),
+             lens[i]);
+        }
       }
       for (int i = 0; i < n; i++)
         if (t[i].held) folio_put(t[i].held);
@@ -227,7 +232,8 @@ AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
   while (done < len) {
     uint64_t chunk = 0;
     AccessResult r = access_chunk(
-        mm, addr + done, len - done, a, [&](uint8_t* frame, uint64_t off, uint64_t n) { op(mm->phys, frame, done + off, n); },
+        mm, addr + done, len - done, a,
+        [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) { op(b, frame, done + off, n); },
         &chunk);
     mm->stats->count(a == Access::kWrite ? Event::user_written : Event::user_read, chunk);
     if (!r.ok()) return r;
@@ -241,18 +247,18 @@ AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
 AccessResult user_read(Mm* mm, uint64_t addr, void* buf, uint64_t len) {
   auto* out = static_cast<uint8_t*>(buf);
   return access_range(mm, addr, len, Access::kRead,
-                      [&](PhysMem* phys, uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(phys, out + off, frame, n); });
+                      [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) { b.copy(out + off, frame, n); });
 }
 
 AccessResult user_write(Mm* mm, uint64_t addr, const void* buf, uint64_t len) {
   auto* in = static_cast<const uint8_t*>(buf);
   return access_range(mm, addr, len, Access::kWrite,
-                      [&](PhysMem* phys, uint8_t* frame, uint64_t off, uint64_t n) { user_memcpy(phys, frame, in + off, n); });
+                      [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) { b.copy(frame, in + off, n); });
 }
 
 AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len) {
   return access_range(mm, addr, len, Access::kWrite,
-                      [&](PhysMem* phys, uint8_t* frame, uint64_t, uint64_t n) { user_memset(phys, frame, byte, n); });
+                      [&](const UserDataBatch& b, uint8_t* frame, uint64_t, uint64_t n) { b.set(frame, byte, n); });
 }
 
 // The whole range is loaded (and faulted in) even after a mismatch, as the
@@ -260,9 +266,9 @@ AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len) {
 AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch,
                               uint8_t* found) {
   *first_mismatch = -1;
-  return access_range(mm, addr, len, Access::kRead, [&](PhysMem* phys, uint8_t* frame, uint64_t off, uint64_t n) {
+  return access_range(mm, addr, len, Access::kRead, [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) {
     if (*first_mismatch >= 0) return;
-    const int64_t bad = user_find_not(phys, frame, byte, n, found);
+    const int64_t bad = b.find_not(frame, byte, n, found);
     if (bad >= 0) *first_mismatch = static_cast<int64_t>(off) + bad;
   });
 }

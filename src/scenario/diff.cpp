@@ -62,10 +62,15 @@ struct TestDiff {
 // The end state and counters that differ after one statement, as report lines.
 void diff_state(const DiffOptions& opt, const Stmt& st, TestRun& a, TestRun& b, std::map<std::string, int64_t>& ca,
                 std::map<std::string, int64_t>& cb, TestDiff* t, Counts* n) {
-  std::vector<std::string> sa = a.snapshot(), sb = b.snapshot();
+  // Lines are formatted only where the facts differ: equal facts give equal
+  // lines, which have no difference.
+  std::unique_ptr<TestRun::StateFacts> fa = a.state_facts(), fb = b.state_facts();
   std::vector<std::string> only_a, only_b;
-  std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
-  std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
+  if (!fa->equals(*fb)) {
+    std::vector<std::string> sa = fa->lines(), sb = fb->lines();
+    std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
+    std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
+  }
   std::string deltas;
   auto na = a.counters(), nb = b.counters();
   for (auto& [k, v] : na) {

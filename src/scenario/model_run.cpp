@@ -26,6 +26,84 @@ struct DumpResult {
   long pages = 0, holes = 0;
 };
 
+// What snapshot() prints, unformatted: one process's header and leaf
+// entries, vmstat's text, the mTHP statistics. Every field a line shows is
+// here, so equal facts format to equal lines.
+struct LeafFact {
+  uint64_t addr;
+  uint64_t bits;  // the raw entry (a swap line shows its exclusive bit)
+  PageInfo pi;
+  int level;
+  bool swap;
+  uint8_t same;  // 0 new, 1 same-frame, 2 other-frame
+  bool operator==(const LeafFact& o) const {
+    const PageInfo& a = pi;
+    const PageInfo& b = o.pi;
+    if (addr != o.addr || level != o.level || swap != o.swap || same != o.same) return false;
+    if (swap) return (bits & (1ull << 3)) == (o.bits & (1ull << 3));
+    return a.zero == b.zero && a.anon == b.anon && a.writable == b.writable && a.dirty == b.dirty && a.young == b.young &&
+           a.soft_dirty == b.soft_dirty && a.uffd_wp == b.uffd_wp && a.order == b.order && a.refcount == b.refcount &&
+           a.mapcount == b.mapcount && a.pincount == b.pincount && a.anon_exclusive == b.anon_exclusive &&
+           a.lru == b.lru && a.referenced == b.referenced && a.active == b.active && a.folio_dirty == b.folio_dirty;
+  }
+};
+
+struct ProcFact {
+  std::string name;
+  bool exited = false;
+  long anon = 0, file = 0, shmem = 0;
+  std::vector<LeafFact> leaves;
+  bool operator==(const ProcFact&) const = default;
+};
+
+constexpr const char* kSnapshotMthpItems[] = {"anon_fault_alloc", "anon_fault_fallback", "split", "split_deferred",
+                                              "nr_anon", "nr_anon_partially_mapped", "swpout", "swpin",
+                                              "wp_fault_alloc", "wp_fault_fallback", "wp_fault_fallback_charge"};
+
+class ModelFacts final : public TestRun::StateFacts {
+ public:
+  std::vector<ProcFact> procs;
+  std::string vmstat;
+  std::vector<int64_t> mthp;  // orders 2..9, kSnapshotMthpItems each
+
+  bool equals(const StateFacts& o) const override {
+    const auto* x = dynamic_cast<const ModelFacts*>(&o);
+    return x && x->procs == procs && x->vmstat == vmstat && x->mthp == mthp;
+  }
+
+  std::vector<std::string> lines() const override {
+    std::vector<std::string> out;
+    for (const ProcFact& p : procs) {
+      if (p.exited) {
+        out.push_back(p.name + " exited");
+        continue;
+      }
+      out.push_back(fmt::format("{} rss anon={} file={} shmem={}", p.name, p.anon, p.file, p.shmem));
+      for (const LeafFact& l : p.leaves) {
+        std::string key = fmt::format("{} {:#x}", p.name, l.addr);
+        if (l.swap) {
+          out.push_back(fmt::format("{} swap {}", key, (l.bits & (1ull << 3)) ? "exclusive" : ""));
+          continue;
+        }
+        const PageInfo& pi = l.pi;
+        static const char* const kSame[] = {"new", "same-frame", "other-frame"};
+        const char* cls = pi.zero ? "zero" : pi.anon ? "anon" : "file";
+        out.push_back(fmt::format(
+            "{} {} {} {} w={} d={} y={} sd={} uw={} | folio order={} ref={} map={} pin={} excl={} lru={} ref'd={} active={} dirty={}",
+            key, l.level == 1 ? "pte" : l.level == 2 ? "pmd" : "pud", cls, kSame[l.same], pi.writable, pi.dirty, pi.young,
+            pi.soft_dirty, pi.uffd_wp, pi.order, pi.refcount, pi.mapcount, pi.pincount, pi.anon_exclusive, pi.lru,
+            pi.referenced, pi.active, pi.folio_dirty));
+      }
+    }
+    std::istringstream vm(vmstat);
+    for (std::string l; std::getline(vm, l);) out.push_back("vmstat " + l);
+    size_t i = 0;
+    for (unsigned o = 2; o <= 9; o++)
+      for (const char* item : kSnapshotMthpItems) out.push_back(fmt::format("mthp order{} {} {}", o, item, mthp[i++]));
+    return out;
+  }
+};
+
 class ModelRun final : public TestRun {
  public:
   ModelRun(const ScenarioOptions& opt, TuneList tunes) : TestRun(opt), tunes_(std::move(tunes)) {}
@@ -33,46 +111,8 @@ class ModelRun final : public TestRun {
   // The end state after a statement, one canonical line per fact: every
   // present entry (frame class, whether it is the frame mapped there before,
   // its bits, its folio's counts and flags), rss, vmstat and mTHP statistics.
-  std::vector<std::string> snapshot() override {
-    std::vector<std::string> out;
-    std::map<std::string, uint64_t> now;
-    for (auto& [pname, proc] : procs_) {
-      if (proc->exited()) {
-        out.push_back(pname + " exited");
-        continue;
-      }
-      out.push_back(fmt::format("{} rss anon={} file={} shmem={}", pname, proc->rss_anon(), proc->rss_file(), proc->rss_shmem()));
-      for (auto& e : proc->pagetable_dump()) {
-        uint64_t leaf = e.level == 3 ? PUD_SIZE : e.level == 2 ? PMD_SIZE : PAGE_SIZE;
-        for (uint64_t a = e.addr; a < e.addr + leaf; a += (e.level == 1 ? PAGE_SIZE : leaf)) {
-          PageInfo pi = proc->page_info(a);
-          std::string key = fmt::format("{} {:#x}", pname, a);
-          now[key] = pi.pfn;
-          auto it = prev_.find(key);
-          const char* same = it == prev_.end() ? "new" : it->second == pi.pfn ? "same-frame" : "other-frame";
-          if (e.swap) {
-            out.push_back(fmt::format("{} swap {}", key, (e.bits & (1ull << 3)) ? "exclusive" : ""));
-            continue;
-          }
-          const char* cls = pi.zero ? "zero" : pi.anon ? "anon" : "file";
-          out.push_back(fmt::format(
-              "{} {} {} {} w={} d={} y={} sd={} uw={} | folio order={} ref={} map={} pin={} excl={} lru={} ref'd={} active={} dirty={}",
-              key, e.level == 1 ? "pte" : e.level == 2 ? "pmd" : "pud", cls, same, pi.writable, pi.dirty, pi.young,
-              pi.soft_dirty, pi.uffd_wp, pi.order, pi.refcount, pi.mapcount, pi.pincount, pi.anon_exclusive, pi.lru,
-              pi.referenced, pi.active, pi.folio_dirty));
-        }
-      }
-    }
-    prev_ = std::move(now);
-    std::istringstream vm(sys_->vmstat_text());
-    for (std::string l; std::getline(vm, l);) out.push_back("vmstat " + l);
-    for (unsigned o = 2; o <= 9; o++)
-      for (const char* item : {"anon_fault_alloc", "anon_fault_fallback", "split", "split_deferred", "nr_anon",
-                               "nr_anon_partially_mapped", "swpout", "swpin", "wp_fault_alloc", "wp_fault_fallback",
-                               "wp_fault_fallback_charge"})
-        out.push_back(fmt::format("mthp order{} {} {}", o, item, sys_->mthp_stat(o, item)));
-    return out;
-  }
+  std::vector<std::string> snapshot() override { return take_facts()->lines(); }
+  std::unique_ptr<StateFacts> state_facts() override { return take_facts(); }
   std::map<std::string, int64_t> counters() override {
     // The model's own mechanism counters, by model_only_counter_prefixes().
     static const std::vector<std::string> names = [] {
@@ -88,6 +128,50 @@ class ModelRun final : public TestRun {
   }
 
  private:
+  // The facts of snapshot(); the frames each address maps become the
+  // reference the next one names frames against.
+  std::unique_ptr<ModelFacts> take_facts() {
+    auto f = std::make_unique<ModelFacts>();
+    std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> now;
+    for (auto& [pname, proc] : procs_) {
+      ProcFact& pf = f->procs.emplace_back();
+      pf.name = pname;
+      if (proc->exited()) {
+        pf.exited = true;
+        continue;
+      }
+      pf.anon = proc->rss_anon();
+      pf.file = proc->rss_file();
+      pf.shmem = proc->rss_shmem();
+      // One walk (leaf_infos) in address order; the last snapshot's frames
+      // of this process are looked up in its own address-ordered list.
+      const auto pit = prev_.find(pname);
+      const std::vector<std::pair<uint64_t, uint64_t>>* before = pit == prev_.end() ? nullptr : &pit->second;
+      std::vector<std::pair<uint64_t, uint64_t>>& mine = now[pname];
+      auto infos = proc->leaf_infos();
+      pf.leaves.reserve(infos.size());
+      mine.reserve(infos.size());
+      for (auto& [e, pi] : infos) {
+        mine.emplace_back(e.addr, pi.pfn);
+        uint8_t same = 0;
+        if (before) {
+          auto it = std::lower_bound(before->begin(), before->end(), std::pair<uint64_t, uint64_t>{e.addr, 0});
+          if (it != before->end() && it->first == e.addr) same = it->second == pi.pfn ? 1 : 2;
+        }
+        pf.leaves.push_back({e.addr, e.bits, pi, e.level, e.swap, same});
+      }
+      // A walk lists each address once, ascending; sorting anyway keeps the
+      // lookup right should two entries ever share a start.
+      std::sort(mine.begin(), mine.end());
+    }
+    prev_ = std::move(now);
+    f->vmstat = sys_->vmstat_text();
+    f->mthp.reserve(8 * std::size(kSnapshotMthpItems));
+    for (unsigned o = 2; o <= 9; o++)
+      for (const char* item : kSnapshotMthpItems) f->mthp.push_back(sys_->mthp_stat(o, item));
+    return f;
+  }
+
   void start(const std::vector<const Stmt*>&) override {
     SystemConfig cfg;
     cfg.ram_bytes = opt_.ram_bytes;
@@ -524,7 +608,7 @@ class ModelRun final : public TestRun {
   std::map<std::string, Handle> handles_;
   std::map<std::string, DumpResult> dumps_;
   std::map<std::string, int> files_;
-  std::map<std::string, uint64_t> prev_;  // snapshot(): the frame each address mapped last time
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> prev_;  // snapshot(): per process, (address, frame) last time, ascending
   std::map<std::string, int64_t> cost_base_;  // System::all_counters() at the last `counters reset`
   bool cost_timed_ = false;
   size_t warnings_seen_ = 0;              // System::warnings() already reported

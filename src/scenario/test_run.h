@@ -53,6 +53,19 @@ class TestRun {
   // The end state after a statement, one canonical line per fact, and the
   // event counters (model against model only: empty where not observable).
   virtual std::vector<std::string> snapshot() { return {}; }
+  // The same end state as facts that compare cheaply: equal facts format to
+  // equal lines. `mmlab diff` compares two sides' facts after every
+  // statement and formats lines only where they differ (formatting every
+  // entry's line, and comparing the lines, was most of a diff's snapshot).
+  // Taking one counts as taking snapshot() (frames are named relative to the
+  // last one taken).
+  class StateFacts {
+   public:
+    virtual ~StateFacts() = default;
+    virtual bool equals(const StateFacts& o) const = 0;
+    virtual std::vector<std::string> lines() const = 0;
+  };
+  virtual std::unique_ptr<StateFacts> state_facts();
   virtual std::map<std::string, int64_t> counters() { return {}; }
   // ScenarioResult::cost_counts / cpu_ns of what ran since `counters reset`
   // (ScenarioOptions::cost_sample), read before the teardown.

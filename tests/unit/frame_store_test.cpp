@@ -11,12 +11,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "fmt/format.h"
 #include "mm/kernel.h"
+#include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "phys/phys.h"
 
@@ -299,6 +302,123 @@ TEST(FrameStoreTest, SecondThreadSwitchesToAtomicWords) {
   EXPECT_EQ(found, 9);
   p->exit();
   EXPECT_TRUE(sys->check().ok());
+}
+
+// A borrowed store gives every statement the same state digest (mmlab run
+// --states: page tables, folios, frame identities relative to the previous
+// statement, vmstat, the model's counters) as a fresh one, and the same
+// frames (`print pagetable` names them by pfn). Each test first
+// runs alone on a fresh store (the pool drained before it); then a test
+// dirties a store (every frame of its RAM written, hugetlb, swap and file
+// pages made) and the whole program runs on what the pool hands back, once
+// with one worker and once with two.
+TEST(FrameStoreTest, BorrowedStoreGivesTheStateDigestsOfAFreshOne) {
+  const std::string program = R"(proc P
+
+test anon-thp-fork
+sysfs transparent_hugepage/hugepages-2048kB/enabled always
+P mmap A 4M rw private align=2M
+P write A 4M 1
+P fork C
+P write A+4K 8K 0xff
+C read A 4M 1
+P read A+4K 8K 0xff
+P print pagetable
+C exit
+
+test anon-4k-swap
+swap 64M
+sysfs transparent_hugepage/hugepages-2048kB/enabled never
+P mmap A 64K rw private
+P write A 64K 3
+P madvise A 64K pageout
+expect P A swapped yes
+P read A 64K 3
+P write A 4K 4
+P print pagetable
+
+test hugetlb-2m-fork
+sysfs hugepages/hugepages-2048kB/nr_hugepages 3
+P mmap A 2M rw private hugetlb=2M
+P write A 2M 5
+P fork C
+P write A 2M 6
+C read A 2M 5
+P print pagetable
+C exit
+
+test file-shared
+file F 400K
+P mmap A 400K rw shared file=F
+P write A 40K 7
+P read A+40K 360K 0
+P print pagetable
+
+test mthp-collapse
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 4M rw private align=2M
+P write A 2M 8
+P madvise A 2M collapse
+P read A 2M 8
+P write A+2M 4K 9
+P read A+2052K 2044K 0
+P print pagetable
+)";
+  const std::string dirt = R"(proc P
+
+test dirty
+swap 64M
+sysfs hugepages/hugepages-2048kB/nr_hugepages 8
+P mmap H 16M rw private hugetlb=2M
+P write H 16M 0xaa
+P mmap A 160M rw private
+P write A 160M 0xbb
+P madvise A 8M pageout
+P fork C
+C write A 16M 0xcc
+C exit
+)";
+  std::string err;
+  auto prog = scenario_parse_text("borrowed.mms", program, &err);
+  ASSERT_TRUE(prog) << err;
+  auto dirty = scenario_parse_text("dirty.mms", dirt, &err);
+  ASSERT_TRUE(dirty) << err;
+  ScenarioOptions so;
+  so.ram_bytes = 256 * MiB;
+  so.record_states = true;
+  std::ostringstream tap;
+  FrameStorePool& pool = FrameStorePool::instance();
+  // Fresh: each test on a store no System used before.
+  std::map<std::string, std::vector<std::string>> fresh, fresh_output;
+  for (const std::string& name : scenario_test_names(*prog, {})) {
+    pool.drain();
+    ScenarioOptions one = so;
+    one.filter = TestFilter(name);
+    auto r = scenario_run(*prog, one, tap);
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_EQ(r[0].outcome, Outcome::kPass) << name << ": " << r[0].reason;
+    ASSERT_FALSE(r[0].states.empty());
+    fresh[name] = r[0].states;
+    fresh_output[name] = r[0].output;
+  }
+  for (int jobs : {1, 2}) {
+    pool.drain();
+    ScenarioOptions d = so;
+    d.jobs = jobs;
+    for (auto& r : scenario_run(*dirty, d, tap)) ASSERT_EQ(r.outcome, Outcome::kPass) << r.reason;
+    const uint64_t recycled = pool.counters().recycled;
+    so.jobs = jobs;
+    auto results = scenario_run(*prog, so, tap);
+    EXPECT_GT(pool.counters().recycled, recycled) << "no test borrowed a store";
+    ASSERT_EQ(results.size(), fresh.size());
+    for (auto& r : results) {
+      ASSERT_EQ(r.outcome, Outcome::kPass) << r.name << ": " << r.reason;
+      EXPECT_EQ(r.states, fresh[r.name]) << r.name << " with " << jobs << " workers";
+      // The page tables as printed name frames by pfn: the same frames.
+      EXPECT_EQ(r.output, fresh_output[r.name]) << r.name << " with " << jobs << " workers";
+    }
+  }
+  pool.drain();
 }
 
 }  // namespace
