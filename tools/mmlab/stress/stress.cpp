@@ -162,7 +162,7 @@ bool choose_types(System* sys, const Config& cfg, std::vector<std::string>* run,
     }
     std::string why;
     if (is_hugetlb(t.backing)) {
-      // 2M: also one page per cross-pin slot: a held pin keeps a page that
+      // 2M: also one page per cross-pin slot (1G: no cross pins, Worker::op_cross_pin): a held pin keeps a page that
       // its owner zapped out of the pool, and the owner's next fault needs
       // another (the kernel's too: the restored reservation is not a page).
       const unsigned per_thread = t.huge_shift == PUD_SHIFT ? 3 : 4 + kCrossPinSlots;
@@ -373,7 +373,10 @@ void run_workers(Shared* s) {
     Worker* w = wp.get();
     threads.emplace_back([s, w, &barrier] {
       while (!s->stop.load()) {
-        for (uint64_t k = 0; k < s->cfg->check_every && !(w->quota && w->done >= w->quota) && !w->choices_spent();
+        // A worker that stopped the run (a re-mmap that failed leaves its
+        // region unmapped) must not go on to the next check.
+        for (uint64_t k = 0; k < s->cfg->check_every && !(w->quota && w->done >= w->quota) && !w->choices_spent() &&
+                             !s->stop.load(std::memory_order_relaxed);
              k++, w->done++) {
           w->run();
         }

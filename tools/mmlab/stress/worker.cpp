@@ -363,6 +363,11 @@ void Worker::op_pin() {
 void Worker::op_cross_pin() {
   Worker* other = s_->workers[rnd(s_->workers.size())].get();
   Region* r = other->regions[rnd(other->regions.size())].get();
+  // Not a 1 GiB page: a held pin keeps a page its owner zaps, and the
+  // owner's next fault (or re-mmap's reservation) needs another; the pool
+  // cannot hold a spare gigabyte per pin slot, and without one the kernel
+  // answers SIGBUS (or ENOMEM), as the model does.
+  if (r->type->huge_shift == PUD_SHIFT) return;
   const GupEntry e = kEntries[rnd(std::size(kEntries))];
   unsigned flags = rnd(2) ? foll::WRITE : 0;
   if (gup_entry_is_pin(e) && rnd(2) == 0) flags |= foll::LONGTERM;
