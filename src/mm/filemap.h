@@ -57,6 +57,19 @@ Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock)
 void filemap_remove_folio(File* f, Folio* folio);
 
 // ---- shmem (mm/shmem.cpp) ----
+// shmem_allowable_huge_orders (v6.18) for the collapse paths: the orders of
+// the page cache of f at `index` that shmem's THP controls allow (the
+// caller has checked vma_thp_disabled). Every model file lives on the
+// internal mount (memfd, shared anonymous memory: no tmpfs mounts), whose
+// huge= is shmem_enabled's last mount value. A mapping of an unlinked shmem
+// file (a memfd, shared anonymous memory) is "anonymous shmem" and follows
+// the per-size controls too; shmem_huge_force (MADV_COLLAPSE) makes
+// shmem_enabled's own answer the PMD order unless it is deny.
+bool shmem_file_unlinked(const File* f);
+uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force);
+// shmem_hpage_pmd_enabled: some shmem control allows PMD THPs.
+struct Settings;
+bool shmem_hpage_pmd_enabled(const Settings& s);
 // shmem_writeout: a locked, unmapped, isolated shmem folio goes to swap:
 // slots allocated (the swap cache holds the folio), the file keeps the swap
 // entry in place of the folio (holding one swap count per page), and the

@@ -19,7 +19,13 @@ const char* const* sysfs_words(const std::string& path) {
   static const char* const kEnabled[] = {"always", "madvise", "never", nullptr};
   static const char* const kSizeEnabled[] = {"always", "inherit", "madvise", "never", nullptr};
   static const char* const kDefrag[] = {"always", "defer", "defer+madvise", "madvise", "never", nullptr};
+  static const char* const kShmem[] = {"always", "within_size", "advise", "never", "deny", "force", nullptr};
+  static const char* const kSizeShmem[] = {"always", "inherit", "within_size", "advise", "never", nullptr};
   if (path == "transparent_hugepage/enabled") return kEnabled;
+  if (path == "transparent_hugepage/shmem_enabled") return kShmem;
+  if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 14 &&
+      path.compare(path.size() - 14, 14, "/shmem_enabled") == 0)
+    return kSizeShmem;
   if (path == "transparent_hugepage/defrag") return kDefrag;
   if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 8 &&
       path.compare(path.size() - 8, 8, "/enabled") == 0)
