@@ -126,10 +126,6 @@ void huge_pmd_set_accessed(VmFault* vmf);
 [[nodiscard]] vm_fault_t do_wp_page(VmFault* vmf) RELEASE(vmf->ptl);
 bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma);
 
-// vma_thp_disabled (v6.18): MADV_NOHUGEPAGE, PR_SET_THP_DISABLE, and
-// PR_THP_DISABLE_EXCEPT_ADVISED unless the VMA or a forced collapse asks.
-bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse);
-
 // fault/filemap.cpp: faults on file-backed and shmem VMAs (do_read_fault,
 // do_cow_fault, do_shared_fault) and write faults on shared mappings.
 [[nodiscard]] vm_fault_t do_fault(VmFault* vmf);

@@ -11,6 +11,7 @@
 #include "fault/fault.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
+#include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
@@ -30,7 +31,7 @@ vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pa
   uint64_t start = 0;
   Folio* folio = nullptr;
   bool major = false;
-  int err = file_get_folio_locked(f, pgoff, &folio, &start, &major);
+  int err = file_get_folio_locked(f, pgoff, &folio, &start, &major, vmf->vma, vmf->address);
   // shmem_swapin_folio started a read: a major fault (pgmajfault here, and
   // VM_FAULT_MAJOR for mm_account_fault's task counts).
   if (major) vmf->vma->vm_mm->kernel->stats->count(VmStat::pgmajfault);

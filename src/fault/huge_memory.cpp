@@ -9,6 +9,7 @@
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
 #include "mm/filemap.h"
+#include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged_hooks.h"
 #include "mm/memcontrol.h"
@@ -25,14 +26,6 @@ namespace mmlab {
 
 bool hugepage_global_enabled(const Settings& s) { return s.thp_enabled.load(std::memory_order_relaxed) != ThpEnabled::kNever; }
 bool hugepage_global_always(const Settings& s) { return s.thp_enabled.load(std::memory_order_relaxed) == ThpEnabled::kAlways; }
-
-bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse) {
-  if (vm_flags & VM_NOHUGEPAGE) return true;
-  if (vma->vm_mm->test_flag(MMF_DISABLE_THP)) return true;
-  if (vm_flags & VM_HUGEPAGE) return false;
-  if (forced_collapse) return false;  // MADV_COLLAPSE is advice enough
-  return vma->vm_mm->test_flag(MMF_DISABLE_THP_EXCEPT_ADVISED);
-}
 
 namespace {
 

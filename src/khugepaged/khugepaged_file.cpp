@@ -12,10 +12,10 @@
 // (do_set_pmd) where the VMA allows it. MADV_COLLAPSE maps it at once
 // (collapse_pte_mapped_thp with install_pmd); khugepaged does not.
 //
-// The model's only large page-cache folios are these PMD-order shmem folios
-// (no shmem THP at fault time, no large folios of the ext4 class, no
-// CONFIG_READ_ONLY_THP_FOR_FS): a smaller large folio in the range cannot
-// occur, and is refused (SCAN_PAGE_COMPOUND) if it does. Not modelled: the
+// The model's large page-cache folios are shmem's (these, and those a shmem
+// fault allocates where the THP controls allow: shmem_alloc_and_add_large_folio);
+// a smaller large folio in the range is copied like the small ones (v6.18).
+// The ext4 class has none (no CONFIG_READ_ONLY_THP_FOR_FS). Not modelled: the
 // memcg charge of the holes (shmem_charge: the model has no shmem block
 // accounting), NUMA node choice, MMU notifiers, the writeback retry of
 // MADV_COLLAPSE (no shmem folio is ever under writeback when it is looked
@@ -115,11 +115,10 @@ int collapse_file_take(File* f, Folio* folio, uint64_t index, uint64_t start, st
     folio_put(folio);
     return r;
   };
-  if (folio_test_large(folio)) {
-    // A PMD-order folio there already: the caller maps it.
-    if (folio_order(folio) == PMD_ORDER && folio->page.index == start) return drop(SCAN_PTE_MAPPED_HUGEPAGE);
-    return drop(SCAN_PAGE_COMPOUND);
-  }
+  // A PMD-order folio there already: the caller maps it. A smaller large
+  // folio (a shmem mTHP from a fault) is copied like the small ones.
+  if (folio_order(folio) == PMD_ORDER && folio->page.index == start) return drop(SCAN_PTE_MAPPED_HUGEPAGE);
+  if (folio->page.index != index) return drop(SCAN_PAGE_COMPOUND);  // reaches below the range
   if (aref(folio->page.mapping).load(std::memory_order_acquire) != reinterpret_cast<uint64_t>(f))
     return drop(SCAN_TRUNCATED);
   // A fallocated shmem page never written reads as zeros (shmem_get_folio
@@ -135,7 +134,6 @@ int collapse_file_take(File* f, Folio* folio, uint64_t index, uint64_t start, st
     return drop(SCAN_PAGE_COUNT);
   }
   held->push_back({folio, index});
-  (void)index;
   return SCAN_SUCCEED;
 }
 
@@ -143,14 +141,20 @@ int collapse_file_take(File* f, Folio* folio, uint64_t index, uint64_t start, st
 // source page meets a machine check (the injector's `copy_mc` site).
 int collapse_file_copy(PhysMem* phys, Folio* new_folio, uint64_t start, const std::vector<HeldFolio>& held, Stats* st) {
   size_t next = 0;
-  for (uint64_t i = 0; i < HPAGE_PMD_NR; i++) {
+  for (uint64_t i = 0; i < HPAGE_PMD_NR;) {
     void* dst = phys->page_address(folio_page(new_folio, static_cast<long>(i)));
     if (next < held.size() && held[next].index == start + i) {
-      if (copy_mc_user_highpage(phys, dst, phys->page_address(&held[next].folio->page))) return SCAN_COPY_MC;
-      st->count_copied(0, PAGE_SIZE);
+      Folio* src = held[next].folio;
+      for (long j = 0; j < folio_nr_pages(src); j++, i++) {
+        if (copy_mc_user_highpage(phys, phys->page_address(folio_page(new_folio, static_cast<long>(i))),
+                                  phys->page_address(folio_page(src, j))))
+          return SCAN_COPY_MC;
+        st->count_copied(0, PAGE_SIZE);
+      }
       next++;
     } else {
       zero_frames(phys, dst, PAGE_SIZE);
+      i++;
     }
   }
   return SCAN_SUCCEED;
@@ -249,7 +253,7 @@ int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseContro
   folio_set_swapbacked(new_folio);
 
   std::vector<HeldFolio> held;
-  for (uint64_t index = start; index < end && result == SCAN_SUCCEED; index++) {
+  for (uint64_t index = start; index < end && result == SCAN_SUCCEED;) {
     Folio* folio = collapse_file_get_folio(f, index, &result);
     if (result != SCAN_SUCCEED) break;
     if (!folio) {
@@ -259,9 +263,12 @@ int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseContro
         MutexGuard g(&f->lock);
         if (!file_range_has_entries(f, start, end)) result = SCAN_TRUNCATED;
       }
+      index++;
       continue;
     }
+    const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
     result = collapse_file_take(f, folio, index, start, &held);
+    index += nr;
   }
   if (result == SCAN_SUCCEED) result = collapse_file_copy(mm->phys, new_folio, start, held, mm->stats);
   if (result == SCAN_SUCCEED) result = collapse_file_replace(f, new_folio, start, held);

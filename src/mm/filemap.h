@@ -51,7 +51,13 @@ Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock)
 // EOF, -ENOMEM, -EIO (a failed swap read), or -EAGAIN if the folio left the
 // cache meanwhile.
 [[nodiscard]] int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start,
-                                        bool* major = nullptr);
+                                        bool* major = nullptr, const Vma* vma = nullptr, uint64_t addr = 0);
+// shmem_get_folio_gfp's huge orders for a fault at addr of vma on the hole
+// at `index`: a new folio of the highest order shmem_allowable_huge_orders
+// allows whose aligned block fits the VMA and holds nothing yet, zeroed,
+// uptodate and in the page cache; referenced (the caller's), *start its
+// first index. nullptr: none (the caller allocates an order-0 folio).
+Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start);
 // filemap_remove_folio (delete_from_page_cache): a locked, unmapped folio
 // leaves f's page cache, which drops its references.
 void filemap_remove_folio(File* f, Folio* folio);

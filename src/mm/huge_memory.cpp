@@ -26,6 +26,14 @@ namespace mmlab {
 // A PMD leaf keeps a preallocated PTE table for its split; the deposits of
 // one PMD table are a list headed in that table page's metadata. PMD lock held.
 
+bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse) {
+  if (vm_flags & VM_NOHUGEPAGE) return true;
+  if (vma->vm_mm->test_flag(MMF_DISABLE_THP)) return true;
+  if (vm_flags & VM_HUGEPAGE) return false;
+  if (forced_collapse) return false;  // MADV_COLLAPSE is advice enough
+  return vma->vm_mm->test_flag(MMF_DISABLE_THP_EXCEPT_ADVISED);
+}
+
 void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table) {
   pmd_lockptr(mm, pmd)->assert_held();
   Page* pmd_table = table_page_of(mm->phys, pmd);

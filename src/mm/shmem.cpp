@@ -113,6 +113,76 @@ uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t ind
   return THP_ORDERS_ALL_FILE_DEFAULT & mask;
 }
 
+namespace {
+
+// Does the naturally aligned block of 2^order pages around the fault fit
+// the VMA, file offset and address aligned alike (thp_vma_suitable_order)?
+bool shmem_order_fits_vma(const Vma* vma, uint64_t addr, unsigned order) {
+  const uint64_t nr = 1ull << order;
+  if ((((vma->vm_start >> PAGE_SHIFT) - vma->vm_pgoff) & (nr - 1)) != 0) return false;
+  const uint64_t haddr = addr & ~((PAGE_SIZE << order) - 1);
+  return haddr >= vma->vm_start && haddr + (PAGE_SIZE << order) <= vma->vm_end;
+}
+
+}  // namespace
+
+Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start) {
+  Kernel* k = f->kernel;
+  if (vma_thp_disabled(vma, vma->vm_flags, /*forced_collapse=*/false)) return nullptr;
+  uint64_t orders = shmem_allowable_huge_orders(f, vma, index, false) & THP_ORDERS_ALL_FILE_DEFAULT;
+  while (orders) {
+    const unsigned order = 63 - static_cast<unsigned>(__builtin_clzll(orders));
+    orders &= ~BIT(order);
+    if (!shmem_order_fits_vma(vma, addr, order)) continue;
+    const uint64_t nr = 1ull << order, first = index & ~(nr - 1);
+    {
+      // shmem_suitable_orders: the block must hold no page and no swap entry.
+      MutexGuard g(&f->lock);
+      uint64_t s;
+      bool busy = false;
+      for (uint64_t i = first; i < first + nr && !busy; i++) busy = lookup_locked(f, i, &s) != nullptr;
+      auto sw = f->swapped.lower_bound(first);
+      if (busy || (sw != f->swapped.end() && sw->first < first + nr)) continue;
+    }
+    Folio* folio = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, order);
+    if (!folio) {
+      if (order == PMD_ORDER) k->stats->count(VmStat::thp_file_fallback);
+      k->stats->count_mthp(order, MthpStat::shmem_fallback);
+      continue;
+    }
+    PhysMem* phys = k->phys.get();
+    zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), static_cast<long>(nr), -1);
+    folio_set_swapbacked(folio);
+    folio_set_uptodate(folio);
+    bool added = false;
+    {
+      MutexGuard g(&f->lock);
+      uint64_t s;
+      bool busy = false;
+      for (uint64_t i = first; i < first + nr && !busy; i++) busy = lookup_locked(f, i, &s) != nullptr;
+      auto sw = f->swapped.lower_bound(first);
+      if (!busy && (sw == f->swapped.end() || sw->first >= first + nr)) {
+        aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
+        folio->page.index = first;
+        folio_ref_add(folio, static_cast<int>(nr));  // the page cache's
+        folio_add_lru(folio);
+        f->pages.emplace(first, folio);
+        added = true;
+      }
+    }
+    if (!added) {
+      folio_put(folio);  // filled meanwhile: try a smaller order
+      continue;
+    }
+    MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), first, order);
+    if (order == PMD_ORDER) k->stats->count(VmStat::thp_file_alloc);
+    k->stats->count_mthp(order, MthpStat::shmem_alloc);
+    *start = first;
+    return folio;
+  }
+  return nullptr;
+}
+
 // shmem_hpage_pmd_enabled: whether some shmem control allows the PMD order
 // (one of the reasons the khugepaged thread runs).
 bool shmem_hpage_pmd_enabled(const Settings& s) {

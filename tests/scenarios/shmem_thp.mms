@@ -236,3 +236,67 @@ P madvise A 2M collapse
 truncate F 1M
 P read A+1020K 4K 0x3e
 expect-error SIGBUS P read A+1M 4K
+
+# shmem THP at fault time (shmem_get_folio_gfp's huge orders): with
+# shmem_enabled "advise" a fault on a hole of a VMA with MADV_HUGEPAGE
+# allocates a PMD-order folio, which the fault maps by a PMD.
+test shmem-fault-thp-advise-hugepage
+sysfs transparent_hugepage/shmem_enabled advise
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P madvise A 2M hugepage
+P write A+8K 4K 0x41
+expect P A mapped pmd
+expect P A order 9
+expect P rss shmem 2M
+P read A 4K 0
+P read A+8K 4K 0x41
+
+# ... and without MADV_HUGEPAGE it does not.
+test shmem-fault-advise-without-hugepage-is-small
+sysfs transparent_hugepage/shmem_enabled advise
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A+8K 4K 0x42
+expect P A+8K mapped pte
+expect P A+8K order 0
+expect P rss shmem 4K
+
+# "always" needs no advice; the PMD-order folio is mapped by a PMD.
+test shmem-fault-thp-always
+sysfs transparent_hugepage/shmem_enabled always
+P mmap A 2M rw shared align=2M
+P write A 4K 0x43
+expect P A mapped pmd
+expect P rss shmem 2M
+
+# The per-size controls govern a memfd too: with hugepages-64kB/shmem_enabled
+# "always" a fault allocates a 64K folio, mapped whole by 16 PTEs.
+test shmem-fault-mthp-64k
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A+72K 4K 0x44
+expect P A+72K order 4
+expect P A+64K mapped pte
+expect P A+124K mapped pte
+expect P A+128K mapped none
+expect P rss shmem 64K
+P read A+64K 4K 0
+
+# MADV_COLLAPSE of a range of 64K folios copies them into one PMD-order
+# folio like small ones.
+test shmem-madvise-collapse-of-mthps
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 2M 0x45
+expect P A order 4
+P madvise A 2M collapse
+expect P A mapped pmd
+expect P A order 9
+P read A 2M 0x45
