@@ -12,12 +12,15 @@
 // finds the entry and reads the page back (shmem_swapin_folio: a major
 // fault when the folio had left the swap cache).
 //
+// Large shmem folios (shmem THP): a fault allocates one where the THP
+// controls allow (shmem_alloc_and_add_large_folio), khugepaged and
+// MADV_COLLAPSE make PMD-order ones; a truncation or hole splits one that
+// straddles its edge.
+//
 // Not modelled: SHM_LOCK (SysV shm) and tmpfs mounts with `noswap`, which
-// shmem_writeout() refuses to swap (the model has neither); large shmem
-// folios at fault time (shmem THP: the only large shmem folios are the PMD
-// folios khugepaged and MADV_COLLAPSE make; a truncation or hole splits
-// one that straddles its edge, and reclaim keeps one whole, not swapping it:
-// shmem_writeout()'s large swap-out is not modelled); the
+// shmem_writeout() refuses to swap (the model has neither), nor tmpfs mounts
+// at all (huge=); the swap-out of a large shmem folio (reclaim keeps it
+// whole: shmem_writeout()'s large slots or split are not modelled); the
 // shmem_falloc wait of a fault racing a hole punch (a fault during the
 // punch fills the hole again, which the kernel only makes unlikely).
 #include <algorithm>

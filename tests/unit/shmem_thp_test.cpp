@@ -154,5 +154,58 @@ TEST_F(ShmemThpTest, AllowableOrders) {
   EXPECT_EQ(s.shm_mnt_huge.load(), ShmemHuge::kWithinSize);  // deny leaves the mount's huge= as it was
 }
 
+// A shmem fault on a hole allocates a PMD-order folio where shmem_enabled
+// ("advise" and MADV_HUGEPAGE here) allows it: the page cache holds one
+// folio for the range, zeroed but where written, mapped by a PMD.
+TEST_F(ShmemThpTest, FaultAllocatesAPmdFolio) {
+  set("transparent_hugepage/shmem_enabled", "advise");
+  const int fd = create(2 * PMD_SIZE);
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);  // holes, as after memfd_create
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(2 * PMD_SIZE)), 0);
+  uint64_t off;
+  const uint64_t a = map_pmd(fd, &off);
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_HUGEPAGE), 0);
+  poke(p, a + 9 * PAGE_SIZE, 0x5a);
+  Folio* folio = cache_folio(fd, off >> PAGE_SHIFT);
+  ASSERT_TRUE(folio);
+  EXPECT_EQ(folio_order(folio), PMD_ORDER);
+  EXPECT_EQ(p->page_info(a).level, 2);
+  EXPECT_EQ(peek(p, a + 9 * PAGE_SIZE), 0x5a);
+  EXPECT_EQ(peek(p, a + 10 * PAGE_SIZE), 0);
+  // Outside the MADV_HUGEPAGE range (the other half of the mapping) the
+  // same file gets small folios.
+  const uint64_t other = off ? a - PAGE_SIZE : a + PMD_SIZE;
+  poke(p, other, 0x5b);
+  EXPECT_EQ(p->page_info(other).order, 0);
+}
+
+// The per-size controls govern a memfd: with 64K "always" its faults make
+// 64K folios; MADV_COLLAPSE copies them into one PMD-order folio, and a
+// hole punched into one of them splits it.
+TEST_F(ShmemThpTest, MthpFaultsCollapseAndSplit) {
+  set("transparent_hugepage/hugepages-64kB/shmem_enabled", "always");
+  const int fd = create(2 * PMD_SIZE);
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(2 * PMD_SIZE)), 0);
+  uint64_t off;
+  const uint64_t a = map_pmd(fd, &off);
+  fill(a, PMD_SIZE);
+  Folio* m = cache_folio(fd, (off >> PAGE_SHIFT) + 20);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(folio_order(m), 4u);
+  EXPECT_EQ(m->page.index, (off >> PAGE_SHIFT) + 16);
+  ASSERT_EQ(sys->file_punch_hole(fd, static_cast<int64_t>(off + 20 * PAGE_SIZE), PAGE_SIZE), 0);
+  EXPECT_EQ(cache_folio(fd, (off >> PAGE_SHIFT) + 20), nullptr);
+  Folio* left = cache_folio(fd, (off >> PAGE_SHIFT) + 21);
+  ASSERT_TRUE(left);
+  EXPECT_EQ(folio_order(left), 0u);
+  poke(p, a + 20 * PAGE_SIZE, static_cast<uint8_t>(1 + 20 % 200));  // refill the hole
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  Folio* thp = cache_folio(fd, off >> PAGE_SHIFT);
+  ASSERT_TRUE(thp);
+  EXPECT_EQ(folio_order(thp), PMD_ORDER);
+  EXPECT_TRUE(filled(a, PMD_SIZE));
+}
+
 }  // namespace
 }  // namespace mmlab::test
