@@ -300,3 +300,49 @@ P madvise A 2M collapse
 expect P A mapped pmd
 expect P A order 9
 P read A 2M 0x45
+
+# khugepaged's limits apply to shmem too (hpage_collapse_scan_file): the
+# pages present in the page cache must be at least 512 - max_ptes_none ...
+test shmem-khugepaged-max-ptes-none
+sysfs transparent_hugepage/shmem_enabled advise
+sysfs transparent_hugepage/khugepaged/max_ptes_none 256
+P mmap B 2M rw private align=2M
+P madvise B 2M hugepage
+P write B 4K 1
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 1020K 0x46
+P madvise A 2M hugepage
+khugepaged 2
+expect P A mapped pte
+P write A+1020K 4K 0x47
+khugepaged 2
+expect P A mapped none
+P read A 1020K 0x46
+P read A+1020K 4K 0x47
+P read A+1M 4K 0
+
+# ... and at most max_ptes_swap of them swapped out (those are read back
+# by the collapse itself).
+test shmem-khugepaged-max-ptes-swap
+swap 16M zram
+sysfs transparent_hugepage/shmem_enabled advise
+P mmap B 2M rw private align=2M
+P madvise B 2M hugepage
+P write B 4K 1
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 2M 0x48
+P madvise A 260K pageout
+expect P A mapped none
+P madvise A 2M hugepage
+khugepaged 2
+expect P A+260K mapped pte
+P write A+4K 4K 0x49
+khugepaged 2
+expect P A+260K mapped none
+P read A 4K 0x48
+P read A+4K 4K 0x49
+P read A+256K 4K 0x48
