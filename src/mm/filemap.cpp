@@ -295,6 +295,18 @@ int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, c
   return file_install(k, std::move(f), name);
 }
 
+int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string& name) {
+  if (size > kMaxLfsFilesize) return -EFBIG;
+  auto f = std::make_shared<File>();
+  f->kernel = k;
+  f->fs = FsClass::kShmem;
+  f->tmpfs = true;
+  f->tmpfs_huge = huge;
+  f->size = size;
+  if (int err = file_populate(f.get(), size)) return err;
+  return file_install(k, std::move(f), name);
+}
+
 long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len) {
   std::shared_ptr<File> f = file_get(k, fd);
   if (!f) return -EBADF;

@@ -76,7 +76,9 @@ uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_hug
   const ShmemHuge huge = s.shmem_huge.load(std::memory_order_relaxed);
   if (huge == ShmemHuge::kDeny) return 0;
   if (shmem_huge_force || huge == ShmemHuge::kForce) return BIT(PMD_ORDER);
-  switch (s.shm_mnt_huge.load(std::memory_order_relaxed)) {
+  const ShmemHuge mount_huge =
+      f->tmpfs ? static_cast<ShmemHuge>(f->tmpfs_huge) : s.shm_mnt_huge.load(std::memory_order_relaxed);
+  switch (mount_huge) {
     case ShmemHuge::kAlways:
       return THP_ORDERS_ALL_FILE_DEFAULT;
     case ShmemHuge::kWithinSize:
@@ -93,9 +95,9 @@ uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_hug
 }  // namespace
 
 // shmem_mmap_prepare's choice of shmem_anon_vm_ops: the inode has no link
-// (i_nlink 0). Every shmem file of the model is a memfd or the file behind
-// shared anonymous memory; tmpfs mounts (linked files) are not modelled.
-bool shmem_file_unlinked(const File* f) { return file_is_shmem(f); }
+// (i_nlink 0): a memfd, or the file behind shared anonymous memory; a
+// `file ... huge=` is a linked file on a tmpfs mount.
+bool shmem_file_unlinked(const File* f) { return file_is_shmem(f) && !f->tmpfs; }
 
 uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force) {
   const Settings& s = f->kernel->settings;

@@ -81,7 +81,7 @@ StmtBody parse_tune(LineParser& lp, const std::string&) {
   return t;
 }
 
-// file F SIZE [fs=CLASS] [hugetlb=2M|1G]
+// file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never]
 StmtBody parse_file(LineParser& lp, const std::string&) {
   stmt::File f;
   f.name = lp.name();
@@ -95,11 +95,15 @@ StmtBody parse_file(LineParser& lp, const std::string&) {
       f.fs = opt.substr(3);
     } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
       f.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+    } else if (opt == "huge=always" || opt == "huge=within_size" || opt == "huge=advise" || opt == "huge=never") {
+      f.huge = opt.substr(5);
     } else {
-      lp.fail("fs=CLASS or hugetlb=2M|1G");
+      lp.fail("fs=CLASS, hugetlb=2M|1G or huge=always|within_size|advise|never");
     }
     lp.word("");
   }
+  // huge= is a tmpfs mount option: a shmem file only.
+  if (!f.huge.empty() && (f.fs != "shmem" || f.hugetlb_shift)) lp.fail("huge= only for a shmem file (a file on tmpfs)");
   return f;
 }
 

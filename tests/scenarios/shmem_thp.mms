@@ -346,3 +346,62 @@ expect P A+260K mapped none
 P read A 4K 0x48
 P read A+4K 4K 0x49
 P read A+256K 4K 0x48
+
+# A file on a tmpfs mounted with huge= (a linked file) follows the mount
+# option, not the per-size controls: huge=always makes a PMD THP at the
+# first fault without any advice ...
+test shmem-tmpfs-huge-always-fault
+file F 2M huge=always
+truncate F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A+8K 4K 0x51
+expect P A mapped pmd
+expect P rss shmem 2M
+
+# ... huge=advise needs MADV_HUGEPAGE; then the fault allocates a PMD-order
+# folio once the block is empty again, mapped by PTEs (all 512 at once)
+# because the emptied page table is still there (do_set_pmd wants a none
+# PMD) ...
+test shmem-tmpfs-huge-advise-fault
+file F 2M huge=advise
+truncate F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 0x52
+expect P A mapped pte
+P madvise A 2M hugepage
+P write A+1M 4K 0x53
+expect P A+1M mapped pte
+truncate F 0
+truncate F 2M
+P write A+1M 4K 0x54
+expect P A+1M order 9
+expect P A mapped pte
+expect P rss shmem 2M
+
+# ... and huge=never keeps faults small even where the per-size control of
+# the PMD size says always, which only "anonymous" shmem follows.
+test shmem-tmpfs-huge-never-ignores-per-size
+sysfs transparent_hugepage/hugepages-2048kB/shmem_enabled always
+file F 2M huge=never
+truncate F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P madvise A 2M hugepage
+P write A 4K 0x55
+expect P A mapped pte
+expect P A order 0
+
+# MADV_COLLAPSE of a huge=never tmpfs file: shmem_enabled's force for a
+# collapse makes the mount's answer the PMD order, and a tmpfs file has no
+# per-size controls to refuse it.
+test shmem-tmpfs-huge-never-madvise-collapse
+file F 2M huge=never
+truncate F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 2M 0x56
+P madvise A 2M collapse
+expect P A mapped pmd
+P read A 2M 0x56
