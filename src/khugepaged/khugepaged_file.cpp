@@ -298,7 +298,8 @@ int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseContro
 
 // set_huge_pmd: do_set_pmd for collapse_pte_mapped_thp (a read fault's
 // PMD: not writable, not dirty); the mapping takes a reference.
-int set_huge_pmd(Vma* vma, uint64_t haddr, pmd_t* pmd, Folio* folio) REQUIRES_SHARED(vma->vm_mm->mmap_lock) {
+int set_huge_pmd(Mm* mm, Vma* vma, uint64_t haddr, pmd_t* pmd, Folio* folio) REQUIRES_SHARED(mm->mmap_lock) {
+  VM_BUG_ON(vma->vm_mm != mm, "set_huge_pmd on another mm's VMA");
   VmFault vmf;
   vmf.vma = vma;
   vmf.address = haddr;
@@ -424,7 +425,7 @@ int collapse_pte_mapped_thp(Mm* mm, uint64_t addr, bool install_pmd) {
       aref(folio->page.mapping).load(std::memory_order_acquire) != reinterpret_cast<uint64_t>(f))
     return drop(SCAN_PAGE_COMPOUND);
   result = find_pmd_or_thp_or_none(mm, haddr, &pmd);
-  if (result == SCAN_PMD_NONE) return drop(install_pmd ? set_huge_pmd(vma, haddr, pmd, folio) : SCAN_SUCCEED);
+  if (result == SCAN_PMD_NONE) return drop(install_pmd ? set_huge_pmd(mm, vma, haddr, pmd, folio) : SCAN_SUCCEED);
   if (result != SCAN_SUCCEED) return drop(result);
   // A PTE table: it may map only pages of this folio, each at its place.
   SpinLock* pml = pmd_lock(mm, pmd);
@@ -451,7 +452,7 @@ int collapse_pte_mapped_thp(Mm* mm, uint64_t addr, bool install_pmd) {
     add_mm_counter(mm, mm_counter_file(folio), -nr);
   }
   collapse_free_pte_table(mm, haddr, pgt);
-  if (pmd_none(pmdp_get(pmd)) && install_pmd) return drop(set_huge_pmd(vma, haddr, pmd, folio));
+  if (pmd_none(pmdp_get(pmd)) && install_pmd) return drop(set_huge_pmd(mm, vma, haddr, pmd, folio));
   return drop(SCAN_SUCCEED);
 }
 
