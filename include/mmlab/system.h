@@ -182,6 +182,11 @@ class System {
   // kShmem, which then means hugetlbfs). Returns the fd or -errno.
   int create_file(uint64_t size, FsClass fs = FsClass::kShmem, unsigned hugetlb_shift = 0,
                   const std::string& name = "");
+  // A linked file of `size` bytes, fully allocated, on a tmpfs mounted with
+  // huge=`huge` (always, within_size, advise, never): the mount's huge=
+  // governs its THPs, not the per-size controls. Returns the fd or -errno
+  // (-EINVAL for another value).
+  int create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name = "");
   // pread/pwrite on the file (through its page cache); bytes or -errno.
   long file_pread(int fd, uint64_t off, void* buf, uint64_t len);
   long file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len);

@@ -369,8 +369,9 @@ class Checker {
     if (!is_aligned(pfn, 1ull << order))
       rep_.add(fmt::format("{} leaf maps a pfn that is not {}-aligned", lv, lv), where(mu, addr, lv),
                fmt::format("pfn {:#x}", pfn));
-    // Every PMD leaf outside hugetlb keeps a deposited PTE table for its split.
-    if (pmd_table && !hugetlb_vma) mu.pmd_tables[pmd_table].second++;
+    // Every PMD leaf of an anonymous VMA (a THP or the huge zero folio)
+    // keeps a deposited PTE table for its split; a file PMD has none (x86).
+    if (pmd_table && !hugetlb_vma && vma && vma_is_anonymous(vma)) mu.pmd_tables[pmd_table].second++;
     if (phys_->is_zero_pfn(pfn)) {
       rep_.add(fmt::format("{} leaf maps the shared zero page", lv), where(mu, addr, lv), fmt::format("pfn {:#x}", pfn));
       return;

@@ -129,6 +129,13 @@ bool wp_can_reuse_anon_folio(Folio* folio, Vma* vma);
 // fault/filemap.cpp: faults on file-backed and shmem VMAs (do_read_fault,
 // do_cow_fault, do_shared_fault) and write faults on shared mappings.
 [[nodiscard]] vm_fault_t do_fault(VmFault* vmf);
+// do_set_pmd: map the PMD-order page-cache folio (locked, its reference
+// given to the mapping on success) by a PMD at vmf->address if *vmf->pmd is
+// none; VM_FAULT_FALLBACK where it cannot (THP disabled for the VMA, even
+// MADV_NOHUGEPAGE; a misaligned or too small VMA; another order; the PMD
+// not none any more: 0 from the kernel's `out` path is kept as FALLBACK's
+// caller expects, see the definition).
+[[nodiscard]] vm_fault_t do_set_pmd(VmFault* vmf, Folio* folio, Page* page);
 // PTL held on entry, released on return.
 [[nodiscard]] vm_fault_t wp_page_shared(VmFault* vmf, Folio* folio) RELEASE(vmf->ptl);
 // fault/memory_swap.cpp

@@ -11,6 +11,7 @@
 #include "fault/fault.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
+#include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
@@ -30,7 +31,7 @@ vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pa
   uint64_t start = 0;
   Folio* folio = nullptr;
   bool major = false;
-  int err = file_get_folio_locked(f, pgoff, &folio, &start, &major);
+  int err = file_get_folio_locked(f, pgoff, &folio, &start, &major, vmf->vma, vmf->address);
   // shmem_swapin_folio started a read: a major fault (pgmajfault here, and
   // VM_FAULT_MAJOR for mm_account_fault's task counts).
   if (major) vmf->vma->vm_mm->kernel->stats->count(VmStat::pgmajfault);
@@ -65,23 +66,65 @@ void set_pte_range(VmFault* vmf, Folio* folio, Page* page, unsigned nr, uint64_t
   set_ptes(mm, addr, ptep, entry, nr);
 }
 
+// finish_fault's choice of how much of a large folio to map: shmem maps
+// the whole folio at once where it lies inside the VMA and one page table
+// (so its RSS is the folio's), everything else one page. *addr and *page
+// move to the folio's first page when it is mapped whole.
+unsigned finish_fault_nr_pages(VmFault* vmf, Folio* folio, Page** page, uint64_t* addr, bool is_cow) {
+  Vma* vma = vmf->vma;
+  const uint64_t nr = static_cast<uint64_t>(folio_nr_pages(folio));
+  if (is_cow || nr == 1 || !vma_is_shmem(vma) || userfaultfd_armed(vma)) return 1;
+  const uint64_t idx = static_cast<uint64_t>(*page - &folio->page);
+  const uint64_t vma_off = linear_page_index(vma, vmf->address) - vma->vm_pgoff;
+  const uint64_t pte_off = pte_index(vmf->address);
+  if (vma_off < idx || vma_off + (nr - idx) > vma->pages() || pte_off < idx || pte_off + (nr - idx) > PTRS_PER_PTE)
+    return 1;
+  *addr = vmf->address - idx * PAGE_SIZE;
+  *page = &folio->page;
+  return static_cast<unsigned>(nr);
+}
+
 // finish_fault: map `page` (of `folio`, locked, its reference given to the
-// PTE on success) at vmf->address if the PTE is still none.
+// mapping on success) at vmf->address if the PTE is still none. A PMD-order
+// page-cache folio under a none PMD is mapped by a PMD where do_set_pmd may;
+// a large shmem folio otherwise by as many PTEs as it has, when all are none.
 vm_fault_t finish_fault(VmFault* vmf, Folio* folio, Page* page, bool is_cow) {
   Vma* vma = vmf->vma;
   Mm* mm = vma->vm_mm;
-  if (!pte_alloc(mm, vmf->pmd)) return VM_FAULT_OOM;
+  if (pmd_none(pmdp_get(vmf->pmd))) {
+    if (!is_cow && folio_order(folio) == PMD_ORDER) {
+      vm_fault_t ret = do_set_pmd(vmf, folio, page);
+      if (ret != VM_FAULT_FALLBACK) return ret;
+    }
+    if (!pte_alloc(mm, vmf->pmd)) return VM_FAULT_OOM;
+  }
+  uint64_t addr = vmf->address;
+  unsigned nr = finish_fault_nr_pages(vmf, folio, &page, &addr, is_cow);
   SpinLock* ptl;
-  pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, vmf->address, &ptl);
+  pte_t* pte = pte_offset_map_lock(mm, vmf->pmd, addr, &ptl);
   if (!pte) return VM_FAULT_NOPAGE;
   ptl->assert_held();
-  if (!pte_none(ptep_get(pte))) {  // vmf_pte_changed: a racing fault mapped it
+  bool changed = false;
+  for (unsigned i = 0; i < nr && !changed; i++) changed = !pte_none(ptep_get(pte + i));
+  if (changed && nr > 1) {
+    // needs_fallback: some PTE of the folio's range is mapped; map one page.
+    ptl->unlock();
+    page = page + ((vmf->address - addr) >> PAGE_SHIFT);
+    addr = vmf->address;
+    nr = 1;
+    pte = pte_offset_map_lock(mm, vmf->pmd, addr, &ptl);
+    if (!pte) return VM_FAULT_NOPAGE;
+    ptl->assert_held();
+    changed = !pte_none(ptep_get(pte));
+  }
+  if (changed) {  // vmf_pte_changed: a racing fault mapped it
     ptl->unlock();
     mm->stats->count(Event::fault_retry);
     return VM_FAULT_NOPAGE;
   }
-  set_pte_range(vmf, folio, page, 1, vmf->address, pte);
-  add_mm_counter(mm, is_cow ? MM_ANONPAGES : mm_counter_file(folio), 1);
+  if (nr > 1) folio_ref_add(folio, static_cast<int>(nr) - 1);
+  set_pte_range(vmf, folio, page, nr, addr, pte);
+  add_mm_counter(mm, is_cow ? MM_ANONPAGES : mm_counter_file(folio), nr);
   ptl->unlock();
   return 0;
 }
@@ -99,7 +142,7 @@ vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pg
     Folio* folio;
   };
   std::vector<Candidate> cands;
-  cands.reserve(kFaultAroundPages);
+  cands.reserve(kFaultAroundPages);  // more when a large folio is mapped whole
   {
     // next_uptodate_folio, with the speculative references taken under the
     // cache lock; the folio trylock waits for the PTL as in the kernel.
@@ -107,6 +150,24 @@ vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pg
     uint64_t max_idx = file_end_index(f);
     if (max_idx == 0) return 0;
     end_pgoff = std::min(end_pgoff, max_idx - 1);
+    // A large folio at either end of the window is mapped whole where it
+    // lies inside the VMA, inside the fault's page table and below EOF
+    // (v6.18's filemap_map_folio_range maps the entire folio, as
+    // finish_fault would on a cold page cache).
+    auto widen = [&](uint64_t idx) REQUIRES(f->lock) {
+      uint64_t first;
+      Folio* lf = lookup_locked(f, idx, &first);
+      if (!lf || !folio_test_large(lf)) return;
+      const uint64_t last = first + static_cast<uint64_t>(folio_nr_pages(lf)) - 1;
+      if (first < vma->vm_pgoff || last >= vma->vm_pgoff + vma->pages() || last >= max_idx) return;
+      const uint64_t a_first = vma->vm_start + ((first - vma->vm_pgoff) << PAGE_SHIFT);
+      const uint64_t a_last = vma->vm_start + ((last - vma->vm_pgoff) << PAGE_SHIFT);
+      if ((a_first & PMD_MASK) != (vmf->address & PMD_MASK) || (a_last & PMD_MASK) != (vmf->address & PMD_MASK)) return;
+      start_pgoff = std::min(start_pgoff, first);
+      end_pgoff = std::max(end_pgoff, last);
+    };
+    widen(start_pgoff);
+    widen(end_pgoff);
     for (uint64_t index = start_pgoff; index <= end_pgoff; index++) {
       uint64_t start;
       Folio* folio = lookup_locked(f, index, &start);
@@ -119,6 +180,30 @@ vm_fault_t filemap_map_pages(VmFault* vmf, uint64_t start_pgoff, uint64_t end_pg
   auto release = [&] {
     for (auto& c : cands) folio_put(c.folio);
   };
+  // filemap_map_pmd: a PMD leaf there already is the fault's answer; a
+  // PMD-order first folio under a none PMD is mapped by a PMD if it may be.
+  if (pmd_trans_huge(pmdp_get(vmf->pmd))) {
+    release();
+    return 0;
+  }
+  if (pmd_none(pmdp_get(vmf->pmd)) && folio_order(cands.front().folio) == PMD_ORDER) {
+    Folio* first = cands.front().folio;
+    if (folio_trylock(first)) {
+      const bool ok = aref(first->page.mapping).load(std::memory_order_acquire) == reinterpret_cast<uint64_t>(f) &&
+                      folio_test_uptodate(first);
+      vm_fault_t r = VM_FAULT_FALLBACK;
+      if (ok) {
+        folio_get(first);  // the reference the PMD mapping takes
+        r = do_set_pmd(vmf, first, folio_page(first, static_cast<long>(cands.front().index - cands.front().start)));
+        if (r) folio_put(first);
+      }
+      folio_unlock(first);
+      if (!r) {
+        release();
+        return VM_FAULT_NOPAGE;
+      }
+    }
+  }
   if (!pte_alloc(mm, vmf->pmd)) {  // do_fault_around's prealloc_pte
     release();
     return VM_FAULT_OOM;
@@ -284,6 +369,35 @@ vm_fault_t finish_mkwrite_fault(VmFault* vmf) {
 }  // namespace
 
 // ---- the fault entry points (fault/fault.h) ----
+
+vm_fault_t do_set_pmd(VmFault* vmf, Folio* folio, Page* page) {
+  Vma* vma = vmf->vma;
+  Mm* mm = vma->vm_mm;
+  const bool write = vmf->flags & FAULT_FLAG_WRITE;
+  const uint64_t haddr = vmf->address & PMD_MASK;
+  (void)page;  // the PMD maps the folio from its first page
+  // Too late for a small folio: refuse the PMD where THP is disabled for
+  // the VMA (MADV_NOHUGEPAGE included), as a forced collapse would; the
+  // folio is then mapped by PTEs.
+  if (vma_thp_disabled(vma, vma->vm_flags, /*forced_collapse=*/true)) return VM_FAULT_FALLBACK;
+  if (!thp_vma_suitable_order(vma, haddr, PMD_ORDER)) return VM_FAULT_FALLBACK;
+  if (folio_order(folio) != PMD_ORDER) return VM_FAULT_FALLBACK;
+  SpinLock* ptl = pmd_lock(mm, vmf->pmd);
+  ptl->assert_held();
+  if (!pmd_none(pmdp_get(vmf->pmd))) {
+    ptl->unlock();
+    return VM_FAULT_FALLBACK;
+  }
+  pmd_t entry = pfn_pmd(folio_pfn(folio), vma->vm_page_prot);
+  if (write) entry = maybe_pmd_mkwrite(pmd_mkdirty(entry), vma);
+  add_mm_counter(mm, mm_counter_file(folio), HPAGE_PMD_NR);
+  folio_add_file_rmap_pmd(folio, &folio->page, vma);
+  // x86 deposits no page table under a file PMD.
+  entry_set(vmf->pmd, entry);
+  mm->stats->count(VmStat::thp_file_mapped);
+  ptl->unlock();
+  return 0;
+}
 
 vm_fault_t do_fault(VmFault* vmf) {
   Vma* vma = vmf->vma;

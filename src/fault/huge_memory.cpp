@@ -8,6 +8,8 @@
 #include "base/mmdebug.h"
 #include "fault/fault.h"
 #include "mm/anon_vma.h"
+#include "mm/filemap.h"
+#include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/khugepaged_hooks.h"
 #include "mm/memcontrol.h"
@@ -27,20 +29,10 @@ bool hugepage_global_always(const Settings& s) { return s.thp_enabled.load(std::
 
 namespace {
 
-// vma_thp_disabled (v6.18): MADV_NOHUGEPAGE, PR_SET_THP_DISABLE, and
-// PR_THP_DISABLE_EXCEPT_ADVISED unless the VMA or a forced collapse asks.
-bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse) {
-  if (vm_flags & VM_NOHUGEPAGE) return true;
-  if (vma->vm_mm->test_flag(MMF_DISABLE_THP)) return true;
-  if (vm_flags & VM_HUGEPAGE) return false;
-  if (forced_collapse) return false;  // MADV_COLLAPSE is advice enough
-  return vma->vm_mm->test_flag(MMF_DISABLE_THP_EXCEPT_ADVISED);
-}
-
 // __thp_vma_allowable_orders: the checks that do not depend on the sysfs
-// per-size controls. The model has no DAX, no ->huge_fault handlers, no
-// shmem THP (shmem_enabled is `never`, which a forced collapse overrides)
-// and no CONFIG_READ_ONLY_THP_FOR_FS (file_thp_enabled() is false).
+// per-size controls. The model has no DAX, no ->huge_fault handlers and
+// no CONFIG_READ_ONLY_THP_FOR_FS (file_thp_enabled() is false); shmem asks
+// shmem_allowable_huge_orders.
 uint64_t __thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type, uint64_t orders) {
   const bool smaps = type == TvaType::kSmaps;
   const bool in_pf = type == TvaType::kPagefault;
@@ -59,8 +51,13 @@ uint64_t __thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type,
     if (!orders) return 0;
   }
   if (!vma_is_anonymous(vma)) {
-    // shmem_allowable_huge_orders: only a forced collapse gets a PMD.
-    if (!in_pf && vma_is_shmem(vma)) return forced_collapse ? orders & BIT(PMD_ORDER) : 0;
+    // shmem answers for itself (shmem_allowable_huge_orders; its faults ask
+    // shmem_fault, not here): transparent_hugepage/enabled does not govern
+    // it, even for khugepaged (this machine's 6.18 collapses a memfd with
+    // `enabled` never). The global check that follows in the kernel is for
+    // the other files, which the model never collapses.
+    if (!in_pf && vma_is_shmem(vma))
+      return orders & shmem_allowable_huge_orders(vma->vm_file.get(), vma, vma->vm_pgoff, forced_collapse);
     return 0;
   }
   // Page faults (and smaps) allow a VMA without an anon_vma yet: the first

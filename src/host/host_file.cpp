@@ -74,6 +74,23 @@ int memfd(uint64_t size, unsigned hugetlb_shift, const std::string& name) {
 
 }  // namespace
 
+int host_create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name, std::string* why) {
+  const std::string dir = tmpfs_huge_dir(huge, why);
+  if (dir.empty()) return kNoSuchFs;
+  static unsigned seq = 0;
+  const std::string path = dir + "/" + name + "." + std::to_string(seq++);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  int err = ftruncate(fd, static_cast<off_t>(size)) ? -errno : 0;
+  if (!err && size && fallocate(fd, 0, 0, static_cast<off_t>(size))) err = -errno;
+  if (err) {
+    close(fd);
+    unlink(path.c_str());
+    return err;
+  }
+  return fd;
+}
+
 int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
                      std::string* why) {
   if (hugetlb_shift || fs_class.empty() || fs_class == "shmem" || fs_class == "hugetlbfs")

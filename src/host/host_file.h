@@ -14,5 +14,11 @@ namespace mmlab::host {
 constexpr int kNoSuchFs = -100000;
 [[nodiscard]] int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
                      std::string* why);
+// A linked file on a tmpfs mounted for the run with huge=`huge`
+// (loopfs.h), fallocated as a memfd is; kNoSuchFs with *why if no such
+// tmpfs can be mounted. It stays linked (an unlinked shmem file would be
+// "anonymous shmem", governed by the per-size controls instead of huge=)
+// until the tmpfs goes at the end of the run.
+[[nodiscard]] int host_create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name, std::string* why);
 
 }  // namespace mmlab::host

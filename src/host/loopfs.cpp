@@ -85,6 +85,27 @@ std::string make_loopfs(const std::string& fs_class, std::string* why) {
 
 }  // namespace
 
+std::string tmpfs_huge_dir(const std::string& huge, std::string* why) {
+  const std::string key = "tmpfs-huge=" + huge;
+  if (auto it = g_made.find(key); it != g_made.end()) return it->second.dir;
+  LoopFs fs;  // no image: tmpfs is memory
+  fs.dir = fmt::format("/var/tmp/mmlab-tmpfs-{}.{}", huge, getpid());
+  if (mkdir(fs.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    *why = "cannot make " + fs.dir + ": " + std::strerror(errno);
+    return "";
+  }
+  journal_extra("umount", fs.dir);
+  // 1G at most: the files of a test are small, and an accident stays bounded.
+  const std::string opts = "huge=" + huge + ",size=1g,mode=0700";
+  if (mount("tmpfs", fs.dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+    *why = "cannot mount a tmpfs with " + opts + ": " + std::strerror(errno);
+    rmdir(fs.dir.c_str());
+    return "";
+  }
+  g_made[key] = fs;
+  return fs.dir;
+}
+
 std::string loopfs_dir(const std::string& fs_class, std::string* why) {
   if (auto it = g_made.find(fs_class); it != g_made.end()) return it->second.dir;
   return make_loopfs(fs_class, why);
@@ -94,7 +115,7 @@ void loopfs_teardown() {
   for (auto& [cls, fs] : g_made) {
     umount2(fs.dir.c_str(), MNT_DETACH);
     rmdir(fs.dir.c_str());
-    unlink(fs.image.c_str());
+    if (!fs.image.empty()) unlink(fs.image.c_str());
   }
   g_made.clear();
   journal_extra_clear();

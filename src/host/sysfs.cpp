@@ -348,7 +348,7 @@ int SysfsGuard::apply_defaults(std::string* why, bool keep_gigantic) {
   std::vector<std::pair<std::string, std::string>> defaults = {
       {"transparent_hugepage/enabled", "madvise"},
       {"transparent_hugepage/use_zero_page", "1"},
-      {"transparent_hugepage/shmem_enabled", "never"},  // the model has no shmem THP
+      {"transparent_hugepage/shmem_enabled", "never"},  // the kernel's default
       {"transparent_hugepage/khugepaged/max_ptes_none", "511"},
       {"transparent_hugepage/khugepaged/max_ptes_shared", "256"},
       {"transparent_hugepage/khugepaged/max_ptes_swap", "64"},
@@ -360,9 +360,11 @@ int SysfsGuard::apply_defaults(std::string* why, bool keep_gigantic) {
   };
   for (unsigned order = 1; order <= PMD_ORDER; order++) {
     std::string dir = "transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << order) / 1024) + "kB/";
-    if (access((kSysMm + dir + "enabled").c_str(), F_OK) != 0) continue;
-    defaults.push_back({dir + "enabled", order == PMD_ORDER ? "inherit" : "never"});
-    if (access((kSysMm + dir + "shmem_enabled").c_str(), F_OK) == 0) defaults.push_back({dir + "shmem_enabled", "never"});
+    // The kernel's defaults: the PMD size inherits, the others are off
+    // (hugepages-8kB has shmem_enabled only).
+    const char* v = order == PMD_ORDER ? "inherit" : "never";
+    if (access((kSysMm + dir + "enabled").c_str(), F_OK) == 0) defaults.push_back({dir + "enabled", v});
+    if (access((kSysMm + dir + "shmem_enabled").c_str(), F_OK) == 0) defaults.push_back({dir + "shmem_enabled", v});
   }
   for (auto& [rel, v] : defaults) {
     if (access((kSysMm + rel).c_str(), F_OK) != 0) continue;  // an older kernel without the knob

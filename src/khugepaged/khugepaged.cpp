@@ -8,6 +8,7 @@
 #include "khugepaged/khugepaged.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "base/mmdebug.h"
@@ -17,6 +18,7 @@
 #include "mm/kernel.h"
 #include "mm/khugepaged_hooks.h"
 #include "mm/mm.h"
+#include "mm/filemap.h"
 #include "mm/mmap.h"
 
 namespace mmlab {
@@ -53,7 +55,8 @@ int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped)
   VM_BUG_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
   CollapseControl cc(mm->kernel, Collapser::kMadviseCollapse);
   if (!collapse_allowable_orders(vma, vma->vm_flags, &cc)) return -EINVAL;
-  if (!vma_is_anonymous(vma)) return kCollapseFileNotModelled;
+  // Only shmem gets past the check among files (no CONFIG_READ_ONLY_THP_FOR_FS).
+  if (!vma_is_anonymous(vma) && !vma_is_shmem(vma)) return kCollapseFileNotModelled;
 
   uint64_t hstart = (start + ~PMD_MASK) & PMD_MASK;
   uint64_t hend = end & PMD_MASK;
@@ -73,13 +76,28 @@ int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped)
       }
       hend = std::min(hend, vma->vm_end & PMD_MASK);
     }
-    if (!vma_is_anonymous(vma)) {  // remapped to a file meanwhile
+    if (vma_is_anonymous(vma)) {
+      result = hpage_collapse_scan_pmd(mm, vma, addr, &mmap_locked, &cc);
+    } else if (vma_is_shmem(vma)) {
+      // The page cache is collapsed with mmap_lock dropped; the file is
+      // held meanwhile (get_file).
+      std::shared_ptr<File> f = vma->vm_file;
+      const uint64_t pgoff = linear_page_index(vma, addr);
+      mmap_read_unlock(mm);
+      mmap_locked = false;
+      result = hpage_collapse_scan_file(mm, addr, f.get(), pgoff, &cc);
+    } else {  // remapped to another file meanwhile
       file = true;
       break;
     }
-    result = hpage_collapse_scan_pmd(mm, vma, addr, &mmap_locked, &cc);
     if (!mmap_locked) *lock_dropped = true;
     bool stop = false;
+    if (result == SCAN_PTE_MAPPED_HUGEPAGE) {
+      // The range is one PMD-order folio of the page cache: map it.
+      mmap_read_lock(mm);
+      result = collapse_pte_mapped_thp(mm, addr, /*install_pmd=*/true);
+      mmap_read_unlock(mm);
+    }
     switch (result) {
       case SCAN_SUCCEED:
       case SCAN_PMD_MAPPED:
@@ -133,15 +151,15 @@ void hook_exit(Mm* mm) {
 }
 
 // hugepage_pmd_enabled (v6.18), or the series' hugepage_enabled(): whether
-// the khugepaged thread runs. The model is a kernel without
-// CONFIG_READ_ONLY_THP_FOR_FS and without shmem THP, so only the
-// anonymous controls count.
+// the khugepaged thread runs: the anonymous controls, or shmem's. The model
+// is a kernel without CONFIG_READ_ONLY_THP_FOR_FS.
 bool hugepage_enabled_for_collapse(const Settings& s) {
   const uint64_t always = s.huge_anon_orders_always.load(), madvise = s.huge_anon_orders_madvise.load();
   const uint64_t inherit = s.huge_anon_orders_inherit.load();
   const uint64_t mask = s.khugepaged_mthp.load() ? THP_ORDERS_ALL_ANON : BIT(PMD_ORDER);
   if ((always | madvise) & mask) return true;
-  return (inherit & mask) && hugepage_global_enabled(s);
+  if ((inherit & mask) && hugepage_global_enabled(s)) return true;
+  return shmem_hpage_pmd_enabled(s);
 }
 
 }  // namespace
@@ -223,6 +241,31 @@ void Khugepaged::collect_mm_slot(SlotList::iterator slot) {
   mm_head_.erase(slot);
 }
 
+// khugepaged_scan_mm_slot's file branch for the PMD range at address of a
+// shmem VMA: the page cache is scanned (and collapsed) with mmap_lock
+// dropped, then a PMD-order folio found there has its PTE table removed
+// (collapse_pte_mapped_thp without install_pmd: the next fault maps it).
+// mmap_lock held for read on entry, dropped on return (*mmap_locked false).
+// SCAN_ANY_PROCESS: the mm began to exit meanwhile.
+static int khugepaged_scan_file_range(Mm* mm, Vma* vma, uint64_t address, bool* mmap_locked,
+                                      CollapseControl* cc) NO_THREAD_SAFETY_ANALYSIS {
+  std::shared_ptr<File> f = vma->vm_file;  // get_file
+  const uint64_t pgoff = linear_page_index(vma, address);
+  mmap_read_unlock(mm);
+  *mmap_locked = false;
+  int result = hpage_collapse_scan_file(mm, address, f.get(), pgoff, cc);
+  if (result != SCAN_PTE_MAPPED_HUGEPAGE) return result;
+  mmap_read_lock(mm);
+  if (hpage_collapse_test_exit_or_disable(mm)) {
+    mmap_read_unlock(mm);
+    return SCAN_ANY_PROCESS;
+  }
+  result = collapse_pte_mapped_thp(mm, address, /*install_pmd=*/false);
+  if (result == SCAN_PMD_MAPPED) result = SCAN_SUCCEED;
+  mmap_read_unlock(mm);
+  return result;
+}
+
 // The mmap_lock part of khugepaged_scan_mm_slot: from *address, scan the
 // mm's VMAs under mmap_lock (read, never waited for) for up to `pages` of
 // progress. *vma_out: the VMA the scan stopped in, nullptr if it got past
@@ -242,8 +285,8 @@ static unsigned khugepaged_scan_mm_vmas(Mm* mm, uint64_t* address, unsigned page
           progress++;
           break;
         }
-        // No file VMA is eligible: the model has no file THP.
-        if (!collapse_allowable_orders(vma, vma->vm_flags, cc) || !vma_is_anonymous(vma)) {
+        // Among files only shmem can be eligible (no CONFIG_READ_ONLY_THP_FOR_FS).
+        if (!collapse_allowable_orders(vma, vma->vm_flags, cc) || (!vma_is_anonymous(vma) && !vma_is_shmem(vma))) {
           progress++;
           continue;
         }
@@ -259,7 +302,15 @@ static unsigned khugepaged_scan_mm_vmas(Mm* mm, uint64_t* address, unsigned page
             out = true;
             break;
           }
-          *result = hpage_collapse_scan_pmd(mm, vma, *address, &mmap_locked, cc);
+          if (vma_is_anonymous(vma)) {
+            *result = hpage_collapse_scan_pmd(mm, vma, *address, &mmap_locked, cc);
+          } else {
+            *result = khugepaged_scan_file_range(mm, vma, *address, &mmap_locked, cc);
+            if (*result == SCAN_ANY_PROCESS) {
+              out = true;  // the mm is exiting: on to the next one
+              break;
+            }
+          }
           if (*result == SCAN_SUCCEED) pages_collapsed->fetch_add(1, std::memory_order_acq_rel);
           *address += PMD_SIZE;
           progress += HPAGE_PMD_NR;
@@ -396,8 +447,12 @@ void Khugepaged::start_stop_khugepaged() {
 
 void Khugepaged::sysfs_written(const std::string& path) {
   const std::string thp = "transparent_hugepage/";
-  if (path == thp + "enabled" ||
-      (path.rfind(thp + "hugepages-", 0) == 0 && path.size() > 8 && path.compare(path.size() - 8, 8, "/enabled") == 0)) {
+  auto ends_with = [&](const char* tail) {
+    const size_t n = std::char_traits<char>::length(tail);
+    return path.size() > n && path.compare(path.size() - n, n, tail) == 0;
+  };
+  if (path == thp + "enabled" || path == thp + "shmem_enabled" ||
+      (path.rfind(thp + "hugepages-", 0) == 0 && (ends_with("/enabled") || ends_with("/shmem_enabled")))) {
     start_stop_khugepaged();
     return;
   }

@@ -1,5 +1,6 @@
 // khugepaged and MADV_COLLAPSE (mm/khugepaged.c, v6.18): anonymous memory
-// collapsed into a PMD-order folio, or, with `tune khugepaged.mthp on`, into
+// and shmem collapsed into a PMD-order folio, or, anonymous memory with
+// `tune khugepaged.mthp on`, into
 // mTHPs as "khugepaged: add mTHP collapse support" v18 posts it (with the
 // fix-ups docs/VARIANTS.md lists).
 //
@@ -10,7 +11,8 @@
 //
 // Files: khugepaged.cpp (registration, the mm_slot list and its scan,
 // MADV_COLLAPSE), khugepaged_collapse.cpp (the scan of one PMD range and
-// collapse_huge_page), khugepaged_thread.cpp (the model's thread and clock),
+// collapse_huge_page), khugepaged_file.cpp (collapse_file and the page
+// tables of shmem), khugepaged_thread.cpp (the model's thread and clock),
 // khugepaged_internal.h (what they share).
 //
 // Time is virtual. The khugepaged thread's life is modelled as the kernel's

@@ -16,9 +16,9 @@
 // enabled orders from the PMD's down (mthp_collapse). The fix-ups applied to
 // the posting are marked "fix-up" below and listed in docs/VARIANTS.md.
 //
-// Not modelled: file and shmem collapse (collapse_file, collapse_pte_mapped_thp:
-// MADV_COLLAPSE of such a range returns kCollapseFileNotModelled, khugepaged
-// finds no file VMA eligible since the model has no file THP), NUMA node
+// shmem collapse (collapse_file, collapse_pte_mapped_thp) is in
+// khugepaged_file.cpp. Not modelled: the collapse of other files
+// (CONFIG_READ_ONLY_THP_FOR_FS, which the model's kernel lacks), NUMA node
 // selection (one node), page idle tracking and MMU notifiers (no secondary
 // MMUs). The memcg charge (SCAN_CGROUP_CHARGE_FAIL) and machine-check copies
 // (SCAN_COPY_MC) fail only by fault injection (phys/fault_inject.h).
@@ -149,8 +149,6 @@ int hugepage_vma_revalidate(Mm* mm, uint64_t address, bool expect_anon, Vma** vm
   if (expect_anon && (!vma->anon_vma || !vma_is_anonymous(vma))) return SCAN_PAGE_ANON;
   return SCAN_SUCCEED;
 }
-namespace {
-
 
 int check_pmd_state(pmd_t* pmd) {
   pmd_t pmde = pmdp_get(pmd);
@@ -166,6 +164,8 @@ int find_pmd_or_thp_or_none(Mm* mm, uint64_t address, pmd_t** pmd) {
   if (!*pmd) return SCAN_PMD_NULL;
   return check_pmd_state(*pmd);
 }
+
+namespace {
 
 int check_pmd_still_valid(Mm* mm, uint64_t address, pmd_t* pmd) {
   pmd_t* new_pmd;
@@ -221,8 +221,8 @@ int __collapse_huge_page_swapin(Mm* mm, Vma* vma, uint64_t start_addr, pmd_t* pm
   return SCAN_SUCCEED;
 }
 
-// alloc_charge_folio: the new folio, allocated and charged with no lock
-// held (the charge fails only by injection: src/mm/memcontrol.h).
+}  // namespace
+
 int alloc_charge_folio(Folio** foliop, Mm* mm, const CollapseControl* cc, unsigned order) {
   // khugepaged/defrag picks GFP_TRANSHUGE or GFP_TRANSHUGE_LIGHT: the same
   // to an allocator without reclaim or compaction.
@@ -244,6 +244,8 @@ int alloc_charge_folio(Folio** foliop, Mm* mm, const CollapseControl* cc, unsign
   *foliop = folio;
   return SCAN_SUCCEED;
 }
+
+namespace {
 
 // ---- isolation and copy ----
 

@@ -1,7 +1,8 @@
 // The helpers mm/khugepaged.c keeps static, shared here by the files the
 // model splits it into: khugepaged.cpp (registration, the mm_slot list and
 // its scan, MADV_COLLAPSE), khugepaged_collapse.cpp (the scan of one PMD
-// range and its collapse) and khugepaged_thread.cpp (the model's thread,
+// range and its collapse), khugepaged_file.cpp (shmem collapse in the page
+// cache) and khugepaged_thread.cpp (the model's thread,
 // clock and timing, which have no kernel counterpart). Not for other users:
 // the layers above reach khugepaged through khugepaged/khugepaged.h, the
 // ones below through mm/khugepaged_hooks.h.
@@ -10,6 +11,7 @@
 #include <bitset>
 #include <cstdint>
 
+#include "mm/file.h"
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "sync/annotations.h"
@@ -88,6 +90,24 @@ bool hpage_collapse_test_exit_or_disable(const Mm* mm);
 // must still be one this collapse may work on.
 int hugepage_vma_revalidate(Mm* mm, uint64_t address, bool expect_anon, Vma** vmap, const CollapseControl* cc,
                             unsigned order) REQUIRES_SHARED(mm->mmap_lock);
+// check_pmd_state / find_pmd_or_thp_or_none: SCAN_SUCCEED for a PTE table,
+// SCAN_PMD_NONE, SCAN_PMD_NULL (no table level, or a bad entry) or
+// SCAN_PMD_MAPPED (a leaf).
+int check_pmd_state(pmd_t* pmd);
+int find_pmd_or_thp_or_none(Mm* mm, uint64_t address, pmd_t** pmd);
+// alloc_charge_folio: the new folio, allocated and charged with no lock
+// held (the charge fails only by injection: src/mm/memcontrol.h).
+int alloc_charge_folio(Folio** foliop, Mm* mm, const CollapseControl* cc, unsigned order);
+// hpage_collapse_scan_file (khugepaged_file.cpp): scan the page cache of
+// file f over [start, start + HPAGE_PMD_NR) (mapped at addr in mm) and
+// collapse it into a PMD-order folio (collapse_file) if it qualifies. No
+// mmap_lock held. SCAN_PTE_MAPPED_HUGEPAGE: the range is (now) one
+// PMD-order folio; the caller maps it (collapse_pte_mapped_thp).
+int hpage_collapse_scan_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseControl* cc);
+// collapse_pte_mapped_thp: the PMD range at addr maps pages of the PMD-order
+// page-cache folio there, or nothing: its PTE table goes and, with
+// install_pmd (MADV_COLLAPSE), a PMD maps the folio. mmap_lock held for read.
+int collapse_pte_mapped_thp(Mm* mm, uint64_t addr, bool install_pmd) REQUIRES_SHARED(mm->mmap_lock);
 // hpage_collapse_scan_pmd: scan the PMD range at start_addr and collapse it
 // if it qualifies; *mmap_locked false if the collapse dropped mmap_lock.
 int hpage_collapse_scan_pmd(Mm* mm, Vma* vma, uint64_t start_addr, bool* mmap_locked, CollapseControl* cc);

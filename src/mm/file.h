@@ -45,6 +45,10 @@ struct File {
   FsClass fs = FsClass::kShmem;
   unsigned hugetlb_order = 0;  // hugetlbfs: PMD_ORDER or PUD_ORDER; 0 otherwise
   bool anon_shared = false;    // shmem_zero_setup: MAP_SHARED|MAP_ANONYMOUS backing
+  // shmem: a linked file on a tmpfs mounted with huge=tmpfs_huge (a
+  // ShmemHuge value), not an unlinked memfd on the internal mount.
+  bool tmpfs = false;
+  uint8_t tmpfs_huge = 0;
 
   // The page cache: folio start index -> folio (each holds one reference per
   // page it caches, as the kernel's page cache does). lock is the xarray's

@@ -179,7 +179,8 @@ int filemap_get_or_swapin(File* f, uint64_t index, Folio** foliop, uint64_t* sta
 
 }  // namespace
 
-int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start, bool* major) {
+int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start, bool* major, const Vma* vma,
+                          uint64_t addr) {
   if (index >= file_end_index(f)) return -EINVAL;
   Folio* folio = filemap_get_folio(f, index, start);
   if (!folio) {
@@ -196,6 +197,8 @@ int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* sta
       return 0;
     }
   }
+  // A shmem fault on a hole: a large folio where the THP controls allow one.
+  if (!folio && vma && file_is_shmem(f)) folio = shmem_alloc_and_add_large_folio(f, vma, addr, index, start);
   if (!folio) {
     Folio* nf = filemap_alloc_folio(f);
     if (!nf) return -ENOMEM;
@@ -289,6 +292,18 @@ int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, c
     f->size = size;
     if (int err = file_populate(f.get(), size)) return err;  // f's destructor frees the partial cache
   }
+  return file_install(k, std::move(f), name);
+}
+
+int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string& name) {
+  if (size > kMaxLfsFilesize) return -EFBIG;
+  auto f = std::make_shared<File>();
+  f->kernel = k;
+  f->fs = FsClass::kShmem;
+  f->tmpfs = true;
+  f->tmpfs_huge = huge;
+  f->size = size;
+  if (int err = file_populate(f.get(), size)) return err;
   return file_install(k, std::move(f), name);
 }
 

@@ -21,6 +21,9 @@ struct Folio;
 // or O_TMPFILE on an ext4-class file system: a file of size bytes, fully
 // allocated. Returns the fd.
 [[nodiscard]] int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name);
+// A linked shmem file on a tmpfs mounted with huge=`huge` (a ShmemHuge
+// value), fully allocated. Returns the fd.
+[[nodiscard]] int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string& name);
 [[nodiscard]] long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len);
 [[nodiscard]] long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t len);
 [[nodiscard]] int close_fd(Kernel* k, int fd);
@@ -51,12 +54,31 @@ Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock)
 // EOF, -ENOMEM, -EIO (a failed swap read), or -EAGAIN if the folio left the
 // cache meanwhile.
 [[nodiscard]] int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start,
-                                        bool* major = nullptr);
+                                        bool* major = nullptr, const Vma* vma = nullptr, uint64_t addr = 0);
+// shmem_get_folio_gfp's huge orders for a fault at addr of vma on the hole
+// at `index`: a new folio of the highest order shmem_allowable_huge_orders
+// allows whose aligned block fits the VMA and holds nothing yet, zeroed,
+// uptodate and in the page cache; referenced (the caller's), *start its
+// first index. nullptr: none (the caller allocates an order-0 folio).
+Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start);
 // filemap_remove_folio (delete_from_page_cache): a locked, unmapped folio
 // leaves f's page cache, which drops its references.
 void filemap_remove_folio(File* f, Folio* folio);
 
 // ---- shmem (mm/shmem.cpp) ----
+// shmem_allowable_huge_orders (v6.18) for the collapse paths: the orders of
+// the page cache of f at `index` that shmem's THP controls allow (the
+// caller has checked vma_thp_disabled). Every model file lives on the
+// internal mount (memfd, shared anonymous memory: no tmpfs mounts), whose
+// huge= is shmem_enabled's last mount value. A mapping of an unlinked shmem
+// file (a memfd, shared anonymous memory) is "anonymous shmem" and follows
+// the per-size controls too; shmem_huge_force (MADV_COLLAPSE) makes
+// shmem_enabled's own answer the PMD order unless it is deny.
+bool shmem_file_unlinked(const File* f);
+uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force);
+// shmem_hpage_pmd_enabled: some shmem control allows PMD THPs.
+struct Settings;
+bool shmem_hpage_pmd_enabled(const Settings& s);
 // shmem_writeout: a locked, unmapped, isolated shmem folio goes to swap:
 // slots allocated (the swap cache holds the folio), the file keeps the swap
 // entry in place of the folio (holding one swap count per page), and the

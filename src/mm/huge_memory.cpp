@@ -26,6 +26,14 @@ namespace mmlab {
 // A PMD leaf keeps a preallocated PTE table for its split; the deposits of
 // one PMD table are a list headed in that table page's metadata. PMD lock held.
 
+bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse) {
+  if (vm_flags & VM_NOHUGEPAGE) return true;
+  if (vma->vm_mm->test_flag(MMF_DISABLE_THP)) return true;
+  if (vm_flags & VM_HUGEPAGE) return false;
+  if (forced_collapse) return false;  // MADV_COLLAPSE is advice enough
+  return vma->vm_mm->test_flag(MMF_DISABLE_THP_EXCEPT_ADVISED);
+}
+
 void pgtable_trans_huge_deposit(Mm* mm, pmd_t* pmd, Page* table) {
   pmd_lockptr(mm, pmd)->assert_held();
   Page* pmd_table = table_page_of(mm->phys, pmd);
@@ -78,7 +86,7 @@ static void split_huge_pmd_locked(Vma* vma, pmd_t* pmd, uint64_t haddr) {
     if (pmd_dirty(old)) folio_set_dirty(folio);
     folio_remove_rmap_pmd(folio, page, vma);
     add_mm_counter(mm, mm_counter_file(folio), -static_cast<long>(HPAGE_PMD_NR));
-    zap_deposited_table(mm, pmd);
+    // x86 deposits no table under a file PMD (arch_needs_pgtable_deposit).
     folio_put(folio);
     return;
   }
@@ -160,7 +168,7 @@ bool zap_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t addr) {
       if (pmd_young(old)) folio_mark_accessed(folio);
       add_mm_counter(mm, mm_counter_file(folio), -static_cast<long>(HPAGE_PMD_NR));
     }
-    zap_deposited_table(mm, pmd);
+    if (vma_is_anonymous(vma)) zap_deposited_table(mm, pmd);  // file PMDs have none (x86)
     to_put = folio;
   }
   ptl->unlock();
@@ -215,8 +223,10 @@ bool move_huge_pmd(Vma* vma, uint64_t old_addr, uint64_t, pmd_t* old_pmd, pmd_t*
   if (pmd_trans_huge(old) && pmd_none(pmdp_get(new_pmd))) {
     entry_xchg(old_pmd, pmd_t{0});
     flush_pmd_tlb_range(vma, old_addr, old_addr + PMD_SIZE);
-    Page* table = pgtable_trans_huge_withdraw(mm, old_pmd);
-    pgtable_trans_huge_deposit(mm, new_pmd, table);
+    if (vma_is_anonymous(vma)) {  // pmd_move_must_withdraw: file PMDs have no deposit
+      Page* table = pgtable_trans_huge_withdraw(mm, old_pmd);
+      pgtable_trans_huge_deposit(mm, new_pmd, table);
+    }
     entry_set(new_pmd, old);
     moved = true;
   }

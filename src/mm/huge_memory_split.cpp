@@ -39,6 +39,7 @@
 
 #include "base/mmdebug.h"
 #include "mm/anon_vma.h"
+#include "mm/file.h"
 #include "mm/filemap.h"
 #include "mm/huge_mm.h"
 #include "mm/kernel.h"
@@ -92,7 +93,7 @@ void split_unmapped_folio(Kernel* k, Folio* folio, long nr, unsigned order) {
   const uint64_t index = head->index;
   const bool swapcache = folio_test_swapcache(folio);
   const uint64_t swap = aref(head->private_).load(std::memory_order_acquire);
-  k->stats->count_mthp(order, MthpStat::nr_anon, -1);
+  if (folio_test_anon(folio)) k->stats->count_mthp(order, MthpStat::nr_anon, -1);
 
   for (long i = 1; i < nr; i++) {
     Page* p = head + i;
@@ -173,6 +174,40 @@ int split_anon_folio_locked(Kernel* k, Folio* folio, AnonVma* av, std::vector<Fo
   return 0;
 }
 
+// __folio_split(folio, 0, ...) of a locked shmem page-cache folio: every
+// mapping goes (try_to_unmap: page-cache pages are refaulted, not remapped,
+// after a split), the refcount is frozen at the page cache's references
+// plus the caller's with the page-cache lock held, and the order-0 folios
+// take the folio's place in the page cache, each holding the cache's
+// reference; the caller keeps its reference (and the lock) on the first.
+int split_shmem_folio_locked(Kernel* k, Folio* folio) {
+  auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
+  if (!f) return -EBUSY;  // truncated meanwhile
+  int extra_pins;
+  if (!can_split_folio(folio, 1, &extra_pins)) return -EAGAIN;
+  const long nr = folio_nr_pages(folio);
+  const unsigned order = folio_order(folio);
+  const uint64_t index = folio->page.index;
+  try_to_unmap(folio, TTU_IGNORE_MLOCK);
+  {
+    MutexGuard g(&f->lock);
+    int expected = 1 + extra_pins;
+    if (folio_mapped(folio) ||
+        !aref(folio->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel))
+      return -EAGAIN;  // nothing to put back: page-cache folios refault
+    split_unmapped_folio(k, folio, nr, order);
+    // Each order-0 folio holds the cache's reference; the first also the caller's.
+    folio_ref_add(folio, 1);
+    f->pages.erase(index);
+    for (long i = 0; i < nr; i++) f->pages.emplace(index + static_cast<uint64_t>(i), reinterpret_cast<Folio*>(folio_page(folio, i)));
+  }
+  for (long i = 1; i < nr; i++) {
+    // Locked on the head's behalf (the flag was inherited): no lockdep record.
+    clear_bit(PG_locked, folio_page(folio, i));
+  }
+  return 0;
+}
+
 // thp_underused: more than max_ptes_none zero-filled pages.
 bool thp_underused(Kernel* k, Folio* folio) {
   const int max_ptes_none = k->settings.max_ptes_none.load(std::memory_order_relaxed);
@@ -194,11 +229,27 @@ bool thp_underused(Kernel* k, Folio* folio) {
 int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
   VM_WARN_ON_ONCE_FOLIO(!folio_test_locked(folio), folio, "split_folio of an unlocked folio");
   if (!folio_test_large(folio)) return -EINVAL;
-  // File, shmem and hugetlb folios are not split by the model; the huge zero
-  // folio never is.
-  if (!folio_test_anon(folio) || folio_test_hugetlb(folio) || folio_test_huge_zero(folio)) return -EINVAL;
+  // hugetlb folios are not split, the huge zero folio never is; among
+  // page-cache folios only shmem's are ever large in the model.
+  if (folio_test_hugetlb(folio) || folio_test_huge_zero(folio)) return -EINVAL;
+  if (!folio_test_anon(folio) && !folio_test_swapbacked(folio)) return -EINVAL;
   if (folio_test_writeback(folio)) return -EBUSY;  // __folio_split: the device still reads it
   Kernel* k = kernel_of(&folio->page);
+  if (!folio_test_anon(folio)) {
+    MM_TRACE("mm_split_folio", "pfn={:#x} order={}", folio_pfn(folio), folio_order(folio));
+    const unsigned forder = folio_order(folio);
+    const long nr = folio_nr_pages(folio);
+    const int r = split_shmem_folio_locked(k, folio);
+    if (forder == PMD_ORDER) k->stats->count(r ? VmStat::thp_split_page_failed : VmStat::thp_split_page);
+    k->stats->count_mthp(forder, r ? MthpStat::split_failed : MthpStat::split);
+    if (!r && list)  // page reclaim: the new folios, referenced, after the caller's
+      for (long i = 1; i < nr; i++) {
+        auto* nf = reinterpret_cast<Folio*>(folio_page(folio, i));
+        folio_get(nf);
+        list->push_back(nf);
+      }
+    return r;
+  }
   MM_TRACE("mm_split_folio", "pfn={:#x} order={}", folio_pfn(folio), folio_order(folio));
   const unsigned order = folio_order(folio);
   int ret;

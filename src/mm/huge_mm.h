@@ -11,6 +11,10 @@
 
 namespace mmlab {
 
+// vma_thp_disabled (v6.18): MADV_NOHUGEPAGE, PR_SET_THP_DISABLE, and
+// PR_THP_DISABLE_EXCEPT_ADVISED unless the VMA or a forced collapse asks.
+bool vma_thp_disabled(const Vma* vma, vm_flags_t vm_flags, bool forced_collapse);
+
 // Split the PMD leaf at *pmd (address inside it) into a PTE table (__split_huge_pmd).
 void split_huge_pmd(Vma* vma, pmd_t* pmd, uint64_t address);
 // Zap a PMD leaf entirely covered by the zap range; returns true if it was a leaf.

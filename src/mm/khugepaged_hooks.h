@@ -53,9 +53,10 @@ inline int mm_madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* loc
   return -EINVAL;
 }
 
-// What MADV_COLLAPSE returns for a file or shmem range (collapse_file() is
-// not modelled); the scenario runner turns it into a SKIP. The kernel never
-// returns it for MADV_COLLAPSE.
+// What MADV_COLLAPSE returns for a range of a file other than shmem that
+// passed the eligibility checks (never, in a model without
+// CONFIG_READ_ONLY_THP_FOR_FS: kept as the guard for such a kernel); the
+// scenario runner turns it into a SKIP. The kernel never returns it.
 inline constexpr int kCollapseFileNotModelled = -ENOSYS;
 
 }  // namespace mmlab

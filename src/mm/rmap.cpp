@@ -184,6 +184,7 @@ static void remove_entire(Folio* folio, Vma* vma) {
 }
 
 void folio_remove_rmap_pmd(Folio* folio, Page*, Vma* vma) { remove_entire(folio, vma); }
+void folio_add_file_rmap_pmd(Folio* folio, Page* page, Vma* vma) { add_entire_mapping(folio, page, vma, RMAP_NONE); }
 
 int folio_try_dup_anon_rmap_ptes(Folio* folio, Page* page, int nr, Vma* dst_vma, Vma* src_vma) {
   Mm* src_mm = src_vma->vm_mm;
@@ -616,12 +617,12 @@ bool try_to_unmap_file_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch*
 
 // rmap_walk_file for try_to_unmap: every VMA on the file's i_mmap (shared
 // and private mappings alike map the page-cache folio).
-void try_to_unmap_file(Folio* folio) {
+void try_to_unmap_file(Folio* folio, unsigned ttu_flags) {
   auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
   if (!f) return;
   ReadGuard g(&f->i_mmap_rwsem);  // i_mmap_lock_read
   for (Vma* vma : f->i_mmap) {
-    const bool ok = try_to_unmap_vma(folio, vma, 0, [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
+    const bool ok = try_to_unmap_vma(folio, vma, ttu_flags, [folio](PageVmaMappedWalk* w, PteUnmapBatch* b) {
       return try_to_unmap_file_pte(folio, w, b);
     });
     if (!ok || !folio_mapped(folio)) break;
@@ -630,11 +631,12 @@ void try_to_unmap_file(Folio* folio) {
 
 }  // namespace
 
-void try_to_unmap(Folio* folio) {
+void try_to_unmap(Folio* folio, unsigned ttu_flags) {
   if (!folio_test_anon(folio)) {
-    try_to_unmap_file(folio);
+    try_to_unmap_file(folio, ttu_flags);
     return;
   }
+  VM_WARN_ON_ONCE_FOLIO(ttu_flags, folio, "try_to_unmap flags are modelled for page-cache folios only");
   rmap_walk(folio, {.rmap_one = [folio](Vma* vma) { return try_to_unmap_one(folio, vma); },
                     .done = [folio] { return !folio_mapped(folio); }});
 }

@@ -30,6 +30,8 @@ void folio_add_file_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma);
 void folio_remove_rmap_ptes(Folio* folio, Page* page, int nr, Vma* vma);
 inline void folio_remove_rmap_pte(Folio* folio, Page* page, Vma* vma) { folio_remove_rmap_ptes(folio, page, 1, vma); }
 void folio_remove_rmap_pmd(Folio* folio, Page* page, Vma* vma);
+// folio_add_file_rmap_pmd: a PMD maps the whole page-cache folio.
+void folio_add_file_rmap_pmd(Folio* folio, Page* page, Vma* vma);
 
 // fork: share an anon mapping with the child, or -EBUSY if a page is
 // AnonExclusive and the folio may be DMA-pinned (the caller copies instead).
@@ -136,11 +138,17 @@ void rmap_walk(Folio* folio, const RmapWalkControl& rwc);
 // migration entry (PMD mappings split first); it stops at a page that may be
 // pinned, leaving the folio mapped.
 void try_to_migrate(Folio* folio, AnonVma* av) REQUIRES_SHARED(av->rwsem);
+// ttu_flags: the one the model's callers differ by (TTU_SPLIT_HUGE_PMD is
+// what they all do).
+inline constexpr unsigned TTU_IGNORE_MLOCK = 0x8;  // an mlocked VMA's mappings go too
+
 // try_to_unmap (TTU_SPLIT_HUGE_PMD | TTU_BATCH_FLUSH): shrink_folio_list's
 // unmap of a locked folio over the rmap walk: every PTE mapping it becomes a
 // swap entry (it is in the swap cache), or, lazy-free, is discarded; an
 // mlocked VMA or a maybe-pinned page keeps it mapped (folio_mapped after).
-void try_to_unmap(Folio* folio);
+// A page-cache folio's PTEs are cleared (the page cache keeps it); with
+// TTU_IGNORE_MLOCK (collapse_file) an mlocked VMA's go too.
+void try_to_unmap(Folio* folio, unsigned ttu_flags = 0);
 // remove_migration_ptes: every migration entry into [fpfn, fpfn + nr) (linear
 // index `index`) in av's VMAs maps the page at the same index of dst again,
 // or its own page when dst is null; repeated until a pass finds none, so that
@@ -179,9 +187,6 @@ class PteUnmapBatch {
   bool cleared_ = false;
 };
 
-// ttu_flags: the one the model's callers differ by (TTU_SPLIT_HUGE_PMD is
-// what they all do).
-inline constexpr unsigned TTU_IGNORE_MLOCK = 0x8;  // an mlocked VMA's mappings go too
 
 // What try_to_unmap_one() or try_to_migrate_one() puts in place of one
 // present PTE of the folio (pvmw->pte, its table locked), telling batch what

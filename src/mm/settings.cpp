@@ -106,6 +106,41 @@ bool parse_enum(const char* const (&names)[N], const std::string& v, E* out) {
   return false;
 }
 
+// shmem_enabled's values, in ShmemHuge's order, and the order the kernel prints them.
+const char* kShmemHugeNames[] = {"never", "always", "within_size", "advise", "deny", "force"};
+const std::vector<std::string> kShmemHugeShown = {"always", "within_size", "advise", "never", "deny", "force"};
+const char* kShmemOrderModeNames[] = {"never", "always", "inherit", "within_size", "advise"};
+const std::vector<std::string> kShmemOrderModeShown = {"always", "inherit", "within_size", "advise", "never"};
+
+// "hugepages-8kB" -> order 1: the shmem per-size directories start at order
+// 1 (hugepages-8kB has shmem_enabled only); -1 otherwise.
+int shmem_order_from_dir(std::string_view dir) {
+  if (dir == "hugepages-8kB") return 1;
+  return order_from_dir(dir);
+}
+
+// shmem_enabled_store: force is refused while some size other than the
+// PMD one inherits (non-PMD mTHP may not override huge=), and only the
+// four mount values reach the internal mount.
+int shmem_enabled_write(Settings& s, const std::string& v) {
+  ShmemHuge h;
+  if (!parse_enum(kShmemHugeNames, v, &h)) return -EINVAL;
+  if (h == ShmemHuge::kForce && s.huge_shmem_orders_inherit.load() != BIT(PMD_ORDER)) return -EINVAL;
+  s.shmem_huge = h;
+  if (h != ShmemHuge::kDeny && h != ShmemHuge::kForce) s.shm_mnt_huge = h;
+  return 0;
+}
+
+// thpsize_shmem_enabled_store: inherit of a non-PMD size is refused while
+// shmem_enabled is force.
+int shmem_size_enabled_write(Settings& s, unsigned order, const std::string& v) {
+  ShmemOrderMode m;
+  if (!parse_enum(kShmemOrderModeNames, v, &m)) return -EINVAL;
+  if (m == ShmemOrderMode::kInherit && order != PMD_ORDER && s.shmem_huge.load() == ShmemHuge::kForce) return -EINVAL;
+  s.set_shmem_order_mode(order, m);
+  return 0;
+}
+
 const char* kThpDefragNames[] = {"always", "defer", "defer+madvise", "madvise", "never"};
 const char* kThpEnabledNames[] = {"always", "madvise", "never"};
 
@@ -215,6 +250,26 @@ void Settings::set_order_mode(unsigned order, ThpOrderMode m) {
   if (m == ThpOrderMode::kMadvise) huge_anon_orders_madvise.fetch_or(b);
 }
 
+ShmemOrderMode Settings::shmem_order_mode(unsigned order) const {
+  uint64_t b = BIT(order);
+  if (huge_shmem_orders_always.load() & b) return ShmemOrderMode::kAlways;
+  if (huge_shmem_orders_inherit.load() & b) return ShmemOrderMode::kInherit;
+  if (huge_shmem_orders_within_size.load() & b) return ShmemOrderMode::kWithinSize;
+  if (huge_shmem_orders_madvise.load() & b) return ShmemOrderMode::kAdvise;
+  return ShmemOrderMode::kNever;
+}
+
+void Settings::set_shmem_order_mode(unsigned order, ShmemOrderMode m) {
+  uint64_t b = BIT(order);
+  for (auto* bits : {&huge_shmem_orders_always, &huge_shmem_orders_inherit, &huge_shmem_orders_within_size,
+                     &huge_shmem_orders_madvise})
+    bits->fetch_and(~b);
+  if (m == ShmemOrderMode::kAlways) huge_shmem_orders_always.fetch_or(b);
+  if (m == ShmemOrderMode::kInherit) huge_shmem_orders_inherit.fetch_or(b);
+  if (m == ShmemOrderMode::kWithinSize) huge_shmem_orders_within_size.fetch_or(b);
+  if (m == ShmemOrderMode::kAdvise) huge_shmem_orders_madvise.fetch_or(b);
+}
+
 const char* gup_walk_name(GupWalk w) { return kGupWalkValues[static_cast<int>(w)].name; }
 const char* gup_fast_name(GupFast f) { return kGupFastValues[static_cast<int>(f)].name; }
 const char* cow_policy_name(CowPolicy p) { return kCowPolicyValues[static_cast<int>(p)].name; }
@@ -243,7 +298,13 @@ int settings_write(Settings& s, const std::string& path, const std::string& valu
       return 0;
     }
     if (rest.rfind("khugepaged/", 0) == 0) return khugepaged_knob_write(s, rest.substr(11), value);
+    if (rest == "shmem_enabled") return shmem_enabled_write(s, v);
     auto slash = rest.find('/');
+    if (slash != std::string::npos && rest.substr(slash + 1) == "shmem_enabled") {
+      int order = shmem_order_from_dir(rest.substr(0, slash));
+      if (order < 0) return -ENOENT;
+      return shmem_size_enabled_write(s, static_cast<unsigned>(order), v);
+    }
     if (slash != std::string::npos && rest.substr(slash + 1) == "enabled") {
       int order = order_from_dir(rest.substr(0, slash));
       if (order < 0) return -ENOENT;
@@ -278,6 +339,10 @@ int settings_read(const Settings& s, const std::string& path, std::string* out) 
       return 0;
     }
     if (rest == "hpage_pmd_size") { *out = std::to_string(PMD_SIZE); return 0; }
+    if (rest == "shmem_enabled") {
+      *out = bracketed(kShmemHugeShown, kShmemHugeNames[static_cast<int>(s.shmem_huge.load())]);
+      return 0;
+    }
     if (rest == "khugepaged/max_ptes_none") { *out = std::to_string(s.max_ptes_none); return 0; }
     if (rest == "khugepaged/max_ptes_swap") { *out = std::to_string(s.max_ptes_swap); return 0; }
     if (rest == "khugepaged/max_ptes_shared") { *out = std::to_string(s.max_ptes_shared); return 0; }
@@ -286,6 +351,13 @@ int settings_read(const Settings& s, const std::string& path, std::string* out) 
     if (rest == "khugepaged/alloc_sleep_millisecs") { *out = std::to_string(s.alloc_sleep_millisecs); return 0; }
     if (rest == "khugepaged/defrag") { *out = s.khugepaged_defrag ? "1" : "0"; return 0; }
     auto slash = rest.find('/');
+    if (slash != std::string::npos && rest.substr(slash + 1) == "shmem_enabled") {
+      int order = shmem_order_from_dir(rest.substr(0, slash));
+      if (order < 0) return -ENOENT;
+      *out = bracketed(kShmemOrderModeShown,
+                       kShmemOrderModeNames[static_cast<int>(s.shmem_order_mode(static_cast<unsigned>(order)))]);
+      return 0;
+    }
     if (slash != std::string::npos && rest.substr(slash + 1) == "enabled") {
       int order = order_from_dir(rest.substr(0, slash));
       if (order < 0) return -ENOENT;
@@ -351,6 +423,7 @@ std::vector<TuneKeyInfo> tune_catalogue() {
 std::vector<std::string> settings_paths() {
   std::vector<std::string> v = {"transparent_hugepage/enabled", "transparent_hugepage/defrag",
                                 "transparent_hugepage/use_zero_page",
+                                "transparent_hugepage/shmem_enabled",
                                 "transparent_hugepage/shrink_underused",
                                 "transparent_hugepage/khugepaged/max_ptes_none",
                                 "transparent_hugepage/khugepaged/max_ptes_swap",
@@ -363,6 +436,8 @@ std::vector<std::string> settings_paths() {
                                 "hugepages/hugepages-1048576kB/nr_hugepages"};
   for (unsigned o = 2; o <= PMD_ORDER; o++)
     v.push_back("transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << o) / 1024) + "kB/enabled");
+  for (unsigned o = 1; o <= PMD_ORDER; o++)
+    v.push_back("transparent_hugepage/hugepages-" + std::to_string((PAGE_SIZE << o) / 1024) + "kB/shmem_enabled");
   return v;
 }
 

@@ -17,6 +17,12 @@ namespace mmlab {
 
 enum class ThpEnabled : uint8_t { kAlways, kMadvise, kNever };
 enum class ThpOrderMode : uint8_t { kNever, kAlways, kInherit, kMadvise };
+// transparent_hugepage/shmem_enabled (mm/shmem.c's SHMEM_HUGE_*): the first
+// four are also the values of a tmpfs mount's huge= option; deny and force
+// exist only in sysfs.
+enum class ShmemHuge : uint8_t { kNever, kAlways, kWithinSize, kAdvise, kDeny, kForce };
+// hugepages-<N>kB/shmem_enabled.
+enum class ShmemOrderMode : uint8_t { kNever, kAlways, kInherit, kWithinSize, kAdvise };
 
 // The model's variants (the `tune` keys with a list of values): their enums
 // and value lists live in mm/variants.h, which only the code that acts on a
@@ -43,6 +49,17 @@ struct Settings {
   std::atomic<uint64_t> huge_anon_orders_inherit{1ull << 9};  // PMD order inherits
   std::atomic<uint64_t> huge_anon_orders_madvise{0};
   std::atomic<bool> use_zero_page{true};
+  // shmem_enabled: shmem_huge, and the huge= of the internal mount behind
+  // memfd and shared anonymous memory (shm_mnt), which a store of
+  // deny or force leaves as it was.
+  std::atomic<ShmemHuge> shmem_huge{ShmemHuge::kNever};
+  std::atomic<ShmemHuge> shm_mnt_huge{ShmemHuge::kNever};
+  // hugepages-<N>kB/shmem_enabled as the kernel's four bitmaps over the
+  // page-cache orders (1..PMD_ORDER); they govern shared anonymous memory.
+  std::atomic<uint64_t> huge_shmem_orders_always{0};
+  std::atomic<uint64_t> huge_shmem_orders_inherit{1ull << 9};  // PMD order inherits
+  std::atomic<uint64_t> huge_shmem_orders_within_size{0};
+  std::atomic<uint64_t> huge_shmem_orders_madvise{0};
   // shrink_underused: queue fully mapped PMD THPs for the underused-THP
   // shrinker (split_underused_thp).
   std::atomic<bool> shrink_underused{true};
@@ -75,11 +92,15 @@ struct Settings {
 
   ThpOrderMode order_mode(unsigned order) const;
   void set_order_mode(unsigned order, ThpOrderMode m);
+  ShmemOrderMode shmem_order_mode(unsigned order) const;
+  void set_shmem_order_mode(unsigned order, ShmemOrderMode m);
 };
 
 // Orders that anonymous THP supports (THP_ORDERS_ALL_ANON): 2..PMD_ORDER.
 inline constexpr uint64_t THP_ORDERS_ALL_ANON = ((1ull << (PMD_ORDER + 1)) - 1) & ~3ull;
 inline constexpr uint64_t BIT(unsigned n) { return 1ull << n; }
+// Orders the page cache of shmem supports (THP_ORDERS_ALL_FILE_DEFAULT): 1..PMD_ORDER.
+inline constexpr uint64_t THP_ORDERS_ALL_FILE_DEFAULT = ((1ull << (PMD_ORDER + 1)) - 1) & ~1ull;
 
 // The sysfs/tune interface, by path as on a real system. Errors are
 // -EINVAL (bad value) or -ENOENT (no such path).

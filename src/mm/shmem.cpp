@@ -12,10 +12,15 @@
 // finds the entry and reads the page back (shmem_swapin_folio: a major
 // fault when the folio had left the swap cache).
 //
+// Large shmem folios (shmem THP): a fault allocates one where the THP
+// controls allow (shmem_alloc_and_add_large_folio), khugepaged and
+// MADV_COLLAPSE make PMD-order ones; a truncation or hole splits one that
+// straddles its edge.
+//
 // Not modelled: SHM_LOCK (SysV shm) and tmpfs mounts with `noswap`, which
-// shmem_writeout() refuses to swap (the model has neither); large shmem
-// folios (shmem THP: every shmem folio of the model is order 0, so no
-// folio straddles a hole and shmem_writeout() never splits); the
+// shmem_writeout() refuses to swap (the model has neither), nor tmpfs mounts
+// at all (huge=); the swap-out of a large shmem folio (reclaim keeps it
+// whole: shmem_writeout()'s large slots or split are not modelled); the
 // shmem_falloc wait of a fault racing a hole punch (a fault during the
 // punch fills the hole again, which the kernel only makes unlikely).
 #include <algorithm>
@@ -25,8 +30,11 @@
 #include "base/mmdebug.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
+#include "mm/huge_mm.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
+#include "mm/mm.h"
+#include "mm/settings.h"
 #include "mm/swap.h"
 #include "mm/swapfile.h"
 #include "phys/frame_copy.h"
@@ -44,6 +52,152 @@ std::shared_ptr<File> shmem_zero_setup(Kernel* k, uint64_t len) {
   f->name = "dev/zero";
   f->size = len;
   return f;
+}
+
+// ---- THP policy (shmem_enabled and the per-size shmem_enabled) ----
+
+namespace {
+
+// shmem_get_orders_within_size: of `orders`, those whose naturally aligned
+// block holding `index` ends inside i_size.
+uint64_t shmem_get_orders_within_size(const File* f, uint64_t orders, uint64_t index) {
+  const uint64_t pages = round_up(i_size_read(f), PAGE_SIZE) >> PAGE_SHIFT;
+  uint64_t ok = 0;
+  for (unsigned order = 1; order <= PMD_ORDER; order++)
+    if ((orders & BIT(order)) && round_up(index + 1, 1ull << order) <= pages) ok |= BIT(order);
+  return ok;
+}
+
+// shmem_huge_global_enabled: what the mount's huge= (here always the
+// internal mount's) allows. deny wins over everything, then force and
+// MADV_COLLAPSE (shmem_huge_force) get the PMD order.
+uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_huge_force, vm_flags_t vm_flags) {
+  const Settings& s = f->kernel->settings;
+  const ShmemHuge huge = s.shmem_huge.load(std::memory_order_relaxed);
+  if (huge == ShmemHuge::kDeny) return 0;
+  if (shmem_huge_force || huge == ShmemHuge::kForce) return BIT(PMD_ORDER);
+  const ShmemHuge mount_huge =
+      f->tmpfs ? static_cast<ShmemHuge>(f->tmpfs_huge) : s.shm_mnt_huge.load(std::memory_order_relaxed);
+  switch (mount_huge) {
+    case ShmemHuge::kAlways:
+      return THP_ORDERS_ALL_FILE_DEFAULT;
+    case ShmemHuge::kWithinSize:
+      if (uint64_t within = shmem_get_orders_within_size(f, THP_ORDERS_ALL_FILE_DEFAULT, index)) return within;
+      [[fallthrough]];
+    case ShmemHuge::kAdvise:
+      if (vm_flags & VM_HUGEPAGE) return THP_ORDERS_ALL_FILE_DEFAULT;
+      return 0;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+// shmem_mmap_prepare's choice of shmem_anon_vm_ops: the inode has no link
+// (i_nlink 0): a memfd, or the file behind shared anonymous memory; a
+// `file ... huge=` is a linked file on a tmpfs mount.
+bool shmem_file_unlinked(const File* f) { return file_is_shmem(f) && !f->tmpfs; }
+
+uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force) {
+  const Settings& s = f->kernel->settings;
+  const vm_flags_t vm_flags = vma ? vma->vm_flags : 0;
+  const uint64_t global_orders = shmem_huge_global_enabled(f, index, shmem_huge_force, vm_flags);
+  // A tmpfs file gets what huge= allows; the per-size controls govern
+  // "anonymous" shmem (vma_is_anon_shmem: shmem_anon_vm_ops), which v6.18
+  // gives to shared anonymous memory and to every unlinked shmem file, so
+  // to a memfd too. The model's shmem files are all unlinked (no tmpfs).
+  if (!vma || !shmem_file_unlinked(f)) return global_orders;
+  const ShmemHuge huge = s.shmem_huge.load(std::memory_order_relaxed);
+  if (huge == ShmemHuge::kDeny) return 0;
+  if (huge == ShmemHuge::kForce) return s.huge_shmem_orders_inherit.load(std::memory_order_relaxed);
+  uint64_t mask = s.huge_shmem_orders_always.load(std::memory_order_relaxed);
+  mask |= shmem_get_orders_within_size(f, s.huge_shmem_orders_within_size.load(std::memory_order_relaxed), index);
+  if (vm_flags & VM_HUGEPAGE) mask |= s.huge_shmem_orders_madvise.load(std::memory_order_relaxed);
+  if (global_orders) mask |= s.huge_shmem_orders_inherit.load(std::memory_order_relaxed);
+  return THP_ORDERS_ALL_FILE_DEFAULT & mask;
+}
+
+namespace {
+
+// Does the naturally aligned block of 2^order pages around the fault fit
+// the VMA, file offset and address aligned alike (thp_vma_suitable_order)?
+bool shmem_order_fits_vma(const Vma* vma, uint64_t addr, unsigned order) {
+  const uint64_t nr = 1ull << order;
+  if ((((vma->vm_start >> PAGE_SHIFT) - vma->vm_pgoff) & (nr - 1)) != 0) return false;
+  const uint64_t haddr = addr & ~((PAGE_SIZE << order) - 1);
+  return haddr >= vma->vm_start && haddr + (PAGE_SIZE << order) <= vma->vm_end;
+}
+
+}  // namespace
+
+Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start) {
+  Kernel* k = f->kernel;
+  if (vma_thp_disabled(vma, vma->vm_flags, /*forced_collapse=*/false)) return nullptr;
+  uint64_t orders = shmem_allowable_huge_orders(f, vma, index, false) & THP_ORDERS_ALL_FILE_DEFAULT;
+  while (orders) {
+    const unsigned order = 63 - static_cast<unsigned>(__builtin_clzll(orders));
+    orders &= ~BIT(order);
+    if (!shmem_order_fits_vma(vma, addr, order)) continue;
+    const uint64_t nr = 1ull << order, first = index & ~(nr - 1);
+    {
+      // shmem_suitable_orders: the block must hold no page and no swap entry.
+      MutexGuard g(&f->lock);
+      uint64_t s;
+      bool busy = false;
+      for (uint64_t i = first; i < first + nr && !busy; i++) busy = lookup_locked(f, i, &s) != nullptr;
+      auto sw = f->swapped.lower_bound(first);
+      if (busy || (sw != f->swapped.end() && sw->first < first + nr)) continue;
+    }
+    Folio* folio = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, order);
+    if (!folio) {
+      if (order == PMD_ORDER) k->stats->count(VmStat::thp_file_fallback);
+      k->stats->count_mthp(order, MthpStat::shmem_fallback);
+      continue;
+    }
+    PhysMem* phys = k->phys.get();
+    zero_folio_frames(phys, static_cast<uint8_t*>(phys->page_address(&folio->page)), static_cast<long>(nr), -1);
+    folio_set_swapbacked(folio);
+    folio_set_uptodate(folio);
+    bool added = false;
+    {
+      MutexGuard g(&f->lock);
+      uint64_t s;
+      bool busy = false;
+      for (uint64_t i = first; i < first + nr && !busy; i++) busy = lookup_locked(f, i, &s) != nullptr;
+      auto sw = f->swapped.lower_bound(first);
+      if (!busy && (sw == f->swapped.end() || sw->first >= first + nr)) {
+        aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
+        folio->page.index = first;
+        folio_ref_add(folio, static_cast<int>(nr));  // the page cache's
+        folio_add_lru(folio);
+        f->pages.emplace(first, folio);
+        added = true;
+      }
+    }
+    if (!added) {
+      folio_put(folio);  // filled meanwhile: try a smaller order
+      continue;
+    }
+    MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), first, order);
+    if (order == PMD_ORDER) k->stats->count(VmStat::thp_file_alloc);
+    k->stats->count_mthp(order, MthpStat::shmem_alloc);
+    *start = first;
+    return folio;
+  }
+  return nullptr;
+}
+
+// shmem_hpage_pmd_enabled: whether some shmem control allows the PMD order
+// (one of the reasons the khugepaged thread runs).
+bool shmem_hpage_pmd_enabled(const Settings& s) {
+  const ShmemHuge huge = s.shmem_huge.load(std::memory_order_relaxed);
+  if (huge == ShmemHuge::kDeny) return false;
+  const uint64_t pmd = BIT(PMD_ORDER);
+  if ((s.huge_shmem_orders_always.load() | s.huge_shmem_orders_madvise.load() |
+       s.huge_shmem_orders_within_size.load()) & pmd)
+    return true;
+  return (s.huge_shmem_orders_inherit.load() & pmd) && huge != ShmemHuge::kNever;
 }
 
 // ---- reclaim ----
@@ -181,6 +335,34 @@ void shmem_zero_partial(File* f, uint64_t index, uint64_t from, uint64_t to) {
   truncate_partial_zero(f, folio, index - start, from, to);
 }
 
+// truncate_inode_partial_folio's split for a large folio: the one holding
+// page `index` reaches outside the whole pages [start, end) that go, so it
+// is split (into order-0 folios, which the loop then takes one by one). If
+// it cannot be (a pin, a racing reference) its pages inside the range are
+// zeroed instead and it stays whole, as the kernel leaves it.
+void shmem_split_edge_folio(File* f, uint64_t index, uint64_t start, uint64_t end) {
+  Folio* folio = nullptr;
+  uint64_t fstart = 0;
+  {
+    MutexGuard g(&f->lock);
+    folio = lookup_locked(f, index, &fstart);
+    if (!folio || !folio_test_large(folio)) return;
+    folio_get(folio);
+  }
+  const uint64_t fend = fstart + static_cast<uint64_t>(folio_nr_pages(folio));
+  folio_lock(folio);
+  if (aref(folio->page.mapping).load(std::memory_order_acquire) == reinterpret_cast<uint64_t>(f) &&
+      (fstart < start || fend > end) && split_folio(folio)) {
+    PhysMem* phys = f->kernel->phys.get();
+    for (uint64_t i = std::max(fstart, start); i < std::min(fend, end); i++)
+      user_memset(phys, static_cast<uint8_t*>(phys->page_address(folio_page(folio, static_cast<long>(i - fstart)))), 0,
+                  PAGE_SIZE);
+    folio_set_dirty(folio);
+  }
+  folio_unlock(folio);
+  folio_put(folio);
+}
+
 }  // namespace
 
 void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend) {
@@ -199,7 +381,12 @@ void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend) {
     }
   }
   for (swp_entry_t e : freed) free_swap_and_cache_nr(f->kernel, e, 1);
-  // The folios of the range (truncate_inode_folio: order 0 in the model).
+  // A large folio (a collapsed THP) across either edge is split first.
+  if (start < end) {
+    shmem_split_edge_folio(f, start, start, end);
+    if (end != UINT64_MAX) shmem_split_edge_folio(f, end - 1, start, end);
+  }
+  // The folios of the range; a large one still across an edge stays.
   truncate_inode_folios(f, start, end);
   truncate_partial_pages(f, r, shmem_zero_partial);
 }

@@ -92,8 +92,9 @@ void truncate_inode_folios(File* f, uint64_t start, uint64_t end) {
       folio_get(folio);
     }
     folio_lock(folio);
+    // A large folio reaching past end (whose split failed) stays.
     if (aref(folio->page.mapping).load(std::memory_order_acquire) == reinterpret_cast<uint64_t>(f) &&
-        folio->page.index == index)
+        folio->page.index == index && (end == UINT64_MAX || index + static_cast<uint64_t>(folio_nr_pages(folio)) <= end))
       truncate_inode_folio(f, folio);
     folio_unlock(folio);
     folio_put(folio);  // the last reference, unless a pin holds the folio

@@ -108,6 +108,9 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
   // walk does not isolate them for MADV_PAGEOUT); shmem's are.
   const bool shmem = shmem_cache_folio(folio);
   if (!folio_test_anon(folio) && !shmem) return Reclaim::kKeep;
+  // A large shmem folio (a collapsed THP) is kept whole and mapped: its
+  // swap-out (shmem_writeout's large slots or split) is not modelled.
+  if (shmem && folio_test_large(folio)) return Reclaim::kActivate;
   // Its write is still in flight: kept for a later pass.
   if (folio_test_writeback(folio)) return Reclaim::kKeep;
   // Anonymous memory needs backing store; a lazy-free folio is discarded

@@ -19,7 +19,13 @@ const char* const* sysfs_words(const std::string& path) {
   static const char* const kEnabled[] = {"always", "madvise", "never", nullptr};
   static const char* const kSizeEnabled[] = {"always", "inherit", "madvise", "never", nullptr};
   static const char* const kDefrag[] = {"always", "defer", "defer+madvise", "madvise", "never", nullptr};
+  static const char* const kShmem[] = {"always", "within_size", "advise", "never", "deny", "force", nullptr};
+  static const char* const kSizeShmem[] = {"always", "inherit", "within_size", "advise", "never", nullptr};
   if (path == "transparent_hugepage/enabled") return kEnabled;
+  if (path == "transparent_hugepage/shmem_enabled") return kShmem;
+  if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 14 &&
+      path.compare(path.size() - 14, 14, "/shmem_enabled") == 0)
+    return kSizeShmem;
   if (path == "transparent_hugepage/defrag") return kDefrag;
   if (path.rfind("transparent_hugepage/hugepages-", 0) == 0 && path.size() > 8 &&
       path.compare(path.size() - 8, 8, "/enabled") == 0)
@@ -75,7 +81,7 @@ StmtBody parse_tune(LineParser& lp, const std::string&) {
   return t;
 }
 
-// file F SIZE [fs=CLASS] [hugetlb=2M|1G]
+// file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never]
 StmtBody parse_file(LineParser& lp, const std::string&) {
   stmt::File f;
   f.name = lp.name();
@@ -89,11 +95,15 @@ StmtBody parse_file(LineParser& lp, const std::string&) {
       f.fs = opt.substr(3);
     } else if (opt == "hugetlb=2M" || opt == "hugetlb=1G") {
       f.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
+    } else if (opt == "huge=always" || opt == "huge=within_size" || opt == "huge=advise" || opt == "huge=never") {
+      f.huge = opt.substr(5);
     } else {
-      lp.fail("fs=CLASS or hugetlb=2M|1G");
+      lp.fail("fs=CLASS, hugetlb=2M|1G or huge=always|within_size|advise|never");
     }
     lp.word("");
   }
+  // huge= is a tmpfs mount option: a shmem file only.
+  if (!f.huge.empty() && (f.fs != "shmem" || f.hugetlb_shift)) lp.fail("huge= only for a shmem file (a file on tmpfs)");
   return f;
 }
 

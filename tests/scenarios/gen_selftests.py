@@ -347,35 +347,63 @@ def check_huge(nr, probe, who="P", region="A"):
     return [f"expect {who} {at(region, probe)} mapped pte"]
 
 
+class Mem:
+    """khugepaged.c's mem_ops: anon (a private anonymous mapping) or shmem (a
+    memfd: memfd_create, ftruncate to the size, a shared mapping; pages
+    appear on first write, the memfd's page cache is what collapses)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def setup(self, nr_bytes):
+        if self.name == "anon":
+            return [f"P mmap A {size(nr_bytes)} rw private align=2M"]
+        return ["file F 0", f"truncate F {size(nr_bytes)}", f"P mmap A {size(nr_bytes)} rw shared file=F align=2M"]
+
+
 class Ctx:
     def __init__(self, name, enforce):
         self.name, self.enforce = name, enforce
 
-    def collapse(self, nr, expect, probe, who="P", sanity=True, errno="EINVAL"):
+    def collapse(self, nr, expect, probe, who="P", sanity=True, errno="EINVAL", mem=None):
         """c->collapse(msg, p, nr, ops, expect) on region A."""
         length = size(nr * PMD)
+        anon = mem is None or mem.name == "anon"
         if self.name == "khugepaged":
-            return ([f"{who} madvise A {length} hugepage", "khugepaged 2", f"{who} madvise A {length} nohugepage"] +
-                    check_huge(nr if expect else 0, probe, who))
-        # __madvise_collapse: THP "never" proves MADV_COLLAPSE ignores it.
+            out = [f"{who} madvise A {length} hugepage", "khugepaged 2", f"{who} madvise A {length} nohugepage"]
+            if not anon:
+                # khugepaged only retracts the page tables of file and shmem
+                # memory, and ops->fault() refaults the range (fill_memory
+                # writes). Here khugepaged collapses nothing (the mm is not
+                # registered: see k_madvise_retracted_page_tables), and had
+                # it collapsed, MADV_NOHUGEPAGE would keep do_set_pmd() from
+                # mapping the THP by a PMD: either way the range is mapped by
+                # PTEs, where khugepaged.c's check_huge() wants
+                # ShmemPmdMapped (docs/NOTES.md, "Issue 30: shmem collapse").
+                out += khp_fill(0, nr * PMD, who)
+                return out + [f"expect {who} {at('A', i * PMD)} mapped pte" for i in range(nr)]
+            return out + check_huge(nr if expect else 0, probe, who)
+        # __madvise_collapse: THP "never" (and shmem_enabled "never") proves
+        # MADV_COLLAPSE ignores them.
         call = f"{who} madvise A {length} collapse"
-        return (["sysfs transparent_hugepage/enabled never", f"{who} madvise A {length} hugepage",
+        return (["sysfs transparent_hugepage/enabled never", "sysfs transparent_hugepage/shmem_enabled never",
+                 f"{who} madvise A {length} hugepage",
                  call if expect else f"expect-error {errno} {call}"] +
-                check_huge(nr if expect else 0, probe, who) + ["sysfs transparent_hugepage/enabled madvise"])
+                check_huge(nr if expect else 0, probe, who) +
+                ["sysfs transparent_hugepage/enabled madvise", "sysfs transparent_hugepage/shmem_enabled advise"])
 
 
 KHP_CTXS = [Ctx("khugepaged", True), Ctx("madvise", False)]
 
 
-def alloc_hpage():
+def alloc_hpage(m=Mem("anon")):
     """alloc_hpage(): a PMD THP made by MADV_COLLAPSE, then MADV_HUGEPAGE."""
-    return (["P mmap A 2M rw private align=2M"] + khp_fill(0, PMD) +
+    return (m.setup(PMD) + khp_fill(0, PMD) +
             ["P madvise A 2M collapse", "expect P A mapped pmd", "P madvise A 2M hugepage"])
 
 
-def k_collapse_full(c, order):
-    return (["P mmap A 8M rw private align=2M"] + khp_fill(0, 4 * PMD) + c.collapse(4, True, 0) +
-            khp_validate(0, 4 * PMD))
+def k_collapse_full(c, order, m=Mem("anon")):
+    return m.setup(4 * PMD) + khp_fill(0, 4 * PMD) + c.collapse(4, True, 0, mem=m) + khp_validate(0, 4 * PMD)
 
 
 def k_collapse_empty(c, order):
@@ -383,8 +411,8 @@ def k_collapse_empty(c, order):
     return ["P mmap A 2M rw private align=2M"] + c.collapse(1, False, None)
 
 
-def k_collapse_single_pte_entry(c, order):
-    return ["P mmap A 2M rw private align=2M"] + khp_fill(0, PAGE) + c.collapse(1, True, 0) + khp_validate(0, PAGE)
+def k_collapse_single_pte_entry(c, order, m=Mem("anon")):
+    return m.setup(PMD) + khp_fill(0, PAGE) + c.collapse(1, True, 0, mem=m) + khp_validate(0, PAGE)
 
 
 def k_collapse_max_ptes_none(c, order):
@@ -426,9 +454,12 @@ def k_collapse_single_pte_entry_compound(c, order):
             c.collapse(1, True, 0) + khp_validate(0, PAGE))
 
 
-def k_collapse_full_of_compound(c, order):
-    return (alloc_hpage() + ["P madvise A 4K nohugepage", "P madvise A 2M nohugepage"] + check_huge(0, 0) +
-            c.collapse(1, True, 0) + khp_validate(0, PMD))
+def k_collapse_full_of_compound(c, order, m=Mem("anon")):
+    # For shmem, MADV_NOHUGEPAGE's VMA split clears the file PMD (a file
+    # THP is refaulted, not remapped by PTEs): check_huge(p, 0) sees none.
+    probe = 0 if m.name == "anon" else None
+    return (alloc_hpage(m) + ["P madvise A 4K nohugepage", "P madvise A 2M nohugepage"] + check_huge(0, probe) +
+            c.collapse(1, True, 0, mem=m) + khp_validate(0, PMD))
 
 
 def k_collapse_compound_extreme(c, order):
@@ -474,12 +505,26 @@ def k_collapse_max_ptes_shared(c, order):
     return out + check_huge(1, 0) + khp_validate(0, PMD)
 
 
-def k_madvise_collapse_existing_thps(c, order):
-    out = ["P mmap A 2M rw private align=2M"] + khp_fill(0, PMD) + c.collapse(1, True, 0) + khp_validate(0, PMD)
+def k_madvise_collapse_existing_thps(c, order, m=Mem("anon")):
+    out = m.setup(PMD) + khp_fill(0, PMD) + c.collapse(1, True, 0, mem=m) + khp_validate(0, PMD)
     # __madvise_collapse directly: the range is PMD-mapped already.
-    out += ["sysfs transparent_hugepage/enabled never", "P madvise A 2M hugepage", "P madvise A 2M collapse",
-            "expect P A mapped pmd", "sysfs transparent_hugepage/enabled madvise"]
+    out += ["sysfs transparent_hugepage/enabled never", "sysfs transparent_hugepage/shmem_enabled never",
+            "P madvise A 2M hugepage", "P madvise A 2M collapse", "expect P A mapped pmd",
+            "sysfs transparent_hugepage/enabled madvise", "sysfs transparent_hugepage/shmem_enabled advise"]
     return out + khp_validate(0, PMD)
+
+
+def k_madvise_retracted_page_tables(c, order, m=Mem("shmem")):
+    """wait_for_scan() ("let khugepaged collapse and leave pmd cleared"),
+    then MADV_COLLAPSE installs the PMD from the page cache. wait_for_scan()
+    checks nothing, and here khugepaged collapses nothing: MADV_HUGEPAGE
+    registers the mm only if the VMA was eligible with its flags from before
+    the call (under shmem_enabled "advise" it was not), and in a process of
+    its own no earlier test registered it. MADV_COLLAPSE then collapses the
+    PTE-mapped pages itself."""
+    out = m.setup(PMD) + khp_fill(0, PMD)
+    out += ["P madvise A 2M hugepage", "khugepaged 2", "P madvise A 2M nohugepage", "expect P A mapped pte"]
+    return out + c.collapse(1, True, 0, mem=m) + khp_validate(0, PMD)
 
 
 # (function, description, contexts, memory types) in khugepaged.c's main() order.
@@ -507,7 +552,8 @@ KHP_TESTS = [
      k_collapse_max_ptes_shared),
     ("madvise_collapse_existing_thps", "Re-collapse PMD-mapped hugepage", "madvise", "anon,file,shmem",
      k_madvise_collapse_existing_thps),
-    ("madvise_retracted_page_tables", "Install huge PMD from page cache", "madvise", "file,shmem", None),
+    ("madvise_retracted_page_tables", "Install huge PMD from page cache", "madvise", "file,shmem",
+     k_madvise_retracted_page_tables),
 ]
 
 # run_vmtests.sh's forms: (suffix, anon mTHP order of -s, memory types run).
@@ -518,8 +564,11 @@ def gen_khugepaged():
     out = ["# Generated by gen_selftests.py from tools/testing/selftests/mm/khugepaged.c.",
            "# Do not edit by hand: change the generator and run it again.", "",
            "# khugepaged.c's default_settings (THP enabled=madvise and the PMD size",
-           "# inherit are the model's defaults; defrag and shmem_enabled it has not).",
-           "proc P", "sysfs transparent_hugepage/use_zero_page 0", "sysfs transparent_hugepage/khugepaged/defrag 1",
+           "# inherit are the model's defaults; defrag it has not). The file cases",
+           "# need CONFIG_READ_ONLY_THP_FOR_FS, which neither the model nor this",
+           "# machine's kernel has: they skip.",
+           "proc P", "sysfs transparent_hugepage/use_zero_page 0", "sysfs transparent_hugepage/shmem_enabled advise",
+           "sysfs transparent_hugepage/khugepaged/defrag 1",
            "sysfs transparent_hugepage/khugepaged/alloc_sleep_millisecs 10",
            "sysfs transparent_hugepage/khugepaged/scan_sleep_millisecs 10",
            "sysfs transparent_hugepage/khugepaged/max_ptes_none 511",
@@ -527,8 +576,11 @@ def gen_khugepaged():
            "sysfs transparent_hugepage/khugepaged/max_ptes_shared 256",
            "sysfs transparent_hugepage/khugepaged/pages_to_scan 4096", ""]
     for sfx, order, mems in KHP_FORMS:
-        # hugepages[anon_order] = always (-s ORDER); order 0 has no control.
+        # hugepages[anon_order] = always (-s ORDER), and shmem_hugepages too
+        # (which governs shared anonymous memory only: a memfd's faults stay
+        # order 0); order 0 has no control.
         form = [f"sysfs transparent_hugepage/hugepages-{(4 << order)}kB/enabled always"] if order else []
+        shmem_form = form + [f"sysfs transparent_hugepage/hugepages-{(4 << order)}kB/shmem_enabled always"] if order else []
         flag = f" -s {order}" if order else ""
         if "anon" in mems:
             emit_test(out, f"khugepaged-alloc-at-fault{sfx}", f"alloc_at_fault (khugepaged{flag})",
@@ -544,8 +596,11 @@ def gen_khugepaged():
                         continue
                     name = f"khugepaged-{c.name}-{mem}-{fn.replace('_', '-')}{sfx}"
                     title = f"{fn} ({c.name}:{mem}{flag}): {desc}"
-                    if mem != "anon":
-                        emit_test(out, name, title, ["skip file/shmem collapse not modelled"])
+                    if mem == "file":
+                        emit_test(out, name, title, ["skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, "
+                                                     "which the model does not have"])
+                    elif mem == "shmem":
+                        emit_test(out, name, title, shmem_form + body(c, order, Mem("shmem")))
                     else:
                         emit_test(out, name, title, form + body(c, order))
     return "\n".join(out)

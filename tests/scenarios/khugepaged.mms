@@ -2,9 +2,12 @@
 # Do not edit by hand: change the generator and run it again.
 
 # khugepaged.c's default_settings (THP enabled=madvise and the PMD size
-# inherit are the model's defaults; defrag and shmem_enabled it has not).
+# inherit are the model's defaults; defrag it has not). The file cases
+# need CONFIG_READ_ONLY_THP_FOR_FS, which neither the model nor this
+# machine's kernel has: they skip.
 proc P
 sysfs transparent_hugepage/use_zero_page 0
+sysfs transparent_hugepage/shmem_enabled advise
 sysfs transparent_hugepage/khugepaged/defrag 1
 sysfs transparent_hugepage/khugepaged/alloc_sleep_millisecs 10
 sysfs transparent_hugepage/khugepaged/scan_sleep_millisecs 10
@@ -100,11 +103,116 @@ P read A+7936K 256K 32
 
 test khugepaged-khugepaged-file-collapse-full
 # [RUN] collapse_full (khugepaged:file): Collapse multiple fully populated PTE table
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-khugepaged-shmem-collapse-full
 # [RUN] collapse_full (khugepaged:shmem): Collapse multiple fully populated PTE table
-skip file/shmem collapse not modelled
+file F 0
+truncate F 8M
+P mmap A 8M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P write A+2M 256K 9
+P write A+2304K 256K 10
+P write A+2560K 256K 11
+P write A+2816K 256K 12
+P write A+3M 256K 13
+P write A+3328K 256K 14
+P write A+3584K 256K 15
+P write A+3840K 256K 16
+P write A+4M 256K 17
+P write A+4352K 256K 18
+P write A+4608K 256K 19
+P write A+4864K 256K 20
+P write A+5M 256K 21
+P write A+5376K 256K 22
+P write A+5632K 256K 23
+P write A+5888K 256K 24
+P write A+6M 256K 25
+P write A+6400K 256K 26
+P write A+6656K 256K 27
+P write A+6912K 256K 28
+P write A+7M 256K 29
+P write A+7424K 256K 30
+P write A+7680K 256K 31
+P write A+7936K 256K 32
+P madvise A 8M hugepage
+khugepaged 2
+P madvise A 8M nohugepage
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P write A+2M 256K 9
+P write A+2304K 256K 10
+P write A+2560K 256K 11
+P write A+2816K 256K 12
+P write A+3M 256K 13
+P write A+3328K 256K 14
+P write A+3584K 256K 15
+P write A+3840K 256K 16
+P write A+4M 256K 17
+P write A+4352K 256K 18
+P write A+4608K 256K 19
+P write A+4864K 256K 20
+P write A+5M 256K 21
+P write A+5376K 256K 22
+P write A+5632K 256K 23
+P write A+5888K 256K 24
+P write A+6M 256K 25
+P write A+6400K 256K 26
+P write A+6656K 256K 27
+P write A+6912K 256K 28
+P write A+7M 256K 29
+P write A+7424K 256K 30
+P write A+7680K 256K 31
+P write A+7936K 256K 32
+expect P A mapped pte
+expect P A+2M mapped pte
+expect P A+4M mapped pte
+expect P A+6M mapped pte
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
+P read A+2M 256K 9
+P read A+2304K 256K 10
+P read A+2560K 256K 11
+P read A+2816K 256K 12
+P read A+3M 256K 13
+P read A+3328K 256K 14
+P read A+3584K 256K 15
+P read A+3840K 256K 16
+P read A+4M 256K 17
+P read A+4352K 256K 18
+P read A+4608K 256K 19
+P read A+4864K 256K 20
+P read A+5M 256K 21
+P read A+5376K 256K 22
+P read A+5632K 256K 23
+P read A+5888K 256K 24
+P read A+6M 256K 25
+P read A+6400K 256K 26
+P read A+6656K 256K 27
+P read A+6912K 256K 28
+P read A+7M 256K 29
+P read A+7424K 256K 30
+P read A+7680K 256K 31
+P read A+7936K 256K 32
 
 test khugepaged-madvise-anon-collapse-full
 # [RUN] collapse_full (madvise:anon): Collapse multiple fully populated PTE table
@@ -142,6 +250,7 @@ P write A+7424K 256K 30
 P write A+7680K 256K 31
 P write A+7936K 256K 32
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 8M hugepage
 P madvise A 8M collapse
 expect P A mapped pmd
@@ -149,6 +258,7 @@ expect P A+2M mapped pmd
 expect P A+4M mapped pmd
 expect P A+6M mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -184,11 +294,87 @@ P read A+7936K 256K 32
 
 test khugepaged-madvise-file-collapse-full
 # [RUN] collapse_full (madvise:file): Collapse multiple fully populated PTE table
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-shmem-collapse-full
 # [RUN] collapse_full (madvise:shmem): Collapse multiple fully populated PTE table
-skip file/shmem collapse not modelled
+file F 0
+truncate F 8M
+P mmap A 8M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P write A+2M 256K 9
+P write A+2304K 256K 10
+P write A+2560K 256K 11
+P write A+2816K 256K 12
+P write A+3M 256K 13
+P write A+3328K 256K 14
+P write A+3584K 256K 15
+P write A+3840K 256K 16
+P write A+4M 256K 17
+P write A+4352K 256K 18
+P write A+4608K 256K 19
+P write A+4864K 256K 20
+P write A+5M 256K 21
+P write A+5376K 256K 22
+P write A+5632K 256K 23
+P write A+5888K 256K 24
+P write A+6M 256K 25
+P write A+6400K 256K 26
+P write A+6656K 256K 27
+P write A+6912K 256K 28
+P write A+7M 256K 29
+P write A+7424K 256K 30
+P write A+7680K 256K 31
+P write A+7936K 256K 32
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 8M hugepage
+P madvise A 8M collapse
+expect P A mapped pmd
+expect P A+2M mapped pmd
+expect P A+4M mapped pmd
+expect P A+6M mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
+P read A+2M 256K 9
+P read A+2304K 256K 10
+P read A+2560K 256K 11
+P read A+2816K 256K 12
+P read A+3M 256K 13
+P read A+3328K 256K 14
+P read A+3584K 256K 15
+P read A+3840K 256K 16
+P read A+4M 256K 17
+P read A+4352K 256K 18
+P read A+4608K 256K 19
+P read A+4864K 256K 20
+P read A+5M 256K 21
+P read A+5376K 256K 22
+P read A+5632K 256K 23
+P read A+5888K 256K 24
+P read A+6M 256K 25
+P read A+6400K 256K 26
+P read A+6656K 256K 27
+P read A+6912K 256K 28
+P read A+7M 256K 29
+P read A+7424K 256K 30
+P read A+7680K 256K 31
+P read A+7936K 256K 32
 
 test khugepaged-khugepaged-anon-collapse-empty
 # [RUN] collapse_empty (khugepaged:anon): Do not collapse empty PTE table
@@ -202,10 +388,12 @@ test khugepaged-madvise-anon-collapse-empty
 # [RUN] collapse_empty (madvise:anon): Do not collapse empty PTE table
 P mmap A 2M rw private align=2M
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 expect-error EINVAL P madvise A 2M collapse
 expect P A mapped none
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 
 test khugepaged-khugepaged-anon-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (khugepaged:anon): Collapse PTE table with single PTE entry present
@@ -219,30 +407,59 @@ P read A 4K 1
 
 test khugepaged-khugepaged-file-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (khugepaged:file): Collapse PTE table with single PTE entry present
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-khugepaged-shmem-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (khugepaged:shmem): Collapse PTE table with single PTE entry present
-skip file/shmem collapse not modelled
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 1
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+expect P A mapped pte
+P read A 4K 1
 
 test khugepaged-madvise-anon-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (madvise:anon): Collapse PTE table with single PTE entry present
 P mmap A 2M rw private align=2M
 P write A 4K 1
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 4K 1
 
 test khugepaged-madvise-file-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (madvise:file): Collapse PTE table with single PTE entry present
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-shmem-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (madvise:shmem): Collapse PTE table with single PTE entry present
-skip file/shmem collapse not modelled
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 1
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 4K 1
 
 test khugepaged-khugepaged-anon-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (khugepaged:anon): Maybe collapse with max_ptes_none exceeded
@@ -276,7 +493,7 @@ sysfs transparent_hugepage/khugepaged/max_ptes_none 511
 
 test khugepaged-khugepaged-file-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (khugepaged:file): Maybe collapse with max_ptes_none exceeded
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-anon-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (madvise:anon): Maybe collapse with max_ptes_none exceeded
@@ -287,10 +504,12 @@ P write A+256K 256K 2
 P write A+512K 256K 3
 P write A+768K 252K 4
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -299,7 +518,7 @@ sysfs transparent_hugepage/khugepaged/max_ptes_none 511
 
 test khugepaged-madvise-file-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (madvise:file): Maybe collapse with max_ptes_none exceeded
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-khugepaged-anon-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (khugepaged:anon): Collapse PTE table with single PTE mapping compound page
@@ -326,7 +545,7 @@ P read A 4K 1
 
 test khugepaged-khugepaged-file-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (khugepaged:file): Collapse PTE table with single PTE mapping compound page
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-anon-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (madvise:anon): Collapse PTE table with single PTE mapping compound page
@@ -346,15 +565,17 @@ P madvise A 2M nohugepage
 P madvise A+4K 2044K dontneed
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 4K 1
 
 test khugepaged-madvise-file-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (madvise:file): Collapse PTE table with single PTE mapping compound page
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-khugepaged-anon-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:anon): Collapse PTE table full of compound pages
@@ -388,11 +609,47 @@ P read A+1792K 256K 8
 
 test khugepaged-khugepaged-file-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:file): Collapse PTE table full of compound pages
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-khugepaged-shmem-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:shmem): Collapse PTE table full of compound pages
-skip file/shmem collapse not modelled
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 4K nohugepage
+P madvise A 2M nohugepage
+expect P A mapped none
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+expect P A mapped pte
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-madvise-anon-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (madvise:anon): Collapse PTE table full of compound pages
@@ -412,10 +669,12 @@ P madvise A 4K nohugepage
 P madvise A 2M nohugepage
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -427,11 +686,42 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-file-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (madvise:file): Collapse PTE table full of compound pages
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-shmem-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (madvise:shmem): Collapse PTE table full of compound pages
-skip file/shmem collapse not modelled
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 4K nohugepage
+P madvise A 2M nohugepage
+expect P A mapped none
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-khugepaged-anon-collapse-compound-extreme
 # [RUN] collapse_compound_extreme (khugepaged:anon): Collapse PTE table full of different compound pages
@@ -6619,10 +6909,12 @@ P write A+1536K 256K 7
 P write A+1792K 256K 8
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -6678,10 +6970,12 @@ expect P A swapped yes
 expect P A swapped yes
 expect P A+4K swapped no
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -6761,10 +7055,12 @@ expect P A swapped yes
 expect P A+256K swapped yes
 expect P A+260K swapped no
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -6800,10 +7096,12 @@ P fork C
 expect C A mapped pte
 C write A+4K 4K 1
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 C read A 4K 1
 C exit
 expect P A mapped pte
@@ -6876,10 +7174,12 @@ expect C A mapped pte
 C write A 4K 1
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 511
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 256
 C read A 256K 1
 C read A+256K 256K 2
@@ -6975,10 +7275,12 @@ C write A+512K 256K 3
 C write A+768K 252K 4
 expect C A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 C read A 256K 1
 C read A+256K 256K 2
 C read A+512K 256K 3
@@ -7010,10 +7312,12 @@ P write A+1280K 256K 6
 P write A+1536K 256K 7
 P write A+1792K 256K 8
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -7023,10 +7327,12 @@ P read A+1280K 256K 6
 P read A+1536K 256K 7
 P read A+1792K 256K 8
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -7038,19 +7344,88 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-file-madvise-collapse-existing-thps
 # [RUN] madvise_collapse_existing_thps (madvise:file): Re-collapse PMD-mapped hugepage
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-shmem-madvise-collapse-existing-thps
 # [RUN] madvise_collapse_existing_thps (madvise:shmem): Re-collapse PMD-mapped hugepage
-skip file/shmem collapse not modelled
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-madvise-file-madvise-retracted-page-tables
 # [RUN] madvise_retracted_page_tables (madvise:file): Install huge PMD from page cache
-skip file/shmem collapse not modelled
+skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
 
 test khugepaged-madvise-shmem-madvise-retracted-page-tables
 # [RUN] madvise_retracted_page_tables (madvise:shmem): Install huge PMD from page cache
-skip file/shmem collapse not modelled
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+expect P A mapped pte
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-alloc-at-fault-s2
 # [RUN] alloc_at_fault (khugepaged -s 2)
@@ -7176,6 +7551,7 @@ P write A+7424K 256K 30
 P write A+7680K 256K 31
 P write A+7936K 256K 32
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 8M hugepage
 P madvise A 8M collapse
 expect P A mapped pmd
@@ -7183,6 +7559,7 @@ expect P A+2M mapped pmd
 expect P A+4M mapped pmd
 expect P A+6M mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -7230,10 +7607,12 @@ test khugepaged-madvise-anon-collapse-empty-s2
 sysfs transparent_hugepage/hugepages-16kB/enabled always
 P mmap A 2M rw private align=2M
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 expect-error EINVAL P madvise A 2M collapse
 expect P A mapped none
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 
 test khugepaged-khugepaged-anon-collapse-single-pte-entry-s2
 # [RUN] collapse_single_pte_entry (khugepaged:anon -s 2): Collapse PTE table with single PTE entry present
@@ -7252,10 +7631,12 @@ sysfs transparent_hugepage/hugepages-16kB/enabled always
 P mmap A 2M rw private align=2M
 P write A 4K 1
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 4K 1
 
 test khugepaged-khugepaged-anon-collapse-max-ptes-none-s2
@@ -7299,10 +7680,12 @@ P write A+256K 256K 2
 P write A+512K 256K 3
 P write A+768K 240K 4
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -7352,10 +7735,12 @@ P madvise A 2M nohugepage
 P madvise A+4K 2044K dontneed
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 4K 1
 
 test khugepaged-khugepaged-anon-collapse-full-of-compound-s2
@@ -7408,10 +7793,12 @@ P madvise A 4K nohugepage
 P madvise A 2M nohugepage
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -13609,10 +13996,12 @@ P write A+1536K 256K 7
 P write A+1792K 256K 8
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -13670,10 +14059,12 @@ expect P A swapped yes
 expect P A swapped yes
 expect P A+4K swapped no
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -13755,10 +14146,12 @@ expect P A swapped yes
 expect P A+256K swapped yes
 expect P A+260K swapped no
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -13796,10 +14189,12 @@ P fork C
 expect C A mapped pte
 C write A+4K 4K 1
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 C read A 4K 1
 C exit
 expect P A mapped pte
@@ -13874,10 +14269,12 @@ expect C A mapped pte
 C write A 4K 1
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 511
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 256
 C read A 256K 1
 C read A+256K 256K 2
@@ -13975,10 +14372,12 @@ C write A+512K 256K 3
 C write A+768K 252K 4
 expect C A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 C read A 256K 1
 C read A+256K 256K 2
 C read A+512K 256K 3
@@ -14011,10 +14410,12 @@ P write A+1280K 256K 6
 P write A+1536K 256K 7
 P write A+1792K 256K 8
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -14024,10 +14425,12 @@ P read A+1280K 256K 6
 P read A+1536K 256K 7
 P read A+1792K 256K 8
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -14126,7 +14529,114 @@ P read A+7936K 256K 32
 
 test khugepaged-khugepaged-shmem-collapse-full-s4
 # [RUN] collapse_full (khugepaged:shmem -s 4): Collapse multiple fully populated PTE table
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 8M
+P mmap A 8M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P write A+2M 256K 9
+P write A+2304K 256K 10
+P write A+2560K 256K 11
+P write A+2816K 256K 12
+P write A+3M 256K 13
+P write A+3328K 256K 14
+P write A+3584K 256K 15
+P write A+3840K 256K 16
+P write A+4M 256K 17
+P write A+4352K 256K 18
+P write A+4608K 256K 19
+P write A+4864K 256K 20
+P write A+5M 256K 21
+P write A+5376K 256K 22
+P write A+5632K 256K 23
+P write A+5888K 256K 24
+P write A+6M 256K 25
+P write A+6400K 256K 26
+P write A+6656K 256K 27
+P write A+6912K 256K 28
+P write A+7M 256K 29
+P write A+7424K 256K 30
+P write A+7680K 256K 31
+P write A+7936K 256K 32
+P madvise A 8M hugepage
+khugepaged 2
+P madvise A 8M nohugepage
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P write A+2M 256K 9
+P write A+2304K 256K 10
+P write A+2560K 256K 11
+P write A+2816K 256K 12
+P write A+3M 256K 13
+P write A+3328K 256K 14
+P write A+3584K 256K 15
+P write A+3840K 256K 16
+P write A+4M 256K 17
+P write A+4352K 256K 18
+P write A+4608K 256K 19
+P write A+4864K 256K 20
+P write A+5M 256K 21
+P write A+5376K 256K 22
+P write A+5632K 256K 23
+P write A+5888K 256K 24
+P write A+6M 256K 25
+P write A+6400K 256K 26
+P write A+6656K 256K 27
+P write A+6912K 256K 28
+P write A+7M 256K 29
+P write A+7424K 256K 30
+P write A+7680K 256K 31
+P write A+7936K 256K 32
+expect P A mapped pte
+expect P A+2M mapped pte
+expect P A+4M mapped pte
+expect P A+6M mapped pte
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
+P read A+2M 256K 9
+P read A+2304K 256K 10
+P read A+2560K 256K 11
+P read A+2816K 256K 12
+P read A+3M 256K 13
+P read A+3328K 256K 14
+P read A+3584K 256K 15
+P read A+3840K 256K 16
+P read A+4M 256K 17
+P read A+4352K 256K 18
+P read A+4608K 256K 19
+P read A+4864K 256K 20
+P read A+5M 256K 21
+P read A+5376K 256K 22
+P read A+5632K 256K 23
+P read A+5888K 256K 24
+P read A+6M 256K 25
+P read A+6400K 256K 26
+P read A+6656K 256K 27
+P read A+6912K 256K 28
+P read A+7M 256K 29
+P read A+7424K 256K 30
+P read A+7680K 256K 31
+P read A+7936K 256K 32
 
 test khugepaged-madvise-anon-collapse-full-s4
 # [RUN] collapse_full (madvise:anon -s 4): Collapse multiple fully populated PTE table
@@ -14165,6 +14675,7 @@ P write A+7424K 256K 30
 P write A+7680K 256K 31
 P write A+7936K 256K 32
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 8M hugepage
 P madvise A 8M collapse
 expect P A mapped pmd
@@ -14172,6 +14683,7 @@ expect P A+2M mapped pmd
 expect P A+4M mapped pmd
 expect P A+6M mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -14207,7 +14719,85 @@ P read A+7936K 256K 32
 
 test khugepaged-madvise-shmem-collapse-full-s4
 # [RUN] collapse_full (madvise:shmem -s 4): Collapse multiple fully populated PTE table
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 8M
+P mmap A 8M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P write A+2M 256K 9
+P write A+2304K 256K 10
+P write A+2560K 256K 11
+P write A+2816K 256K 12
+P write A+3M 256K 13
+P write A+3328K 256K 14
+P write A+3584K 256K 15
+P write A+3840K 256K 16
+P write A+4M 256K 17
+P write A+4352K 256K 18
+P write A+4608K 256K 19
+P write A+4864K 256K 20
+P write A+5M 256K 21
+P write A+5376K 256K 22
+P write A+5632K 256K 23
+P write A+5888K 256K 24
+P write A+6M 256K 25
+P write A+6400K 256K 26
+P write A+6656K 256K 27
+P write A+6912K 256K 28
+P write A+7M 256K 29
+P write A+7424K 256K 30
+P write A+7680K 256K 31
+P write A+7936K 256K 32
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 8M hugepage
+P madvise A 8M collapse
+expect P A mapped pmd
+expect P A+2M mapped pmd
+expect P A+4M mapped pmd
+expect P A+6M mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
+P read A+2M 256K 9
+P read A+2304K 256K 10
+P read A+2560K 256K 11
+P read A+2816K 256K 12
+P read A+3M 256K 13
+P read A+3328K 256K 14
+P read A+3584K 256K 15
+P read A+3840K 256K 16
+P read A+4M 256K 17
+P read A+4352K 256K 18
+P read A+4608K 256K 19
+P read A+4864K 256K 20
+P read A+5M 256K 21
+P read A+5376K 256K 22
+P read A+5632K 256K 23
+P read A+5888K 256K 24
+P read A+6M 256K 25
+P read A+6400K 256K 26
+P read A+6656K 256K 27
+P read A+6912K 256K 28
+P read A+7M 256K 29
+P read A+7424K 256K 30
+P read A+7680K 256K 31
+P read A+7936K 256K 32
 
 test khugepaged-khugepaged-anon-collapse-empty-s4
 # [RUN] collapse_empty (khugepaged:anon -s 4): Do not collapse empty PTE table
@@ -14223,10 +14813,12 @@ test khugepaged-madvise-anon-collapse-empty-s4
 sysfs transparent_hugepage/hugepages-64kB/enabled always
 P mmap A 2M rw private align=2M
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 expect-error EINVAL P madvise A 2M collapse
 expect P A mapped none
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 
 test khugepaged-khugepaged-anon-collapse-single-pte-entry-s4
 # [RUN] collapse_single_pte_entry (khugepaged:anon -s 4): Collapse PTE table with single PTE entry present
@@ -14241,7 +14833,25 @@ P read A 4K 1
 
 test khugepaged-khugepaged-shmem-collapse-single-pte-entry-s4
 # [RUN] collapse_single_pte_entry (khugepaged:shmem -s 4): Collapse PTE table with single PTE entry present
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 1
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+expect P A mapped pte
+P read A 4K 1
 
 test khugepaged-madvise-anon-collapse-single-pte-entry-s4
 # [RUN] collapse_single_pte_entry (madvise:anon -s 4): Collapse PTE table with single PTE entry present
@@ -14249,15 +14859,30 @@ sysfs transparent_hugepage/hugepages-64kB/enabled always
 P mmap A 2M rw private align=2M
 P write A 4K 1
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 4K 1
 
 test khugepaged-madvise-shmem-collapse-single-pte-entry-s4
 # [RUN] collapse_single_pte_entry (madvise:shmem -s 4): Collapse PTE table with single PTE entry present
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 1
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 4K 1
 
 test khugepaged-khugepaged-anon-collapse-max-ptes-none-s4
 # [RUN] collapse_max_ptes_none (khugepaged:anon -s 4): Maybe collapse with max_ptes_none exceeded
@@ -14300,10 +14925,12 @@ P write A+256K 256K 2
 P write A+512K 256K 3
 P write A+768K 192K 4
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -14353,10 +14980,12 @@ P madvise A 2M nohugepage
 P madvise A+4K 2044K dontneed
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 4K 1
 
 test khugepaged-khugepaged-anon-collapse-full-of-compound-s4
@@ -14392,7 +15021,45 @@ P read A+1792K 256K 8
 
 test khugepaged-khugepaged-shmem-collapse-full-of-compound-s4
 # [RUN] collapse_full_of_compound (khugepaged:shmem -s 4): Collapse PTE table full of compound pages
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 4K nohugepage
+P madvise A 2M nohugepage
+expect P A mapped none
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+expect P A mapped pte
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-madvise-anon-collapse-full-of-compound-s4
 # [RUN] collapse_full_of_compound (madvise:anon -s 4): Collapse PTE table full of compound pages
@@ -14413,10 +15080,12 @@ P madvise A 4K nohugepage
 P madvise A 2M nohugepage
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -14428,7 +15097,40 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-shmem-collapse-full-of-compound-s4
 # [RUN] collapse_full_of_compound (madvise:shmem -s 4): Collapse PTE table full of compound pages
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 4K nohugepage
+P madvise A 2M nohugepage
+expect P A mapped none
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-khugepaged-anon-collapse-compound-extreme-s4
 # [RUN] collapse_compound_extreme (khugepaged:anon -s 4): Collapse PTE table full of different compound pages
@@ -20618,10 +21320,12 @@ P write A+1536K 256K 7
 P write A+1792K 256K 8
 expect P A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -20679,10 +21383,12 @@ expect P A swapped yes
 expect P A swapped yes
 expect P A+4K swapped no
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -20764,10 +21470,12 @@ expect P A swapped yes
 expect P A+256K swapped yes
 expect P A+260K swapped no
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -20805,10 +21513,12 @@ P fork C
 expect C A mapped pte
 C write A+4K 4K 1
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 C read A 4K 1
 C exit
 expect P A mapped pte
@@ -20883,10 +21593,12 @@ expect C A mapped pte
 C write A 4K 1
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 511
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 sysfs transparent_hugepage/khugepaged/max_ptes_shared 256
 C read A 256K 1
 C read A+256K 256K 2
@@ -20984,10 +21696,12 @@ C write A+512K 256K 3
 C write A+768K 252K 4
 expect C A mapped pte
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 C madvise A 2M hugepage
 C madvise A 2M collapse
 expect C A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 C read A 256K 1
 C read A+256K 256K 2
 C read A+512K 256K 3
@@ -21020,10 +21734,12 @@ P write A+1280K 256K 6
 P write A+1536K 256K 7
 P write A+1792K 256K 8
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -21033,10 +21749,12 @@ P read A+1280K 256K 6
 P read A+1536K 256K 7
 P read A+1792K 256K 8
 sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
 P madvise A 2M hugepage
 P madvise A 2M collapse
 expect P A mapped pmd
 sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
 P read A 256K 1
 P read A+256K 256K 2
 P read A+512K 256K 3
@@ -21048,8 +21766,81 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-shmem-madvise-collapse-existing-thps-s4
 # [RUN] madvise_collapse_existing_thps (madvise:shmem -s 4): Re-collapse PMD-mapped hugepage
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8
 
 test khugepaged-madvise-shmem-madvise-retracted-page-tables-s4
 # [RUN] madvise_retracted_page_tables (madvise:shmem -s 4): Install huge PMD from page cache
-skip file/shmem collapse not modelled
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+file F 0
+truncate F 2M
+P mmap A 2M rw shared file=F align=2M
+P write A 256K 1
+P write A+256K 256K 2
+P write A+512K 256K 3
+P write A+768K 256K 4
+P write A+1M 256K 5
+P write A+1280K 256K 6
+P write A+1536K 256K 7
+P write A+1792K 256K 8
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+expect P A mapped pte
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 256K 1
+P read A+256K 256K 2
+P read A+512K 256K 3
+P read A+768K 256K 4
+P read A+1M 256K 5
+P read A+1280K 256K 6
+P read A+1536K 256K 7
+P read A+1792K 256K 8

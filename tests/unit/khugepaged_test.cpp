@@ -148,11 +148,22 @@ TEST_F(KhugepagedTest, MadviseCollapseErrnos) {
   ASSERT_GT(h, 0);
   ASSERT_TRUE(p->fill(static_cast<uint64_t>(h), 1, PMD_SIZE).ok());
   EXPECT_EQ(p->madvise(static_cast<uint64_t>(h), PMD_SIZE, MADV_COLLAPSE), -EINVAL);
-  // Shared anonymous memory is shmem: collapse_file(), which the model lacks.
+  // Shared anonymous memory is shmem: collapse_file() makes a PMD THP of
+  // its page cache and MADV_COLLAPSE maps it (the PMD size's
+  // shmem_enabled inherits by default).
   long s = p->mmap(0, 2 * PMD_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
   ASSERT_GT(s, 0);
   ASSERT_TRUE(p->fill(static_cast<uint64_t>(s), 1, 2 * PMD_SIZE).ok());
-  EXPECT_EQ(p->madvise(round_up(static_cast<uint64_t>(s), PMD_SIZE), PMD_SIZE, MADV_COLLAPSE), -ENOSYS);
+  EXPECT_EQ(p->madvise(round_up(static_cast<uint64_t>(s), PMD_SIZE), PMD_SIZE, MADV_COLLAPSE), 0);
+  EXPECT_EQ(entry_at(round_up(static_cast<uint64_t>(s), PMD_SIZE)).level, 2);
+  // With the PMD size's shmem_enabled "never" it is refused.
+  set("transparent_hugepage/hugepages-2048kB/shmem_enabled", "never");
+  ASSERT_TRUE(p->fill(static_cast<uint64_t>(s), 2, PMD_SIZE).ok());
+  ASSERT_EQ(p->munmap(round_up(static_cast<uint64_t>(s), PMD_SIZE), PMD_SIZE), 0);
+  long s2 = p->mmap(0, 2 * PMD_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS);
+  ASSERT_GT(s2, 0);
+  ASSERT_TRUE(p->fill(static_cast<uint64_t>(s2), 3, 2 * PMD_SIZE).ok());
+  EXPECT_EQ(p->madvise(round_up(static_cast<uint64_t>(s2), PMD_SIZE), PMD_SIZE, MADV_COLLAPSE), -EINVAL);
 }
 
 TEST_F(KhugepagedTest, PrctlThpDisable) {
