@@ -25,6 +25,19 @@ class ShmemThpTest : public FileFixture {
     *off = a - base;
     return a;
   }
+  // A 4M memfd-like file whose PMD-aligned 2M is written and collapsed by
+  // MADV_COLLAPSE: its address (0 if the collapse failed), fd and offset.
+  struct Collapsed {
+    int fd;
+    uint64_t off, addr;
+  };
+  Collapsed collapsed_thp() {
+    Collapsed c{create(2 * PMD_SIZE), 0, 0};
+    const uint64_t a = map_pmd(c.fd, &c.off);
+    fill(a, PMD_SIZE);
+    if (p->madvise(a, PMD_SIZE, MADV_COLLAPSE) == 0) c.addr = a;
+    return c;
+  }
   void fill(uint64_t addr, uint64_t len) {
     for (uint64_t o = 0; o < len; o += PAGE_SIZE) poke(p, addr + o, static_cast<uint8_t>(1 + (o >> PAGE_SHIFT) % 200));
   }
@@ -44,11 +57,8 @@ class ShmemThpTest : public FileFixture {
 // pages become one PMD-order folio, mapped by a PMD, its data the pages'.
 // The cache holds 512 references and the PMD one.
 TEST_F(ShmemThpTest, MadviseCollapseMakesOnePmdFolio) {
-  const int fd = create(2 * PMD_SIZE);
-  uint64_t off;
-  const uint64_t a = map_pmd(fd, &off);
-  fill(a, PMD_SIZE);
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
   PageInfo pi = p->page_info(a + 5 * PAGE_SIZE);
   EXPECT_EQ(pi.level, 2);
   EXPECT_EQ(pi.order, static_cast<int>(PMD_ORDER));
@@ -67,11 +77,8 @@ TEST_F(ShmemThpTest, MadviseCollapseMakesOnePmdFolio) {
 // pages are refaulted): the punched page reads zeros, the others keep their
 // data, and the folios left are order 0.
 TEST_F(ShmemThpTest, HoleInsideTheThpSplitsIt) {
-  const int fd = create(2 * PMD_SIZE);
-  uint64_t off;
-  const uint64_t a = map_pmd(fd, &off);
-  fill(a, PMD_SIZE);
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
   ASSERT_EQ(sys->file_punch_hole(fd, static_cast<int64_t>(off + 7 * PAGE_SIZE), PAGE_SIZE), 0);
   EXPECT_EQ(p->page_info(a).level, 0);  // unmapped by the split, not yet refaulted
   EXPECT_EQ(cache_folio(fd, (off >> PAGE_SHIFT) + 7), nullptr);
@@ -88,11 +95,8 @@ TEST_F(ShmemThpTest, HoleInsideTheThpSplitsIt) {
 // Truncating the file into the THP splits it too; the part below the new
 // size stays.
 TEST_F(ShmemThpTest, TruncateIntoTheThpSplitsIt) {
-  const int fd = create(2 * PMD_SIZE);
-  uint64_t off;
-  const uint64_t a = map_pmd(fd, &off);
-  fill(a, PMD_SIZE);
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
   ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(off + 3 * PAGE_SIZE)), 0);
   EXPECT_EQ(cache_folio(fd, (off >> PAGE_SHIFT) + 3), nullptr);
   Folio* kept = cache_folio(fd, (off >> PAGE_SHIFT) + 2);
@@ -105,11 +109,8 @@ TEST_F(ShmemThpTest, TruncateIntoTheThpSplitsIt) {
 // MADV_PAGEOUT the folio is still the page cache's, and the data is there.
 TEST_F(ShmemThpTest, PageoutKeepsTheThp) {
   ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
-  const int fd = create(2 * PMD_SIZE);
-  uint64_t off;
-  const uint64_t a = map_pmd(fd, &off);
-  fill(a, PMD_SIZE);
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
   ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
   Folio* folio = cache_folio(fd, off >> PAGE_SHIFT);
   ASSERT_TRUE(folio);
