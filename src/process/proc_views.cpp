@@ -312,6 +312,22 @@ std::string proc_status_rss(Mm* mm) {
   return s;
 }
 
+// The field names of the two texts above, for the scenario parser; the
+// unit test proc_views_fields checks that each appears in the text.
+bool smaps_field_known(const std::string& name) {
+  static const std::set<std::string> kFields = {
+      "Size",          "KernelPageSize", "MMUPageSize",    "Rss",           "Pss",          "Pss_Dirty",
+      "Shared_Clean",  "Shared_Dirty",   "Private_Clean",  "Private_Dirty", "Referenced",   "Anonymous",
+      "KSM",           "LazyFree",       "AnonHugePages",  "ShmemPmdMapped", "FilePmdMapped", "Shared_Hugetlb",
+      "Private_Hugetlb", "Swap",         "SwapPss",        "Locked"};
+  return kFields.count(name) != 0;
+}
+
+bool status_field_known(const std::string& name) {
+  static const std::set<std::string> kFields = {"VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmSwap", "HugetlbPages"};
+  return kFields.count(name) != 0;
+}
+
 // The sum of the Pss lines of /proc/PID/smaps, in bytes, for a reader that
 // runs beside the faults: the same accounting (smaps_account), but each PTE
 // table under its lock and each PMD leaf under the PMD lock, as

@@ -239,6 +239,7 @@ void HostRun::run(const Stmt& st, const stmt::Proc& s) {
   auto a = Agent::spawn(s.proc, &err);
   if (!a) fail(st, "cannot start a host process: " + err);
   add_proc(st, s.proc, std::move(a), {});
+  procs_[s.proc].status_at_start = read_proc_text(fmt::format("/proc/{}/status", procs_[s.proc].agent->pid()));
 }
 
 void HostRun::run(const Stmt& st, const stmt::Exit& s) { agent(st, s.proc).exit(); }
