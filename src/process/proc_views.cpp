@@ -306,7 +306,11 @@ std::string proc_status_rss(Mm* mm) {
   s += fmt::format("RssAnon:\t{:>8} kB\n", kb(anon));
   s += fmt::format("RssFile:\t{:>8} kB\n", kb(file));
   s += fmt::format("RssShmem:\t{:>8} kB\n", kb(shmem));
-  s += fmt::format("VmPTE:\t{:>8} kB\n", static_cast<uint64_t>(mm->pgtables_bytes.load(std::memory_order_relaxed)) >> 10);
+  // mm_pgtables_bytes() counts the PTE, PMD and PUD tables (mm_inc_nr_ptes,
+  // _pmds, _puds), never the PGD, which comes and goes with the mm; the
+  // model's pgtables_bytes counts every table it allocates, the PGD too.
+  long tables = mm->pgtables_bytes.load(std::memory_order_relaxed) - (mm->pgd ? static_cast<long>(PAGE_SIZE) : 0);
+  s += fmt::format("VmPTE:\t{:>8} kB\n", static_cast<uint64_t>(tables < 0 ? 0 : tables) >> 10);
   s += fmt::format("VmSwap:\t{:>8} kB\n", kb(swap));
   s += fmt::format("HugetlbPages:\t{:>8} kB\n", kb(hugetlb_usage_pages(mm)));
   return s;

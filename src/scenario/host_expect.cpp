@@ -326,6 +326,13 @@ void HostRun::run(const Stmt& st, const stmt::ExpectProcField& s) {
     return;
   }
   if (!s.smaps) {
+    // The agent's own mappings already have the upper tables (PUD, PMD) a
+    // test's first mapping needs in the model: only a part of VmPTE's growth
+    // shows on the host (measured: 4K where the model's fresh process grows 12K).
+    if (s.field == "VmPTE") {
+      skip_expectation("status-vmpte (the agent's own mappings share the upper page tables a test mapping needs)");
+      return;
+    }
     if (p.status_at_start.empty()) {
       skip_expectation("status-fork (a forked host agent's status also counts its share of the agent's own memory)");
       return;

@@ -207,7 +207,7 @@ long HostRun::sys(const Stmt& st, long ret) {
 void HostRun::add_proc(const Stmt& st, const std::string& name, std::unique_ptr<Agent> a, HostPages pages) {
   host::register_host_pid(a->pid());
   if (cpu_ >= 0) sys(st, a->pin_cpu(cpu_));
-  procs_[name] = Proc{std::move(a), std::move(pages)};
+  procs_[name] = Proc{std::move(a), std::move(pages), {}};
 }
 
 // One overload per statement struct: a statement kind without one does not compile.

@@ -25,7 +25,10 @@ expect P smaps A Rss 2044K
 # smaps_account(): an anonymous folio that MADV_FREE made lazily freeable
 # (no longer swap-backed) counts in LazyFree while neither the PTE nor the
 # folio is dirty; a write re-dirties its page, which stops counting and
-# keeps its frame.
+# keeps its frame. The kernel clears swap-backed only when the CPU's
+# lru_lazyfree batch drains (31 folios, or lru_add_drain()); the model
+# clears it at once. MADV_WILLNEED drains the batch (madvise_willneed ends
+# with lru_add_drain()), so both agree after it.
 test proc-fields-lazyfree
 proc P
 P mmap A 64K rw private
@@ -33,6 +36,7 @@ P write A 64K 2
 expect P smaps A LazyFree 0
 P remember A+8K
 P madvise A 64K free
+P madvise A 64K willneed
 expect P smaps A LazyFree 64K
 expect P smaps A Rss 64K
 P write A+8K 4K 3
@@ -106,7 +110,8 @@ expect P A zero no
 # task_mem(): VmPTE is mm_pgtables_bytes(): the PTE, PMD and PUD table
 # pages of the process (not its PGD). Writes 2M apart in a fresh process
 # need one PUD table, one PMD table and two PTE tables (align=4M: both in
-# one PMD table).
+# one PMD table). The host skips VmPTE: its agent's own mappings already
+# have upper tables the test's mapping uses.
 test proc-fields-vmpte
 proc P
 expect P status VmPTE 0
