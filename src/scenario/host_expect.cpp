@@ -343,8 +343,13 @@ void HostRun::run(const Stmt& st, const stmt::ExpectProcField& s) {
   expect_proc_field(st, s, bytes);
 }
 
+// A remembered page whose host frame differs from upstream's (a zero-page
+// stand-in) is remembered as unknown: its same-frame/other-frame is skipped.
 void HostRun::run(const Stmt& st, const stmt::Remember& s) {
-  if (skip_for(taints_at(st, s.proc, s.addr), kTaintZero)) return;
+  if (taints_at(st, s.proc, s.addr) & kTaintZero) {
+    remember_unknown_frame(st, s);
+    return;
+  }
   host::HostPageInfo pi = page(st, s.proc, s.addr);
   remember_frame(st, s, pi.present && !pi.swapped, pi.pfn);
 }
