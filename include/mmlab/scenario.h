@@ -14,6 +14,12 @@
 //                                            state as `#` lines in the TAP output
 //   expect P ADDR soft-dirty|uffd-wp yes|no  the PTE's bits
 //   P vm-read Q ADDR SIZE LOCAL              process_vm_readv of Q's range into P
+//   expect P smaps ADDR FIELD SIZE, expect P status FIELD SIZE
+//                                            a size field of /proc/PID/smaps (the VMA
+//                                            containing ADDR) or /proc/PID/status
+//   P remember ADDR, expect P ADDR same-frame|other-frame
+//                                            the frame mapped at ADDR is (not) the one
+//                                            remembered there
 // and `khugepaged [N]` runs N full scans of khugepaged over every
 // registered mm on that clock.
 #pragma once

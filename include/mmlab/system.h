@@ -115,6 +115,13 @@ struct InjectSpec {
 // ("1%"). false for anything else.
 bool parse_probability(const std::string& text, double* out);
 
+// The size fields ("NAME: N kB") the model's /proc/PID/smaps shows for each
+// VMA (Rss, Anonymous, LazyFree, AnonHugePages, Swap, ...) and those its
+// /proc/PID/status shows (VmRSS, RssAnon, VmPTE, VmSwap, ...): what
+// `expect P smaps|status` may name.
+bool smaps_field_known(const std::string& name);
+bool status_field_known(const std::string& name);
+
 class System {
  public:
   // nullptr (and *err = -errno) when the host cannot provide the frame store.

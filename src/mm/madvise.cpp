@@ -13,9 +13,13 @@
 // MADV_REMOVE punches a hole in the file behind a shared mapping
 // (madvise_remove -> vfs_fallocate, mm/truncate.cpp and mm/shmem.cpp).
 //
+// MADV_WILLNEED reads the swap entries of anonymous memory into the swap
+// cache (madvise_willneed, swapin_walk_pmd_entry).
+//
 // Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
-// (nothing to read ahead), MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without
-// CONFIG_MEMORY_FAILURE).
+// of shmem (shmem_swapin_range) and of files (page-cache readahead: the
+// model's files have no backing store to read ahead from),
+// MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
 #include "mm/anon_vma.h"
@@ -343,6 +347,52 @@ void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdO
   }
 }
 
+// ---- MADV_WILLNEED ----
+
+// swapin_walk_pmd_entry for [addr, end) under one PMD: the slot of each
+// swap entry is read into the swap cache (read_swap_cache_async) and left
+// there unmapped, so that the fault that maps it later finds it and is
+// minor. The PTE lock is not held across a read, which may sleep: each
+// entry is read with the lock dropped, as the kernel drops it.
+void swapin_walk_pmd_range(Vma* vma, uint64_t addr, uint64_t end) {
+  Mm* mm = vma->vm_mm;
+  Kernel* k = mm->kernel;
+  pmd_t* pmd = mm_find_pmd(mm, addr);
+  if (!pmd) return;
+  for (; addr < end; addr += PAGE_SIZE) {
+    SpinLock* ptl;
+    pte_t* pte = pte_offset_map_lock(mm, pmd, addr, &ptl);
+    if (!pte) return;  // no table, or a PMD leaf: no swap entry here
+    ptl->assert_held();
+    const pte_t ptent = ptep_get(pte);
+    ptl->unlock();
+    if (!is_swap_pte(ptent)) continue;
+    const swp_entry_t entry = pte_to_swp_entry(ptent);
+    if (non_swap_entry(entry)) continue;  // migration entries and markers
+    SwapDevice* si = swp_swap_info(k, entry);
+    if (!si) continue;
+    bool fresh = false;
+    Folio* folio = read_swap_cache(k, si, entry, &fresh);
+    if (!folio) continue;                  // freed meanwhile, or no memory: a hint only
+    if (fresh) folio_unlock_swap(folio);  // the read completed: its end unlocks the folio
+    folio_put(folio);
+  }
+}
+
+// madvise_willneed: anonymous memory reads its swapped pages into the swap
+// cache. shmem (shmem_swapin_range) and file readahead are not modelled.
+int madvise_willneed(Vma* vma, uint64_t start, uint64_t end) {
+  // Shared anonymous memory is shmem in the kernel: its swap entries are in
+  // the file, not the page table.
+  if (vma->vm_file || (vma->vm_flags & VM_SHARED)) return 0;
+  end = std::min(end, vma->vm_end);
+  for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
+    next = pmd_addr_end(addr, end);
+    swapin_walk_pmd_range(vma, addr, next);
+  }
+  return 0;
+}
+
 // ---- guard regions (v6.13; file-backed VMAs from v6.15) ----
 
 // is_valid_guard_vma: a VMA whose page tables the core manages alone.
@@ -455,9 +505,7 @@ int madvise_vma_read_behavior(Vma* vma, Vma** pprev, uint64_t start, uint64_t en
     case MADV_FREE:
       return madvise_dontneed_free(vma, start, end, behavior);
     case MADV_WILLNEED:
-      // The kernel starts swap-in (or readahead) of the range and returns;
-      // the model starts none: its swap cache stays as it was.
-      return 0;
+      return madvise_willneed(vma, start, end);
     case MADV_COLD:
     case MADV_PAGEOUT:
       if (!can_madv_lru_vma(vma)) return -EINVAL;

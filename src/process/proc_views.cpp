@@ -306,10 +306,30 @@ std::string proc_status_rss(Mm* mm) {
   s += fmt::format("RssAnon:\t{:>8} kB\n", kb(anon));
   s += fmt::format("RssFile:\t{:>8} kB\n", kb(file));
   s += fmt::format("RssShmem:\t{:>8} kB\n", kb(shmem));
-  s += fmt::format("VmPTE:\t{:>8} kB\n", static_cast<uint64_t>(mm->pgtables_bytes.load(std::memory_order_relaxed)) >> 10);
+  // mm_pgtables_bytes() counts the PTE, PMD and PUD tables (mm_inc_nr_ptes,
+  // _pmds, _puds), never the PGD, which comes and goes with the mm; the
+  // model's pgtables_bytes counts every table it allocates, the PGD too.
+  long tables = mm->pgtables_bytes.load(std::memory_order_relaxed) - (mm->pgd ? static_cast<long>(PAGE_SIZE) : 0);
+  s += fmt::format("VmPTE:\t{:>8} kB\n", static_cast<uint64_t>(tables < 0 ? 0 : tables) >> 10);
   s += fmt::format("VmSwap:\t{:>8} kB\n", kb(swap));
   s += fmt::format("HugetlbPages:\t{:>8} kB\n", kb(hugetlb_usage_pages(mm)));
   return s;
+}
+
+// The field names of the two texts above, for the scenario parser; the
+// unit test proc_views_fields checks that each appears in the text.
+bool smaps_field_known(const std::string& name) {
+  static const std::set<std::string> kFields = {
+      "Size",          "KernelPageSize", "MMUPageSize",    "Rss",           "Pss",          "Pss_Dirty",
+      "Shared_Clean",  "Shared_Dirty",   "Private_Clean",  "Private_Dirty", "Referenced",   "Anonymous",
+      "KSM",           "LazyFree",       "AnonHugePages",  "ShmemPmdMapped", "FilePmdMapped", "Shared_Hugetlb",
+      "Private_Hugetlb", "Swap",         "SwapPss",        "Locked"};
+  return kFields.count(name) != 0;
+}
+
+bool status_field_known(const std::string& name) {
+  static const std::set<std::string> kFields = {"VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE", "VmSwap", "HugetlbPages"};
+  return kFields.count(name) != 0;
 }
 
 // The sum of the Pss lines of /proc/PID/smaps, in bytes, for a reader that

@@ -290,6 +290,26 @@ struct ExpectSame {  // expect P ADDR same|differ Q ADDR
   AddrExpr other_addr;
   bool same = false;
 };
+// expect P smaps ADDR FIELD SIZE: a size field of the smaps block of the
+// VMA containing ADDR; expect P status FIELD SIZE: one of /proc/PID/status.
+struct ExpectProcField {
+  std::string proc;
+  bool smaps = false;  // else status
+  AddrExpr addr;       // smaps only
+  std::string field;
+  uint64_t size = 0;
+};
+struct Remember {  // P remember ADDR: the frame mapped there, for ExpectFrame
+  std::string proc;
+  AddrExpr addr;
+};
+// expect P ADDR same-frame|other-frame: the frame mapped at ADDR is (not)
+// the one `P remember ADDR` found there.
+struct ExpectFrame {
+  std::string proc;
+  AddrExpr addr;
+  bool same = false;
+};
 struct ExpectViolation {  // expect violation TEXT
   std::string text;
 };
@@ -303,7 +323,7 @@ using StmtBody =
                  stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectFaults, stmt::ExpectSysfs,
                  stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
-                 stmt::ExpectSame, stmt::ExpectViolation>;
+                 stmt::ExpectSame, stmt::ExpectViolation, stmt::ExpectProcField, stmt::Remember, stmt::ExpectFrame>;
 
 // `when KEY=V1[,V2...]`: the statement runs only while the tune key has one
 // of the values.

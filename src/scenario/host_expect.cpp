@@ -302,4 +302,62 @@ void HostRun::run(const Stmt& st, const stmt::ExpectSame& s) {
   expect_same(st, s, pi.present && other.present && pi.pfn == other.pfn);
 }
 
+std::string read_proc_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `expect P smaps ADDR FIELD SIZE` reads the agent's smaps block of the
+// VMA: the test's mapping alone. `expect P status FIELD SIZE` counts the
+// whole process, so the agent's own memory at its start is subtracted.
+void HostRun::run(const Stmt& st, const stmt::ExpectProcField& s) {
+  Proc& p = proc(st, s.proc);
+  if (skip_for(p.pages.any(), kTaintZero)) return;  // upstream's zero page is not counted
+  const std::string text = read_proc_text(fmt::format("/proc/{}/{}", p.agent->pid(), s.smaps ? "smaps" : "status"));
+  std::optional<uint64_t> at;
+  if (s.smaps) at = addr(st, s.addr);
+  uint64_t bytes = 0, base = 0;
+  std::string why;
+  if (!proc_field_bytes(text, at, s.field, &bytes, &why)) {
+    if (s.smaps && why.rfind("no VMA", 0) == 0) fail(st, fmt::format("{} smaps: {}", s.proc, why));
+    skip_expectation(fmt::format("proc-field-absent (this kernel's {} has no {} line)", s.smaps ? "smaps" : "status", s.field));
+    return;
+  }
+  if (!s.smaps) {
+    // The agent's own mappings already have the upper tables (PUD, PMD) a
+    // test's first mapping needs in the model: only a part of VmPTE's growth
+    // shows on the host (measured: 4K where the model's fresh process grows 12K).
+    if (s.field == "VmPTE") {
+      skip_expectation("status-vmpte (the agent's own mappings share the upper page tables a test mapping needs)");
+      return;
+    }
+    if (p.status_at_start.empty()) {
+      skip_expectation("status-fork (a forked host agent's status also counts its share of the agent's own memory)");
+      return;
+    }
+    if (!proc_field_bytes(p.status_at_start, std::nullopt, s.field, &base, &why)) fail(st, why);
+    bytes = bytes >= base ? bytes - base : 0;
+  }
+  expect_proc_field(st, s, bytes);
+}
+
+// A remembered page whose host frame differs from upstream's (a zero-page
+// stand-in) is remembered as unknown: its same-frame/other-frame is skipped.
+void HostRun::run(const Stmt& st, const stmt::Remember& s) {
+  if (taints_at(st, s.proc, s.addr) & kTaintZero) {
+    remember_unknown_frame(st, s);
+    return;
+  }
+  host::HostPageInfo pi = page(st, s.proc, s.addr);
+  remember_frame(st, s, pi.present && !pi.swapped, pi.pfn);
+}
+
+void HostRun::run(const Stmt& st, const stmt::ExpectFrame& s) {
+  if (skip_for(taints_at(st, s.proc, s.addr), kTaintZero)) return;
+  host::HostPageInfo pi = page(st, s.proc, s.addr);
+  expect_frame(st, s, pi.present && !pi.swapped, pi.pfn);
+}
+
 }  // namespace mmlab

@@ -207,7 +207,7 @@ long HostRun::sys(const Stmt& st, long ret) {
 void HostRun::add_proc(const Stmt& st, const std::string& name, std::unique_ptr<Agent> a, HostPages pages) {
   host::register_host_pid(a->pid());
   if (cpu_ >= 0) sys(st, a->pin_cpu(cpu_));
-  procs_[name] = Proc{std::move(a), std::move(pages)};
+  procs_[name] = Proc{std::move(a), std::move(pages), {}};
 }
 
 // One overload per statement struct: a statement kind without one does not compile.
@@ -239,6 +239,7 @@ void HostRun::run(const Stmt& st, const stmt::Proc& s) {
   auto a = Agent::spawn(s.proc, &err);
   if (!a) fail(st, "cannot start a host process: " + err);
   add_proc(st, s.proc, std::move(a), {});
+  procs_[s.proc].status_at_start = read_proc_text(fmt::format("/proc/{}/status", procs_[s.proc].agent->pid()));
 }
 
 void HostRun::run(const Stmt& st, const stmt::Exit& s) { agent(st, s.proc).exit(); }

@@ -44,6 +44,10 @@ class HostRun final : public TestRun {
   struct Proc {
     std::unique_ptr<host::Agent> agent;
     HostPages pages;  // what the test mapped, and which pages may differ from upstream
+    // /proc/PID/status when `proc` started it: the agent's own memory, which
+    // `expect P status` subtracts. Empty for a fork's child (its share of
+    // the agent's own memory is not known).
+    std::string status_at_start;
   };
   struct Handle {
     std::unique_ptr<host::HostGupHandle> gup;
@@ -146,6 +150,9 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::ExpectOrder& s);
   void run(const Stmt& st, const stmt::ExpectPageBit& s);
   void run(const Stmt& st, const stmt::ExpectSame& s);
+  void run(const Stmt& st, const stmt::ExpectProcField& s);
+  void run(const Stmt& st, const stmt::Remember& s);
+  void run(const Stmt& st, const stmt::ExpectFrame& s);
   std::string taint_reason(uint8_t bits) const;
   bool skip_for(uint8_t bits, uint8_t mask);
   std::optional<std::string> statistic_skip(const std::string& name) const;
@@ -181,5 +188,8 @@ class HostRun final : public TestRun {
   bool soft_dirty_used_ = false, swap_kind_used_ = false, zswap_used_ = false;
   std::string swap_kind_reason_;  // the swap device is not the kind asked for: the probe's reason
 };
+
+// The whole text of a /proc file ("" if it cannot be read).
+std::string read_proc_text(const std::string& path);
 
 }  // namespace mmlab

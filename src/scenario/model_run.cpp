@@ -532,6 +532,25 @@ class ModelRun final : public TestRun {
       case stmt::PageBit::kGuard: expect_yes_no(st, s, pi.level != 0, pi.guard); break;
     }
   }
+  void run(const Stmt& st, const stmt::ExpectProcField& s) {
+    Process* p = proc(st, s.proc);
+    std::optional<uint64_t> at;
+    if (s.smaps) at = addr(st, s.addr);
+    uint64_t bytes = 0;
+    std::string why;
+    if (!proc_field_bytes(s.smaps ? p->smaps() : p->status_rss(), at, s.field, &bytes, &why))
+      fail(st, fmt::format("{} {}: {}", s.proc, s.smaps ? "smaps" : "status", why));
+    expect_proc_field(st, s, bytes);
+  }
+  // A frame: a present entry, not a swap entry, migration entry or marker.
+  void run(const Stmt& st, const stmt::Remember& s) {
+    PageInfo pi = page_at(st, s.proc, s.addr);
+    remember_frame(st, s, pi.level && !pi.swap, pi.pfn);
+  }
+  void run(const Stmt& st, const stmt::ExpectFrame& s) {
+    PageInfo pi = page_at(st, s.proc, s.addr);
+    expect_frame(st, s, pi.level && !pi.swap, pi.pfn);
+  }
   void run(const Stmt& st, const stmt::ExpectSame& s) {
     PageInfo pi = page_at(st, s.proc, s.addr);
     PageInfo other = proc(st, s.other_proc)->page_info(addr(st, s.other_addr));

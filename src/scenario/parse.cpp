@@ -103,6 +103,7 @@ constexpr StatementVerb kVerbs[] = {
     {"vm-read", kSubject, parse_vm_read},
     {"dump", kSubject, parse_dump, nullptr, kNeverFails},
     {"print", kSubject, parse_print, nullptr, kNeverFails},
+    {"remember", kSubject, parse_remember, nullptr, kNeverFails},
 };
 
 // The record of `word` among the verbs of `subject` form (kSubject) or of
@@ -262,6 +263,12 @@ class NameTable {
   void names(const stmt::ExpectPageBit& s) { use(s.proc, 'p'), region(s.addr); }
   void names(const stmt::ExpectSame& s) { use(s.proc, 'p'), region(s.addr), use(s.other_proc, 'p'), region(s.other_addr); }
   void names(const stmt::ExpectViolation&) {}
+  void names(const stmt::ExpectProcField& s) {
+    use(s.proc, 'p');
+    if (s.smaps) region(s.addr);
+  }
+  void names(const stmt::Remember& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::ExpectFrame& s) { use(s.proc, 'p'), region(s.addr); }
 
   void region(const AddrExpr& a) const { use(a.region, 'r'); }
 

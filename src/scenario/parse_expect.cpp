@@ -69,6 +69,18 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     e.count = lp.number("N");
     return e;
   }
+  if (t->s == "smaps" || t->s == "status") {  // expect P smaps ADDR FIELD SIZE | expect P status FIELD SIZE
+    stmt::ExpectProcField e;
+    e.proc = first;
+    e.smaps = lp.word("smaps or status") == "smaps";
+    if (e.smaps) e.addr = lp.addr();
+    e.field = lp.word(e.smaps ? "a smaps FIELD (e.g. AnonHugePages)" : "a status FIELD (e.g. VmPTE)");
+    // Only a field the model shows: the host would compare with nothing.
+    if (e.smaps && !smaps_field_known(e.field)) lp.fail_last("a smaps FIELD the model shows (Rss, Anonymous, LazyFree, AnonHugePages, Swap, ...)");
+    if (!e.smaps && !status_field_known(e.field)) lp.fail_last("a status FIELD the model shows (VmRSS, RssAnon, RssFile, RssShmem, VmPTE, VmSwap, HugetlbPages)");
+    e.size = lp.number("a SIZE");
+    return e;
+  }
   if (t->s[0] == '-' || std::isdigit(static_cast<unsigned char>(t->s[0]))) {  // expect H N | -ERRNO
     stmt::ExpectHandle e;
     e.handle = first;
@@ -90,7 +102,7 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     return e;
   }
   const AddrExpr addr = lp.addr();
-  std::string what = lp.word("mapped, order, exclusive, pinned, zero, swapped, same or differ");
+  std::string what = lp.word("mapped, order, exclusive, pinned, zero, swapped, same, differ, same-frame or other-frame");
   if (what == "mapped") {
     stmt::ExpectMapped e{first, addr, lp.word("pte, pmd, pud or none")};
     if (e.level != "pte" && e.level != "pmd" && e.level != "pud" && e.level != "none") lp.fail_last("pte, pmd, pud or none");
@@ -108,6 +120,7 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
       {"guard", stmt::PageBit::kGuard}};
   for (auto& [name, bit] : kBits)
     if (what == name) return stmt::ExpectPageBit{first, addr, bit, lp.yes_no()};
+  if (what == "same-frame" || what == "other-frame") return stmt::ExpectFrame{first, addr, what == "same-frame"};
   if (what == "same" || what == "differ") {
     stmt::ExpectSame e;
     e.proc = first;
@@ -117,7 +130,7 @@ StmtBody parse_expect(LineParser& lp, const std::string&) {
     e.other_addr = lp.addr();
     return e;
   }
-  lp.fail_last("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, same or differ");
+  lp.fail_last("mapped, order, exclusive, pinned, zero, swapped, soft-dirty, uffd-wp, guard, same, differ, same-frame or other-frame");
 }
 
 StmtBody parse_check(LineParser&, const std::string&) { return stmt::Check{}; }

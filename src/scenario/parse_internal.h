@@ -141,6 +141,7 @@ StmtBody parse_exit(LineParser& lp, const std::string& subject);
 StmtBody parse_write(LineParser& lp, const std::string& subject);
 StmtBody parse_read(LineParser& lp, const std::string& subject);
 StmtBody parse_print(LineParser& lp, const std::string& subject);
+StmtBody parse_remember(LineParser& lp, const std::string& subject);
 
 // parse_mm.cpp
 StmtBody parse_mmap(LineParser& lp, const std::string& subject);

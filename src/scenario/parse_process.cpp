@@ -63,4 +63,7 @@ StmtBody parse_print(LineParser& lp, const std::string& who) {
   return p;
 }
 
+// P remember ADDR: the frame there, for `expect P ADDR same-frame|other-frame`.
+StmtBody parse_remember(LineParser& lp, const std::string& who) { return stmt::Remember{who, lp.addr()}; }
+
 }  // namespace mmlab::parser

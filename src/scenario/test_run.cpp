@@ -215,6 +215,32 @@ std::vector<std::string> smaps_of_range(const std::string& smaps, uint64_t start
   return out;
 }
 
+bool proc_field_bytes(const std::string& text, const std::optional<uint64_t>& vma_addr, const std::string& field,
+                      uint64_t* bytes, std::string* why) {
+  bool inside = !vma_addr, seen_vma = false;
+  for (const std::string& l : split_lines(text)) {
+    unsigned long long a = 0, b = 0;
+    int used = 0;
+    if (vma_addr && std::sscanf(l.c_str(), "%llx-%llx %n", &a, &b, &used) == 2 && used > 0) {
+      inside = a <= *vma_addr && *vma_addr < b;
+      seen_vma |= inside;
+      continue;
+    }
+    if (!inside || l.compare(0, field.size(), field) != 0 || l.size() <= field.size() || l[field.size()] != ':') continue;
+    unsigned long long kb = 0;
+    char unit[4] = {};
+    // Both texts give sizes in kB; a line without the unit is no size.
+    if (std::sscanf(l.c_str() + field.size() + 1, " %llu %3s", &kb, unit) != 2 || std::string(unit) != "kB") {
+      *why = fmt::format("the {} line is no size: '{}'", field, l);
+      return false;
+    }
+    *bytes = static_cast<uint64_t>(kb) << 10;
+    return true;
+  }
+  *why = vma_addr && !seen_vma ? fmt::format("no VMA contains {:#x}", *vma_addr) : fmt::format("no {} line", field);
+  return false;
+}
+
 std::string TestRun::tune_value(const std::string& key) { return tune_default(key); }
 
 bool TestRun::when_holds(const Stmt& st) {
@@ -408,6 +434,35 @@ void TestRun::expect_same(const Stmt& st, const stmt::ExpectSame& e, bool same) 
     fail(st, fmt::format("expected {} and {} {}+{:#x} to map {} frames, found {}", where(e.proc, e.addr), e.other_proc,
                          e.other_addr.region, e.other_addr.offset, e.same ? "the same" : "different",
                          same ? "the same frame" : "different frames"));
+}
+
+void TestRun::expect_proc_field(const Stmt& st, const stmt::ExpectProcField& e, uint64_t found) {
+  if (found == e.size) return;
+  if (e.smaps)
+    fail(st, fmt::format("expected {} smaps {}+{:#x} {} {:#x}, found {:#x}", e.proc, e.addr.region, e.addr.offset, e.field, e.size, found));
+  fail(st, fmt::format("expected {} status {} {:#x}, found {:#x}", e.proc, e.field, e.size, found));
+}
+
+void TestRun::remember_frame(const Stmt& st, const stmt::Remember& r, bool mapped, uint64_t pfn) {
+  if (!mapped) fail(st, fmt::format("no frame mapped at {} to remember", where(r.proc, r.addr)));
+  remembered_[{r.proc, addr(st, r.addr) & PAGE_MASK}] = pfn;
+}
+
+void TestRun::remember_unknown_frame(const Stmt& st, const stmt::Remember& r) {
+  remembered_[{r.proc, addr(st, r.addr) & PAGE_MASK}] = std::nullopt;
+}
+
+void TestRun::expect_frame(const Stmt& st, const stmt::ExpectFrame& e, bool mapped, uint64_t pfn) {
+  auto it = remembered_.find({e.proc, addr(st, e.addr) & PAGE_MASK});
+  if (it == remembered_.end()) fail(st, fmt::format("no frame remembered at {} (`{} remember ADDR` first)", where(e.proc, e.addr), e.proc));
+  if (!it->second) {
+    skip_expectation("frame-unknown (remembered where the backend could not read the frame)");
+    return;
+  }
+  const char* want = e.same ? "same-frame" : "other-frame";
+  if (!mapped) fail(st, fmt::format("expected {} {}, found no frame mapped", where(e.proc, e.addr), want));
+  const bool same = pfn == *it->second;
+  if (same != e.same) fail(st, fmt::format("expected {} {}, found {}", where(e.proc, e.addr), want, same ? "the same frame" : "another frame"));
 }
 
 void TestRun::exec_skip(const stmt::Skip& s) { throw SkipTest{s.reason}; }

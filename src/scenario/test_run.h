@@ -119,6 +119,16 @@ class TestRun {
   // (exclusive, soft-dirty, uffd-wp), nothing mapped fails.
   void expect_yes_no(const Stmt& st, const stmt::ExpectPageBit& e, bool mapped, bool found);
   void expect_same(const Stmt& st, const stmt::ExpectSame& e, bool same);
+  // `expect P smaps|status ...`: `found` is the field's bytes.
+  void expect_proc_field(const Stmt& st, const stmt::ExpectProcField& e, uint64_t found);
+  // `P remember ADDR` and `expect P ADDR same-frame|other-frame`: `mapped`
+  // is whether a frame is mapped there (not a swap entry nor a marker),
+  // `pfn` the frame of ADDR's own page.
+  void remember_frame(const Stmt& st, const stmt::Remember& r, bool mapped, uint64_t pfn);
+  // A backend that cannot read the frame there (the host, where its page
+  // differs from upstream's): a later same-frame/other-frame is skipped.
+  void remember_unknown_frame(const Stmt& st, const stmt::Remember& r);
+  void expect_frame(const Stmt& st, const stmt::ExpectFrame& e, bool mapped, uint64_t pfn);
   // `P print ...` and `counters print`: their lines into the output.
   void exec_print(const Stmt& st, const stmt::Print& p);
   void exec_counters_print(const stmt::CountersPrint& c);
@@ -154,6 +164,8 @@ class TestRun {
   std::optional<Failure> check_expected_violations();
 
   std::map<std::string, char> kinds_;
+  // (process, page address) -> pfn; nullopt: not known (remember_unknown_frame)
+  std::map<std::pair<std::string, uint64_t>, std::optional<uint64_t>> remembered_;
   std::vector<std::pair<std::string, std::string>> expected_violations_;  // (TEXT, where declared)
   std::vector<std::string> found_violations_;
   std::optional<Failure> failure_;
@@ -167,6 +179,11 @@ class TestRun {
 // overlap [start, end) (end 0: all), both backends' `print smaps`.
 std::vector<std::string> split_lines(const std::string& text);
 std::vector<std::string> smaps_of_range(const std::string& smaps, uint64_t start, uint64_t end);
+// The bytes of the size field FIELD ("FIELD:   N kB") of a /proc/PID/status
+// text, or (vma_addr set) of the smaps block of the VMA containing
+// *vma_addr. false if there is no such VMA or line (*why says which).
+bool proc_field_bytes(const std::string& text, const std::optional<uint64_t>& vma_addr, const std::string& field,
+                      uint64_t* bytes, std::string* why);
 
 // "N expectation(s) skipped: WHY [COUNT]; ...", as TAP and diff print it.
 std::string skipped_line(const ScenarioResult& r);

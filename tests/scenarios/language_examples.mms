@@ -22,6 +22,23 @@ expect P A order 4
 expect P A+60K order 4
 expect sysfs transparent_hugepage/hugepages-64kB/stats/anon_fault_alloc 1
 
+test lang-frames-and-smaps
+sysfs transparent_hugepage/enabled always
+proc P
+P mmap A 2M rw private align=2M
+P write A 4K 1
+expect P smaps A AnonHugePages 2M
+expect P status RssAnon 2M
+P mmap B 4K rw private
+P write B 4K 1
+P fork C
+C remember B
+C write B 4K 2
+expect C B other-frame
+P remember B
+P write B 4K 3
+expect P B same-frame
+
 test lang-read-maps-zero-page
 proc P
 P mmap A 4K r private

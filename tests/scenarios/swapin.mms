@@ -162,3 +162,25 @@ shrink-slab
 expect P A mapped pmd
 expect vmstat thp_underused_split_page 0
 expect P rss anon 2M
+
+# MADV_WILLNEED (madvise_willneed, swapin_walk_pmd_entry): each swap entry
+# of the range is read into the swap cache and left there unmapped; the
+# access that maps it then finds it there (minor), the others read it
+# (major: zram's synchronous path without the swap cache).
+test swapin-willneed-reads-into-the-swap-cache
+swap 64M zram
+proc P
+P mmap A 16K rw private
+P write A 16K 0x41
+P madvise A 16K pageout
+expect P A swapped yes
+expect vmstat pswpin 0
+P madvise A 8K willneed
+expect vmstat pswpin 2
+expect P A swapped yes
+expect P A+4K swapped yes
+expect P rss anon 0
+P read A 16K 0x41
+expect P majflt 2
+expect vmstat pswpin 4
+expect P rss anon 16K

@@ -87,6 +87,45 @@ TEST(ScenarioRunTest, PrintStatementsShowTheState) {
   EXPECT_EQ(ptes, 2u) << pt;
 }
 
+// `expect P smaps|status` and `P remember` / `expect P ADDR same-frame|other-frame`.
+TEST(ScenarioParseTest, ProcFieldAndFrameStatements) {
+  const std::string pre = "test a\nproc P\nP mmap A 2M rw private\n";
+  EXPECT_EQ(parse_error(pre + "expect P smaps A AnonHugePagez 2M\n").substr(0, 56),
+            "t.mms:4:18: expected a smaps FIELD the model shows (Rss,");
+  EXPECT_NE(parse_error(pre + "expect P smaps A AnonHugePagez 2M\n").find(", not 'AnonHugePagez'"), std::string::npos);
+  EXPECT_EQ(parse_error(pre + "expect P status VmPTEs 4K\n").substr(0, 51), "t.mms:4:17: expected a status FIELD the model shows");
+  EXPECT_EQ(parse_error(pre + "expect P smaps A Rss\n"), "t.mms:4:22: expected a SIZE");
+  EXPECT_EQ(parse_error(pre + "expect P smaps Rss 4K\n").substr(0, 40), "t.mms:4:20: expected a smaps FIELD the m");
+  EXPECT_EQ(parse_error(pre + "expect P status VmPTE 4K 1\n"), "t.mms:4:26: expected the end of the statement");
+  EXPECT_EQ(parse_error(pre + "expect P A same-framez\n").substr(0, 29), "t.mms:4:12: expected mapped, ");
+  EXPECT_EQ(parse_error(pre + "expect P A same-frame yes\n"), "t.mms:4:23: expected the end of the statement");
+  EXPECT_EQ(parse_error(pre + "P remember\n"), "t.mms:4:12: expected an ADDR (R or R+SIZE)");
+  EXPECT_EQ(parse_error(pre + "P remember B\n").substr(0, 32), "t.mms:4:12: expected a region bo");
+  std::string err;
+  EXPECT_TRUE(scenario_parse_text("t.mms", pre + "P remember A+4K\nexpect P A+4K same-frame\nexpect P A other-frame\n"
+                                                 "expect P smaps A+8K LazyFree 0\nexpect P status VmPTE 4K\n", &err))
+      << err;
+}
+
+TEST(ScenarioRunTest, ProcFieldAndFrameExpectationsCanFail) {
+  RunOut r = run(
+      "test field\nproc P\nP mmap A 64K rw private\nP write A 8K 1\nexpect P smaps A+4K Rss 8K\nexpect P smaps A Rss 4K\n"
+      "test status\nproc P\nP mmap A 64K rw private\nP write A 8K 1\nexpect P status RssAnon 8K\nexpect P status RssAnon 0\n"
+      "test novma\nproc P\nP mmap A 64K rw private\nexpect P smaps A+64K Rss 0\n"
+      "test frame\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nP remember A\nexpect P A same-frame\nexpect P A other-frame\n"
+      "test unremembered\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nexpect P A same-frame\n"
+      "test nothing\nproc P\nP mmap A 64K rw private\nP remember A\n");
+  ASSERT_EQ(r.results.size(), 6u);
+  for (int i = 0; i < 6; i++) EXPECT_EQ(r.results[i].outcome, Outcome::kFail) << i << r.tap;
+  auto first = [&](int i) { return r.results[i].diagnostics.empty() ? std::string() : r.results[i].diagnostics.front(); };
+  EXPECT_EQ(first(0), "t.mms:6: expected P smaps A+0x0 Rss 0x1000, found 0x2000");
+  EXPECT_EQ(first(1), "t.mms:12: expected P status RssAnon 0x0, found 0x2000");
+  EXPECT_EQ(first(2).substr(0, 35), "t.mms:16: P smaps: no VMA contains ");
+  EXPECT_EQ(first(3), "t.mms:23: expected P A+0x0 other-frame, found the same frame");
+  EXPECT_EQ(first(4), "t.mms:28: no frame remembered at P A+0x0 (`P remember ADDR` first)");
+  EXPECT_EQ(first(5), "t.mms:32: no frame mapped at P A+0x0 to remember");
+}
+
 TEST(ScenarioRunTest, AFailureShowsTheStateOfWhatItNamed) {
   RunOut r = run(
       "test order\nproc P\nP mmap A 64K rw private\nP write A 4K 1\nexpect P A order 9\n"
@@ -310,16 +349,16 @@ TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
     scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
     EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
   }
-  EXPECT_EQ(subject_verbs, 22u);
+  EXPECT_EQ(subject_verbs, 23u);
   // What may follow a process name, in the table's order.
   EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
             "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
             "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
-            "print)");
+            "print, remember)");
   EXPECT_EQ(parse_error("test a\nproc P\nP mbind A\n"),
             "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
             "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
-            "print), not 'mbind'");
+            "print, remember), not 'mbind'");
 }
 
 // vm-read names two processes and two ranges, each checked as it is read.
