@@ -457,6 +457,7 @@ bool try_to_migrate_pte(Folio* folio, PageVmaMappedWalk* pvmw, PteUnmapBatch* ba
   if (pte_young(pteval)) off |= SWP_MIG_YOUNG;
   if (pte_dirty(pteval)) off |= SWP_MIG_DIRTY;
   batch->set_swp_pte(pte, pteval, swp_entry_to_pte(make_migration_entry(type, off)), subpage);
+  batch->remove_rmap_now();  // folio_remove_rmap_pte(), one page at a time
   return true;
 }
 

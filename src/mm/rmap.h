@@ -158,10 +158,15 @@ void remove_migration_ptes(AnonVma* av, pfn_t fpfn, uint64_t index, uint64_t nr,
                            bool map_unused_to_zeropage) REQUIRES_SHARED(av->rwsem);
 
 // The entries of one folio that try_to_unmap_one or try_to_migrate_one
-// replaced within one PTE table. Consecutive pages lose their rmap and
-// references together (one folio_remove_rmap_ptes()), so that unmapping a
-// whole folio never passes through "partially mapped" (which would queue it
-// for deferred split); the table's TLB is flushed once.
+// replaced within one PTE table; the table's TLB is flushed once. For
+// try_to_unmap_one consecutive pages lose their rmap and references together
+// (one folio_remove_rmap_ptes(), as its lazy-free batch does; a folio it
+// swaps out is in the swap cache, which deferred_split_folio() ignores).
+// try_to_migrate_one removes each page's rmap as it goes
+// (remove_rmap_now()), as the kernel's does: a PTE-mapped anonymous large
+// folio is "partially mapped" from its first page on, and queued for
+// deferred split with the flag, which a split whose refcount freeze then
+// fails leaves set on the remapped folio.
 class PteUnmapBatch {
  public:
   PteUnmapBatch(Folio* folio, Vma* vma) : folio_(folio), vma_(vma) {}
@@ -174,6 +179,8 @@ class PteUnmapBatch {
   // nr consecutive pages from page, whose entries were cleared and stay
   // none (a discarded lazy-free run), join the run likewise.
   void discarded(Page* page, unsigned nr);
+  // The pages added so far lose their rmap and references now.
+  void remove_rmap_now() { flush_run(); }
   // Under the lock of the table walked over [start, end), before it is dropped.
   void table_done(uint64_t start, uint64_t end);
 

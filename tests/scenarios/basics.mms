@@ -25,6 +25,23 @@ expect P A+64K mapped none
 expect sysfs transparent_hugepage/hugepages-64kB/stats/anon_fault_alloc 1
 expect P rss anon 64K
 
+# A split of a PTE-mapped mTHP unmaps it one page at a time
+# (try_to_migrate_one): from the first page on the folio is partially mapped
+# and queued for deferred split, which counts; the split then takes it off
+# the queue and clears the flag.
+test mthp-split-passes-through-partially-mapped
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 1M rw private align=1M
+P write A 64K 1
+expect P A order 4
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split_deferred 0
+P madvise A 4K pageout
+expect P A+16K order 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 1
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split_deferred 1
+expect sysfs transparent_hugepage/hugepages-64kB/stats/nr_anon_partially_mapped 0
+
 test pmd-thp-and-partial-dontneed
 proc P
 P mmap A 2M rw private align=2M

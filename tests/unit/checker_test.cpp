@@ -432,15 +432,18 @@ TEST_F(CheckerTest, PteToFreedFrameIsReported) {
   expect_ok();
 }
 
-TEST_F(CheckerTest, PartiallyMappedFlagOnFullyMappedFolioIsReported) {
+// The flag outlives the partial mapping that set it (a split whose freeze
+// failed remaps every page and keeps it: DeferredSplitRaceTest), so a fully
+// mapped flagged folio is fine; a flagged folio off the queue is not.
+TEST_F(CheckerTest, PartiallyMappedFlagOffTheSplitQueueIsReported) {
   set("transparent_hugepage/enabled", "never");
   enable_order_kb(64, "always");
   uint64_t a = map_aligned(64 * KiB, 64 * KiB);
   ASSERT_TRUE(p->fill(a, 1, 64 * KiB).ok());
   Folio* f = folio_at(a);
   set_bit(PG_partially_mapped, folio_page(f, 1));
-  CheckReport r = expect_violation("deferred list: partially mapped flag without partial mapping");
-  EXPECT_TRUE(has(r, "deferred list: partially mapped folio not on the split queue")) << r.to_string();
+  CheckReport r = expect_violation("deferred list: partially mapped folio not on the split queue");
+  EXPECT_FALSE(has(r, "without partial mapping")) << r.to_string();
   clear_bit(PG_partially_mapped, folio_page(f, 1));
   expect_ok();
 }
