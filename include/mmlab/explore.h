@@ -54,6 +54,10 @@ struct RunResult {
   uint64_t steps = 0;
   uint64_t trace_hash = 0;  // over each step's (thread, site, op)
   std::string detail;       // the check's message, the deadlock, ...
+  // A thread was unwound rather than run to its end (a deadlock, an
+  // exception): locks may still be held, so the run's objects are kept,
+  // never torn down (Race keeps its fixture alive for the process).
+  bool abandoned = false;
   std::string summary() const;
 };
 
@@ -101,6 +105,9 @@ struct RaceHooks {
   std::function<void()> fresh;
   std::function<Session::Bodies()> bodies;
   std::function<std::optional<std::string>()> check;
+  // After a run whose result is `abandoned`: keep the fixture from being
+  // destroyed (its System may hold locks nobody will release).
+  std::function<void()> abandon;
   int nthreads = 0;
 };
 ExploreResult explore_pct(const RaceHooks& h, const Pct& pct);
@@ -119,9 +126,9 @@ class Race {
 
   ExploreResult explore(const Pct& pct) { return explore_pct(hooks(), pct); }
   RunResult replay(std::string_view schedule) { return explore::replay(hooks(), schedule); }
-  // The fixture of the last run (kept until the next run starts), to look
-  // at the end state.
-  Fx* last() { return fx_.get(); }
+  // The fixture of the last run (kept until the next run starts, or for
+  // good if the run abandoned it), to look at the end state.
+  Fx* last() { return last_; }
 
  private:
   RaceHooks hooks() {
@@ -130,7 +137,13 @@ class Race {
     h.fresh = [this] {
       fx_.reset();
       fx_ = std::make_unique<Fx>();
+      last_ = fx_.get();
       if (setup_) setup_(*fx_);
+    };
+    h.abandon = [this] {
+      // Never destroyed, and still reachable (no leak report).
+      static auto* kept = new std::vector<std::unique_ptr<Fx>>;
+      kept->push_back(std::move(fx_));
     };
     h.bodies = [this] {
       Session::Bodies b;
@@ -148,6 +161,7 @@ class Race {
   std::vector<Fn> threads_;
   std::function<std::optional<std::string>(Fx&)> check_;
   std::unique_ptr<Fx> fx_;
+  Fx* last_ = nullptr;
 };
 
 }  // namespace mmlab::explore

@@ -177,6 +177,7 @@ RunResult result_of(sched::RunRecord&& rec) {
   r.steps = rec.steps;
   r.trace_hash = rec.trace_hash;
   r.detail = std::move(rec.detail);
+  r.abandoned = rec.abandoned;
   return r;
 }
 
@@ -222,8 +223,10 @@ RunResult Session::replay(const Bodies& bodies, std::string_view schedule, uint6
 
 namespace {
 
-// A run that ended with every thread done is judged by the check.
+// A run that ended with every thread done is judged by the check; the
+// fixture of one that abandoned its objects is kept, not torn down.
 RunResult checked(const RaceHooks& h, RunResult r) {
+  if (r.abandoned && h.abandon) h.abandon();
   if (r.outcome != Outcome::kClean || !h.check) return r;
   if (auto v = h.check()) {
     r.outcome = Outcome::kViolation;

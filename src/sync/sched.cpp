@@ -151,6 +151,8 @@ struct Scheduler::Impl {
   uint64_t step_bound = 0;
   RunRecord rec;
   bool aborting = false;
+  bool draining = false;     // the outcome is decided; the threads run to their ends
+  uint64_t drain_steps = 0;
   std::map<std::pair<ObjKind, const void*>, uint64_t> first_use;
   uint64_t next_number[16] = {};
   std::vector<int> enabled;
@@ -177,11 +179,34 @@ struct Scheduler::Impl {
       if (w.state == WState::kWaiting && w.index != except) w.state = WState::kReady;
   }
 
+  // The threads unwind: every acquire, block or wait throws RunAborted.
   void begin_abort(Outcome o, std::string detail) {
     if (aborting) return;
     aborting = true;
+    rec.abandoned = true;
+    if (draining) {
+      rec.detail += "; then " + detail;
+      return;
+    }
     rec.outcome = o;
     rec.detail = std::move(detail);
+  }
+
+  // The run's outcome is decided but its threads hold what they hold: run
+  // each to its end (lowest enabled first, not recorded), so that the locks
+  // the model takes without a guard are released by their own code.
+  void begin_drain(Outcome o, std::string detail) {
+    draining = true;
+    rec.outcome = o;
+    rec.detail = std::move(detail);
+  }
+
+  int drain_pick(int me) {
+    if (++drain_steps > step_bound) {
+      begin_abort(rec.outcome, "the threads did not end within " + std::to_string(step_bound) + " more steps");
+      return me >= 0 ? me : next_to_unwind();
+    }
+    return enabled.front();
   }
 
   std::string deadlock_detail() const {
@@ -207,21 +232,22 @@ struct Scheduler::Impl {
       if (w.state != WState::kDone) any_left = true;
     }
     if (enabled.empty()) {
-      if (!any_left) return kController;  // every body ended: clean
+      if (!any_left) return kController;  // every body ended (clean, or drained)
       begin_abort(Outcome::kDeadlock, deadlock_detail());
       return next_to_unwind();
     }
+    if (draining) return drain_pick(me);
     if (rec.steps >= step_bound) {
-      begin_abort(Outcome::kStepBound, "more than " + std::to_string(step_bound) + " steps");
-      return me >= 0 ? me : next_to_unwind();
+      begin_drain(Outcome::kStepBound, "more than " + std::to_string(step_bound) + " steps");
+      return drain_pick(me);
     }
     std::string why;
     const int t = strategy->pick(Decision{rec.steps, me, enabled, pending}, &why);
     bool ok = false;
     for (int e : enabled) ok |= e == t;
     if (!ok) {
-      begin_abort(Outcome::kDiverged, why.empty() ? "strategy chose no enabled thread" : why);
-      return me >= 0 ? me : next_to_unwind();
+      begin_drain(Outcome::kDiverged, why.empty() ? "strategy chose no enabled thread" : why);
+      return drain_pick(me);
     }
     rec.steps++;
     rec.choices.push_back(static_cast<uint8_t>(t));
@@ -332,6 +358,8 @@ struct Scheduler::Impl {
     rec = RunRecord{};
     rec.trace_hash = 0xcbf29ce484222325ull;
     aborting = false;
+    draining = false;
+    drain_steps = 0;
     first_use.clear();
     for (uint64_t& n : next_number) n = 0;
     for (size_t i = 0; i < workers.size(); i++) {

@@ -188,6 +188,13 @@ struct RunRecord {
   std::vector<uint8_t> choices;  // the thread chosen at each decision
   uint64_t trace_hash = 0;       // FNV-1a over each step's (thread, site, op)
   std::string detail;            // deadlock, bound, divergence or exception text
+  // Some thread was unwound (RunAborted) rather than run to its end: the
+  // model takes many locks without a guard, as the kernel does, so such a
+  // lock may still be held and what the bodies used must not be torn down.
+  // A diverged or step-bound run is first drained (each thread run to its
+  // end, lowest enabled first, unrecorded), so only a deadlock, an exception
+  // or a drain that itself cannot end abandons its objects.
+  bool abandoned = false;
 };
 
 // A set of persistent worker threads (one per race body, kept for the

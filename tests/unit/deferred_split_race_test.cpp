@@ -16,9 +16,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "mm/kernel.h"
+#include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mmlab/explore.h"
 #include "mmlab/gup.h"
@@ -118,6 +120,57 @@ TEST(DeferredSplitRaceTest, FailedFreezeLeavesAFullyMappedFolioFlaggedAndTheChec
   EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
   EXPECT_EQ(again.detail, kReached);
   EXPECT_EQ(again.trace_hash, res.failure.trace_hash);
+}
+
+
+// A run ended early on model code: the model takes locks without guards (as
+// the kernel does), so unwinding its threads would leave them held and the
+// System could not be torn down. A diverged replay and a step-bound run are
+// drained instead (each thread runs to its end, unrecorded): the fixture is
+// torn down as usual and the next run starts from a fresh one.
+TEST(DeferredSplitRaceTest, ARunEndedEarlyOnModelCodeIsDrainedAndTornDown) {
+  auto race = split_get_race();
+  auto cut = race.replay("0*5");  // the schedule ends while S holds the mmap_lock
+  EXPECT_EQ(cut.outcome, Outcome::kDiverged) << cut.summary();
+  EXPECT_FALSE(cut.abandoned) << cut.summary();
+  auto bounded = race.explore({.depth = 2, .runs = 3, .seed = 1, .k = 40, .step_bound = 8});
+  ASSERT_TRUE(bounded.found);
+  EXPECT_EQ(bounded.failure.outcome, Outcome::kStepBound) << bounded.summary();
+  EXPECT_FALSE(bounded.failure.abandoned);
+  auto again = race.replay("1*1,0*200");  // G first, then S: longer than the run
+  EXPECT_EQ(again.outcome, Outcome::kDiverged) << again.summary();
+  // Each of those fixtures was torn down by the next run's set-up (a lock
+  // left held would hang Process::exit there); the last one checks clean.
+  std::map<uint64_t, long> refs;
+  race.last()->held.add_refs(&refs);
+  CheckReport r = race.last()->sys->check_with_refs(refs);
+  EXPECT_TRUE(r.ok()) << r.to_string();
+}
+
+// A body that throws while it holds the mmap_lock by hand: its thread is
+// unwound, the lock stays held, and the fixture is kept rather than torn
+// down (its exit would wait for the lock forever).
+TEST(DeferredSplitRaceTest, AnExceptionUnderAHandTakenLockAbandonsTheFixture) {
+  explore::Race<SplitGet> race;
+  race.setup([](SplitGet& f) {
+    SystemConfig cfg;
+    cfg.ram_bytes = 16ull << 20;
+    f.sys = System::create(cfg);
+    f.p = f.sys->new_process("P");
+  });
+  race.thread("T", [](SplitGet& f) {
+    mmap_read_lock(f.p->mm());
+    throw std::runtime_error("thrown with the mmap_lock held");
+  });
+  auto res = race.explore({.depth = 2, .runs = 2, .seed = 1});
+  ASSERT_TRUE(res.found);
+  EXPECT_EQ(res.failure.outcome, Outcome::kException) << res.summary();
+  EXPECT_TRUE(res.failure.abandoned);
+  ASSERT_NE(race.last(), nullptr);
+  EXPECT_FALSE(race.last()->p->mm()->mmap_lock.down_write_trylock()) << "the lock was released after all";
+  // The next run starts from a fresh fixture without touching the kept one.
+  auto next = race.explore({.depth = 2, .runs = 1, .seed = 2});
+  EXPECT_EQ(next.failure.outcome, Outcome::kException);
 }
 
 }  // namespace
