@@ -115,7 +115,7 @@ std::string encode_schedule(const std::vector<uint8_t>& choices);
 std::optional<std::vector<uint8_t>> decode_schedule(std::string_view s);
 
 // A schedule line: "mmlab-schedule v1 build=… test=… tune=… threads=A,B
-// choices=0*3,1*2 hash=… sites=a.acquire;b.label steps=ABAAB". Values are
+// choices=0*3,1*2 hash=… sites=mutex_lock:acquire;test.w:label steps=ABAAB". Values are
 // %-escaped (space, %, and the list separators). steps holds one index
 // into sites per step (one base-64 digit, two if there are more than 64
 // sites).
@@ -127,7 +127,7 @@ struct ScheduleLine {
   std::vector<uint8_t> choices;
   uint64_t hash = 0;
   bool has_hash = false;
-  std::vector<std::string> sites;  // "site op"
+  std::vector<std::string> sites;  // "site:op"
   std::vector<uint32_t> steps;     // per step, an index into sites; empty: unchecked
 };
 inline constexpr int kLineVersion = 1;

@@ -274,8 +274,16 @@ std::optional<ScheduleLine> parse_line(std::string_view s, std::string* err) {
 
 namespace {
 
+// A step's site and op as the line's site table has them: "mutex_lock:acquire".
 std::string site_op(const char* site, uint8_t op) {
-  return std::string(site) + " " + sched::op_name(static_cast<sched::Op>(op));
+  return std::string(site) + ":" + sched::op_name(static_cast<sched::Op>(op));
+}
+
+// ... and as a message shows them: "mutex_lock acquire".
+std::string shown(std::string s) {
+  const size_t colon = s.rfind(':');
+  if (colon != std::string::npos) s[colon] = ' ';
+  return s;
 }
 
 // The line of a run: its choices, hash and the site table of its trace.
@@ -562,7 +570,7 @@ class ReplayPolicy final : public Policy {
       const std::string& want = l_.sites[l_.steps[d.step]];
       if (site_op(p.site, static_cast<uint8_t>(p.op)) != want) {
         *why = "replay diverged at step " + std::to_string(d.step) + ": expected T" + std::to_string(t) + " at " +
-               want + ", found T" + std::to_string(t) + " at " + sched::step_name(p);
+               shown(want) + ", found T" + std::to_string(t) + " at " + sched::step_name(p);
         return -1;
       }
     }
@@ -571,7 +579,7 @@ class ReplayPolicy final : public Policy {
 
  private:
   std::string expected(uint64_t step) const {
-    return l_.steps.empty() ? "" : " at " + l_.sites[l_.steps[step]];
+    return l_.steps.empty() ? "" : " at " + shown(l_.sites[l_.steps[step]]);
   }
   static std::string next_steps(const sched::Decision& d) {
     std::string r;

@@ -786,13 +786,15 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   // Edit one step's site: the replay stops there, naming both.
   explore::ScheduleLine edited = *parsed;
   size_t at = 0;
-  while (edited.sites[edited.steps[at]] != "test.read read") at++;
+  while (edited.sites[edited.steps[at]] != "test.read:read") at++;
   uint32_t other = 0;
-  while (edited.sites[other] == "test.read read") other++;
+  while (edited.sites[other] == "test.read:read") other++;
+  std::string other_shown = edited.sites[other];
+  other_shown[other_shown.rfind(':')] = ' ';
   edited.steps[at] = other;
   auto r = race.replay(explore::format_line(edited));
   EXPECT_EQ(r.outcome, Outcome::kDiverged);
-  EXPECT_NE(r.detail.find("diverged at step " + std::to_string(at) + ": expected T0 at " + edited.sites[other] +
+  EXPECT_NE(r.detail.find("diverged at step " + std::to_string(at) + ": expected T0 at " + other_shown +
                           ", found T0 at test.read read word#0"),
             std::string::npos)
       << r.detail;
@@ -819,7 +821,7 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   EXPECT_NE(err.find("unknown format version 'v9'"), std::string::npos) << err;
   EXPECT_FALSE(explore::parse_line("mmlab-schedule v1 choices=0*1 bogus", &err));
   EXPECT_NE(err.find("'bogus'"), std::string::npos) << err;
-  EXPECT_FALSE(explore::parse_line("mmlab-schedule v1 choices=0*2 sites=a%20acquire steps=A", &err));
+  EXPECT_FALSE(explore::parse_line("mmlab-schedule v1 choices=0*2 sites=a:acquire steps=A", &err));
   EXPECT_NE(err.find("steps= has 1 steps, choices= 2"), std::string::npos) << err;
 }
 
