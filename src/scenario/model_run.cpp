@@ -813,7 +813,7 @@ ScenarioResult run_race_test(const ScenarioOptions& opt, TuneList tunes, const S
     res.outcome = Outcome::kFail;
     if (any) {
       res.diagnostics.push_back(fmt::format("{}: {} in {}: {}", where, explore::outcome_name(found.outcome), run_no, found.detail));
-      res.diagnostics.push_back("replay " + found.line);
+      if (found.outcome != explore::Outcome::kDiverged) res.diagnostics.push_back("replay " + found.line);
     } else {
       res.diagnostics.push_back(fmt::format("{}: expected a violation; none in {}", where,
                                             b.mode == stmt::RaceBlock::Mode::kSchedule ? what : fmt::format("{} runs", ex.runs)));
@@ -826,7 +826,8 @@ ScenarioResult run_race_test(const ScenarioOptions& opt, TuneList tunes, const S
   }
   res.outcome = Outcome::kFail;
   res.diagnostics.push_back(fmt::format("{}: {} in {}: {}", where, explore::outcome_name(found.outcome), run_no, found.detail));
-  res.diagnostics.push_back("replay " + found.line);
+  // A replay that diverged has no run of its own to replay.
+  if (found.outcome != explore::Outcome::kDiverged) res.diagnostics.push_back("replay " + found.line);
   return res;
 }
 

@@ -12,12 +12,14 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "mm/kernel.h"
 #include "mmlab/explore.h"
+#include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "sync/mutex.h"
 #include "sync/rwsem.h"
@@ -823,6 +825,106 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   EXPECT_NE(err.find("'bogus'"), std::string::npos) << err;
   EXPECT_FALSE(explore::parse_line("mmlab-schedule v1 choices=0*2 sites=a:acquire steps=A", &err));
   EXPECT_NE(err.find("steps= has 1 steps, choices= 2"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace mmlab
+
+// ---- the .mms race block ---------------------------------------------------
+
+namespace mmlab {
+namespace {
+
+std::string race_parse_error(const std::string& text) {
+  std::string err;
+  auto prog = scenario_parse_text("r.mms", text, &err);
+  return prog ? "" : err;
+}
+
+std::vector<ScenarioResult> race_run(const std::string& text) {
+  std::string err;
+  auto prog = scenario_parse_text("r.mms", text, &err);
+  EXPECT_TRUE(prog) << err;
+  if (!prog) return {};
+  ScenarioOptions opt;
+  opt.ram_bytes = 64ull << 20;
+  std::ostringstream tap;
+  return scenario_run(*prog, opt, tap);
+}
+
+const char* const kForkWrite =
+    "test r\nproc P\nP mmap A 64K rw private\nP write A 64K 1\n%EXPECT%race %RACE%\nthread F\nP fork C\nthread W\nP write A "
+    "64K 2\nend\nC read A 64K 1\n";
+
+std::string fork_write(const std::string& race, bool expect) {
+  std::string t = kForkWrite;
+  t.replace(t.find("%EXPECT%"), 8, expect ? "expect violation expected every byte\n" : "");
+  t.replace(t.find("%RACE%"), 6, race);
+  return t;
+}
+
+TEST(ScenarioRaceTest, MalformedBlocksNameTheirPlace) {
+  const std::string head = "test a\nproc P\nP mmap A 4K rw private\n";
+  const std::string threads = "thread F\nP write A 4K 1\nthread G\nP read A 4K\nend\n";
+  EXPECT_EQ(race_parse_error(head + "race pct=4\n" + threads), "r.mms:4:6: expected pct=2 or pct=3 (the PCT depth), not 'pct=4'");
+  EXPECT_EQ(race_parse_error(head + "race dfs=2 pct=2\n" + threads),
+            "r.mms:4:12: expected one of pct=, dfs= and schedule=, not 'pct=2'");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"F@x Q F\"\n" + threads),
+            "r.mms:4:6: expected a schedule of this block's threads: directed schedule: unknown thread 'Q' in 'Q' (threads: F, G)");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"F@x\n" + threads), "r.mms:4:15: expected a closing '\"'");
+  EXPECT_EQ(race_parse_error(head + "race\nP read A 4K\n" + threads),
+            "r.mms:5:1: expected `thread NAME` after `race`, before the first statement");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nthread G\nC exit\nend\n"),
+            "r.mms:8:1: expected a process bound before this line (by proc or fork), not 'C'");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nthread G\nP fork C\nend\n"),
+            "r.mms:9:1: expected names bound by one thread only; 'C' is bound by threads F and G");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\n"),
+            "r.mms:4:1: expected `end` closing this race block before the end of the file");
+  EXPECT_EQ(race_parse_error("race\n"), "r.mms:1:1: expected a `race` block inside a test, not in the prelude");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\ntune cow.policy rfc\nend\n"),
+            "r.mms:6:1: expected a statement a thread can run, not `tune` (it belongs outside the race block)");
+  EXPECT_EQ(race_parse_error(head + "end\n"), "r.mms:4:1: expected `end` inside a race block (after `race`)");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nend\nrace\nthread G\nC exit\nend\n"),
+            "r.mms:8:1: expected one race block per test (one is at line 4)");
+  // A name bound in a thread is usable after `end`.
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nend\nC exit\n"), "");
+}
+
+TEST(ScenarioRaceTest, AFindingPrintsALineThatReplaysItAndAnEditedLineDiverges) {
+  auto found = race_run(fork_write("dfs=1", true));
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].outcome, mmlab::Outcome::kPass) << (found[0].diagnostics.empty() ? "" : found[0].diagnostics[0]);
+  std::string line;
+  for (const std::string& o : found[0].output)
+    if (o.rfind("replay ", 0) == 0) line = o.substr(7);
+  ASSERT_EQ(line.rfind("mmlab-schedule v1 ", 0), 0u) << line;
+  EXPECT_NE(line.find(" test=r "), std::string::npos) << line;
+  // Without `expect violation` the same schedule fails the test, 10 times of 10.
+  for (int i = 0; i < 10; i++) {
+    auto again = race_run(fork_write("schedule=\"" + line + "\"", false));
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_EQ(again[0].outcome, mmlab::Outcome::kFail);
+    EXPECT_NE(again[0].diagnostics[0].find("expected every byte of A+0x0..+0x10000 == 0x01, found 0x02"), std::string::npos)
+        << again[0].diagnostics[0];
+  }
+  // One step's site changed: diverged at that step.
+  std::string err;
+  auto l = explore::parse_line(line, &err);
+  ASSERT_TRUE(l) << err;
+  size_t at = 3;
+  l->steps[at] = l->steps[at] == 0 ? 1 : 0;
+  auto edited = race_run(fork_write("schedule=\"" + explore::format_line(*l) + "\"", false));
+  ASSERT_EQ(edited.size(), 1u);
+  EXPECT_EQ(edited[0].outcome, mmlab::Outcome::kFail);
+  EXPECT_NE(edited[0].diagnostics[0].find("diverged at step 3: expected T"), std::string::npos) << edited[0].diagnostics[0];
+  // Clean under every schedule it may take: the test passes and says what it explored.
+  std::string text = fork_write("pct=3 runs=50 seed=2", false);
+  text.replace(text.find("C read A 64K 1"), 14, "P read A 64K 2");
+  auto clean = race_run(text);
+  ASSERT_EQ(clean.size(), 1u);
+  EXPECT_EQ(clean[0].outcome, mmlab::Outcome::kPass) << (clean[0].diagnostics.empty() ? "" : clean[0].diagnostics[0]);
+  ASSERT_FALSE(clean[0].output.empty());
+  EXPECT_EQ(clean[0].output[0].rfind("explored 50 runs, points ", 0), 0u) << clean[0].output[0];
 }
 
 }  // namespace

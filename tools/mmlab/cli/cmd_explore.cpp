@@ -250,6 +250,7 @@ int run_explore(const ExploreCli& o) {
   }
 #ifdef MMLAB_EXPLORE_NO_FORK
   const bool fork_it = false;
+  std::fprintf(stderr, "mmlab explore: the session runs in this process (no fork under TSan): a crash is mmlab's\n");
 #else
   const bool fork_it = !o.in_process;
 #endif
