@@ -95,6 +95,8 @@ struct ExploreResult {
   uint64_t k = 0;      // points per run PCT was sized for (filtered if filtering)
   uint64_t k_unfiltered = 0;  // steps of the profile run
   RunResult failure;   // the first run that was not clean (if found)
+  Outcome outcome = Outcome::kClean;  // failure.outcome
+  std::string replay;                 // failure.line: r.replay(res.replay) runs it again
   // Bounded DFS: whether every schedule within the bound was run, and how
   // many the last (complete) pass ran.
   bool exhausted = false;

@@ -280,7 +280,7 @@ std::string site_op(const char* site, uint8_t op) {
 }
 
 // ... and as a message shows them: "mutex_lock acquire".
-std::string shown(std::string s) {
+std::string site_shown(std::string s) {
   const size_t colon = s.rfind(':');
   if (colon != std::string::npos) s[colon] = ' ';
   return s;
@@ -382,7 +382,7 @@ class Policy {
   virtual bool free_everywhere() const { return false; }
 };
 
-bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool enabled_has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 class Driver final : public sched::Strategy {
  public:
@@ -399,7 +399,7 @@ class Driver final : public sched::Strategy {
       if (static_cast<size_t>(d.current) >= pending_own_.size()) pending_own_.resize(static_cast<size_t>(d.current) + 1, ~0u);
       pending_own_[static_cast<size_t>(d.current)] = own;
     }
-    const bool cur_en = d.current >= 0 && has(d.enabled, d.current);
+    const bool cur_en = d.current >= 0 && enabled_has(d.enabled, d.current);
     int t;
     if (cur_en && !counted && !policy_.free_everywhere()) {
       t = d.current;  // an invisible point: no switch here
@@ -509,7 +509,7 @@ class DfsPolicy final : public Policy {
     int t;
     if (pos_ < frames_.size()) {
       t = frames_[pos_].chosen;
-      if (!has(d.enabled, t)) {
+      if (!enabled_has(d.enabled, t)) {
         *why = "dfs: branch " + std::to_string(pos_) + " at step " + std::to_string(d.step) + " cannot take T" +
                std::to_string(t) + " again (the model is not deterministic)";
         return -1;
@@ -560,7 +560,7 @@ class ReplayPolicy final : public Policy {
       return -1;
     }
     const int t = l_.choices[d.step];
-    if (!has(d.enabled, t)) {
+    if (!enabled_has(d.enabled, t)) {
       *why = "replay diverged at step " + std::to_string(d.step) + ": expected T" + std::to_string(t) +
              expected(d.step) + ", which cannot run (" + next_steps(d) + ")";
       return -1;
@@ -570,7 +570,7 @@ class ReplayPolicy final : public Policy {
       const std::string& want = l_.sites[l_.steps[d.step]];
       if (site_op(p.site, static_cast<uint8_t>(p.op)) != want) {
         *why = "replay diverged at step " + std::to_string(d.step) + ": expected T" + std::to_string(t) + " at " +
-               shown(want) + ", found T" + std::to_string(t) + " at " + sched::step_name(p);
+               site_shown(want) + ", found T" + std::to_string(t) + " at " + sched::step_name(p);
         return -1;
       }
     }
@@ -579,7 +579,7 @@ class ReplayPolicy final : public Policy {
 
  private:
   std::string expected(uint64_t step) const {
-    return l_.steps.empty() ? "" : " at " + shown(l_.sites[l_.steps[step]]);
+    return l_.steps.empty() ? "" : " at " + site_shown(l_.sites[l_.steps[step]]);
   }
   static std::string next_steps(const sched::Decision& d) {
     std::string r;
@@ -668,7 +668,7 @@ class DirectedPolicy final : public Policy {
         idx_++;
         continue;
       }
-      if (has(d.enabled, s.thread)) return take(s.thread);
+      if (enabled_has(d.enabled, s.thread)) return take(s.thread);
       // The segment's thread cannot run (it blocks on something another
       // holds): the lowest other thread not parked at a label goes first.
       for (int e : d.enabled)
@@ -716,7 +716,6 @@ RunResult result_of(sched::RunRecord&& rec, Driver& drv) {
   return r;
 }
 
-const std::vector<std::string> kNoNames;
 
 }  // namespace
 
@@ -821,6 +820,8 @@ struct Tally {
     if (!res.found) {
       res.found = true;
       r.line = line_of(h, r);
+      res.outcome = r.outcome;
+      res.replay = r.line;
       res.failure = std::move(r);
     }
     return stop_at_first;
@@ -914,7 +915,7 @@ ExploreResult explore(const RaceHooks& h, const Options& o) {
           stopped = true;
           break;
         }
-        if (filter.grew()) {
+        if (filter_on && filter.grew()) {
           restart = true;
           break;
         }

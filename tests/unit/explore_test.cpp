@@ -654,7 +654,9 @@ TEST(ExploreStrategyTest, FilteringDropsPrivateLocksAndStillFindsTheLostUpdate) 
                 static_cast<unsigned long long>(seed), static_cast<unsigned long long>(filtered.k), filtered.runs,
                 static_cast<unsigned long long>(all.k), all.found ? "found" : "nothing", all.runs);
     // The finding replays from its line.
-    auto again = race.replay(filtered.failure.line);
+    EXPECT_EQ(filtered.replay, filtered.failure.line);
+    EXPECT_EQ(filtered.outcome, Outcome::kViolation);
+    auto again = race.replay(filtered.replay);
     EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
     EXPECT_EQ(again.trace_hash, filtered.failure.trace_hash);
   }
