@@ -54,6 +54,10 @@ struct Pct {
   uint64_t k = 0;           // points per run; 0: measured by a profile run
   uint64_t step_bound = 0;  // 0: 10 * steps of the profile run, at least 10,000
   bool filter = true;       // count only points at objects two threads touch
+  // The runs made are first_run, first_run + run_stride, ... (`runs` of
+  // them): several sessions share one seed's runs (mmlab explore --jobs).
+  uint64_t first_run = 0;
+  uint64_t run_stride = 1;
 };
 
 // Bounded depth-first search: every schedule with at most `bound`

@@ -878,17 +878,18 @@ ExploreResult explore(const RaceHooks& h, const Options& o) {
       return res;
     }
   }
+  if (pct && pct->k) res.k = pct->k;
   if (!given_bound) bound = std::max<uint64_t>(10 * std::max(res.k_unfiltered, res.k), 10'000);
 
   if (pct) {
-    if (pct->k) res.k = pct->k;
-    for (int run = 0; run < pct->runs; run++) {
+    for (int i = 0; i < pct->runs; i++) {
       if (o.stop && o.stop()) break;
-      const int depth = pct->depth > 0 ? pct->depth : 2 + run % 2;
-      PctPolicy p(h.nthreads, depth, res.k, pct->seed, static_cast<uint64_t>(run));
+      const uint64_t run = pct->first_run + static_cast<uint64_t>(i) * std::max<uint64_t>(pct->run_stride, 1);
+      const int depth = pct->depth > 0 ? pct->depth : 2 + static_cast<int>(run % 2);
+      PctPolicy p(h.nthreads, depth, res.k, pct->seed, run);
       if (!filter_on) p.index_steps();
       char how[96];
-      std::snprintf(how, sizeof how, "pct d=%d seed %" PRIu64 " run %d", depth, pct->seed, run);
+      std::snprintf(how, sizeof how, "pct d=%d seed %" PRIu64 " run %" PRIu64, depth, pct->seed, run);
       RunResult r = one(p, how);
       if (r.outcome != Outcome::kClean && tally.failed(h, std::move(r), o.stop_at_first)) break;
     }

@@ -54,10 +54,16 @@ def main():
     rc, out = explore(mmlab, mms, "--test", "lang-race", "--runs", "40", env=env)
     if "no fork under TSan" not in out:
         check(rc == 1, "crash: exit 1", out)
-        check(re.search(r"^outcome: crash \(signal 11, .*\) in run 3 \(pct d=2 seed 1 run 1\), after 11 steps$", out, re.M),
+        check(re.search(r"^outcome: crash \(signal 11, .*\) in the session's run 3 \(pct d=2 seed 1 run 1\), after 11 steps$", out, re.M),
               "crash reported with its run", out)
         check(re.search(r"^schedule: mmlab-schedule v1 .* choices=\S+ sites=\S+ steps=\S{11}$", out, re.M),
               "crash's schedule line of 11 steps", out)
+
+    # Two jobs share the seed's runs: the same 40 runs, counted once each.
+    rc, out = explore(mmlab, mms, "--test", "lang-race", "--runs", "40", "--jobs", "2")
+    if "no fork under TSan" not in out:
+        check(rc == 0 and "jobs: 2" in out and "runs: 40 in " in out, "--jobs 2 makes the 40 runs", out)
+        check("clean 42," in out, "40 runs and one profile run per job, all clean", out)
 
     for b in bad:
         print("FAIL:", b)
