@@ -517,8 +517,22 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
       lp.word("end");
       lp.end();
       if (race->threads.empty()) fail_line(toks[0].col, "`thread NAME` and its statements before `end`");
-      if (race->mode == stmt::RaceBlock::Mode::kSchedule && race->schedule.rfind("mmlab-schedule", 0) != 0 &&
-          !explore::decode_schedule(race->schedule)) {
+      if (race->mode == stmt::RaceBlock::Mode::kSchedule &&
+          (race->schedule.rfind("mmlab-schedule", 0) == 0 || explore::decode_schedule(race->schedule))) {
+        // A schedule line: well formed, and naming only this block's threads.
+        std::string why;
+        auto l = explore::parse_line(race->schedule, &why);
+        if (l)
+          for (uint8_t c : l->choices)
+            if (c >= race->threads.size()) {
+              why = "schedule line: thread " + std::to_string(c) + " of " + std::to_string(race->threads.size());
+              l.reset();
+              break;
+            }
+        if (!l)
+          throw ParseFail{path + ":" + std::to_string(race->line) + ":" + std::to_string(race->schedule_col) +
+                          ": expected a schedule line of this block: " + why};
+      } else if (race->mode == stmt::RaceBlock::Mode::kSchedule) {
         std::vector<std::string> tn;
         for (const stmt::RaceThread& t : race->threads) tn.push_back(t.name);
         const std::string why = explore::check_directed(race->schedule, tn);

@@ -874,6 +874,10 @@ TEST(ScenarioRaceTest, MalformedBlocksNameTheirPlace) {
   EXPECT_EQ(race_parse_error(head + "race schedule=\"F@x Q F\"\n" + threads),
             "r.mms:4:6: expected a schedule of this block's threads: directed schedule: unknown thread 'Q' in 'Q' (threads: F, G)");
   EXPECT_EQ(race_parse_error(head + "race schedule=\"F@x\n" + threads), "r.mms:4:15: expected a closing '\"'");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"mmlab-schedule v7 choices=0*1\"\n" + threads),
+            "r.mms:4:6: expected a schedule line of this block: schedule line: unknown format version 'v7' (this build reads v1)");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"0*3,2*1\"\n" + threads),
+            "r.mms:4:6: expected a schedule line of this block: schedule line: thread 2 of 2");
   EXPECT_EQ(race_parse_error(head + "race\nP read A 4K\n" + threads),
             "r.mms:5:1: expected `thread NAME` after `race`, before the first statement");
   EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nthread G\nC exit\nend\n"),
