@@ -202,6 +202,45 @@ struct ScenarioOptions {
 std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const ScenarioOptions& opt, std::ostream& tap);
 int scenario_exit_status(const std::vector<ScenarioResult>& results);
 
+// ---- `mmlab explore`: a test's race block as the explorer's hooks ---------
+
+}  // namespace mmlab
+namespace mmlab::explore {
+struct RaceHooks;
+}
+namespace mmlab {
+
+// What a race block says (`race pct=2 runs=500 seed=3`, docs/RACES.md).
+struct RaceSettings {
+  std::string mode;      // "pct", "dfs" or "schedule"
+  int depth = 0;         // pct=D (0: cycle 2..3)
+  int bound = 2;         // dfs=C
+  std::string schedule;  // schedule="...": a schedule line or a directed schedule
+  int runs = 0;          // 0: the default
+  uint64_t seed = 1;
+  bool filter = true;
+};
+
+// The race of one test: each run of the explorer is the whole test on a
+// fresh System of the model (prelude and the statements before `race` on
+// the caller's thread, each `thread` on an explorer thread, the statements
+// after `end` and the checker as the run's check). Under `expect
+// violation` a run is a finding when the expected violation shows (and
+// unexpected() tells a failure of another kind); without it, when the
+// test fails.
+class ScenarioRace {
+ public:
+  virtual ~ScenarioRace() = default;
+  virtual explore::RaceHooks hooks() = 0;  // valid while this lives
+  virtual bool expect_violation() const = 0;
+  virtual bool unexpected() const = 0;
+  virtual RaceSettings settings() const = 0;
+};
+// nullptr with *error if no test of prog is named `test` or it has no race
+// block. `tunes`: KEY=VALUE pairs applied before the test (--variant).
+std::unique_ptr<ScenarioRace> scenario_race(const ScenarioProgram& prog, const std::string& test, const ScenarioOptions& opt,
+                                            const std::vector<std::pair<std::string, std::string>>& tunes, std::string* error);
+
 // `mmlab diff`: run every test under two configurations in lockstep and
 // report, per test, a changed outcome (with the first diverging statement)
 // and, for model against model, after every statement, the end state that

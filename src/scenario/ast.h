@@ -314,6 +314,17 @@ struct ExpectViolation {  // expect violation TEXT
   std::string text;
 };
 
+// `race [pct=D|dfs=C|schedule="..."] [runs=N] [seed=S] [filter=off]`, then
+// `thread NAME` and its statements, for each thread, then `end`: the
+// statements of each thread run on a thread of the explorer
+// (include/mmlab/explore.h), interleaved as the strategy chooses, each run
+// of the whole test on a fresh System. The block is one statement of its
+// test (held by pointer: it holds statements).
+struct RaceBlock;
+struct Race {
+  std::shared_ptr<RaceBlock> block;
+};
+
 }  // namespace stmt
 
 using StmtBody =
@@ -323,7 +334,7 @@ using StmtBody =
                  stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectFaults, stmt::ExpectSysfs,
                  stmt::ExpectVmstat, stmt::ExpectCounter, stmt::ExpectMapped, stmt::ExpectOrder, stmt::ExpectPageBit,
-                 stmt::ExpectSame, stmt::ExpectViolation, stmt::ExpectProcField, stmt::Remember, stmt::ExpectFrame>;
+                 stmt::ExpectSame, stmt::ExpectViolation, stmt::ExpectProcField, stmt::Remember, stmt::ExpectFrame, stmt::Race>;
 
 // `when KEY=V1[,V2...]`: the statement runs only while the tune key has one
 // of the values.
@@ -350,6 +361,27 @@ struct Stmt {
     return std::get_if<T>(&body);
   }
 };
+
+namespace stmt {
+struct RaceThread {
+  std::string name;
+  int line = 0;
+  std::vector<Stmt> stmts;
+};
+struct RaceBlock {
+  enum class Mode : uint8_t { kPct, kDfs, kSchedule };
+  Mode mode = Mode::kPct;
+  int depth = 0;  // pct=D; 0: cycle 2..3
+  int bound = 2;  // dfs=C
+  std::string schedule;  // schedule="...": a schedule line, or a directed schedule (T@label U T)
+  int runs = 0;  // runs=N; 0: 1000 for PCT, no limit for DFS
+  uint64_t seed = 1;
+  bool filter = true;
+  int line = 0;  // of `race`
+  int schedule_col = 1;  // of its schedule= option
+  std::vector<RaceThread> threads;
+};
+}  // namespace stmt
 
 struct TestCase {
   std::string name;

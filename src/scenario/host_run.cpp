@@ -422,6 +422,12 @@ void HostRun::run(const Stmt&, const stmt::Check&) { skip_expectation("check (th
 
 void HostRun::run(const Stmt&, const stmt::Skip& s) { exec_skip(s); }
 
+// The interleaving of a race block is the model's scheduler's choice; the
+// real kernel's scheduler cannot be made to take it.
+void HostRun::run(const Stmt&, const stmt::Race&) {
+  throw SkipTest{"a race block needs the model's scheduler: the real kernel's cannot be controlled"};
+}
+
 void HostRun::run(const Stmt&, const stmt::Xfail& s) { exec_xfail(s); }
 
 // A knob or statistic an older kernel does not have: the scenario is

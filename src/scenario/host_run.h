@@ -153,6 +153,7 @@ class HostRun final : public TestRun {
   void run(const Stmt& st, const stmt::ExpectProcField& s);
   void run(const Stmt& st, const stmt::Remember& s);
   void run(const Stmt& st, const stmt::ExpectFrame& s);
+  void run(const Stmt& st, const stmt::Race& s);
   std::string taint_reason(uint8_t bits) const;
   bool skip_for(uint8_t bits, uint8_t mask);
   std::optional<std::string> statistic_skip(const std::string& name) const;

@@ -12,6 +12,7 @@
 #include "mmlab/trace.h"
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
+#include "mmlab/explore.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -471,6 +472,14 @@ class ModelRun final : public TestRun {
                                 r.violations.size() > 1 ? fmt::format(" (and {} more)", r.violations.size() - 1) : ""));
   }
   void run(const Stmt&, const stmt::Skip& s) { exec_skip(s); }
+  // Outside an exploration (`mmlab diff`, a caller of TestRun::run) a race
+  // block's threads run one after the other, in the order written: one of
+  // the interleavings, and the one a reader expects first.
+  void run(const Stmt&, const stmt::Race& s) {
+    for (const stmt::RaceThread& t : s.block->threads)
+      for (const Stmt& st : t.stmts)
+        if (!step(st)) return;
+  }
   void run(const Stmt&, const stmt::Xfail& s) { exec_xfail(s); }
   void run(const Stmt& st, const stmt::ExpectViolation& s) { expect_violation(st, s); }
   void run(const Stmt& st, const stmt::ExpectHandle& s) { expect_handle_ret(st, s, handle(st, s.handle).ret); }
@@ -639,6 +648,193 @@ class ModelRun final : public TestRun {
 
 std::unique_ptr<TestRun> make_model_run(const ScenarioOptions& opt, TuneList tunes) {
   return std::make_unique<ModelRun>(opt, std::move(tunes));
+}
+
+// ---- race blocks: the whole test is each run's program ----------------------
+
+const stmt::RaceBlock* race_block_of(const TestCase& tc, size_t* at) {
+  for (size_t i = 0; i < tc.stmts.size(); i++)
+    if (const auto* r = tc.stmts[i].as<stmt::Race>()) {
+      if (at) *at = i;
+      return r->block.get();
+    }
+  return nullptr;
+}
+
+namespace {
+
+// Whether a `when`-guarded statement runs under these tunes.
+bool holds_under(const Stmt& st, const TuneList& tunes) {
+  for (const WhenCond& c : st.when) {
+    std::string v = tune_default(c.key);
+    for (auto& [k, val] : tunes)
+      if (k == c.key) v = val;
+    if (std::find(c.values.begin(), c.values.end(), v) == c.values.end()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+RaceRig::RaceRig(const ScenarioOptions& opt, TuneList tunes, const ScenarioFileAst& file, const TestCase& tc)
+    : opt_(opt), tunes_(std::move(tunes)), file_(file), tc_(tc) {
+  // Under the explorer the checker runs once, at each run's end (the
+  // teardown): after a statement of one thread, another may be half-way
+  // through an operation, a state no invariant describes.
+  opt_.debug_vm = false;
+  opt_.record_states = false;
+  block_ = race_block_of(tc, &at_);
+  for (const auto* list : {&file.prelude, &tc.stmts})
+    for (const Stmt& st : *list)
+      if (st.as<stmt::ExpectViolation>() && holds_under(st, tunes_)) expect_violation_ = true;
+}
+
+explore::RaceHooks RaceRig::hooks() {
+  explore::RaceHooks h;
+  h.nthreads = static_cast<int>(block_->threads.size());
+  for (const stmt::RaceThread& t : block_->threads) h.names.push_back(t.name);
+  h.test_id = tc_.name;
+  for (auto& [k, v] : tunes_) h.tune += (h.tune.empty() ? "" : ",") + k + "=" + v;
+  h.fresh = [this] {
+    cur_.reset();
+    cur_ = make_model_run(opt_, tunes_);
+    if (!cur_->begin(file_, tc_)) return;
+    for (const Stmt& st : file_.prelude)
+      if (!cur_->step(st)) return;
+    for (size_t i = 0; i < at_; i++)
+      if (!cur_->step(tc_.stmts[i])) return;
+  };
+  h.abandon = [this] {
+    // A thread was unwound with locks the model took by hand still held:
+    // the run's System is kept for good rather than torn down.
+    static auto* kept = new std::vector<std::unique_ptr<TestRun>>;
+    kept->push_back(std::move(cur_));
+  };
+  h.bodies = [this] {
+    explore::Session::Bodies b;
+    for (const stmt::RaceThread& t : block_->threads)
+      b.push_back([this, &t] {
+        for (const Stmt& st : t.stmts)
+          if (!cur_->step(st)) return;
+      });
+    return b;
+  };
+  h.check = [this]() -> std::optional<std::string> {
+    for (size_t i = at_ + 1; i < tc_.stmts.size(); i++)
+      if (!cur_->step(tc_.stmts[i])) break;
+    last_ = cur_->finish();
+    cur_.reset();
+    if (last_.outcome == Outcome::kSkip || last_.outcome == Outcome::kError) return std::nullopt;
+    const bool pass = last_.outcome == Outcome::kPass || last_.outcome == Outcome::kXpass;
+    const std::string diag = last_.diagnostics.empty() ? "failed" : last_.diagnostics.front();
+    if (!expect_violation_) return pass ? std::nullopt : std::optional<std::string>(diag);
+    // Under `expect violation` the run passes when the violation shows.
+    if (pass) return last_.violations.empty() ? std::string("the expected violation") : last_.violations.front();
+    if (diag.find("expected a violation containing") != std::string::npos) return std::nullopt;
+    unexpected_ = true;  // a failure of another kind
+    return diag;
+  };
+  return h;
+}
+
+RaceSettings RaceRig::settings() const {
+  RaceSettings r;
+  using M = stmt::RaceBlock::Mode;
+  r.mode = block_->mode == M::kPct ? "pct" : block_->mode == M::kDfs ? "dfs" : "schedule";
+  r.depth = block_->depth;
+  r.bound = block_->bound;
+  r.schedule = block_->schedule;
+  r.runs = block_->runs;
+  r.seed = block_->seed;
+  r.filter = block_->filter;
+  return r;
+}
+
+std::unique_ptr<ScenarioRace> scenario_race(const ScenarioProgram& prog, const std::string& test, const ScenarioOptions& opt,
+                                            const std::vector<std::pair<std::string, std::string>>& tunes, std::string* error) {
+  for (const ScenarioFileAst& f : prog.files)
+    for (const TestCase& tc : f.tests) {
+      if (tc.name != test) continue;
+      if (!race_block_of(tc)) {
+        *error = fmt::format("{}:{}: test {} has no race block", f.path, tc.line, test);
+        return nullptr;
+      }
+      return std::make_unique<RaceRig>(opt, tunes, f, tc);
+    }
+  *error = fmt::format("no test named '{}'", test);
+  return nullptr;
+}
+
+namespace {
+
+std::string stats_line(const explore::ExploreResult& r) {
+  const uint64_t n = std::max(r.runs, 1);
+  return fmt::format("explored {} runs, points {}/{}/{} (min/mean/max; unfiltered k {}), sites preempted {}/{}", r.runs,
+                     r.points_min, r.points_sum / n, r.points_max, r.k_unfiltered, r.preempted_sites.size(), r.sites.size()) +
+         (r.exhausted ? fmt::format(", exhausted {} schedules", r.schedules) : "");
+}
+
+}  // namespace
+
+ScenarioResult run_race_test(const ScenarioOptions& opt, TuneList tunes, const ScenarioFileAst& file, const TestCase& tc) {
+  RaceRig rig(opt, std::move(tunes), file, tc);
+  const stmt::RaceBlock& b = *rig.block();
+  explore::RaceHooks h = rig.hooks();
+  explore::RunResult found;
+  bool any = false;
+  std::string what;
+  explore::ExploreResult ex;
+  if (b.mode == stmt::RaceBlock::Mode::kSchedule) {
+    const bool line = b.schedule.rfind("mmlab-schedule", 0) == 0 || explore::decode_schedule(b.schedule);
+    found = line ? explore::replay(h, b.schedule) : explore::replay_directed(h, b.schedule);
+    any = found.outcome != explore::Outcome::kClean;
+    what = line ? "the schedule" : "directed \"" + b.schedule + "\"";
+  } else {
+    explore::Options o;
+    if (b.mode == stmt::RaceBlock::Mode::kDfs)
+      o.strategy = explore::Dfs{.bound = b.bound, .max_runs = b.runs ? static_cast<uint64_t>(b.runs) : 1'000'000, .filter = b.filter};
+    else
+      o.strategy = explore::Pct{.depth = b.depth, .runs = b.runs ? b.runs : 1000, .seed = b.seed, .filter = b.filter};
+    ex = explore::explore(h, o);
+    any = ex.found;
+    found = ex.failure;
+  }
+  ScenarioResult res = rig.last();
+  res.file = file.path;
+  res.name = tc.name;
+  res.diagnostics.clear();
+  res.violations.clear();
+  if (res.outcome == Outcome::kSkip || res.outcome == Outcome::kError) return res;
+  const std::string where = fmt::format("{}:{}", file.path, b.line);
+  const std::string run_no = b.mode == stmt::RaceBlock::Mode::kSchedule ? what : fmt::format("run {} ({})", ex.runs, found.how);
+  if (b.mode != stmt::RaceBlock::Mode::kSchedule) res.output.push_back(stats_line(ex));
+  const bool violation = any && found.outcome == explore::Outcome::kViolation;
+  if (rig.expect_violation()) {
+    if (violation && !rig.unexpected()) {
+      res.outcome = Outcome::kPass;
+      res.output.push_back(fmt::format("found in {}: {}", run_no, found.detail.substr(0, found.detail.find('\n'))));
+      res.output.push_back("replay " + found.line);
+      return res;
+    }
+    res.outcome = Outcome::kFail;
+    if (any) {
+      res.diagnostics.push_back(fmt::format("{}: {} in {}: {}", where, explore::outcome_name(found.outcome), run_no, found.detail));
+      if (found.outcome != explore::Outcome::kDiverged) res.diagnostics.push_back("replay " + found.line);
+    } else {
+      res.diagnostics.push_back(fmt::format("{}: expected a violation; none in {}", where,
+                                            b.mode == stmt::RaceBlock::Mode::kSchedule ? what : fmt::format("{} runs", ex.runs)));
+    }
+    return res;
+  }
+  if (!any) {
+    res.outcome = Outcome::kPass;
+    return res;
+  }
+  res.outcome = Outcome::kFail;
+  res.diagnostics.push_back(fmt::format("{}: {} in {}: {}", where, explore::outcome_name(found.outcome), run_no, found.detail));
+  // A replay that diverged has no run of its own to replay.
+  if (found.outcome != explore::Outcome::kDiverged) res.diagnostics.push_back("replay " + found.line);
+  return res;
 }
 
 }  // namespace mmlab

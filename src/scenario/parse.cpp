@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "fmt/format.h"
+#include "mmlab/explore.h"
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "mmlab/input_file.h"
@@ -162,7 +163,7 @@ void parse_statement(LineParser& lp, Stmt* st, int depth) {
 }
 
 bool is_reserved_word(const std::string& word) {
-  if (word == "test") return true;
+  if (word == "test" || word == "race" || word == "thread" || word == "end") return true;
   for (const StatementVerb& v : kVerbs)
     if (v.form != kSubject && v.verb == word) return true;
   return false;
@@ -174,6 +175,7 @@ std::string subject_name(LineParser& lp, const char* what) {
   std::string words = "test";
   for (const StatementVerb& v : kVerbs)
     if (v.form != kSubject) words += ", " + std::string(v.verb);
+  words += ", race, thread, end";
   lp.fail_last(std::string(what) + " NAME that is not a reserved word (" + words + ")");
 }
 
@@ -269,6 +271,24 @@ class NameTable {
   }
   void names(const stmt::Remember& s) { use(s.proc, 'p'), region(s.addr); }
   void names(const stmt::ExpectFrame& s) { use(s.proc, 'p'), region(s.addr); }
+  void names(const stmt::Race&) {}  // its threads' statements are resolved line by line
+
+ public:
+  // After a race block's `end`: what its threads bound is bound from here
+  // on. A name two threads bind is an error at `end` (either binding may
+  // be the one that stays).
+  void adopt(const NameTable& thread, const std::string& thread_name, std::map<std::string, std::string>* by,
+             const std::string& file, int line) {
+    for (auto& [name, kind] : thread.kinds_) {
+      auto [it, fresh] = by->emplace(name, thread_name);
+      if (!fresh && it->second != thread_name)
+        throw ParseFail{file + ":" + std::to_string(line) + ":1: expected names bound by one thread only; '" + name +
+                        "' is bound by threads " + it->second + " and " + thread_name};
+      kinds_[name] = kind;
+    }
+  }
+
+ private:
 
   void region(const AddrExpr& a) const { use(a.region, 'r'); }
 
@@ -344,6 +364,102 @@ using parser::NameTable;
 using parser::ParseFail;
 using parser::Token;
 
+namespace {
+
+// The words of a `race` line with their columns; a value may be quoted
+// (schedule="F@fork.before_wrprotect G F"), which the statement tokenizer
+// does not know. A `#` outside quotes begins a comment.
+std::vector<Token> race_words(const std::string& path, int lineno, const std::string& line) {
+  std::vector<Token> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (std::isspace(static_cast<unsigned char>(line[i]))) {
+      i++;
+      continue;
+    }
+    if (line[i] == '#') break;
+    const size_t from = i;
+    std::string w;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) {
+      if (line[i] == '"') {
+        const size_t close = line.find('"', i + 1);
+        if (close == std::string::npos)
+          throw ParseFail{path + ":" + std::to_string(lineno) + ":" + std::to_string(i + 1) + ": expected a closing '\"'"};
+        w += line.substr(i + 1, close - i - 1);
+        i = close + 1;
+        continue;
+      }
+      w += line[i++];
+    }
+    out.push_back({w, static_cast<int>(from) + 1});
+  }
+  return out;
+}
+
+// `race [pct=D|dfs=C|schedule="..."] [runs=N] [seed=S] [filter=on|off]`
+std::shared_ptr<stmt::RaceBlock> parse_race_line(const std::string& path, int lineno, const std::vector<Token>& toks) {
+  auto b = std::make_shared<stmt::RaceBlock>();
+  b->line = lineno;
+  bool strategy = false;
+  auto fail_at = [&](const Token& t, const std::string& what) -> void {
+    throw ParseFail{path + ":" + std::to_string(lineno) + ":" + std::to_string(t.col) + ": expected " + what + ", not '" +
+                    t.s + "'"};
+  };
+  for (size_t i = 1; i < toks.size(); i++) {
+    const Token& t = toks[i];
+    const size_t eq = t.s.find('=');
+    const std::string key = t.s.substr(0, eq), val = eq == std::string::npos ? "" : t.s.substr(eq + 1);
+    uint64_t n = 0;
+    const bool num = LineParser::parse_number(val, &n);
+    auto one_strategy = [&] {
+      if (strategy) fail_at(t, "one of pct=, dfs= and schedule=");
+      strategy = true;
+    };
+    if (key == "pct") {
+      one_strategy();
+      if (!num || n < 2 || n > 3) fail_at(t, "pct=2 or pct=3 (the PCT depth)");
+      b->mode = stmt::RaceBlock::Mode::kPct;
+      b->depth = static_cast<int>(n);
+    } else if (key == "dfs") {
+      one_strategy();
+      if (!num || n < 1 || n > 3) fail_at(t, "dfs=1, dfs=2 or dfs=3 (the preemption bound)");
+      b->mode = stmt::RaceBlock::Mode::kDfs;
+      b->bound = static_cast<int>(n);
+    } else if (key == "schedule") {
+      one_strategy();
+      if (val.empty()) fail_at(t, "schedule=\"LINE\" or schedule=\"T@label U T\"");
+      b->mode = stmt::RaceBlock::Mode::kSchedule;
+      b->schedule = val;
+      b->schedule_col = t.col;
+    } else if (key == "runs") {
+      if (!num || n < 1 || n > 100'000'000) fail_at(t, "runs=N with N from 1 to 100000000");
+      b->runs = static_cast<int>(n);
+    } else if (key == "seed") {
+      if (!num) fail_at(t, "seed=S (a number)");
+      b->seed = n;
+    } else if (key == "filter") {
+      if (val != "on" && val != "off") fail_at(t, "filter=on or filter=off");
+      b->filter = val == "on";
+    } else {
+      fail_at(t, "a race option (pct=D, dfs=C, schedule=\"...\", runs=N, seed=S, filter=on|off)");
+    }
+  }
+  return b;
+}
+
+// Statements a thread of a race block cannot hold: they set up or judge
+// the whole test, not one thread's part of it.
+const char* refused_in_thread(const Stmt& st) {
+  if (st.as<stmt::Tune>()) return "tune";
+  if (st.as<stmt::Skip>()) return "skip";
+  if (st.as<stmt::Xfail>()) return "xfail";
+  if (st.as<stmt::ExpectViolation>()) return "expect violation";
+  if (st.as<stmt::CountersReset>()) return "counters reset";
+  return nullptr;
+}
+
+}  // namespace
+
 static void parse_text(const std::string& path, std::istream& in, ScenarioFileAst* out) {
   out->path = path;
   std::string line;
@@ -351,6 +467,13 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
   TestCase* cur = nullptr;
   NameTable prelude_names;
   NameTable names(&prelude_names);  // a test starts with the prelude's names
+  // The race block being read: its threads' names tables see the test's
+  // names; each thread's bindings join the test's at `end`.
+  std::shared_ptr<stmt::RaceBlock> race;
+  std::vector<std::unique_ptr<NameTable>> thread_names;
+  auto fail_line = [&](int col, const std::string& what) {
+    throw ParseFail{path + ":" + std::to_string(lineno) + ":" + std::to_string(col) + ": expected " + what};
+  };
   while (std::getline(in, line)) {
     lineno++;
     // A UTF-8 byte-order mark, which some editors write, is no token: the
@@ -362,6 +485,72 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
       if (cur && cur->stmts.empty() && cur->run_text.empty() && line.rfind("# [RUN] ", 0) == 0) cur->run_text = line.substr(2);
       continue;
     }
+    if (toks[0].s == "race") {
+      if (!cur) fail_line(toks[0].col, "a `race` block inside a test, not in the prelude");
+      if (race) fail_line(toks[0].col, "`end` closing the race block of line " + std::to_string(race->line) + " before another `race`");
+      for (const Stmt& s : cur->stmts)
+        if (s.as<stmt::Race>()) fail_line(toks[0].col, "one race block per test (one is at line " + std::to_string(s.line) + ")");
+      race = parse_race_line(path, lineno, race_words(path, lineno, line));
+      Stmt st;
+      st.file = path;
+      st.line = lineno;
+      st.text = line;
+      st.body = stmt::Race{race};
+      cur->stmts.push_back(std::move(st));
+      thread_names.clear();
+      continue;
+    }
+    if (race && toks[0].s == "thread") {
+      LineParser lp(path, lineno, toks);
+      lp.word("thread");
+      const Token* at = lp.peek();
+      const std::string tname = lp.name();
+      lp.end();
+      for (const stmt::RaceThread& t : race->threads)
+        if (t.name == tname) fail_line(at->col, "a thread NAME not used before in this race block, not '" + tname + "'");
+      race->threads.push_back({tname, lineno, {}});
+      thread_names.push_back(std::make_unique<NameTable>(&names));
+      continue;
+    }
+    if (race && toks[0].s == "end") {
+      LineParser lp(path, lineno, toks);
+      lp.word("end");
+      lp.end();
+      if (race->threads.empty()) fail_line(toks[0].col, "`thread NAME` and its statements before `end`");
+      if (race->mode == stmt::RaceBlock::Mode::kSchedule &&
+          (race->schedule.rfind("mmlab-schedule", 0) == 0 || explore::decode_schedule(race->schedule))) {
+        // A schedule line: well formed, and naming only this block's threads.
+        std::string why;
+        auto l = explore::parse_line(race->schedule, &why);
+        if (l)
+          for (uint8_t c : l->choices)
+            if (c >= race->threads.size()) {
+              why = "schedule line: thread " + std::to_string(c) + " of " + std::to_string(race->threads.size());
+              l.reset();
+              break;
+            }
+        if (!l)
+          throw ParseFail{path + ":" + std::to_string(race->line) + ":" + std::to_string(race->schedule_col) +
+                          ": expected a schedule line of this block: " + why};
+      } else if (race->mode == stmt::RaceBlock::Mode::kSchedule) {
+        std::vector<std::string> tn;
+        for (const stmt::RaceThread& t : race->threads) tn.push_back(t.name);
+        const std::string why = explore::check_directed(race->schedule, tn);
+        if (!why.empty())
+          throw ParseFail{path + ":" + std::to_string(race->line) + ":" + std::to_string(race->schedule_col) +
+                          ": expected a schedule of this block's threads: " + why};
+      }
+      std::map<std::string, std::string> by;
+      for (size_t i = 0; i < thread_names.size(); i++)
+        names.adopt(*thread_names[i], race->threads[i].name, &by, path, lineno);
+      race.reset();
+      thread_names.clear();
+      continue;
+    }
+    if (race && toks[0].s == "test")
+      fail_line(toks[0].col, "`end` closing the race block of line " + std::to_string(race->line) + " before the next test");
+    if (!race && (toks[0].s == "thread" || toks[0].s == "end"))
+      fail_line(toks[0].col, "`" + toks[0].s + "` inside a race block (after `race`)");
     LineParser lp(path, lineno, toks);
     if (toks[0].s == "test") {
       lp.word("test");
@@ -381,9 +570,19 @@ static void parse_text(const std::string& path, std::istream& in, ScenarioFileAs
     st.line = lineno;
     st.text = line;
     parser::parse_statement(lp, &st);
+    if (race) {
+      if (race->threads.empty()) fail_line(toks[0].col, "`thread NAME` after `race`, before the first statement");
+      if (const char* what = refused_in_thread(st))
+        fail_line(toks[0].col, std::string("a statement a thread can run, not `") + what + "` (it belongs outside the race block)");
+      thread_names.back()->resolve(st, path, lineno, toks);
+      race->threads.back().stmts.push_back(std::move(st));
+      continue;
+    }
     (cur ? names : prelude_names).resolve(st, path, lineno, toks);
     (cur ? cur->stmts : out->prelude).push_back(std::move(st));
   }
+  if (race)
+    throw ParseFail{path + ":" + std::to_string(race->line) + ":1: expected `end` closing this race block before the end of the file"};
 }
 
 static void free_program(ScenarioProgram* p) { delete p; }

@@ -147,8 +147,12 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     } else {
       TuneList tunes;
       if (!j.key.empty()) tunes.push_back({j.key, j.value});
-      std::unique_ptr<TestRun> run = host ? make_host_run(opt) : make_model_run(opt, tunes);
-      r = run->run(*j.file, *j.tc);
+      if (!host && race_block_of(*j.tc)) {
+        r = run_race_test(opt, tunes, *j.file, *j.tc);
+      } else {
+        std::unique_ptr<TestRun> run = host ? make_host_run(opt) : make_model_run(opt, tunes);
+        r = run->run(*j.file, *j.tc);
+      }
     }
     if (!j.key.empty()) r.variant = j.key + "=" + j.value;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

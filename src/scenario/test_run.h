@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "mmlab/explore.h"
 #include "mmlab/scenario.h"
 #include "scenario/ast.h"
 
@@ -192,6 +193,41 @@ std::string skip_totals(const std::map<std::string, int>& by_key);
 
 // The model backend, with `tunes` applied before the test's first statement.
 std::unique_ptr<TestRun> make_model_run(const ScenarioOptions& opt, TuneList tunes);
+
+// The race block of a test (and its index among the test's statements), or null.
+const stmt::RaceBlock* race_block_of(const TestCase& tc, size_t* at = nullptr);
+
+// A test with a race block as the explorer's hooks (model_run.cpp): each
+// run is the whole test on a fresh System (prelude and the statements
+// before the block on the calling thread, each `thread` on an explorer
+// thread, the statements after `end` and the teardown's checker as the
+// run's check). Under `expect violation` a run is a finding when the
+// expected violation shows; without it, when the test fails.
+class RaceRig final : public ScenarioRace {
+ public:
+  RaceRig(const ScenarioOptions& opt, TuneList tunes, const ScenarioFileAst& file, const TestCase& tc);
+  explore::RaceHooks hooks() override;  // valid while the rig lives
+  const stmt::RaceBlock* block() const { return block_; }
+  bool expect_violation() const override { return expect_violation_; }
+  bool unexpected() const override { return unexpected_; }  // a finding that is not the expected violation
+  RaceSettings settings() const override;
+  const ScenarioResult& last() const { return last_; }  // the last checked run's result
+
+ private:
+  ScenarioOptions opt_;
+  TuneList tunes_;
+  const ScenarioFileAst& file_;
+  const TestCase& tc_;
+  const stmt::RaceBlock* block_ = nullptr;
+  size_t at_ = 0;
+  bool expect_violation_ = false, unexpected_ = false;
+  std::unique_ptr<TestRun> cur_;
+  ScenarioResult last_;
+};
+
+// `mmlab run` of a test with a race block on the model backend: explores
+// it as its block says; a finding prints its schedule line.
+ScenarioResult run_race_test(const ScenarioOptions& opt, TuneList tunes, const ScenarioFileAst& file, const TestCase& tc);
 // The host backend (src/host/): the caller has checked host_available().
 std::unique_ptr<TestRun> make_host_run(const ScenarioOptions& opt);
 

@@ -398,3 +398,8 @@ add_test(NAME record.replay_checked_in_capture COMMAND sh -c
 set_tests_properties(record.replay_checked_in_capture PROPERTIES
   PASS_REGULAR_EXPRESSION "exact   first touches of private anonymous memory: model [0-9]+, traced [0-9]+: holds.*\n1\n# Totals: pass:1 fail:0"
   FAIL_REGULAR_EXPRESSION "DOES NOT HOLD")
+
+# mmlab explore's reports, replay, --explain, an edited line and the crash
+# outcome (docs/RACES.md).
+add_test(NAME cli.explore COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_explore.py $<TARGET_FILE:mmlab>
+         ${CMAKE_SOURCE_DIR}/tests/scenarios/language_examples.mms)

@@ -29,7 +29,7 @@ expect P rss anon 64K
 # (try_to_migrate_one): from the first page on the folio is partially mapped
 # and queued for deferred split, which counts; the split then takes it off
 # the queue and clears the flag.
-test mthp-split-passes-through-partially-mapped
+test split-of-mthp-passes-through-partially-mapped
 sysfs transparent_hugepage/hugepages-64kB/enabled always
 proc P
 P mmap A 1M rw private align=1M

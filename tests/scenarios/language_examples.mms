@@ -315,3 +315,41 @@ truncate F 8K
 expect-error SIGBUS P read A+8K 4K
 P madvise A 8K remove
 P read B 4K 2
+
+test lang-race
+proc P
+P mmap A 64K rw private
+P write A 64K 1
+race pct=2 runs=100 seed=1
+thread F
+P fork C
+thread W
+P write A 64K 2
+end
+P read A 64K 2
+check
+
+test lang-race-directed
+proc P
+P mmap A 64K rw private
+P write A 64K 1
+race schedule="F@down_write W F"
+thread F
+P fork C
+thread W
+P write A 64K 2
+end
+C read A 64K 2
+
+test lang-race-expect-violation
+proc P
+P mmap A 64K rw private
+P write A 64K 1
+expect violation expected every byte
+race dfs=1
+thread F
+P fork C
+thread W
+P write A 64K 2
+end
+C read A 64K 1

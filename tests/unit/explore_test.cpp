@@ -12,12 +12,14 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "mm/kernel.h"
 #include "mmlab/explore.h"
+#include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "sync/mutex.h"
 #include "sync/rwsem.h"
@@ -400,7 +402,9 @@ TEST(ExploreTest, ModelForkRacingAWriteIsCleanAndDeterministic) {
   auto race = fork_write_race();
   auto res = race.explore({.depth = 2, .runs = 60, .seed = 11});
   EXPECT_FALSE(res.found) << res.summary();
-  EXPECT_GT(res.k, 20u);  // the model's locks are points: many steps per run
+  EXPECT_GT(res.k_unfiltered, 20u);  // the model's locks are points: many steps per run
+  EXPECT_GT(res.k, 0u);              // some of them at objects both threads touch
+  EXPECT_LT(res.k, res.k_unfiltered);
   // Two sessions, the same seed: the same schedules and step hashes.
   std::vector<std::string> first;
   for (int rep = 0; rep < 2; rep++) {
@@ -500,9 +504,13 @@ TEST(ExploreModelTest, PctPutsAZapInTheCopyWindowAndFixedBacksOut) {
   int hits = 0, retried = 0;
   uint64_t k = 0;
   std::string hit_schedule;
-  // Runs one at a time, to look at each one's fixture.
+  // Runs one at a time, to look at each one's fixture. Unfiltered: the
+  // window the hook marks holds only the copy's data-path points, which
+  // only W touches, so a filtered run never preempts inside it; it
+  // preempts at the re-validation's PTL acquire instead, just after the
+  // hook (DFS c=1 filtered reaches the back-out there once in 16 schedules).
   for (int run = 0; run < 300; run++) {
-    auto res = race.explore({.depth = 2, .runs = 1, .seed = 1000 + static_cast<uint64_t>(run), .k = k});
+    auto res = race.explore({.depth = 2, .runs = 1, .seed = 1000 + static_cast<uint64_t>(run), .k = k, .filter = false});
     ASSERT_FALSE(res.found) << "run " << run << ": " << res.summary();
     k = res.k;
     CowZap* f = race.last();
@@ -540,6 +548,389 @@ TEST(ExploreModelTest, RfcFailsEvenWithoutTheWindow) {
   EXPECT_EQ(first_line(again.detail), first_line(seq.failure.detail));
   EXPECT_EQ(again.trace_hash, seq.failure.trace_hash);
   EXPECT_FALSE(race.last()->zap_in_window) << "found with the zap inside the window: " << seq.failure.schedule;
+}
+
+}  // namespace
+}  // namespace mmlab
+
+namespace mmlab {
+namespace {
+
+// ---- strategies: bounded DFS, directed schedules, filtering, PCT depths ----
+
+// Two threads that log their id at every step: the log is the run's merge
+// of the two step sequences, so distinct schedules leave distinct logs.
+struct Merge {
+  int w = 0;
+  std::vector<int> log;
+  void body(int id, int points) {
+    log.push_back(id);
+    for (int i = 0; i < points; i++) {
+      sched::point("test.w", sched::Op::kWrite, {&w, sched::ObjKind::kWord});
+      log.push_back(id);
+    }
+  }
+};
+
+uint64_t binomial(uint64_t n, uint64_t k) {
+  uint64_t r = 1;
+  for (uint64_t i = 1; i <= k; i++) r = r * (n - k + i) / i;
+  return r;
+}
+
+// The merges of two sequences of L steps with at most c preemptions: a
+// merge in B alternating blocks switches B-1 times, and the last switch
+// (after the first thread's end) is free, so it has B-2 preemptions.
+uint64_t merges_within(uint64_t L, int c) {
+  uint64_t n = 0;
+  for (uint64_t b = 2; b <= static_cast<uint64_t>(c) + 2 && b <= 2 * L; b++)
+    n += 2 * binomial(L - 1, (b + 1) / 2 - 1) * binomial(L - 1, b / 2 - 1);
+  return n;
+}
+
+TEST(ExploreStrategyTest, DfsExhaustsTwoThreadsWithTheExactCount) {
+  constexpr int kPoints = 3;  // each thread: start + 3 points = 4 steps
+  for (int c : {0, 1, 2, 3, 8}) {
+    std::set<std::vector<int>> seen;
+    explore::Race<Merge> race;
+    race.thread("A", [](Merge& m) { m.body(0, kPoints); });
+    race.thread("B", [](Merge& m) { m.body(1, kPoints); });
+    race.check([&seen](Merge& m) -> std::optional<std::string> {
+      seen.insert(m.log);
+      return std::nullopt;
+    });
+    auto res = race.explore(explore::Options{.strategy = explore::Dfs{.bound = c}});
+    ASSERT_FALSE(res.found) << res.summary();
+    ASSERT_TRUE(res.exhausted) << res.summary();
+    EXPECT_EQ(res.schedules, merges_within(kPoints + 1, c)) << "c=" << c;
+    // Every schedule was a different interleaving (the profile's is among them).
+    EXPECT_EQ(seen.size(), res.schedules) << "c=" << c;
+  }
+  // Unbounded, the count is every merge: C(8, 4).
+  EXPECT_EQ(merges_within(4, 8), binomial(8, 4));
+}
+
+// The counter of the lost update, with a thread-private lock around work
+// that touches nothing shared.
+struct PrivateLocks {
+  Counter c;
+  Mutex mine[2];
+  int scratch[2] = {};
+  void body(int id) {
+    for (int i = 0; i < 2; i++) {
+      for (int j = 0; j < 3; j++) {
+        MutexGuard g(&mine[id]);
+        scratch[id]++;
+      }
+      c.inc_racy();
+    }
+  }
+};
+
+explore::Race<PrivateLocks> private_locks_race() {
+  explore::Race<PrivateLocks> race;
+  race.thread("A", [](PrivateLocks& f) { f.body(0); });
+  race.thread("B", [](PrivateLocks& f) { f.body(1); });
+  race.check([](PrivateLocks& f) -> std::optional<std::string> {
+    if (f.c.value != 4) return "lost update: counter " + std::to_string(f.c.value);
+    return std::nullopt;
+  });
+  return race;
+}
+
+TEST(ExploreStrategyTest, FilteringDropsPrivateLocksAndStillFindsTheLostUpdate) {
+  auto race = private_locks_race();
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    auto filtered = race.explore({.depth = 2, .runs = 200, .seed = seed});
+    auto all = race.explore({.depth = 2, .runs = 200, .seed = seed, .filter = false});
+    ASSERT_TRUE(filtered.found) << "seed " << seed << ": " << filtered.summary();
+    EXPECT_EQ(filtered.failure.outcome, Outcome::kViolation);
+    // Only the counter's 8 loads and stores count (each thread names it once).
+    EXPECT_EQ(filtered.k, 8u) << filtered.summary();
+    EXPECT_EQ(filtered.shared_objects, 2u);
+    EXPECT_EQ(all.k, all.k_unfiltered);
+    EXPECT_GT(all.k, 3 * filtered.k) << all.summary();
+    std::printf("# seed %llu: filtered k %llu, found in run %d; unfiltered k %llu, %s in run %d\n",
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(filtered.k), filtered.runs,
+                static_cast<unsigned long long>(all.k), all.found ? "found" : "nothing", all.runs);
+    // The finding replays from its line.
+    EXPECT_EQ(filtered.replay, filtered.failure.line);
+    EXPECT_EQ(filtered.outcome, Outcome::kViolation);
+    auto again = race.replay(filtered.replay);
+    EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+    EXPECT_EQ(again.trace_hash, filtered.failure.trace_hash);
+  }
+  // DFS over the filtered points finds it at one preemption, and a locked
+  // counter is exhausted at two with nothing found.
+  auto dfs = race.explore(explore::Options{.strategy = explore::Dfs{.bound = 1}});
+  ASSERT_TRUE(dfs.found) << dfs.summary();
+  EXPECT_EQ(dfs.failure.outcome, Outcome::kViolation);
+}
+
+TEST(ExploreStrategyTest, DfsExhaustsTheLockedCounterFilteredAndUnfiltered) {
+  struct Fx {
+    Counter c;
+  };
+  explore::Race<Fx> race;
+  race.thread("A", [](Fx& f) { f.c.inc_locked(); f.c.inc_locked(); });
+  race.thread("B", [](Fx& f) { f.c.inc_locked(); f.c.inc_locked(); });
+  race.check([](Fx& f) -> std::optional<std::string> {
+    if (f.c.value != 4) return "lost update: counter " + std::to_string(f.c.value);
+    return std::nullopt;
+  });
+  auto filtered = race.explore(explore::Options{.strategy = explore::Dfs{.bound = 2}});
+  auto all = race.explore(explore::Options{.strategy = explore::Dfs{.bound = 2, .filter = false}});
+  ASSERT_FALSE(filtered.found) << filtered.summary();
+  ASSERT_FALSE(all.found) << all.summary();
+  EXPECT_TRUE(filtered.exhausted);
+  EXPECT_TRUE(all.exhausted);
+  EXPECT_GT(filtered.schedules, 1u);
+  EXPECT_LE(filtered.schedules, all.schedules);
+  std::printf("# locked counter, c=2: exhausted %llu schedules filtered, %llu unfiltered\n",
+              static_cast<unsigned long long>(filtered.schedules), static_cast<unsigned long long>(all.schedules));
+}
+
+// A reads a word that B writes, with a label between A's write and read.
+struct Window {
+  int x = 0;
+  int seen = -1;
+};
+
+explore::Race<Window> window_race() {
+  explore::Race<Window> race;
+  race.thread("A", [](Window& w) {
+    sched::point("test.write", sched::Op::kWrite, {&w.x, sched::ObjKind::kWord});
+    w.x = 1;
+    sched::point("test.window", sched::Op::kLabel, {&w.x, sched::ObjKind::kWord});
+    sched::point("test.read", sched::Op::kRead, {&w.x, sched::ObjKind::kWord});
+    w.seen = w.x;
+  });
+  race.thread("B", [](Window& w) {
+    sched::point("test.write", sched::Op::kWrite, {&w.x, sched::ObjKind::kWord});
+    w.x = 2;
+  });
+  race.check([](Window& w) -> std::optional<std::string> {
+    if (w.seen != 1) return "A read " + std::to_string(w.seen) + " after writing 1";
+    return std::nullopt;
+  });
+  return race;
+}
+
+TEST(ExploreStrategyTest, DirectedScheduleReachesTheWindowEveryTime) {
+  auto race = window_race();
+  for (int i = 0; i < 100; i++) {
+    auto r = race.replay_directed("A@test.window B A");
+    ASSERT_EQ(r.outcome, Outcome::kViolation) << r.summary();
+    EXPECT_EQ(r.detail, "A read 2 after writing 1");
+  }
+  // Outside the window: B first, or A to its end first.
+  EXPECT_EQ(race.replay_directed("B A").outcome, Outcome::kClean);
+  EXPECT_EQ(race.replay_directed("A B").outcome, Outcome::kClean);
+  // The directed run's line replays it step for step.
+  auto d = race.replay_directed("A@test.window B A");
+  auto again = race.replay(d.line);
+  EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+  EXPECT_EQ(again.trace_hash, d.trace_hash);
+  // Threads by index work too; a bad schedule is named.
+  EXPECT_EQ(race.replay_directed("T0@test.window T1 T0").outcome, Outcome::kViolation);
+  auto never = race.replay_directed("B@test.window A");
+  EXPECT_EQ(never.outcome, Outcome::kDiverged);
+  EXPECT_NE(never.detail.find("B ended without reaching test.window"), std::string::npos) << never.detail;
+  auto unknown = race.replay_directed("A@test.window C A");
+  EXPECT_EQ(unknown.outcome, Outcome::kDiverged);
+  EXPECT_NE(unknown.detail.find("unknown thread 'C'"), std::string::npos) << unknown.detail;
+  EXPECT_EQ(explore::check_directed("A@ B", {"A", "B"}), "directed schedule: empty label in 'A@'");
+  // --explain's text names the threads and the window.
+  const std::string text = race.explain(d);
+  EXPECT_NE(text.find("test.window label word#0"), std::string::npos) << text;
+  EXPECT_NE(text.find("=> violation: A read 2"), std::string::npos) << text;
+}
+
+TEST(ExploreStrategyTest, PctCyclesDepthTwoAndThreeByDefault) {
+  struct Hows : explore::StepSink {
+    std::vector<std::string> hows;
+    void begin_run(const std::string& how) override { hows.push_back(how); }
+    void step(int, const char*, uint8_t) override {}
+  } sink;
+  auto race = window_race();
+  race.check([](Window&) -> std::optional<std::string> { return std::nullopt; });
+  auto res = race.explore(explore::Options{.strategy = explore::Pct{.runs = 4, .seed = 3}, .sink = &sink});
+  EXPECT_FALSE(res.found) << res.summary();
+  ASSERT_EQ(sink.hows.size(), 5u);  // the profile run, then 4
+  EXPECT_EQ(sink.hows[0], "profile");
+  EXPECT_EQ(sink.hows[1], "pct d=2 seed 3 run 0");
+  EXPECT_EQ(sink.hows[2], "pct d=3 seed 3 run 1");
+  EXPECT_EQ(sink.hows[3], "pct d=2 seed 3 run 2");
+  EXPECT_EQ(sink.hows[4], "pct d=3 seed 3 run 3");
+  EXPECT_EQ(res.runs, 4);
+  EXPECT_EQ(res.outcomes[static_cast<int>(Outcome::kClean)], 5u);  // the profile counts among the outcomes
+}
+
+// ---- the schedule line ------------------------------------------------------
+
+TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
+  auto race = window_race();
+  race.id("window-test", "cow.policy=fixed");
+  auto d = race.replay_directed("A@test.window B A");
+  ASSERT_EQ(d.outcome, Outcome::kViolation);
+  const std::string& line = d.line;
+  EXPECT_EQ(line.rfind("mmlab-schedule v1 build=", 0), 0u) << line;
+  EXPECT_NE(line.find(" test=window-test tune=cow.policy=fixed threads=A,B choices="), std::string::npos) << line;
+  std::string err;
+  auto parsed = explore::parse_line(line, &err);
+  ASSERT_TRUE(parsed) << err;
+  EXPECT_EQ(explore::format_line(*parsed), line);
+  EXPECT_EQ(parsed->steps.size(), d.steps);
+  for (int i = 0; i < 5; i++) {
+    auto again = race.replay(line);
+    EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+    EXPECT_EQ(again.trace_hash, d.trace_hash);
+  }
+
+  // Edit one step's site: the replay stops there, naming both.
+  explore::ScheduleLine edited = *parsed;
+  size_t at = 0;
+  while (edited.sites[edited.steps[at]] != "test.read:read") at++;
+  uint32_t other = 0;
+  while (edited.sites[other] == "test.read:read") other++;
+  std::string other_shown = edited.sites[other];
+  other_shown[other_shown.rfind(':')] = ' ';
+  edited.steps[at] = other;
+  auto r = race.replay(explore::format_line(edited));
+  EXPECT_EQ(r.outcome, Outcome::kDiverged);
+  EXPECT_NE(r.detail.find("diverged at step " + std::to_string(at) + ": expected T0 at " + other_shown +
+                          ", found T0 at test.read read word#0"),
+            std::string::npos)
+      << r.detail;
+
+  // Edit a choice: the thread chosen is not the one recorded there.
+  explore::ScheduleLine swapped = *parsed;
+  swapped.choices[1] ^= 1;
+  auto s = race.replay(explore::format_line(swapped));
+  EXPECT_EQ(s.outcome, Outcome::kDiverged);
+  EXPECT_NE(s.detail.find("diverged at step 1"), std::string::npos) << s.detail;
+
+  // A line of another build is attempted: the same run is the same run ...
+  explore::ScheduleLine other_build = *parsed;
+  other_build.build = "0000000";
+  EXPECT_EQ(race.replay(explore::format_line(other_build)).outcome, Outcome::kViolation);
+  // ... and a divergence says whose line it was.
+  other_build.steps[at] = other;
+  auto ob = race.replay(explore::format_line(other_build));
+  EXPECT_EQ(ob.outcome, Outcome::kDiverged);
+  EXPECT_NE(ob.detail.find("(the line is from build 0000000"), std::string::npos) << ob.detail;
+
+  // Malformed lines are named.
+  EXPECT_FALSE(explore::parse_line("mmlab-schedule v9 choices=0*1", &err));
+  EXPECT_NE(err.find("unknown format version 'v9'"), std::string::npos) << err;
+  EXPECT_FALSE(explore::parse_line("mmlab-schedule v1 choices=0*1 bogus", &err));
+  EXPECT_NE(err.find("'bogus'"), std::string::npos) << err;
+  EXPECT_FALSE(explore::parse_line("mmlab-schedule v1 choices=0*2 sites=a:acquire steps=A", &err));
+  EXPECT_NE(err.find("steps= has 1 steps, choices= 2"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace mmlab
+
+// ---- the .mms race block ---------------------------------------------------
+
+namespace mmlab {
+namespace {
+
+std::string race_parse_error(const std::string& text) {
+  std::string err;
+  auto prog = scenario_parse_text("r.mms", text, &err);
+  return prog ? "" : err;
+}
+
+std::vector<ScenarioResult> race_run(const std::string& text) {
+  std::string err;
+  auto prog = scenario_parse_text("r.mms", text, &err);
+  EXPECT_TRUE(prog) << err;
+  if (!prog) return {};
+  ScenarioOptions opt;
+  opt.ram_bytes = 64ull << 20;
+  std::ostringstream tap;
+  return scenario_run(*prog, opt, tap);
+}
+
+const char* const kForkWrite =
+    "test r\nproc P\nP mmap A 64K rw private\nP write A 64K 1\n%EXPECT%race %RACE%\nthread F\nP fork C\nthread W\nP write A "
+    "64K 2\nend\nC read A 64K 1\n";
+
+std::string fork_write(const std::string& race, bool expect) {
+  std::string t = kForkWrite;
+  t.replace(t.find("%EXPECT%"), 8, expect ? "expect violation expected every byte\n" : "");
+  t.replace(t.find("%RACE%"), 6, race);
+  return t;
+}
+
+TEST(ScenarioRaceTest, MalformedBlocksNameTheirPlace) {
+  const std::string head = "test a\nproc P\nP mmap A 4K rw private\n";
+  const std::string threads = "thread F\nP write A 4K 1\nthread G\nP read A 4K\nend\n";
+  EXPECT_EQ(race_parse_error(head + "race pct=4\n" + threads), "r.mms:4:6: expected pct=2 or pct=3 (the PCT depth), not 'pct=4'");
+  EXPECT_EQ(race_parse_error(head + "race dfs=2 pct=2\n" + threads),
+            "r.mms:4:12: expected one of pct=, dfs= and schedule=, not 'pct=2'");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"F@x Q F\"\n" + threads),
+            "r.mms:4:6: expected a schedule of this block's threads: directed schedule: unknown thread 'Q' in 'Q' (threads: F, G)");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"F@x\n" + threads), "r.mms:4:15: expected a closing '\"'");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"mmlab-schedule v7 choices=0*1\"\n" + threads),
+            "r.mms:4:6: expected a schedule line of this block: schedule line: unknown format version 'v7' (this build reads v1)");
+  EXPECT_EQ(race_parse_error(head + "race schedule=\"0*3,2*1\"\n" + threads),
+            "r.mms:4:6: expected a schedule line of this block: schedule line: thread 2 of 2");
+  EXPECT_EQ(race_parse_error(head + "race\nP read A 4K\n" + threads),
+            "r.mms:5:1: expected `thread NAME` after `race`, before the first statement");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nthread G\nC exit\nend\n"),
+            "r.mms:8:1: expected a process bound before this line (by proc or fork), not 'C'");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nthread G\nP fork C\nend\n"),
+            "r.mms:9:1: expected names bound by one thread only; 'C' is bound by threads F and G");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\n"),
+            "r.mms:4:1: expected `end` closing this race block before the end of the file");
+  EXPECT_EQ(race_parse_error("race\n"), "r.mms:1:1: expected a `race` block inside a test, not in the prelude");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\ntune cow.policy rfc\nend\n"),
+            "r.mms:6:1: expected a statement a thread can run, not `tune` (it belongs outside the race block)");
+  EXPECT_EQ(race_parse_error(head + "end\n"), "r.mms:4:1: expected `end` inside a race block (after `race`)");
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nend\nrace\nthread G\nC exit\nend\n"),
+            "r.mms:8:1: expected one race block per test (one is at line 4)");
+  // A name bound in a thread is usable after `end`.
+  EXPECT_EQ(race_parse_error(head + "race\nthread F\nP fork C\nend\nC exit\n"), "");
+}
+
+TEST(ScenarioRaceTest, AFindingPrintsALineThatReplaysItAndAnEditedLineDiverges) {
+  auto found = race_run(fork_write("dfs=1", true));
+  ASSERT_EQ(found.size(), 1u);
+  ASSERT_EQ(found[0].outcome, mmlab::Outcome::kPass) << (found[0].diagnostics.empty() ? "" : found[0].diagnostics[0]);
+  std::string line;
+  for (const std::string& o : found[0].output)
+    if (o.rfind("replay ", 0) == 0) line = o.substr(7);
+  ASSERT_EQ(line.rfind("mmlab-schedule v1 ", 0), 0u) << line;
+  EXPECT_NE(line.find(" test=r "), std::string::npos) << line;
+  // Without `expect violation` the same schedule fails the test, 10 times of 10.
+  for (int i = 0; i < 10; i++) {
+    auto again = race_run(fork_write("schedule=\"" + line + "\"", false));
+    ASSERT_EQ(again.size(), 1u);
+    ASSERT_EQ(again[0].outcome, mmlab::Outcome::kFail);
+    EXPECT_NE(again[0].diagnostics[0].find("expected every byte of A+0x0..+0x10000 == 0x01, found 0x02"), std::string::npos)
+        << again[0].diagnostics[0];
+  }
+  // One step's site changed: diverged at that step.
+  std::string err;
+  auto l = explore::parse_line(line, &err);
+  ASSERT_TRUE(l) << err;
+  size_t at = 3;
+  l->steps[at] = l->steps[at] == 0 ? 1 : 0;
+  auto edited = race_run(fork_write("schedule=\"" + explore::format_line(*l) + "\"", false));
+  ASSERT_EQ(edited.size(), 1u);
+  EXPECT_EQ(edited[0].outcome, mmlab::Outcome::kFail);
+  EXPECT_NE(edited[0].diagnostics[0].find("diverged at step 3: expected T"), std::string::npos) << edited[0].diagnostics[0];
+  // Clean under every schedule it may take: the test passes and says what it explored.
+  std::string text = fork_write("pct=3 runs=50 seed=2", false);
+  text.replace(text.find("C read A 64K 1"), 14, "P read A 64K 2");
+  auto clean = race_run(text);
+  ASSERT_EQ(clean.size(), 1u);
+  EXPECT_EQ(clean[0].outcome, mmlab::Outcome::kPass) << (clean[0].diagnostics.empty() ? "" : clean[0].diagnostics[0]);
+  ASSERT_FALSE(clean[0].output.empty());
+  EXPECT_EQ(clean[0].output[0].rfind("explored 50 runs, points ", 0), 0u) << clean[0].output[0];
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ void add_calibrate(CLI::App& app);
 void add_counters(CLI::App& app);
 void add_stress(CLI::App& app);
 void add_variants(CLI::App& app);
+void add_explore(CLI::App& app);  // explore (docs/RACES.md)
 void add_cow_bench(CLI::App& app);
 void add_compare(CLI::App& app);
 void add_sweep(CLI::App& app);  // sweep and merge

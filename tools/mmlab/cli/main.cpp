@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   mmlab::cli::add_replay(app);
   mmlab::cli::add_counters(app);
   mmlab::cli::add_stress(app);
+  mmlab::cli::add_explore(app);
   mmlab::cli::add_variants(app);
   mmlab::cli::add_cow_bench(app);
   mmlab::cli::add_compare(app);
