@@ -33,9 +33,10 @@ enum class Op : uint8_t {
   kReleaseShared,      // up_read
   kDowngrade,          // downgrade_write
   kWait,               // wait_until's test of its condition, or a yield
-  kRead,               // a read of shared data (test code; the atomics of issue 34 §1 later)
-  kWrite,              // a write of shared data
+  kRead,               // an atomic read of shared data (an entry, a refcount, a flag, a sequence count)
+  kWrite,              // an atomic write of shared data
   kLabel,              // a named point (a window a directed schedule names)
+  kRmw,                // an atomic read-modify-write (exchange, fetch-add, compare-and-swap, set_bit)
 };
 const char* op_name(Op op);
 
@@ -55,6 +56,13 @@ enum class ObjKind : uint8_t {
   kSwapSlot,    // a swap-cache slot, numbered by offset
   kDataPath,    // a PhysMem's plain/atomic data-path handshake
   kWord,        // a word of test data
+  kEntry,       // a page-table entry, numbered by (table pfn, index)
+  kPincount,    // a large folio's pincount, numbered by the head's pfn
+  kPageFlags,   // a page's flags word (PG_anon_exclusive), numbered by pfn
+  kSeqCount,    // an mm's write_protect_seq, numbered by mm id
+  kMmFlags,     // an mm's flags word (MMF_HAS_PINNED), numbered by mm id
+  kLabel,       // a named point's object when it has none of its own
+  kNumKinds,
 };
 const char* kind_name(ObjKind kind);
 
@@ -63,6 +71,21 @@ const char* kind_name(ObjKind kind);
 // names the same objects in the same order, so the number is canonical
 // across runs where a host address is not.
 inline constexpr uint64_t kByFirstUse = ~0ull;
+
+// Numbers an object by where it lives in a System's simulated memory, found
+// from its key in the slow path only (the fast path computes nothing): a
+// key inside a frame store's frames is an entry, numbered (pfn << 9 |
+// index); a key inside a memmap is a word of a struct page, numbered by
+// pfn (its kind says which field). A key in neither falls back to
+// kByFirstUse. Resolved numbers carry kAtFrame, so that a name says "pfn".
+inline constexpr uint64_t kByAddress = ~0ull - 1;
+inline constexpr uint64_t kAtFrame = 1ull << 63;
+
+// The frame stores (phys/frame_store.cpp) tell the scheduler where their
+// frames and memmaps lie, so that kByAddress can be resolved. `unit` is the
+// size of one frame (PAGE_SIZE) or one struct page; `entries` says which.
+void register_memory(const void* base, uint64_t bytes, uint32_t unit, bool entries);
+void unregister_memory(const void* base);
 
 // An object at a point: `key` identifies it within a run (blocking and
 // waking match on it), `kind` and `number` name it.
@@ -92,6 +115,20 @@ void yield_slow(const char* site, const Object& obj);
 
 // Whether the calling thread runs under an explorer.
 inline bool active() { return detail::t_worker != nullptr; }
+
+// While one lives, the calling thread's points are not steps (debug
+// builds' VM_* conditions: a debug build must take a release build's
+// steps). Nothing inside may block.
+class Unscheduled {
+ public:
+  Unscheduled() : saved_(detail::t_worker) { detail::t_worker = nullptr; }
+  ~Unscheduled() { detail::t_worker = saved_; }
+  Unscheduled(const Unscheduled&) = delete;
+  Unscheduled& operator=(const Unscheduled&) = delete;
+
+ private:
+  detail::Worker* saved_;
+};
 
 // A schedule point before `op` on `obj`. Under an explorer the strategy
 // may run other threads first. An acquire point may throw RunAborted when
