@@ -85,7 +85,8 @@ std::string object_name(ObjKind kind, uint64_t number) {
 
 // The frame stores' frames and memmaps (register_memory). Registration is
 // rare (a store is mapped once and recycled across Systems); lookups happen
-// only in the slow path of a point under an explorer.
+// only in the slow path of a point under an explorer. A std::mutex: the
+// model's Mutex would be a schedule point inside the scheduler.
 struct MemRange {
   uintptr_t base, end;
   uint32_t unit;
@@ -152,12 +153,17 @@ namespace detail {
 struct Worker {
   Scheduler::Impl* s = nullptr;
   int index = 0;
+  int muted = 0;  // sched::Unscheduled scopes open: points are not steps
   WState state = WState::kDone;
   const void* blocked_key = nullptr;
   std::thread thread;
 };
 
+namespace {
 thread_local constinit Worker* t_worker = nullptr;
+}  // namespace
+
+Worker* current_worker() noexcept { return t_worker; }
 
 }  // namespace detail
 
@@ -403,6 +409,7 @@ struct Scheduler::Impl {
     for (size_t i = 0; i < workers.size(); i++) {
       workers[i].state = WState::kReady;
       workers[i].blocked_key = nullptr;
+      workers[i].muted = 0;
       pending[i] = Step{};
     }
     const int first = decide(kController);
@@ -435,18 +442,31 @@ RunRecord Scheduler::run(const std::vector<std::function<void()>>& bodies, Strat
 
 namespace detail {
 
-void point_slow(const char* site, Op op, const Object& obj) { t_worker->s->point(t_worker, site, op, obj); }
+void point_slow(const char* site, Op op, const void* key, ObjKind kind, uint64_t number) {
+  if (t_worker->muted) return;
+  t_worker->s->point(t_worker, site, op, Object{key, kind, number});
+}
+
+void mute(int delta) { t_worker->muted += delta; }
 void block_on_slow(const char* site, const Object& obj) { t_worker->s->block_on(t_worker, site, obj); }
 void wake_slow(const void* key) { t_worker->s->wake(key); }
 
 void wait_slow(const char* site, const Object& obj, bool (*test)(void*), void* ctx) {
   Worker* me = t_worker;
+  if (me->muted) {
+    while (!test(ctx)) std::this_thread::yield();
+    return;
+  }
   me->s->point(me, site, Op::kWait, obj);
   while (!test(ctx)) me->s->wait_once(me, site, obj);
 }
 
 void yield_slow(const char* site, const Object& obj) {
   Worker* me = t_worker;
+  if (me->muted) {
+    std::this_thread::yield();
+    return;
+  }
   me->s->point(me, site, Op::kWait, obj);
   me->s->wait_once(me, site, obj);
 }

@@ -102,41 +102,64 @@ struct RunAborted {};
 
 namespace detail {
 struct Worker;
-// The calling thread's place in a run, or null: the one test every point
-// costs without an explorer. Constant-initialised and trivially
-// destructible, so the test is one thread-pointer-relative load.
-extern thread_local constinit Worker* t_worker;
-void point_slow(const char* site, Op op, const Object& obj);
+// The calling thread's place in a run, or null (no explorer). It is set
+// by the worker before a race body and cleared after it, never while model
+// code runs on the thread, so within any function of the model it is a
+// constant: [[gnu::const]] lets the compiler read it once per function and
+// thread every later point's test on the first. Without an explorer a
+// function with points then pays one call and one test, and its fast path
+// holds no other trace of them (one test per point cost 8-17% on the GUP
+// and fault paths; docs/RACES.md "Cost without an explorer"). Nothing may
+// change the thread's worker inside a function that asks for it
+// (sched::Unscheduled mutes the worker instead).
+[[gnu::const]] Worker* current_worker() noexcept;
+// The object by value, in registers: passed by reference, the compiler
+// builds it on the stack before the test, on the fast path too.
+[[gnu::cold]] void point_slow(const char* site, Op op, const void* key, ObjKind kind, uint64_t number);
 void block_on_slow(const char* site, const Object& obj);
 void wake_slow(const void* key);
 void wait_slow(const char* site, const Object& obj, bool (*test)(void*), void* ctx);
 void yield_slow(const char* site, const Object& obj);
+void mute(int delta);
 }  // namespace detail
 
 // Whether the calling thread runs under an explorer.
-inline bool active() { return detail::t_worker != nullptr; }
+[[gnu::always_inline]] inline bool active() { return detail::current_worker() != nullptr; }
 
 // While one lives, the calling thread's points are not steps (debug
 // builds' VM_* conditions: a debug build must take a release build's
-// steps). Nothing inside may block.
+// steps), and its waits poll as without an explorer. Nothing inside may
+// block.
 class Unscheduled {
  public:
-  Unscheduled() : saved_(detail::t_worker) { detail::t_worker = nullptr; }
-  ~Unscheduled() { detail::t_worker = saved_; }
+  Unscheduled() {
+    if (active()) [[unlikely]]
+      detail::mute(1);
+  }
+  ~Unscheduled() {
+    if (active()) [[unlikely]]
+      detail::mute(-1);
+  }
   Unscheduled(const Unscheduled&) = delete;
   Unscheduled& operator=(const Unscheduled&) = delete;
-
- private:
-  detail::Worker* saved_;
 };
 
 // A schedule point before `op` on `obj`. Under an explorer the strategy
 // may run other threads first. An acquire point may throw RunAborted when
 // the run is being ended; a release point never throws (it sits in
 // destructors).
-inline void point(const char* site, Op op, const Object& obj) {
+//
+// The test is in a function of scalars: GCC splits a function whose tail is
+// a cold call, and a split tail taking the Object by reference would make
+// every caller build the Object in memory before the test, on the fast
+// path. Here the Object's fields are read where the branch-free overload
+// is inlined, so they are plain values the compiler sinks into the branch.
+[[gnu::always_inline]] inline void point(const char* site, Op op, const void* key, ObjKind kind, uint64_t number) {
   if (active()) [[unlikely]]
-    detail::point_slow(site, op, obj);
+    detail::point_slow(site, op, key, kind, number);
+}
+[[gnu::always_inline]] inline void point(const char* site, Op op, const Object& obj) {
+  point(site, op, obj.key, obj.kind, obj.number);
 }
 
 // Under an explorer, after a failed try: the thread blocks on `obj` until
@@ -146,7 +169,7 @@ inline void block_on(const char* site, const Object& obj) { detail::block_on_slo
 
 // After a release of the object `key`: every thread blocked on it may run
 // again (each retries). Free without an explorer.
-inline void wake(const void* key) {
+[[gnu::always_inline]] inline void wake(const void* key) {
   if (active()) [[unlikely]]
     detail::wake_slow(key);
 }
