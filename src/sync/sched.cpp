@@ -159,11 +159,7 @@ struct Worker {
   std::thread thread;
 };
 
-namespace {
-thread_local constinit Worker* t_worker = nullptr;
-}  // namespace
-
-Worker* current_worker() noexcept { return t_worker; }
+MMLAB_SCHED_TLS_MODEL thread_local constinit Worker* t_worker = nullptr;
 
 }  // namespace detail
 

@@ -102,19 +102,26 @@ struct RunAborted {};
 
 namespace detail {
 struct Worker;
-// The calling thread's place in a run, or null (no explorer). It is set
-// by the worker before a race body and cleared after it, never while model
-// code runs on the thread, so within any function of the model it is a
-// constant: [[gnu::const]] lets the compiler read it once per function and
-// thread every later point's test on the first. Without an explorer a
-// function with points then pays one call and one test, and its fast path
-// holds no other trace of them (one test per point cost 8-17% on the GUP
-// and fault paths; docs/RACES.md "Cost without an explorer"). Nothing may
-// change the thread's worker inside a function that asks for it
-// (sched::Unscheduled mutes the worker instead).
-[[gnu::const]] Worker* current_worker() noexcept;
-// The object by value, in registers: passed by reference, the compiler
-// builds it on the stack before the test, on the fast path too.
+// The calling thread's place in a run, or null (no explorer): the one test
+// every point costs without one. Constant-initialised and trivially
+// destructible, so the test is a thread-pointer-relative load; in an
+// executable (the model is a static library) the local-exec TLS model
+// makes it one instruction, `cmpq $0, %fs:OFFSET`, where the default for
+// an extern variable takes two (the offset from the GOT, then the load); a
+// shared-library build keeps the default. It is set by the worker before a
+// race body and cleared after it, never while model code runs on the
+// thread (sched::Unscheduled mutes the worker instead). Reading it through
+// a [[gnu::const]] out-of-line function instead (one read per function,
+// every later test threaded on the first) was measured and was slower on
+// most paths: docs/NOTES.md, issue 34 item 1.
+#if defined(__PIE__) || !defined(__PIC__)
+#define MMLAB_SCHED_TLS_MODEL [[gnu::tls_model("local-exec")]]
+#else
+#define MMLAB_SCHED_TLS_MODEL
+#endif
+MMLAB_SCHED_TLS_MODEL extern thread_local constinit Worker* t_worker;
+[[gnu::always_inline]] inline Worker* current_worker() noexcept { return t_worker; }
+// The object as scalars, in registers (see point()).
 [[gnu::cold]] void point_slow(const char* site, Op op, const void* key, ObjKind kind, uint64_t number);
 void block_on_slow(const char* site, const Object& obj);
 void wake_slow(const void* key);
