@@ -185,5 +185,49 @@ TEST_F(SchedPointsTest, CowWriteOfOnePage) {
                 });
 }
 
+// The named labels the operations above do not reach, each reached by the
+// operation whose window it names (docs/RACES.md "Named labels").
+// split.unmapped and migrate.unmapped need a swap device or a movable zone:
+// the tests of those paths (swap_test, gup_test) reach them.
+class SchedLabelsTest : public test::MmTest {
+ protected:
+  void SetUp() override {
+    ram_bytes = 64ull << 20;
+    MmTest::SetUp();
+  }
+  static int label(const Counts& c, const std::string& site) {
+    auto it = c.find(site + " label");
+    return it == c.end() ? 0 : it->second;
+  }
+};
+
+TEST_F(SchedLabelsTest, GupAfterFaultin) {
+  const uint64_t a = static_cast<uint64_t>(p->mmap(0, 16 * PAGE_SIZE, test::RW, MAP_PRIVATE | MAP_ANONYMOUS));
+  GupPages pages;
+  const Counts got = points_of([&] { EXPECT_EQ(gup(p, GupEntry::kGetUserPages, a, 1, foll::WRITE, &pages), 1); });
+  pages.release();
+  EXPECT_EQ(label(got, "gup.after_faultin"), 1) << table(got);
+}
+
+TEST_F(SchedLabelsTest, CollapseLabels) {
+  const uint64_t a = map_aligned(PMD_SIZE);
+  ASSERT_TRUE(p->fill(a, 7, PMD_SIZE).ok());
+  const Counts got = points_of([&] { EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_COLLAPSE), 0); });
+  EXPECT_EQ(p->page_info(a).level, 2);
+  EXPECT_EQ(label(got, "collapse.after_flush"), 1) << table(got);
+  EXPECT_EQ(label(got, "collapse.after_isolate"), 1);
+  EXPECT_EQ(label(got, "collapse.before_clear"), 1);
+}
+
+TEST_F(SchedLabelsTest, HugetlbZapAfterUnmap) {
+  set("hugepages/hugepages-2048kB/nr_hugepages", "1");
+  const long raw = p->mmap(0, PMD_SIZE, test::RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB);
+  ASSERT_GT(raw, 0);
+  const uint64_t a = static_cast<uint64_t>(raw);
+  ASSERT_TRUE(p->fill(a, 3, PMD_SIZE).ok());
+  const Counts got = points_of([&] { EXPECT_EQ(p->madvise(a, PMD_SIZE, MADV_DONTNEED), 0); });
+  EXPECT_EQ(label(got, "hugetlb_zap.after_unmap"), 1) << table(got);
+}
+
 }  // namespace
 }  // namespace mmlab
