@@ -56,9 +56,10 @@ bool is_zero_folio(const Folio* f) { return PhysMem::of(&f->page)->zero_page() =
 // ---- references and pins ----
 
 void gup_pin_referenced_folio(Folio* folio, int refs, Stats* stats) {
-  if (folio_has_pincount(folio))
+  if (folio_has_pincount(folio)) {
+    sched::point("gup_pin_referenced_folio", sched::Op::kRmw, {folio, sched::ObjKind::kPincount, sched::kByAddress});
     aref(folio_page(folio, 1)->f1.pincount).fetch_add(refs, std::memory_order_acq_rel);
-  else
+  } else
     folio_ref_add(folio, refs * (GUP_PIN_COUNTING_BIAS - 1));
   stats->count(VmStat::nr_foll_pin_acquired, static_cast<uint64_t>(refs));
 }
@@ -81,6 +82,7 @@ void gup_put_folio(Folio* folio, int refs, unsigned flags) {
     if (is_zero_folio(folio)) return;
     kernel_of(&folio->page)->stats->count(VmStat::nr_foll_pin_released, static_cast<uint64_t>(refs));
     if (folio_has_pincount(folio)) {
+      sched::point("gup_put_folio", sched::Op::kRmw, {folio, sched::ObjKind::kPincount, sched::kByAddress});
       int left = aref(folio_page(folio, 1)->f1.pincount).fetch_sub(refs, std::memory_order_acq_rel) - refs;
       VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "pincount underflow");
     } else {
@@ -549,7 +551,12 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
     long nr = follow_page_mask(c, start);
     if (nr == 0 || nr == -EMLINK) {
       ret = faultin_page(vma, start, gup_flags, nr == -EMLINK, locked);
-      if (ret == 0) goto retry;
+      if (ret == 0) {
+        // Label: the fault is done, mmap_lock still held, the retry's
+        // follow_page_mask to come (Dirty COW's window, 19be0eaffa3a).
+        sched::point("gup.after_faultin", sched::Op::kLabel, {vma, sched::ObjKind::kVma, vma->cid});
+        goto retry;
+      }
       if (ret == -EBUSY || ret == -EAGAIN) ret = 0;
       break;
     }

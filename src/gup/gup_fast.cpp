@@ -23,6 +23,9 @@ Folio* try_grab_folio_fast(Mm* mm, Page* page, int refs, unsigned flags) {
   if ((flags & FOLL_PIN) && mm->phys->zero_page() == page) return page_folio(page);
   for (;;) {
     Folio* folio = page_folio(page);
+    // Label: the folio is read, not yet referenced (a split may move the
+    // page to another folio here: c24d37322548's window).
+    sched::point("gup_fast.folio_read", sched::Op::kLabel, refcount_object(folio));
     if (!folio_ref_try_add(folio, refs)) return nullptr;
     // The page may have been split off meanwhile: it must still be in that folio.
     if (page_folio(page) == folio) {
@@ -84,6 +87,9 @@ bool gup_fast_pte_range(FastCtx& c, pmd_t pmd, pmd_t* pmdp, uint64_t addr, uint6
         while (refs < room && ptep_get(ptep + refs).v == pte.v + static_cast<uint64_t>(refs) * PAGE_SIZE) refs++;
       }
     }
+    // Label: the entry is read, nothing referenced yet (fork's and a
+    // collapse's windows against GUP-fast open here).
+    sched::point("gup_fast.pte_read", sched::Op::kLabel, entry_object(ptep));
     Folio* folio = try_grab_folio_fast(c.mm, page, refs, c.flags);
     if (!folio) return false;
     // Re-check: the table and every entry of the run are unchanged.
@@ -120,6 +126,7 @@ bool gup_fast_leaf(FastCtx& c, T* ep, T orig, pfn_t head_pfn, uint64_t leaf_size
   Page* head = phys->pfn_to_page(head_pfn);
   Page* page = head + ((addr & (leaf_size - 1)) >> PAGE_SHIFT);
   int refs = static_cast<int>((end - addr) >> PAGE_SHIFT);
+  sched::point("gup_fast.pte_read", sched::Op::kLabel, entry_object(ep));
   Folio* folio = try_grab_folio_fast(c.mm, page, refs, c.flags);
   if (!folio) return false;
   if (!(entry_get(ep) == orig) || !gup_fast_folio_allowed(folio, c.flags)) {

@@ -367,6 +367,8 @@ out:
 // lose the mapping; none and zero-page slots become anon rss.
 void __collapse_huge_page_copy_succeeded(pte_t* pte, Vma* vma, uint64_t address, SpinLock* ptl, unsigned order,
                                          std::vector<Folio*>* compound_pagelist) {
+  // Label: the copy is made, the old PTEs not yet cleared.
+  sched::point("collapse.before_clear", sched::Op::kLabel, entry_object(pte));
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
   const unsigned nr_pages = 1u << order;
@@ -527,6 +529,9 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
     mm->stats->count(Event::collapse_flush);
     pmd_ptl->unlock();
   }
+  // Label: the PMD is cleared and flushed, GUP-fast walkers not yet waited
+  // for (2ba99c5e0881's sync comes next).
+  sched::point("collapse.after_flush", sched::Op::kLabel, entry_object(pmd));
   // Wait for every GUP-fast walker that may have read the old PMD before
   // it was cleared: after this, any reference it took is in a refcount.
   tlb_remove_table_sync_one(mm);
@@ -536,6 +541,8 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   if (pte) {
     result = __collapse_huge_page_isolate(vma, start_addr, pte, cc, order, &compound_pagelist);
     pte_ptl->unlock();
+    // Label: the folios isolated and their references checked, nothing copied.
+    sched::point("collapse.after_isolate", sched::Op::kLabel, entry_object(pmd));
   } else {
     result = SCAN_PMD_NULL;
   }

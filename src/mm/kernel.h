@@ -36,6 +36,10 @@ struct Kernel {
   // The per-CPU TLBs (tlb/tlb.h), shared by every Mm.
   TlbState tlb;
   std::atomic<int> next_mm_id{1};
+  // Creation ids of VMAs, anon_vmas and files: what orders them in the
+  // rmap's and hugetlb's containers and names them at a schedule point,
+  // the same in every run of a replayed schedule (a host address is not).
+  std::atomic<uint64_t> next_cid{1};
 
   // Deferred page-table freeing (pgtable/pgtable.h), shared by every Mm.
   DeferredTables deferred_tables;
