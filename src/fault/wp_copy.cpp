@@ -28,6 +28,7 @@
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/debug.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -91,6 +92,8 @@ void wp_copy_before_revalidate(Mm* mm) {
 
 void wp_copy_window(Mm* mm, Kernel::WpCopyPoint point) {
   if (mm->kernel->wp_copy_hook) mm->kernel->wp_copy_hook(point);
+  sched::point(point == Kernel::WpCopyPoint::kEnter ? "wp_copy.enter" : "wp_copy.before_revalidate",
+               sched::Op::kLabel, {});
 }
 
 // ============================================================================

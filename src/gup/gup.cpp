@@ -32,6 +32,7 @@
 #include "mm/mm.h"
 #include "mm/debug.h"
 #include "pgtable/pgtable.h"
+#include "sync/sched.h"
 #include "trace/trace.h"
 
 namespace mmlab {
@@ -521,7 +522,16 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
   long i = 0, ret = 0;
   Vma* vma = nullptr;
   GupWalk walk = mm->kernel->settings.gup_walk.load(std::memory_order_relaxed);
+  // revert.gup-force=drop-write (before 19be0eaffa3a, the Dirty COW fix):
+  // once a write fault has broken CoW in a VMA without VM_WRITE, the page is
+  // looked up again as if for a read, trusting that the entry it finds is
+  // still the private copy. The kernel did so when the fault returned
+  // VM_FAULT_WRITE; the model has no such bit and takes any write fault that
+  // succeeded (the first one, do_cow_fault or wp_page_copy, already leaves
+  // the private copy mapped).
+  const bool drop_write = mm->kernel->settings.reverted(Revert::kGupForceDropWrite);
   do {
+    unsigned foll_flags = gup_flags;  // per page, as the pre-fix loop had it
     if (!vma || start >= vma->vm_end) {
       vma = gup_vma_lookup(mm, start);
       if (gup_flags & FOLL_MADV_POPULATE) {
@@ -544,12 +554,19 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
     }
   retry:
     unsigned long page_mask = 0;
-    FollowCtx c{vma, start + static_cast<uint64_t>(nr_pages) * PAGE_SIZE, gup_flags, pages ? pages + i : nullptr,
+    FollowCtx c{vma, start + static_cast<uint64_t>(nr_pages) * PAGE_SIZE, foll_flags, pages ? pages + i : nullptr,
                 &page_mask, walk};
     long nr = follow_page_mask(c, start);
     if (nr == 0 || nr == -EMLINK) {
-      ret = faultin_page(vma, start, gup_flags, nr == -EMLINK, locked);
-      if (ret == 0) goto retry;
+      ret = faultin_page(vma, start, foll_flags, nr == -EMLINK, locked);
+      if (ret == 0) {
+        if (drop_write && nr == 0 && (foll_flags & FOLL_WRITE) && !(vma->vm_flags & VM_WRITE))
+          foll_flags &= ~FOLL_WRITE;
+        // The fault is done and the lock still held: another thread may
+        // change the entry before the retry looks it up again.
+        sched::point("gup.after_faultin", sched::Op::kLabel, {});
+        goto retry;
+      }
       if (ret == -EBUSY || ret == -EAGAIN) ret = 0;
       break;
     }

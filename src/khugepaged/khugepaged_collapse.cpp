@@ -529,8 +529,12 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   }
   // Wait for every GUP-fast walker that may have read the old PMD before
   // it was cleared: after this, any reference it took is in a refcount.
-  tlb_remove_table_sync_one(mm);
-  mm->stats->count(Event::collapse_table_sync);
+  // revert.collapse-sync (before 2ba99c5e0881) goes on at once, as on an
+  // architecture whose TLB flush sends no IPI that a walker would hold off.
+  if (!mm->kernel->settings.reverted(Revert::kCollapseSync)) {
+    tlb_remove_table_sync_one(mm);
+    mm->stats->count(Event::collapse_table_sync);
+  }
 
   pte = pte_offset_map_lock(mm, &_pmd, start_addr, &pte_ptl);
   if (pte) {

@@ -50,6 +50,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -117,6 +118,9 @@ void __copy_present_ptes(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_
                          unsigned nr) {
   // A CoW mapping is write-protected in both processes.
   if (is_cow_mapping(src_vma->vm_flags) && pte_write(pte)) {
+    // The anon rmap is shared already and the parent's entries still
+    // writable: the window write_protect_seq keeps GUP-fast pins out of.
+    sched::point("fork.before_wrprotect", sched::Op::kLabel, {});
     wrprotect_ptes(src_vma->vm_mm, addr, src_pte, nr);
     pte = pte_wrprotect(pte);
   }

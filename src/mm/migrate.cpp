@@ -189,6 +189,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     try_to_migrate(src, av);
   }
   if (k->migrate_hook) k->migrate_hook(src);
+  sched::point("migrate.unmapped", sched::Op::kLabel, {});
   // __folio_migrate_mapping: with every mapping gone only the isolation
   // reference may remain; freezing it keeps GUP-fast from taking another.
   int expected = 1;

@@ -1,0 +1,122 @@
+// Helpers of the revert and race-history tests (revert_test.cpp,
+// race_history_test.cpp): a race's minimal schedule, and
+// the PCT search every historical race runs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mmlab/explore.h"
+#include "sync/sched.h"
+
+namespace mmlab::test {
+
+// A race's parts (the fixture's setup, the thread bodies, the check), kept
+// so that they make an explore::Race and also run under a strategy of the
+// test's own: the directed schedule below.
+template <typename Fx>
+class RaceSpec {
+ public:
+  using Fn = std::function<void(Fx&)>;
+  using CheckFn = std::function<std::optional<std::string>(Fx&)>;
+  void setup(Fn f) { setup_ = std::move(f); }
+  void thread(std::string name, Fn f) {
+    names_.push_back(std::move(name));
+    threads_.push_back(std::move(f));
+  }
+  void check(CheckFn f) { check_ = std::move(f); }
+
+  explore::Race<Fx> race() const {
+    explore::Race<Fx> r;
+    r.setup(setup_);
+    for (size_t i = 0; i < threads_.size(); i++) r.thread(names_[i], threads_[i]);
+    if (check_) r.check(check_);
+    return r;
+  }
+
+  // The directed schedule "T@label U T" of a two-thread race, from one run
+  // on a fresh fixture: thread 0 runs until it is about to take `label`,
+  // then thread 1 runs while it can, then thread 0 (and thread 1 again
+  // whenever thread 0 cannot run). Every run ends with its threads done
+  // (no run is cut short: the model's manual lock/unlock pairs are not
+  // exception-safe). *hit says whether thread 0 reached the label.
+  std::string directed(const std::string& label, bool* hit) const {
+    class Directed final : public sched::Strategy {
+     public:
+      Directed(const std::string& l, bool* h) : label_(l), hit_(h) {}
+      int pick(const sched::Decision& d, std::string*) override {
+        auto enabled = [&](int t) { return std::find(d.enabled.begin(), d.enabled.end(), t) != d.enabled.end(); };
+        if (!*hit_ && enabled(0) && label_ == d.pending[0].site) *hit_ = true;
+        if (!*hit_) return enabled(0) ? 0 : d.enabled.front();
+        return enabled(1) ? 1 : d.enabled.front();
+      }
+
+     private:
+      const std::string& label_;
+      bool* hit_;
+    };
+    *hit = false;
+    auto fx = std::make_unique<Fx>();
+    if (setup_) setup_(*fx);
+    std::vector<std::function<void()>> bodies;
+    for (const Fn& f : threads_) bodies.push_back([&f, &fx] { f(*fx); });
+    sched::Scheduler s(static_cast<int>(threads_.size()));
+    Directed strategy(label, hit);
+    sched::RunRecord rec = s.run(bodies, strategy, 1'000'000);
+    EXPECT_EQ(rec.outcome, sched::Outcome::kClean) << rec.detail;
+    return explore::encode_schedule(rec.choices);
+  }
+
+ private:
+  Fn setup_;
+  std::vector<std::string> names_;
+  std::vector<Fn> threads_;
+  CheckFn check_;
+};
+
+// PCT at depth 2 with each of seeds 1-5, `runs` runs at most: each must
+// find a violation, and the finding must replay to the same violation and
+// step hash. Prints the runs each seed took and the rate.
+template <typename Fx>
+void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const char* expect_in_detail) {
+  auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  int total = 0;
+  std::string counts;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    auto res = race.explore({.depth = 2, .runs = runs, .seed = seed});
+    ASSERT_TRUE(res.found) << what << " seed " << seed << ": " << res.summary();
+    ASSERT_EQ(res.failure.outcome, explore::Outcome::kViolation) << res.summary();
+    EXPECT_NE(res.failure.detail.find(expect_in_detail), std::string::npos) << res.failure.detail;
+    auto again = race.replay(res.failure.schedule);
+    EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
+    EXPECT_EQ(first_line(again.detail), first_line(res.failure.detail));
+    EXPECT_EQ(again.trace_hash, res.failure.trace_hash);
+    total += res.runs;
+    counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("# %s: PCT d=2 found it in %s runs (seeds 1-5), %.0f runs/s\n", what, counts.c_str(),
+              s > 0 ? (total + 5) / s : 0.0);  // + the replays
+}
+
+// PCT at depth 2, `runs` runs, seed 1: nothing found.
+template <typename Fx>
+void expect_pct_clean(explore::Race<Fx>& race, const char* what, int runs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = race.explore({.depth = 2, .runs = runs, .seed = 1});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(res.found) << what << ": " << res.summary() << "\nschedule " << res.failure.schedule;
+  std::printf("# %s, fixed: %d PCT d=2 runs clean (k %llu), %.0f runs/s\n", what, res.runs,
+              static_cast<unsigned long long>(res.k), s > 0 ? res.runs / s : 0.0);
+}
+
+}  // namespace mmlab::test
