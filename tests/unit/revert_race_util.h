@@ -48,6 +48,23 @@ class RaceSpec {
   // whenever thread 0 cannot run). Every run ends with its threads done
   // (no run is cut short: the model's manual lock/unlock pairs are not
   // exception-safe). *hit says whether thread 0 reached the label.
+  // The schedule that runs thread `first` whenever it can, the other one
+  // otherwise: the two bodies one after the other (as far as locks allow).
+  std::string serial(int first) const {
+    class Serial final : public sched::Strategy {
+     public:
+      explicit Serial(int f) : first_(f) {}
+      int pick(const sched::Decision& d, std::string*) override {
+        return std::find(d.enabled.begin(), d.enabled.end(), first_) != d.enabled.end() ? first_ : d.enabled.front();
+      }
+
+     private:
+      int first_;
+    };
+    Serial strategy(first);
+    return run_strategy(strategy);
+  }
+
   std::string directed(const std::string& label, bool* hit) const {
     class Directed final : public sched::Strategy {
      public:
@@ -64,18 +81,23 @@ class RaceSpec {
       bool* hit_;
     };
     *hit = false;
+    Directed strategy(label, hit);
+    return run_strategy(strategy);
+  }
+
+ private:
+  // One run on a fresh fixture under `strategy`; its schedule.
+  std::string run_strategy(sched::Strategy& strategy) const {
     auto fx = std::make_unique<Fx>();
     if (setup_) setup_(*fx);
     std::vector<std::function<void()>> bodies;
     for (const Fn& f : threads_) bodies.push_back([&f, &fx] { f(*fx); });
     sched::Scheduler s(static_cast<int>(threads_.size()));
-    Directed strategy(label, hit);
     sched::RunRecord rec = s.run(bodies, strategy, 1'000'000);
     EXPECT_EQ(rec.outcome, sched::Outcome::kClean) << rec.detail;
     return explore::encode_schedule(rec.choices);
   }
 
- private:
   Fn setup_;
   std::vector<std::string> names_;
   std::vector<Fn> threads_;
@@ -100,6 +122,9 @@ void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const
     EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
     EXPECT_EQ(first_line(again.detail), first_line(res.failure.detail));
     EXPECT_EQ(again.trace_hash, res.failure.trace_hash);
+    if (seed == 1)
+      std::printf("# %s, seed 1: %s\n#   schedule %s\n", what, first_line(res.failure.detail).c_str(),
+                  res.failure.schedule.c_str());
     total += res.runs;
     counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
   }
