@@ -39,6 +39,7 @@
 #include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 #include "trace/trace.h"
 
@@ -446,9 +447,13 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, pmd_t* pmd, pmd_t orig_p
     if (frame_is_zero(dst)) mm->stats->count(Event::collapse_zero_subpages);
     cc->bytes_copied += PAGE_SIZE;
   }
-  if (result == SCAN_SUCCEED)
+  if (result == SCAN_SUCCEED) {
+    // Copied, and the old PTEs still map the old pages (in a detached
+    // table that only a lockless walker that read the PMD before the flush
+    // can still reach).
+    sched::point("collapse.before_clear", sched::Op::kLabel, {});
     __collapse_huge_page_copy_succeeded(pte, vma, address, ptl, order, compound_pagelist);
-  else
+  } else
     __collapse_huge_page_copy_failed(pte, pmd, orig_pmd, vma, order, compound_pagelist);
   return result;
 }

@@ -490,5 +490,124 @@ TEST(RaceHistoryTest, K3GupFastAgainstSplitPct) {
   test::expect_pct_clean(without, "K3 GUP-fast vs split", kCleanRuns);
 }
 
+// ============================================================================
+// K2: GUP-fast against MADV_COLLAPSE. Fixes: 70cbc3cc78a9 "mm: gup: fix the
+// fast GUP race against THP collapse" and 2ba99c5e0881 "mm/khugepaged: fix
+// GUP-fast interaction by sending IPI". Switches: revert.gup-fast-pmd-recheck
+// and revert.collapse-sync, both (either fix alone keeps the pin off the
+// collapsed range).
+//
+// G has read the PMD (a table) and page X's PTE and stops before its
+// reference (gup_fast.pte_read); C clears the PMD (pmdp_collapse_flush),
+// isolates X (its refcount is as expected), copies, and stops before the
+// old PTEs are cleared (collapse.before_clear); G takes its reference and
+// re-checks the PTE, which is still there; C clears the PTEs and maps the
+// THP. Depth 3. Oracle: the pinned page is the page P maps at X.
+// ============================================================================
+
+struct CollapsePin {
+  std::unique_ptr<System> sys;
+  Process* p = nullptr;
+  uint64_t a = 0;
+  long pinned = -1;
+  Page* page = nullptr;
+  ~CollapsePin() {
+    if (pinned == 1) unpin_user_page(page);
+  }
+};
+
+test::RaceSpec<CollapsePin> collapse_pin_race(std::vector<const char*> reverts) {
+  test::RaceSpec<CollapsePin> race;
+  race.setup([reverts](CollapsePin& f) {
+    f.sys = System::create({.ram_bytes = 32ull << 20});
+    for (const char* r : reverts) (void)f.sys->tune(r, "on");
+    f.p = f.sys->new_process("P");
+    const long raw = f.p->mmap(0, 2 * PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    f.a = (static_cast<uint64_t>(raw) + PMD_SIZE - 1) & ~(PMD_SIZE - 1);
+    (void)f.p->fill(f.a + 5 * PAGE_SIZE, 1, PAGE_SIZE);  // max_ptes_none lets the rest be none
+  });
+  race.thread("G", [](CollapsePin& f) {
+    f.pinned = gup_fast_fallback(f.p->mm(), f.a + 5 * PAGE_SIZE, 1, FOLL_PIN | FOLL_FAST_ONLY, &f.page);
+  });
+  race.thread("C", [](CollapsePin& f) { (void)f.p->madvise(f.a, PMD_SIZE, MADV_COLLAPSE); });
+  race.check([](CollapsePin& f) -> std::optional<std::string> {
+    if (f.pinned == 1) {
+      PhysMem* phys = f.sys->kernel()->phys.get();
+      if (f.p->page_info(f.a + 5 * PAGE_SIZE).pfn != phys->page_to_pfn(f.page))
+        return "the pin holds a page the process no longer maps (collapsed away under the pin)";
+    }
+    if (!f.sys->warnings().empty()) return "warning: " + f.sys->warnings().back();
+    std::map<uint64_t, long> refs;
+    if (f.pinned == 1 && !folio_test_large(page_folio(f.page)))
+      refs[f.sys->kernel()->phys->page_to_pfn(f.page)] = GUP_PIN_COUNTING_BIAS;
+    CheckReport r = f.sys->check_with_refs(refs);
+    if (!r.ok()) return r.to_string();
+    if (f.pinned == 1) unpin_user_page(f.page);
+    f.pinned = 0;
+    return exit_and_check(f.sys.get());
+  });
+  return race;
+}
+
+TEST(RaceHistoryTest, K2GupFastAgainstCollapseDirected) {
+  // Two preemptions: G to gup_fast.pte_read, C to collapse.before_clear,
+  // then G, then C.
+  const std::vector<std::pair<int, std::string>> stops = {{0, "gup_fast.pte_read"}, {1, "collapse.before_clear"}};
+  auto with = collapse_pin_race({"revert.gup-fast-pmd-recheck", "revert.collapse-sync"});
+  bool hit = false;
+  const std::string s = with.directed(stops, &hit);
+  ASSERT_TRUE(hit);
+  auto r = with.race().replay(s);
+  EXPECT_EQ(r.outcome, explore::Outcome::kViolation) << r.summary();
+  EXPECT_NE(r.detail.find("collapsed away under the pin"), std::string::npos) << r.detail;
+  for (int first : {0, 1}) {
+    auto seq = with.race().replay(with.serial(first));
+    EXPECT_EQ(seq.outcome, explore::Outcome::kClean) << "serial, T" << first << " first: " << seq.summary();
+  }
+  // With either fix the same stops are clean: with the PMD re-check G backs
+  // off; with the sync C never reaches its stop while G is in its walk.
+  for (auto reverts : {std::vector<const char*>{"revert.gup-fast-pmd-recheck"},
+                       std::vector<const char*>{"revert.collapse-sync"}, std::vector<const char*>{}}) {
+    auto spec = collapse_pin_race(reverts);
+    const std::string t = spec.directed(stops, &hit);
+    auto c = spec.race().replay(t);
+    EXPECT_EQ(c.outcome, explore::Outcome::kClean) << (reverts.empty() ? "fixed" : reverts[0]) << ": " << c.summary();
+  }
+  std::printf("# K2 minimal schedule, both reverts: %s (%llu steps)\n", s.c_str(),
+              static_cast<unsigned long long>(r.steps));
+}
+
+TEST(RaceHistoryTest, K2GupFastAgainstCollapsePct) {
+  auto spec = collapse_pin_race({"revert.gup-fast-pmd-recheck", "revert.collapse-sync"});
+  auto both = spec.race();
+  auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  // k from the collapse-first serial run: the profile run (lowest thread
+  // first) runs G first, and the collapse then gives up at once on the
+  // pinned page, so it measures k = 8 and PCT never preempts the copy.
+  const uint64_t k = both.replay(spec.serial(1)).steps;
+  std::printf("# K2: k %llu (the collapse-first serial run)\n", static_cast<unsigned long long>(k));
+  std::string counts;
+  for (uint64_t seed = 1; seed <= 5; seed++) {
+    auto res = both.explore({.depth = 3, .runs = 20000, .seed = seed, .k = k});
+    ASSERT_TRUE(res.found) << "seed " << seed << ": " << res.summary();
+    EXPECT_NE(res.failure.detail.find("collapsed away under the pin"), std::string::npos) << res.failure.detail;
+    auto again = both.replay(res.failure.schedule);
+    EXPECT_EQ(first_line(again.detail), first_line(res.failure.detail));
+    EXPECT_EQ(again.trace_hash, res.failure.trace_hash);
+    counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
+    if (seed == 1) std::printf("# K2, seed 1: %s\n#   schedule %s\n", first_line(res.failure.detail).c_str(),
+                               res.failure.schedule.c_str());
+  }
+  std::printf("# K2 GUP-fast vs collapse: PCT d=3 found it in %s runs (seeds 1-5)\n", counts.c_str());
+  for (auto reverts : {std::vector<const char*>{"revert.gup-fast-pmd-recheck"},
+                       std::vector<const char*>{"revert.collapse-sync"}, std::vector<const char*>{}}) {
+    auto one = collapse_pin_race(reverts).race();
+    auto res = one.explore({.depth = 3, .runs = kCleanRuns, .seed = 1, .k = k});
+    EXPECT_FALSE(res.found) << (reverts.empty() ? "fixed" : reverts[0]) << ": " << res.summary();
+    std::printf("# K2 with %s: %d PCT d=3 runs clean (k %llu)\n", reverts.empty() ? "no revert" : reverts[0],
+                res.runs, static_cast<unsigned long long>(res.k));
+  }
+}
+
 }  // namespace
 }  // namespace mmlab

@@ -12,6 +12,7 @@
 #include <optional>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mmlab/explore.h"
@@ -65,24 +66,34 @@ class RaceSpec {
     return run_strategy(strategy);
   }
 
-  std::string directed(const std::string& label, bool* hit) const {
+  std::string directed(const std::string& label, bool* hit) const { return directed({{0, label}}, hit); }
+
+  // The same with several stops, "T@L0 U@L1 T U" being {{0, L0}, {1, L1}}:
+  // each stop's thread runs (the other one only when it cannot) until it is
+  // about to take its label; after the last stop the other thread runs.
+  // *hit says whether every stop was reached.
+  std::string directed(std::vector<std::pair<int, std::string>> stops, bool* hit) const {
     class Directed final : public sched::Strategy {
      public:
-      Directed(const std::string& l, bool* h) : label_(l), hit_(h) {}
+      explicit Directed(std::vector<std::pair<int, std::string>> s) : stops_(std::move(s)) {}
       int pick(const sched::Decision& d, std::string*) override {
         auto enabled = [&](int t) { return std::find(d.enabled.begin(), d.enabled.end(), t) != d.enabled.end(); };
-        if (!*hit_ && enabled(0) && label_ == d.pending[0].site) *hit_ = true;
-        if (!*hit_) return enabled(0) ? 0 : d.enabled.front();
-        return enabled(1) ? 1 : d.enabled.front();
+        while (phase_ < stops_.size() && enabled(stops_[phase_].first) &&
+               stops_[phase_].second == d.pending[static_cast<size_t>(stops_[phase_].first)].site)
+          phase_++;
+        const int want = phase_ < stops_.size() ? stops_[phase_].first : 1 - stops_.back().first;
+        return enabled(want) ? want : d.enabled.front();
       }
+      bool all_reached() const { return phase_ == stops_.size(); }
 
      private:
-      const std::string& label_;
-      bool* hit_;
+      std::vector<std::pair<int, std::string>> stops_;
+      size_t phase_ = 0;
     };
-    *hit = false;
-    Directed strategy(label, hit);
-    return run_strategy(strategy);
+    Directed strategy(std::move(stops));
+    std::string s = run_strategy(strategy);
+    *hit = strategy.all_reached();
+    return s;
   }
 
  private:
