@@ -38,6 +38,11 @@ void expect_directed(const test::RaceSpec<Fx>& with_spec, const test::RaceSpec<F
   auto r = with.replay(s);
   EXPECT_EQ(r.outcome, explore::Outcome::kViolation) << r.summary() << "\nschedule " << s;
   EXPECT_NE(r.detail.find(expect_in_detail), std::string::npos) << r.detail;
+  for (int rep = 0; rep < 100; rep++) {  // the minimal schedule fails every time
+    auto again = with.replay(s);
+    ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
+    ASSERT_EQ(again.trace_hash, r.trace_hash) << "replay " << rep;
+  }
   std::string t = without_spec.directed(label, &hit);
   ASSERT_TRUE(hit) << label << " never reached without the revert";
   auto c = without.replay(t);
