@@ -565,6 +565,12 @@ TEST(RaceHistoryTest, K2GupFastAgainstCollapseDirected) {
   auto r = with.race().replay(s);
   EXPECT_EQ(r.outcome, explore::Outcome::kViolation) << r.summary();
   EXPECT_NE(r.detail.find("collapsed away under the pin"), std::string::npos) << r.detail;
+  auto race = with.race();
+  for (int rep = 0; rep < 100; rep++) {  // the minimal schedule fails every time
+    auto again = race.replay(s);
+    ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
+    ASSERT_EQ(again.trace_hash, r.trace_hash) << "replay " << rep;
+  }
   for (int first : {0, 1}) {
     auto seq = with.race().replay(with.serial(first));
     EXPECT_EQ(seq.outcome, explore::Outcome::kClean) << "serial, T" << first << " first: " << seq.summary();
