@@ -411,9 +411,10 @@ TEST(RaceHistoryTest, K1ForkAgainstGupFastPinDirected) {
 
 TEST(RaceHistoryTest, K1ForkAgainstGupFastPinPct) {
   auto with = fork_pin_race(true).race();
-  test::expect_pct_finds(with, "K1 fork vs GUP-fast pin", kFindRuns, "the pinned page is not the parent's");
+  test::expect_pct_finds(with, "K1 fork vs GUP-fast pin", kFindRuns, "the pinned page is not the parent's",
+                         test::Filter::kOffOnly);
   auto without = fork_pin_race(false).race();
-  test::expect_pct_clean(without, "K1 fork vs GUP-fast pin", kCleanRuns);
+  test::expect_pct_clean(without, "K1 fork vs GUP-fast pin", kCleanRuns, test::Filter::kOffOnly);
 }
 
 // ============================================================================
@@ -490,9 +491,10 @@ TEST(RaceHistoryTest, K3GupFastAgainstSplitDirected) {
 
 TEST(RaceHistoryTest, K3GupFastAgainstSplitPct) {
   auto with = split_pin_race(true).race();
-  test::expect_pct_finds(with, "K3 GUP-fast vs split", kFindRuns, "not on page X's folio");
+  test::expect_pct_finds(with, "K3 GUP-fast vs split", kFindRuns, "not on page X's folio",
+                         test::Filter::kOffOnly);
   auto without = split_pin_race(false).race();
-  test::expect_pct_clean(without, "K3 GUP-fast vs split", kCleanRuns);
+  test::expect_pct_clean(without, "K3 GUP-fast vs split", kCleanRuns, test::Filter::kOffOnly);
 }
 
 // ============================================================================
@@ -595,11 +597,12 @@ TEST(RaceHistoryTest, K2GupFastAgainstCollapsePct) {
   // k from the collapse-first serial run: the profile run (lowest thread
   // first) runs G first, and the collapse then gives up at once on the
   // pinned page, so it measures k = 8 and PCT never preempts the copy.
+  // That k counts every step, so the search runs unfiltered.
   const uint64_t k = both.replay(spec.serial(1)).steps;
   std::printf("# K2: k %llu (the collapse-first serial run)\n", static_cast<unsigned long long>(k));
   std::string counts;
   for (uint64_t seed = 1; seed <= 5; seed++) {
-    auto res = both.explore({.depth = 3, .runs = 20000, .seed = seed, .k = k});
+    auto res = both.explore({.depth = 3, .runs = 20000, .seed = seed, .k = k, .filter = false});
     ASSERT_TRUE(res.found) << "seed " << seed << ": " << res.summary();
     EXPECT_NE(res.failure.detail.find("collapsed away under the pin"), std::string::npos) << res.failure.detail;
     auto again = both.replay(res.failure.schedule);
@@ -613,7 +616,7 @@ TEST(RaceHistoryTest, K2GupFastAgainstCollapsePct) {
   for (auto reverts : {std::vector<const char*>{"revert.gup-fast-pmd-recheck"},
                        std::vector<const char*>{"revert.collapse-sync"}, std::vector<const char*>{}}) {
     auto one = collapse_pin_race(reverts).race();
-    auto res = one.explore({.depth = 3, .runs = kCleanRuns, .seed = 1, .k = k});
+    auto res = one.explore({.depth = 3, .runs = kCleanRuns, .seed = 1, .k = k, .filter = false});
     EXPECT_FALSE(res.found) << (reverts.empty() ? "fixed" : reverts[0]) << ": " << res.summary();
     std::printf("# K2 with %s: %d PCT d=3 runs clean (k %llu)\n", reverts.empty() ? "no revert" : reverts[0],
                 res.runs, static_cast<unsigned long long>(res.k));

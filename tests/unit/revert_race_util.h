@@ -115,49 +115,68 @@ class RaceSpec {
   CheckFn check_;
 };
 
-// PCT at depth 2 with each of seeds 1-5, `runs` runs at most: each must
-// find a violation, and the finding must replay to the same violation and
-// step hash. Prints the runs each seed took and the rate.
+// Whether a race's PCT search runs with filtering as well as without. A
+// race whose one thread has only labels as points (GUP-fast: K1, K3) is
+// unfiltered only: a label names no object, so the filter (points at
+// objects two threads touch) never counts it, and that thread is never
+// preempted. The atomics' points with their objects will change that.
+enum class Filter : uint8_t { kBoth, kOffOnly };
+
+// PCT at depth 2 with each of seeds 1-5, `runs` runs at most, filtering on
+// (the default) and off: each must find a violation, and the finding must
+// replay to the same violation, step count and step hash. Prints the runs
+// each seed took, k, and the time.
 template <typename Fx>
-void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const char* expect_in_detail) {
+void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const char* expect_in_detail,
+                      Filter which = Filter::kBoth) {
   auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
-  int total = 0;
-  std::string counts;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (uint64_t seed = 1; seed <= 5; seed++) {
-    auto res = race.explore({.depth = 2, .runs = runs, .seed = seed});
-    ASSERT_TRUE(res.found) << what << " seed " << seed << ": " << res.summary();
-    ASSERT_EQ(res.failure.outcome, explore::Outcome::kViolation) << res.summary();
-    EXPECT_NE(res.failure.detail.find(expect_in_detail), std::string::npos) << res.failure.detail;
-    // The finding replays to the same run: 100 times for seed 1, once
-    // for the others.
-    for (int rep = 0; rep < (seed == 1 ? 100 : 1); rep++) {
-      auto again = race.replay(res.failure.schedule);
-      ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
-      ASSERT_EQ(first_line(again.detail), first_line(res.failure.detail)) << "replay " << rep;
-      ASSERT_EQ(again.trace_hash, res.failure.trace_hash) << "replay " << rep;
-      ASSERT_EQ(again.steps, res.failure.steps) << "replay " << rep;
+  for (bool filter : {true, false}) {
+    if (filter && which == Filter::kOffOnly) continue;
+    int total = 0;
+    uint64_t k = 0;
+    std::string counts;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+      auto res = race.explore({.depth = 2, .runs = runs, .seed = seed, .filter = filter});
+      ASSERT_TRUE(res.found) << what << " seed " << seed << (filter ? "" : " unfiltered") << ": " << res.summary();
+      ASSERT_EQ(res.failure.outcome, explore::Outcome::kViolation) << res.summary();
+      EXPECT_NE(res.failure.detail.find(expect_in_detail), std::string::npos) << res.failure.detail;
+      // The finding replays to the same run: 100 times for seed 1, once
+      // for the others.
+      for (int rep = 0; rep < (seed == 1 && (filter || which == Filter::kOffOnly) ? 100 : 1); rep++) {
+        auto again = race.replay(res.failure.schedule);
+        ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
+        ASSERT_EQ(first_line(again.detail), first_line(res.failure.detail)) << "replay " << rep;
+        ASSERT_EQ(again.trace_hash, res.failure.trace_hash) << "replay " << rep;
+        ASSERT_EQ(again.steps, res.failure.steps) << "replay " << rep;
+      }
+      if (seed == 1 && (filter || which == Filter::kOffOnly))
+        std::printf("# %s, seed 1: %s\n#   schedule %s\n", what, first_line(res.failure.detail).c_str(),
+                    res.failure.schedule.c_str());
+      total += res.runs;
+      k = res.k;
+      counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
     }
-    if (seed == 1)
-      std::printf("# %s, seed 1: %s\n#   schedule %s\n", what, first_line(res.failure.detail).c_str(),
-                  res.failure.schedule.c_str());
-    total += res.runs;
-    counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("# %s: PCT d=2 %s (k %llu) found it in %s runs (seeds 1-5), %.2f s\n", what,
+                filter ? "filtered" : "unfiltered", static_cast<unsigned long long>(k), counts.c_str(), s);
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("# %s: PCT d=2 found it in %s runs (seeds 1-5), %.0f runs/s\n", what, counts.c_str(),
-              s > 0 ? (total + 5) / s : 0.0);  // + the replays
 }
 
-// PCT at depth 2, `runs` runs, seed 1: nothing found.
+// PCT at depth 2, `runs` runs, seed 1, filtering on and off: nothing found.
 template <typename Fx>
-void expect_pct_clean(explore::Race<Fx>& race, const char* what, int runs) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto res = race.explore({.depth = 2, .runs = runs, .seed = 1});
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_FALSE(res.found) << what << ": " << res.summary() << "\nschedule " << res.failure.schedule;
-  std::printf("# %s, fixed: %d PCT d=2 runs clean (k %llu), %.0f runs/s\n", what, res.runs,
-              static_cast<unsigned long long>(res.k), s > 0 ? res.runs / s : 0.0);
+void expect_pct_clean(explore::Race<Fx>& race, const char* what, int runs, Filter which = Filter::kBoth) {
+  for (bool filter : {true, false}) {
+    if (filter && which == Filter::kOffOnly) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = race.explore({.depth = 2, .runs = runs, .seed = 1, .filter = filter});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_FALSE(res.found) << what << (filter ? "" : " unfiltered") << ": " << res.summary() << "\nschedule "
+                            << res.failure.schedule;
+    std::printf("# %s, fixed: %d PCT d=2 %s runs clean (k %llu), %.0f runs/s\n", what, res.runs,
+                filter ? "filtered" : "unfiltered", static_cast<unsigned long long>(res.k),
+                s > 0 ? res.runs / s : 0.0);
+  }
 }
 
 }  // namespace mmlab::test
