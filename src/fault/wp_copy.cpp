@@ -28,6 +28,7 @@
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/debug.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

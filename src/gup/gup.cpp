@@ -32,6 +32,7 @@
 #include "mm/mm.h"
 #include "mm/debug.h"
 #include "pgtable/pgtable.h"
+#include "sync/sched.h"
 #include "trace/trace.h"
 
 namespace mmlab {
@@ -510,6 +511,27 @@ int faultin_page(Vma* vma, uint64_t address, unsigned flags, bool unshare, int* 
   return 0;
 }
 
+// revert.gup-force=drop-write: whether the write fault just taken broke
+// CoW, i.e. left a private anonymous copy mapped at address (what the
+// fault's VM_FAULT_WRITE told the loop before 19be0eaffa3a; v6.18 has no
+// such bit, so the model looks, under the PTL, right after the fault). A
+// copy zapped before the fault re-took the PTL (wp_page_copy's window) is
+// no copy: the kernel's fault returned 0 then.
+bool fault_broke_cow(Vma* vma, uint64_t address) {
+  Mm* mm = vma->vm_mm;
+  pmd_t* pmd = mm_find_pmd(mm, address);
+  if (!pmd) return false;
+  SpinLock* ptl;
+  pte_t* ptep = pte_offset_map_lock(mm, pmd, address, &ptl);
+  if (!ptep) return false;
+  ptl->assert_held();
+  const pte_t pte = ptep_get(ptep);
+  Page* page = pte_present(pte) ? vm_normal_page(vma, address, pte) : nullptr;
+  const bool broke = page && folio_test_anon(page_folio(page)) && PageAnonExclusive(page);
+  ptl->unlock();
+  return broke;
+}
+
 // GUP walks under mmap_lock (held by the caller, checked in debug builds).
 Vma* gup_vma_lookup(Mm* mm, uint64_t addr) {
   mmap_assert_locked(mm);
@@ -523,7 +545,14 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
   long i = 0, ret = 0;
   Vma* vma = nullptr;
   GupWalk walk = mm->kernel->settings.gup_walk.load(std::memory_order_relaxed);
+  // revert.gup-force=drop-write (before 19be0eaffa3a, the Dirty COW fix):
+  // once a write fault has broken CoW in a VMA without VM_WRITE, the page is
+  // looked up again as if for a read, trusting that the entry it finds is
+  // still the private copy. The kernel did so when the fault returned
+  // VM_FAULT_WRITE (fault_broke_cow).
+  const bool drop_write = mm->kernel->settings.reverted(Revert::kGupForceDropWrite);
   do {
+    unsigned foll_flags = gup_flags;  // per page, as the pre-fix loop had it
     if (!vma || start >= vma->vm_end) {
       vma = gup_vma_lookup(mm, start);
       if (gup_flags & FOLL_MADV_POPULATE) {
@@ -546,12 +575,15 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
     }
   retry:
     unsigned long page_mask = 0;
-    FollowCtx c{vma, start + static_cast<uint64_t>(nr_pages) * PAGE_SIZE, gup_flags, pages ? pages + i : nullptr,
+    FollowCtx c{vma, start + static_cast<uint64_t>(nr_pages) * PAGE_SIZE, foll_flags, pages ? pages + i : nullptr,
                 &page_mask, walk};
     long nr = follow_page_mask(c, start);
     if (nr == 0 || nr == -EMLINK) {
-      ret = faultin_page(vma, start, gup_flags, nr == -EMLINK, locked);
+      ret = faultin_page(vma, start, foll_flags, nr == -EMLINK, locked);
       if (ret == 0) {
+        if (drop_write && nr == 0 && (foll_flags & FOLL_WRITE) && !(vma->vm_flags & VM_WRITE) &&
+            fault_broke_cow(vma, start))
+          foll_flags &= ~FOLL_WRITE;
         // Label: the fault is done, mmap_lock still held, the retry's
         // follow_page_mask to come (Dirty COW's window, 19be0eaffa3a).
         sched::point("gup.after_faultin", sched::Op::kLabel, {vma, sched::ObjKind::kVma, vma->cid});

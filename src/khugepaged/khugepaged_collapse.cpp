@@ -39,6 +39,7 @@
 #include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 #include "trace/trace.h"
 
@@ -448,9 +449,9 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, pmd_t* pmd, pmd_t orig_p
     if (frame_is_zero(dst)) mm->stats->count(Event::collapse_zero_subpages);
     cc->bytes_copied += PAGE_SIZE;
   }
-  if (result == SCAN_SUCCEED)
+  if (result == SCAN_SUCCEED) {
     __collapse_huge_page_copy_succeeded(pte, vma, address, ptl, order, compound_pagelist);
-  else
+  } else
     __collapse_huge_page_copy_failed(pte, pmd, orig_pmd, vma, order, compound_pagelist);
   return result;
 }
@@ -534,8 +535,12 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
   sched::point("collapse.after_flush", sched::Op::kLabel, entry_object(pmd));
   // Wait for every GUP-fast walker that may have read the old PMD before
   // it was cleared: after this, any reference it took is in a refcount.
-  tlb_remove_table_sync_one(mm);
-  mm->stats->count(Event::collapse_table_sync);
+  // revert.collapse-sync (before 2ba99c5e0881) goes on at once, as on an
+  // architecture whose TLB flush sends no IPI that a walker would hold off.
+  if (!mm->kernel->settings.reverted(Revert::kCollapseSync)) {
+    tlb_remove_table_sync_one(mm);
+    mm->stats->count(Event::collapse_table_sync);
+  }
 
   pte = pte_offset_map_lock(mm, &_pmd, start_addr, &pte_ptl);
   if (pte) {

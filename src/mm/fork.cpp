@@ -50,6 +50,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {

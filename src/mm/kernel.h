@@ -62,7 +62,8 @@ struct Kernel {
 
   // Violations the model detected and went on from instead of aborting:
   // what the `rfc` CoW path does that the kernel would only survive
-  // corrupted, and, under that policy, every VM_BUG_ON* and VM_WARN_ON*
+  // corrupted, and, under that policy or a revert switch (Revert), every
+  // VM_BUG_ON* and VM_WARN_ON*
   // site on a page, folio or mm of this System (base/mmdebug.h, through
   // mm/debug.cpp's reporter). The scenario runner fails the test with them.
   bool vm_warn_records() const;
