@@ -373,8 +373,9 @@ TEST_F(GupMovableTest, LongtermPinMigratesOutOfMovableZone) {
 // process can fork, zap or mremap meanwhile. A directed schedule runs the
 // pin (thread P) until the label migrate.unmapped, where every mapping of
 // the folio is a migration entry, then `action` (thread X, its own lock
-// context) to its end, then the pin: the interleaving is fixed.
-// A directed run's own fixture: empty, the test's System is the state.
+// context) to its end, then the pin: the interleaving is fixed. The
+// directed run's own fixture (MigrateWindowRun) is empty: the test's System
+// is the state.
 struct MigrateWindowRun {};
 
 class GupMigrateRaceTest : public GupMovableTest {

@@ -891,6 +891,9 @@ TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
   EXPECT_EQ(resv(), 0);
 }
 
+// A directed run's own fixture: empty, the test's System is the state.
+struct HugetlbZapRun {};
+
 // MADV_DONTNEED of an owner's page while another thread faults the same
 // index (a GUP of another thread's region, as in `mmlab stress`): both hold
 // the mmap_lock (or the VMA lock) for read. The kernel's zap holds the
@@ -902,9 +905,6 @@ TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
 // it reserved already, yet its folio still gave one back when freed, and
 // munmap left resv_huge_pages at 1 for good (stress: "frames leaked: 512"
 // with a pool page kept for it).
-// A directed run's own fixture: empty, the test's System is the state.
-struct HugetlbZapRun {};
-
 TEST_F(HugetlbTest, DontneedRacingAFaultOfTheIndexKeepsTheReservationCount) {
   uint64_t a = map_written_page(2, 1);
   ASSERT_TRUE(a);
