@@ -381,7 +381,9 @@ int run_stress(StressCli o, const CLI::App* sub) {
   }
   if (!stress_config(o, &c)) return 2;
   c.replay = rounds;
-  c.progress = true;
+  // Not under the scheduler: the progress line's thread allocates while the
+  // workers run, which would move their objects' addresses (stress.cpp run()).
+  c.progress = c.sched == stress::Sched::kFree;
   c.on_hang = [&o, &c](const stress::Result& partial) { (void)print_report(o, c, partial); };
   stress::Result r;
   std::string err;
