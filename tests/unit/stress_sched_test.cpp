@@ -20,7 +20,7 @@ namespace mmlab {
 namespace {
 
 // Small and quick, but with several threads, rounds and memory types (a
-// file, a THP, hugetlb), every operation kind at its default weight.
+// file, a THP), every operation kind at its default weight.
 stress::Config sched_run(stress::Sched how, uint64_t seed) {
   stress::Config cfg;
   cfg.threads = 3;
@@ -30,7 +30,11 @@ stress::Config sched_run(stress::Sched how, uint64_t seed) {
   cfg.ram = 256ull << 20;
   cfg.swap_blkdev_bytes = 1ull << 20;
   cfg.swap_file_bytes = 2ull << 20;
-  cfg.types = {"anon-64K", "thp", "shmem", "hugetlb-2M"};
+  // No hugetlb type yet: its fault mutex is chosen by a hash of the
+  // file's host address (hugetlb_fault_mutex_hash), so whether two faults
+  // contend differs from one process to the next (issue 34 item 4 gives
+  // files a creation id for it).
+  cfg.types = {"anon-64K", "thp", "shmem"};
   cfg.sched = how;
   return cfg;
 }

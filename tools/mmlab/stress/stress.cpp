@@ -690,6 +690,11 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
     // one process in four. With one arena, and the workers' allocations
     // serialised by the scheduler, the addresses follow from the steps.
     (void)mallopt(M_ARENA_MAX, 1);
+    // And every block of 4 KiB or more its own mapping, outside the arena,
+    // at a fixed threshold (glibc's moves with what was freed): a replay's
+    // parsed schedule, larger than the run's own, then leaves no hole in
+    // the arena for the model's objects to fall into.
+    (void)mallopt(M_MMAP_THRESHOLD, 4096);
 #endif
     if (cfg.seconds > 0) {
       *err = "the scheduler takes no wall clock: give --ops, not --seconds";
