@@ -358,6 +358,7 @@ constexpr const char* kLineOptions[] = {"--threads", "--seconds", "--ops",     "
                                         "--race-swapin-failure"};
 
 int run_stress(StressCli o, const CLI::App* sub) {
+  if (!o.sched.empty() || !o.schedule.empty()) stress::deterministic_allocator();  // before the line is read
   stress::Config c;
   std::string rounds;
   if (!o.schedule.empty()) {

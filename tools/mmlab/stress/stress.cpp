@@ -666,6 +666,24 @@ std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err) {
   return m;
 }
 
+void deterministic_allocator() {
+#ifdef __GLIBC__
+  // One malloc arena for every thread. The model still orders a few
+  // containers by host address (Vma::anon_vma_chain, the rmap's VMA sets,
+  // the hugetlb maps: issue 34 item 4), and with an arena per thread
+  // which worker gets which arena is a race of their first allocations:
+  // the same seed then walked those containers in another order in about
+  // one process in four. With one arena, and the workers' allocations
+  // serialised by the scheduler, the addresses follow from the steps.
+  (void)mallopt(M_ARENA_MAX, 1);
+  // And every block of 4 KiB or more its own mapping, outside the arena,
+  // at a fixed threshold (glibc's moves with what was freed): a replay's
+  // schedule, larger than the run's own, then leaves no hole in the arena
+  // for the model's objects to fall into.
+  (void)mallopt(M_MMAP_THRESHOLD, 4096);
+#endif
+}
+
 bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   if (m->retired_) {
     *err = "the machine was retired: an earlier run on it did not leave it clean";
@@ -681,21 +699,7 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   }
   std::vector<Round> replay;
   if (cfg.sched != Sched::kFree || !cfg.replay.empty()) {
-#ifdef __GLIBC__
-    // One malloc arena for every thread. The model still orders a few
-    // containers by host address (Vma::anon_vma_chain, the rmap's VMA sets,
-    // the hugetlb maps: issue 34 item 4), and with an arena per thread
-    // which worker gets which arena is a race of their first allocations:
-    // the same seed then walked those containers in another order in about
-    // one process in four. With one arena, and the workers' allocations
-    // serialised by the scheduler, the addresses follow from the steps.
-    (void)mallopt(M_ARENA_MAX, 1);
-    // And every block of 4 KiB or more its own mapping, outside the arena,
-    // at a fixed threshold (glibc's moves with what was freed): a replay's
-    // parsed schedule, larger than the run's own, then leaves no hole in
-    // the arena for the model's objects to fall into.
-    (void)mallopt(M_MMAP_THRESHOLD, 4096);
-#endif
+    deterministic_allocator();
     if (cfg.seconds > 0) {
       *err = "the scheduler takes no wall clock: give --ops, not --seconds";
       return false;

@@ -160,6 +160,11 @@ class Machine {
   bool retired_ = false;
 };
 
+// Under the scheduler, the allocator is set so that the model's objects
+// get the same addresses from the same steps (run() does it; a caller that
+// allocates a replay's schedule first, as the CLI does, calls it earlier).
+void deterministic_allocator();
+
 // False (and *err) when the System cannot be set up as configured.
 std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err);
 // One run on a machine that fits cfg; false (and *err) when it does not fit,
