@@ -684,6 +684,25 @@ void deterministic_allocator() {
 #endif
 }
 
+// A run under the scheduler: no wall clock, a number of operations, no
+// choices from bytes, the replayed rounds well formed (parsed into *replay).
+static bool sched_config(const Config& cfg, std::vector<Round>* replay, std::string* err) {
+  deterministic_allocator();
+  if (cfg.seconds > 0) {
+    *err = "the scheduler takes no wall clock: give --ops, not --seconds";
+    return false;
+  }
+  if (cfg.ops == 0) {
+    *err = "the scheduler needs a number of operations (--ops)";
+    return false;
+  }
+  if (!cfg.choices.empty()) {
+    *err = "choices from bytes and the scheduler exclude each other";
+    return false;
+  }
+  return cfg.replay.empty() || parse_rounds(cfg.replay, replay, err);
+}
+
 bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   if (m->retired_) {
     *err = "the machine was retired: an earlier run on it did not leave it clean";
@@ -698,22 +717,7 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
     return false;
   }
   std::vector<Round> replay;
-  if (cfg.sched != Sched::kFree || !cfg.replay.empty()) {
-    deterministic_allocator();
-    if (cfg.seconds > 0) {
-      *err = "the scheduler takes no wall clock: give --ops, not --seconds";
-      return false;
-    }
-    if (cfg.ops == 0) {
-      *err = "the scheduler needs a number of operations (--ops)";
-      return false;
-    }
-    if (!cfg.choices.empty()) {
-      *err = "choices from bytes and the scheduler exclude each other";
-      return false;
-    }
-    if (!cfg.replay.empty() && !parse_rounds(cfg.replay, &replay, err)) return false;
-  }
+  if ((cfg.sched != Sched::kFree || !cfg.replay.empty()) && !sched_config(cfg, &replay, err)) return false;
   Shared s;
   s.cfg = &cfg;
   s.sched = cfg.sched != Sched::kFree || !cfg.replay.empty();
