@@ -33,6 +33,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sync/sched.h"
+
 namespace mmlab {
 
 #if defined(MMLAB_DEBUG_VM)
@@ -92,15 +94,28 @@ uint64_t vm_warn_count();
 }  // namespace mmlab
 
 #if defined(MMLAB_DEBUG_VM)
+// The condition is evaluated without schedule points (sched::Unscheduled):
+// a debug build takes the same steps as a release build, so that a
+// schedule found in one replays in the other.
 #define MMLAB_VM_CHECK(fn, what, cond, obj, msg)                                                          \
   do {                                                                                                    \
-    if (__builtin_expect(!!(cond), 0))                                                                    \
+    bool vm_cond_;                                                                                        \
+    {                                                                                                     \
+      ::mmlab::sched::Unscheduled vm_unscheduled_;                                                        \
+      vm_cond_ = !!(cond);                                                                                \
+    }                                                                                                     \
+    if (__builtin_expect(vm_cond_, 0))                                                                    \
       ::mmlab::fn(what, #cond, msg, ::mmlab::vm_debug_ref(obj), __FILE__, __LINE__);                      \
   } while (0)
 #define MMLAB_VM_CHECK_ONCE(what, cond, obj, msg)                                                         \
   do {                                                                                                    \
     static const char vm_warn_site_ = 0;                                                                  \
-    if (__builtin_expect(!!(cond), 0))                                                                    \
+    bool vm_cond_;                                                                                        \
+    {                                                                                                     \
+      ::mmlab::sched::Unscheduled vm_unscheduled_;                                                        \
+      vm_cond_ = !!(cond);                                                                                \
+    }                                                                                                     \
+    if (__builtin_expect(vm_cond_, 0))                                                                    \
       ::mmlab::vm_warn_once(&vm_warn_site_, what, #cond, msg, ::mmlab::vm_debug_ref(obj), __FILE__, __LINE__); \
   } while (0)
 #else

@@ -28,6 +28,7 @@
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
 #include "mm/debug.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -90,6 +91,10 @@ void wp_copy_before_revalidate(Mm* mm) {
 }
 
 void wp_copy_window(Mm* mm, Kernel::WpCopyPoint point) {
+  // Labels: wp_page_copy's entry with the PTL dropped, and after the copy
+  // before the PTL is retaken to re-validate the entries.
+  sched::point(point == Kernel::WpCopyPoint::kEnter ? "wp_copy.enter" : "wp_copy.before_revalidate",
+               sched::Op::kLabel, {mm, sched::ObjKind::kLabel, static_cast<uint64_t>(mm->mm_id)});
   if (mm->kernel->wp_copy_hook) mm->kernel->wp_copy_hook(point);
 }
 

@@ -32,6 +32,7 @@
 #include "mm/mm.h"
 #include "mm/debug.h"
 #include "pgtable/pgtable.h"
+#include "sync/sched.h"
 #include "trace/trace.h"
 
 namespace mmlab {
@@ -56,9 +57,10 @@ bool is_zero_folio(const Folio* f) { return PhysMem::of(&f->page)->zero_page() =
 // ---- references and pins ----
 
 void gup_pin_referenced_folio(Folio* folio, int refs, Stats* stats) {
-  if (folio_has_pincount(folio))
+  if (folio_has_pincount(folio)) {
+    sched::point("gup_pin_referenced_folio", sched::Op::kRmw, {folio, sched::ObjKind::kPincount, sched::kByAddress});
     aref(folio_page(folio, 1)->f1.pincount).fetch_add(refs, std::memory_order_acq_rel);
-  else
+  } else
     folio_ref_add(folio, refs * (GUP_PIN_COUNTING_BIAS - 1));
   stats->count(VmStat::nr_foll_pin_acquired, static_cast<uint64_t>(refs));
 }
@@ -81,6 +83,7 @@ void gup_put_folio(Folio* folio, int refs, unsigned flags) {
     if (is_zero_folio(folio)) return;
     kernel_of(&folio->page)->stats->count(VmStat::nr_foll_pin_released, static_cast<uint64_t>(refs));
     if (folio_has_pincount(folio)) {
+      sched::point("gup_put_folio", sched::Op::kRmw, {folio, sched::ObjKind::kPincount, sched::kByAddress});
       int left = aref(folio_page(folio, 1)->f1.pincount).fetch_sub(refs, std::memory_order_acq_rel) - refs;
       VM_WARN_ON_ONCE_FOLIO(left < 0, folio, "pincount underflow");
     } else {
@@ -508,6 +511,27 @@ int faultin_page(Vma* vma, uint64_t address, unsigned flags, bool unshare, int* 
   return 0;
 }
 
+// revert.gup-force=drop-write: whether the write fault just taken broke
+// CoW, i.e. left a private anonymous copy mapped at address (what the
+// fault's VM_FAULT_WRITE told the loop before 19be0eaffa3a; v6.18 has no
+// such bit, so the model looks, under the PTL, right after the fault). A
+// copy zapped before the fault re-took the PTL (wp_page_copy's window) is
+// no copy: the kernel's fault returned 0 then.
+bool fault_broke_cow(Vma* vma, uint64_t address) {
+  Mm* mm = vma->vm_mm;
+  pmd_t* pmd = mm_find_pmd(mm, address);
+  if (!pmd) return false;
+  SpinLock* ptl;
+  pte_t* ptep = pte_offset_map_lock(mm, pmd, address, &ptl);
+  if (!ptep) return false;
+  ptl->assert_held();
+  const pte_t pte = ptep_get(ptep);
+  Page* page = pte_present(pte) ? vm_normal_page(vma, address, pte) : nullptr;
+  const bool broke = page && folio_test_anon(page_folio(page)) && PageAnonExclusive(page);
+  ptl->unlock();
+  return broke;
+}
+
 // GUP walks under mmap_lock (held by the caller, checked in debug builds).
 Vma* gup_vma_lookup(Mm* mm, uint64_t addr) {
   mmap_assert_locked(mm);
@@ -521,7 +545,14 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
   long i = 0, ret = 0;
   Vma* vma = nullptr;
   GupWalk walk = mm->kernel->settings.gup_walk.load(std::memory_order_relaxed);
+  // revert.gup-force=drop-write (before 19be0eaffa3a, the Dirty COW fix):
+  // once a write fault has broken CoW in a VMA without VM_WRITE, the page is
+  // looked up again as if for a read, trusting that the entry it finds is
+  // still the private copy. The kernel did so when the fault returned
+  // VM_FAULT_WRITE (fault_broke_cow).
+  const bool drop_write = mm->kernel->settings.reverted(Revert::kGupForceDropWrite);
   do {
+    unsigned foll_flags = gup_flags;  // per page, as the pre-fix loop had it
     if (!vma || start >= vma->vm_end) {
       vma = gup_vma_lookup(mm, start);
       if (gup_flags & FOLL_MADV_POPULATE) {
@@ -544,12 +575,20 @@ long __get_user_pages(Mm* mm, uint64_t start, long nr_pages, unsigned gup_flags,
     }
   retry:
     unsigned long page_mask = 0;
-    FollowCtx c{vma, start + static_cast<uint64_t>(nr_pages) * PAGE_SIZE, gup_flags, pages ? pages + i : nullptr,
+    FollowCtx c{vma, start + static_cast<uint64_t>(nr_pages) * PAGE_SIZE, foll_flags, pages ? pages + i : nullptr,
                 &page_mask, walk};
     long nr = follow_page_mask(c, start);
     if (nr == 0 || nr == -EMLINK) {
-      ret = faultin_page(vma, start, gup_flags, nr == -EMLINK, locked);
-      if (ret == 0) goto retry;
+      ret = faultin_page(vma, start, foll_flags, nr == -EMLINK, locked);
+      if (ret == 0) {
+        if (drop_write && nr == 0 && (foll_flags & FOLL_WRITE) && !(vma->vm_flags & VM_WRITE) &&
+            fault_broke_cow(vma, start))
+          foll_flags &= ~FOLL_WRITE;
+        // Label: the fault is done, mmap_lock still held, the retry's
+        // follow_page_mask to come (Dirty COW's window, 19be0eaffa3a).
+        sched::point("gup.after_faultin", sched::Op::kLabel, {vma, sched::ObjKind::kVma, vma->cid});
+        goto retry;
+      }
       if (ret == -EBUSY || ret == -EAGAIN) ret = 0;
       break;
     }

@@ -12,6 +12,7 @@
 #include "mm/file.h"
 #include "mm/kernel.h"
 #include "pgtable/pgtable.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 namespace {
@@ -23,9 +24,15 @@ Folio* try_grab_folio_fast(Mm* mm, Page* page, int refs, unsigned flags) {
   if ((flags & FOLL_PIN) && mm->phys->zero_page() == page) return page_folio(page);
   for (;;) {
     Folio* folio = page_folio(page);
+    // Label: the folio is read, not yet referenced (a split may move the
+    // page to another folio here: c24d37322548's window).
+    sched::point("gup_fast.folio_read", sched::Op::kLabel, refcount_object(folio));
     if (!folio_ref_try_add(folio, refs)) return nullptr;
-    // The page may have been split off meanwhile: it must still be in that folio.
-    if (page_folio(page) == folio) {
+    // The page may have been split off meanwhile: it must still be in that
+    // folio. revert.gup-fast-folio-recheck (before c24d37322548) trusts the
+    // head read before the reference, which a split may have made a folio
+    // of its own that page is no part of.
+    if (mm->kernel->settings.reverted(Revert::kGupFastFolioRecheck) || page_folio(page) == folio) {
       if (!(flags & FOLL_PIN)) return folio;
       if ((flags & FOLL_LONGTERM) && mm->phys->page_zonenum(&folio->page) == ZONE_MOVABLE) {
         folio_put_refs(folio, refs);
@@ -84,13 +91,23 @@ bool gup_fast_pte_range(FastCtx& c, pmd_t pmd, pmd_t* pmdp, uint64_t addr, uint6
         while (refs < room && ptep_get(ptep + refs).v == pte.v + static_cast<uint64_t>(refs) * PAGE_SIZE) refs++;
       }
     }
+    // Label: the entry is read, nothing referenced yet (fork's and a
+    // collapse's windows against GUP-fast open here).
+    sched::point("gup_fast.pte_read", sched::Op::kLabel, entry_object(ptep));
     Folio* folio = try_grab_folio_fast(c.mm, page, refs, c.flags);
     if (!folio) return false;
     // Re-check: the table and every entry of the run are unchanged.
-    bool same = pmdp_get(pmdp) == pmd;
+    // revert.gup-fast-pmd-recheck (before 70cbc3cc78a9) re-reads the PTE
+    // only: a collapse that cleared the PMD and copied the table leaves the
+    // old table's entries as they were.
+    bool same = c.mm->kernel->settings.reverted(Revert::kGupFastPmdRecheck) || pmdp_get(pmdp) == pmd;
     for (int i = 0; same && i < refs; i++)
       same = ptep_get(ptep + i).v == pte.v + static_cast<uint64_t>(i) * PAGE_SIZE;
-    if (!same || !folio_contains_page(folio, page + refs - 1) || !gup_fast_folio_allowed(folio, c.flags)) {
+    // (Under revert.gup-fast-folio-recheck the folio may not contain the
+    // page at all: that is the bug, so it is not checked here either.)
+    const bool contained = c.mm->kernel->settings.reverted(Revert::kGupFastFolioRecheck) ||
+                           folio_contains_page(folio, page + refs - 1);
+    if (!same || !contained || !gup_fast_folio_allowed(folio, c.flags)) {
       undo(c, folio, refs);
       return false;
     }
@@ -120,6 +137,7 @@ bool gup_fast_leaf(FastCtx& c, T* ep, T orig, pfn_t head_pfn, uint64_t leaf_size
   Page* head = phys->pfn_to_page(head_pfn);
   Page* page = head + ((addr & (leaf_size - 1)) >> PAGE_SHIFT);
   int refs = static_cast<int>((end - addr) >> PAGE_SHIFT);
+  sched::point("gup_fast.pte_read", sched::Op::kLabel, entry_object(ep));
   Folio* folio = try_grab_folio_fast(c.mm, page, refs, c.flags);
   if (!folio) return false;
   if (!(entry_get(ep) == orig) || !gup_fast_folio_allowed(folio, c.flags)) {
@@ -173,7 +191,10 @@ void gup_fast_pgd_range(FastCtx& c, uint64_t addr, uint64_t end) {
 
 long gup_fast(Mm* mm, uint64_t start, uint64_t end, unsigned gup_flags, Page** pages) {
   uint64_t seq = 0;
-  if (gup_flags & FOLL_PIN) {
+  // revert.gup-fast-wp-seq (before 57efa1fe5957): a pin does not look at
+  // fork's write_protect_seq, so it may pin a page fork has just shared.
+  const bool check_seq = (gup_flags & FOLL_PIN) && !mm->kernel->settings.reverted(Revert::kGupFastWpSeq);
+  if (check_seq) {
     seq = mm->write_protect_seq.raw_read();
     if (seq & 1) return 0;  // a fork is write-protecting this mm
   }
@@ -181,7 +202,7 @@ long gup_fast(Mm* mm, uint64_t start, uint64_t end, unsigned gup_flags, Page** p
   lockless_walk_begin(mm);  // local_irq_save(): tables are not freed under us
   gup_fast_pgd_range(c, start, end);
   lockless_walk_end(mm);
-  if ((gup_flags & FOLL_PIN) && mm->write_protect_seq.read_retry(seq)) {
+  if (check_seq && mm->write_protect_seq.read_retry(seq)) {
     // A fork may have shared pages we pinned: give them all back.
     unpin_user_pages(pages, c.nr);
     return 0;

@@ -39,6 +39,7 @@
 #include "mmlab/trace.h"
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 #include "trace/trace.h"
 
@@ -367,6 +368,8 @@ out:
 // lose the mapping; none and zero-page slots become anon rss.
 void __collapse_huge_page_copy_succeeded(pte_t* pte, Vma* vma, uint64_t address, SpinLock* ptl, unsigned order,
                                          std::vector<Folio*>* compound_pagelist) {
+  // Label: the copy is made, the old PTEs not yet cleared.
+  sched::point("collapse.before_clear", sched::Op::kLabel, entry_object(pte));
   Mm* mm = vma->vm_mm;
   PhysMem* phys = mm->phys;
   const unsigned nr_pages = 1u << order;
@@ -446,9 +449,9 @@ int __collapse_huge_page_copy(pte_t* pte, Folio* folio, pmd_t* pmd, pmd_t orig_p
     if (frame_is_zero(dst)) mm->stats->count(Event::collapse_zero_subpages);
     cc->bytes_copied += PAGE_SIZE;
   }
-  if (result == SCAN_SUCCEED)
+  if (result == SCAN_SUCCEED) {
     __collapse_huge_page_copy_succeeded(pte, vma, address, ptl, order, compound_pagelist);
-  else
+  } else
     __collapse_huge_page_copy_failed(pte, pmd, orig_pmd, vma, order, compound_pagelist);
   return result;
 }
@@ -527,15 +530,24 @@ int collapse_huge_page(Mm* mm, uint64_t address, int referenced, int unmapped, C
     mm->stats->count(Event::collapse_flush);
     pmd_ptl->unlock();
   }
+  // Label: the PMD is cleared and flushed, GUP-fast walkers not yet waited
+  // for (2ba99c5e0881's sync comes next).
+  sched::point("collapse.after_flush", sched::Op::kLabel, entry_object(pmd));
   // Wait for every GUP-fast walker that may have read the old PMD before
   // it was cleared: after this, any reference it took is in a refcount.
-  tlb_remove_table_sync_one(mm);
-  mm->stats->count(Event::collapse_table_sync);
+  // revert.collapse-sync (before 2ba99c5e0881) goes on at once, as on an
+  // architecture whose TLB flush sends no IPI that a walker would hold off.
+  if (!mm->kernel->settings.reverted(Revert::kCollapseSync)) {
+    tlb_remove_table_sync_one(mm);
+    mm->stats->count(Event::collapse_table_sync);
+  }
 
   pte = pte_offset_map_lock(mm, &_pmd, start_addr, &pte_ptl);
   if (pte) {
     result = __collapse_huge_page_isolate(vma, start_addr, pte, cc, order, &compound_pagelist);
     pte_ptl->unlock();
+    // Label: the folios isolated and their references checked, nothing copied.
+    sched::point("collapse.after_isolate", sched::Op::kLabel, entry_object(pmd));
   } else {
     result = SCAN_PMD_NULL;
   }

@@ -222,7 +222,7 @@ void Khugepaged::account_collapse(const CollapseAttempt& a) {
   t_total_ns_.fetch_add(a.total_ns, std::memory_order_relaxed);
   t_write_ns_.fetch_add(write_ns, std::memory_order_relaxed);
   uint64_t longest = t_write_max_ns_.load(std::memory_order_relaxed);
-  while (write_ns > longest && !t_write_max_ns_.compare_exchange_weak(longest, write_ns, std::memory_order_relaxed)) {
+  while (write_ns > longest && !t_write_max_ns_.compare_exchange_strong(longest, write_ns, std::memory_order_relaxed)) {
   }
   t_copy_ns_.fetch_add(a.copy_ns, std::memory_order_relaxed);
 }

@@ -13,6 +13,7 @@
 
 #include "base/mmdebug.h"
 #include "mm/anon_vma.h"
+#include "mm/kernel.h"
 #include "mm/mm.h"
 
 namespace mmlab {
@@ -78,6 +79,7 @@ int anon_vma_prepare(Vma* vma) {
   std::unique_ptr<AnonVma> fresh;
   if (!av) {
     fresh = std::make_unique<AnonVma>();  // refcount 1: the link made below
+    fresh->cid = mm->kernel->next_cid.fetch_add(1, std::memory_order_relaxed);
     av = fresh.get();
   }
 

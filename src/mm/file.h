@@ -40,6 +40,7 @@ struct HugetlbFileState;  // mm/hugetlb.h
 struct File {
   Kernel* kernel = nullptr;
   int id = -1;                 // inode number (unique per Kernel); not the fd
+  uint64_t cid = 0;            // creation id (Kernel::next_cid): hashes its hugetlb fault mutexes
   std::string name;
   uint64_t size = 0;           // i_size in bytes: read with i_size_read() once the file is in use
   FsClass fs = FsClass::kShmem;

@@ -288,6 +288,7 @@ int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, c
   } else {
     f = std::make_shared<File>();
     f->kernel = k;
+    f->cid = k->next_cid.fetch_add(1, std::memory_order_relaxed);
     f->fs = fs;
     f->size = size;
     if (int err = file_populate(f.get(), size)) return err;  // f's destructor frees the partial cache
@@ -299,6 +300,7 @@ int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string&
   if (size > kMaxLfsFilesize) return -EFBIG;
   auto f = std::make_shared<File>();
   f->kernel = k;
+  f->cid = k->next_cid.fetch_add(1, std::memory_order_relaxed);
   f->fs = FsClass::kShmem;
   f->tmpfs = true;
   f->tmpfs_huge = huge;

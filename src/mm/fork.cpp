@@ -50,6 +50,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -62,7 +63,7 @@ namespace {
 constexpr uint64_t MMF_INIT_MASK = (1ull << MMF_DISABLE_THP) | (1ull << MMF_DISABLE_THP_EXCEPT_ADVISED);
 
 // pmdp_set_wrprotect: an atomic clear of the write bit (x86 clear_bit), like wrprotect_ptes.
-void pmdp_set_wrprotect(pmd_t* pmdp) { std::atomic_ref<uint64_t>(pmdp->v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel); }
+void pmdp_set_wrprotect(pmd_t* pmdp) { entry_clear_bits(pmdp, _PAGE_RW); }
 
 // Models mm_get_huge_zero_folio() for the child: one reference per mm that
 // maps the huge zero folio, recorded by MMF_HUGE_ZERO_PAGE. The parent holds
@@ -117,6 +118,10 @@ void __copy_present_ptes(Vma* dst_vma, Vma* src_vma, pte_t* dst_pte, pte_t* src_
                          unsigned nr) {
   // A CoW mapping is write-protected in both processes.
   if (is_cow_mapping(src_vma->vm_flags) && pte_write(pte)) {
+    // Label: the child's rmap is taken (PageAnonExclusive cleared), the
+    // parent's entries still writable, write_protect_seq odd: GUP-fast's
+    // window against fork (57efa1fe5957).
+    sched::point("fork.before_wrprotect", sched::Op::kLabel, entry_object(src_pte));
     wrprotect_ptes(src_vma->vm_mm, addr, src_pte, nr);
     pte = pte_wrprotect(pte);
   }

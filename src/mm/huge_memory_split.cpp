@@ -116,8 +116,8 @@ void split_unmapped_folio(Kernel* k, Folio* folio, long nr, unsigned order) {
 
   // Unfreeze the new folios, the head last.
   const int expected = 1 + (swapcache ? 1 : 0);
-  for (long i = 1; i < nr; i++) aref(head[i].refcount).store(expected, std::memory_order_release);
-  aref(head->refcount).store(expected, std::memory_order_release);
+  for (long i = 1; i < nr; i++) page_ref_unfreeze(&head[i], expected);
+  page_ref_unfreeze(head, expected);
 }
 
 // free_folio_and_swap_cache.
@@ -137,13 +137,14 @@ int split_anon_folio_locked(Kernel* k, Folio* folio, AnonVma* av, std::vector<Fo
   const unsigned order = folio_order(folio);
 
   unmap_folio(folio, av);
+  // Label: every mapping is a migration entry, the refcount not frozen yet.
+  sched::point("split.unmapped", sched::Op::kLabel, refcount_object(folio));
 
   bool frozen;
   {
     // Keeps deferred_split_scan() from taking a reference meanwhile.
     MutexGuard g(&k->split_queue_lock);
-    int expected = 1 + extra_pins;
-    frozen = aref(folio->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+    frozen = folio_ref_freeze(folio, 1 + extra_pins);
     Page* p1 = folio_page(folio, 1);
     if (frozen && order > 1 && test_bit(PG_deferred_list, p1)) {
       k->split_queue.erase(folio);
@@ -191,9 +192,7 @@ int split_shmem_folio_locked(Kernel* k, Folio* folio) {
   try_to_unmap(folio, TTU_IGNORE_MLOCK);
   {
     MutexGuard g(&f->lock);
-    int expected = 1 + extra_pins;
-    if (folio_mapped(folio) ||
-        !aref(folio->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel))
+    if (folio_mapped(folio) || !folio_ref_freeze(folio, 1 + extra_pins))
       return -EAGAIN;  // nothing to put back: page-cache folios refault
     split_unmapped_folio(k, folio, nr, order);
     // Each order-0 folio holds the cache's reference; the first also the caller's.

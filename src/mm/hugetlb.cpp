@@ -306,7 +306,9 @@ void set_max_huge_pages(Kernel* k, HugetlbState* hs, Hstate* h, long count) {
 // ---- the page cache of hugetlbfs files ----
 
 Mutex& hugetlb_fault_mutex(HugetlbState* hs, const File* f, uint64_t idx) {
-  uint64_t key = (reinterpret_cast<uintptr_t>(f) >> 4) * 0x9E3779B97F4A7C15ull ^ (idx * 0xC2B2AE3D27D4EB4Full);
+  // The file's creation id, not its address: which (file, index) pairs
+  // share a mutex must not change from run to run (issue 34 §4).
+  uint64_t key = (f->cid + 1) * 0x9E3779B97F4A7C15ull ^ (idx * 0xC2B2AE3D27D4EB4Full);
   return hs->fault_mutex[(key >> 32) % HugetlbState::kFaultMutexes].m;
 }
 

@@ -105,9 +105,11 @@ struct HugetlbState {
   std::atomic<Kernel*> kernel{nullptr};  // set on first use (the Kernel constructs us without itself)
   // hstates[0]: 2 MiB (PMD_ORDER), hstates[1]: 1 GiB (PUD_ORDER). Fields under lock.
   std::array<Hstate, 2> hstates;
-  std::map<const Vma*, HugetlbVmaInfo> vmas GUARDED_BY(lock);
+  // By the VMA's creation id (Vma::cid), not its address: walked in the same
+  // order in every run, and a new VMA never meets a freed one's entry.
+  std::map<uint64_t, HugetlbVmaInfo> vmas GUARDED_BY(lock);
   std::map<int, long> usage GUARDED_BY(lock);  // mm id -> mm->hugetlb_usage (base pages)
-  std::set<HugetlbFileState*> files GUARDED_BY(lock);
+  std::set<HugetlbFileState*, ByCid> files GUARDED_BY(lock);  // by the file's creation id
   // hugetlb_fault_mutex_table: serializes faults on one (file, index).
   static constexpr unsigned kFaultMutexes = 64;
   // hugetlb_wp retakes it with the old anon folio locked (sync/lock_order.h).
@@ -120,7 +122,7 @@ struct HugetlbState {
 // Per-file state of a hugetlbfs file (the inode's resv_map and the private
 // reserve maps of the mappings of this file). Under HugetlbState::lock.
 struct HugetlbFileState {
-  HugetlbFileState(Kernel* k, File* f, Hstate* hs) : kernel(k), file(f), h(hs) {}
+  HugetlbFileState(Kernel* k, File* f, Hstate* hs);  // hugetlbfs_inode.cpp
   ~HugetlbFileState();  // evicts the page cache and gives back every reservation
   HugetlbFileState(const HugetlbFileState&) = delete;
   HugetlbFileState& operator=(const HugetlbFileState&) = delete;
@@ -128,6 +130,7 @@ struct HugetlbFileState {
   Kernel* kernel;  // nullptr once the Kernel's HugetlbState is gone (teardown)
   File* file;
   Hstate* h;
+  const uint64_t cid;  // the file's creation id: orders HugetlbState::files
   // The inode resv_map of shared mappings: huge-page indices that hold a
   // reservation or were instantiated in the page cache.
   std::set<uint64_t> regions;

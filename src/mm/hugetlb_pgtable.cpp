@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "sync/sched.h"
 #include "tlb/tlb.h"
 
 namespace mmlab {
@@ -204,6 +206,9 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
     hugetlb_count_sub(hs, mm, h->pages_per_huge_page());
     hugetlb_remove_rmap(folio, vma);
     ptl->unlock();
+    // Label: the leaf is cleared and the PTL dropped, the reservation not
+    // yet restored (__unmap_hugepage_range).
+    sched::point("hugetlb_zap.after_unmap", sched::Op::kLabel, {vma, sched::ObjKind::kVma, vma->cid});
     if (k->hugetlb_zap_hook) k->hugetlb_zap_hook(vma, addr);
     // Restore the reservation of an owner's anonymous page, so that the
     // page cannot be stolen before the owner faults it in again.
@@ -272,8 +277,12 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
   const uint64_t e = round_down(std::min(end, vma->vm_end), sz);
   if (s < e) {
     // __hugetlb_zap_begin/end: the hugetlb VMA lock for write over the unmap
-    // and the reservations it restores.
-    HugetlbVmaLock vl(hugetlb_state(mm->kernel), vma, RwSemHold::Mode::kWrite);
+    // and the reservations it restores. revert.hugetlb-zap-vma-lock (before
+    // the model's d3c00a0) zaps under the mmap_lock for read alone, so a
+    // fault of the index may come between the unmap and the restore.
+    std::optional<HugetlbVmaLock> vl;
+    if (!mm->kernel->settings.reverted(Revert::kHugetlbZapVmaLock))
+      vl.emplace(hugetlb_state(mm->kernel), vma, RwSemHold::Mode::kWrite);
     __unmap_hugepage_range(vma, s, e, nullptr);
   }
 }

@@ -50,7 +50,7 @@ namespace {
 
 // Drop a VMA's entry (kref_put of its reserve map: the last user gives back
 // what is left).
-void drop_vma_info(HugetlbState* hs, std::map<const Vma*, HugetlbVmaInfo>::iterator it,
+void drop_vma_info(HugetlbState* hs, std::map<uint64_t, HugetlbVmaInfo>::iterator it,
                    std::vector<Folio*>* to_free) REQUIRES(hs->lock) {
   std::shared_ptr<HugetlbResvMap> m = std::move(it->second.resv);
   hs->vmas.erase(it);
@@ -74,7 +74,7 @@ HugetlbVmaInfo* vma_info(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* 
   const int id = vma->vm_mm->mm_id;
   const uint64_t from = vma_hugecache_offset(h, vma, vma->vm_start);
   const uint64_t to = vma_hugecache_offset(h, vma, vma->vm_end);
-  auto it = hs->vmas.find(vma);
+  auto it = hs->vmas.find(vma->cid);
   if (it != hs->vmas.end()) {
     if (it->second.mm_id == id && it->second.file == file) {
       it->second.from = from;
@@ -98,7 +98,7 @@ HugetlbVmaInfo* vma_info(HugetlbState* hs, const Vma* vma, std::vector<Folio*>* 
     if (!e.resv && e.unmapped && e.from <= from && to <= e.to) vi.unmapped = true;
   }
   if (vi.resv) vi.resv->refs++;
-  HugetlbVmaInfo& slot = hs->vmas[vma];
+  HugetlbVmaInfo& slot = hs->vmas[vma->cid];
   slot = std::move(vi);
   return &slot;
 }
@@ -288,9 +288,9 @@ int hugetlb_reserve_pages(Kernel* k, File* f, uint64_t from, uint64_t to, Vma* v
       for (uint64_t i = from; i < to; i++) m->reserved.insert(m->reserved.end(), i);
       m->refs = 1;
       fs->private_maps.push_back(m);
-      auto it = hs->vmas.find(vma);
+      auto it = hs->vmas.find(vma->cid);
       if (it != hs->vmas.end()) drop_vma_info(hs, it, &to_free);  // a freed VMA's stale entry
-      HugetlbVmaInfo& vi = hs->vmas[vma];
+      HugetlbVmaInfo& vi = hs->vmas[vma->cid];
       vi.mm_id = m->mm_id;
       vi.file = f;
       vi.from = from;
@@ -323,14 +323,14 @@ void hugetlb_vm_op_open(const Vma* src, Vma* dst) {
     SpinGuard g(&hs->lock);
     HugetlbVmaInfo* si = vma_info(hs, src, &to_free);
     HugetlbVmaInfo copy = *si;
-    auto it = hs->vmas.find(dst);
+    auto it = hs->vmas.find(dst->cid);
     if (it != hs->vmas.end()) drop_vma_info(hs, it, &to_free);
     if (copy.resv) copy.resv->refs++;
     const Hstate* h = hstate_vma(dst);
     copy.mm_id = dst->vm_mm->mm_id;
     copy.from = vma_hugecache_offset(h, dst, dst->vm_start);
     copy.to = vma_hugecache_offset(h, dst, dst->vm_end);
-    hs->vmas[dst] = std::move(copy);
+    hs->vmas[dst->cid] = std::move(copy);
   }
   free_folios(src->vm_mm->kernel, to_free);
 }
@@ -359,7 +359,7 @@ void hugetlb_vm_op_close(Vma* vma) {
       }
       if (n) return_unused_surplus_pages(hs, m->h, n, &to_free);
     }
-    drop_vma_info(hs, hs->vmas.find(vma), &to_free);
+    drop_vma_info(hs, hs->vmas.find(vma->cid), &to_free);
   }
   free_folios(mm->kernel, to_free);
 }
@@ -431,11 +431,11 @@ std::string hugetlb_resv_audit(Kernel* k, const std::vector<Mm*>& live) {
   // nobody looked at yet shares its sibling's map, which is found through
   // the sibling).
   std::set<const HugetlbResvMap*> live_maps;
-  std::set<const Vma*> live_vmas;
+  std::set<uint64_t> live_vmas;  // creation ids
   for (Mm* mm : live) {
     for (auto& [start, v] : mm->vmas) {
-      live_vmas.insert(v.get());
-      auto it = hs->vmas.find(v.get());
+      live_vmas.insert(v->cid);
+      auto it = hs->vmas.find(v->cid);
       if (it == hs->vmas.end() || it->second.mm_id != mm->mm_id || it->second.file != v->vm_file.get()) continue;
       const HugetlbResvMap* m = it->second.resv.get();
       if (!m) continue;

@@ -24,6 +24,8 @@
 
 namespace mmlab {
 
+HugetlbFileState::HugetlbFileState(Kernel* k, File* f, Hstate* hs) : kernel(k), file(f), h(hs), cid(f->cid) {}
+
 namespace {
 
 // remove_inode_hugepages + hugetlb_unreserve_pages for the whole file.
@@ -103,6 +105,7 @@ std::shared_ptr<File> hugetlb_file_setup(Kernel* k, uint64_t len, unsigned huge_
   }
   auto f = std::make_shared<File>();
   f->kernel = k;
+  f->cid = k->next_cid.fetch_add(1, std::memory_order_relaxed);
   f->name = "anon_hugepage";
   f->size = size;
   f->fs = FsClass::kHugetlbfs;

@@ -21,7 +21,10 @@ Kernel::~Kernel() {
 }
 
 bool Kernel::vm_warn_records() const {
-  return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc;
+  // A variant with known flaws, or a revert switch: the warnings are the
+  // findings, not a reason to stop.
+  return settings.cow_policy.load(std::memory_order_relaxed) == CowPolicy::kRfc ||
+         settings.reverts.load(std::memory_order_relaxed) != 0;
 }
 
 }  // namespace mmlab

@@ -36,6 +36,10 @@ struct Kernel {
   // The per-CPU TLBs (tlb/tlb.h), shared by every Mm.
   TlbState tlb;
   std::atomic<int> next_mm_id{1};
+  // Creation ids of VMAs, anon_vmas and files: what orders them in the
+  // rmap's and hugetlb's containers and names them at a schedule point,
+  // the same in every run of a replayed schedule (a host address is not).
+  std::atomic<uint64_t> next_cid{1};
 
   // Deferred page-table freeing (pgtable/pgtable.h), shared by every Mm.
   DeferredTables deferred_tables;
@@ -58,7 +62,8 @@ struct Kernel {
 
   // Violations the model detected and went on from instead of aborting:
   // what the `rfc` CoW path does that the kernel would only survive
-  // corrupted, and, under that policy, every VM_BUG_ON* and VM_WARN_ON*
+  // corrupted, and, under that policy or a revert switch (Revert), every
+  // VM_BUG_ON* and VM_WARN_ON*
   // site on a page, folio or mm of this System (base/mmdebug.h, through
   // mm/debug.cpp's reporter). The scenario runner fails the test with them.
   bool vm_warn_records() const;

@@ -188,12 +188,12 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
     ReadGuard rmap(&av->rwsem);
     try_to_migrate(src, av);
   }
+  // Label: src locked, every mapping a migration entry, no other lock held.
+  sched::point("migrate.unmapped", sched::Op::kLabel, refcount_object(src));
   if (k->migrate_hook) k->migrate_hook(src);
   // __folio_migrate_mapping: with every mapping gone only the isolation
   // reference may remain; freezing it keeps GUP-fast from taking another.
-  int expected = 1;
-  const bool frozen =
-      !folio_mapped(src) && aref(src->page.refcount).compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  const bool frozen = !folio_mapped(src) && folio_ref_freeze(src, 1);
   if (!frozen) {
     ReadGuard rmap(&av->rwsem);
     remove_migration_ptes(av, fpfn, index, static_cast<uint64_t>(nr), nullptr, /*map_unused_to_zeropage=*/false);
@@ -202,7 +202,7 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
       copy_frames(phys, phys->page_address(folio_page(dst, i)), phys->page_address(folio_page(src, i)), PAGE_SIZE);
     k->stats->count_copied(folio_order(dst), static_cast<uint64_t>(nr) * PAGE_SIZE);
     migrate_folio_state(k, dst, src);
-    aref(src->page.refcount).store(1, std::memory_order_release);
+    folio_ref_unfreeze(src, 1);
     ReadGuard rmap(&av->rwsem);
     remove_migration_ptes(av, fpfn, index, static_cast<uint64_t>(nr), dst, /*map_unused_to_zeropage=*/false);
   }

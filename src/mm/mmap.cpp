@@ -289,6 +289,7 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
 
   auto nv = std::make_unique<Vma>();
   nv->vm_mm = mm;
+  nv->cid = mm->kernel->next_cid.fetch_add(1, std::memory_order_relaxed);
   nv->vm_start = addr;
   nv->vm_end = addr + len;
   nv->vm_flags = vm_flags;

@@ -55,10 +55,13 @@ long change_pte_range(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, pgprot_
   long pages = 0;
   bool flush = false;
   uint64_t start = addr;
+  // revert.mprotect-migration-entry (before the model's ef1e3dd): swap and
+  // migration entries keep their bits, a writable migration entry too.
+  const bool keep_nonpresent = mm->kernel->settings.reverted(Revert::kMprotectMigrationEntry);
   for (; addr < end; pte++, addr += PAGE_SIZE) {
     pte_t old = ptep_get(pte);
     if (!pte_present(old)) {
-      if (change_nonpresent_pte(mm, addr, pte)) pages++;
+      if (!keep_nonpresent && change_nonpresent_pte(mm, addr, pte)) pages++;
       continue;
     }
     pte_t ptent = pte_modify(old, newprot);

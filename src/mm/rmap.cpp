@@ -28,12 +28,20 @@ int32_t atomic_read(const int32_t& x) { return aref(const_cast<int32_t&>(x)).loa
 Stats* stats_of(Folio* f) { return kernel_of(&f->page)->stats.get(); }
 
 // folio_lock_large_mapcount(): the MM-ID slots and the large mapcount change together.
+// Its acquire and release are schedule points of their own; the wait (a
+// step of its own) only when the bit is taken.
+sched::Object mapcount_lock_object(Folio* f) { return {f, sched::ObjKind::kBitLock, sched::kByAddress}; }
 void folio_lock_large_mapcount(Folio* f) {
   Page* p1 = folio_page(f, 1);
-  sched::wait_until("folio_lock_large_mapcount", {p1, sched::ObjKind::kBitLock, folio_pfn(f)},
+  sched::point("folio_lock_large_mapcount", sched::Op::kAcquire, mapcount_lock_object(f));
+  if (!test_and_set_bit(PG_mapcount_lock, p1)) return;
+  sched::wait_until("folio_lock_large_mapcount", mapcount_lock_object(f),
                     [p1] { return !test_and_set_bit(PG_mapcount_lock, p1); });
 }
-void folio_unlock_large_mapcount(Folio* f) { clear_bit(PG_mapcount_lock, folio_page(f, 1)); }
+void folio_unlock_large_mapcount(Folio* f) {
+  sched::point("folio_unlock_large_mapcount", sched::Op::kRelease, mapcount_lock_object(f));
+  clear_bit(PG_mapcount_lock, folio_page(f, 1));
+}
 
 void account_new_anon(Folio* f, Vma* vma, uint64_t addr) {
   set_bit(PG_anon, &f->page);

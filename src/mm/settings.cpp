@@ -183,6 +183,23 @@ size_t show_index(const Settings& s) {
   return static_cast<size_t>((s.*Member).load());
 }
 
+// The revert switches: value 0 is `off`, 1 the registered value.
+#define MMLAB_REVERT_VALUES(e, key, value, commit, subject, restores) \
+  constexpr TuneValueDef kRevertValues_##e[] = {{"off", "the fix is in (v6.18)"},                \
+                                                {value, "before " commit " \"" subject "\""}};
+MMLAB_REVERTS(MMLAB_REVERT_VALUES)
+#undef MMLAB_REVERT_VALUES
+template <Revert R>
+void store_revert(Settings& s, size_t i) {
+  const uint32_t bit = 1u << static_cast<unsigned>(R);
+  if (i) s.reverts.fetch_or(bit);
+  else s.reverts.fetch_and(~bit);
+}
+template <Revert R>
+size_t show_revert(const Settings& s) {
+  return s.reverted(R) ? 1 : 0;
+}
+
 void store_tlb_geometry(Settings& s, size_t i) {
   const auto g = static_cast<TlbGeometry>(i);
   s.tlb_geometry.store(g);
@@ -215,6 +232,10 @@ constexpr TuneKeyDef kTuneKeys[] = {
      store_index<&Settings::khugepaged_mthp>, show_index<&Settings::khugepaged_mthp>, false},
     {"tlb.geometry", "the per-CPU TLB the model keeps (docs/TLB.md)", kTlbGeometryValues, store_tlb_geometry,
      show_index<&Settings::tlb_geometry>, false},
+#define MMLAB_REVERT_KEY(e, key, value, commit, subject, restores) \
+  {key, restores, kRevertValues_##e, store_revert<Revert::e>, show_revert<Revert::e>, false},
+    MMLAB_REVERTS(MMLAB_REVERT_KEY)
+#undef MMLAB_REVERT_KEY
 };
 
 const TuneKeyDef* find_tune_key(const std::string& key) {
@@ -268,6 +289,14 @@ void Settings::set_shmem_order_mode(unsigned order, ShmemOrderMode m) {
   if (m == ShmemOrderMode::kInherit) huge_shmem_orders_inherit.fetch_or(b);
   if (m == ShmemOrderMode::kWithinSize) huge_shmem_orders_within_size.fetch_or(b);
   if (m == ShmemOrderMode::kAdvise) huge_shmem_orders_madvise.fetch_or(b);
+}
+
+const RevertInfo& revert_info(Revert r) {
+#define MMLAB_REVERT_INFO(e, key, value, commit, subject, restores) {key, value, commit, subject, restores},
+  static constexpr RevertInfo kInfo[] = {MMLAB_REVERTS(MMLAB_REVERT_INFO)};
+#undef MMLAB_REVERT_INFO
+  static_assert(std::size(kInfo) == static_cast<size_t>(Revert::kCount));
+  return kInfo[static_cast<size_t>(r)];
 }
 
 const char* gup_walk_name(GupWalk w) { return kGupWalkValues[static_cast<int>(w)].name; }

@@ -39,6 +39,50 @@ inline constexpr unsigned kCowMaxOrderLimit = 8;
 // transparent_hugepage/defrag.
 enum class ThpDefrag : uint8_t { kAlways, kDefer, kDeferMadvise, kMadvise, kNever };
 
+// The revert switches (issue 34, docs/RACES.md): each `tune revert.*` key
+// restores the code as it was before one fix, as a branch at the fix's
+// site, so that the explorer can show the interleaving the fix closed.
+// Registered here and nowhere else, one record each:
+//   X(enumerator, key, value that turns it on, commit, subject, what it restores)
+// A key's values are `off` (the default: the fix is in) and that value.
+// While any is on, VM_WARNs are recorded (Kernel::vm_warn_records), as under
+// `cow.policy rfc`: a revert is expected to break invariants.
+#define MMLAB_REVERTS(X)                                                                                            \
+  X(kGupFastWpSeq, "revert.gup-fast-wp-seq", "on", "57efa1fe5957",                                                   \
+    "mm/gup: prevent gup_fast from racing with COW during fork",                                                     \
+    "gup_fast ignores mm->write_protect_seq, so a pin may land between fork's anon-rmap dup and its wrprotect")      \
+  X(kGupFastPmdRecheck, "revert.gup-fast-pmd-recheck", "on", "70cbc3cc78a9",                                         \
+    "mm: gup: fix the fast GUP race against THP collapse",                                                          \
+    "gup_fast_pte_range re-checks the PTE only, not the PMD it was read through")                                    \
+  X(kCollapseSync, "revert.collapse-sync", "on", "2ba99c5e0881",                                                     \
+    "mm/khugepaged: fix GUP-fast interaction by sending IPI",                                                        \
+    "collapse_huge_page does not wait for lockless walkers after pmdp_collapse_flush (a flush that sends no IPI)")  \
+  X(kGupFastFolioRecheck, "revert.gup-fast-folio-recheck", "on", "c24d37322548",                                     \
+    "mm/gup: fix try_grab_compound_head() race with split_huge_page()",                                              \
+    "try_grab_folio_fast does not re-check page_folio() after taking the reference")                                \
+  X(kGupForceDropWrite, "revert.gup-force", "drop-write", "19be0eaffa3a",                                           \
+    "mm: remove gup_flags FOLL_WRITE games from __get_user_pages()",                                                 \
+    "after a write fault in a VMA without VM_WRITE, __get_user_pages retries the page without FOLL_WRITE (Dirty COW)") \
+  X(kHugetlbZapVmaLock, "revert.hugetlb-zap-vma-lock", "on", "d3c00a0",                                              \
+    "hugetlb: model the hugetlb VMA lock of private owners (the model's own fix)",                                   \
+    "the hugetlb zap runs without the hugetlb VMA lock for write between the unmap and the reservation restore")    \
+  X(kMprotectMigrationEntry, "revert.mprotect-migration-entry", "on", "ef1e3dd",                                     \
+    "mprotect: downgrade writable migration entries, as change_pte_range does (the model's own fix)",               \
+    "change_pte_range leaves writable migration entries writable")
+
+#define MMLAB_REVERT_ENUM(e, key, value, commit, subject, restores) e,
+enum class Revert : uint8_t { MMLAB_REVERTS(MMLAB_REVERT_ENUM) kCount };
+#undef MMLAB_REVERT_ENUM
+
+struct RevertInfo {
+  const char* key;
+  const char* value;  // the `tune` value that turns it on
+  const char* commit;
+  const char* subject;
+  const char* restores;
+};
+const RevertInfo& revert_info(Revert r);
+
 struct Settings {
   Settings();
 
@@ -89,6 +133,11 @@ struct Settings {
   // tlb.geometry (docs/TLB.md); a write rebuilds the Kernel's TLB model.
   std::atomic<TlbGeometry> tlb_geometry{TlbGeometry::kOff};
   TlbState* tlb = nullptr;  // the Kernel's, set when it is made
+  // The revert switches on, one bit per Revert.
+  std::atomic<uint32_t> reverts{0};
+  bool reverted(Revert r) const {
+    return reverts.load(std::memory_order_relaxed) & (1u << static_cast<unsigned>(r));
+  }
 
   ThpOrderMode order_mode(unsigned order) const;
   void set_order_mode(unsigned order, ThpOrderMode m);

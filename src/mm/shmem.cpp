@@ -47,6 +47,7 @@ std::shared_ptr<File> shmem_zero_setup(Kernel* k, uint64_t len) {
   // mapping's size whose pages appear on first fault.
   auto f = std::make_shared<File>();
   f->kernel = k;
+  f->cid = k->next_cid.fetch_add(1, std::memory_order_relaxed);
   f->fs = FsClass::kShmem;
   f->anon_shared = true;
   f->name = "dev/zero";

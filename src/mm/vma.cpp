@@ -23,6 +23,7 @@
 #include "mm/anon_vma.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
+#include "mm/kernel.h"
 #include "mm/huge_mm.h"
 #include "mm/hugetlb.h"
 #include "mm/khugepaged_hooks.h"
@@ -87,9 +88,13 @@ Vma* vma_next(Mm* mm, Vma* vma) {
 
 namespace {
 
+// The per-VMA lock at a schedule point, named by the VMA's creation id.
+sched::Object vma_lock_object(const Vma* vma) { return {vma, sched::ObjKind::kVma, vma->cid}; }
+
 // vma_start_read: nullptr-free part of lock_vma_under_rcu. Called with
 // vma_tree_lock held shared, so vma cannot be freed while we look at it.
 bool vma_start_read(Mm* mm, Vma* vma) {
+  sched::point("vma_start_read", sched::Op::kTryAcquireShared, vma_lock_object(vma));
   if (vma->vm_lock_seq.load(std::memory_order_acquire) == mm->mm_lock_seq.load(std::memory_order_acquire))
     return false;
   vma->vm_refcnt.fetch_add(1, std::memory_order_seq_cst);
@@ -120,6 +125,7 @@ Vma* lock_vma_under_rcu(Mm* mm, uint64_t addr) {
 }
 
 void vma_end_read(Vma* vma) {
+  sched::point("vma_end_read", sched::Op::kReleaseShared, vma_lock_object(vma));
   lockdep_release(vma);
   vma->vm_refcnt.fetch_sub(1, std::memory_order_release);
 }
@@ -127,13 +133,15 @@ void vma_end_read(Vma* vma) {
 void vma_start_write(Vma* vma) {
   Mm* mm = vma->vm_mm;
   mmap_assert_write_locked(mm);
+  sched::point("vma_start_write", sched::Op::kAcquire, vma_lock_object(vma));
   // Stable: only mmap_write_unlock changes it, and we hold mmap_lock for write.
   const uint64_t seq = mm->mm_lock_seq.load(std::memory_order_relaxed);
   if (vma->vm_lock_seq.load(std::memory_order_relaxed) == seq) return;  // already ours
   vma->vm_lock_seq.store(seq, std::memory_order_seq_cst);
   // Readers that got in before vm_lock_seq changed drain out (no release
   // announces the last one: a wait, not a block).
-  sched::wait_until("vma_start_write", {vma, sched::ObjKind::kVma},
+  if (vma->vm_refcnt.load(std::memory_order_seq_cst) == 0) return;  // no reader: no wait step
+  sched::wait_until("vma_start_write", vma_lock_object(vma),
                     [vma] { return vma->vm_refcnt.load(std::memory_order_seq_cst) == 0; });
 }
 
@@ -197,6 +205,7 @@ bool vma_is_shmem(const Vma* vma) {
 std::unique_ptr<Vma> vm_area_dup(const Vma* src) {
   auto vma = std::make_unique<Vma>();
   vma->vm_mm = src->vm_mm;
+  vma->cid = src->vm_mm->kernel->next_cid.fetch_add(1, std::memory_order_relaxed);
   vma->vm_start = src->vm_start;
   vma->vm_end = src->vm_end;
   vma->vm_flags = src->vm_flags;

@@ -45,9 +45,11 @@ bool remove_mapping(Kernel* k, Folio* folio) {
   const long nr = folio_nr_pages(folio);
   {
     SpinGuard g(&si->lock);  // swap-cache lookups cannot take a reference meanwhile
+    // The kernel's folio_ref_freeze(1 + nr) and unfreeze to 1, in one CAS.
     int expected = 1 + static_cast<int>(nr);
-    if (folio_test_dirty(folio) ||
-        !aref(folio->page.refcount).compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
+    if (folio_test_dirty(folio)) return false;
+    sched::point("folio_ref_freeze", sched::Op::kRmw, refcount_object(folio));
+    if (!aref(folio->page.refcount).compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
       return false;
     for (long i = 0; i < nr; i++) slot_drop_cache(si, swp_offset(entry) + static_cast<uint64_t>(i));
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "mmlab/types.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 
@@ -70,24 +71,41 @@ MMLAB_ENTRY_TYPE(pgd_t)
 
 // ---- atomic access to entries in table frames (the hardware walker and
 // lockless GUP-fast read entries without locks) ----
+//
+// Every access is a schedule point (sync/sched.h): one thread-local test
+// without an explorer; under one, the entry is named by (table pfn, index).
+inline sched::Object entry_object(const void* p) { return {p, sched::ObjKind::kEntry, sched::kByAddress}; }
 template <typename T>
 inline T entry_get(const T* p) {
+  sched::point("entry_get", sched::Op::kRead, entry_object(p));
   return T{std::atomic_ref<uint64_t>(const_cast<uint64_t&>(p->v)).load(std::memory_order_acquire)};
 }
 template <typename T>
 inline void entry_set(T* p, T val) {
+  sched::point("entry_set", sched::Op::kWrite, entry_object(p));
   std::atomic_ref<uint64_t>(p->v).store(val.v, std::memory_order_release);
 }
 template <typename T>
 inline T entry_xchg(T* p, T val) {
+  sched::point("entry_xchg", sched::Op::kRmw, entry_object(p));
   return T{std::atomic_ref<uint64_t>(p->v).exchange(val.v, std::memory_order_acq_rel)};
 }
 template <typename T>
 inline void entry_or(T* p, uint64_t bits) {  // a hardware walker setting A/D bits
+  sched::point("entry_or", sched::Op::kRmw, entry_object(p));
   std::atomic_ref<uint64_t>(p->v).fetch_or(bits, std::memory_order_acq_rel);
+}
+// Clears `bits` and returns the old value: the write-protect and A/D
+// clearing of a batch of entries (wrprotect_ptes, clear_young_dirty_ptes,
+// pmdp_set_wrprotect), one atomic per entry as the kernel's.
+template <typename T>
+inline T entry_clear_bits(T* p, uint64_t bits) {
+  sched::point("entry_clear_bits", sched::Op::kRmw, entry_object(p));
+  return T{std::atomic_ref<uint64_t>(p->v).fetch_and(~bits, std::memory_order_acq_rel)};
 }
 template <typename T>
 inline bool entry_cmpxchg(T* p, T old, T val) {
+  sched::point("entry_cmpxchg", sched::Op::kRmw, entry_object(p));
   return std::atomic_ref<uint64_t>(p->v).compare_exchange_strong(old.v, val.v, std::memory_order_acq_rel);
 }
 inline pte_t ptep_get(const pte_t* p) { return entry_get(p); }

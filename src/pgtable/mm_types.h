@@ -99,14 +99,27 @@ inline constexpr unsigned MMF_DISABLE_THP_EXCEPT_ADVISED = 4;  // PR_SET_THP_DIS
 
 enum MmCounter : uint8_t { MM_FILEPAGES = 0, MM_ANONPAGES, MM_SWAPENTS, MM_SHMEMPAGES, NR_MM_COUNTERS };
 
+// Orders VMAs and anon_vmas by their creation id (`cid`, from the
+// Kernel's counter), not by host address: an rmap walk then visits them in
+// the same order in every run, which a replayed schedule needs (issue 34
+// §4). Equal ids (objects made outside a Kernel, in tests) fall back to
+// the address, so that two of them are never taken for one.
+struct ByCid {
+  template <typename T>
+  bool operator()(const T* a, const T* b) const {
+    return a->cid != b->cid ? a->cid < b->cid : a < b;
+  }
+};
+
 // struct anon_vma: the reverse map root of anonymous folios (folio->mapping).
 // Each VMA that may map its folios is on its list (the anon_vma_chain,
 // simplified to a set: a fork child's VMAs join the parent's anon_vmas).
 struct AnonVma {
   RwSemaphore rwsem{LockClass::kRmapLock};
-  std::set<struct Vma*> vmas GUARDED_BY(rwsem);
+  std::set<struct Vma*, ByCid> vmas GUARDED_BY(rwsem);
   std::atomic<int> refcount{1};
   AnonVma* root = this;
+  uint64_t cid = 0;  // creation id (Kernel::next_cid)
 };
 
 struct Vma {
@@ -118,7 +131,8 @@ struct Vma {
   uint64_t vm_pgoff = 0;  // file offset in pages, or linear page index for anon
   std::shared_ptr<File> vm_file;
   AnonVma* anon_vma = nullptr;          // set once by anon_vma_prepare (page_table_lock)
-  std::set<AnonVma*> anon_vma_chain;    // every anon_vma this VMA is linked into
+  std::set<AnonVma*, ByCid> anon_vma_chain;  // every anon_vma this VMA is linked into
+  uint64_t cid = 0;  // creation id (Kernel::next_cid): orders rmap lists, names the VMA at a point
   // Per-VMA lock: readers count; write-locked while vm_lock_seq == mm->mm_lock_seq.
   std::atomic<int> vm_refcnt{0};
   std::atomic<uint64_t> vm_lock_seq{~0ull};
@@ -156,18 +170,32 @@ inline bool vma_is_anonymous(const Vma* vma) { return !vma->vm_file; }
 inline bool userfaultfd_armed(const Vma* vma) { return vma->vm_flags & VM_UFFD_FLAGS; }
 inline bool userfaultfd_missing(const Vma* vma) { return vma->vm_flags & VM_UFFD_MISSING; }
 
-// A sequence count (seqcount_t), used for write_protect_seq.
+// A sequence count (seqcount_t), used for write_protect_seq. Each read and
+// write is a schedule point (sync/sched.h), named by the owner's id.
 class SeqCount {
  public:
-  uint64_t raw_read() const { return seq_.load(std::memory_order_acquire); }
+  uint64_t raw_read() const {
+    sched::point("raw_read_seqcount", sched::Op::kRead, sched_object());
+    return seq_.load(std::memory_order_acquire);
+  }
   bool read_retry(uint64_t start) const {
+    sched::point("read_seqcount_retry", sched::Op::kRead, sched_object());
     std::atomic_thread_fence(std::memory_order_acquire);
     return seq_.load(std::memory_order_relaxed) != start;
   }
-  void write_begin() { seq_.fetch_add(1, std::memory_order_acq_rel); }
-  void write_end() { seq_.fetch_add(1, std::memory_order_acq_rel); }
+  void write_begin() {
+    sched::point("write_seqcount_begin", sched::Op::kRmw, sched_object());
+    seq_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  void write_end() {
+    sched::point("write_seqcount_end", sched::Op::kRmw, sched_object());
+    seq_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  uint64_t id = 0;  // the owning mm's id: the object's name at a point
 
  private:
+  sched::Object sched_object() const { return {this, sched::ObjKind::kSeqCount, id}; }
   std::atomic<uint64_t> seq_{0};
 };
 
@@ -215,8 +243,19 @@ struct Mm {
 
   long get_mm_counter(MmCounter c) const { return rss_stat[c].load(std::memory_order_relaxed); }
   void add_mm_counter(MmCounter c, long n) { rss_stat[c].fetch_add(n, std::memory_order_relaxed); }
-  bool test_flag(unsigned bit) const { return flags.load(std::memory_order_acquire) & (1ull << bit); }
-  void set_flag(unsigned bit) { flags.fetch_or(1ull << bit, std::memory_order_acq_rel); }
+  // MMF_HAS_PINNED is read by fork without the writer's locks (GUP-fast
+  // sets it): its tests and sets are schedule points, named by mm id.
+  bool test_flag(unsigned bit) const {
+    if (bit == MMF_HAS_PINNED) sched::point("mm_flags_test", sched::Op::kRead, flags_object());
+    return flags.load(std::memory_order_acquire) & (1ull << bit);
+  }
+  void set_flag(unsigned bit) {
+    if (bit == MMF_HAS_PINNED) sched::point("mm_flags_set", sched::Op::kRmw, flags_object());
+    flags.fetch_or(1ull << bit, std::memory_order_acq_rel);
+  }
+  sched::Object flags_object() const {
+    return {&flags, sched::ObjKind::kMmFlags, static_cast<uint64_t>(mm_id)};
+  }
   void clear_flag(unsigned bit) { flags.fetch_and(~(1ull << bit), std::memory_order_acq_rel); }
   bool test_and_set_flag(unsigned bit) { return flags.fetch_or(1ull << bit, std::memory_order_acq_rel) & (1ull << bit); }
 };

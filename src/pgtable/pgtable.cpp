@@ -14,6 +14,7 @@ DeferredTables::DeferredTables() : walkers(std::make_unique<WalkerSlot[]>(NR_CPU
 // pgd_alloc (arch/x86/mm/pgtable.c) at mm creation, pgd_free at its end.
 Mm::Mm(Kernel* k, PhysMem* phys_mem, Stats* st, DeferredTables* dt, int id)
     : kernel(k), phys(phys_mem), stats(st), deferred_tables(dt), mm_id(id) {
+  write_protect_seq.id = static_cast<uint64_t>(id);
   Page* t = pgtable_alloc(this, TableLevel::kPgd);
   if (t) pgd = static_cast<pgd_t*>(phys->page_address(t));
 }
@@ -64,8 +65,14 @@ void pgtable_free(Mm* mm, Page* table) {
 // A lockless walker publishes the epoch it started in; a table unlinked at
 // epoch E may be freed once no walker is active with an epoch <= E.
 
+// The epochs are schedule points (sync/sched.h): a walker's begin and end
+// as a shared acquire and release of the Kernel's walkers, a deferred free
+// and a sync as the writes they are.
+static sched::Object walkers_object(DeferredTables* k) { return {k, sched::ObjKind::kWalkers}; }
+
 void lockless_walk_begin(Mm* mm) {
   DeferredTables* k = mm->deferred_tables;
+  sched::point("lockless_walk_begin", sched::Op::kAcquireShared, walkers_object(k));
   auto& slot = k->walkers[smp_processor_id()];
   if (slot.depth++) return;  // an outer walk's epoch is older, and holds
   // seq_cst: the published epoch must be visible before we read any entry.
@@ -73,6 +80,7 @@ void lockless_walk_begin(Mm* mm) {
 }
 
 void lockless_walk_end(Mm* mm) {
+  sched::point("lockless_walk_end", sched::Op::kReleaseShared, walkers_object(mm->deferred_tables));
   auto& slot = mm->deferred_tables->walkers[smp_processor_id()];
   VM_BUG_ON(!slot.depth, "lockless_walk_end without a walk");
   if (--slot.depth) return;
@@ -90,6 +98,7 @@ static uint64_t oldest_active_walker(DeferredTables* k) {
 
 void pgtable_free_deferred(Mm* mm, Page* table) {
   DeferredTables* k = mm->deferred_tables;
+  sched::point("pgtable_free_deferred", sched::Op::kRmw, walkers_object(k));
   uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
   if (oldest_active_walker(k) > epoch) {  // nobody can still see it
     pgtable_release(mm, table);
@@ -126,8 +135,10 @@ void tlb_remove_table_sync_one(Mm* mm) {
   // Walkers that start from now on publish a later epoch (and read the
   // entries as they are now); only those with an epoch <= this one began
   // before and may still hold what they read.
+  sched::point("tlb_remove_table_sync_one", sched::Op::kRmw, walkers_object(k));
   const uint64_t epoch = k->walk_epoch.fetch_add(1, std::memory_order_seq_cst);
-  sched::wait_until("tlb_remove_table_sync_one", {k, sched::ObjKind::kWalkers},
+  if (oldest_active_walker(k) > epoch) return;  // no walker to wait for: no wait step
+  sched::wait_until("tlb_remove_table_sync_one", walkers_object(k),
                     [k, epoch] { return oldest_active_walker(k) > epoch; });
 }
 
@@ -298,15 +309,13 @@ void ptep_modify_prot_commit(pte_t* ptep, pte_t old, pte_t pte) {
 void wrprotect_ptes(Mm* mm, uint64_t addr, pte_t* ptep, unsigned nr) {
   mm->stats->count(Event::pte_wrprotect, nr);
   if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] c->wrprotect(mm, addr, ptep, nr);
-  for (unsigned i = 0; i < nr; i++) {
-    std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_RW, std::memory_order_acq_rel);
-  }
+  for (unsigned i = 0; i < nr; i++) entry_clear_bits(ptep + i, _PAGE_RW);
 }
 
 void clear_young_dirty_ptes(Mm*, uint64_t, pte_t* ptep, unsigned nr, cydp_t flags) {
   for (unsigned i = 0; i < nr; i++) {
     if (flags == CYDP_CLEAR_YOUNG) {
-      std::atomic_ref<uint64_t>(ptep[i].v).fetch_and(~_PAGE_ACCESSED, std::memory_order_acq_rel);
+      entry_clear_bits(ptep + i, _PAGE_ACCESSED);
       continue;
     }
     pte_t e = entry_xchg(ptep + i, pte_t{0});

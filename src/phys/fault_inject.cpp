@@ -102,7 +102,7 @@ bool FaultInjector::should_fail_slow(FaultSite s, unsigned order) {
       // Claim one of the n failures; later callers find them taken.
       const uint64_t n = st.n.load(std::memory_order_relaxed);
       uint64_t done = st.failed.load(std::memory_order_relaxed);
-      while (done < n && !st.failed.compare_exchange_weak(done, done + 1, std::memory_order_relaxed)) {
+      while (done < n && !st.failed.compare_exchange_strong(done, done + 1, std::memory_order_relaxed)) {
       }
       fail = done < n;
       break;

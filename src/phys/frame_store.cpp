@@ -9,6 +9,7 @@
 
 #include "fmt/format.h"
 #include "phys/page.h"
+#include "sync/sched.h"
 
 // Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
 // include/mmlab/types.h declares the model's constants under the same names.
@@ -87,10 +88,18 @@ bool FrameStore::map(uint64_t capacity) {
   memmap_ = reinterpret_cast<Page*>(static_cast<uint8_t*>(base) + kMemmapOffset);
   used_blocks_.assign((capacity / kBlockBytes + 63) / 64, 0);
   ever_used_.assign(used_blocks_.size(), 0);
+  // A schedule point names an entry by (table pfn, index) and a memmap word
+  // by pfn, never by host address (sched::kByAddress).
+  sched::register_memory(data_, capacity, PAGE_SIZE, true);
+  sched::register_memory(memmap_, memmap_bytes(capacity), sizeof(Page), false);
   return true;
 }
 
 FrameStore::~FrameStore() {
+  if (data_) {
+    sched::unregister_memory(data_);
+    sched::unregister_memory(memmap_);
+  }
   if (memmap_region_) munmap(memmap_region_, memmap_region_len_);
   if (data_) munmap(data_, capacity_);
 }

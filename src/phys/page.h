@@ -179,34 +179,70 @@ inline bool folio_test_partially_mapped(const Folio* f) {
 // Small folio: mapped more than once. Large: the MM-ID "maybe mapped shared" bit.
 inline bool folio_maybe_mapped_shared(const Folio* f);
 
-inline bool PageAnonExclusive(const Page* p) { return test_bit(PG_anon_exclusive, p); }
-inline void SetPageAnonExclusive(Page* p) { set_bit(PG_anon_exclusive, p); }
-inline void ClearPageAnonExclusive(Page* p) { clear_bit(PG_anon_exclusive, p); }
+// PG_anon_exclusive is read by GUP-fast without locks and cleared by fork
+// and try_share: each access is a schedule point (sync/sched.h), named by pfn.
+inline sched::Object page_flags_object(const Page* p) { return {p, sched::ObjKind::kPageFlags, sched::kByAddress}; }
+inline bool PageAnonExclusive(const Page* p) {
+  sched::point("PageAnonExclusive", sched::Op::kRead, page_flags_object(p));
+  return test_bit(PG_anon_exclusive, p);
+}
+inline void SetPageAnonExclusive(Page* p) {
+  sched::point("SetPageAnonExclusive", sched::Op::kRmw, page_flags_object(p));
+  set_bit(PG_anon_exclusive, p);
+}
+inline void ClearPageAnonExclusive(Page* p) {
+  sched::point("ClearPageAnonExclusive", sched::Op::kRmw, page_flags_object(p));
+  clear_bit(PG_anon_exclusive, p);
+}
 inline bool PageBuddy(const Page* p) { return test_bit(PG_buddy, p); }
 inline bool PageTable(const Page* p) { return test_bit(PG_table, p); }
 inline bool PageReserved(const Page* p) { return test_bit(PG_reserved, p); }
 
 // ---- reference counts ----------------------------------------------------
 
+// Every refcount access is a schedule point (sync/sched.h), the refcount
+// named by the folio's pfn.
+inline sched::Object refcount_object(const Folio* f) { return {f, sched::ObjKind::kRefcount, sched::kByAddress}; }
 inline int folio_ref_count(const Folio* f) {
+  sched::point("folio_ref_count", sched::Op::kRead, refcount_object(f));
   return aref(const_cast<int32_t&>(f->page.refcount)).load(std::memory_order_acquire);
 }
-inline void folio_ref_add(Folio* f, int nr) { aref(f->page.refcount).fetch_add(nr, std::memory_order_acq_rel); }
+inline void folio_ref_add(Folio* f, int nr) {
+  sched::point("folio_ref_add", sched::Op::kRmw, refcount_object(f));
+  aref(f->page.refcount).fetch_add(nr, std::memory_order_acq_rel);
+}
 inline void folio_ref_inc(Folio* f) { folio_ref_add(f, 1); }
 inline void folio_get(Folio* f) { folio_ref_add(f, 1); }
 // Returns true when the count dropped to zero.
 inline bool folio_ref_sub_and_test(Folio* f, int nr) {
+  sched::point("folio_ref_sub_and_test", sched::Op::kRmw, refcount_object(f));
   return aref(f->page.refcount).fetch_sub(nr, std::memory_order_acq_rel) == nr;
 }
 // Speculative reference for lockless walkers: fails on a folio being freed.
+// One point for the whole loop; the CAS is strong, so the loop's length
+// depends on other threads' writes alone (issue 34 §4).
 inline bool folio_ref_try_add(Folio* f, int nr) {
+  sched::point("folio_ref_try_add", sched::Op::kRmw, refcount_object(f));
   auto r = aref(f->page.refcount);
   int old = r.load(std::memory_order_relaxed);
   do {
     if (old <= 0) return false;
-  } while (!r.compare_exchange_weak(old, old + nr, std::memory_order_acq_rel, std::memory_order_relaxed));
+  } while (!r.compare_exchange_strong(old, old + nr, std::memory_order_acq_rel, std::memory_order_relaxed));
   return true;
 }
+// page_ref_freeze: the refcount from exactly `count` to 0, or nothing (a
+// frozen folio takes no speculative reference: folio_ref_try_add fails).
+inline bool page_ref_freeze(Page* p, int count) {
+  sched::point("folio_ref_freeze", sched::Op::kRmw, {p, sched::ObjKind::kRefcount, sched::kByAddress});
+  return aref(p->refcount).compare_exchange_strong(count, 0, std::memory_order_acq_rel);
+}
+inline bool folio_ref_freeze(Folio* f, int count) { return page_ref_freeze(&f->page, count); }
+// page_ref_unfreeze: a frozen refcount set to `count`.
+inline void page_ref_unfreeze(Page* p, int count) {
+  sched::point("folio_ref_unfreeze", sched::Op::kWrite, {p, sched::ObjKind::kRefcount, sched::kByAddress});
+  aref(p->refcount).store(count, std::memory_order_release);
+}
+inline void folio_ref_unfreeze(Folio* f, int count) { page_ref_unfreeze(&f->page, count); }
 // Drops nr references and frees the folio when the last one goes (phys/folio.cpp).
 void folio_put_refs(Folio* f, int nr);
 inline void folio_put(Folio* f) { folio_put_refs(f, 1); }
@@ -238,6 +274,7 @@ inline constexpr int GUP_PIN_COUNTING_BIAS = 1024;
 inline bool folio_has_pincount(const Folio* f) { return folio_test_large(f); }
 inline int folio_pincount(const Folio* f) {
   if (!folio_has_pincount(f)) return 0;
+  sched::point("folio_pincount", sched::Op::kRead, {f, sched::ObjKind::kPincount, sched::kByAddress});
   return aref(const_cast<int32_t&>(folio_page(f, 1)->f1.pincount)).load(std::memory_order_acquire);
 }
 // Exact for folios with a pincount; may give false positives otherwise.

@@ -50,12 +50,15 @@ void RwSemaphore::update_gate() {
   else state_.fetch_and(~kGate, std::memory_order_seq_cst);
 }
 
+// The fast paths' CAS is strong (issue 34 §4): a spurious failure would
+// cost nothing here, but the model's CAS loops are all strong so that none
+// can depend on the host's LL/SC behaviour.
 void RwSemaphore::down_read() {
   sched::point("down_read", sched::Op::kAcquireShared, sched_object());
   lockdep_acquire(this, cls_, 0);
   uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & kGate))
-    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) return;
+    if (state_.compare_exchange_strong(s, s + 1, std::memory_order_seq_cst)) return;
   down_read_slow();
 }
 
@@ -74,7 +77,7 @@ bool RwSemaphore::down_read_trylock() {
   sched::point("down_read_trylock", sched::Op::kTryAcquireShared, sched_object());
   uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & kGate))
-    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst)) {
+    if (state_.compare_exchange_strong(s, s + 1, std::memory_order_seq_cst)) {
       lockdep_acquire(this, cls_, 0, LockdepTry::kTry);
       return true;
     }

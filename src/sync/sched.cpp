@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <mutex>
 #include <utility>
 
 namespace mmlab::sched {
@@ -25,6 +26,7 @@ const char* op_name(Op op) {
     case Op::kRead: return "read";
     case Op::kWrite: return "write";
     case Op::kLabel: return "label";
+    case Op::kRmw: return "rmw";
   }
   return "?";
 }
@@ -43,6 +45,13 @@ const char* kind_name(ObjKind kind) {
     case ObjKind::kSwapSlot: return "swap-slot";
     case ObjKind::kDataPath: return "data-path";
     case ObjKind::kWord: return "word";
+    case ObjKind::kEntry: return "entry";
+    case ObjKind::kPincount: return "pincount";
+    case ObjKind::kPageFlags: return "page-flags";
+    case ObjKind::kSeqCount: return "write_protect_seq";
+    case ObjKind::kMmFlags: return "mm-flags";
+    case ObjKind::kLabel: return "label";
+    case ObjKind::kNumKinds: break;
   }
   return "?";
 }
@@ -61,13 +70,66 @@ const char* outcome_name(Outcome o) {
 namespace {
 
 std::string object_name(ObjKind kind, uint64_t number) {
-  char buf[64];
+  char buf[80];
   const bool pfn = kind == ObjKind::kFolioLock || kind == ObjKind::kBitLock || kind == ObjKind::kRefcount;
-  std::snprintf(buf, sizeof buf, pfn ? "%s pfn %#" PRIx64 : "%s#%" PRIu64, kind_name(kind), number);
+  if (kind == ObjKind::kEntry && (number & kAtFrame)) {
+    const uint64_t n = number & ~kAtFrame;
+    std::snprintf(buf, sizeof buf, "entry pfn %#" PRIx64 "[%" PRIu64 "]", n >> 9, n & 511);
+  } else if (pfn || (number & kAtFrame)) {
+    std::snprintf(buf, sizeof buf, "%s pfn %#" PRIx64, kind_name(kind), number & ~kAtFrame);
+  } else {
+    std::snprintf(buf, sizeof buf, "%s#%" PRIu64, kind_name(kind), number);
+  }
   return buf;
 }
 
+// The frame stores' frames and memmaps (register_memory). Registration is
+// rare (a store is mapped once and recycled across Systems); lookups happen
+// only in the slow path of a point under an explorer. A std::mutex: the
+// model's Mutex would be a schedule point inside the scheduler.
+struct MemRange {
+  uintptr_t base, end;
+  uint32_t unit;
+  bool entries;
+};
+std::mutex g_mem_lock;
+std::vector<MemRange>& mem_ranges() {
+  static std::vector<MemRange> r;
+  return r;
+}
+
+// (pfn << 9 | index) for an entry, pfn for a memmap word; false if the
+// address is in no registered range.
+bool resolve_address(const void* key, uint64_t* number) {
+  const auto a = reinterpret_cast<uintptr_t>(key);
+  std::lock_guard<std::mutex> g(g_mem_lock);
+  for (const MemRange& r : mem_ranges()) {
+    if (a < r.base || a >= r.end) continue;
+    const uint64_t off = a - r.base;
+    *number = kAtFrame | (r.entries ? (off / r.unit) << 9 | (off % r.unit) / 8 : off / r.unit);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void register_memory(const void* base, uint64_t bytes, uint32_t unit, bool entries) {
+  const auto b = reinterpret_cast<uintptr_t>(base);
+  std::lock_guard<std::mutex> g(g_mem_lock);
+  mem_ranges().push_back({b, b + bytes, unit, entries});
+}
+
+void unregister_memory(const void* base) {
+  const auto b = reinterpret_cast<uintptr_t>(base);
+  std::lock_guard<std::mutex> g(g_mem_lock);
+  auto& v = mem_ranges();
+  for (size_t i = 0; i < v.size(); i++)
+    if (v[i].base == b) {
+      v.erase(v.begin() + static_cast<long>(i));
+      return;
+    }
+}
 
 std::string step_name(const Step& s) {
   std::string r = std::string(s.site) + " " + op_name(s.op);
@@ -91,12 +153,13 @@ namespace detail {
 struct Worker {
   Scheduler::Impl* s = nullptr;
   int index = 0;
+  int muted = 0;  // sched::Unscheduled scopes open: points are not steps
   WState state = WState::kDone;
   const void* blocked_key = nullptr;
   std::thread thread;
 };
 
-thread_local constinit Worker* t_worker = nullptr;
+MMLAB_SCHED_TLS_MODEL thread_local constinit Worker* t_worker = nullptr;
 
 }  // namespace detail
 
@@ -160,11 +223,16 @@ struct Scheduler::Impl {
   bool draining = false;     // the outcome is decided; the threads run to their ends
   uint64_t drain_steps = 0;
   std::map<std::pair<ObjKind, const void*>, uint64_t> first_use;
-  uint64_t next_number[16] = {};
+  uint64_t next_number[static_cast<int>(ObjKind::kNumKinds)] = {};
   std::vector<int> enabled;
 
   uint64_t number_of(const Object& o) {
-    if (o.number != kByFirstUse || o.kind == ObjKind::kNone) return o.number == kByFirstUse ? 0 : o.number;
+    if (o.number == kByAddress) {
+      uint64_t n;
+      if (resolve_address(o.key, &n)) return n;
+    } else if (o.number != kByFirstUse || o.kind == ObjKind::kNone) {
+      return o.number == kByFirstUse ? 0 : o.number;
+    }
     auto [it, fresh] = first_use.try_emplace({o.kind, o.key}, 0);
     if (fresh) it->second = next_number[static_cast<int>(o.kind)]++;
     return it->second;
@@ -376,6 +444,7 @@ struct Scheduler::Impl {
     for (size_t i = 0; i < workers.size(); i++) {
       workers[i].state = WState::kReady;
       workers[i].blocked_key = nullptr;
+      workers[i].muted = 0;
       pending[i] = Step{};
     }
     const int first = decide(kController);
@@ -408,18 +477,31 @@ RunRecord Scheduler::run(const std::vector<std::function<void()>>& bodies, Strat
 
 namespace detail {
 
-void point_slow(const char* site, Op op, const Object& obj) { t_worker->s->point(t_worker, site, op, obj); }
+void point_slow(const char* site, Op op, const void* key, ObjKind kind, uint64_t number) {
+  if (t_worker->muted) return;
+  t_worker->s->point(t_worker, site, op, Object{key, kind, number});
+}
+
+void mute(int delta) { t_worker->muted += delta; }
 void block_on_slow(const char* site, const Object& obj) { t_worker->s->block_on(t_worker, site, obj); }
 void wake_slow(const void* key) { t_worker->s->wake(key); }
 
 void wait_slow(const char* site, const Object& obj, bool (*test)(void*), void* ctx) {
   Worker* me = t_worker;
+  if (me->muted) {
+    while (!test(ctx)) std::this_thread::yield();
+    return;
+  }
   me->s->point(me, site, Op::kWait, obj);
   while (!test(ctx)) me->s->wait_once(me, site, obj);
 }
 
 void yield_slow(const char* site, const Object& obj) {
   Worker* me = t_worker;
+  if (me->muted) {
+    std::this_thread::yield();
+    return;
+  }
   me->s->point(me, site, Op::kWait, obj);
   me->s->wait_once(me, site, obj);
 }

@@ -33,9 +33,10 @@ enum class Op : uint8_t {
   kReleaseShared,      // up_read
   kDowngrade,          // downgrade_write
   kWait,               // wait_until's test of its condition, or a yield
-  kRead,               // a read of shared data (test code; the atomics of issue 34 §1 later)
-  kWrite,              // a write of shared data
+  kRead,               // an atomic read of shared data (an entry, a refcount, a flag, a sequence count)
+  kWrite,              // an atomic write of shared data
   kLabel,              // a named point (a window a directed schedule names)
+  kRmw,                // an atomic read-modify-write (exchange, fetch-add, compare-and-swap, set_bit)
 };
 const char* op_name(Op op);
 
@@ -55,6 +56,13 @@ enum class ObjKind : uint8_t {
   kSwapSlot,    // a swap-cache slot, numbered by offset
   kDataPath,    // a PhysMem's plain/atomic data-path handshake
   kWord,        // a word of test data
+  kEntry,       // a page-table entry, numbered by (table pfn, index)
+  kPincount,    // a large folio's pincount, numbered by the head's pfn
+  kPageFlags,   // a page's flags word (PG_anon_exclusive), numbered by pfn
+  kSeqCount,    // an mm's write_protect_seq, numbered by mm id
+  kMmFlags,     // an mm's flags word (MMF_HAS_PINNED), numbered by mm id
+  kLabel,       // a named point's object when it has none of its own
+  kNumKinds,
 };
 const char* kind_name(ObjKind kind);
 
@@ -63,6 +71,21 @@ const char* kind_name(ObjKind kind);
 // names the same objects in the same order, so the number is canonical
 // across runs where a host address is not.
 inline constexpr uint64_t kByFirstUse = ~0ull;
+
+// Numbers an object by where it lives in a System's simulated memory, found
+// from its key in the slow path only (the fast path computes nothing): a
+// key inside a frame store's frames is an entry, numbered (pfn << 9 |
+// index); a key inside a memmap is a word of a struct page, numbered by
+// pfn (its kind says which field). A key in neither falls back to
+// kByFirstUse. Resolved numbers carry kAtFrame, so that a name says "pfn".
+inline constexpr uint64_t kByAddress = ~0ull - 1;
+inline constexpr uint64_t kAtFrame = 1ull << 63;
+
+// The frame stores (phys/frame_store.cpp) tell the scheduler where their
+// frames and memmaps lie, so that kByAddress can be resolved. `unit` is the
+// size of one frame (PAGE_SIZE) or one struct page; `entries` says which.
+void register_memory(const void* base, uint64_t bytes, uint32_t unit, bool entries);
+void unregister_memory(const void* base);
 
 // An object at a point: `key` identifies it within a run (blocking and
 // waking match on it), `kind` and `number` name it.
@@ -79,27 +102,71 @@ struct RunAborted {};
 
 namespace detail {
 struct Worker;
-// The calling thread's place in a run, or null: the one test every point
-// costs without an explorer. Constant-initialised and trivially
-// destructible, so the test is one thread-pointer-relative load.
-extern thread_local constinit Worker* t_worker;
-void point_slow(const char* site, Op op, const Object& obj);
+// The calling thread's place in a run, or null (no explorer): the one test
+// every point costs without one. Constant-initialised and trivially
+// destructible, so the test is a thread-pointer-relative load; in an
+// executable (the model is a static library) the local-exec TLS model
+// makes it one instruction, `cmpq $0, %fs:OFFSET`, where the default for
+// an extern variable takes two (the offset from the GOT, then the load); a
+// shared-library build keeps the default. It is set by the worker before a
+// race body and cleared after it, never while model code runs on the
+// thread (sched::Unscheduled mutes the worker instead). Reading it through
+// a [[gnu::const]] out-of-line function instead (one read per function,
+// every later test threaded on the first) was measured and was slower on
+// most paths: docs/NOTES.md, issue 34 item 1.
+#if defined(__PIE__) || !defined(__PIC__)
+#define MMLAB_SCHED_TLS_MODEL [[gnu::tls_model("local-exec")]]
+#else
+#define MMLAB_SCHED_TLS_MODEL
+#endif
+MMLAB_SCHED_TLS_MODEL extern thread_local constinit Worker* t_worker;
+[[gnu::always_inline]] inline Worker* current_worker() noexcept { return t_worker; }
+// The object as scalars, in registers (see point()).
+[[gnu::cold]] void point_slow(const char* site, Op op, const void* key, ObjKind kind, uint64_t number);
 void block_on_slow(const char* site, const Object& obj);
 void wake_slow(const void* key);
 void wait_slow(const char* site, const Object& obj, bool (*test)(void*), void* ctx);
 void yield_slow(const char* site, const Object& obj);
+void mute(int delta);
 }  // namespace detail
 
 // Whether the calling thread runs under an explorer.
-inline bool active() { return detail::t_worker != nullptr; }
+[[gnu::always_inline]] inline bool active() { return detail::current_worker() != nullptr; }
+
+// While one lives, the calling thread's points are not steps (debug
+// builds' VM_* conditions: a debug build must take a release build's
+// steps), and its waits poll as without an explorer. Nothing inside may
+// block.
+class Unscheduled {
+ public:
+  Unscheduled() {
+    if (active()) [[unlikely]]
+      detail::mute(1);
+  }
+  ~Unscheduled() {
+    if (active()) [[unlikely]]
+      detail::mute(-1);
+  }
+  Unscheduled(const Unscheduled&) = delete;
+  Unscheduled& operator=(const Unscheduled&) = delete;
+};
 
 // A schedule point before `op` on `obj`. Under an explorer the strategy
 // may run other threads first. An acquire point may throw RunAborted when
 // the run is being ended; a release point never throws (it sits in
 // destructors).
-inline void point(const char* site, Op op, const Object& obj) {
+//
+// The test is in a function of scalars: GCC splits a function whose tail is
+// a cold call, and a split tail taking the Object by reference would make
+// every caller build the Object in memory before the test, on the fast
+// path. Here the Object's fields are read where the branch-free overload
+// is inlined, so they are plain values the compiler sinks into the branch.
+[[gnu::always_inline]] inline void point(const char* site, Op op, const void* key, ObjKind kind, uint64_t number) {
   if (active()) [[unlikely]]
-    detail::point_slow(site, op, obj);
+    detail::point_slow(site, op, key, kind, number);
+}
+[[gnu::always_inline]] inline void point(const char* site, Op op, const Object& obj) {
+  point(site, op, obj.key, obj.kind, obj.number);
 }
 
 // Under an explorer, after a failed try: the thread blocks on `obj` until
@@ -109,7 +176,7 @@ inline void block_on(const char* site, const Object& obj) { detail::block_on_slo
 
 // After a release of the object `key`: every thread blocked on it may run
 // again (each retries). Free without an explorer.
-inline void wake(const void* key) {
+[[gnu::always_inline]] inline void wake(const void* key) {
   if (active()) [[unlikely]]
     detail::wake_slow(key);
 }

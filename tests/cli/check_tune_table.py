@@ -30,7 +30,7 @@ def main():
             keys[key] += expand(m.group(1))
     rows = {}
     for line in open(doc, encoding="utf-8"):
-        m = re.match(r"^\| `([a-z_]+\.[a-z_]+)` \| (.*?) \|", line)
+        m = re.match(r"^\| `([a-z_]+\.[a-z_-]+)` \| (.*?) \|", line)  # keys may hold a hyphen (revert.*)
         if m:
             rows[m.group(1)] = m.group(2)
     bad = 0

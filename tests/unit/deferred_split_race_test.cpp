@@ -31,7 +31,6 @@
 namespace mmlab {
 namespace {
 
-using explore::Outcome;
 
 constexpr uint64_t k64K = 65536;
 
@@ -116,10 +115,10 @@ TEST(DeferredSplitRaceTest, FailedFreezeLeavesAFullyMappedFolioFlaggedAndTheChec
   ASSERT_TRUE(res.found) << "no run put the reference inside the split's window: " << res.summary();
   std::printf("# k %llu; reached in run %d: %s\n", static_cast<unsigned long long>(res.k), res.runs,
               res.failure.schedule.c_str());
-  ASSERT_EQ(res.failure.outcome, Outcome::kViolation) << res.summary();
+  ASSERT_EQ(res.failure.outcome, explore::Outcome::kViolation) << res.summary();
   ASSERT_EQ(res.failure.detail, kReached) << res.summary();
   auto again = race.replay(res.failure.schedule);
-  EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+  EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
   EXPECT_EQ(again.detail, kReached);
   EXPECT_EQ(again.trace_hash, res.failure.trace_hash);
 }
@@ -133,14 +132,14 @@ TEST(DeferredSplitRaceTest, FailedFreezeLeavesAFullyMappedFolioFlaggedAndTheChec
 TEST(DeferredSplitRaceTest, ARunEndedEarlyOnModelCodeIsDrainedAndTornDown) {
   auto race = split_get_race();
   auto cut = race.replay("0*5");  // the schedule ends while S holds the mmap_lock
-  EXPECT_EQ(cut.outcome, Outcome::kDiverged) << cut.summary();
+  EXPECT_EQ(cut.outcome, explore::Outcome::kDiverged) << cut.summary();
   EXPECT_FALSE(cut.abandoned) << cut.summary();
   auto bounded = race.explore({.depth = 2, .runs = 3, .seed = 1, .k = 40, .step_bound = 8});
   ASSERT_TRUE(bounded.found);
-  EXPECT_EQ(bounded.failure.outcome, Outcome::kStepBound) << bounded.summary();
+  EXPECT_EQ(bounded.failure.outcome, explore::Outcome::kStepBound) << bounded.summary();
   EXPECT_FALSE(bounded.failure.abandoned);
   auto again = race.replay("1*1,0*200");  // G first, then S: longer than the run
-  EXPECT_EQ(again.outcome, Outcome::kDiverged) << again.summary();
+  EXPECT_EQ(again.outcome, explore::Outcome::kDiverged) << again.summary();
   // Each of those fixtures was torn down by the next run's set-up (a lock
   // left held would hang Process::exit there); the last one checks clean.
   std::map<uint64_t, long> refs;
@@ -166,13 +165,13 @@ TEST(DeferredSplitRaceTest, AnExceptionUnderAHandTakenLockAbandonsTheFixture) {
   });
   auto res = race.explore({.depth = 2, .runs = 2, .seed = 1});
   ASSERT_TRUE(res.found);
-  EXPECT_EQ(res.failure.outcome, Outcome::kException) << res.summary();
+  EXPECT_EQ(res.failure.outcome, explore::Outcome::kException) << res.summary();
   EXPECT_TRUE(res.failure.abandoned);
   ASSERT_NE(race.last(), nullptr);
   EXPECT_FALSE(race.last()->p->mm()->mmap_lock.down_write_trylock()) << "the lock was released after all";
   // The next run starts from a fresh fixture without touching the kept one.
   auto next = race.explore({.depth = 2, .runs = 1, .seed = 2});
-  EXPECT_EQ(next.failure.outcome, Outcome::kException);
+  EXPECT_EQ(next.failure.outcome, explore::Outcome::kException);
 }
 
 }  // namespace

@@ -29,7 +29,6 @@
 namespace mmlab {
 namespace {
 
-using explore::Outcome;
 
 // Two threads that each log their id under a lock, three times, with a
 // plain point between rounds: the log is the run's end state, and which
@@ -68,7 +67,7 @@ std::vector<Observed> pct_runs(int nruns, uint64_t seed) {
   for (int run = 0; run < nruns; run++) {
     Logged st;
     auto r = s.run_pct({[&] { st.body(0); }, [&] { st.body(1); }}, 2, 40, seed, static_cast<uint64_t>(run), 10'000);
-    EXPECT_EQ(r.outcome, Outcome::kClean) << r.summary();
+    EXPECT_EQ(r.outcome, explore::Outcome::kClean) << r.summary();
     out.push_back({r.schedule, r.trace_hash, st.result()});
   }
   return out;
@@ -105,7 +104,7 @@ TEST(ExploreTest, ReplayReproducesARunExactly) {
   for (const Observed& o : runs) {
     Logged st;
     auto r = s.replay({[&] { st.body(0); }, [&] { st.body(1); }}, o.schedule);
-    ASSERT_EQ(r.outcome, Outcome::kClean) << r.summary();
+    ASSERT_EQ(r.outcome, explore::Outcome::kClean) << r.summary();
     EXPECT_EQ(r.schedule, o.schedule);
     EXPECT_EQ(r.trace_hash, o.hash);
     EXPECT_EQ(st.result(), o.log);
@@ -119,21 +118,21 @@ TEST(ExploreTest, AnEditedScheduleDiverges) {
   {
     Logged st;
     auto r = s.replay({[&] { st.body(0); }, [&] { st.body(1); }}, "0*3");
-    EXPECT_EQ(r.outcome, Outcome::kDiverged);
+    EXPECT_EQ(r.outcome, explore::Outcome::kDiverged);
     EXPECT_NE(r.detail.find("replay diverged at step 3"), std::string::npos) << r.detail;
   }
   // Too long: the run ends before the schedule does.
   {
     Logged st;
     auto r = s.replay({[&] { st.body(0); }, [&] { st.body(1); }}, o.schedule + ",0*5");
-    EXPECT_EQ(r.outcome, Outcome::kDiverged);
+    EXPECT_EQ(r.outcome, explore::Outcome::kDiverged);
     EXPECT_NE(r.detail.find("replay diverged"), std::string::npos) << r.detail;
   }
   // Malformed.
   {
     Logged st;
     auto r = s.replay({[&] { st.body(0); }, [&] { st.body(1); }}, "0*x");
-    EXPECT_EQ(r.outcome, Outcome::kDiverged);
+    EXPECT_EQ(r.outcome, explore::Outcome::kDiverged);
   }
 }
 
@@ -165,7 +164,7 @@ TEST(ExploreTest, TwoLockDeadlockIsReportedWithItsObjects) {
   AbBa st;
   // T0 starts and takes a; T1 starts, takes b and blocks on a; T0 blocks on b.
   auto r = s.replay({[&] { st.ab(); }, [&] { st.ba(); }}, "0*2,1*3,0*1");
-  ASSERT_EQ(r.outcome, Outcome::kDeadlock) << r.summary();
+  ASSERT_EQ(r.outcome, explore::Outcome::kDeadlock) << r.summary();
   // a is the first mutex the run names (#0), b the second.
   EXPECT_NE(r.detail.find("T0 blocked at mutex_lock acquire mutex#1"), std::string::npos) << r.detail;
   EXPECT_NE(r.detail.find("T1 blocked at mutex_lock acquire mutex#0"), std::string::npos) << r.detail;
@@ -177,7 +176,7 @@ TEST(ExploreTest, TwoLockDeadlockIsReportedWithItsObjects) {
   // The same locks on the same workers, one thread after the other: clean.
   // (In debug builds this also shows that the unwound threads' lockdep
   // records are gone: a stale one for b would be "recursive locking".)
-  EXPECT_EQ(s.replay({[&] { st.ab(); }, [&] { st.ba(); }}, "0*5,1*5").outcome, Outcome::kClean);
+  EXPECT_EQ(s.replay({[&] { st.ab(); }, [&] { st.ba(); }}, "0*5,1*5").outcome, explore::Outcome::kClean);
 }
 
 TEST(ExploreTest, PctFindsTheTwoLockDeadlock) {
@@ -189,9 +188,9 @@ TEST(ExploreTest, PctFindsTheTwoLockDeadlock) {
   race.thread("BA", [](Fx& f) { f.locks.ba(); });
   auto res = race.explore({.depth = 2, .runs = 200, .seed = 1});
   ASSERT_TRUE(res.found) << res.summary();
-  EXPECT_EQ(res.failure.outcome, Outcome::kDeadlock) << res.summary();
+  EXPECT_EQ(res.failure.outcome, explore::Outcome::kDeadlock) << res.summary();
   // And its schedule deadlocks again.
-  EXPECT_EQ(race.replay(res.failure.schedule).outcome, Outcome::kDeadlock);
+  EXPECT_EQ(race.replay(res.failure.schedule).outcome, explore::Outcome::kDeadlock);
 }
 
 // counter++ as a read and a write with a step between them.
@@ -224,9 +223,9 @@ TEST(ExploreTest, PctFindsALostUpdateAndItsScheduleReplaysIt) {
   for (uint64_t seed = 1; seed <= 5; seed++) {
     auto res = race.explore({.depth = 2, .runs = 100, .seed = seed});
     ASSERT_TRUE(res.found) << "seed " << seed << ": " << res.summary();
-    EXPECT_EQ(res.failure.outcome, Outcome::kViolation);
+    EXPECT_EQ(res.failure.outcome, explore::Outcome::kViolation);
     auto again = race.replay(res.failure.schedule);
-    EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+    EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
     EXPECT_EQ(again.detail, res.failure.detail);
     EXPECT_EQ(again.trace_hash, res.failure.trace_hash);
   }
@@ -279,7 +278,7 @@ TEST(ExploreTest, AWaitNobodyEndsIsADeadlock) {
   auto r = s.run_first({[&] { sched::wait_until("test.never", {&flag, sched::ObjKind::kWord}, [&] { return flag.load() == 1; }); },
                         [&] { sched::point("test.step", sched::Op::kWrite, {&flag, sched::ObjKind::kWord}); }},
                        1000);
-  ASSERT_EQ(r.outcome, Outcome::kDeadlock) << r.summary();
+  ASSERT_EQ(r.outcome, explore::Outcome::kDeadlock) << r.summary();
   EXPECT_NE(r.detail.find("T0 waits at test.never wait word#0"), std::string::npos) << r.detail;
 }
 
@@ -290,7 +289,7 @@ TEST(ExploreTest, ALivelockExceedsTheStepBound) {
                          for (;;) sched::point("test.spin", sched::Op::kRead, {&x, sched::ObjKind::kWord});
                        }},
                        500);
-  EXPECT_EQ(r.outcome, Outcome::kStepBound) << r.summary();
+  EXPECT_EQ(r.outcome, explore::Outcome::kStepBound) << r.summary();
   EXPECT_EQ(r.steps, 500u);
 }
 
@@ -422,7 +421,7 @@ TEST(ExploreTest, ModelForkRacingAWriteIsCleanAndDeterministic) {
       (void)f.p->fill(f.a, 1, 4 * 4096);
       auto r = s.run_pct({[fp] { fp->child = fp->p->fork("C"); }, [fp] { (void)fp->p->fill(fp->a + 4096, 2, 2 * 4096); }},
                          2, res.k, 11, run, 100'000);
-      ASSERT_EQ(r.outcome, Outcome::kClean) << r.summary();
+      ASSERT_EQ(r.outcome, explore::Outcome::kClean) << r.summary();
       got.push_back(r.schedule + " " + std::to_string(r.trace_hash));
       for (Process* q : f.sys->processes()) q->exit();
     }
@@ -537,10 +536,10 @@ TEST(ExploreModelTest, RfcFailsEvenWithoutTheWindow) {
   auto race = cow_zap_race("rfc");
   auto seq = race.explore({.depth = 2, .runs = 50, .seed = 3});
   ASSERT_TRUE(seq.found) << seq.summary();
-  EXPECT_EQ(seq.failure.outcome, Outcome::kViolation);
+  EXPECT_EQ(seq.failure.outcome, explore::Outcome::kViolation);
   EXPECT_NE(seq.failure.detail.find("16 PTEs, 15 of which mapped it"), std::string::npos) << seq.summary();
   auto again = race.replay(seq.failure.schedule);
-  EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+  EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
   // The warning itself, not dump_page's lines after it: they print the
   // anon_vma's host address as the kernel prints mapping, which differs
   // from run to run where the allocator does (ASan's does).
@@ -644,7 +643,7 @@ TEST(ExploreStrategyTest, FilteringDropsPrivateLocksAndStillFindsTheLostUpdate) 
     auto filtered = race.explore({.depth = 2, .runs = 200, .seed = seed});
     auto all = race.explore({.depth = 2, .runs = 200, .seed = seed, .filter = false});
     ASSERT_TRUE(filtered.found) << "seed " << seed << ": " << filtered.summary();
-    EXPECT_EQ(filtered.failure.outcome, Outcome::kViolation);
+    EXPECT_EQ(filtered.failure.outcome, explore::Outcome::kViolation);
     // Only the counter's 8 loads and stores count (each thread names it once).
     EXPECT_EQ(filtered.k, 8u) << filtered.summary();
     EXPECT_EQ(filtered.shared_objects, 2u);
@@ -655,16 +654,16 @@ TEST(ExploreStrategyTest, FilteringDropsPrivateLocksAndStillFindsTheLostUpdate) 
                 static_cast<unsigned long long>(all.k), all.found ? "found" : "nothing", all.runs);
     // The finding replays from its line.
     EXPECT_EQ(filtered.replay, filtered.failure.line);
-    EXPECT_EQ(filtered.outcome, Outcome::kViolation);
+    EXPECT_EQ(filtered.outcome, explore::Outcome::kViolation);
     auto again = race.replay(filtered.replay);
-    EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+    EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
     EXPECT_EQ(again.trace_hash, filtered.failure.trace_hash);
   }
   // DFS over the filtered points finds it at one preemption, and a locked
   // counter is exhausted at two with nothing found.
   auto dfs = race.explore(explore::Options{.strategy = explore::Dfs{.bound = 1}});
   ASSERT_TRUE(dfs.found) << dfs.summary();
-  EXPECT_EQ(dfs.failure.outcome, Outcome::kViolation);
+  EXPECT_EQ(dfs.failure.outcome, explore::Outcome::kViolation);
 }
 
 TEST(ExploreStrategyTest, DfsExhaustsTheLockedCounterFilteredAndUnfiltered) {
@@ -720,24 +719,24 @@ TEST(ExploreStrategyTest, DirectedScheduleReachesTheWindowEveryTime) {
   auto race = window_race();
   for (int i = 0; i < 100; i++) {
     auto r = race.replay_directed("A@test.window B A");
-    ASSERT_EQ(r.outcome, Outcome::kViolation) << r.summary();
+    ASSERT_EQ(r.outcome, explore::Outcome::kViolation) << r.summary();
     EXPECT_EQ(r.detail, "A read 2 after writing 1");
   }
   // Outside the window: B first, or A to its end first.
-  EXPECT_EQ(race.replay_directed("B A").outcome, Outcome::kClean);
-  EXPECT_EQ(race.replay_directed("A B").outcome, Outcome::kClean);
+  EXPECT_EQ(race.replay_directed("B A").outcome, explore::Outcome::kClean);
+  EXPECT_EQ(race.replay_directed("A B").outcome, explore::Outcome::kClean);
   // The directed run's line replays it step for step.
   auto d = race.replay_directed("A@test.window B A");
   auto again = race.replay(d.line);
-  EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+  EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
   EXPECT_EQ(again.trace_hash, d.trace_hash);
   // Threads by index work too; a bad schedule is named.
-  EXPECT_EQ(race.replay_directed("T0@test.window T1 T0").outcome, Outcome::kViolation);
+  EXPECT_EQ(race.replay_directed("T0@test.window T1 T0").outcome, explore::Outcome::kViolation);
   auto never = race.replay_directed("B@test.window A");
-  EXPECT_EQ(never.outcome, Outcome::kDiverged);
+  EXPECT_EQ(never.outcome, explore::Outcome::kDiverged);
   EXPECT_NE(never.detail.find("B ended without reaching test.window"), std::string::npos) << never.detail;
   auto unknown = race.replay_directed("A@test.window C A");
-  EXPECT_EQ(unknown.outcome, Outcome::kDiverged);
+  EXPECT_EQ(unknown.outcome, explore::Outcome::kDiverged);
   EXPECT_NE(unknown.detail.find("unknown thread 'C'"), std::string::npos) << unknown.detail;
   EXPECT_EQ(explore::check_directed("A@ B", {"A", "B"}), "directed schedule: empty label in 'A@'");
   // --explain's text names the threads and the window.
@@ -763,7 +762,7 @@ TEST(ExploreStrategyTest, PctCyclesDepthTwoAndThreeByDefault) {
   EXPECT_EQ(sink.hows[3], "pct d=2 seed 3 run 2");
   EXPECT_EQ(sink.hows[4], "pct d=3 seed 3 run 3");
   EXPECT_EQ(res.runs, 4);
-  EXPECT_EQ(res.outcomes[static_cast<int>(Outcome::kClean)], 5u);  // the profile counts among the outcomes
+  EXPECT_EQ(res.outcomes[static_cast<int>(explore::Outcome::kClean)], 5u);  // the profile counts among the outcomes
 }
 
 // ---- the schedule line ------------------------------------------------------
@@ -772,7 +771,7 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   auto race = window_race();
   race.id("window-test", "cow.policy=fixed");
   auto d = race.replay_directed("A@test.window B A");
-  ASSERT_EQ(d.outcome, Outcome::kViolation);
+  ASSERT_EQ(d.outcome, explore::Outcome::kViolation);
   const std::string& line = d.line;
   EXPECT_EQ(line.rfind("mmlab-schedule v1 build=", 0), 0u) << line;
   EXPECT_NE(line.find(" test=window-test tune=cow.policy=fixed threads=A,B choices="), std::string::npos) << line;
@@ -783,7 +782,7 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   EXPECT_EQ(parsed->steps.size(), d.steps);
   for (int i = 0; i < 5; i++) {
     auto again = race.replay(line);
-    EXPECT_EQ(again.outcome, Outcome::kViolation) << again.summary();
+    EXPECT_EQ(again.outcome, explore::Outcome::kViolation) << again.summary();
     EXPECT_EQ(again.trace_hash, d.trace_hash);
   }
 
@@ -797,7 +796,7 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   other_shown[other_shown.rfind(':')] = ' ';
   edited.steps[at] = other;
   auto r = race.replay(explore::format_line(edited));
-  EXPECT_EQ(r.outcome, Outcome::kDiverged);
+  EXPECT_EQ(r.outcome, explore::Outcome::kDiverged);
   EXPECT_NE(r.detail.find("diverged at step " + std::to_string(at) + ": expected T0 at " + other_shown +
                           ", found T0 at test.read read word#0"),
             std::string::npos)
@@ -807,17 +806,17 @@ TEST(ExploreLineTest, ALineReplaysAndAnEditedOneDivergesAtItsStep) {
   explore::ScheduleLine swapped = *parsed;
   swapped.choices[1] ^= 1;
   auto s = race.replay(explore::format_line(swapped));
-  EXPECT_EQ(s.outcome, Outcome::kDiverged);
+  EXPECT_EQ(s.outcome, explore::Outcome::kDiverged);
   EXPECT_NE(s.detail.find("diverged at step 1"), std::string::npos) << s.detail;
 
   // A line of another build is attempted: the same run is the same run ...
   explore::ScheduleLine other_build = *parsed;
   other_build.build = "0000000";
-  EXPECT_EQ(race.replay(explore::format_line(other_build)).outcome, Outcome::kViolation);
+  EXPECT_EQ(race.replay(explore::format_line(other_build)).outcome, explore::Outcome::kViolation);
   // ... and a divergence says whose line it was.
   other_build.steps[at] = other;
   auto ob = race.replay(explore::format_line(other_build));
-  EXPECT_EQ(ob.outcome, Outcome::kDiverged);
+  EXPECT_EQ(ob.outcome, explore::Outcome::kDiverged);
   EXPECT_NE(ob.detail.find("(the line is from build 0000000"), std::string::npos) << ob.detail;
 
   // Malformed lines are named.
