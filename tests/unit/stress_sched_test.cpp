@@ -30,10 +30,10 @@ stress::Config sched_run(stress::Sched how, uint64_t seed) {
   cfg.ram = 256ull << 20;
   cfg.swap_blkdev_bytes = 1ull << 20;
   cfg.swap_file_bytes = 2ull << 20;
-  // No hugetlb type yet: its fault mutex is chosen by a hash of the
-  // file's host address (hugetlb_fault_mutex_hash), so whether two faults
-  // contend differs from one process to the next (issue 34 item 4 gives
-  // files a creation id for it).
+  // No hugetlb type: before issue 34 item 4 its fault mutex was chosen by
+  // a hash of the file's host address, and whether two faults contended
+  // differed from one process to the next (docs/NOTES.md "Stress under the
+  // scheduler"); the tests were not widened after it.
   cfg.types = {"anon-64K", "thp", "shmem"};
   cfg.sched = how;
   return cfg;
@@ -57,13 +57,11 @@ std::string report_of(const stress::Result& r) {
 
 // A run in a new process (this test binary again, running only
 // StressSchedChild.DISABLED_Run): its rounds (format_rounds) on the first
-// line, then its report. The model still orders a few containers by host
-// address (Vma::anon_vma_chain, the rmap's VMA sets, the hugetlb maps:
-// issue 34 item 4), so a run repeats step for step from the same heap (a
-// new process; stress::run makes the allocator's addresses follow the
-// steps), while a second run in one process (or a fork of it) starts from
-// a heap the first one changed and may walk those containers in another
-// order.
+// line, then its report. A run repeats step for step from the same heap
+// (a new process; stress::run makes the allocator's addresses follow the
+// steps); a second run in one process starts from a heap the first one
+// changed, and something in the model still follows host addresses
+// (docs/NOTES.md "Stress under the scheduler").
 std::string in_new_process(const stress::Config& cfg) {
   char dir[] = "/tmp/mmlab-stress-sched-XXXXXX";
   if (!mkdtemp(dir)) return "mkdtemp failed";
