@@ -170,6 +170,9 @@ class Session {
   // One run that takes the lowest enabled thread at every step (the
   // profile run that measures k).
   RunResult run_first(const Bodies& bodies, uint64_t step_bound);
+  // One run that takes a uniformly random enabled thread at every step,
+  // drawn from `seed` and `run` (mmlab stress --sched random).
+  RunResult run_random(const Bodies& bodies, uint64_t seed, uint64_t run, uint64_t step_bound);
   // The run `schedule` (bare choices or a schedule line) describes;
   // kDiverged, with the step, if the run asks for a choice the schedule
   // does not give or cannot make, or (a line with sites) takes a step at
@@ -182,6 +185,15 @@ class Session {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// For code outside the model that a Session's bodies run (a tool's own
+// lock held across model calls): whether the calling thread is in a run,
+// and a wait that is one step per attempt there. attempt() may take what
+// it tests for (a try_lock); after a failed one the thread waits until
+// another thread has taken a step (an OS block would hang the run: only
+// one thread moves). Outside a run it polls with a yield between attempts.
+bool in_run();
+void wait_until(const char* site, const std::function<bool()>& attempt);
 
 // The untyped core of Race<Fx>: fresh() makes a new fixture and sets it up
 // (every run starts from it), bodies() its thread bodies, check() its

@@ -241,6 +241,22 @@ class FirstPolicy final : public Policy {
   bool free_everywhere() const override { return true; }
 };
 
+// A uniformly random enabled thread at every step (no counted points:
+// every step may switch).
+class RandomPolicy final : public Policy {
+ public:
+  RandomPolicy(uint64_t seed, uint64_t run) : rng_{seed * 0x9e3779b97f4a7c15ull ^ (run + 1) * 0xd1b54a32d192ed03ull} {
+    rng_.next();
+  }
+  int choose(const sched::Decision& d, bool, bool, uint64_t, std::string*) override {
+    return d.enabled[rng_.below(d.enabled.size())];
+  }
+  bool free_everywhere() const override { return true; }
+
+ private:
+  Rng rng_;
+};
+
 // One branch point of a DFS run: the threads it could take, the one taken,
 // and those still to try within the bound.
 struct DfsFrame {
@@ -522,6 +538,18 @@ RunResult Session::run_first(const Bodies& bodies, uint64_t step_bound) {
   FirstPolicy p;
   Filter off(false);
   return impl_->run(bodies, p, off, step_bound, nullptr);
+}
+
+RunResult Session::run_random(const Bodies& bodies, uint64_t seed, uint64_t run, uint64_t step_bound) {
+  RandomPolicy p(seed, run);
+  Filter off(false);
+  return impl_->run(bodies, p, off, step_bound, nullptr);
+}
+
+bool in_run() { return sched::active(); }
+
+void wait_until(const char* site, const std::function<bool()>& attempt) {
+  sched::wait_until(site, sched::Object{site, sched::ObjKind::kWord, sched::kByFirstUse}, [&attempt] { return attempt(); });
 }
 
 RunResult Session::replay(const Bodies& bodies, std::string_view schedule, uint64_t step_bound) {

@@ -177,8 +177,14 @@ struct Scheduler::Impl {
       workers[i].s = this;
       workers[i].index = i;
       workers[i].thread = std::thread([this, i] { worker_main(i); });
+      // One at a time: each takes the lowest free simulated CPU id as it
+      // starts, and started together they raced for them, so that worker i
+      // could run on another CPU (other per-CPU page lists) from one process
+      // to the next, and a seed did not fix the run (mmlab stress --sched).
+      for (int s = started.load(); s <= i; s = started.load()) started.wait(s);
     }
   }
+  std::atomic<int> started{0};  // workers that have taken their CPU id
 
   ~Impl() {
     pass_baton(kShutdown);
@@ -411,6 +417,8 @@ struct Scheduler::Impl {
     // it would add the id table's lock steps to the session's first run
     // only, and a replay of that run in the same session would diverge.
     (void)this_cpu();
+    started.fetch_add(1);
+    started.notify_all();
     while (wait_turn(i)) {
       me->state = WState::kRunning;
       if (!aborting) {

@@ -1,11 +1,15 @@
 // `mmlab stress`: the command line of the stress tester (stress.h, docs/STRESS.md).
 #include <cstdio>
 #include <cstdlib>
+#include <charconv>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "cli/commands.h"
 #include "fmt/format.h"
 #include "mmlab/system.h"
+#include "mmlab/types.h"
 #include "mmlab/tune.h"
 #include "stress/stress.h"
 
@@ -22,6 +26,10 @@ struct StressCli {
   std::vector<std::string> variants;
   bool debug_vm = false, plant = false, race_swapin = false, plant_hang = false;
   unsigned hang_seconds = 60;
+  std::string sched;          // --sched pct|random
+  std::string schedule;       // --schedule LINE (or @FILE)
+  std::string schedule_out;   // --schedule-out FILE
+  std::string line_build;     // the build a replayed line names
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -102,7 +110,165 @@ std::string repro_line(const StressCli& o, const stress::Config& c) {
   if (!o.inject.empty()) s += " --inject " + o.inject;
   if (o.race_swapin) s += " --race-swapin-failure";
   if (o.hang_seconds != 60) s += fmt::format(" --hang-seconds {}", o.hang_seconds);
+  if (c.sched != stress::Sched::kFree) s += fmt::format(" --sched {}", stress::sched_name(c.sched));
+  if (c.plant_corruption) s += " --plant-corruption";
   return s;
+}
+
+// ---- the schedule line of a run under the scheduler -----------------------
+//
+//   mmlab-stress-schedule v1 build=COMMIT hash=RUNHASH args=OPTIONS rounds=H:C/H:C/...
+//
+// args: the run's options (the reproduce line's, %-escaped), so that the
+// line alone makes the same run; rounds: each round's step hash and
+// run-length encoded choices (stress.h format_rounds).
+
+constexpr std::string_view kLineHead = "mmlab-stress-schedule";
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += ch == '%' ? "%25" : ch == ' ' ? "%20" : std::string(1, ch);
+  return out;
+}
+
+bool unescape(std::string_view s, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] != '%') {
+      *out += s[i];
+      continue;
+    }
+    unsigned v = 0;
+    if (i + 2 >= s.size() + 0 || std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr != s.data() + i + 3) return false;
+    *out += static_cast<char>(v);
+    i += 2;
+  }
+  return true;
+}
+
+std::string stress_line(const StressCli& o, const stress::Config& c, const stress::Result& r) {
+  std::string args = repro_line(o, c).substr(std::string_view("mmlab stress ").size());
+  return fmt::format("{} v1 build={} hash={:016x} args={} rounds={}", kLineHead, build_commit(), r.run_hash, escape(args),
+                     stress::format_rounds(r.rounds));
+}
+
+// The options of a line's args into `o` (the reproduce line's options only).
+bool parse_line_args(const std::string& args, StressCli* o, std::string* err) {
+  std::vector<std::string> toks;
+  for (const std::string& t : split(args, ' '))
+    if (!t.empty()) toks.push_back(t);
+  const auto num = [&](const std::string& opt, const std::string& v, uint64_t* out) {
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), *out);
+    if (ec != std::errc{} || p != v.data() + v.size() || v.empty()) {
+      *err = fmt::format("args: {} '{}': expected a number", opt, v);
+      return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < toks.size(); i++) {
+    const std::string& t = toks[i];
+    if (t == "--race-swapin-failure") { o->race_swapin = true; continue; }
+    if (t == "--plant-corruption") { o->plant = true; continue; }
+    if (i + 1 >= toks.size()) {
+      *err = fmt::format("args: '{}' without a value", t);
+      return false;
+    }
+    const std::string& v = toks[++i];
+    uint64_t n = 0;
+    if (t == "--seed") { if (!num(t, v, &o->seed)) return false; }
+    else if (t == "--ops") { if (!num(t, v, &o->ops)) return false; }
+    else if (t == "--check-every") { if (!num(t, v, &o->check_every) || o->check_every == 0) return *err = "args: --check-every: expected at least 1", false; }
+    else if (t == "--threads") {
+      if (!num(t, v, &n) || n < 1 || n > 64) return *err = fmt::format("args: --threads '{}': expected 1..64", v), false;
+      o->threads = static_cast<unsigned>(n);
+    } else if (t == "--hang-seconds") {
+      if (!num(t, v, &n) || n < 1 || n > 3600) return *err = fmt::format("args: --hang-seconds '{}': expected 1..3600", v), false;
+      o->hang_seconds = static_cast<unsigned>(n);
+    }
+    else if (t == "--mix") o->mix = v;
+    else if (t == "--types") o->types = v;
+    else if (t == "--variants") o->variants.push_back(v);
+    else if (t == "--ram") o->ram = v;
+    else if (t == "--swap") o->swap = v;
+    else if (t == "--movable") o->movable = v;
+    else if (t == "--inject") o->inject = v;
+    else if (t == "--sched") o->sched = v;
+    else {
+      *err = fmt::format("args: unknown option '{}'", t);
+      return false;
+    }
+  }
+  if (o->sched.empty()) return *err = "args: no --sched (the line is not of a run under the scheduler)", false;
+  return true;
+}
+
+// A schedule line (or @FILE holding one) into the options of its run and
+// the rounds to replay; false with *err naming the bad token.
+bool parse_stress_line(const std::string& text, StressCli* o, std::string* rounds, std::string* err) {
+  std::string line = text;
+  if (!line.empty() && line[0] == '@') {
+    std::ifstream f(line.substr(1));
+    if (!f) return *err = fmt::format("cannot read '{}'", line.substr(1)), false;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    line = ss.str();
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  }
+  std::vector<std::string> toks;
+  for (const std::string& t : split(line, ' '))
+    if (!t.empty()) toks.push_back(t);
+  if (toks.size() < 2 || toks[0] != kLineHead)
+    return *err = fmt::format("'{}': expected a line that begins '{} v1'", line.substr(0, 40), kLineHead), false;
+  if (toks[1] != "v1") return *err = fmt::format("'{}': this build reads version v1", toks[1]), false;
+  bool have_args = false, have_rounds = false;
+  for (size_t i = 2; i < toks.size(); i++) {
+    const size_t eq = toks[i].find('=');
+    const std::string key = toks[i].substr(0, eq), val = eq == std::string::npos ? "" : toks[i].substr(eq + 1);
+    if (eq == std::string::npos) return *err = fmt::format("'{}': expected KEY=VALUE", toks[i].substr(0, 40)), false;
+    if (key == "hash") continue;  // the rounds carry the check, each its own hash
+    if (key == "build") {
+      o->line_build = val;  // told on a divergence
+      continue;
+    }
+    if (key == "args") {
+      std::string args;
+      if (!unescape(val, &args)) return *err = fmt::format("args: '{}': a bad %-escape", val.substr(0, 40)), false;
+      if (!parse_line_args(args, o, err)) return false;
+      have_args = true;
+    } else if (key == "rounds") {
+      std::vector<stress::Round> rs;
+      if (!stress::parse_rounds(val, &rs, err)) return *err = "rounds: " + *err, false;
+      *rounds = val;
+      have_rounds = true;
+    } else {
+      return *err = fmt::format("'{}': unknown key '{}'", toks[i].substr(0, 40), key), false;
+    }
+  }
+  if (!have_args || !have_rounds) return *err = fmt::format("the line has no {}=", have_args ? "rounds" : "args"), false;
+  return true;
+}
+
+// Under the scheduler: the rounds, their steps and the run's hash (the
+// same for the same seed and build), and the schedule line: shown when the
+// run failed (unless very long), saved by --schedule-out.
+void print_schedule(const StressCli& o, const stress::Config& c, const stress::Result& r) {
+  const double el = r.elapsed_s > 0 ? r.elapsed_s : 1e-9;
+  std::printf("scheduler: %s%s, %zu rounds (%.1f runs/s), %llu steps (%.0f steps/s), run hash %016llx\n",
+              stress::sched_name(c.sched), c.replay.empty() ? "" : " (replayed)", r.rounds.size(),
+              static_cast<double>(r.rounds.size()) / el, static_cast<unsigned long long>(r.sched_steps),
+              static_cast<double>(r.sched_steps) / el, static_cast<unsigned long long>(r.run_hash));
+  if (!c.replay.empty() && !r.ok() && !o.line_build.empty() && o.line_build != build_commit())
+    std::printf("schedule: the line is from build %s, this is %s\n", o.line_build.c_str(), build_commit());
+  const std::string line = stress_line(o, c, r);
+  if (!o.schedule_out.empty()) {
+    std::ofstream f(o.schedule_out);
+    f << line << "\n";
+    std::printf("schedule line saved to %s (%zu bytes): mmlab stress --schedule @%s\n", o.schedule_out.c_str(), line.size(),
+                o.schedule_out.c_str());
+  }
+  if (r.ok() || !c.replay.empty()) return;
+  if (line.size() <= (64u << 10)) std::printf("schedule: %s\n", line.c_str());
+  else std::printf("schedule: %zu bytes, not shown (--schedule-out FILE saves it)\n", line.size());
 }
 
 // The report, at the end or, on a hang, with what the run has so far
@@ -134,6 +300,7 @@ int print_report(const StressCli& o, const stress::Config& c, const stress::Resu
               static_cast<unsigned long long>(r.checks), r.violations.size(), static_cast<unsigned long long>(r.nr_mismatches),
               static_cast<unsigned long long>(r.frames_leaked), r.hangs.empty() ? "" : "; hung: the report is partial");
   std::printf("reproduce: %s\n", repro_line(o, c).c_str());
+  if (c.sched != stress::Sched::kFree) print_schedule(o, c, r);
   if (!r.ok()) {
     std::printf("FAILED\n");
     return 1;
@@ -172,14 +339,52 @@ bool stress_config(StressCli& o, stress::Config* c) {
   }
   if (!o.inject.empty() && (!parse_probability(o.inject, &c->inject_rate) || c->inject_rate <= 0))
     return usage(fmt::format("--inject {}: expected a failure rate above 0 and at most 1, as 0.01 or 1%", o.inject));
+  if (!o.sched.empty()) {
+    if (o.sched == "pct") c->sched = stress::Sched::kPct;
+    else if (o.sched == "random") c->sched = stress::Sched::kRandom;
+    else return usage(fmt::format("--sched '{}': expected pct or random", o.sched));
+    if (c->seconds > 0) return usage("--seconds: the scheduler takes no wall clock (give --ops)");
+    if (c->ops == 0) c->ops = 10000;
+  }
   if (c->ops == 0 && c->seconds <= 0) c->seconds = 10;
   return true;
 }
 
-int run_stress(StressCli o) {
+// The options a schedule line carries itself: none of them may be given
+// with --schedule.
+constexpr const char* kLineOptions[] = {"--threads", "--seconds", "--ops",     "--seed",   "--check-every",
+                                        "--mix",     "--types",   "--variants", "--ram",   "--movable",
+                                        "--swap",    "--inject",  "--debug-vm", "--sched", "--plant-corruption",
+                                        "--race-swapin-failure"};
+
+int run_stress(StressCli o, const CLI::App* sub) {
+  if (!o.sched.empty() || !o.schedule.empty()) stress::deterministic_allocator();  // before the line is read
   stress::Config c;
+  std::string rounds;
+  if (!o.schedule.empty()) {
+    for (const char* opt : kLineOptions)
+      if (sub->count(opt)) {
+        (void)usage(fmt::format("{}: --schedule replays the line's own options; give it alone", opt));
+        return 2;
+      }
+    std::string err;
+    StressCli from_line;
+    from_line.schedule = o.schedule;
+    from_line.schedule_out = o.schedule_out;
+    if (!parse_stress_line(o.schedule, &from_line, &rounds, &err)) {
+      (void)usage("--schedule: " + err);
+      return 2;
+    }
+    o = std::move(from_line);
+  } else if (sub->count("--sched") && sub->count("--seconds")) {
+    (void)usage("--seconds: the scheduler takes no wall clock (give --ops)");
+    return 2;
+  }
   if (!stress_config(o, &c)) return 2;
-  c.progress = true;
+  c.replay = rounds;
+  // Not under the scheduler: the progress line's thread allocates while the
+  // workers run, which would move their objects' addresses (stress.cpp run()).
+  c.progress = c.sched == stress::Sched::kFree;
   c.on_hang = [&o, &c](const stress::Result& partial) { (void)print_report(o, c, partial); };
   stress::Result r;
   std::string err;
@@ -223,8 +428,13 @@ void add_stress(CLI::App& app) {
       ->group("");
   sub->add_option("--hang-seconds", o->hang_seconds, "a phase without progress this long is a hang (default 60)")
       ->check(unsigned_number() & CLI::Range(1u, 3600u));
+  sub->add_option("--sched", o->sched,
+                  "run the workers under the deterministic scheduler: pct or random (the seed alone reproduces the run; "
+                  "needs --ops, default 10000)");
+  sub->add_option("--schedule", o->schedule, "replay a run under the scheduler from its schedule line (or @FILE holding it)");
+  sub->add_option("--schedule-out", o->schedule_out, "under the scheduler: save the run's schedule line in this file");
   add_trace_options(sub);
-  register_action(sub, [o] { return run_stress(*o); });
+  register_action(sub, [o, sub] { return run_stress(*o, sub); });
 }
 
 }  // namespace mmlab::cli

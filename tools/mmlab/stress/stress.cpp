@@ -10,6 +10,7 @@
 #include "stress/stress.h"
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -17,6 +18,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +28,7 @@
 #include <thread>
 
 #include "fmt/format.h"
+#include "mmlab/explore.h"
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
 #include "mmlab/tune.h"
@@ -124,6 +129,47 @@ bool set_up_hugetlb(System* sys, const Config& cfg, const TypeInfo& t, unsigned 
 }
 
 }  // namespace
+
+const char* sched_name(Sched s) {
+  switch (s) {
+    case Sched::kFree: return "free";
+    case Sched::kPct: return "pct";
+    case Sched::kRandom: return "random";
+  }
+  return "?";
+}
+
+std::string format_rounds(const std::vector<Round>& rounds) {
+  std::string out;
+  for (const Round& r : rounds) out += fmt::format("{}{:x}:{}", out.empty() ? "" : "/", r.hash, r.choices);
+  return out;
+}
+
+bool parse_rounds(std::string_view text, std::vector<Round>* out, std::string* err) {
+  out->clear();
+  size_t pos = 0;
+  for (unsigned n = 0; pos <= text.size(); n++) {
+    size_t slash = text.find('/', pos);
+    if (slash == std::string_view::npos) slash = text.size();
+    const std::string_view tok = text.substr(pos, slash - pos);
+    const size_t colon = tok.find(':');
+    const std::string_view hex = tok.substr(0, colon == std::string_view::npos ? 0 : colon);
+    Round r;
+    const auto [p, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), r.hash, 16);
+    if (colon == std::string_view::npos || hex.empty() || ec != std::errc{} || p != hex.data() + hex.size()) {
+      *err = fmt::format("round {}: '{}': expected HASH:CHOICES (the hash in hex)", n, tok.substr(0, 40));
+      return false;
+    }
+    r.choices = std::string(tok.substr(colon + 1));
+    if (!explore::decode_schedule(r.choices) || r.choices.empty()) {
+      *err = fmt::format("round {}: '{}': malformed choices (expected T*N,T*N,...)", n, tok.substr(colon + 1, 40));
+      return false;
+    }
+    out->push_back(std::move(r));
+    pos = slash + 1;
+  }
+  return true;
+}
 
 std::vector<std::string> op_kinds() { return {std::begin(kOpNames), std::end(kOpNames)}; }
 
@@ -311,7 +357,11 @@ Result partial_result(Shared* s, std::vector<std::string> hangs) {
 // operations, and the process ends: a stuck thread cannot be unwound.
 class Watchdog {
  public:
-  explicit Watchdog(Shared* s) : s_(s), thread_([this] { loop(); }) {}
+  // The per-thread counts are made here, on the caller's thread: the
+  // watchdog allocates nothing while the run goes on, which under the
+  // scheduler would race with the workers' allocations (see run()).
+  explicit Watchdog(Shared* s)
+      : s_(s), last_(s->workers.size(), 0), still_(s->workers.size(), 0), thread_([this] { loop(); }) {}
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -323,8 +373,8 @@ class Watchdog {
 
  private:
   void loop() {
-    std::vector<uint64_t> last(s_->workers.size(), 0);
-    std::vector<unsigned> still(s_->workers.size(), 0);
+    std::vector<uint64_t>& last = last_;
+    std::vector<unsigned>& still = still_;
     uint64_t main_last = ~0ull;
     unsigned main_still = 0;
     for (;;) {
@@ -333,7 +383,18 @@ class Watchdog {
         if (cv_.wait_for(g, std::chrono::seconds(1), [this] { return done_; })) return;
       }
       std::vector<std::string> hangs;
-      for (size_t t = 0; t < s_->workers.size(); t++) {
+      if (s_->sched) {
+        // One worker moves at a time, and a strategy may hold one back for
+        // a whole round while the others run: only the run as a whole can
+        // be stuck.
+        const uint64_t all = ops_so_far(s_);
+        all_still_ = (all == all_last_ && std::string(s_->phase.load()) == "run") ? all_still_ + 1 : 0;
+        all_last_ = all;
+        if (all_still_ >= s_->cfg->hang_seconds)
+          hangs.push_back(fmt::format("no worker finished an operation for {} s under the scheduler (after {} operations)",
+                                      all_still_, all));
+      }
+      for (size_t t = 0; t < s_->workers.size() && !s_->sched; t++) {
         const Worker* w = s_->workers[t].get();
         const uint64_t p = w->progress.load(std::memory_order_relaxed);
         const int cur = w->current.load(std::memory_order_relaxed);
@@ -358,6 +419,10 @@ class Watchdog {
   }
 
   Shared* s_;
+  uint64_t all_last_ = 0;
+  unsigned all_still_ = 0;
+  std::vector<uint64_t> last_;
+  std::vector<unsigned> still_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -386,6 +451,81 @@ void run_workers(Shared* s) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// FNV-1a step of the run hash over the rounds' hashes.
+uint64_t mix_hash(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  return h;
+}
+
+// A round's step bound: far above what a round takes (PCT sized by the
+// round before), so that only a livelock meets it.
+uint64_t round_bound(uint64_t k) { return std::max<uint64_t>(50'000'000, 100 * k); }
+
+// The run under the deterministic scheduler: each round is one explorer
+// run in which every worker does its check_every operations (the
+// session's workers are the only threads that touch the model), and the
+// stop-the-world check then runs here, as the barrier's completion does
+// free-running. No wall clock decides anything: the seed (or the replayed
+// rounds) and the build fix every step.
+void run_workers_sched(Shared* s, std::vector<Round>* replay) {
+  const Config& cfg = *s->cfg;
+  explore::Session session(static_cast<int>(cfg.threads));
+  explore::Session::Bodies bodies;
+  for (auto& wp : s->workers) {
+    Worker* w = wp.get();
+    bodies.push_back([s, w] {
+      for (uint64_t k = 0; k < s->cfg->check_every && !(w->quota && w->done >= w->quota) && !s->stop.load(); k++, w->done++)
+        w->run();
+      w->release_held();
+    });
+  }
+  Result* res = s->res;
+  res->run_hash = 0xcbf29ce484222325ull;
+  // PCT's k for round 0: a fixed estimate of the steps of a round (then
+  // each round is sized by the one before).
+  uint64_t k = cfg.check_every * cfg.threads * 64;
+  for (uint64_t round = 0; !s->stop.load(); round++) {
+    explore::RunResult r;
+    if (replay) {
+      if (round >= replay->size()) {
+        std::lock_guard<std::mutex> g(s->mu);
+        res->violations.push_back(fmt::format("schedule: the run goes on after the schedule's {} rounds (replay diverged)", replay->size()));
+        s->stop = true;
+        break;
+      }
+      const Round& want = (*replay)[round];
+      r = session.replay(bodies, want.choices, round_bound(k));
+      if (r.outcome == explore::Outcome::kClean && r.trace_hash != want.hash) {
+        r.outcome = explore::Outcome::kDiverged;
+        r.detail = fmt::format("the steps' hash is {:016x}, the schedule's {:016x}", r.trace_hash, want.hash);
+      }
+    } else if (cfg.sched == Sched::kPct) {
+      r = session.run_pct(bodies, 2 + static_cast<int>(round % 2), k, cfg.seed, round, round_bound(k));
+    } else {
+      r = session.run_random(bodies, cfg.seed, round, round_bound(k));
+    }
+    k = std::max<uint64_t>(r.steps, 1);
+    res->rounds.push_back(Round{r.trace_hash, r.schedule});
+    res->sched_steps += r.steps;
+    res->run_hash = mix_hash(res->run_hash, r.trace_hash);
+    if (r.outcome != explore::Outcome::kClean) {
+      std::lock_guard<std::mutex> g(s->mu);
+      res->violations.push_back(fmt::format("scheduler: round {} ended {} after {} steps: {}", round,
+                                            explore::outcome_name(r.outcome), r.steps, r.detail));
+      s->stop = true;
+      // Unwound threads may hold the model's locks: nothing may touch it
+      // again (no final sweep, no teardown).
+      if (r.abandoned) s->abandoned = true;
+      break;
+    }
+    quiesce_and_check(s);
+  }
+  std::lock_guard<std::mutex> g(s->mu);
+  if (replay && !s->abandoned && res->rounds.size() < replay->size() && res->violations.empty())
+    res->violations.push_back(fmt::format("schedule: the run ended after {} rounds, the schedule has {} (replay diverged)",
+                                          res->rounds.size(), replay->size()));
 }
 
 // The statistics a run reports, as the System has them so far: which paths
@@ -526,6 +666,43 @@ std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err) {
   return m;
 }
 
+void deterministic_allocator() {
+#ifdef __GLIBC__
+  // One malloc arena for every thread. The model still orders a few
+  // containers by host address (Vma::anon_vma_chain, the rmap's VMA sets,
+  // the hugetlb maps: issue 34 item 4), and with an arena per thread
+  // which worker gets which arena is a race of their first allocations:
+  // the same seed then walked those containers in another order in about
+  // one process in four. With one arena, and the workers' allocations
+  // serialised by the scheduler, the addresses follow from the steps.
+  (void)mallopt(M_ARENA_MAX, 1);
+  // And every block of 4 KiB or more its own mapping, outside the arena,
+  // at a fixed threshold (glibc's moves with what was freed): a replay's
+  // schedule, larger than the run's own, then leaves no hole in the arena
+  // for the model's objects to fall into.
+  (void)mallopt(M_MMAP_THRESHOLD, 4096);
+#endif
+}
+
+// A run under the scheduler: no wall clock, a number of operations, no
+// choices from bytes, the replayed rounds well formed (parsed into *replay).
+static bool sched_config(const Config& cfg, std::vector<Round>* replay, std::string* err) {
+  deterministic_allocator();
+  if (cfg.seconds > 0) {
+    *err = "the scheduler takes no wall clock: give --ops, not --seconds";
+    return false;
+  }
+  if (cfg.ops == 0) {
+    *err = "the scheduler needs a number of operations (--ops)";
+    return false;
+  }
+  if (!cfg.choices.empty()) {
+    *err = "choices from bytes and the scheduler exclude each other";
+    return false;
+  }
+  return cfg.replay.empty() || parse_rounds(cfg.replay, replay, err);
+}
+
 bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   if (m->retired_) {
     *err = "the machine was retired: an earlier run on it did not leave it clean";
@@ -539,8 +716,11 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
     *err = "choices from bytes need one thread and no khugepaged thread";
     return false;
   }
+  std::vector<Round> replay;
+  if ((cfg.sched != Sched::kFree || !cfg.replay.empty()) && !sched_config(cfg, &replay, err)) return false;
   Shared s;
   s.cfg = &cfg;
+  s.sched = cfg.sched != Sched::kFree || !cfg.replay.empty();
   s.res = out;
   s.sys = m->sys_.get();
   out->types_run = m->types_run_;
@@ -560,8 +740,9 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
     return false;
   }
   if (!cfg.choices.empty()) note_types_chosen(&s, out);
-  s.khugepaged = cfg.khugepaged_thread && s.sys->start_khugepaged_thread() == 0;
-  if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
+  s.khugepaged = cfg.khugepaged_thread && !s.sched && s.sys->start_khugepaged_thread() == 0;
+  if (s.sched) out->not_run["khugepaged"] = "not run under the scheduler: the explorer must own every thread";
+  else if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
   else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
   s.start = std::chrono::steady_clock::now();
   s.phase = "run";
@@ -569,18 +750,38 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
     Watchdog watchdog(&s);
     std::optional<cli::ProgressLine> line;
     if (cfg.progress) line.emplace("mmlab stress", [&s] { return progress_text(&s); });
-    run_workers(&s);
+    if (s.sched) run_workers_sched(&s, cfg.replay.empty() ? nullptr : &replay);
+    else run_workers(&s);
     out->elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
-    s.phase = "final sweep";
-    if (s.khugepaged) s.sys->stop_khugepaged_thread();
-    // The final sweep and the teardown run without injected failures.
-    for (const std::string& site : System::inject_sites())
-      if (int64_t n = s.sys->injected(site); s.injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
-    s.sys->inject_off_all();
-    if (cfg.plant_corruption) s.workers[0]->plant_corruption();
-    for (auto& w : s.workers) w->verify_all("final sweep"), s.main_progress.fetch_add(1, std::memory_order_relaxed);
-    collect(&s, out);
-    tear_down(&s, out);
+    if (s.abandoned) {
+      // A thread unwound with the model's locks possibly held: report what
+      // the run found, and never touch the System again (below).
+      for (unsigned op = 0; op < kNrOps; op++)
+        for (auto& w : s.workers) out->ops[kOpNames[op]] += w->ops[op].load(std::memory_order_relaxed);
+      for (auto& w : s.workers)
+        for (const auto& [k, v] : w->errors) out->errors[k] += v;
+    } else {
+      s.phase = "final sweep";
+      if (s.khugepaged) s.sys->stop_khugepaged_thread();
+      // The final sweep and the teardown run without injected failures.
+      for (const std::string& site : System::inject_sites())
+        if (int64_t n = s.sys->injected(site); s.injecting && n >= 0) out->injected[site] = static_cast<uint64_t>(n);
+      s.sys->inject_off_all();
+      if (cfg.plant_corruption) s.workers[0]->plant_corruption();
+      for (auto& w : s.workers) w->verify_all("final sweep"), s.main_progress.fetch_add(1, std::memory_order_relaxed);
+      collect(&s, out);
+      tear_down(&s, out);
+    }
+  }
+  if (s.abandoned) {
+    // Never destroyed either (their destructors would take those locks),
+    // and still reachable (no leak report).
+    static auto* kept = new std::vector<std::unique_ptr<System>>;
+    kept->push_back(std::move(m->sys_));
+    static auto* kept_workers = new std::vector<std::unique_ptr<Worker>>;  // their pins too
+    for (auto& w : s.workers) kept_workers->push_back(std::move(w));
+    m->retired_ = true;
+    return true;
   }
   for (const auto& [key, v] : tunes) (void)s.sys->tune(key, v);
   (void)s.sys->release_exited();  // every process of the run has exited

@@ -27,6 +27,24 @@ std::vector<std::string> type_names();
 // The fault-injection sites --inject arms.
 std::vector<std::string> inject_sites();
 
+// Who interleaves the workers: the OS (free-running, the default), or the
+// deterministic scheduler of issue 34 (docs/STRESS.md "Under the
+// scheduler"): PCT or a uniformly random thread at every step.
+enum class Sched : uint8_t { kFree, kPct, kRandom };
+const char* sched_name(Sched s);
+
+// One round of a run under the scheduler: check_every operations per
+// worker, one explorer run, then the stop-the-world check. Its choices
+// (run-length encoded, explore.h) and the hash of its steps.
+struct Round {
+  uint64_t hash = 0;
+  std::string choices;
+};
+// The rounds as a schedule keeps them: "HASH:CHOICES/HASH:CHOICES/..."
+// (the hash in hex). parse_rounds: false with *err naming the bad token.
+std::string format_rounds(const std::vector<Round>& rounds);
+bool parse_rounds(std::string_view text, std::vector<Round>* out, std::string* err);
+
 struct Config {
   unsigned threads = 4;
   double seconds = 0;           // stop after this long (0: no limit)
@@ -81,6 +99,11 @@ struct Config {
   // each stuck thread is); the process then ends with exit status 1 (a
   // stuck thread cannot be unwound).
   std::function<void(const struct Result&)> on_hang;
+  // Under the scheduler (needs ops, no seconds, no choices; runs no
+  // khugepaged thread): the strategy, and, when not empty, the rounds of an
+  // earlier run to replay (format_rounds), each checked against its hash.
+  Sched sched = Sched::kFree;
+  std::string replay;
 };
 
 struct Result {
@@ -101,6 +124,11 @@ struct Result {
   std::map<std::string, uint64_t> injected;  // site -> failures injected (--inject), every site
   std::vector<std::string> hangs;          // on a hang: the phase and each stuck thread's last operations
   double elapsed_s = 0;
+  // Under the scheduler: each round's choices and step hash (the schedule),
+  // the steps in all, and a hash over the rounds' hashes.
+  std::vector<Round> rounds;
+  uint64_t sched_steps = 0;
+  uint64_t run_hash = 0;
   uint64_t total_ops() const;
   bool ok() const { return violations.empty() && nr_mismatches == 0 && frames_leaked == 0 && hangs.empty(); }
 };
@@ -131,6 +159,11 @@ class Machine {
   size_t warnings_seen_ = 0;                    // the model's warnings earlier runs reported
   bool retired_ = false;
 };
+
+// Under the scheduler, the allocator is set so that the model's objects
+// get the same addresses from the same steps (run() does it; a caller that
+// allocates a replay's schedule first, as the CLI does, calls it earlier).
+void deterministic_allocator();
 
 // False (and *err) when the System cannot be set up as configured.
 std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err);

@@ -98,7 +98,7 @@ long reserve_aligned(Process* p, uint64_t len, uint64_t align) {
 bool Worker::map_region(Region* r) {
   Process* p = s_->parent;
   const TypeInfo& t = *r->type;
-  std::lock_guard<std::mutex> placed(s_->placement);
+  std::lock_guard<PlacementMutex> placed(s_->placement);
   long at = reserve_aligned(p, t.len, t.align);
   if (at < 0) return false;
   const uint64_t a = static_cast<uint64_t>(at);
@@ -573,7 +573,7 @@ void Worker::op_remap() {
 
 void Worker::op_mremap() {
   Region* r = pick_region();
-  std::unique_lock<std::mutex> placed(s_->placement);
+  std::unique_lock<PlacementMutex> placed(s_->placement);
   const long dst = reserve_aligned(s_->parent, r->type->len, r->type->align);
   if (dst < 0) {
     error(kMremap, dst);

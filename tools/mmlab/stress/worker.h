@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "mmlab/explore.h"
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
 #include "stress/stress.h"
@@ -183,6 +184,22 @@ class Worker {
   GupPages held_[kCrossPinSlots];  // cross pins held between operations
 };
 
+// A std::mutex that a worker may hold across model calls. Under the
+// scheduler those calls pass the baton, so another worker that blocked on
+// it in the OS would hang the run (only one thread moves): there it is
+// taken by a try_lock that is one step per attempt (explore::wait_until).
+class PlacementMutex {
+ public:
+  void lock() {
+    if (explore::in_run()) explore::wait_until("stress.placement", [this] { return m_.try_lock(); });
+    else m_.lock();
+  }
+  void unlock() { m_.unlock(); }
+
+ private:
+  std::mutex m_;
+};
+
 struct Shared {
   const Config* cfg;
   System* sys = nullptr;  // the Machine's
@@ -198,14 +215,16 @@ struct Shared {
   // once the workers are done (the final sweep, the teardown).
   std::atomic<const char*> phase{"setup"};
   std::atomic<uint64_t> main_progress{0};
-  std::atomic<bool> collected{false};  // the result's errors, statistics and injections are in
+  std::atomic<bool> collected{false};
+  bool sched = false;  // the workers run under the deterministic scheduler
+  bool abandoned = false;  // a round under it unwound a thread: the model may hold locks  // the result's errors, statistics and injections are in
   std::mutex mu;  // guards the result's vectors below
   // Held by a thread from taking a range from the kernel's placement until
   // it no longer needs to clean a failed attempt up: a failed mremap (or
   // MAP_FIXED mmap) may have unmapped the thread's reservation already, and
   // unmapping that range again must not hit another thread's new mapping
   // placed into the hole meanwhile.
-  std::mutex placement;
+  PlacementMutex placement;
   Result* res;
   uint64_t mismatches_kept = 0;
   // A kept machine's statistics and model warnings before this run: the
