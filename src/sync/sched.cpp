@@ -393,6 +393,21 @@ struct Scheduler::Impl {
     maybe_throw(Op::kWait);
   }
 
+  // A yield: the caller retries elsewhere (a fault returned to be retried),
+  // so it waits for another thread's step only while another thread may
+  // still take one. With every other thread ended its retry sees the
+  // final state and goes on (a retry that never can is a livelock, which
+  // the step bound reports); disabling it would end the run as a false
+  // deadlock (DFS found one on K3's fixed code: the split ended between
+  // the fault's failed reference and its yield).
+  void yield_once(Worker* me, const char* site, const Object& obj) {
+    for (const Worker& w : workers)
+      if (w.index != me->index && w.state != WState::kDone) {
+        wait_once(me, site, obj);
+        return;
+      }
+  }
+
   void worker_main(int i) {
     Worker* me = &workers[i];
     // Take the simulated CPU id now, outside any run: taken inside a body
@@ -495,7 +510,7 @@ void yield_slow(const char* site, const Object& obj) {
     return;
   }
   me->s->point(me, site, Op::kWait, obj);
-  me->s->wait_once(me, site, obj);
+  me->s->yield_once(me, site, obj);
 }
 
 }  // namespace detail
