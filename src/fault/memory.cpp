@@ -243,7 +243,7 @@ static vm_fault_t wp_page_copy(VmFault* vmf) {
   PhysMem* phys = mm->phys;
   Folio* old_folio = vmf->page ? page_folio(vmf->page) : nullptr;
 
-  wp_copy_window(mm, Kernel::WpCopyPoint::kEnter);
+  wp_copy_window(mm, WpCopyPoint::kEnter);
   switch (mm->kernel->settings.cow_policy.load(std::memory_order_relaxed)) {
     case CowPolicy::kRfc: return rfc::wp_page_copy(vmf);
     case CowPolicy::kFixed: {

@@ -87,15 +87,14 @@ void count_wp_copy_bytes(Mm* mm, const Folio* new_folio, unsigned nr) {
 
 void wp_copy_before_revalidate(Mm* mm) {
   mm->stats->count(Event::cow_notifier);
-  wp_copy_window(mm, Kernel::WpCopyPoint::kBeforeRevalidate);
+  wp_copy_window(mm, WpCopyPoint::kBeforeRevalidate);
 }
 
-void wp_copy_window(Mm* mm, Kernel::WpCopyPoint point) {
+void wp_copy_window(Mm* mm, WpCopyPoint point) {
   // Labels: wp_page_copy's entry with the PTL dropped, and after the copy
   // before the PTL is retaken to re-validate the entries.
-  sched::point(point == Kernel::WpCopyPoint::kEnter ? "wp_copy.enter" : "wp_copy.before_revalidate",
+  sched::point(point == WpCopyPoint::kEnter ? "wp_copy.enter" : "wp_copy.before_revalidate",
                sched::Op::kLabel, {mm, sched::ObjKind::kLabel, static_cast<uint64_t>(mm->mm_id)});
-  if (mm->kernel->wp_copy_hook) mm->kernel->wp_copy_hook(point);
 }
 
 // ============================================================================

@@ -27,11 +27,17 @@ void wp_install_new_folio(VmFault* vmf, Folio* new_folio, pte_t* pte, uint64_t a
 void count_wp_copy(const VmFault* vmf, unsigned order);
 void count_wp_copy_bytes(Mm* mm, const Folio* new_folio, unsigned nr);
 // mmu_notifier_invalidate_range_start() over the range about to be
-// replaced (the model has no notifier subscribers: counted), then
-// Kernel::wp_copy_hook's kBeforeRevalidate window.
+// replaced (the model has no notifier subscribers: counted), then the
+// wp_copy.before_revalidate label.
 void wp_copy_before_revalidate(Mm* mm);
-// Kernel::wp_copy_hook, if a unit test installed one.
-void wp_copy_window(Mm* mm, Kernel::WpCopyPoint point);
+// The copy's two windows, where the kernel's fault may sleep or be
+// preempted with only the fault's mmap_lock or VMA lock held: on entry (the
+// PTL dropped by do_wp_page) and after the copy, before the PTL is retaken
+// to re-validate. Each is a scheduler label (wp_copy.enter,
+// wp_copy.before_revalidate; docs/RACES.md) that a directed schedule can
+// stop a fault at.
+enum class WpCopyPoint : uint8_t { kEnter, kBeforeRevalidate };
+void wp_copy_window(Mm* mm, WpCopyPoint point);
 
 // `cow.policy rfc`: wp_page_copy() as the posting's patch 6/7 makes it, for
 // every order including 0. Entered as the kernel's: no PTL, holding a

@@ -79,9 +79,6 @@ class HugetlbVmaLock {
   std::shared_ptr<HugetlbResvMap> map_;  // kept alive while held; declared first, released last
   RwSemHold hold_;
 };
-// Threads queued on vma's hugetlb VMA lock (0 without one): for tests that
-// force an interleaving.
-[[nodiscard]] int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma);
 // hugetlb_walk / huge_pte_offset: the entry for addr, or none if the table
 // above is missing.
 HPte hugetlb_walk(Mm* mm, uint64_t addr, const Hstate* h);

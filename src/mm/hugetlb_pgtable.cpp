@@ -209,7 +209,6 @@ long __unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end, Folio* ref_f
     // Label: the leaf is cleared and the PTL dropped, the reservation not
     // yet restored (__unmap_hugepage_range).
     sched::point("hugetlb_zap.after_unmap", sched::Op::kLabel, {vma, sched::ObjKind::kVma, vma->cid});
-    if (k->hugetlb_zap_hook) k->hugetlb_zap_hook(vma, addr);
     // Restore the reservation of an owner's anonymous page, so that the
     // page cannot be stolen before the owner faults it in again.
     {

@@ -127,11 +127,6 @@ std::shared_ptr<HugetlbResvMap> owner_map(HugetlbState* hs, const Vma* vma) {
 HugetlbVmaLock::HugetlbVmaLock(HugetlbState* hs, const Vma* vma, RwSemHold::Mode mode)
     : map_(owner_map(hs, vma)), hold_(map_ ? &map_->rw_sema : nullptr, mode) {}
 
-int hugetlb_vma_lock_waiters(HugetlbState* hs, const Vma* vma) {
-  std::shared_ptr<HugetlbResvMap> m = owner_map(hs, vma);
-  return m ? m->rw_sema.nr_waiting() : 0;
-}
-
 ResvCtx ctx_of(const Vma* vma) {
   File* f = vma->vm_file.get();
   return ResvCtx{f, f->hstate.get(), f->hstate->h, vma};

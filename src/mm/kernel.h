@@ -87,22 +87,6 @@ struct Kernel {
   std::vector<std::string> warnings GUARDED_BY(warn_lock);
   std::vector<std::string> kernel_log GUARDED_BY(warn_lock);
   std::set<const void*> warned_once GUARDED_BY(warn_lock);
-
-  // ---- test hooks: null except in white-box unit tests ----
-  // Called by wp_page_copy with no lock but the fault's (mmap_lock or the
-  // VMA lock) held, at the points where the kernel's fault can sleep or be
-  // preempted: on entry (the PTL dropped by do_wp_page) and after the copy,
-  // before the PTE lock is taken again to re-validate.
-  enum class WpCopyPoint : uint8_t { kEnter, kBeforeRevalidate };
-  std::function<void(WpCopyPoint)> wp_copy_hook;
-  // Called by the long-term-pin migration (mm/migrate.cpp) with the folio
-  // locked, its mappings replaced by migration entries and no other lock
-  // held by it, where the kernel's migration may sleep before the copy.
-  std::function<void(Folio*)> migrate_hook;
-  // Called by __unmap_hugepage_range once a leaf of vma is cleared and its
-  // PTL dropped, before an owner's reservation is restored: where the
-  // kernel's zap still holds the hugetlb VMA lock for write.
-  std::function<void(Vma*, uint64_t addr)> hugetlb_zap_hook;
 };
 
 }  // namespace mmlab

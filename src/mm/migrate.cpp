@@ -198,7 +198,6 @@ int migrate_longterm_unpinnable_folio(Folio* src) {
   }
   // Label: src locked, every mapping a migration entry, no other lock held.
   sched::point("migrate.unmapped", sched::Op::kLabel, refcount_object(src));
-  if (k->migrate_hook) k->migrate_hook(src);
   // __folio_migrate_mapping: with every mapping gone only the isolation
   // reference may remain; freezing it keeps GUP-fast from taking another.
   const bool frozen = !folio_mapped(src) && folio_ref_freeze(src, 1);

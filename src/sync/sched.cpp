@@ -156,6 +156,7 @@ struct Worker {
   int muted = 0;  // sched::Unscheduled scopes open: points are not steps
   WState state = WState::kDone;
   const void* blocked_key = nullptr;
+  bool yielding = false;  // kWaiting from a yield, not from a wait's test
   std::thread thread;
 };
 
@@ -304,6 +305,17 @@ struct Scheduler::Impl {
     }
     if (enabled.empty()) {
       if (!any_left) return kController;  // every body ended (clean, or drained)
+      // A yield waits for another thread's step only while one can be
+      // taken: its retry is elsewhere (a fault that found the migration
+      // entry gone returns and refaults), so with every other thread
+      // blocked, perhaps on a lock the yielder holds, it goes on.
+      for (Worker& w : workers)
+        if (w.state == WState::kWaiting && w.yielding) {
+          w.state = WState::kReady;
+          enabled.push_back(w.index);
+        }
+    }
+    if (enabled.empty()) {
       begin_abort(Outcome::kDeadlock, deadlock_detail());
       return next_to_unwind();
     }
@@ -391,21 +403,6 @@ struct Scheduler::Impl {
     me->state = WState::kWaiting;
     switch_to(me, decide(me->index));
     maybe_throw(Op::kWait);
-  }
-
-  // A yield: the caller retries elsewhere (a fault returned to be retried),
-  // so it waits for another thread's step only while another thread may
-  // still take one. With every other thread ended its retry sees the
-  // final state and goes on (a retry that never can is a livelock, which
-  // the step bound reports); disabling it would end the run as a false
-  // deadlock (DFS found one on K3's fixed code: the split ended between
-  // the fault's failed reference and its yield).
-  void yield_once(Worker* me, const char* site, const Object& obj) {
-    for (const Worker& w : workers)
-      if (w.index != me->index && w.state != WState::kDone) {
-        wait_once(me, site, obj);
-        return;
-      }
   }
 
   void worker_main(int i) {
@@ -510,7 +507,13 @@ void yield_slow(const char* site, const Object& obj) {
     return;
   }
   me->s->point(me, site, Op::kWait, obj);
-  me->s->yield_once(me, site, obj);
+  // Cleared however the wait ends (an ended run unwinds through here).
+  struct Yielding {
+    Worker* w;
+    explicit Yielding(Worker* w) : w(w) { w->yielding = true; }
+    ~Yielding() { w->yielding = false; }
+  } yielding(me);
+  me->s->wait_once(me, site, obj);
 }
 
 }  // namespace detail

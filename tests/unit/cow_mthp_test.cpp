@@ -3,7 +3,8 @@
 // a copy with another process's exit and with a zap in the same process, the
 // posting's IS_ERR path, allocation and charge fallback, and the bookkeeping
 // a fixed copy leaves in both processes. Each race runs once through the
-// fault's own window (Kernel::wp_copy_hook, deterministic) and once as two
+// fault's own window (a directed schedule stopping the fault at the label
+// wp_copy.enter or wp_copy.before_revalidate, docs/RACES.md) and once as two
 // free-running threads with their allowed outcomes. Every test ends with the
 // invariant checker; the rfc ones assert the damage it finds.
 #include <gtest/gtest.h>
@@ -18,12 +19,16 @@
 #include "fault/fault.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mmlab/explore.h"
 #include "mmlab/scenario.h"
 #include "pgtable/pgtable.h"
 #include "test_util.h"
 
 namespace mmlab::test {
 namespace {
+
+// A directed run's own fixture: empty, the test's System is the state.
+struct CowWindowRun {};
 
 class CowMthpTest : public MmTest {
  protected:
@@ -57,17 +62,17 @@ class CowMthpTest : public MmTest {
     EXPECT_NE(*child, nullptr);
     return a;
   }
-  // Run `action` on another thread when a write-protect copy reaches
-  // `point`, once, while the faulting thread waits in the window.
-  void in_window(Kernel::WpCopyPoint point, std::function<void()> action) {
-    auto fired = std::make_shared<std::atomic<bool>>(false);
-    sys->kernel()->wp_copy_hook = [point, action, fired](Kernel::WpCopyPoint at) {
-      if (at != point || fired->exchange(true)) return;
-      std::thread t(action);
-      t.join();
-    };
+  // The write-protect fault `fault` (thread W) runs under the scheduler
+  // until it reaches `label`, then `action` (thread Z) runs to its end, then
+  // the fault goes on: Z inside W's window, every time. The objects are the
+  // test's, set up before and looked at after the one run.
+  void in_window(const char* label, std::function<void()> fault, std::function<void()> action) {
+    explore::Race<CowWindowRun> race;
+    race.thread("W", [fault](CowWindowRun&) { fault(); });
+    race.thread("Z", [action](CowWindowRun&) { action(); });
+    explore::RunResult r = race.replay_directed(std::string("W@") + label + " Z W");
+    EXPECT_EQ(r.outcome, explore::Outcome::kClean) << r.summary() << "\n" << race.explain(r);
   }
-  void close_window() { sys->kernel()->wp_copy_hook = nullptr; }
 };
 
 const char* const kPolicies[] = {"base", "rfc", "fixed"};
@@ -225,10 +230,10 @@ TEST_F(CowMthpTest, LastSharerExitsBetweenSnapshotAndRevalidation) {
     policy(pol);
     Process* c;
     uint64_t a = shared_mthp(&c);
-    in_window(Kernel::WpCopyPoint::kBeforeRevalidate, [c] { c->exit(); });
     sys->reset_counters();
-    ASSERT_TRUE(p->fill(a + 3 * PAGE_SIZE, 7, PAGE_SIZE).ok());
-    close_window();
+    in_window(
+        "wp_copy.before_revalidate", [&] { ASSERT_TRUE(p->fill(a + 3 * PAGE_SIZE, 7, PAGE_SIZE).ok()); },
+        [c] { c->exit(); });
     EXPECT_TRUE(c->exited());
     EXPECT_EQ(sys->counter("fault.wp_copy"), 1);
     EXPECT_EQ(sys->counter("fault.retry"), 0);
@@ -284,10 +289,10 @@ TEST_F(CowMthpTest, ZapDuringTheCopyIsSeenByBaseAndFixed) {
     Process* c;
     uint64_t a = shared_mthp(&c);
     const uint64_t zapped = a + 9 * PAGE_SIZE;
-    in_window(Kernel::WpCopyPoint::kBeforeRevalidate, [&] { EXPECT_EQ(p->madvise(zapped, PAGE_SIZE, MADV_DONTNEED), 0); });
     sys->reset_counters();
-    ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok());
-    close_window();
+    in_window(
+        "wp_copy.before_revalidate", [&] { ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok()); },
+        [&] { EXPECT_EQ(p->madvise(zapped, PAGE_SIZE, MADV_DONTNEED), 0); });
     EXPECT_EQ(sys->counter("fault.retry"), std::string(pol) == "fixed" ? 1 : 0);
     expect_bytes(p, a, PAGE_SIZE, 2);
     expect_bytes(p, a + PAGE_SIZE, 8 * PAGE_SIZE, 1);
@@ -313,9 +318,9 @@ TEST_F(CowMthpTest, RfcInstallsOverAPageZappedDuringTheCopy) {
   Process* c;
   uint64_t a = shared_mthp(&c);
   const uint64_t zapped = a + 9 * PAGE_SIZE;
-  in_window(Kernel::WpCopyPoint::kBeforeRevalidate, [&] { EXPECT_EQ(p->madvise(zapped, PAGE_SIZE, MADV_DONTNEED), 0); });
-  ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok());
-  close_window();
+  in_window(
+      "wp_copy.before_revalidate", [&] { ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok()); },
+      [&] { EXPECT_EQ(p->madvise(zapped, PAGE_SIZE, MADV_DONTNEED), 0); });
   uint8_t v = 0;
   ASSERT_TRUE(p->read(zapped, &v, 1).ok());
   EXPECT_EQ(v, 1);  // MADV_DONTNEED promised zeroes
@@ -369,12 +374,12 @@ TEST_F(CowMthpTest, RfcErrAgainLeaksTheOldFolio) {
     Process* c;
     uint64_t a = shared_mthp(&c);
     Folio* old_folio = folio_at(p, a);
-    in_window(Kernel::WpCopyPoint::kEnter, [&] {
-      ASSERT_EQ(p->madvise(a, k64K, MADV_DONTNEED), 0);
-      reclaim_empty_pte_table(p->mm(), a);
-    });
-    ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok());  // refaults: a fresh anonymous folio
-    close_window();
+    in_window(
+        "wp_copy.enter", [&] { ASSERT_TRUE(p->fill(a, 2, PAGE_SIZE).ok()); },  // refaults: a fresh anonymous folio
+        [&] {
+          ASSERT_EQ(p->madvise(a, k64K, MADV_DONTNEED), 0);
+          reclaim_empty_pte_table(p->mm(), a);
+        });
     expect_bytes(p, a, PAGE_SIZE, 2);
     expect_bytes(p, a + PAGE_SIZE, k64K - PAGE_SIZE, 0);
     expect_bytes(c, a, k64K, 1);

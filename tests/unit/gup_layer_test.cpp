@@ -5,12 +5,16 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gup/gup.h"
 #include "mm/kernel.h"
+#include "mmlab/explore.h"
 #include "mmlab/gup.h"
 #include "test_util.h"
 
@@ -366,18 +370,22 @@ TEST_F(GupMovableTest, LongtermPinMigratesOutOfMovableZone) {
 
 // pin_user_pages_unlocked (as GUP-fast's slow fallback) migrates what may
 // not be pinned long-term after dropping the mmap_lock: other threads of the
-// process can fork, zap or mremap meanwhile. Kernel::migrate_hook runs
-// `action` on another thread (its own lock context) at the point where every
-// mapping of the folio is a migration entry, so the interleaving is fixed.
+// process can fork, zap or mremap meanwhile. A directed schedule runs the
+// pin (thread P) until the label migrate.unmapped, where every mapping of
+// the folio is a migration entry, then `action` (thread X, its own lock
+// context) to its end, then the pin: the interleaving is fixed. The
+// directed run's own fixture (MigrateWindowRun) is empty: the test's System
+// is the state.
+struct MigrateWindowRun {};
+
 class GupMigrateRaceTest : public GupMovableTest {
  protected:
-  void during_migration(std::function<void()> action) {
-    sys->kernel()->migrate_hook = [this, action](Folio*) {
-      std::function<void()> once = action;
-      sys->kernel()->migrate_hook = nullptr;  // destroys this closure: use only `once` below
-      std::thread t(once);
-      t.join();
-    };
+  void during_migration(std::function<void()> pin, std::function<void()> action) {
+    explore::Race<MigrateWindowRun> race;
+    race.thread("P", [pin](MigrateWindowRun&) { pin(); });
+    race.thread("X", [action](MigrateWindowRun&) { action(); });
+    explore::RunResult r = race.replay_directed("P@migrate.unmapped X P");
+    EXPECT_EQ(r.outcome, explore::Outcome::kClean) << r.summary() << "\n" << race.explain(r);
   }
   long pin_unlocked(uint64_t a, long n, std::vector<Page*>& pages) {
     pages.assign(static_cast<size_t>(n), nullptr);
@@ -395,9 +403,10 @@ TEST_F(GupMigrateRaceTest, ForkDuringMigrationCopiesEntriesThatAreRestored) {
   // The process forks while its page is a migration entry: the child
   // inherits the entry, which the migration must replace there too.
   Process* child = nullptr;
-  during_migration([&] { child = p->fork(); });
   std::vector<Page*> pg;
-  ASSERT_EQ(pin_unlocked(a, 1, pg), 1);
+  long got = 0;
+  during_migration([&] { got = pin_unlocked(a, 1, pg); }, [&] { child = p->fork(); });
+  ASSERT_EQ(got, 1);
   ASSERT_TRUE(child);
   for (Process* q : {p, child}) {
     ASSERT_EQ(entry_at(q, a).level, 1);
@@ -420,9 +429,11 @@ TEST_F(GupMigrateRaceTest, ZapDuringMigrationLeavesNothingBehind) {
   // MADV_DONTNEED drops a page while it is a migration entry: the migration
   // must neither map the new folio there nor keep a reference for it; the
   // pin then faults a new page in (and migrates that).
-  during_migration([&] { EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0); });
   std::vector<Page*> pg;
-  ASSERT_EQ(pin_unlocked(a, 2, pg), 2);
+  long got = 0;
+  during_migration([&] { got = pin_unlocked(a, 2, pg); },
+                   [&] { EXPECT_EQ(p->madvise(a, PAGE_SIZE, MADV_DONTNEED), 0); });
+  ASSERT_EQ(got, 2);
   for (uint64_t off : {uint64_t{0}, PAGE_SIZE}) {
     ASSERT_EQ(entry_at(a + off).level, 1);
     ASSERT_FALSE(entry_at(a + off).swap) << "a migration entry was left behind";
@@ -439,11 +450,12 @@ TEST_F(GupMigrateRaceTest, MremapDuringMigrationMovesEntriesThatAreRestored) {
   uint64_t b = map_aligned(2 * PAGE_SIZE, PAGE_SIZE);
   ASSERT_TRUE(p->fill(a, 0x7e, 2 * PAGE_SIZE).ok());
   // mremap moves the migration entries to b while the folio is unmapped.
-  during_migration([&] {
-    EXPECT_EQ(p->mremap(a, 2 * PAGE_SIZE, 2 * PAGE_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, b), static_cast<long>(b));
-  });
   std::vector<Page*> pg;
-  (void)pin_unlocked(a, 1, pg);  // a is gone after the retry: -EFAULT, or 1 if it raced differently
+  during_migration(
+      [&] { (void)pin_unlocked(a, 1, pg); },  // a is gone after the retry: -EFAULT, or 1 if it raced differently
+      [&] {
+        EXPECT_EQ(p->mremap(a, 2 * PAGE_SIZE, 2 * PAGE_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED, b), static_cast<long>(b));
+      });
   if (pg[0]) unpin_user_pages(pg.data(), 1);
   for (uint64_t off : {uint64_t{0}, PAGE_SIZE}) {
     ASSERT_EQ(entry_at(b + off).level, 1);
@@ -459,9 +471,11 @@ TEST_F(GupMigrateRaceTest, MprotectDuringMigrationLeavesNoWritablePte) {
   // The page is a writable migration entry when mprotect makes the VMA
   // read-only: mprotect must downgrade the entry, or the migration's end
   // maps a writable PTE that GUP-fast with FOLL_WRITE and the CPU use.
-  during_migration([&] { EXPECT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ), 0); });
   std::vector<Page*> pg;
-  ASSERT_EQ(pin_unlocked(a, 1, pg), 1);
+  long got = 0;
+  during_migration([&] { got = pin_unlocked(a, 1, pg); },
+                   [&] { EXPECT_EQ(p->mprotect(a, PAGE_SIZE, PROT_READ), 0); });
+  ASSERT_EQ(got, 1);
   PageInfo pi = p->page_info(a);
   ASSERT_EQ(pi.level, 1);
   ASSERT_FALSE(pi.swap) << "a migration entry was left behind";
@@ -478,6 +492,21 @@ TEST_F(GupMigrateRaceTest, MprotectDuringMigrationLeavesNoWritablePte) {
   EXPECT_TRUE(p->page_info(a).writable);
 }
 
+// The oracle of GUP-fast pins racing layout changes, once every pin was
+// released: no reference or pin is left over (the checker counts them
+// against the mappings and finds no leaked frame), before and after every
+// process exits. Used by the free-running test and by its explorer twin.
+std::optional<std::string> pins_released_oracle(System& sys) {
+  CheckReport r = sys.check();
+  if (!r.ok()) return "with the processes:\n" + r.to_string();
+  for (Process* q : sys.processes()) q->exit();
+  CheckReport after = sys.check();
+  if (!after.ok()) return "after exit:\n" + after.to_string();
+  return std::nullopt;
+}
+
+// Free-running: a smoke test (FastPinRacesWithDontneedMunmapAndSplitUnderPct
+// is the explorer's twin with the same oracle).
 TEST_F(GupTest, FastPinRacesWithDontneedMunmapAndSplit) {
   // GUP-fast (batch) pins while the layout changes under it: zap, unmap and
   // remap, and splits of partially mapped mTHPs by the shrinker. Every pin
@@ -508,6 +537,53 @@ TEST_F(GupTest, FastPinRacesWithDontneedMunmapAndSplit) {
   }
   stop = true;
   pinner.join();
+  std::optional<std::string> bad = pins_released_oracle(*sys);
+  EXPECT_FALSE(bad) << *bad;
+}
+
+// The explorer's twin, under PCT (fixed seeds, depth 2 and 3 in turn): two
+// 64K mTHPs; G pins the 32 pages with GUP-fast (batch) and releases them;
+// L zaps the second half of the first folio, lets the shrinker split it,
+// and unmaps the second folio. The same oracle after every run.
+struct FastPinRun {
+  std::unique_ptr<System> sys;
+  Process* p = nullptr;
+  uint64_t a = 0;
+};
+
+TEST(GupExploreTest, FastPinRacesWithDontneedMunmapAndSplitUnderPct) {
+  constexpr uint64_t k64 = 64 * 1024;
+  explore::Race<FastPinRun> race;
+  race.setup([](FastPinRun& f) {
+    SystemConfig cfg;
+    cfg.ram_bytes = 64ull << 20;
+    f.sys = System::create(cfg);
+    (void)f.sys->sysfs_write("transparent_hugepage/hugepages-2048kB/enabled", "never");
+    (void)f.sys->sysfs_write("transparent_hugepage/hugepages-64kB/enabled", "always");
+    (void)f.sys->tune("gup.fast", "batch");
+    f.p = f.sys->new_process("P");
+    const long raw = f.p->mmap(0, 3 * k64, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    f.a = round_up(static_cast<uint64_t>(raw), k64);
+    (void)f.p->fill(f.a, 1, 2 * k64);
+  });
+  race.thread("G", [](FastPinRun& f) {
+    std::vector<Page*> pg(32);
+    long n = pin_user_pages_fast(f.p->mm(), f.a, 32, FOLL_WRITE | FOLL_LONGTERM, pg.data());
+    if (n > 0) unpin_user_pages(pg.data(), n);
+  });
+  race.thread("L", [](FastPinRun& f) {
+    (void)f.p->madvise(f.a + k64 / 2, k64 / 2, MADV_DONTNEED);  // half the first folio
+    (void)f.sys->run_shrinkers();                               // splits it
+    (void)f.p->munmap(f.a + k64, k64);
+  });
+  race.check([](FastPinRun& f) { return pins_released_oracle(*f.sys); });
+  race.id("GupExploreTest.FastPinRacesWithDontneedMunmapAndSplitUnderPct");
+  for (uint64_t seed : {1, 2}) {
+    auto res = race.explore(explore::Pct{.runs = 150, .seed = seed});
+    EXPECT_FALSE(res.found) << res.summary() << "\n" << race.explain(res.failure);
+    EXPECT_EQ(res.runs, 150);
+    EXPECT_GT(res.k, 0u);
+  }
 }
 
 // get/pin_user_pages_remote (process_vm_readv, ptrace): another process's

@@ -15,6 +15,7 @@
 #include "mm/hugetlb_internal.h"
 #include "mm/mm.h"
 #include "mm/vma.h"
+#include "mmlab/explore.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -890,6 +891,9 @@ TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
   EXPECT_EQ(resv(), 0);
 }
 
+// A directed run's own fixture: empty, the test's System is the state.
+struct HugetlbZapRun {};
+
 // MADV_DONTNEED of an owner's page while another thread faults the same
 // index (a GUP of another thread's region, as in `mmlab stress`): both hold
 // the mmap_lock (or the VMA lock) for read. The kernel's zap holds the
@@ -904,22 +908,14 @@ TEST_F(HugetlbTest, MadviseDontneedRestoresTheReservation) {
 TEST_F(HugetlbTest, DontneedRacingAFaultOfTheIndexKeepsTheReservationCount) {
   uint64_t a = map_written_page(2, 1);
   ASSERT_TRUE(a);
-  HugetlbState* hs = sys->kernel()->hugetlb.get();
-  std::atomic<bool> armed{true}, faulted{false};
-  std::thread other;
-  // Between the unmap and the restore: another thread writes the page. The
-  // hook waits until that write has finished or waits on the lock.
-  sys->kernel()->hugetlb_zap_hook = [&](Vma* vma, uint64_t) {
-    if (!armed.exchange(false)) return;
-    other = std::thread([&] {
-      EXPECT_TRUE(write_byte(p, a, 2).ok());
-      faulted = true;
-    });
-    while (!faulted && hugetlb_vma_lock_waiters(hs, vma) == 0) std::this_thread::yield();
-  };
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_DONTNEED), 0);
-  other.join();
-  sys->kernel()->hugetlb_zap_hook = nullptr;
+  // Between the unmap and the restore (the label hugetlb_zap.after_unmap):
+  // another thread writes the page, to its end or until it waits on the
+  // hugetlb VMA lock, then the zap goes on.
+  explore::Race<HugetlbZapRun> race;
+  race.thread("Z", [&](HugetlbZapRun&) { ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_DONTNEED), 0); });
+  race.thread("F", [&](HugetlbZapRun&) { EXPECT_TRUE(write_byte(p, a, 2).ok()); });
+  explore::RunResult r = race.replay_directed("Z@hugetlb_zap.after_unmap F Z");
+  ASSERT_EQ(r.outcome, explore::Outcome::kClean) << r.summary() << "\n" << race.explain(r);
   EXPECT_EQ(read_byte(p, a), 2);
   EXPECT_EQ(resv(), 0);
   CheckReport rep = sys->check();

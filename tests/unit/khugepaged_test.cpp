@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
 #include <random>
 #include <thread>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 #include "mm/settings.h"
+#include "mmlab/explore.h"
 #include "mmlab/gup.h"
 #include "phys/frame_copy.h"
 #include "test_util.h"
@@ -555,6 +559,28 @@ TEST_F(MthpCollapseTest, RefusesSwappedAndSharedRanges) {
 
 // ---- collapse against GUP-fast pins, faults and writers ----
 
+// The oracle of collapse racing pins and writers, once every thread is done
+// and the range collapsed once more: every page holds what its owner wrote
+// last (a pin on a page that collapse replaced would have lost the pinner's
+// writes), every PMD of the range is a leaf, the checker is clean. Used by
+// the free-running tests and by the explorer's twin.
+std::optional<std::string> collapse_pin_oracle(System& sys, Process* p, uint64_t a, const std::vector<uint8_t>& want) {
+  for (uint64_t i = 0; i < want.size(); i++) {
+    int64_t bad = -2;
+    uint8_t found = 0;
+    if (!p->read_expect(a + i * PAGE_SIZE, want[i], PAGE_SIZE, &bad, &found).ok() || bad != -1)
+      return "page " + std::to_string(i) + " reads " + std::to_string(found) + ", its owner wrote " +
+             std::to_string(want[i]) + " last";
+  }
+  for (uint64_t m = 0; m < want.size() * PAGE_SIZE / PMD_SIZE; m++) {
+    auto e = p->pagetable_dump(a + m * PMD_SIZE, a + m * PMD_SIZE + PAGE_SIZE);
+    if (e.empty() || e[0].level != 2) return "PMD " + std::to_string(m) + " is not collapsed at the end";
+  }
+  CheckReport r = sys.check();
+  if (!r.ok()) return r.to_string();
+  return std::nullopt;
+}
+
 // Every 4th page belongs to the pinner (it writes only through its pins),
 // pages 1 and 2 of every 4 to a writer thread each, page 3 to nobody (the
 // collapser's mprotect() target, so no writer meets a read-only VMA). At
@@ -649,10 +675,10 @@ void KhugepagedTest::race_collapse_with_pins(const char* fast, bool use_khugepag
     for (uint64_t m = 0; m < nr_pmds; m++) EXPECT_EQ(p->madvise(a + m * PMD_SIZE, PMD_SIZE, MADV_COLLAPSE), 0);
   }
   EXPECT_GT(pinned.load(), 0);
-  for (uint64_t i = 0; i < npages; i++) expect_bytes(p, a + i * PAGE_SIZE, PAGE_SIZE, expect[i]);
-  for (uint64_t m = 0; m < nr_pmds; m++) EXPECT_EQ(entry_at(a + m * PMD_SIZE).level, 2);
-  CheckReport r = sys->check();
-  EXPECT_TRUE(r.ok()) << r.to_string();
+  std::vector<uint8_t> want(npages);
+  for (uint64_t i = 0; i < npages; i++) want[i] = expect[i];
+  std::optional<std::string> bad = collapse_pin_oracle(*sys, p, a, want);
+  EXPECT_FALSE(bad) << *bad;
   ASSERT_EQ(p->munmap(a, len), 0);
 }
 
@@ -660,6 +686,83 @@ TEST_F(KhugepagedTest, MadviseCollapseRacesGupFastPinsAndWriters) {
   for (const std::string& fast : tune_values("gup.fast")) {
     SCOPED_TRACE(fast);
     race_collapse_with_pins(fast.c_str(), false);
+  }
+}
+
+// The explorer's twin of MadviseCollapseRacesGupFastPinsAndWriters (which
+// stays, free-running, as a smoke test): one PMD range, PTE-mapped, and
+// three threads under PCT (fixed seeds, depth 2 and 3 in turn): C splits
+// the PMD mapping (mprotect of page 3 and back) and collapses it
+// (MADV_COLLAPSE, 0 or -EAGAIN); G pins pages 0-15 with GUP-fast and writes
+// through pages 0, 4, 8 and 12 as a device would; W writes pages 1, 5, 9
+// and 13. Then the range is collapsed once more and the same oracle runs.
+struct CollapsePinRun {
+  std::unique_ptr<System> sys;
+  Process* p = nullptr;
+  uint64_t a = 0;
+  std::vector<uint8_t> want;
+  int collapse_ret = 0;
+};
+
+void collapse_pin_twin(const char* fast, uint64_t seed, int runs) {
+  explore::Race<CollapsePinRun> race;
+  race.setup([fast](CollapsePinRun& f) {
+    SystemConfig cfg;
+    cfg.ram_bytes = 64ull << 20;
+    f.sys = System::create(cfg);
+    (void)f.sys->tune("gup.fast", fast);
+    f.p = f.sys->new_process("P");
+    const long raw = f.p->mmap(0, 2 * PMD_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    f.a = round_up(static_cast<uint64_t>(raw), PMD_SIZE);
+    f.want.resize(HPAGE_PMD_NR);
+    for (uint64_t i = 0; i < f.want.size(); i++) {
+      f.want[i] = static_cast<uint8_t>(i % 4 == 3 ? 0x33 : 1);
+      (void)f.p->fill(f.a + i * PAGE_SIZE, f.want[i], PAGE_SIZE);  // no MADV_HUGEPAGE yet: 4K pages
+    }
+    (void)f.p->madvise(f.a, PMD_SIZE, MADV_HUGEPAGE);
+  });
+  race.thread("C", [](CollapsePinRun& f) {
+    (void)f.p->mprotect(f.a + 3 * PAGE_SIZE, PAGE_SIZE, PROT_READ);
+    (void)f.p->mprotect(f.a + 3 * PAGE_SIZE, PAGE_SIZE, PROT_READ | PROT_WRITE);
+    f.collapse_ret = f.p->madvise(f.a, PMD_SIZE, MADV_COLLAPSE);
+  });
+  race.thread("G", [](CollapsePinRun& f) {
+    std::vector<Page*> pg(16);
+    long n = pin_user_pages_fast(f.p->mm(), f.a, 16, FOLL_WRITE | FOLL_LONGTERM, pg.data());
+    for (long i = 0; i < n; i += 4) {
+      Page* page = pg[static_cast<size_t>(i)];
+      user_memset(PhysMem::of(page), PhysMem::of(page)->page_address(page), 2, PAGE_SIZE);
+      f.want[static_cast<size_t>(i)] = 2;
+    }
+    if (n > 0) unpin_user_pages_dirty_lock(pg.data(), n, true);
+  });
+  race.thread("W", [](CollapsePinRun& f) {
+    for (uint64_t i = 1; i < 16; i += 4) {
+      (void)f.p->fill(f.a + i * PAGE_SIZE, 100, PAGE_SIZE);
+      f.want[i] = 100;
+    }
+  });
+  race.check([](CollapsePinRun& f) -> std::optional<std::string> {
+    if (f.collapse_ret != 0 && f.collapse_ret != -EAGAIN) return "MADV_COLLAPSE returned " + std::to_string(f.collapse_ret);
+    const int ret = f.p->madvise(f.a, PMD_SIZE, MADV_COLLAPSE);
+    if (ret != 0) return "the last MADV_COLLAPSE returned " + std::to_string(ret);
+    if (auto bad = collapse_pin_oracle(*f.sys, f.p, f.a, f.want)) return bad;
+    for (Process* q : f.sys->processes()) q->exit();
+    CheckReport r = f.sys->check();
+    if (!r.ok()) return "after exit:\n" + r.to_string();
+    return std::nullopt;
+  });
+  race.id("KhugepagedExploreTest.MadviseCollapseRacesGupFastPinsAndWritersUnderPct", std::string("gup.fast=") + fast);
+  auto res = race.explore(explore::Pct{.runs = runs, .seed = seed});
+  EXPECT_FALSE(res.found) << res.summary() << "\n" << race.explain(res.failure);
+  EXPECT_EQ(res.runs, runs);
+  EXPECT_GT(res.k, 0u);
+}
+
+TEST(KhugepagedExploreTest, MadviseCollapseRacesGupFastPinsAndWritersUnderPct) {
+  for (const std::string& fast : tune_values("gup.fast")) {
+    SCOPED_TRACE(fast);
+    collapse_pin_twin(fast.c_str(), 1, 100);
   }
 }
 

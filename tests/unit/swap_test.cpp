@@ -14,7 +14,9 @@
 #include "mm/mm.h"
 #include "mm/rmap.h"
 #include "mm/swapfile.h"
+#include "mmlab/explore.h"
 #include "mmlab/gup.h"
+#include "sync/sched.h"
 #include "test_util.h"
 
 namespace mmlab::test {
@@ -22,6 +24,9 @@ namespace {
 
 constexpr uint64_t kSwapBytes = 64ull << 20;
 constexpr int MAP_LOCKED_UAPI = 0x2000;  // MAP_LOCKED (not in the public header)
+
+// A directed run's own fixture: empty, the test's System is the state.
+struct SwapExitRun {};
 
 class SwapFixture : public MmTest {
  protected:
@@ -91,19 +96,19 @@ class SwapFixture : public MmTest {
     Folio* folio = folio_at(p, a);
     if (!folio || !folio_test_swapcache(folio)) return nullptr;
     const swp_entry_t entry = folio_swap_entry(folio);
-    // Another thread holds the folio lock across the exit (its own lock
-    // context: the exit takes the mmap_lock, which ranks above it).
-    std::atomic<bool> locked{false}, exited{false};
-    std::thread holder([&] {
+    // Another thread (H) holds the folio lock across the exit (its own lock
+    // context: the exit takes the mmap_lock, which ranks above it): a
+    // directed schedule parks H at a label after its folio_lock, runs the
+    // exit (E) to its end, then lets H unlock.
+    explore::Race<SwapExitRun> race;
+    race.thread("H", [folio](SwapExitRun&) {
       folio_lock(folio);
-      locked = true;
-      while (!exited) std::this_thread::yield();
+      sched::point("test.folio_locked", sched::Op::kLabel, {folio, sched::ObjKind::kLabel, 0});
       folio_unlock(folio);
     });
-    while (!locked) std::this_thread::yield();
-    child->exit();
-    exited = true;
-    holder.join();
+    race.thread("E", [child](SwapExitRun&) { child->exit(); });
+    explore::RunResult r = race.replay_directed("H@test.folio_locked E H");
+    EXPECT_EQ(r.outcome, explore::Outcome::kClean) << r.summary() << "\n" << race.explain(r);
     if (!folio_test_swapcache(folio)) return nullptr;
     EXPECT_EQ(swap_map_of(k(), entry), static_cast<unsigned>(SWAP_HAS_CACHE));
     CheckReport rep = sys->check();
