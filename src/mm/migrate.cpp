@@ -133,16 +133,24 @@ void migration_entry_wait(Mm* mm, pmd_t* pmd, uint64_t address) {
   ptl->assert_held();
   pte_t pte = ptep_get(ptep);
   Folio* folio = nullptr;
+  bool frozen = false;
   if (is_swap_pte(pte) && is_migration_entry(pte_to_swp_entry(pte))) {
     folio = page_folio(mm->phys->pfn_to_page(swp_offset_pfn(pte_to_swp_entry(pte))));
-    if (!folio_ref_try_add(folio, 1)) folio = nullptr;  // frozen: being split right now
+    if (!folio_ref_try_add(folio, 1)) {  // frozen: being split right now
+      folio = nullptr;
+      frozen = true;
+    }
   }
   ptl->unlock();
   if (!folio) {
-    // The fault returns to be retried: under the explorer, wait for another
-    // thread's step first, or a strategy that prefers this thread would
-    // retry forever while the splitter never runs.
-    sched::yield("migration_entry_wait", {pmd, sched::ObjKind::kRefcount});
+    // The fault returns to be retried. Frozen: under the explorer, wait for
+    // another thread's step first, or a strategy that prefers this thread
+    // would retry forever while the splitter never runs. No migration entry
+    // any more (the split restored the PTE meanwhile): retry at once, as
+    // the kernel does; a yield here waited for a step that, with the
+    // splitter ended, never came (a false deadlock DFS found on K3's fixed
+    // code).
+    if (frozen) sched::yield("migration_entry_wait", {pmd, sched::ObjKind::kRefcount});
     return;
   }
   // migration_entry_wait_on_locked: wait for the lock bit, without taking it.

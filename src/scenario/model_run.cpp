@@ -429,14 +429,21 @@ class ModelRun final : public TestRun {
                            "kvmalloc's INT_MAX limit or the simulated RAM, whichever is less)",
                            s.nr_pages, s.nr_pages * sizeof(void*), limit));
     // The call gets the count as written (the kernel returns what it can),
-    // but the pages array only as many slots as the mapped run from the
+    // but a large pages array only as many slots as the mapped run from the
     // address holds: a count far beyond the region costs no host memory.
-    // A test's statements run on one thread, so the run cannot grow meanwhile.
+    // A small array (kSmallPagesArray slots) is taken whole without that
+    // walk, whose mmap_read_lock would make a `pin,fast` in a race block
+    // wait for a fork's mmap_write_lock, so that it could never overlap
+    // copy_page_range (K1 in tests/scenarios/races.mms). A large count is
+    // still walked first: in a race block, a thread that grows the run
+    // after the walk would leave the array short (gup()'s VM_BUG_ON).
     Process* p = proc(st, s.proc);
     const uint64_t at = addr(st, s.addr);
     const long nr = static_cast<long>(s.nr_pages);
     Handle& h = handles_[s.handle];
-    h.ret = gup(p, s.entry, at, nr, s.gup_flags, &h.pages, gup_reachable_pages(p, at, nr));
+    constexpr long kSmallPagesArray = 512;  // 4 KiB of pointers
+    const long slots = nr <= kSmallPagesArray ? nr : gup_reachable_pages(p, at, nr);
+    h.ret = gup(p, s.entry, at, nr, s.gup_flags, &h.pages, slots);
   }
   void run(const Stmt& st, const stmt::HandleWrite& s) {
     check_errno(st, handle(st, s.handle).pages.fill(s.offset, s.byte, s.size), "write through the handle");

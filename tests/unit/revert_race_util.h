@@ -115,59 +115,94 @@ class RaceSpec {
   CheckFn check_;
 };
 
-// Whether a race's PCT search runs with filtering as well as without. A
-// race whose one thread has only labels as points (GUP-fast: K1, K3) is
-// unfiltered only: a label names no object, so the filter (points at
-// objects two threads touch) never counts it, and that thread is never
-// preempted. The atomics' points with their objects will change that.
-enum class Filter : uint8_t { kBoth, kOffOnly };
+// Whether a race's PCT search runs with filtering as well as without. Every
+// historical race now runs both: GUP-fast's entry reads and its speculative
+// reference are points at (table pfn, index) and the refcount's pfn, which
+// fork, the collapse and the split touch too, so the filter counts them.
+enum class Filter : uint8_t { kBoth, kOnOnly, kOffOnly };
 
-// PCT at depth 2 with each of seeds 1-5, `runs` runs at most, filtering on
-// (the default) and off: each must find a violation, and the finding must
-// replay to the same violation, step count and step hash. Prints the runs
-// each seed took, k, and the time.
+// A finding's schedule line with one step's site edited (the middle step
+// gets another site of the run): its replay must stop there and say so.
+template <typename Fx>
+void expect_edited_line_diverges(explore::Race<Fx>& race, const std::string& line, const char* what) {
+  std::string err;
+  auto parsed = explore::parse_line(line, &err);
+  ASSERT_TRUE(parsed) << what << ": " << err << "\n" << line;
+  ASSERT_GE(parsed->sites.size(), 2u) << line;
+  explore::ScheduleLine edited = *parsed;
+  const size_t at = edited.steps.size() / 2;
+  edited.steps[at] = edited.steps[at] == 0 ? 1 : 0;
+  auto r = race.replay(explore::format_line(edited));
+  EXPECT_EQ(r.outcome, explore::Outcome::kDiverged) << what << ": " << r.summary();
+  EXPECT_NE(r.detail.find("diverged at step " + std::to_string(at) + ": expected"), std::string::npos)
+      << what << ": " << r.detail;
+}
+
+// PCT at depth `depth` with each of seeds 1-5, `runs` runs at most,
+// filtering on (the default) and off: each must find a violation, and the
+// finding must replay (from its schedule line) to the same violation, step
+// count and step hash, 100 times for seed 1's filtered finding; that line
+// with one step edited diverges at that step. Prints the runs each seed
+// took, k, and the time. k = 0: the profile run's.
 template <typename Fx>
 void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const char* expect_in_detail,
-                      Filter which = Filter::kBoth) {
+                      Filter which = Filter::kBoth, int depth = 2, uint64_t k_given = 0) {
   auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
   for (bool filter : {true, false}) {
-    if (filter && which == Filter::kOffOnly) continue;
+    if ((filter && which == Filter::kOffOnly) || (!filter && which == Filter::kOnOnly)) continue;
     int total = 0;
     uint64_t k = 0;
     std::string counts;
     const auto t0 = std::chrono::steady_clock::now();
     for (uint64_t seed = 1; seed <= 5; seed++) {
-      auto res = race.explore({.depth = 2, .runs = runs, .seed = seed, .filter = filter});
+      auto res = race.explore({.depth = depth, .runs = runs, .seed = seed, .k = k_given, .filter = filter});
       ASSERT_TRUE(res.found) << what << " seed " << seed << (filter ? "" : " unfiltered") << ": " << res.summary();
       ASSERT_EQ(res.failure.outcome, explore::Outcome::kViolation) << res.summary();
       EXPECT_NE(res.failure.detail.find(expect_in_detail), std::string::npos) << res.failure.detail;
-      // The finding replays to the same run: 100 times for seed 1, once
-      // for the others.
-      for (int rep = 0; rep < (seed == 1 && (filter || which == Filter::kOffOnly) ? 100 : 1); rep++) {
-        auto again = race.replay(res.failure.schedule);
+      // The finding replays to the same run from its line: 100 times for
+      // seed 1, once for the others.
+      const bool first = seed == 1 && (filter || which == Filter::kOffOnly);
+      ASSERT_FALSE(res.failure.line.empty());
+      for (int rep = 0; rep < (first ? 100 : 1); rep++) {
+        auto again = race.replay(res.failure.line);
         ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
         ASSERT_EQ(first_line(again.detail), first_line(res.failure.detail)) << "replay " << rep;
         ASSERT_EQ(again.trace_hash, res.failure.trace_hash) << "replay " << rep;
         ASSERT_EQ(again.steps, res.failure.steps) << "replay " << rep;
       }
-      if (seed == 1 && (filter || which == Filter::kOffOnly))
+      if (first) {
+        expect_edited_line_diverges(race, res.failure.line, what);
         std::printf("# %s, seed 1: %s\n#   schedule %s\n", what, first_line(res.failure.detail).c_str(),
                     res.failure.schedule.c_str());
+      }
       total += res.runs;
       k = res.k;
       counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("# %s: PCT d=2 %s (k %llu) found it in %s runs (seeds 1-5), %.2f s\n", what,
+    std::printf("# %s: PCT d=%d %s (k %llu) found it in %s runs (seeds 1-5), %.2f s\n", what, depth,
                 filter ? "filtered" : "unfiltered", static_cast<unsigned long long>(k), counts.c_str(), s);
   }
+}
+
+// Bounded DFS with `bound` preemptions (d - 1) under the revert: it finds
+// the race. Prints the schedules run up to the finding and the time.
+template <typename Fx>
+void expect_dfs_finds(explore::Race<Fx>& race, const char* what, int bound, const char* expect_in_detail) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = race.explore(explore::Options{.strategy = explore::Dfs{.bound = bound, .max_runs = 200'000}});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(res.found) << what << " DFS c=" << bound << ": " << res.summary();
+  EXPECT_NE(res.failure.detail.find(expect_in_detail), std::string::npos) << res.failure.detail;
+  std::printf("# %s: DFS c=%d (filtered) found it in run %d, %.2f s\n#   schedule %s\n", what, bound, res.runs, s,
+              res.failure.schedule.c_str());
 }
 
 // PCT at depth 2, `runs` runs, seed 1, filtering on and off: nothing found.
 template <typename Fx>
 void expect_pct_clean(explore::Race<Fx>& race, const char* what, int runs, Filter which = Filter::kBoth) {
   for (bool filter : {true, false}) {
-    if (filter && which == Filter::kOffOnly) continue;
+    if ((filter && which == Filter::kOffOnly) || (!filter && which == Filter::kOnOnly)) continue;
     const auto t0 = std::chrono::steady_clock::now();
     auto res = race.explore({.depth = 2, .runs = runs, .seed = 1, .filter = filter});
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
