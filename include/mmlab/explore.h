@@ -154,6 +154,14 @@ struct StepSink {
   virtual void step(int thread, const char* site, uint8_t op) = 0;
 };
 
+// Whether this build can explore: not one built without schedule points
+// (CMake MMLAB_SCHED_POINTS=OFF, the bench preset), in which a Session's
+// constructor throws std::runtime_error with unavailable_reason(); callers
+// that can say so first (a scenario's race block SKIPs, the CLI exits 2)
+// ask available().
+bool available();
+const char* unavailable_reason();
+
 // Persistent worker threads (one per body) for many runs: thread creation
 // is paid once, and each worker keeps its simulated CPU id for the session.
 class Session {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "mmlab/types.h"
 #include "process/schedule_line.h"
@@ -523,7 +524,20 @@ struct Session::Impl {
   }
 };
 
-Session::Session(int nthreads) : impl_(std::make_unique<Impl>(nthreads)) {}
+bool available() { return sched::kPoints; }
+const char* unavailable_reason() {
+  return "this build has no schedule points (MMLAB_SCHED_POINTS=OFF, the bench preset): races need a build with "
+         "them, e.g. cmake --preset release";
+}
+
+// Without points no thread would stop at any step: the bodies would run
+// free under a scheduler that believes it runs one at a time.
+static std::unique_ptr<Session::Impl> make_session(int nthreads) {
+  if (!available()) throw std::runtime_error(unavailable_reason());
+  return std::make_unique<Session::Impl>(nthreads);
+}
+
+Session::Session(int nthreads) : impl_(make_session(nthreads)) {}
 Session::~Session() = default;
 
 RunResult Session::run_pct(const Bodies& bodies, int depth, uint64_t k, uint64_t seed, uint64_t run,

@@ -784,6 +784,14 @@ std::string stats_line(const explore::ExploreResult& r) {
 }  // namespace
 
 ScenarioResult run_race_test(const ScenarioOptions& opt, TuneList tunes, const ScenarioFileAst& file, const TestCase& tc) {
+  if (!explore::available()) {
+    ScenarioResult res;
+    res.file = file.path;
+    res.name = tc.name;
+    res.outcome = Outcome::kSkip;
+    res.reason = explore::unavailable_reason();
+    return res;
+  }
   RaceRig rig(opt, std::move(tunes), file, tc);
   const stmt::RaceBlock& b = *rig.block();
   explore::RaceHooks h = rig.hooks();

@@ -130,8 +130,18 @@ void yield_slow(const char* site, const Object& obj);
 void mute(int delta);
 }  // namespace detail
 
-// Whether the calling thread runs under an explorer.
-[[gnu::always_inline]] inline bool active() { return detail::current_worker() != nullptr; }
+// Whether the build has schedule points. The bench preset builds without
+// them (CMake MMLAB_SCHED_POINTS=OFF): a point's test costs 3-13% on the
+// per-page GUP and fault loops (docs/NOTES.md), which the benchmark report
+// must not carry; every other build, the tests' included, keeps them.
+#ifndef MMLAB_SCHED_POINTS
+#define MMLAB_SCHED_POINTS 1
+#endif
+inline constexpr bool kPoints = MMLAB_SCHED_POINTS != 0;
+
+// Whether the calling thread runs under an explorer: constant false in a
+// build without points, so that every point, wake and wait folds away.
+[[gnu::always_inline]] inline bool active() { return kPoints && detail::current_worker() != nullptr; }
 
 // While one lives, the calling thread's points are not steps (debug
 // builds' VM_* conditions: a debug build must take a release build's

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "bench/suite.h"
-#include "report/compare.h"
 #include "fmt/format.h"
+#include "mmlab/explore.h"
 #include "mmlab/calibrate.h"
 #include "mmlab/system.h"
 #include "report/compare.h"
@@ -177,6 +177,10 @@ int run_bench(const BenchOptions& o) {
   if (!o.profile.empty() || default_profile(&profile, &profile_file, &no_profile)) rep.profile = &profile;
   rep.add("# mmlab bench\n\n");
   rep.add(environment_text(&rep.json["environment"]));
+  rep.json["environment"]["sched_points"] = explore::available();
+  if (explore::available())
+    rep.add("note: this build has the race explorer's schedule points, which slow the per-page GUP and fault loops by "
+            "3-13%; the bench preset (scripts/bench.sh) builds without them\n");
   // Stated once for every table below, whose intervals carry the mark.
   rep.add(significance_rule() + "\n");
   rep.json["run"] = run_json(o, suites);

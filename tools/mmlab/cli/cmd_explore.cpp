@@ -389,6 +389,10 @@ int run_jobs(const ExploreCli& o, ScenarioRace& race) {
 }
 
 int run_explore(const ExploreCli& o) {
+  if (!explore::available()) {
+    std::fprintf(stderr, "mmlab explore: %s\n", explore::unavailable_reason());
+    return 2;
+  }
   if (o.jobs > 1 && (o.strategy == "dfs" || o.strategy == "directed" || !o.schedule.empty())) {
     std::fprintf(stderr, "mmlab explore: --jobs %d: PCT only (DFS and one schedule are one session)\n", o.jobs);
     return 2;

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "fmt/format.h"
+#include "mmlab/explore.h"
 #include "mmlab/system.h"
 #include "mmlab/types.h"
 #include "mmlab/tune.h"
@@ -343,6 +344,7 @@ bool stress_config(StressCli& o, stress::Config* c) {
     if (o.sched == "pct") c->sched = stress::Sched::kPct;
     else if (o.sched == "random") c->sched = stress::Sched::kRandom;
     else return usage(fmt::format("--sched '{}': expected pct or random", o.sched));
+    if (!explore::available()) return usage(fmt::format("--sched {}: {}", o.sched, explore::unavailable_reason()));
     if (c->seconds > 0) return usage("--seconds: the scheduler takes no wall clock (give --ops)");
     if (c->ops == 0) c->ops = 10000;
   }
