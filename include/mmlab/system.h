@@ -192,8 +192,9 @@ class System {
   // A linked file of `size` bytes, fully allocated, on a tmpfs mounted with
   // huge=`huge` (always, within_size, advise, never): the mount's huge=
   // governs its THPs, not the per-size controls. Returns the fd or -errno
-  // (-EINVAL for another value).
-  int create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name = "");
+  // (-EINVAL for another value). `noswap`: the tmpfs is mounted noswap, so
+  // reclaim leaves the file's pages mapped and resident.
+  int create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name = "", bool noswap = false);
   // pread/pwrite on the file (through its page cache); bytes or -errno.
   long file_pread(int fd, uint64_t off, void* buf, uint64_t len);
   long file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len);

@@ -74,8 +74,9 @@ int memfd(uint64_t size, unsigned hugetlb_shift, const std::string& name) {
 
 }  // namespace
 
-int host_create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name, std::string* why) {
-  const std::string dir = tmpfs_huge_dir(huge, why);
+int host_create_tmpfs_file(uint64_t size, const std::string& huge, bool noswap, const std::string& name,
+                           std::string* why) {
+  const std::string dir = tmpfs_dir(huge, noswap, why);
   if (dir.empty()) return kNoSuchFs;
   static unsigned seq = 0;
   const std::string path = dir + "/" + name + "." + std::to_string(seq++);

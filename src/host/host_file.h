@@ -19,6 +19,7 @@ constexpr int kNoSuchFs = -100000;
 // tmpfs can be mounted. It stays linked (an unlinked shmem file would be
 // "anonymous shmem", governed by the per-size controls instead of huge=)
 // until the tmpfs goes at the end of the run.
-[[nodiscard]] int host_create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name, std::string* why);
+[[nodiscard]] int host_create_tmpfs_file(uint64_t size, const std::string& huge, bool noswap, const std::string& name,
+                                         std::string* why);
 
 }  // namespace mmlab::host

@@ -85,18 +85,18 @@ std::string make_loopfs(const std::string& fs_class, std::string* why) {
 
 }  // namespace
 
-std::string tmpfs_huge_dir(const std::string& huge, std::string* why) {
-  const std::string key = "tmpfs-huge=" + huge;
+std::string tmpfs_dir(const std::string& huge, bool noswap, std::string* why) {
+  const std::string key = "tmpfs-huge=" + huge + (noswap ? ",noswap" : "");
   if (auto it = g_made.find(key); it != g_made.end()) return it->second.dir;
   LoopFs fs;  // no image: tmpfs is memory
-  fs.dir = fmt::format("/var/tmp/mmlab-tmpfs-{}.{}", huge, getpid());
+  fs.dir = fmt::format("/var/tmp/mmlab-tmpfs-{}{}.{}", huge, noswap ? "-noswap" : "", getpid());
   if (mkdir(fs.dir.c_str(), 0700) != 0 && errno != EEXIST) {
     *why = "cannot make " + fs.dir + ": " + std::strerror(errno);
     return "";
   }
   journal_extra("umount", fs.dir);
   // 1G at most: the files of a test are small, and an accident stays bounded.
-  const std::string opts = "huge=" + huge + ",size=1g,mode=0700";
+  const std::string opts = "huge=" + huge + (noswap ? ",noswap" : "") + ",size=1g,mode=0700";
   if (mount("tmpfs", fs.dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
     *why = "cannot mount a tmpfs with " + opts + ": " + std::strerror(errno);
     rmdir(fs.dir.c_str());

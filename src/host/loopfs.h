@@ -13,9 +13,9 @@ namespace mmlab::host {
 
 // A writable directory on a fresh `fs_class` file system, or "" with *why.
 std::string loopfs_dir(const std::string& fs_class, std::string* why);
-// A writable directory on a tmpfs mounted for the run with huge=`huge`
-// (one per value), or "" with *why. Unmounted by loopfs_teardown().
-std::string tmpfs_huge_dir(const std::string& huge, std::string* why);
+// A writable directory on a tmpfs mounted for the run with huge=`huge`,
+// and noswap if asked (one per combination), or "" with *why. Unmounted by loopfs_teardown().
+std::string tmpfs_dir(const std::string& huge, bool noswap, std::string* why);
 // Unmounts and deletes every loop file system (and tmpfs) made by this process.
 void loopfs_teardown();
 

@@ -50,6 +50,9 @@ struct File {
   // ShmemHuge value), not an unlinked memfd on the internal mount.
   bool tmpfs = false;
   uint8_t tmpfs_huge = 0;
+  // AS_UNEVICTABLE (mapping_set_unevictable): a file on a tmpfs mounted
+  // noswap. Reclaim keeps its folios mapped and resident (folio_evictable).
+  bool unevictable = false;
 
   // The page cache: folio start index -> folio (each holds one reference per
   // page it caches, as the kernel's page cache does). lock is the xarray's

@@ -296,7 +296,7 @@ int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, c
   return file_install(k, std::move(f), name);
 }
 
-int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string& name) {
+int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, bool noswap, const std::string& name) {
   if (size > kMaxLfsFilesize) return -EFBIG;
   auto f = std::make_shared<File>();
   f->kernel = k;
@@ -304,6 +304,8 @@ int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string&
   f->fs = FsClass::kShmem;
   f->tmpfs = true;
   f->tmpfs_huge = huge;
+  // __shmem_get_inode() on a noswap mount: mapping_set_unevictable().
+  f->unevictable = noswap;
   f->size = size;
   if (int err = file_populate(f.get(), size)) return err;
   return file_install(k, std::move(f), name);

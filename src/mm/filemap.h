@@ -23,7 +23,7 @@ struct Folio;
 [[nodiscard]] int memfd_create(Kernel* k, uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name);
 // A linked shmem file on a tmpfs mounted with huge=`huge` (a ShmemHuge
 // value), fully allocated. Returns the fd.
-[[nodiscard]] int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, const std::string& name);
+[[nodiscard]] int tmpfs_create_file(Kernel* k, uint64_t size, uint8_t huge, bool noswap, const std::string& name);
 [[nodiscard]] long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len);
 [[nodiscard]] long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t len);
 [[nodiscard]] int close_fd(Kernel* k, int fd);

@@ -17,9 +17,12 @@
 // MADV_COLLAPSE make PMD-order ones; a truncation or hole splits one that
 // straddles its edge.
 //
-// Not modelled: SHM_LOCK (SysV shm) and tmpfs mounts with `noswap`, which
-// shmem_writeout() refuses to swap (the model has neither), nor tmpfs mounts
-// at all (huge=); the swap-out of a large shmem folio (reclaim keeps it
+// A tmpfs mounted noswap makes its files' mappings unevictable: reclaim
+// puts their folios back before it unmaps anything (folio_evictable in
+// shrink_folio_list), and shmem_writeout() refuses them too.
+//
+// Not modelled: SHM_LOCK (SysV shm: the model has no shmget), which makes
+// the mapping unevictable the same way; the swap-out of a large shmem folio (reclaim keeps it
 // whole: shmem_writeout()'s large slots or split are not modelled); the
 // shmem_falloc wait of a fault racing a hole punch (a fault during the
 // punch fills the hole again, which the kernel only makes unlikely).
@@ -227,9 +230,10 @@ int shmem_writeout(Folio* folio) {
   VM_BUG_ON_FOLIO(folio_mapped(folio), folio, "shmem_writeout of a mapped folio");
   auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
   Kernel* k = f->kernel;
-  // (SHM_LOCK'd and noswap files are redirtied here in the kernel: not
-  // modelled, see the top of the file.)
-  if (folio_alloc_swap(folio)) {
+  // A noswap mount's (or, in the kernel, an SHM_LOCK'd) file: redirtied
+  // and kept. Reclaim stops such a folio earlier (folio_evictable); this
+  // is the writeout's own refusal, as the kernel's.
+  if (f->unevictable || folio_alloc_swap(folio)) {
     // No swap (none, or full): redirty and keep it (AOP_WRITEPAGE_ACTIVATE).
     folio_set_dirty(folio);
     return -ENOMEM;

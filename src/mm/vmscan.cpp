@@ -94,6 +94,12 @@ bool shmem_cache_folio(const Folio* folio) {
          aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire) != 0;
 }
 
+// AS_UNEVICTABLE of the folio's page-cache mapping.
+bool mapping_unevictable(const Folio* folio) {
+  auto* f = reinterpret_cast<const File*>(aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire));
+  return f && f->unevictable;
+}
+
 // __remove_mapping for a clean shmem folio still in the page cache: held by
 // nobody but the page cache and the reclaimer, it leaves the cache (a hole
 // again: it was never written, so it reads as zeros) and is freed.
@@ -110,6 +116,9 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
   // walk does not isolate them for MADV_PAGEOUT); shmem's are.
   const bool shmem = shmem_cache_folio(folio);
   if (!folio_test_anon(folio) && !shmem) return Reclaim::kKeep;
+  // folio_evictable(): a folio of an unevictable mapping (a file on a
+  // noswap tmpfs) is put back before anything is unmapped.
+  if (shmem && mapping_unevictable(folio)) return Reclaim::kActivate;
   // A large shmem folio (a collapsed THP) is kept whole and mapped: its
   // swap-out (shmem_writeout's large slots or split) is not modelled.
   if (shmem && folio_test_large(folio)) return Reclaim::kActivate;

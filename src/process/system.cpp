@@ -364,14 +364,14 @@ uint64_t System::nr_total_pages() const { return k_->phys->nr_frames(); }
 int System::create_file(uint64_t size, FsClass fs, unsigned hugetlb_shift, const std::string& name) {
   return memfd_create(k_.get(), size, fs, hugetlb_shift, name);
 }
-int System::create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name) {
+int System::create_tmpfs_file(uint64_t size, const std::string& huge, const std::string& name, bool noswap) {
   ShmemHuge h;
   if (huge == "always") h = ShmemHuge::kAlways;
   else if (huge == "within_size") h = ShmemHuge::kWithinSize;
   else if (huge == "advise") h = ShmemHuge::kAdvise;
   else if (huge == "never") h = ShmemHuge::kNever;
   else return -EINVAL;
-  return tmpfs_create_file(k_.get(), size, static_cast<uint8_t>(h), name);
+  return tmpfs_create_file(k_.get(), size, static_cast<uint8_t>(h), noswap, name);
 }
 long System::file_pread(int fd, uint64_t off, void* buf, uint64_t len) {
   return ksys_pread64(k_.get(), fd, off, buf, len);

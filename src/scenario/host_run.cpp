@@ -562,7 +562,7 @@ void HostRun::run(const Stmt& st, const stmt::File& s) {
   bind(st, s.name, 'f');
   std::string why;
   int fd = s.huge.empty() ? host::host_create_file(s.size, s.fs, s.hugetlb_shift, s.name, &why)
-                          : host::host_create_tmpfs_file(s.size, s.huge, s.name, &why);
+                          : host::host_create_tmpfs_file(s.size, s.huge, s.noswap, s.name, &why);
   if (fd == host::kNoSuchFs) throw SkipTest{why};
   check_errno(st, fd, "file");
   if (fd >= 0) files_[s.name] = fd;

@@ -263,7 +263,7 @@ class ModelRun final : public TestRun {
       fail(st, fmt::format("file {} of {} bytes: larger than the System's RAM ({} bytes); a file is allocated whole", s.name, s.size,
                            opt_.ram_bytes));
     int fd = s.huge.empty() ? sys_->create_file(s.size, fs, s.hugetlb_shift, s.name)
-                            : sys_->create_tmpfs_file(s.size, s.huge, s.name);
+                            : sys_->create_tmpfs_file(s.size, s.huge, s.name, s.noswap);
     check_errno(st, fd, "file");
     if (fd >= 0) files_[s.name] = fd;
   }

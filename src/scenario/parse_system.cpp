@@ -81,7 +81,7 @@ StmtBody parse_tune(LineParser& lp, const std::string&) {
   return t;
 }
 
-// file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never]
+// file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never] [noswap]
 StmtBody parse_file(LineParser& lp, const std::string&) {
   stmt::File f;
   f.name = lp.name();
@@ -97,13 +97,18 @@ StmtBody parse_file(LineParser& lp, const std::string&) {
       f.hugetlb_shift = opt == "hugetlb=2M" ? 21 : 30;
     } else if (opt == "huge=always" || opt == "huge=within_size" || opt == "huge=advise" || opt == "huge=never") {
       f.huge = opt.substr(5);
+    } else if (opt == "noswap") {
+      f.noswap = true;
     } else {
-      lp.fail("fs=CLASS, hugetlb=2M|1G or huge=always|within_size|advise|never");
+      lp.fail("fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never or noswap");
     }
     lp.word("");
   }
-  // huge= is a tmpfs mount option: a shmem file only.
+  // huge= and noswap are tmpfs mount options: a shmem file only.
   if (!f.huge.empty() && (f.fs != "shmem" || f.hugetlb_shift)) lp.fail("huge= only for a shmem file (a file on tmpfs)");
+  if (f.noswap && (f.fs != "shmem" || f.hugetlb_shift)) lp.fail("noswap only for a shmem file (a file on tmpfs)");
+  // A tmpfs mounted without huge= has huge=never.
+  if (f.noswap && f.huge.empty()) f.huge = "never";
   return f;
 }
 

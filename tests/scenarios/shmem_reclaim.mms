@@ -214,3 +214,43 @@ truncate F 0
 check
 truncate F 16K
 P read A 16K 0
+
+# A tmpfs mounted noswap makes each of its files' mappings unevictable
+# (__shmem_get_inode: mapping_set_unevictable). MADV_PAGEOUT still isolates
+# the folios, but shrink_folio_list() puts an unevictable folio back before
+# it unmaps anything (folio_evictable): the pages stay mapped and resident,
+# with swap to spare; compare shmem-pageout-without-swap above, where the
+# PTEs go.
+test shmem-noswap-pageout-keeps-pages-mapped
+swap 16M zram
+file F 16K noswap
+proc P
+P mmap A 16K rw shared file=F
+P write A 16K 0x44
+P madvise A 16K pageout
+expect P A mapped pte
+expect P A+12K mapped pte
+expect P rss shmem 16K
+expect vmstat pswpout 0
+P read A 16K 0x44
+expect vmstat pgmajfault 0
+
+# The mount option is per mount: a file of a noswap tmpfs stays, a memfd
+# paged out in the same call goes to swap.
+test shmem-noswap-beside-a-memfd
+swap 16M zram
+file F 16K noswap
+file G 16K
+proc P
+P mmap A 16K rw shared file=F
+P mmap B 16K rw shared file=G
+P write A 16K 0x45
+P write B 16K 0x46
+P madvise A 16K pageout
+P madvise B 16K pageout
+expect P A mapped pte
+expect P B mapped none
+expect vmstat pswpout 4
+P read A 16K 0x45
+P read B 16K 0x46
+expect vmstat pgmajfault 4
