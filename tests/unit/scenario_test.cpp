@@ -205,8 +205,8 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("test a\nproc P extra\n"), "t.mms:2:8: expected the end of the statement");
   EXPECT_EQ(parse_error("test a\nsysfs transparent_hugepage/nope 1\n").substr(0, 19), "t.mms:2:7: expected");
   // noswap is a tmpfs mount option.
-  EXPECT_EQ(parse_error("file F 16K fs=ext4 noswap\n"), "t.mms:1:26: expected noswap only for a shmem file (a file on tmpfs)");
-  EXPECT_EQ(parse_error("file F 2M hugetlb=2M noswap\n"), "t.mms:1:28: expected noswap only for a shmem file (a file on tmpfs)");
+  EXPECT_EQ(parse_error("file F 16K fs=ext4 noswap\n"), "t.mms:1:27: expected noswap only for a shmem file (a file on tmpfs)");
+  EXPECT_EQ(parse_error("file F 2M hugetlb=2M noswap\n"), "t.mms:1:29: expected noswap only for a shmem file (a file on tmpfs)");
   EXPECT_EQ(parse_error("file F 16K noswapp\n"),
             "t.mms:1:12: expected fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never or noswap");
 }
