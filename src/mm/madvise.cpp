@@ -13,12 +13,13 @@
 // MADV_REMOVE punches a hole in the file behind a shared mapping
 // (madvise_remove -> vfs_fallocate, mm/truncate.cpp and mm/shmem.cpp).
 //
-// MADV_WILLNEED reads the swap entries of anonymous memory into the swap
-// cache (madvise_willneed, swapin_walk_pmd_entry).
+// MADV_WILLNEED reads swap entries into the swap cache: those of anonymous
+// memory's page tables (madvise_willneed, swapin_walk_pmd_entry), and
+// those a shmem file keeps for the range (shmem_swapin_range).
 //
 // Not modelled yet (they succeed as no-ops or fail as noted): MADV_WILLNEED
-// of shmem (shmem_swapin_range) and of files (page-cache readahead: the
-// model's files have no backing store to read ahead from),
+// of other files (page-cache readahead: the model's files have no backing
+// store to read ahead from, and their pages never leave the page cache),
 // MADV_HWPOISON/SOFT_OFFLINE (-EINVAL, as without CONFIG_MEMORY_FAILURE).
 #include <algorithm>
 
@@ -349,6 +350,19 @@ void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdO
 
 // ---- MADV_WILLNEED ----
 
+// read_swap_cache_async for MADV_WILLNEED: the slot is read into the swap
+// cache and left there; a hint only, so an entry freed meanwhile or a
+// failed allocation reads nothing.
+void willneed_read_swap_entry(Kernel* k, swp_entry_t entry) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return;
+  bool fresh = false;
+  Folio* folio = read_swap_cache(k, si, entry, &fresh);
+  if (!folio) return;
+  if (fresh) folio_unlock_swap(folio);  // the read completed: its end unlocks the folio
+  folio_put(folio);
+}
+
 // swapin_walk_pmd_entry for [addr, end) under one PMD: the slot of each
 // swap entry is read into the swap cache (read_swap_cache_async) and left
 // there unmapped, so that the fault that maps it later finds it and is
@@ -369,24 +383,41 @@ void swapin_walk_pmd_range(Vma* vma, uint64_t addr, uint64_t end) {
     if (!is_swap_pte(ptent)) continue;
     const swp_entry_t entry = pte_to_swp_entry(ptent);
     if (non_swap_entry(entry)) continue;  // migration entries and markers
-    SwapDevice* si = swp_swap_info(k, entry);
-    if (!si) continue;
-    bool fresh = false;
-    Folio* folio = read_swap_cache(k, si, entry, &fresh);
-    if (!folio) continue;                  // freed meanwhile, or no memory: a hint only
-    if (fresh) folio_unlock_swap(folio);  // the read completed: its end unlocks the folio
-    folio_put(folio);
+    willneed_read_swap_entry(k, entry);
   }
 }
 
-// madvise_willneed: anonymous memory reads its swapped pages into the swap
-// cache. shmem (shmem_swapin_range) and file readahead are not modelled.
+// shmem_swapin_range: the swap entries the file keeps for the VMA's range
+// [start, end) are read into the swap cache; the file keeps its entries,
+// so the fault that maps a page later finds the folio there and is minor.
+// The kernel reads each with the xarray's RCU dropped, as here with the
+// file's lock dropped: an entry freed meanwhile (a truncation) reads
+// nothing or a slot that is no longer the file's, which is harmless.
+void shmem_swapin_range(Vma* vma, uint64_t start, uint64_t end, File* f) {
+  const uint64_t first = vma->vm_pgoff + ((start - vma->vm_start) >> PAGE_SHIFT);
+  const uint64_t last = vma->vm_pgoff + ((end - vma->vm_start) >> PAGE_SHIFT);  // exclusive
+  std::vector<swp_entry_t> entries;
+  {
+    MutexGuard g(&f->lock);
+    for (auto it = f->swapped.lower_bound(first); it != f->swapped.end() && it->first < last; ++it)
+      entries.push_back(it->second);
+  }
+  for (swp_entry_t entry : entries) willneed_read_swap_entry(vma->vm_mm->kernel, entry);
+}
+
+// madvise_willneed: anonymous memory reads the swap entries of its page
+// tables, shmem (shared anonymous memory too: shmem_zero_setup gives it a
+// file) those of its file. A private mapping of a shmem file reads the
+// file's entries only, not those of its CoW copies, as the kernel's.
 int madvise_willneed(Vma* vma, uint64_t start, uint64_t end) {
-  // Shared anonymous memory is shmem in the kernel: its swap entries are in
-  // the file, not the page table.
-  if (vma->vm_file || (vma->vm_flags & VM_SHARED)) return 0;
   end = std::min(end, vma->vm_end);
-  for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
+  start = std::max(start, vma->vm_start);
+  if (vma->vm_file) {
+    File* f = vma->vm_file.get();
+    if (f->fs == FsClass::kShmem && start < end) shmem_swapin_range(vma, start, end, f);
+    return 0;  // another file's readahead: nothing to read (see the top)
+  }
+  for (uint64_t addr = start, next; addr < end; addr = next) {
     next = pmd_addr_end(addr, end);
     swapin_walk_pmd_range(vma, addr, next);
   }

@@ -254,3 +254,38 @@ expect vmstat pswpout 4
 P read A 16K 0x45
 P read B 16K 0x46
 expect vmstat pgmajfault 4
+
+# MADV_WILLNEED of shmem reads the swap entries its file keeps for the range
+# into the swap cache (madvise_willneed -> shmem_swapin_range) and maps
+# nothing: the access after it finds the folios there, a minor fault.
+test shmem-willneed-reads-swapped-pages-into-the-swap-cache
+swap 16M zram
+proc P
+P mmap A 16K rw shared
+P write A 16K 0x5b
+P madvise A 16K pageout
+expect vmstat pswpout 4
+P madvise A 8K willneed
+expect vmstat pswpin 2
+expect P A mapped none
+P read A 8K 0x5b
+expect vmstat pgmajfault 0
+P read A+8K 8K 0x5b
+expect vmstat pgmajfault 2
+expect vmstat pswpin 4
+
+# A private mapping of a shmem file: MADV_WILLNEED reads the file's swap
+# entries only (the file is the VMA's), not those of the CoW copies in the
+# page table, so the copies come back by major faults.
+test shmem-willneed-private-mapping-reads-the-file-only
+swap 16M zram
+file F 16K
+proc P
+P mmap A 16K rw private file=F
+P write A 16K 0x5c
+P madvise A 16K pageout
+expect vmstat pswpout 4
+P madvise A 16K willneed
+expect vmstat pswpin 0
+P read A 16K 0x5c
+expect vmstat pgmajfault 4

@@ -388,11 +388,13 @@ int run_jobs(const ExploreCli& o, ScenarioRace& race) {
   return crashed ? 1 : rc;
 }
 
+// A build without schedule points cannot explore (the bench preset).
+int refuse_without_points() {
+  std::fprintf(stderr, "mmlab explore: %s\n", explore::unavailable_reason());
+  return 2;
+}
+
 int run_explore(const ExploreCli& o) {
-  if (!explore::available()) {
-    std::fprintf(stderr, "mmlab explore: %s\n", explore::unavailable_reason());
-    return 2;
-  }
   if (o.jobs > 1 && (o.strategy == "dfs" || o.strategy == "directed" || !o.schedule.empty())) {
     std::fprintf(stderr, "mmlab explore: --jobs %d: PCT only (DFS and one schedule are one session)\n", o.jobs);
     return 2;
@@ -513,7 +515,7 @@ void add_explore(CLI::App& app) {
   sub->add_flag("--no-filter", o->no_filter, "count every point, not only those at objects two threads touch");
   sub->add_flag("--in-process", o->in_process, "run the session in this process (a crash is then mmlab's)");
   sub->add_option("--variant", o->variants, "KEY=VALUE: a tune value for the test (one value per key)");
-  register_action(sub, [o] { return run_explore(*o); });
+  register_action(sub, [o] { return explore::available() ? run_explore(*o) : refuse_without_points(); });
 }
 
 }  // namespace mmlab::cli
