@@ -131,7 +131,8 @@ TEST(StressSchedTest, PctTheSameSeedMakesTheSameRunStepForStep) {
 // nothing the model does may follow a host address or a process-wide
 // leftover of the first run.
 TEST(StressSchedTest, TheSameSeedTwiceInOneProcessMakesTheSameReport) {
-  for (const auto& [how, seed] : {std::pair{stress::Sched::kPct, uint64_t{5}}, std::pair{stress::Sched::kRandom, uint64_t{9}}}) {
+  for (const auto& [how, seed] : {std::pair{stress::Sched::kPct, uint64_t{5}}, std::pair{stress::Sched::kPct, uint64_t{6}},
+                                  std::pair{stress::Sched::kRandom, uint64_t{9}}}) {
     std::string first;
     for (int run = 0; run < 2; run++) {
       const stress::Config cfg = sched_run(how, seed);

@@ -677,13 +677,15 @@ std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err) {
 
 void deterministic_allocator() {
 #ifdef __GLIBC__
-  // One malloc arena for every thread. The model still orders a few
-  // containers by host address (Vma::anon_vma_chain, the rmap's VMA sets,
-  // the hugetlb maps: issue 34 item 4), and with an arena per thread
-  // which worker gets which arena is a race of their first allocations:
-  // the same seed then walked those containers in another order in about
-  // one process in four. With one arena, and the workers' allocations
-  // serialised by the scheduler, the addresses follow from the steps.
+  // One malloc arena for every thread. The model ordered a few containers
+  // by host address (Vma::anon_vma_chain, the rmap's VMA sets, the hugetlb
+  // maps, a file's i_mmap: issue 34 items 4 and 9), and with an arena per
+  // thread which worker gets which arena is a race of their first
+  // allocations: the same seed then walked those containers in another
+  // order in about one process in four. They follow creation ids now (a
+  // second run in one process, on another heap, repeats the first); the
+  // arena stays, so that host addresses still follow from the steps should
+  // a new order by address creep in.
   (void)mallopt(M_ARENA_MAX, 1);
   // And every block of 4 KiB or more its own mapping, outside the arena,
   // at a fixed threshold (glibc's moves with what was freed): a replay's
