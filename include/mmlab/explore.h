@@ -186,6 +186,10 @@ class Session {
   // does not give or cannot make, or (a line with sites) takes a step at
   // another site than the recorded one.
   RunResult replay(const Bodies& bodies, std::string_view schedule, uint64_t step_bound = 1'000'000);
+  // The steps every run of the session has taken so far (the decisions a
+  // strategy made), readable from any thread while a run goes on: a
+  // watchdog's measure of progress that no wall clock decides.
+  uint64_t steps_taken() const;
 
   struct Impl;
   Impl& impl() { return *impl_; }

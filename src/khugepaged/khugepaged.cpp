@@ -20,6 +20,7 @@
 #include "mm/mm.h"
 #include "mm/filemap.h"
 #include "mm/mmap.h"
+#include "sync/sched.h"
 
 namespace mmlab {
 namespace {
@@ -208,12 +209,28 @@ void Khugepaged::__khugepaged_enter(Mm* mm) {
   if (wakeup) wake_up_interruptible();
 }
 
+// Under the explorer (khugepaged as a race body or one of mmlab stress
+// --sched's threads, exiting mms beside it) a wait in the OS would hang the
+// run, where one thread moves at a time: the lock is dropped and the test
+// retried as a step each time another thread has taken one (sched::yield).
+void Khugepaged::wait_scan_left(Mm* mm) {
+  if (!sched::active()) {
+    exit_cv_.wait(mm_lock_, [&]() REQUIRES(mm_lock_) { return scanning_mm_ != mm; });
+    return;
+  }
+  while (scanning_mm_ == mm) {
+    mm_lock_.unlock();
+    sched::yield("__khugepaged_exit", sched::Object{&scanning_mm_, sched::ObjKind::kWord, sched::kByFirstUse});
+    mm_lock_.lock();
+  }
+}
+
 void Khugepaged::__khugepaged_exit(Mm* mm) {
   MutexGuard g(&mm_lock_);
   // A scan working on this mm finishes with it first (the kernel's
   // mmap_write_lock/unlock serialisation); then the slot is found gone or
   // still here.
-  exit_cv_.wait(mm_lock_, [&]() REQUIRES(mm_lock_) { return scanning_mm_ != mm; });
+  wait_scan_left(mm);
   auto it = mm_slots_hash_.find(mm);
   if (it == mm_slots_hash_.end()) return;
   SlotList::iterator slot = it->second;

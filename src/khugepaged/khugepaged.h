@@ -139,6 +139,9 @@ class Khugepaged {
   uint64_t paced_clock(std::chrono::steady_clock::time_point now) const REQUIRES(mm_lock_);
   std::chrono::steady_clock::time_point paced_host_time(uint64_t at) const REQUIRES(mm_lock_);
   void paced_resync() EXCLUDES(mm_lock_);
+  // __khugepaged_exit's wait for a scan to leave mm (mm_lock_ dropped
+  // meanwhile).
+  void wait_scan_left(Mm* mm) REQUIRES(mm_lock_);
 
   Kernel* const k_;
   std::atomic<uint64_t>* const clock_;

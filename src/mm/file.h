@@ -72,8 +72,16 @@ struct File {
   // expansion) with the lock held for write, as vma_prepare does, so a
   // walker reads a VMA's range whole. hugetlb's unmap_ref_private still
   // walks the folio's anon_vma, as before.
+  // Ordered by the VMAs' creation ids (Vma::cid), not their addresses: the
+  // walks (try_to_unmap, unmap_mapping_range, retract_page_tables) take
+  // each VMA's locks in turn, and under the explorer a walk in host-address
+  // order took another run's steps whenever the heap lay otherwise (a
+  // second run in one process, a replay from the CLI: issue 34 item 9).
+  struct ByVmaCid {
+    bool operator()(const Vma* a, const Vma* b) const;  // vma.cpp
+  };
   RwSemaphore i_mmap_rwsem{LockClass::kImmapLock};
-  std::set<Vma*> i_mmap GUARDED_BY(i_mmap_rwsem);
+  std::set<Vma*, ByVmaCid> i_mmap GUARDED_BY(i_mmap_rwsem);
 
   std::unique_ptr<HugetlbFileState> hstate;  // hugetlbfs reservations
 

@@ -20,7 +20,7 @@
 //  - A PMD mapping is split into PTEs (split_huge_pmd) and those are then
 //    replaced, where the kernel's split_huge_pmd_locked(freeze=true) writes
 //    migration entries directly; the end state is the same.
-//  - The anon_vma's VMAs are a set ordered by address, not the kernel's
+//  - The anon_vma's VMAs are a set ordered by creation id, not the kernel's
 //    interval tree in fork order, so remap_page() (remove_migration_ptes in
 //    mm/migrate.cpp) repeats its walk until a pass finds no migration entry
 //    left (a concurrent fork may have copied one into a child VMA visited

@@ -33,6 +33,8 @@
 
 namespace mmlab {
 
+bool File::ByVmaCid::operator()(const Vma* a, const Vma* b) const { return ByCid{}(a, b); }
+
 // ---- lookup (mm/mmap.c, mm/vma.h) ----
 
 Vma* vma_lookup(Mm* mm, uint64_t addr) {

@@ -6,6 +6,7 @@
 #include "mmlab/explore.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
@@ -139,7 +140,8 @@ bool enabled_has(const std::vector<int>& v, int x) { return std::find(v.begin(),
 
 class Driver final : public sched::Strategy {
  public:
-  Driver(Policy& p, Filter& f, StepSink* sink, int nthreads) : policy_(p), filter_(f), sink_(sink) {
+  Driver(Policy& p, Filter& f, StepSink* sink, int nthreads, std::atomic<uint64_t>* live = nullptr)
+      : policy_(p), filter_(f), sink_(sink), live_(live) {
     filter_.begin_run(nthreads);
   }
 
@@ -166,6 +168,8 @@ class Driver final : public sched::Strategy {
     trace_.push_back(TraceStep{t, s.site, static_cast<uint8_t>(s.op), static_cast<uint8_t>(s.kind), s.number});
     own_.push_back(static_cast<size_t>(t) < pending_own_.size() ? pending_own_[static_cast<size_t>(t)] : ~0u);
     if (sink_) sink_->step(t, s.site, static_cast<uint8_t>(s.op));
+    // Only the baton's holder writes it; a watchdog reads it (relaxed).
+    if (live_) live_->store(live_->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return t;
   }
 
@@ -179,6 +183,7 @@ class Driver final : public sched::Strategy {
   Policy& policy_;
   Filter& filter_;
   StepSink* sink_;
+  std::atomic<uint64_t>* live_;
 };
 
 // splitmix64: a small generator whose sequence is the same on every
@@ -495,13 +500,14 @@ struct Session::Impl {
 
   // One run with `policy` choosing, through a driver that records it.
   RunResult run(const Bodies& bodies, Policy& policy, Filter& filter, uint64_t bound, StepSink* sink) {
-    Driver drv(policy, filter, sink, sched.nthreads());
+    Driver drv(policy, filter, sink, sched.nthreads(), &live_steps);
     sched::RunRecord rec = sched.run(bodies, drv, bound);
     last_counted = drv.counted_;
     last_own = std::move(drv.own_);
     last_preempted = std::move(drv.preempted_);
     return result_of(std::move(rec), drv);
   }
+  std::atomic<uint64_t> live_steps{0};  // every run's steps so far (Session::steps_taken)
   uint64_t last_counted = 0;
   std::vector<uint32_t> last_own;
   std::set<const char*> last_preempted;
@@ -539,6 +545,7 @@ static std::unique_ptr<Session::Impl> make_session(int nthreads) {
 
 Session::Session(int nthreads) : impl_(make_session(nthreads)) {}
 Session::~Session() = default;
+uint64_t Session::steps_taken() const { return impl_->live_steps.load(std::memory_order_relaxed); }
 
 RunResult Session::run_pct(const Bodies& bodies, int depth, uint64_t k, uint64_t seed, uint64_t run,
                            uint64_t step_bound) {

@@ -113,6 +113,23 @@ TEST(ExploreTest, ReplayReproducesARunExactly) {
   }
 }
 
+// The steps a session has taken, over its runs (a watchdog's measure of
+// progress under the scheduler: mmlab stress --sched).
+TEST(ExploreTest, ASessionCountsEveryRunsSteps) {
+  const std::vector<Observed> runs = pct_runs(2, 3);
+  explore::Session s(2);
+  EXPECT_EQ(s.steps_taken(), 0u);
+  uint64_t total = 0;
+  for (const Observed& o : runs) {
+    Logged st;
+    auto r = s.replay({[&] { st.body(0); }, [&] { st.body(1); }}, o.schedule);
+    ASSERT_EQ(r.outcome, explore::Outcome::kClean) << r.summary();
+    ASSERT_GT(r.steps, 0u);
+    total += r.steps;
+    EXPECT_EQ(s.steps_taken(), total);
+  }
+}
+
 TEST(ExploreTest, AnEditedScheduleDiverges) {
   const Observed o = pct_runs(1, 5).front();
   explore::Session s(2);

@@ -384,15 +384,20 @@ class Watchdog {
       }
       std::vector<std::string> hangs;
       if (s_->sched) {
-        // One worker moves at a time, and a strategy may hold one back for
-        // a whole round while the others run: only the run as a whole can
-        // be stuck.
-        const uint64_t all = ops_so_far(s_);
-        all_still_ = (all == all_last_ && std::string(s_->phase.load()) == "run") ? all_still_ + 1 : 0;
-        all_last_ = all;
+        // Under the scheduler progress is counted in steps, not in
+        // operations a second: one worker moves at a time, a strategy may
+        // hold one back for a whole round, and random's baton pass at
+        // every step makes a long operation (a fork of a large mm) last
+        // minutes. Steps without an operation finished are a livelock,
+        // which the round's step bound ends (round_bound), the same way in
+        // every run. What no bound can see is a run that takes no step at
+        // all: a thread blocked in the OS or looping between points.
+        const uint64_t steps = s_->session->steps_taken();
+        all_still_ = (steps == all_last_ && std::string(s_->phase.load()) == "run") ? all_still_ + 1 : 0;
+        all_last_ = steps;
         if (all_still_ >= s_->cfg->hang_seconds)
-          hangs.push_back(fmt::format("no worker finished an operation for {} s under the scheduler (after {} operations)",
-                                      all_still_, all));
+          hangs.push_back(fmt::format("the scheduler took no step for {} s (after {} steps, {} operations)", all_still_,
+                                      steps, ops_so_far(s_)));
       }
       for (size_t t = 0; t < s_->workers.size() && !s_->sched; t++) {
         const Worker* w = s_->workers[t].get();
@@ -471,7 +476,7 @@ uint64_t round_bound(uint64_t k) { return std::max<uint64_t>(50'000'000, 100 * k
 // rounds) and the build fix every step.
 void run_workers_sched(Shared* s, std::vector<Round>* replay) {
   const Config& cfg = *s->cfg;
-  explore::Session session(static_cast<int>(cfg.threads));
+  explore::Session& session = *s->session;
   explore::Session::Bodies bodies;
   for (auto& wp : s->workers) {
     Worker* w = wp.get();
@@ -481,6 +486,10 @@ void run_workers_sched(Shared* s, std::vector<Round>* replay) {
       w->release_held();
     });
   }
+  // khugepaged as one more scheduled thread: a full scan of every
+  // registered mm a round, its wakes run inline (System::run_khugepaged, as
+  // a race body's `khugepaged N`), interleaved with the workers' steps.
+  if (s->khugepaged_body) bodies.push_back([s] { (void)s->sys->run_khugepaged(1); });
   Result* res = s->res;
   res->run_hash = 0xcbf29ce484222325ull;
   // PCT's k for round 0: a fixed estimate of the steps of a round (then
@@ -668,13 +677,15 @@ std::unique_ptr<Machine> make_machine(const Config& cfg, std::string* err) {
 
 void deterministic_allocator() {
 #ifdef __GLIBC__
-  // One malloc arena for every thread. The model still orders a few
-  // containers by host address (Vma::anon_vma_chain, the rmap's VMA sets,
-  // the hugetlb maps: issue 34 item 4), and with an arena per thread
-  // which worker gets which arena is a race of their first allocations:
-  // the same seed then walked those containers in another order in about
-  // one process in four. With one arena, and the workers' allocations
-  // serialised by the scheduler, the addresses follow from the steps.
+  // One malloc arena for every thread. The model ordered a few containers
+  // by host address (Vma::anon_vma_chain, the rmap's VMA sets, the hugetlb
+  // maps, a file's i_mmap: issue 34 items 4 and 9), and with an arena per
+  // thread which worker gets which arena is a race of their first
+  // allocations: the same seed then walked those containers in another
+  // order in about one process in four. They follow creation ids now (a
+  // second run in one process, on another heap, repeats the first); the
+  // arena stays, so that host addresses still follow from the steps should
+  // a new order by address creep in.
   (void)mallopt(M_ARENA_MAX, 1);
   // And every block of 4 KiB or more its own mapping, outside the arena,
   // at a fixed threshold (glibc's moves with what was freed): a replay's
@@ -741,9 +752,12 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   }
   if (!cfg.choices.empty()) note_types_chosen(&s, out);
   s.khugepaged = cfg.khugepaged_thread && !s.sched && s.sys->start_khugepaged_thread() == 0;
-  if (s.sched) out->not_run["khugepaged"] = "not run under the scheduler: the explorer must own every thread";
-  else if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
-  else if (!s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
+  // Under the scheduler khugepaged is one of the session's threads (the
+  // explorer must own every thread), not the System's own.
+  s.khugepaged_body = cfg.khugepaged_thread && s.sched;
+  if (s.sched) s.session = std::make_unique<explore::Session>(static_cast<int>(cfg.threads + (s.khugepaged_body ? 1 : 0)));
+  if (!cfg.khugepaged_thread) out->not_run["khugepaged"] = "no khugepaged thread (choices from bytes)";
+  else if (!s.sched && !s.khugepaged) out->not_run["khugepaged"] = "the khugepaged thread did not start";
   s.start = std::chrono::steady_clock::now();
   s.phase = "run";
   {

@@ -207,7 +207,8 @@ struct Shared {
   std::vector<const TypeInfo*> types;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<unsigned> mix_cdf;  // cumulative weights by Op
-  bool khugepaged = false;
+  bool khugepaged = false;       // the System's khugepaged thread runs (free-running)
+  bool khugepaged_body = false;  // under the scheduler: khugepaged's scans are a session thread
   bool injecting = false;  // a fault-injection site may be armed (--inject, the swap-in race)
   std::chrono::steady_clock::time_point start;
   std::atomic<bool> stop{false};
@@ -217,6 +218,10 @@ struct Shared {
   std::atomic<uint64_t> main_progress{0};
   std::atomic<bool> collected{false};
   bool sched = false;  // the workers run under the deterministic scheduler
+  // Under it: the explorer session whose persistent workers are the stress
+  // threads (and khugepaged's), made before the watchdog starts and ended
+  // after it stops, which reads its steps (Session::steps_taken).
+  std::unique_ptr<explore::Session> session;
   bool abandoned = false;  // a round under it unwound a thread: the model may hold locks  // the result's errors, statistics and injections are in
   std::mutex mu;  // guards the result's vectors below
   // Held by a thread from taking a range from the kernel's placement until
