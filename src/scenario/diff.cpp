@@ -366,7 +366,7 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
           n += counts[i];
           if (opt.progress) opt.progress(i + 1, tests.size(), records[i].verdict == "outcome");
         },
-        1, [&](size_t i) { return test_mapped_bytes(*tests[i].first, *tests[i].second) >= kLargeTestBytes ? 1 : 0; }, 1);
+        1, [&](size_t i) { return test_touch_estimate(*tests[i].first, *tests[i].second) >= kLargeTestBytes ? 1 : 0; }, 1);
   }
   for (size_t i = 0; host && i < tests.size(); i++) {
     const ScenarioFileAst& f = *tests[i].first;

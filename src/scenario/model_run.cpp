@@ -13,6 +13,8 @@
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
 #include "mmlab/explore.h"
+#include "phys/store_use.h"
+#include "scenario/parallel.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -207,11 +209,14 @@ class ModelRun final : public TestRun {
     return f;
   }
 
-  void start(const std::vector<const Stmt*>&) override {
+  void start(const std::vector<const Stmt*>& stmts) override {
     SystemConfig cfg;
     cfg.ram_bytes = opt_.ram_bytes;
     int err = 0;
-    sys_ = System::create(cfg, &err);
+    {
+      ScopedStoreUse use(test_touch_estimate(stmts) >= kLargeTestBytes ? StoreUse::kLarge : StoreUse::kSmall);
+      sys_ = System::create(cfg, &err);
+    }
     if (!sys_) throw StartError{fmt::format("cannot create a system: {}", errno_name(err))};
     trace::name_system(res_.name);
     for (auto& [k, v] : tunes_)

@@ -17,15 +17,21 @@
 
 namespace mmlab {
 
-uint64_t test_mapped_bytes(const ScenarioFileAst& f, const TestCase& tc) {
+uint64_t test_touch_estimate(const std::vector<const Stmt*>& stmts) {
   uint64_t bytes = 0;
-  auto add = [&](const Stmt& st) {
-    if (const auto* m = st.as<stmt::Mmap>()) bytes += m->size;
-    if (const auto* x = st.as<stmt::File>()) bytes += x->size;
-  };
-  for (const Stmt& st : f.prelude) add(st);
-  for (const Stmt& st : tc.stmts) add(st);
+  for (const Stmt* st : stmts) {
+    if (const auto* w = st->as<stmt::Write>()) bytes += w->size;
+    if (const auto* m = st->as<stmt::Mmap>(); m && (m->hugetlb_shift || (m->map_flags & MAP_POPULATE))) bytes += m->size;
+    if (const auto* x = st->as<stmt::File>(); x && x->hugetlb_shift) bytes += x->size;
+  }
   return bytes;
+}
+
+uint64_t test_touch_estimate(const ScenarioFileAst& f, const TestCase& tc) {
+  std::vector<const Stmt*> stmts;
+  for (const Stmt& st : f.prelude) stmts.push_back(&st);
+  for (const Stmt& st : tc.stmts) stmts.push_back(&st);
+  return test_touch_estimate(stmts);
 }
 
 int parallel_width(int jobs, uint64_t bytes_per_test, uint64_t budget, std::string* why) {
@@ -46,7 +52,8 @@ void run_ordered(size_t n, int width, const std::function<void(size_t)>& run, co
   // Each thread's Systems keep their frame stores warm for its next test.
   FrameStorePool& pool = FrameStorePool::instance();
   const unsigned idle_before = pool.max_idle();
-  pool.set_max_idle(std::max(idle_before, static_cast<unsigned>(std::max(width, 1)) * stores_per_run));
+  // One more: the store large tests keep to themselves (phys/store_use.h).
+  pool.set_max_idle(std::max(idle_before, static_cast<unsigned>(std::max(width, 1)) * stores_per_run + 1));
   struct Restore {
     FrameStorePool& pool;
     unsigned idle;

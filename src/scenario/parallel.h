@@ -6,21 +6,27 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace mmlab {
 
 struct ScenarioFileAst;
 struct TestCase;
+struct Stmt;
 
-// The bytes a test maps and creates: the sum of its (and its file's
-// prelude's) `mmap` and `file` SIZEs. A proxy for the host memory its
-// System may touch: the corpus's tests map under 100 MiB or 1 GiB and more
-// (1 GiB hugetlb pages, the 2 GiB mremap tests).
-uint64_t test_mapped_bytes(const ScenarioFileAst& f, const TestCase& tc);
-// Tests that map at least this much run one at a time beside the others
-// (run_ordered's weight): two 1 GiB hugetlb CoW tests at once held 4 GiB
-// of frames between them, and with the memory of the stores that served
-// them kept warm, `mmlab diff -j 2` over the corpus peaked at 12 GiB.
+// The host memory a test's System may touch, estimated from its statements
+// (the file's prelude first): the bytes it writes, and what it maps from
+// hugetlb or with MAP_POPULATE (a fault there fills a whole huge page). The
+// corpus's tests come out under 64 MiB, or at 1 GiB and more (1 GiB
+// hugetlb pages; khugepaged's compound-extreme, 512 THPs written whole).
+uint64_t test_touch_estimate(const std::vector<const Stmt*>& stmts);
+uint64_t test_touch_estimate(const ScenarioFileAst& f, const TestCase& tc);
+// Tests estimated at this or more are large: `mmlab diff` runs them one at a
+// time beside the small ones (run_ordered's weight), and their Systems take
+// the pool's large store (phys/store_use.h). Two 1 GiB hugetlb CoW tests at
+// once held 4 GiB of frames between them, and with the memory of every store
+// that served one kept warm, `mmlab diff -j 2` over the corpus peaked at
+// 12 GiB.
 inline constexpr uint64_t kLargeTestBytes = 256ull << 20;
 
 // How many tests may run at once: `jobs` (0: the number of CPUs), but no
