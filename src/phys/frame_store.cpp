@@ -9,6 +9,7 @@
 
 #include "fmt/format.h"
 #include "phys/page.h"
+#include "phys/store_use.h"
 #include "sync/sched.h"
 
 // Host headers last: <sys/mman.h> defines PROT_*/MAP_*/MADV_* as macros, and
@@ -56,7 +57,30 @@ void* host_map_aligned(uint64_t len, uint64_t align, int prot) {
 
 uint64_t memmap_bytes(uint64_t capacity) { return round_up((capacity >> PAGE_SHIFT) * sizeof(Page), PAGE_SIZE); }
 
+constinit thread_local StoreUse tl_store_use = StoreUse::kAny;
+
+// The stores that have served a StoreUse::kLarge System: their host memory
+// is GiBs, kept warm for the next large test, and no small test is given
+// one. Only the pool touches it, under its lock (a side table, so that the
+// widely included frame_store.h stays as it is).
+std::vector<const FrameStore*>& large_stores() {
+  static std::vector<const FrameStore*>* v = new std::vector<const FrameStore*>;  // never destroyed, as the pool
+  return *v;
+}
+bool is_large(const FrameStore* s) {
+  const auto& v = large_stores();
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+void forget_large(const FrameStore* s) {
+  auto& v = large_stores();
+  v.erase(std::remove(v.begin(), v.end(), s), v.end());
+}
+
 }  // namespace
+
+ScopedStoreUse::ScopedStoreUse(StoreUse u) : prev_(tl_store_use) { tl_store_use = u; }
+ScopedStoreUse::~ScopedStoreUse() { tl_store_use = prev_; }
+StoreUse current_store_use() { return tl_store_use; }
 
 const char* host_thp_name(HostThp h) {
   switch (h) {
@@ -208,18 +232,23 @@ bool FrameStorePool::host_thp_enabled() {
 
 FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, Prefault prefault, int* err) {
   FrameStore* s = nullptr;
+  const StoreUse use = current_store_use();
   {
     MutexGuard g(&lock_);
     // The smallest idle store that is large enough, one with the same advice
     // first; the most recently released among equals (its memory is warm).
+    // A large use takes a store that served one before, if one is idle; a
+    // small use never does (a new store costs a small test little).
     auto better = [&](FrameStore* c) {
       if (!s) return true;
+      if (use == StoreUse::kLarge && is_large(c) != is_large(s)) return is_large(c);
       const bool cm = c->advice_ == thp, sm = s->advice_ == thp;
       if (cm != sm) return cm;
       return c->capacity() < s->capacity();
     };
     for (size_t i = idle_.size(); i-- > 0;)
-      if (idle_[i]->capacity() >= ram_bytes && better(idle_[i])) s = idle_[i];
+      if (idle_[i]->capacity() >= ram_bytes && !(use == StoreUse::kSmall && is_large(idle_[i])) && better(idle_[i]))
+        s = idle_[i];
     if (s) {
       idle_.erase(std::find(idle_.begin(), idle_.end(), s));
       counters_.recycled++;
@@ -238,6 +267,10 @@ FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, Prefault pr
     }
     MutexGuard g(&lock_);
     counters_.created++;
+  }
+  if (use == StoreUse::kLarge) {
+    MutexGuard g(&lock_);
+    if (!is_large(s)) large_stores().push_back(s);
   }
   s->uses_++;
   s->advise(thp);
@@ -264,11 +297,16 @@ std::vector<FrameStore*> FrameStorePool::trim_locked() {
   std::vector<FrameStore*> evict;
   uint64_t bytes = 0;
   for (FrameStore* s : idle_) bytes += s->resident_bound();
-  // The most recently released store always stays: the next System wants it.
+  // The most recently released store always stays: the next System wants
+  // it. The least recently released go first, a large test's store last
+  // (it is the one whose memory costs most to touch again).
   while (idle_.size() > 1 && (idle_.size() > max_idle_ || bytes > idle_budget_)) {
-    bytes -= idle_.front()->resident_bound();
-    evict.push_back(idle_.front());
-    idle_.erase(idle_.begin());
+    auto victim = std::find_if(idle_.begin(), idle_.end() - 1, [](FrameStore* c) { return !is_large(c); });
+    if (victim == idle_.end() - 1) victim = idle_.begin();
+    bytes -= (*victim)->resident_bound();
+    forget_large(*victim);
+    evict.push_back(*victim);
+    idle_.erase(victim);
     counters_.idle--;
     counters_.unmapped++;
   }
@@ -305,6 +343,7 @@ void FrameStorePool::drain() {
   {
     MutexGuard g(&lock_);
     evict.swap(idle_);
+    for (FrameStore* s : evict) forget_large(s);
     counters_.unmapped += evict.size();
     counters_.idle = 0;
   }

@@ -59,6 +59,9 @@ struct TestDiff {
   bool state = false, counters = false;
 };
 
+void report_statement(const DiffOptions& opt, const Stmt& st, const std::vector<std::string>& only_a,
+                      const std::vector<std::string>& only_b, const std::string& deltas, TestDiff* t, Counts* n);
+
 // The end state and counters that differ after one statement, as report lines.
 void diff_state(const DiffOptions& opt, const Stmt& st, TestRun& a, TestRun& b, std::map<std::string, int64_t>& ca,
                 std::map<std::string, int64_t>& cb, TestDiff* t, Counts* n) {
@@ -77,6 +80,11 @@ void diff_state(const DiffOptions& opt, const Stmt& st, TestRun& a, TestRun& b, 
     int64_t da = v - ca[k], db = nb[k] - cb[k];
     if (da != db) deltas += fmt::format(" {} {}/{}", k, da, db);
   }
+  report_statement(opt, st, only_a, only_b, deltas, t, n);
+}
+
+void report_statement(const DiffOptions& opt, const Stmt& st, const std::vector<std::string>& only_a,
+                      const std::vector<std::string>& only_b, const std::string& deltas, TestDiff* t, Counts* n) {
   const bool state = !only_a.empty() || !only_b.empty();
   if (!state && deltas.empty()) return;
   if (state || opt.counters_all) n->state_diffs++;
@@ -102,6 +110,121 @@ void tap_line(std::ostream& out, size_t number, bool ok, const std::string& name
   for (auto& l : details) out << "#" << l << "\n";
 }
 
+// What stepping a test's two sides gave: the outcomes, where the sides
+// parted, what differed after each statement.
+struct SidesRun {
+  ScenarioResult a, b;
+  std::string first_divergence;
+  TestDiff t;
+  Counts n;  // state_diffs
+};
+
+// The divergence line: what each side did at the statement where one went on and the other did not.
+std::string divergence(const DiffOptions& opt, const Stmt& st, bool ra, const std::string& why_a, bool rb,
+                       const std::string& why_b) {
+  return fmt::format("{}:{}: {} {}, {} {}", st.file, st.line, opt.a.name, ra ? "continues" : why_a, opt.b.name,
+                     rb ? "continues" : why_b);
+}
+
+std::string end_reason(const TestRun& r) { return r.failure() ? r.failure()->msg : "ends"; }
+
+// Both sides at once, statement by statement (the host's side cannot be
+// replayed, and a model side whose state differs needs its facts' lines).
+SidesRun run_lockstep(const DiffOptions& opt, const ScenarioOptions& so, const ScenarioFileAst& f, const TestCase& tc,
+                      const std::vector<const Stmt*>& stmts, bool host) {
+  SidesRun s;
+  std::unique_ptr<TestRun> a = make_run(so, opt.a), b = make_run(so, opt.b);
+  bool began_a = a->begin(f, tc);  // both sides begin, even if one fails
+  bool began_b = b->begin(f, tc);
+  for (const Stmt* st : began_a && began_b ? stmts : std::vector<const Stmt*>{}) {
+    if (a->ended() && b->ended()) break;
+    auto ca = a->counters(), cb = b->counters();
+    bool ra = a->step(*st), rb = b->step(*st);
+    if (ra != rb && s.first_divergence.empty()) s.first_divergence = divergence(opt, *st, ra, end_reason(*a), rb, end_reason(*b));
+    if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &s.t, &s.n);
+  }
+  s.a = a->finish();
+  s.b = b->finish();
+  return s;
+}
+
+// One model side of a test run alone: per statement, whether it went on,
+// the digest of the state facts after it and the counters it moved.
+struct SideSteps {
+  struct Step {
+    bool ok = false;
+    std::pair<uint64_t, uint64_t> digest;
+    std::map<std::string, int64_t> moved;  // counters with a non-zero delta
+  };
+  bool began = false;
+  std::vector<Step> steps;  // until the side ended
+  std::string end_why;      // its failure, or "ends"
+  ScenarioResult result;
+};
+
+SideSteps run_side(const ScenarioOptions& so, const DiffConfig& c, const ScenarioFileAst& f, const TestCase& tc,
+                   const std::vector<const Stmt*>& stmts) {
+  SideSteps s;
+  std::unique_ptr<TestRun> r = make_run(so, c);
+  s.began = r->begin(f, tc);
+  // Counters after a statement are those before the next: nothing runs
+  // between them (reading them by name was a tenth of a side's time).
+  std::map<std::string, int64_t> before = s.began ? r->counters() : std::map<std::string, int64_t>{};
+  for (const Stmt* st : s.began ? stmts : std::vector<const Stmt*>{}) {
+    if (r->ended()) break;
+    SideSteps::Step& x = s.steps.emplace_back();
+    x.ok = r->step(*st);
+    if (!x.ok) continue;
+    x.digest = r->state_facts()->digest();  // before the counters, as diff_state reads them
+    std::map<std::string, int64_t> after = r->counters();
+    for (auto& [k, v] : after)
+      if (v != before[k]) x.moved[k] = v - before[k];
+    before = std::move(after);
+  }
+  s.end_why = end_reason(*r);
+  s.result = r->finish();
+  return s;
+}
+
+// The model sides one after the other, so that one System per test is live
+// at a time (the second takes the first's frame store, warm, from the pool):
+// a 1 GiB hugetlb test's two Systems held 4 GiB at once. Only digests of
+// each statement's facts are kept; a test whose states differ anywhere is
+// run again in lockstep for the lines (nullopt), as are sides that did not
+// both begin. Counter differences need no lines and are reported from here.
+std::optional<SidesRun> run_sides_apart(const DiffOptions& opt, const ScenarioOptions& so, const ScenarioFileAst& f,
+                                        const TestCase& tc, const std::vector<const Stmt*>& stmts) {
+  SideSteps A = run_side(so, opt.a, f, tc, stmts);
+  SideSteps B = run_side(so, opt.b, f, tc, stmts);
+  if (!A.began || !B.began) return std::nullopt;
+  SidesRun s;
+  for (size_t i = 0; i < stmts.size(); i++) {
+    const bool a_over = i >= A.steps.size(), b_over = i >= B.steps.size();  // ended before this statement
+    if (a_over && b_over) break;
+    const bool ra = !a_over && A.steps[i].ok, rb = !b_over && B.steps[i].ok;
+    if (ra != rb && s.first_divergence.empty()) s.first_divergence = divergence(opt, *stmts[i], ra, A.end_why, rb, B.end_why);
+    if (!ra || !rb) continue;
+    const SideSteps::Step &x = A.steps[i], &y = B.steps[i];
+    if (x.digest != y.digest) return std::nullopt;
+    // diff_state's order: every counter by name, those whose deltas differ.
+    std::string deltas;
+    auto ix = x.moved.begin(), iy = y.moved.begin();
+    while (ix != x.moved.end() || iy != y.moved.end()) {
+      const bool take_x = iy == y.moved.end() || (ix != x.moved.end() && ix->first <= iy->first);
+      const bool take_y = ix == x.moved.end() || (iy != y.moved.end() && iy->first <= ix->first);
+      const std::string& k = take_x ? ix->first : iy->first;
+      const int64_t da = take_x ? ix->second : 0, db = take_y ? iy->second : 0;
+      if (da != db) deltas += fmt::format(" {} {}/{}", k, da, db);
+      if (take_x) ++ix;
+      if (take_y) ++iy;
+    }
+    report_statement(opt, *stmts[i], {}, {}, deltas, &s.t, &s.n);
+  }
+  s.a = std::move(A.result);
+  s.b = std::move(B.result);
+  return s;
+}
+
 void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const ScenarioFileAst& f, const TestCase& tc,
                size_t number, std::ostream& out, Counts* n, DiffTestRecord* rec) {
   n->tests++;
@@ -109,25 +232,16 @@ void diff_test(const DiffOptions& opt, const ScenarioOptions& so, const Scenario
   rec->name = tc.name;
   // Only two models show their end state: the host's is compared through the expectations.
   const bool host = opt.a.backend == Backend::kHost || opt.b.backend == Backend::kHost;
-  std::unique_ptr<TestRun> a = make_run(so, opt.a), b = make_run(so, opt.b);
-  TestDiff t;
-  bool began_a = a->begin(f, tc);  // both sides begin, even if one fails
-  bool began_b = b->begin(f, tc);
   std::vector<const Stmt*> stmts;
   for (auto& st : f.prelude) stmts.push_back(&st);
   for (auto& st : tc.stmts) stmts.push_back(&st);
-  std::string first_divergence;
-  for (const Stmt* st : began_a && began_b ? stmts : std::vector<const Stmt*>{}) {
-    if (a->ended() && b->ended()) break;
-    auto ca = a->counters(), cb = b->counters();
-    bool ra = a->step(*st), rb = b->step(*st);
-    if (ra != rb && first_divergence.empty())
-      first_divergence = fmt::format("{}:{}: {} {}, {} {}", st->file, st->line, opt.a.name,
-                                     ra ? "continues" : (a->failure() ? a->failure()->msg : "ends"), opt.b.name,
-                                     rb ? "continues" : (b->failure() ? b->failure()->msg : "ends"));
-    if (ra && rb && !host) diff_state(opt, *st, *a, *b, ca, cb, &t, n);
-  }
-  ScenarioResult rA = a->finish(), rB = b->finish();
+  std::optional<SidesRun> sides;
+  if (!host) sides = run_sides_apart(opt, so, f, tc, stmts);
+  if (!sides) sides = run_lockstep(opt, so, f, tc, stmts, host);
+  n->state_diffs += sides->n.state_diffs;
+  const TestDiff& t = sides->t;
+  const std::string& first_divergence = sides->first_divergence;
+  ScenarioResult &rA = sides->a, &rB = sides->b;
   rec->a_outcome = outcome_name(rA.outcome);
   rec->b_outcome = outcome_name(rB.outcome);
   if (rA.outcome == Outcome::kSkip || rB.outcome == Outcome::kSkip) {
@@ -235,10 +349,11 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
   Counts n;
   std::vector<DiffTestRecord> records(tests.size());
   if (!host) {
-    // Model against model: independent tests, each on Systems of its own,
-    // several at a time (two Systems per test), reported in order.
+    // Model against model: independent tests, each on Systems of its own
+    // (one live at a time, run_sides_apart), several at a time, the large
+    // ones one at a time, reported in order.
     std::string narrowed;
-    const int width = parallel_width(opt.jobs, 2 * frame_store_footprint(opt.ram_bytes), opt.mem_budget, &narrowed);
+    const int width = parallel_width(opt.jobs, frame_store_footprint(opt.ram_bytes), opt.mem_budget, &narrowed);
     if (!narrowed.empty()) std::cerr << "mmlab: " << narrowed << "\n";
     std::vector<std::string> text(tests.size());
     std::vector<Counts> counts(tests.size());
@@ -255,7 +370,7 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
           n += counts[i];
           if (opt.progress) opt.progress(i + 1, tests.size(), records[i].verdict == "outcome");
         },
-        2);
+        1, [&](size_t i) { return test_touch_estimate(*tests[i].first, *tests[i].second) >= kLargeTestBytes ? 1 : 0; }, 1);
   }
   for (size_t i = 0; host && i < tests.size(); i++) {
     const ScenarioFileAst& f = *tests[i].first;

@@ -13,6 +13,8 @@
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
 #include "mmlab/explore.h"
+#include "phys/store_use.h"
+#include "scenario/parallel.h"
 #include "scenario/test_run.h"
 
 namespace mmlab {
@@ -70,6 +72,40 @@ class ModelFacts final : public TestRun::StateFacts {
   bool equals(const StateFacts& o) const override {
     const auto* x = dynamic_cast<const ModelFacts*>(&o);
     return x && x->procs == procs && x->vmstat == vmstat && x->mthp == mthp;
+  }
+
+  // The fields equals() compares, in its order (LeafFact::operator==).
+  std::pair<uint64_t, uint64_t> digest() const override {
+    FactHash h;
+    h.add(procs.size());
+    for (const ProcFact& p : procs) {
+      h.add(p.name);
+      h.add(p.exited);
+      h.add(static_cast<uint64_t>(p.anon));
+      h.add(static_cast<uint64_t>(p.file));
+      h.add(static_cast<uint64_t>(p.shmem));
+      h.add(p.leaves.size());
+      for (const LeafFact& l : p.leaves) {
+        h.add(l.addr);
+        h.add(static_cast<uint64_t>(l.level) | uint64_t{l.swap} << 8 | uint64_t{l.same} << 16);
+        if (l.swap) {
+          h.add(l.bits & (1ull << 3));
+          continue;
+        }
+        const PageInfo& a = l.pi;
+        const uint64_t flags = uint64_t{a.zero} | uint64_t{a.anon} << 1 | uint64_t{a.writable} << 2 |
+                               uint64_t{a.dirty} << 3 | uint64_t{a.young} << 4 | uint64_t{a.soft_dirty} << 5 |
+                               uint64_t{a.uffd_wp} << 6 | uint64_t{a.anon_exclusive} << 7 | uint64_t{a.lru} << 8 |
+                               uint64_t{a.referenced} << 9 | uint64_t{a.active} << 10 | uint64_t{a.folio_dirty} << 11;
+        h.add(flags);
+        h.add(static_cast<uint64_t>(static_cast<uint32_t>(a.order)) | static_cast<uint64_t>(static_cast<uint32_t>(a.refcount)) << 32);
+        h.add(static_cast<uint64_t>(static_cast<uint32_t>(a.mapcount)) | static_cast<uint64_t>(static_cast<uint32_t>(a.pincount)) << 32);
+      }
+    }
+    h.add(vmstat);
+    h.add(mthp.size());
+    for (int64_t v : mthp) h.add(static_cast<uint64_t>(v));
+    return h.value();
   }
 
   std::vector<std::string> lines() const override {
@@ -173,11 +209,14 @@ class ModelRun final : public TestRun {
     return f;
   }
 
-  void start(const std::vector<const Stmt*>&) override {
+  void start(const std::vector<const Stmt*>& stmts) override {
     SystemConfig cfg;
     cfg.ram_bytes = opt_.ram_bytes;
     int err = 0;
-    sys_ = System::create(cfg, &err);
+    {
+      ScopedStoreUse use(test_touch_estimate(stmts) >= kLargeTestBytes ? StoreUse::kLarge : StoreUse::kSmall);
+      sys_ = System::create(cfg, &err);
+    }
     if (!sys_) throw StartError{fmt::format("cannot create a system: {}", errno_name(err))};
     trace::name_system(res_.name);
     for (auto& [k, v] : tunes_)

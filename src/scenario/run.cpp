@@ -172,7 +172,11 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
     if (opt.progress)
       opt.progress(i + 1, jobs.size(), r.outcome == Outcome::kFail || r.outcome == Outcome::kError || r.outcome == Outcome::kXpass);
   };
-  run_ordered(jobs.size(), width, run_one, emit);
+  // Large tests one at a time (the others run beside them): each would
+  // otherwise fill a large store of its own, and a first touch of host
+  // memory costs more than the test's own work here (parallel.h).
+  run_ordered(jobs.size(), width, run_one, emit, 1,
+              [&](size_t i) { return test_touch_estimate(*jobs[i].file, *jobs[i].tc) >= kLargeTestBytes ? 1 : 0; }, 1);
   for (size_t i = 0; i < opt.known.size(); i++) {
     if (known_used[i] || !opt.filter.empty()) continue;
     ScenarioResult r;

@@ -87,6 +87,12 @@ class LineFacts final : public TestRun::StateFacts {
 
 }  // namespace
 
+std::pair<uint64_t, uint64_t> TestRun::StateFacts::digest() const {
+  FactHash h;
+  for (const std::string& l : lines()) h.add(l);
+  return h.value();
+}
+
 std::unique_ptr<TestRun::StateFacts> TestRun::state_facts() { return std::make_unique<LineFacts>(snapshot()); }
 
 // FNV-1a over the snapshot's lines and the counters: equal end states give

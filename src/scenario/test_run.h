@@ -34,6 +34,36 @@ struct StartError {  // the backend could not even start: outcome "error"
 
 using TuneList = std::vector<std::pair<std::string, std::string>>;
 
+// Two independent 64-bit mixes over a sequence of words and strings: the
+// digest of a statement's state facts. Each word goes through a full
+// avalanche (splitmix64's finaliser) into both lanes, with different keys.
+class FactHash {
+ public:
+  void add(uint64_t v) {
+    a_ = mix(a_ ^ mix(v + 0x9e3779b97f4a7c15ull));
+    b_ = mix(b_ + mix(v ^ 0xd6e8feb86659fd93ull)) ^ (b_ >> 17);
+  }
+  void add(const std::string& s) {
+    add(s.size());
+    uint64_t w = 0;
+    size_t i = 0;
+    for (unsigned char c : s) {
+      w |= static_cast<uint64_t>(c) << (8 * (i % 8));
+      if (++i % 8 == 0) add(w), w = 0;
+    }
+    if (i % 8) add(w);
+  }
+  std::pair<uint64_t, uint64_t> value() const { return {a_, b_}; }
+
+ private:
+  static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t a_ = 0x243f6a8885a308d3ull, b_ = 0x13198a2e03707344ull;
+};
+
 class TestRun {
  public:
   explicit TestRun(const ScenarioOptions& opt) : opt_(opt) {}
@@ -65,6 +95,10 @@ class TestRun {
     virtual ~StateFacts() = default;
     virtual bool equals(const StateFacts& o) const = 0;
     virtual std::vector<std::string> lines() const = 0;
+    // 128 bits over exactly what equals() compares: equal facts give equal
+    // digests. `mmlab diff` runs a test's two sides one after the other and
+    // keeps only each statement's digest, not the facts (see diff.cpp).
+    virtual std::pair<uint64_t, uint64_t> digest() const;
   };
   virtual std::unique_ptr<StateFacts> state_facts();
   virtual std::map<std::string, int64_t> counters() { return {}; }

@@ -22,6 +22,7 @@
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "phys/phys.h"
+#include "phys/store_use.h"
 
 namespace mmlab {
 namespace {
@@ -421,6 +422,127 @@ C exit
       EXPECT_EQ(r.output, fresh_output[r.name]) << r.name << " with " << jobs << " workers";
     }
   }
+  pool.drain();
+}
+
+// A store that served a large test (GiBs of host memory, kept warm) goes to
+// the next large test and never to a small one; trimming the idle stores
+// unmaps small ones first. Every store that ever ran a 1 GiB hugetlb test
+// stayed 2 GiB resident, which is how `mmlab diff -j 2` held 12 GiB.
+TEST(FrameStoreTest, LargeTestsKeepOneStoreToThemselves) {
+  FrameStorePool& pool = FrameStorePool::instance();
+  pool.drain();
+  const unsigned max_idle = pool.max_idle();
+  pool.set_max_idle(4);
+  Stats stats;
+  const void* large = nullptr;
+  {
+    ScopedStoreUse use(StoreUse::kLarge);
+    large = make_phys(&stats)->pfn_address(0);
+  }
+  {
+    ScopedStoreUse use(StoreUse::kSmall);
+    auto s = make_phys(&stats);  // only the large store is idle: a new one
+    EXPECT_NE(s->pfn_address(0), large);
+  }
+  {
+    ScopedStoreUse use(StoreUse::kLarge);
+    auto l = make_phys(&stats);  // the small store was released last; the large one is taken
+    EXPECT_EQ(l->pfn_address(0), large);
+    EXPECT_EQ(l->frame_store().uses(), 2u);
+  }
+  {
+    ScopedStoreUse use(StoreUse::kSmall);
+    auto a = make_phys(&stats);
+    auto b = make_phys(&stats);
+    EXPECT_NE(a->pfn_address(0), large);
+    EXPECT_NE(b->pfn_address(0), large);
+  }
+  // Idle now, least recently released first: the large store, then two
+  // small ones. Down to two: the older small one goes, the large one stays.
+  EXPECT_EQ(pool.counters().idle, 3u);
+  pool.set_max_idle(2);
+  EXPECT_EQ(pool.counters().idle, 2u);
+  {
+    ScopedStoreUse use(StoreUse::kLarge);
+    EXPECT_EQ(make_phys(&stats)->pfn_address(0), large);
+  }
+  {
+    // No preference (unit tests, bench): the pool's own choice, which may be it.
+    ScopedStoreUse use(StoreUse::kAny);
+    auto a = make_phys(&stats);
+    auto b = make_phys(&stats);
+    EXPECT_TRUE(a->pfn_address(0) == large || b->pfn_address(0) == large);
+  }
+  pool.set_max_idle(max_idle);
+  pool.drain();
+}
+
+// `mmlab diff` runs a test's two model sides one after the other, so the
+// second borrows the first's store: one store, not two live at once. Equal
+// states compare by digest; counters that differ are reported from the
+// steps; a state difference reruns the test in lockstep for its lines.
+TEST(FrameStoreTest, DiffSidesRunOneAfterTheOther) {
+  const std::string program = R"(sysfs transparent_hugepage/hugepages-2048kB/enabled never
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+
+test gup-pin-hugetlb
+sysfs hugepages/hugepages-2048kB/nr_hugepages 3
+file F 2M hugetlb=2M
+P mmap A 2M rw shared file=F
+P write A 2M 0
+P gup H A 512 pin,write,longterm
+expect H 512
+unpin H
+
+test cow-mthp-fork-write-one-page
+P mmap A 128K rw private align=64K
+P write A 128K 1
+expect P A order 4
+P fork C
+C write A+8K 4K 2
+C read A 8K 1
+C read A+8K 4K 2
+P read A 128K 1
+C exit
+)";
+  std::string err;
+  auto prog = scenario_parse_text("sides.mms", program, &err);
+  ASSERT_TRUE(prog) << err;
+  FrameStorePool& pool = FrameStorePool::instance();
+  auto diff = [&](const std::string& test, const std::string& key, const std::string& value, DiffSummary* sum) {
+    DiffOptions d;
+    d.filter = TestFilter(test);
+    d.b.name = "model:" + key + "=" + value;
+    d.b.tunes = {{key, value}};
+    d.jobs = 1;
+    std::ostringstream out;
+    scenario_diff(*prog, d, out, sum);
+    return out.str();
+  };
+  pool.drain();
+  const uint64_t created = pool.counters().created;
+  DiffSummary sum;
+  std::string out = diff("gup-pin-hugetlb", "gup.walk", "walk", &sum);
+  EXPECT_EQ(pool.counters().created, created + 1) << "the two sides were live at once\n" << out;
+  ASSERT_EQ(sum.records.size(), 1u);
+  EXPECT_EQ(sum.records[0].verdict, "counters") << out;
+  EXPECT_NE(out.find("#    model-only counters (model/model:gup.walk=walk): gup."), std::string::npos) << out;
+
+  // The same configuration twice: the second side, on the first's store,
+  // gives every statement's digest equal to the first's, on a fresh store.
+  for (const char* test : {"gup-pin-hugetlb", "cow-mthp-fork-write-one-page"}) {
+    pool.drain();
+    out = diff(test, "cow.policy", "base", &sum);
+    ASSERT_EQ(sum.records.size(), 1u);
+    EXPECT_EQ(sum.records[0].verdict, "agree") << out;
+  }
+  out = diff("cow-mthp-fork-write-one-page", "cow.policy", "fixed", &sum);
+  ASSERT_EQ(sum.records.size(), 1u);
+  EXPECT_EQ(sum.records[0].verdict, "state") << out;
+  EXPECT_NE(out.find("#  after sides.mms:19: C write A+8K 4K 2\n#    - model: C 0x"), std::string::npos) << out;
+  EXPECT_NE(out.find("#    + model:cow.policy=fixed: C 0x"), std::string::npos) << out;
   pool.drain();
 }
 
