@@ -1079,7 +1079,8 @@ class HugetlbTruncateTest : public HugetlbTest {
   // The checker's two hugetlb audits, with every process alive.
   void audit() {
     std::vector<Mm*> live;
-    for (Process* q : sys->processes()) live.push_back(q->mm());
+    for (Process* q : sys->processes())
+      if (!q->exited()) live.push_back(q->mm());
     EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
     EXPECT_EQ(hugetlb_resv_audit(sys->kernel(), live), "");
   }
