@@ -37,6 +37,7 @@
 #include "pgtable/pgtable.h"
 #include "phys/frame_copy.h"
 #include "sync/lock_order.h"
+#include "sync/sched.h"
 #include "trace/trace.h"
 
 namespace mmlab {
@@ -268,6 +269,9 @@ int hugetlbfs_punch_hole(File* f, uint64_t offset, uint64_t len) {
   if (offset < hole_start) hugetlbfs_zero_partial_page(f, h, offset, std::min(end, hole_start));
   if (hole_end > hole_start) hugetlb_vmdelete_list(f, hole_start >> PAGE_SHIFT, hole_end >> PAGE_SHIFT);
   if (end > hole_end && end > hole_start) hugetlbfs_zero_partial_page(f, h, hole_end, end);
+  // Label: the hole unmapped, its pages still in the page cache, where a
+  // fault may map them again (remove_inode_single_folio unmaps them anew).
+  sched::point("hugetlb_punch.after_unmap", sched::Op::kLabel, {f, sched::ObjKind::kLabel, f->cid});
   if (hole_end > hole_start) remove_inode_hugepages(f, hole_start, hole_end);
   return 0;
 }

@@ -1335,6 +1335,38 @@ TEST_F(HugetlbTruncateTest, TruncateUnmapsEveryProcess) {
   expect_idle(2);
 }
 
+// A directed run's own fixture: empty, the test's System is the state.
+struct HugetlbPunchRun {};
+
+// A fault between the hole's unmap and the page cache's removal (the label
+// hugetlb_punch.after_unmap) maps the page again: it is still in the page
+// cache, the hole not yet made. remove_inode_single_folio finds it mapped
+// and unmaps it anew under the fault mutex before it leaves the page cache;
+// the page goes back to the pool and the counts agree.
+TEST_F(HugetlbTruncateTest, FaultBetweenTheHolesUnmapAndItsRemovalIsUnmappedAgain) {
+  set_pool(2);
+  const int fd = hugetlb_file(PMD_SIZE);
+  const uint64_t a = map_file(p, fd, PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 0x21).ok());
+  explore::Race<HugetlbPunchRun> race;
+  race.thread("T", [&](HugetlbPunchRun&) { ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PMD_SIZE)), 0); });
+  race.thread("F", [&](HugetlbPunchRun&) { EXPECT_EQ(read_byte(p, a), 0x21); });
+  explore::RunResult r = race.replay_directed("T@hugetlb_punch.after_unmap F T");
+  ASSERT_EQ(r.outcome, explore::Outcome::kClean) << r.summary() << "\n" << race.explain(r);
+  EXPECT_EQ(entry_at(p, a).level, 0);
+  EXPECT_EQ(cached(fd), 0);
+  EXPECT_EQ(free_pages(), 2);
+  EXPECT_EQ(resv(), 0);
+  audit();
+  EXPECT_EQ(read_byte(p, a), 0);
+  EXPECT_EQ(free_pages(), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
 // The audit sees what a truncation that forgot hugetlb_unreserve_pages
 // would leave: a region past EOF still counted as a reservation.
 TEST_F(HugetlbTruncateTest, AuditCatchesARegionTheTruncationForgot) {
