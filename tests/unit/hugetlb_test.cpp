@@ -1335,6 +1335,31 @@ TEST_F(HugetlbTruncateTest, TruncateUnmapsEveryProcess) {
   expect_idle(2);
 }
 
+// 1 GiB pages take the same paths (PUD leaves; the host has no 1G pool, so
+// only the model shows it). One page: each one allocated is zeroed, slowly.
+TEST_F(HugetlbTruncateTest, GiganticHoleAndTruncation) {
+  set_pool(1, k1G);
+  const int fd = sys->create_file(PUD_SIZE, FsClass::kHugetlbfs, PUD_SHIFT, "g");
+  ASSERT_GE(fd, 0) << errno_name(-fd);
+  const uint64_t a = map_file(p, fd, PUD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  EXPECT_EQ(entry_at(p, a).level, 3);
+  EXPECT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(PMD_SIZE)), -EINVAL);
+  ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PUD_SIZE)), 0);
+  EXPECT_EQ(entry_at(p, a).level, 0);
+  EXPECT_EQ(free_pages(k1G), 1);
+  EXPECT_EQ(resv(k1G), 0);
+  audit();
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  EXPECT_EQ(read_byte(p, a), kSigbus);
+  EXPECT_EQ(free_pages(k1G), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(1, k1G);
+}
+
 // A directed run's own fixture: empty, the test's System is the state.
 struct HugetlbPunchRun {};
 
