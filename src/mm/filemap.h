@@ -99,10 +99,6 @@ void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend);
 void shmem_evict_swap(File* f);
 
 // ---- truncation (mm/truncate.cpp) ----
-// What do_sys_ftruncate and vfs_fallocate return for hugetlbfs, whose
-// truncation is not modelled; the scenario runner turns it into a SKIP. The
-// kernel never returns it there.
-inline constexpr int kTruncateNotModelled = -ENOSYS;
 // truncate_inode_folio: a locked page-cache folio leaves the cache (unmapped first if a fault mapped it again).
 void truncate_inode_folio(File* f, Folio* folio);
 // Every cached folio of pages [start, end) through truncate_inode_folio.

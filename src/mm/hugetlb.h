@@ -187,6 +187,17 @@ bool free_huge_folio(Kernel* k, Folio* folio);
 // hugetlbfs_fallocate: instantiate [offset, offset+len) of f in its page
 // cache (zeroed). 0, -EINVAL (unaligned) or -ENOSPC (pool exhausted).
 [[nodiscard]] int hugetlb_fallocate(File* f, uint64_t offset, uint64_t len);
+// hugetlbfs_setattr for a new size (ftruncate): -EINVAL unless a multiple
+// of the huge page size; else hugetlb_vmtruncate: i_size, every mapping
+// past it unmapped (private CoW copies too), the page cache past it freed,
+// and the file's reservations past it given back. 0.
+[[nodiscard]] int hugetlbfs_setattr_size(File* f, uint64_t newsize);
+// hugetlbfs_punch_hole (fallocate PUNCH_HOLE, MADV_REMOVE): the partial huge
+// pages at either edge zeroed in the range, the whole ones unmapped from
+// every mapping (private CoW copies too) and freed; each freed page's index
+// leaves the region map, an index never instantiated keeps its reservation.
+// offset + len must not overflow. 0.
+[[nodiscard]] int hugetlbfs_punch_hole(File* f, uint64_t offset, uint64_t len);
 // hugetlbfs_evict_inode (remove_inode_hugepages + hugetlb_unreserve_pages):
 // drop f's page cache and its shared reservations. Done by the file's
 // HugetlbFileState destructor at the latest; idempotent.

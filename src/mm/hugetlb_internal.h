@@ -79,6 +79,11 @@ class HugetlbVmaLock {
   std::shared_ptr<HugetlbResvMap> map_;  // kept alive while held; declared first, released last
   RwSemHold hold_;
 };
+// unmap_hugepage_range under i_mmap_rwsem (truncation, hole punching):
+// the hugetlb VMA lock only tried. false, with *busy set to that lock's
+// map, if it was held and nothing was unmapped.
+bool unmap_hugepage_range_trylock(Vma* vma, uint64_t start, uint64_t end, std::shared_ptr<HugetlbResvMap>* busy);
+bool hugetlb_vma_maps_pfn(Vma* vma, uint64_t addr, pfn_t pfn);
 // hugetlb_walk / huge_pte_offset: the entry for addr, or none if the table
 // above is missing.
 HPte hugetlb_walk(Mm* mm, uint64_t addr, const Hstate* h);

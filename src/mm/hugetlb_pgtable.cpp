@@ -286,6 +286,52 @@ void unmap_hugepage_range(Vma* vma, uint64_t start, uint64_t end) {
   }
 }
 
+// For hugetlb_vmdelete_list and hugetlb_unmap_file_folio, which hold
+// i_mmap_rwsem for write: the hugetlb VMA lock comes before it in the lock
+// order, so it is only tried here (hugetlb_vma_trylock_write). A VMA whose
+// lock is held (a fault in progress) is left alone and *busy names its
+// lock, for a caller that must wait for it. The kernel's shared mappings'
+// vma_lock is not modelled (mm/hugetlb.h): they take nothing.
+bool unmap_hugepage_range_trylock(Vma* vma, uint64_t start, uint64_t end, std::shared_ptr<HugetlbResvMap>* busy) {
+  if (!is_hugetlb_file(vma->vm_file.get())) return true;
+  const uint64_t sz = vma_kernel_pagesize(vma);
+  const uint64_t s = round_up(std::max(start, vma->vm_start), sz);
+  const uint64_t e = round_down(std::min(end, vma->vm_end), sz);
+  if (s >= e) return true;
+  HugetlbState* hs = hugetlb_state(vma->vm_mm->kernel);
+  std::shared_ptr<HugetlbResvMap> m;
+  {
+    std::vector<Folio*> to_free;
+    {
+      SpinGuard g(&hs->lock);
+      if (!(vma->vm_flags & VM_MAYSHARE))
+        if (HugetlbVmaInfo* vi = vma_info(hs, vma, &to_free)) m = vi->resv;
+    }
+    free_folios(vma->vm_mm->kernel, to_free);
+  }
+  if (!m) {
+    __unmap_hugepage_range(vma, s, e, nullptr);
+    return true;
+  }
+  if (!m->rw_sema.down_write_trylock()) {
+    if (busy) *busy = std::move(m);
+    return false;
+  }
+  __unmap_hugepage_range(vma, s, e, nullptr);
+  m->rw_sema.up_write();
+  return true;
+}
+
+// hugetlb_vma_maps_pfn: whether vma's leaf at addr maps the folio at pfn.
+bool hugetlb_vma_maps_pfn(Vma* vma, uint64_t addr, pfn_t pfn) {
+  Mm* mm = vma->vm_mm;
+  const Hstate* h = hstate_vma(vma);
+  HPte pte = hugetlb_walk(mm, addr, h);
+  if (!pte) return false;
+  const pmd_t v = hget(pte);
+  return pmd_present(v) && !pmd_none(v) && pmd_pfn(v) == pfn;
+}
+
 int copy_hugetlb_page_range(Vma* dst_vma, Vma* src_vma) {
   File* file = src_vma->vm_file.get();
   if (!is_hugetlb_file(file)) return 0;

@@ -14,12 +14,13 @@
 // EOF too (even_cows), since a later access there must be SIGBUS; a punched
 // hole keeps them: the private copy is the process's own data.
 //
+// hugetlbfs files go to fs/hugetlbfs/inode.c's own versions
+// (hugetlbfs_setattr_size, hugetlbfs_punch_hole in mm/hugetlbfs_inode.cpp),
+// which unmap private copies in a hole too and give back reservations.
+//
 // Not modelled: i_rwsem (the model serialises nothing between a truncation
-// and a concurrent write() or fallocate of the same file), hugetlbfs
-// truncation and hole punching (hugetlb_vmtruncate, hugetlbfs_punch_hole:
-// the reservations the pages held would come back; the system calls return
-// kTruncateNotModelled and the scenario runner skips), and large folios in
-// the page cache (the model's shmem and ext4-class files hold order-0
+// and a concurrent write() or fallocate of the same file), and large folios
+// in the page cache (the model's shmem and ext4-class files hold order-0
 // folios, so no folio straddles the edge of a range).
 #include <algorithm>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "base/mmdebug.h"
 #include "mm/file.h"
 #include "mm/filemap.h"
+#include "mm/hugetlb.h"
 #include "mm/kernel.h"
 #include "mm/memory.h"
 #include "phys/frame_copy.h"
@@ -149,7 +151,7 @@ int do_truncate(File* f, int64_t length) {
   if (length < 0) return -EINVAL;
   switch (f->fs) {
     case FsClass::kHugetlbfs:
-      return kTruncateNotModelled;
+      return hugetlbfs_setattr_size(f, static_cast<uint64_t>(length));
     case FsClass::kShmem:
       return shmem_setattr_size(f, static_cast<uint64_t>(length));
     case FsClass::kExt4:
@@ -186,7 +188,7 @@ int vfs_fallocate(File* f, int mode, int64_t offset, int64_t len) {
   const auto off = static_cast<uint64_t>(offset), n = static_cast<uint64_t>(len);
   switch (f->fs) {
     case FsClass::kHugetlbfs:
-      return kTruncateNotModelled;
+      return hugetlbfs_punch_hole(f, off, n);
     case FsClass::kShmem:
       return shmem_fallocate_punch(f, off, n);
     case FsClass::kExt4:

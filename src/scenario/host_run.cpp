@@ -589,12 +589,10 @@ void HostRun::run(const Stmt&, const stmt::Swap& s) {
 }
 
 // ftruncate and fallocate(PUNCH_HOLE | KEEP_SIZE) on the runner's fd of the
-// file (every process maps the same inode). hugetlbfs files skip, as the
-// model does not follow their truncation.
+// file (every process maps the same inode), hugetlbfs memfds included.
 void HostRun::run(const Stmt& st, const stmt::Truncate& s) {
   auto it = files_.find(s.file);
   if (it == files_.end()) fail(st, fmt::format("no file named {}", s.file));
-  if (hugetlb_files_.count(s.file)) throw SkipTest{"hugetlbfs truncation and hole punching not modelled"};
   const int r = ftruncate(it->second, static_cast<off_t>(s.size)) ? -errno : 0;
   check_errno(st, r, "truncate");
 }
@@ -602,7 +600,6 @@ void HostRun::run(const Stmt& st, const stmt::Truncate& s) {
 void HostRun::run(const Stmt& st, const stmt::PunchHole& s) {
   auto it = files_.find(s.file);
   if (it == files_.end()) fail(st, fmt::format("no file named {}", s.file));
-  if (hugetlb_files_.count(s.file)) throw SkipTest{"hugetlbfs truncation and hole punching not modelled"};
   const int r = fallocate(it->second, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(s.offset),
                           static_cast<off_t>(s.len))
                     ? -errno
@@ -722,15 +719,10 @@ void HostRun::run(const Stmt& st, const stmt::Madvise& s) {
   }
   if ((s.advice == MADV_GUARD_INSTALL || s.advice == MADV_GUARD_REMOVE) && !probes_.have(Cap::kGuardRegions))
     throw SkipTest{probes_.reason(Cap::kGuardRegions)};
-  // A hole punched in a hugetlbfs file is what the model does not follow:
-  // the test ends where the kernel punched one (a private mapping is
-  // refused first, which both agree on).
-  const bool hugetlb_remove = s.advice == MADV_REMOVE && !p.pages.pieces(at, s.size, HostRangeKind::kHugetlb).empty();
   ReadWatch w;
   if (s.advice == MADV_POPULATE_READ) w = watch_read(st, p, at, s.size);
   const uint8_t stand_in = s.advice == MADV_COLLAPSE ? p.pages.in(at, s.size) & kTaintStandIn : 0;
   long r = sys(st, p.agent->madvise(at, s.size, s.advice));
-  if (hugetlb_remove && r == 0) throw SkipTest{"hugetlbfs truncation and hole punching not modelled"};
   if (stand_in) {
     // Upstream finds zero pages where this host mapped fresh ones: for
     // MADV_COLLAPSE they are not writable PTEs (SCAN_PAGE_RO when no other

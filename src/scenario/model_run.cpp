@@ -317,19 +317,12 @@ class ModelRun final : public TestRun {
     if (it == files_.end()) fail(st, fmt::format("no file named {}", name));
     return it->second;
   }
-  // hugetlbfs truncation and hole punching are not modelled: the model
-  // answers -ENOSYS there, which is no kernel's answer, so the test ends.
-  void truncation_not_modelled(int r) {
-    if (r == -ENOSYS) throw SkipTest{"hugetlbfs truncation and hole punching not modelled"};
-  }
   void run(const Stmt& st, const stmt::Truncate& s) {
     int r = sys_->file_ftruncate(fd_of(st, s.file), static_cast<int64_t>(s.size));
-    truncation_not_modelled(r);
     check_errno(st, r, "truncate");
   }
   void run(const Stmt& st, const stmt::PunchHole& s) {
     int r = sys_->file_punch_hole(fd_of(st, s.file), static_cast<int64_t>(s.offset), static_cast<int64_t>(s.len));
-    truncation_not_modelled(r);
     check_errno(st, r, "punch-hole");
   }
   void run(const Stmt&, const stmt::Writeback&) { (void)sys_->swap_writeback_wait(); }
@@ -398,7 +391,6 @@ class ModelRun final : public TestRun {
     int r = proc(st, s.proc)->madvise(addr(st, s.addr), s.size, s.advice);
     // The model's answer for a file or shmem range: collapse_file() is not modelled.
     if (s.advice == MADV_COLLAPSE && r == -ENOSYS) throw SkipTest{"file/shmem collapse not modelled"};
-    if (s.advice == MADV_REMOVE) truncation_not_modelled(r);
     check_errno(st, r, ("madvise " + s.advice_name).c_str());
   }
   void run(const Stmt& st, const stmt::Mremap& s) {

@@ -26,15 +26,17 @@ How the selftest's steps are written here:
   bytes read back). The EINVAL of the unaligned start of the second
   section, and that it frees nothing, are checked too.
 
-Not replayed, and why:
-- The hole punch (fallocate(FALLOC_FL_PUNCH_HOLE)) at the end of the
-  private file section, and its check that it frees the file's pages and
-  the private copies alike (free_hugepages back to the pool's size): the
-  language has no fallocate().
+- The hole punch (fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+  at the end of the private file section is `punch-hole F 0 20M`; it
+  frees the file's pages and the private copies alike, as the selftest
+  says hugetlbfs always has (hugetlb_vmdelete_list zaps private VMAs
+  too). Beyond the selftest: the copies' reservations are back in the
+  private mapping's reserve map (resv_hugepages 10) until its munmap.
 - MADV_REMOVE of the shared file mapping (end of the shared file section)
   and of the shared mapping beside a private one (end of the last
-  section), with their free_hugepages checks: MADV_REMOVE is not in the
-  language (it is a hole punch of the file).
+  section) is `P madvise A 20M remove`, the same hole punch.
+
+Not replayed, and why:
 - The selftest's skip when fewer than 20 huge pages are free: the pool is
   sized for each test (the host runner sizes it and restores it after).
 
@@ -47,6 +49,7 @@ POOL = 20  # MIN_FREE_PAGES
 NR = 10    # NR_HUGE_PAGES
 HP_MB = 2
 FREE = "hugepages/hugepages-2048kB/free_hugepages"
+RESV = "hugepages/hugepages-2048kB/resv_hugepages"
 
 
 def at(region, page, minus_kb=0):
@@ -160,8 +163,13 @@ def private_file():
         free(POOL - NR),
         *write_fault("A"),
         free(POOL - 2 * NR),
-        "# (not replayed: the hole punch that frees the file's pages and the private copies)",
+        "# the hole punch frees the file's pages and, as hugetlbfs always has, the private copies too",
+        f"punch-hole F 0 {size(NR)}",
+        free(POOL),
+        "# (beyond the selftest) the copies' reservations are back in the private mapping's map",
+        f"expect sysfs {RESV} {NR}",
         f"P munmap A {size(NR)}",
+        f"expect sysfs {RESV} 0",
     ]
 
 
@@ -176,7 +184,9 @@ def shared_file():
         free(POOL - NR),
         "# (beyond the selftest) their bytes too",
         *read_back("A"),
-        "# (not replayed: MADV_REMOVE, which frees them)",
+        "# MADV_REMOVE is a hole punch of the file: it frees them",
+        f"P madvise A {size(NR)} remove",
+        free(POOL),
         f"P munmap A {size(NR)}",
     ]
 
@@ -205,7 +215,9 @@ def shared_and_private_file():
         *read_back("B"),
         *[f"P write {at('B', i)} 8 {0x81 + i}" for i in range(NR)],
         free(POOL - 2 * NR),
-        "# (not replayed: MADV_REMOVE of the shared mapping, which frees both)",
+        "# MADV_REMOVE of the shared mapping frees the file's pages and the private copies too",
+        f"P madvise A {size(NR)} remove",
+        free(POOL),
         f"P munmap A {size(NR)}",
         f"P munmap B {size(NR)}",
     ]

@@ -160,8 +160,13 @@ P write A+14M 8 8
 P write A+16M 8 9
 P write A+18M 8 10
 expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
-# (not replayed: the hole punch that frees the file's pages and the private copies)
+# the hole punch frees the file's pages and, as hugetlbfs always has, the private copies too
+punch-hole F 0 20M
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 20
+# (beyond the selftest) the copies' reservations are back in the private mapping's map
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 10
 P munmap A 20M
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
 
 test hugetlb-madvise-5-shared-file
 # [5] MADV_DONTNEED on a shared mapping of a hugetlb file
@@ -196,7 +201,9 @@ P read A+12M 8 7
 P read A+14M 8 8
 P read A+16M 8 9
 P read A+18M 8 10
-# (not replayed: MADV_REMOVE, which frees them)
+# MADV_REMOVE is a hole punch of the file: it frees them
+P madvise A 20M remove
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 20
 P munmap A 20M
 
 test hugetlb-madvise-6-shared-and-private-file
@@ -281,6 +288,8 @@ P write B+14M 8 136
 P write B+16M 8 137
 P write B+18M 8 138
 expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
-# (not replayed: MADV_REMOVE of the shared mapping, which frees both)
+# MADV_REMOVE of the shared mapping frees the file's pages and the private copies too
+P madvise A 20M remove
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 20
 P munmap A 20M
 P munmap B 20M

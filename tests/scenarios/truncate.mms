@@ -219,25 +219,245 @@ P mmap D 8K rw shared
 P munmap D+4K 4K
 expect-error ENOMEM P madvise D 8K remove
 
-# hugetlbfs truncation is not modelled (its reservations would come back):
-# the model and the host runner both end the test here as SKIP.
-test truncate-hugetlbfs-not-modelled
+# ---- hugetlbfs (fs/hugetlbfs/inode.c) ----
+#
+# hugetlbfs_setattr -> hugetlb_vmtruncate and hugetlbfs_punch_hole: every
+# mapping of the range is unmapped (hugetlb_vmdelete_list over i_mmap),
+# private CoW copies included, in a hole as well as past a new end; the
+# page cache lets the pages go back to the pool (remove_inode_hugepages);
+# the file's region map gives back the reservations of the indices it drops
+# (hugetlb_unreserve_pages: every one past a new end, only the freed pages'
+# in a hole). A private owner's CoW copy that is unmapped gets its
+# reservation back in its own map (__unmap_hugepage_range), which its
+# munmap gives back. Checked against v6.18's fs/hugetlbfs/inode.c and
+# mm/hugetlb.c and on this machine's kernel.
+
+# A truncation past a mapped page: unmapped, freed, SIGBUS after; growing
+# the file again makes a hole that a fault fills with a new page.
+test truncate-hugetlbfs-shared
 sysfs hugepages/hugepages-2048kB/nr_hugepages 2
 file H 4M hugetlb=2M
+proc P
+P mmap A 4M rw shared file=H
+P write A 4M 1
+expect P status HugetlbPages 4M
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
 truncate H 2M
+expect P A mapped pmd
+expect P A+2M mapped none
+expect P status HugetlbPages 2M
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+P read A 2M 1
+expect-error SIGBUS P read A+2M 4K
+expect-error SIGBUS P write A+2M 4K 2
+check
+truncate H 4M
+P read A+2M 2M 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+check
+
+# ftruncate to a size that is not a whole number of huge pages: EINVAL
+# (hugetlbfs_setattr), the file unchanged.
+test truncate-hugetlbfs-unaligned-is-einval
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+file H 4M hugetlb=2M
+proc P
+P mmap A 4M rw shared file=H
+P write A 4M 3
+expect-error EINVAL truncate H 1M
+expect-error EINVAL truncate H 2101248
+P read A 4M 3
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+
+# Reservations past the new end come back: a shared mapping of an empty
+# file reserved two pages (and made the file 4M); one was faulted in.
+test truncate-hugetlbfs-returns-the-reservations
+sysfs hugepages/hugepages-2048kB/nr_hugepages 3
+file H 0 hugetlb=2M
+proc P
+P mmap A 4M rw shared file=H
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 2
+P write A 2M 4
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 2
+truncate H 0
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 3
+expect P A mapped none
+expect-error SIGBUS P read A 4K
+expect-error SIGBUS P read A+2M 4K
+check
+P munmap A 4M
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+
+# A private mapping's CoW copies past the new end go too. The owner's
+# reserve map gets the reservation of the copy it lost back (HugePages_Rsvd
+# goes up by one) and keeps it, unusable past EOF, until munmap.
+test truncate-hugetlbfs-private-cow-copies
+sysfs hugepages/hugepages-2048kB/nr_hugepages 4
+file H 4M hugetlb=2M
+proc P
+P mmap A 4M rw private file=H
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 2
+P write A 4M 5
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+truncate H 2M
+expect P A+2M mapped none
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 2
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+P read A 2M 5
+expect-error SIGBUS P read A+2M 4K
+check
+P munmap A 4M
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 3
+
+# Every process that maps the file loses the pages past the new end.
+test truncate-hugetlbfs-unmaps-every-process
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+file H 4M hugetlb=2M
+proc P
+proc Q
+P mmap A 4M rw shared file=H
+Q mmap B 4M r shared file=H
+P write A 4M 6
+Q read B 4M 6
+truncate H 0
+expect P A mapped none
+expect Q B mapped none
+expect Q status HugetlbPages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 2
+expect-error SIGBUS Q read B+2M 4K
+
+# A hole of whole huge pages: unmapped from every process and freed; the
+# next fault takes a new page (an unreserved one: the index left the region
+# map), zeroed, shared again by both.
+test punch-hole-hugetlbfs-refault
+sysfs hugepages/hugepages-2048kB/nr_hugepages 3
+file H 4M hugetlb=2M
+proc P
+proc Q
+P mmap A 4M rw shared file=H
+Q mmap B 4M rw shared file=H
+P write A 4M 7
+Q read B 4M 7
+P remember A
+punch-hole H 0 2M
+expect P A mapped none
+expect Q B mapped none
+expect P A+2M mapped pmd
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 2
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+# The pool's free list is last in, first out: the freed page comes back.
+P read A 2M 0
+expect P A same-frame
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+Q read B 2M 0
+expect P A same Q B
+P read A+2M 2M 7
+check
+
+# The refault needs a page nobody has reserved: with the only free one
+# promised to another mapping, it is SIGBUS.
+test punch-hole-hugetlbfs-refault-without-a-page-is-sigbus
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+file H 4M hugetlb=2M
+proc P
+P mmap A 4M rw shared file=H
+P write A 4M 8
+punch-hole H 0 2M
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+proc Q
+Q mmap B 2M rw private hugetlb=2M
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+expect-error SIGBUS P read A 4K
+P read A+2M 2M 8
+Q write B 2M 9
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+check
+
+# A hole gives back only what it frees: an index reserved by a mapping but
+# never faulted in keeps its reservation (region map untouched there).
+test punch-hole-hugetlbfs-keeps-unused-reservations
+sysfs hugepages/hugepages-2048kB/nr_hugepages 3
+file H 0 hugetlb=2M
+proc P
+P mmap A 4M rw shared file=H
+P write A 2M 10
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+punch-hole H 0 4M
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 3
+P read A+2M 2M 0
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+P read A 2M 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+check
+
+# Unlike shmem's, a hugetlbfs hole takes a private mapping's CoW copy too
+# (hugetlb_vmdelete_list zaps private VMAs whole): the data written there is
+# gone, and the next access allocates a new private page with the
+# reservation the unmap gave back.
+test punch-hole-hugetlbfs-private-cow-copy
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+file H 2M hugetlb=2M
+proc P
+P mmap A 2M rw private file=H
+P write A 4K 11
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+punch-hole H 0 2M
+expect P A mapped none
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 2
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+check
+P read A 4K 0
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+check
+
+# Partial huge pages at the edges of a hole are zeroed inside it and stay
+# mapped (hugetlbfs_zero_partial_page); no page is freed.
+test punch-hole-hugetlbfs-partial-pages-zeroed
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+file H 4M hugetlb=2M
+proc P
+P mmap A 4M rw shared file=H
+P write A 4M 12
+punch-hole H 1M 2M
+expect P A mapped pmd
+expect P A+2M mapped pmd
+P read A 1M 12
+P read A+1M 2M 0
+P read A+3M 1M 12
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+check
 
 # A private hugetlb mapping is refused before any hole is punched
-# (EACCES, as for any private mapping); a shared one would punch the
-# hugetlbfs file, which the model does not follow: SKIP.
+# (EACCES, as for any private mapping).
 test madvise-remove-hugetlb-private-eacces
 sysfs hugepages/hugepages-2048kB/nr_hugepages 2
 proc P
 P mmap A 2M rw private hugetlb=2M
 expect-error EACCES P madvise A 2M remove
 
-test madvise-remove-hugetlb-shared-not-modelled
+# MADV_REMOVE of a shared hugetlb mapping punches the hole
+# (madvise_remove -> vfs_fallocate -> hugetlbfs_punch_hole): the page goes
+# back to the pool and the next access faults a new one.
+test madvise-remove-hugetlb-shared
 sysfs hugepages/hugepages-2048kB/nr_hugepages 2
 proc P
-P mmap A 2M rw shared hugetlb=2M
-P write A 2M 1
+P mmap A 4M rw shared hugetlb=2M
+P write A 4M 1
+P remember A
 P madvise A 2M remove
+expect P A mapped none
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+P read A+2M 2M 1
+P read A 2M 0
+expect P A same-frame
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 0
+check

@@ -1,7 +1,9 @@
 // hugetlb: the pools and their sysfs files, reservations at mmap, PMD and
 // PUD leaves, data, CoW after fork (reuse by mapcount, the reservation
 // owner's unmap_ref_private, SIGBUS for the others), shared mappings through
-// hugetlbfs files, pinned pages at fork, surplus pages, and release at exit.
+// hugetlbfs files, pinned pages at fork, surplus pages, release at exit,
+// and hugetlbfs truncation and hole punching (the counters after each, and
+// the reservation audit quiet at every step).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +13,7 @@
 
 #include "fault/fault.h"
 #include "mm/file.h"
+#include "mm/filemap.h"
 #include "mm/hugetlb.h"
 #include "mm/hugetlb_internal.h"
 #include "mm/mm.h"
@@ -1066,6 +1069,355 @@ TEST_F(HugetlbTest, MremapMovesASharedMapping) {
   EXPECT_EQ(p->mremap(area, 2 * PMD_SIZE, PMD_SIZE, 0), static_cast<long>(area));  // shrink: the file keeps its pages
   EXPECT_EQ(p->munmap(area, PMD_SIZE), 0);
   p->exit();
+  expect_idle(2);
+}
+
+// ---- truncation and hole punching (fs/hugetlbfs/inode.c) ----
+
+class HugetlbTruncateTest : public HugetlbTest {
+ protected:
+  // The checker's two hugetlb audits, with every process alive.
+  void audit() {
+    std::vector<Mm*> live;
+    for (Process* q : sys->processes())
+      if (!q->exited()) live.push_back(q->mm());
+    EXPECT_EQ(hugetlb_pool_audit(sys->kernel()), "");
+    EXPECT_EQ(hugetlb_resv_audit(sys->kernel(), live), "");
+  }
+  int hugetlb_file(uint64_t size) {
+    int fd = sys->create_file(size, FsClass::kHugetlbfs, PMD_SHIFT, "h");
+    EXPECT_GE(fd, 0) << errno_name(-fd);
+    return fd;
+  }
+  uint64_t map_file(Process* q, int fd, uint64_t len, int flags) {
+    long a = q->mmap_file(0, len, RW, flags, fd);
+    EXPECT_GT(a, 0) << errno_name(static_cast<int>(-a));
+    return a > 0 ? static_cast<uint64_t>(a) : 0;
+  }
+  File* file_of(int fd) { return file_get(sys->kernel(), fd).get(); }  // the table keeps it alive
+  long cached(int fd) {
+    File* f = file_of(fd);
+    MutexGuard g(&f->lock);
+    return static_cast<long>(f->pages.size());
+  }
+  static constexpr int kSigbus = -static_cast<int>(Signal::kSigbus);
+};
+
+// Past the new end: the shared mapping's page unmapped and freed, every
+// reservation the region map held there given back, SIGBUS; the audit
+// quiet before, between and after.
+TEST_F(HugetlbTruncateTest, TruncateGivesBackPagesAndReservations) {
+  set_pool(4);
+  const int fd = hugetlb_file(0);
+  const uint64_t a = map_file(p, fd, 3 * PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(resv(), 3);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  ASSERT_TRUE(write_byte(p, a + PMD_SIZE, 2).ok());
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(free_pages(), 2);
+  audit();
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(PMD_SIZE)), 0);
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 3);
+  EXPECT_EQ(cached(fd), 1);
+  EXPECT_EQ(entry_at(p, a + PMD_SIZE).level, 0);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), HPAGE_PMD_NR);
+  audit();
+  EXPECT_EQ(read_byte(p, a), 1);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), kSigbus);
+  EXPECT_EQ(read_byte(p, a + 2 * PMD_SIZE), kSigbus);
+  // Growing again: holes, filled by faults with pages nobody reserved.
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(3 * PMD_SIZE)), 0);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), 0);
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 2);
+  audit();
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  EXPECT_EQ(free_pages(), 4);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(4);
+}
+
+TEST_F(HugetlbTruncateTest, TruncateToAPartialHugePageIsEinval) {
+  set_pool(1);
+  const int fd = hugetlb_file(PMD_SIZE);
+  EXPECT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(PAGE_SIZE)), -EINVAL);
+  EXPECT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(PMD_SIZE + PAGE_SIZE)), -EINVAL);
+  EXPECT_EQ(cached(fd), 1);
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(1);
+}
+
+// A private owner's CoW copies past the new end are unmapped too; each
+// gets its reservation back in the owner's map (HPG_restore_reserve, then
+// resv_huge_pages when the copy is freed), which munmap gives back.
+TEST_F(HugetlbTruncateTest, TruncateTakesPrivateCowCopiesAndRestoresTheirReservations) {
+  set_pool(4);
+  const int fd = hugetlb_file(2 * PMD_SIZE);
+  const uint64_t a = map_file(p, fd, 2 * PMD_SIZE, MAP_PRIVATE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x33, 2 * PMD_SIZE).ok());
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 0);
+  audit();
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(PMD_SIZE)), 0);
+  EXPECT_EQ(entry_at(p, a + PMD_SIZE).level, 0);
+  EXPECT_EQ(free_pages(), 2);  // the file's page and the copy
+  EXPECT_EQ(resv(), 1);        // the copy's, back in the owner's map
+  audit();
+  EXPECT_EQ(read_byte(p, a), 0x33);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), kSigbus);
+  EXPECT_EQ(p->munmap(a, 2 * PMD_SIZE), 0);
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 3);
+  audit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(4);
+}
+
+// A hole frees only the pages it finds and drops only their indices from
+// the region map: an index reserved by a mapping and never faulted in
+// keeps its reservation. The refault of a freed index needs an unreserved
+// page: SIGBUS while the only free one is promised elsewhere.
+TEST_F(HugetlbTruncateTest, PunchHoleKeepsReservationsOfPagesNeverFaulted) {
+  set_pool(3);
+  const int fd = hugetlb_file(0);
+  const uint64_t a = map_file(p, fd, 2 * PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 5).ok());
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(free_pages(), 2);
+  ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(2 * PMD_SIZE)), 0);
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(free_pages(), 3);
+  EXPECT_EQ(cached(fd), 0);
+  EXPECT_EQ(i_size_read(file_of(fd)), 2 * PMD_SIZE);  // KEEP_SIZE
+  audit();
+  // Another mapping takes the last unreserved page's promise.
+  Process* q = sys->new_process("q");
+  const uint64_t b = map(q, 2 * PMD_SIZE);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(resv(), 3);
+  EXPECT_EQ(read_byte(p, a), kSigbus);     // index 0 left the region map
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), 0);  // index 1 kept its reservation
+  EXPECT_EQ(resv(), 2);
+  audit();
+  q->exit();
+  EXPECT_EQ(read_byte(p, a), 0);
+  EXPECT_EQ(free_pages(), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(3);
+}
+
+// hugetlb_vmdelete_list zaps private VMAs whole: a hole takes the private
+// CoW copy too (shmem's keeps it), and the copy's reservation returns to
+// the owner, whose next access allocates a fresh page with it.
+TEST_F(HugetlbTruncateTest, PunchHoleTakesThePrivateCowCopy) {
+  set_pool(2);
+  const int fd = hugetlb_file(PMD_SIZE);
+  const uint64_t a = map_file(p, fd, PMD_SIZE, MAP_PRIVATE);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 0x44).ok());
+  EXPECT_EQ(resv(), 0);
+  Folio* copy = folio_at(p, a);
+  EXPECT_TRUE(folio_test_anon(copy));
+  ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PMD_SIZE)), 0);
+  EXPECT_EQ(entry_at(p, a).level, 0);
+  EXPECT_EQ(resv(), 1);
+  EXPECT_EQ(free_pages(), 2);
+  audit();
+  EXPECT_EQ(read_byte(p, a), 0);
+  EXPECT_TRUE(folio_test_anon(folio_at(p, a)));
+  EXPECT_EQ(resv(), 0);
+  EXPECT_EQ(free_pages(), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
+// Partial huge pages at a hole's edges are zeroed inside it, stay cached
+// and stay mapped; no counter moves.
+TEST_F(HugetlbTruncateTest, PunchHoleZeroesPartialHugePages) {
+  set_pool(2);
+  const int fd = hugetlb_file(2 * PMD_SIZE);
+  const uint64_t a = map_file(p, fd, 2 * PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x55, 2 * PMD_SIZE).ok());
+  const pfn_t first = pfn_at(p, a);
+  ASSERT_EQ(sys->file_punch_hole(fd, static_cast<int64_t>(PMD_SIZE - PAGE_SIZE), static_cast<int64_t>(2 * PAGE_SIZE)), 0);
+  EXPECT_EQ(pfn_at(p, a), first);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE - PAGE_SIZE - 1), 0x55);
+  expect_bytes(p, a + PMD_SIZE - PAGE_SIZE, 2 * PAGE_SIZE, 0);
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE + PAGE_SIZE), 0x55);
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(cached(fd), 2);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
+// A page-cache folio that something else still references (a GUP pin, a
+// read in flight) leaves the page cache and the mappings at once but goes
+// back to the pool only with its last reference.
+TEST_F(HugetlbTruncateTest, PunchedPageUnderAReferenceGoesBackWithIt) {
+  set_pool(2);
+  const int fd = hugetlb_file(PMD_SIZE);
+  const uint64_t a = map_file(p, fd, PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 0x66).ok());
+  Folio* f = folio_at(p, a);
+  folio_get(f);
+  ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PMD_SIZE)), 0);
+  EXPECT_EQ(entry_at(p, a).level, 0);
+  EXPECT_EQ(cached(fd), 0);
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(static_cast<uint8_t*>(folio_address(f))[0], 0x66);
+  EXPECT_EQ(read_byte(p, a), 0);  // a new page (the pool's other one)
+  EXPECT_EQ(free_pages(), 0);
+  folio_put(f);
+  EXPECT_EQ(free_pages(), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
+// MADV_REMOVE of a shared MAP_HUGETLB mapping punches its file: the page
+// goes back, the mapping refaults a new one; a private one is EACCES.
+TEST_F(HugetlbTruncateTest, MadviseRemoveOfASharedMapping) {
+  set_pool(2);
+  const uint64_t a = map(2 * PMD_SIZE, kShared);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(p->fill(a, 0x77, 2 * PMD_SIZE).ok());
+  EXPECT_EQ(free_pages(), 0);
+  ASSERT_EQ(p->madvise(a + PMD_SIZE, PMD_SIZE, MADV_REMOVE), 0);
+  EXPECT_EQ(entry_at(p, a + PMD_SIZE).level, 0);
+  EXPECT_EQ(free_pages(), 1);
+  EXPECT_EQ(resv(), 0);
+  audit();
+  EXPECT_EQ(read_byte(p, a + PMD_SIZE), 0);
+  EXPECT_EQ(read_byte(p, a), 0x77);
+  EXPECT_EQ(free_pages(), 0);
+  EXPECT_EQ(p->mmap(0, PMD_SIZE, RW, kPriv), -ENOMEM);  // the pool is used up again
+  audit();
+  p->exit();
+  expect_idle(2);
+}
+
+// Each process that maps the file loses its pages: the audit also counts
+// the per-mm usage (HugetlbPages) down to zero.
+TEST_F(HugetlbTruncateTest, TruncateUnmapsEveryProcess) {
+  set_pool(2);
+  const int fd = hugetlb_file(2 * PMD_SIZE);
+  Process* q = sys->new_process("q");
+  const uint64_t a = map_file(p, fd, 2 * PMD_SIZE, MAP_SHARED);
+  const uint64_t b = map_file(q, fd, 2 * PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(p->fill(a, 0x12, 2 * PMD_SIZE).ok());
+  expect_bytes(q, b, 2 * PMD_SIZE, 0x12);
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  EXPECT_EQ(hugetlb_usage_pages(p->mm()), 0);
+  EXPECT_EQ(hugetlb_usage_pages(q->mm()), 0);
+  EXPECT_EQ(free_pages(), 2);
+  EXPECT_EQ(read_byte(q, b), kSigbus);
+  audit();
+  q->exit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
+// 1 GiB pages take the same paths (PUD leaves; the host has no 1G pool, so
+// only the model shows it). One page: each one allocated is zeroed, slowly.
+TEST_F(HugetlbTruncateTest, GiganticHoleAndTruncation) {
+  set_pool(1, k1G);
+  const int fd = sys->create_file(PUD_SIZE, FsClass::kHugetlbfs, PUD_SHIFT, "g");
+  ASSERT_GE(fd, 0) << errno_name(-fd);
+  const uint64_t a = map_file(p, fd, PUD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 1).ok());
+  EXPECT_EQ(entry_at(p, a).level, 3);
+  EXPECT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(PMD_SIZE)), -EINVAL);
+  ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PUD_SIZE)), 0);
+  EXPECT_EQ(entry_at(p, a).level, 0);
+  EXPECT_EQ(free_pages(k1G), 1);
+  EXPECT_EQ(resv(k1G), 0);
+  audit();
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  EXPECT_EQ(read_byte(p, a), kSigbus);
+  EXPECT_EQ(free_pages(k1G), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(1, k1G);
+}
+
+// A directed run's own fixture: empty, the test's System is the state.
+struct HugetlbPunchRun {};
+
+// A fault between the hole's unmap and the page cache's removal (the label
+// hugetlb_punch.after_unmap) maps the page again: it is still in the page
+// cache, the hole not yet made. remove_inode_single_folio finds it mapped
+// and unmaps it anew under the fault mutex before it leaves the page cache;
+// the page goes back to the pool and the counts agree.
+TEST_F(HugetlbTruncateTest, FaultBetweenTheHolesUnmapAndItsRemovalIsUnmappedAgain) {
+  set_pool(2);
+  const int fd = hugetlb_file(PMD_SIZE);
+  const uint64_t a = map_file(p, fd, PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(write_byte(p, a, 0x21).ok());
+  explore::Race<HugetlbPunchRun> race;
+  race.thread("T", [&](HugetlbPunchRun&) { ASSERT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PMD_SIZE)), 0); });
+  race.thread("F", [&](HugetlbPunchRun&) { EXPECT_EQ(read_byte(p, a), 0x21); });
+  explore::RunResult r = race.replay_directed("T@hugetlb_punch.after_unmap F T");
+  ASSERT_EQ(r.outcome, explore::Outcome::kClean) << r.summary() << "\n" << race.explain(r);
+  EXPECT_EQ(entry_at(p, a).level, 0);
+  EXPECT_EQ(cached(fd), 0);
+  EXPECT_EQ(free_pages(), 2);
+  EXPECT_EQ(resv(), 0);
+  audit();
+  EXPECT_EQ(read_byte(p, a), 0);
+  EXPECT_EQ(free_pages(), 1);
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
+  expect_idle(2);
+}
+
+// The audit sees what a truncation that forgot hugetlb_unreserve_pages
+// would leave: a region past EOF still counted as a reservation.
+TEST_F(HugetlbTruncateTest, AuditCatchesARegionTheTruncationForgot) {
+  set_pool(2);
+  const int fd = hugetlb_file(0);
+  const uint64_t a = map_file(p, fd, 2 * PMD_SIZE, MAP_SHARED);
+  ASSERT_TRUE(a);
+  ASSERT_EQ(sys->file_ftruncate(fd, 0), 0);
+  EXPECT_EQ(resv(), 0);
+  audit();
+  File* f = file_of(fd);
+  HugetlbState* hs = sys->kernel()->hugetlb.get();
+  {
+    SpinGuard g(&hs->lock);
+    f->hstate->regions.insert(1);  // the index, back without its reservation
+  }
+  std::vector<Mm*> live{p->mm()};
+  EXPECT_NE(hugetlb_resv_audit(sys->kernel(), live).find("resv_huge_pages 0 != outstanding reservations 1"),
+            std::string::npos);
+  {
+    SpinGuard g(&hs->lock);
+    f->hstate->regions.erase(1);
+  }
+  audit();
+  p->exit();
+  EXPECT_EQ(sys->close_file(fd), 0);
   expect_idle(2);
 }
 

@@ -229,5 +229,14 @@ TEST_F(SchedLabelsTest, HugetlbZapAfterUnmap) {
   EXPECT_EQ(label(got, "hugetlb_zap.after_unmap"), 1) << table(got);
 }
 
+TEST_F(SchedLabelsTest, HugetlbPunchAfterUnmap) {
+  set("hugepages/hugepages-2048kB/nr_hugepages", "1");
+  const int fd = sys->create_file(PMD_SIZE, FsClass::kHugetlbfs, PMD_SHIFT);
+  ASSERT_GE(fd, 0);
+  const Counts got = points_of([&] { EXPECT_EQ(sys->file_punch_hole(fd, 0, static_cast<int64_t>(PMD_SIZE)), 0); });
+  EXPECT_EQ(label(got, "hugetlb_punch.after_unmap"), 1) << table(got);
+  EXPECT_EQ(sys->close_file(fd), 0);
+}
+
 }  // namespace
 }  // namespace mmlab
