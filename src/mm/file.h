@@ -63,6 +63,11 @@ struct File {
   // page (the xarray's value entries in the kernel); each holds one swap
   // count on its slot. An index is in pages or here, never both.
   std::map<uint64_t, swp_entry_t> swapped GUARDED_BY(lock);
+  // shmem: the large swap entries among those (a large folio written out
+  // whole: the kernel's multi-index xarray entry), by first index, with
+  // their order. An entry that loses a page (a truncation) is dropped here,
+  // as the kernel splits it; its pages stay in swapped as order 0.
+  std::map<uint64_t, unsigned> swapped_order GUARDED_BY(lock);
   // i_mmap and i_mmap_rwsem: every VMA that maps this file (shared or
   // private), for the file rmap walks of shmem reclaim (try_to_unmap) and of
   // truncation (unmap_mapping_range). The kernel keeps an interval tree; a

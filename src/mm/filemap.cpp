@@ -156,7 +156,7 @@ int shmem_lookup_swapped(File* f, uint64_t index, Folio** foliop, uint64_t* star
     entry = it->second;
   }
   int err = shmem_swapin_folio(f, index, entry, foliop, major);
-  if (!err) *start = index;
+  if (!err) *start = (*foliop)->page.index;  // a large folio comes back whole
   return err;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mm/file.h"
 #include "pgtable/entry.h"
@@ -82,8 +83,12 @@ bool shmem_hpage_pmd_enabled(const Settings& s);
 // shmem_writeout: a locked, unmapped, isolated shmem folio goes to swap:
 // slots allocated (the swap cache holds the folio), the file keeps the swap
 // entry in place of the folio (holding one swap count per page), and the
-// write starts. 0, or -ENOMEM (no swap space: redirtied, to be kept).
-[[nodiscard]] int shmem_writeout(Folio* folio);
+// write starts. A large folio that crosses i_size, or gets no contiguous
+// slots (a swap file, a full device), is split to order 0 first: the folio
+// goes on as its first page and the others, referenced, join *list (page
+// reclaim's folio_list). 0, or -ENOMEM (no swap space, or the split failed:
+// redirtied, to be kept).
+[[nodiscard]] int shmem_writeout(Folio* folio, std::vector<Folio*>* list);
 // shmem_swapin_folio: page `index` of f, swapped out as entry, back into the
 // page cache, locked and referenced. *major (if given) is set when the
 // folio had left the swap cache and was read. -EAGAIN: the entry changed

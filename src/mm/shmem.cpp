@@ -15,16 +15,19 @@
 // Large shmem folios (shmem THP): a fault allocates one where the THP
 // controls allow (shmem_alloc_and_add_large_folio), khugepaged and
 // MADV_COLLAPSE make PMD-order ones; a truncation or hole splits one that
-// straddles its edge.
+// straddles its edge. Reclaim swaps one out whole where the device gives it
+// contiguous slots (a block device), else splits it (a swap file, a folio
+// across i_size); touched again while still in the swap cache it comes back
+// whole, read back from the device it comes back page by page.
 //
 // A tmpfs mounted noswap makes its files' mappings unevictable: reclaim
 // puts their folios back before it unmaps anything (folio_evictable in
 // shrink_folio_list), and shmem_writeout() refuses them too.
 //
 // Not modelled: SHM_LOCK (SysV shm: the model has no shmget), which makes
-// the mapping unevictable the same way; the swap-out of a large shmem folio (reclaim keeps it
-// whole: shmem_writeout()'s large slots or split are not modelled); the
-// shmem_falloc wait of a fault racing a hole punch (a fault during the
+// the mapping unevictable the same way; shmem's mTHP swap-in from a
+// SWP_SYNCHRONOUS_IO device (shmem_swap_alloc_folio: the model reads order
+// 0); the shmem_falloc wait of a fault racing a hole punch (a fault during the
 // punch fills the hole again, which the kernel only makes unlikely).
 #include <algorithm>
 #include <memory>
@@ -208,6 +211,15 @@ bool shmem_hpage_pmd_enabled(const Settings& s) {
 
 namespace {
 
+// The large swap entry that covers index, if any, is no longer whole
+// (shmem_split_large_entry, in effect): its pages become order-0 entries.
+void shmem_drop_large_entry(File* f, uint64_t index) REQUIRES(f->lock) {
+  auto it = f->swapped_order.upper_bound(index);
+  if (it == f->swapped_order.begin()) return;
+  --it;
+  if (index < it->first + (uint64_t{1} << it->second)) f->swapped_order.erase(it);
+}
+
 // shmem_delete_from_page_cache: the folio leaves the page cache and the
 // swap entry takes its index; the cache's references go.
 void shmem_delete_from_page_cache(File* f, Folio* folio, swp_entry_t entry) {
@@ -215,7 +227,10 @@ void shmem_delete_from_page_cache(File* f, Folio* folio, swp_entry_t entry) {
   {
     MutexGuard g(&f->lock);
     f->pages.erase(index);
-    f->swapped[index] = entry;
+    // One swap entry per page: a large folio's pages take consecutive slots.
+    for (long i = 0; i < folio_nr_pages(folio); i++)
+      f->swapped[index + static_cast<uint64_t>(i)] = swp_entry_t{entry.val + static_cast<uint64_t>(i)};
+    if (folio_test_large(folio)) f->swapped_order[index] = folio_order(folio);
     aref(folio->page.mapping).store(0, std::memory_order_release);
   }
   MM_TRACE("mm_filemap_delete_from_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index,
@@ -225,18 +240,51 @@ void shmem_delete_from_page_cache(File* f, Folio* folio, swp_entry_t entry) {
 
 }  // namespace
 
-int shmem_writeout(Folio* folio) {
+namespace {
+
+// total_swap_pages != 0: some swap device is on (the model has no swapoff).
+bool shmem_total_swap_pages(Kernel* k) { return k->swap->nr_swapfiles.load(std::memory_order_acquire) != 0; }
+
+}  // namespace
+
+int shmem_writeout(Folio* folio, std::vector<Folio*>* list) {
   VM_BUG_ON_FOLIO(!folio_test_locked(folio), folio, "shmem_writeout on an unlocked folio");
   VM_BUG_ON_FOLIO(folio_mapped(folio), folio, "shmem_writeout of a mapped folio");
   auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
   Kernel* k = f->kernel;
   // A noswap mount's (or, in the kernel, an SHM_LOCK'd) file: redirtied
   // and kept. Reclaim stops such a folio earlier (folio_evictable); this
-  // is the writeout's own refusal, as the kernel's.
-  if (f->unevictable || folio_alloc_swap(folio)) {
-    // No swap (none, or full): redirty and keep it (AOP_WRITEPAGE_ACTIVATE).
-    folio_set_dirty(folio);
+  // is the writeout's own refusal, as the kernel's. Without any swap device
+  // (total_swap_pages 0) a large folio is kept whole, not split.
+  auto redirty = [&] {
+    folio_set_dirty(folio);  // AOP_WRITEPAGE_ACTIVATE
     return -ENOMEM;
+  };
+  if (f->unevictable || !shmem_total_swap_pages(k)) return redirty();
+  // Truncation frees swap entries page by page but does not split a large
+  // one, so a large folio that crosses i_size is split before it goes
+  // (fallocate's preallocation beyond EOF, which would extend the limit, is
+  // not modelled). THP_SWAP is on (x86-64).
+  bool split = false;
+  if (folio_test_large(folio)) {
+    const uint64_t end = file_end_index(f);
+    split = end > folio->page.index && end < folio->page.index + static_cast<uint64_t>(folio_nr_pages(folio));
+  }
+  for (;;) {
+    if (split) {
+      // The pages must stay dirty through the split (the caller cleared
+      // the folio's bit for the write): set it, split, clear the first's.
+      folio_set_dirty(folio);
+      if (split_folio_to_list(folio, list)) return redirty();
+      folio_clear_dirty(folio);
+    }
+    if (!folio_alloc_swap(folio)) break;
+    // No room for it whole (a swap file never gives a large folio its
+    // slots): split it and try again with its first page. No
+    // thp_swpout_fallback or mTHP swpout_fallback: only add_to_swap()
+    // counts those.
+    if (!folio_test_large(folio)) return redirty();
+    split = true;
   }
   const swp_entry_t entry = folio_swap_entry(folio);
   // The file's own reference to each slot (swap_duplicate_nr in v6.18).
@@ -251,14 +299,156 @@ int shmem_writeout(Folio* folio) {
 
 // ---- swap-in ----
 
+namespace {
+
+// A page of a large swap-cache folio whose file no longer holds every entry
+// of the folio (a truncation or hole punch took some while it waited in the
+// swap cache): the page alone goes back, copied into an order-0 folio, and
+// the large folio stays in the swap cache for its other entries. The kernel
+// splits its large swap entries instead (shmem_split_large_entry); the model
+// keeps one entry per page, so only the folio is too large. nullptr if no
+// memory (the caller retries).
+Folio* shmem_swapin_copy_page(File* f, Folio* large, uint64_t index, swp_entry_t entry) {
+  Kernel* k = f->kernel;
+  PhysMem* phys = k->phys.get();
+  Folio* nf = phys->folio_alloc(GFP_HIGHUSER_MOVABLE, 0);
+  if (!nf) return nullptr;
+  const long off = static_cast<long>(entry.val - folio_swap_entry(large).val);
+  copy_frames(phys, phys->page_address(&nf->page), phys->page_address(folio_page(large, off)), PAGE_SIZE);
+  __folio_set_locked(nf);
+  folio_set_swapbacked(nf);
+  folio_set_uptodate(nf);
+  {
+    MutexGuard g(&f->lock);
+    auto it = f->swapped.find(index);
+    if (it == f->swapped.end() || it->second.val != entry.val) {
+      folio_unlock(nf);
+      folio_put(nf);
+      return nullptr;
+    }
+    shmem_drop_large_entry(f, index);
+    f->swapped.erase(it);
+    nf->page.index = index;
+    aref(nf->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
+    folio_ref_add(nf, 1);
+    f->pages.emplace(index, nf);
+  }
+  folio_set_dirty(nf);
+  folio_add_lru(nf);
+  swap_free_nr(k, entry, 1);
+  return nf;
+}
+
+}  // namespace
+
+namespace {
+
+// The large swap entry that holds index, whole: its first index and order
+// (false if index has an order-0 entry). A record whose pages no longer
+// hold consecutive slots is stale and dropped.
+bool shmem_large_entry(File* f, uint64_t index, uint64_t* base, unsigned* order) REQUIRES(f->lock) {
+  auto it = f->swapped_order.upper_bound(index);
+  if (it == f->swapped_order.begin()) return false;
+  --it;
+  const uint64_t nr = uint64_t{1} << it->second;
+  if (index >= it->first + nr) return false;
+  auto first = f->swapped.find(it->first);
+  bool whole = first != f->swapped.end();
+  for (uint64_t i = 1; whole && i < nr; i++) {
+    auto e = f->swapped.find(it->first + i);
+    whole = e != f->swapped.end() && e->second.val == first->second.val + i;
+  }
+  if (!whole) {
+    f->swapped_order.erase(it);
+    return false;
+  }
+  *base = it->first;
+  *order = it->second;
+  return true;
+}
+
+// shmem_swap_alloc_folio for a large swap entry of a SWP_SYNCHRONOUS_IO
+// device (zram): the whole entry is read into a new folio of its order,
+// never added to the swap cache (SWAP_HAS_CACHE on its slots keeps a
+// parallel swap-in out meanwhile), and put in the page cache at the
+// entry's first index. 1: fall back to order 0 (no large entry, no
+// memory, or a slot of the range is in the swap cache: the kernel's
+// non_swapcache_batch / swapcache_prepare); -EAGAIN: the entries changed
+// meanwhile; -EIO: the read failed. The model has no zswap (never enabled)
+// and no VMA here: the kernel's userfaultfd fallback is not modelled.
+int shmem_swapin_direct_large(File* f, uint64_t index, swp_entry_t entry, SwapDevice* si, Folio** foliop,
+                              bool* major) {
+  Kernel* k = f->kernel;
+  uint64_t base = 0;
+  unsigned order = 0;
+  swp_entry_t first{};
+  {
+    MutexGuard g(&f->lock);
+    if (!shmem_large_entry(f, index, &base, &order)) return 1;
+    first = f->swapped.at(base);
+    if (first.val + (index - base) != entry.val) return -EAGAIN;
+  }
+  const long nr = 1L << order;
+  Folio* folio = k->phys->folio_alloc(GFP_HIGHUSER_MOVABLE, order);
+  if (!folio) return 1;
+  __folio_set_locked(folio);
+  folio_set_swapbacked(folio);
+  if (!swapcache_prepare(k, first, static_cast<unsigned>(nr))) {
+    folio_unlock(folio);
+    folio_put(folio);
+    return 1;
+  }
+  auto give_up = [&](int err) {
+    swapcache_clear(k, first, static_cast<unsigned>(nr));
+    folio_unlock(folio);
+    folio_put(folio);
+    return err;
+  };
+  if (major) *major = true;
+  if (!swap_read_folio(k, folio, si, swp_offset(first))) return give_up(-EIO);
+  folio_set_uptodate(folio);
+  {
+    MutexGuard g(&f->lock);
+    uint64_t b = 0;
+    unsigned o = 0;
+    if (!shmem_large_entry(f, index, &b, &o) || b != base || o != order || f->swapped.at(base).val != first.val)
+      return give_up(-EAGAIN);
+    f->swapped_order.erase(base);
+    for (long i = 0; i < nr; i++) f->swapped.erase(base + static_cast<uint64_t>(i));
+    folio->page.index = base;
+    aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
+    folio_ref_add(folio, static_cast<int>(nr));
+    f->pages.emplace(base, folio);
+  }
+  MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), base, folio_order(folio));
+  folio_add_lru(folio);
+  folio_set_dirty(folio);
+  // The file's swap count, then the SWAP_HAS_CACHE pin: the slots are free.
+  swap_free_nr(k, first, static_cast<unsigned>(nr));
+  swapcache_clear(k, first, static_cast<unsigned>(nr));
+  *foliop = folio;
+  return 0;
+}
+
+}  // namespace
+
 int shmem_swapin_folio(File* f, uint64_t index, swp_entry_t entry, Folio** foliop, bool* major) {
   Kernel* k = f->kernel;
   SwapDevice* si = swp_swap_info(k, entry);
   if (!si) return -EIO;
   Folio* folio = swap_cache_get_folio(k, entry);
   bool locked = false;
+  if (!folio && si->synchronous_io) {
+    // A large entry comes back whole from zram (v6.14's mTHP swap-in for
+    // shmem); an order-0 one takes the cached path below, which the model
+    // counts the same as the kernel's direct order-0 read.
+    const int r = shmem_swapin_direct_large(f, index, entry, si, foliop, major);
+    if (r <= 0) return r;
+  }
   if (!folio) {
-    // Not in the swap cache any more: the I/O starts here (a major fault).
+    // Not in the swap cache any more: the I/O starts here (a major fault),
+    // page by page (a large entry of a block device or swap file is read
+    // back order 0, as swapin_readahead does).
     bool fresh = false;
     folio = read_swap_cache(k, si, entry, &fresh);
     if (!folio) return -EAGAIN;  // the entry went meanwhile (a truncation): look again
@@ -271,13 +461,20 @@ int shmem_swapin_folio(File* f, uint64_t index, swp_entry_t entry, Folio** folio
     folio_put(folio);
     return err;
   };
+  // The folio still the swap cache's, for a range of slots that holds the
+  // entry (a large folio written out whole holds consecutive slots).
+  auto holds_entry = [&] {
+    if (!folio_test_swapcache(folio)) return false;
+    const uint64_t first = folio_swap_entry(folio).val;
+    return entry.val >= first && entry.val - first < static_cast<uint64_t>(folio_nr_pages(folio));
+  };
   // shmem_confirm_swap, and the folio still the swap cache's for the entry.
   {
     MutexGuard g(&f->lock);
     auto it = f->swapped.find(index);
     if (it == f->swapped.end() || it->second.val != entry.val) return give_up(-EAGAIN);
   }
-  if (!folio_test_swapcache(folio) || folio_swap_entry(folio).val != entry.val) return give_up(-EAGAIN);
+  if (!holds_entry()) return give_up(-EAGAIN);
   if (!folio_test_uptodate(folio)) return give_up(-EIO);  // the read failed: SIGBUS
   if (folio_test_writeback(folio)) {
     // folio_wait_writeback: the write out is still in flight; the model
@@ -285,25 +482,47 @@ int shmem_swapin_folio(File* f, uint64_t index, swp_entry_t entry, Folio** folio
     folio_unlock(folio);
     (void)swap_writeback_wait(k);
     folio_lock(folio);
-    if (!folio_test_swapcache(folio) || folio_swap_entry(folio).val != entry.val) return give_up(-EAGAIN);
+    if (!holds_entry()) return give_up(-EAGAIN);
   }
-  // shmem_add_to_page_cache(expected = the swap entry).
+  // A large folio goes back whole, at the index of its first page (v6.18
+  // rounds the index and the entry down to the folio's order).
+  const long nr = folio_nr_pages(folio);
+  const swp_entry_t first = folio_swap_entry(folio);
+  const uint64_t base = index - (entry.val - first.val);
+  // shmem_add_to_page_cache(expected = the swap entries).
+  bool whole = true;
   {
     MutexGuard g(&f->lock);
     auto it = f->swapped.find(index);
     if (it == f->swapped.end() || it->second.val != entry.val) return give_up(-EAGAIN);
-    f->swapped.erase(it);
-    folio->page.index = index;
-    aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
-    folio_ref_add(folio, static_cast<int>(folio_nr_pages(folio)));
-    f->pages.emplace(index, folio);
+    for (long i = 0; i < nr && whole; i++) {
+      auto e = f->swapped.find(base + static_cast<uint64_t>(i));
+      whole = e != f->swapped.end() && e->second.val == first.val + static_cast<uint64_t>(i);
+    }
+    if (whole) {
+      shmem_drop_large_entry(f, base);
+      for (long i = 0; i < nr; i++) f->swapped.erase(base + static_cast<uint64_t>(i));
+      folio->page.index = base;
+      aref(folio->page.mapping).store(reinterpret_cast<uint64_t>(f), std::memory_order_release);
+      folio_ref_add(folio, static_cast<int>(nr));
+      f->pages.emplace(base, folio);
+    }
   }
-  MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), index, folio_order(folio));
+  if (!whole) {
+    Folio* nf = shmem_swapin_copy_page(f, folio, index, entry);
+    // The large folio leaves the swap cache once no entry needs it.
+    folio_free_swap(folio);
+    give_up(0);
+    if (!nf) return -EAGAIN;
+    *foliop = nf;
+    return 0;
+  }
+  MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), base, folio_order(folio));
   // The page cache holds the only copy now: dirty, out of the swap cache,
   // and the file's swap count dropped (which frees the slots).
   folio_set_dirty(folio);
   swap_cache_del_folio(folio);
-  swap_free_nr(k, entry, static_cast<unsigned>(folio_nr_pages(folio)));
+  swap_free_nr(k, first, static_cast<unsigned>(nr));
   *foliop = folio;
   return 0;
 }
@@ -382,6 +601,7 @@ void shmem_undo_range(File* f, uint64_t lstart, uint64_t lend) {
     auto it = f->swapped.lower_bound(start);
     while (it != f->swapped.end() && it->first < end) {
       freed.push_back(it->second);
+      shmem_drop_large_entry(f, it->first);
       it = f->swapped.erase(it);
     }
   }
@@ -430,6 +650,7 @@ void shmem_evict_swap(File* f) {
     MutexGuard g(&f->lock);
     for (auto& [index, entry] : f->swapped) entries.push_back(entry);
     f->swapped.clear();
+    f->swapped_order.clear();
   }
   for (swp_entry_t e : entries) free_swap_and_cache_nr(f->kernel, e, 1);
 }

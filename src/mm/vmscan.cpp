@@ -119,9 +119,6 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
   // folio_evictable(): a folio of an unevictable mapping (a file on a
   // noswap tmpfs) is put back before anything is unmapped.
   if (shmem && mapping_unevictable(folio)) return Reclaim::kActivate;
-  // A large shmem folio (a collapsed THP) is kept whole and mapped: its
-  // swap-out (shmem_writeout's large slots or split) is not modelled.
-  if (shmem && folio_test_large(folio)) return Reclaim::kActivate;
   // Its write is still in flight: kept for a later pass.
   if (folio_test_writeback(folio)) return Reclaim::kKeep;
   // Anonymous memory needs backing store; a lazy-free folio is discarded
@@ -152,8 +149,10 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
     folio_clear_dirty(folio);
     if (shmem) {
       // pageout() -> shmem_writeout(): the folio moves from the page cache
-      // to the swap cache, its file keeping the swap entry.
-      if (shmem_writeout(folio)) return Reclaim::kActivate;
+      // to the swap cache, its file keeping the swap entry. A large folio
+      // goes whole if the device gives it slots, else it is split and its
+      // other pages join the list (pageout() passes folio_list down).
+      if (shmem_writeout(folio, list)) return Reclaim::kActivate;
     } else {
       swap_writeout(k, folio);
     }

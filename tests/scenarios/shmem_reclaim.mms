@@ -289,3 +289,106 @@ P madvise A 16K willneed
 expect vmstat pswpin 0
 P read A 16K 0x5c
 expect vmstat pgmajfault 4
+
+# Large shmem folios (issue 30): shmem_writeout() in v6.18 swaps a large
+# folio out whole when folio_alloc_swap() gives it contiguous slots (a
+# block device; THP_SWAP is on) and splits it to order 0 otherwise (a swap
+# file, whose clusters never take a large order, or a folio across i_size),
+# the other pages joining reclaim's folio_list. Only add_to_swap() (anonymous
+# memory) counts swpout_fallback; the shmem split counts as a split. The
+# write counts thp_swpout for the PMD order and the size's swpout.
+
+# A 64K folio on a block device goes whole; touched while its write waits
+# in the swap cache, it comes back whole: one minor fault maps all 16 pages.
+test shmem-pageout-mthp-whole-blkdev
+swap 16M blkdev
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+proc P
+P mmap A 64K rw shared align=64K
+P write A 64K 0x81
+expect P A order 4
+P madvise A 64K pageout
+expect P A mapped none
+expect P A+60K mapped none
+expect P A swapped no
+expect P rss shmem 0
+expect vmstat pswpout 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 1
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 0
+P read A 4K 0x81
+expect P A order 4
+expect P A+60K mapped pte
+expect vmstat pswpin 0
+expect vmstat pgmajfault 0
+expect P rss shmem 64K
+P read A 64K 0x81
+
+# A swap file gives no large folio its slots: the folio is split and its
+# 16 pages go one by one; they come back one by one from the swap cache.
+test shmem-pageout-mthp-split-swap-file
+swap 16M file
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+proc P
+P mmap A 64K rw shared align=64K
+P write A 64K 0x82
+expect P A order 4
+P madvise A 64K pageout
+expect P A mapped none
+expect P A+60K mapped none
+expect P rss shmem 0
+expect vmstat pswpout 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/split 1
+P read A 4K 0x82
+expect P A order 0
+expect P A+4K mapped none
+expect vmstat pswpin 0
+P read A 64K 0x82
+expect P rss shmem 64K
+
+# A PMD THP on a block device: the PMD goes (try_to_unmap with
+# TTU_SPLIT_HUGE_PMD clears a file PMD), the folio is written whole
+# (thp_swpout), and the touch while it is in the swap cache maps it by a
+# PMD again (do_set_pmd under a none PMD).
+test shmem-pageout-thp-whole-blkdev
+swap 16M blkdev
+sysfs transparent_hugepage/shmem_enabled always
+proc P
+P mmap A 2M rw shared align=2M
+P write A 2M 0x83
+expect P A mapped pmd
+P madvise A 2M pageout
+expect P A mapped none
+expect P rss shmem 0
+expect vmstat thp_swpout 1
+expect vmstat thp_swpout_fallback 0
+expect vmstat pswpout 512
+P read A 4K 0x83
+expect P A order 9
+expect vmstat pswpin 0
+P read A 2M 0x83
+expect P rss shmem 2M
+
+# zram: the folio is written whole and freed in the same pass; the fault
+# reads the large swap entry back into one folio of its order
+# (shmem_swapin_folio -> shmem_swap_alloc_folio: SWP_SYNCHRONOUS_IO, zswap
+# never enabled, no slot of it in the swap cache), a major fault.
+test shmem-pageout-mthp-zram
+swap 16M zram
+sysfs transparent_hugepage/hugepages-64kB/shmem_enabled always
+proc P
+P mmap A 64K rw shared align=64K
+P write A 64K 0x85
+P madvise A 64K pageout
+expect P A mapped none
+expect vmstat pswpout 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 1
+P read A 4K 0x85
+expect vmstat pswpin 16
+expect vmstat pgmajfault 1
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpin 1
+expect P A order 4
+expect P A+60K mapped pte
+P read A 64K 0x85

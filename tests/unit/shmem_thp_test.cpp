@@ -105,17 +105,114 @@ TEST_F(ShmemThpTest, TruncateIntoTheThpSplitsIt) {
   EXPECT_EQ(peek(p, a + 2 * PAGE_SIZE), 3);
 }
 
-// Reclaim keeps a shmem THP whole (its swap-out is not modelled): after
-// MADV_PAGEOUT the folio is still the page cache's, and the data is there.
-TEST_F(ShmemThpTest, PageoutKeepsTheThp) {
+// The file's swap entries for [first, first + nr) and the large entry
+// recorded at first, if any (its order, else -1).
+struct SwappedRange {
+  size_t entries;
+  int order;
+};
+SwappedRange swapped_range(File* f, uint64_t first, uint64_t nr) {
+  MutexGuard g(&f->lock);
+  SwappedRange r{0, -1};
+  for (uint64_t i = first; i < first + nr; i++) r.entries += f->swapped.count(i);
+  auto it = f->swapped_order.find(first);
+  if (it != f->swapped_order.end()) r.order = static_cast<int>(it->second);
+  return r;
+}
+
+// shmem_writeout() of a THP on a block device: written whole (one large
+// swap entry of order 9 in place of the folio), and touched while its
+// write waits in the swap cache, it comes back whole.
+TEST_F(ShmemThpTest, PageoutSwapsTheThpWholeOnABlockDevice) {
+  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kBlkdev), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
+  const uint64_t first = off >> PAGE_SHIFT;
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  EXPECT_EQ(cache_folio(fd, first), nullptr);
+  const SwappedRange r = swapped_range(file(fd), first, HPAGE_PMD_NR);
+  EXPECT_EQ(r.entries, HPAGE_PMD_NR);
+  EXPECT_EQ(r.order, static_cast<int>(PMD_ORDER));
+  EXPECT_EQ(p->page_info(a).level, 0);
+  EXPECT_EQ(peek(p, a + 9 * PAGE_SIZE), 10);
+  Folio* folio = cache_folio(fd, first + 9);
+  ASSERT_TRUE(folio);
+  EXPECT_EQ(folio_order(folio), PMD_ORDER);
+  EXPECT_EQ(folio->page.index, first);
+  EXPECT_EQ(swapped_range(file(fd), first, HPAGE_PMD_NR).entries, 0u);
+  EXPECT_TRUE(filled(a, PMD_SIZE));
+}
+
+// zram frees the folio in the same pass; the read fault reads the large
+// entry into one new folio of its order (shmem_swap_alloc_folio).
+TEST_F(ShmemThpTest, PageoutOnZramReadsTheThpBackWhole) {
   ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
   const auto [fd, off, a] = collapsed_thp();
   ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
+  const uint64_t first = off >> PAGE_SHIFT;
   ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
-  Folio* folio = cache_folio(fd, off >> PAGE_SHIFT);
+  EXPECT_EQ(swapped_range(file(fd), first, HPAGE_PMD_NR).order, static_cast<int>(PMD_ORDER));
+  EXPECT_EQ(peek(p, a + 300 * PAGE_SIZE), static_cast<uint8_t>(1 + 300 % 200));
+  Folio* folio = cache_folio(fd, first);
   ASSERT_TRUE(folio);
   EXPECT_EQ(folio_order(folio), PMD_ORDER);
   EXPECT_TRUE(filled(a, PMD_SIZE));
+}
+
+// A swap file gives no large folio its slots: the THP is split and its
+// pages go one by one (order-0 entries, no large one recorded).
+TEST_F(ShmemThpTest, PageoutSplitsTheThpOnASwapFile) {
+  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kFile), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
+  const uint64_t first = off >> PAGE_SHIFT;
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  const SwappedRange r = swapped_range(file(fd), first, HPAGE_PMD_NR);
+  EXPECT_EQ(r.entries, HPAGE_PMD_NR);
+  EXPECT_EQ(r.order, -1);
+  EXPECT_EQ(peek(p, a + 5 * PAGE_SIZE), 6);
+  Folio* folio = cache_folio(fd, first + 5);
+  ASSERT_TRUE(folio);
+  EXPECT_EQ(folio_order(folio), 0u);
+  EXPECT_TRUE(filled(a, PMD_SIZE));
+}
+
+// A truncation into a large swap entry frees the pages past the new end
+// and leaves the rest order 0: on zram they are read back one by one, not
+// as the whole entry.
+TEST_F(ShmemThpTest, TruncationIntoALargeSwapEntryLeavesOrderZero) {
+  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
+  const uint64_t first = off >> PAGE_SHIFT;
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(off + 3 * PAGE_SIZE)), 0);
+  const SwappedRange r = swapped_range(file(fd), first, HPAGE_PMD_NR);
+  EXPECT_EQ(r.entries, 3u);
+  EXPECT_EQ(r.order, -1);
+  EXPECT_EQ(peek(p, a + 2 * PAGE_SIZE), 3);
+  Folio* folio = cache_folio(fd, first + 2);
+  ASSERT_TRUE(folio);
+  EXPECT_EQ(folio_order(folio), 0u);
+  EXPECT_EQ(peek(p, a), 1);
+}
+
+// The same on a block device while the THP waits in the swap cache: the
+// pages left come back one by one, copied out of the large folio, which
+// leaves the swap cache once no entry needs it.
+TEST_F(ShmemThpTest, TruncationIntoALargeSwapCacheFolioCopiesThePagesLeft) {
+  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kBlkdev), 0);
+  const auto [fd, off, a] = collapsed_thp();
+  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
+  const uint64_t first = off >> PAGE_SHIFT;
+  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(off + 2 * PAGE_SIZE)), 0);
+  EXPECT_EQ(peek(p, a + PAGE_SIZE), 2);
+  EXPECT_EQ(peek(p, a), 1);
+  Folio* folio = cache_folio(fd, first);
+  ASSERT_TRUE(folio);
+  EXPECT_EQ(folio_order(folio), 0u);
+  EXPECT_EQ(swapped_range(file(fd), first, HPAGE_PMD_NR).entries, 0u);
 }
 
 // shmem_enabled and the per-size shmem_enabled: the kernel's words, its
