@@ -85,7 +85,18 @@ std::vector<std::string> order_stat_names() {
   return v;
 }
 
-Stats::Stats() : cpus_(NR_CPUS) {}
+Stats::~Stats() {
+  for (auto& p : cpus_) delete p.load(std::memory_order_relaxed);
+}
+
+Stats::CpuBlock& Stats::first_count() {
+  std::atomic<CpuBlock*>& slot = cpus_[this_cpu().id];
+  auto* fresh = new CpuBlock();
+  CpuBlock* seen = nullptr;
+  if (slot.compare_exchange_strong(seen, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) return *fresh;
+  delete fresh;  // another thread on this CPU made it first
+  return *seen;
+}
 
 int Stats::tally_slot(std::string_view name) {
   Event e;
@@ -101,39 +112,40 @@ int Stats::tally_slot(std::string_view name) {
 
 uint64_t Stats::read(Event e) const {
   int64_t sum = 0;
-  for (const auto& c : cpus_) sum += load(c.events[idx(e)]);
+  for_each_block([&](const CpuBlock& c) { sum += load(c.events[idx(e)]); });
   return static_cast<uint64_t>(sum);
 }
 
 int64_t Stats::read(VmStat s) const {
   int64_t sum = 0;
-  for (const auto& c : cpus_) sum += load(c.vmstat[idx(s)]);
+  for_each_block([&](const CpuBlock& c) { sum += load(c.vmstat[idx(s)]); });
   return sum;
 }
 
 int64_t Stats::read_mthp(unsigned order, MthpStat s) const {
   if (order >= kMthpOrders) return 0;
   int64_t sum = 0;
-  for (const auto& c : cpus_) sum += load(c.mthp[order][idx(s)]);
+  for_each_block([&](const CpuBlock& c) { sum += load(c.mthp[order][idx(s)]); });
   return sum;
 }
 
 uint64_t Stats::read_order(unsigned order, OrderStat s) const {
   if (order >= kMthpOrders) return 0;
   int64_t sum = 0;
-  for (const auto& c : cpus_) sum += load(c.per_order[order][idx(s)]);
+  for_each_block([&](const CpuBlock& c) { sum += load(c.per_order[order][idx(s)]); });
   return static_cast<uint64_t>(sum);
 }
 
 uint64_t Stats::read_data_ns(DataTime t) const {
   int64_t sum = 0;
-  for (const auto& c : cpus_) sum += load(c.data_ticks[idx(t)]);
+  for_each_block([&](const CpuBlock& c) { sum += load(c.data_ticks[idx(t)]); });
   return static_cast<uint64_t>(static_cast<double>(sum) * tsc_ns_per_tick());
 }
 
 void Stats::reset_data_time() {
-  for (auto& c : cpus_)
+  for_each_block([](CpuBlock& c) {
     for (auto& v : c.data_ticks) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
+  });
 }
 
 uint64_t tsc_now() { return __rdtsc(); }
@@ -152,11 +164,11 @@ double tsc_ns_per_tick() {
 }
 
 void Stats::reset_events() {
-  for (auto& c : cpus_) {
+  for_each_block([](CpuBlock& c) {
     for (auto& v : c.events) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
     for (auto& per_order : c.per_order)
       for (auto& v : per_order) std::atomic_ref<int64_t>(v).store(0, std::memory_order_relaxed);
-  }
+  });
 }
 
 }  // namespace mmlab

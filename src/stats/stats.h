@@ -200,7 +200,10 @@ std::vector<std::string> order_stat_names();
 
 class Stats {
  public:
-  Stats();
+  Stats() = default;
+  ~Stats();
+  Stats(const Stats&) = delete;
+  Stats& operator=(const Stats&) = delete;
   void count(Event e, uint64_t n = 1) {
     add(cpu_block().events[idx(e)], n);
     tally(idx(e), static_cast<int64_t>(n));
@@ -276,7 +279,17 @@ class Stats {
   };
   template <typename E>
   static constexpr size_t idx(E e) { return static_cast<size_t>(e); }
-  CpuBlock& cpu_block() { return cpus_[this_cpu().id]; }
+  CpuBlock& cpu_block() {
+    CpuBlock* b = cpus_[this_cpu().id].load(std::memory_order_acquire);
+    return b ? *b : first_count();
+  }
+  CpuBlock& first_count();
+  // f(block) for every CPU that has counted.
+  template <typename F>
+  void for_each_block(F f) const {
+    for (const auto& p : cpus_)
+      if (CpuBlock* b = p.load(std::memory_order_acquire)) f(*b);
+  }
   // Only this thread reads its tally, after its operation: a plain add.
   static void tally(size_t slot, int64_t n) {
     if (int64_t* t = thread_tally_) t[slot] += n;
@@ -289,7 +302,13 @@ class Stats {
     else
       r.fetch_add(n, std::memory_order_relaxed);
   }
-  std::vector<CpuBlock> cpus_;
+  // A CPU's block is made on its first count. A System is made for every
+  // run of a race test, and a block for each of the NR_CPUS CPUs (225 KiB,
+  // zeroed, then freed) was most of such a run's time under the sanitizers,
+  // whose allocators map and unmap a block that size each time. The first
+  // count on a CPU may meet a reader, or another thread on a shared CPU: a
+  // compare-exchange publishes the zeroed block.
+  std::array<std::atomic<CpuBlock*>, NR_CPUS> cpus_{};
   std::atomic<bool> data_timing_{false};
 };
 

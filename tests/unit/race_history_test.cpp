@@ -18,14 +18,17 @@
 #include "mmlab/explore.h"
 #include "mmlab/gup.h"
 #include "mmlab/system.h"
+#include "repeats.h"
 #include "revert_race_util.h"
 
 namespace mmlab {
 namespace {
 
 
-constexpr int kFindRuns = 2000;   // the acceptance's bound per seed
-constexpr int kCleanRuns = 2000;  // PCT runs that must find nothing without the revert
+constexpr int kFindRuns = 2000;  // the acceptance's bound per seed
+// PCT runs that must find nothing without the revert (a fifth under a
+// sanitizer: repeats.h).
+constexpr int kCleanRuns = test::repeats(2000);
 
 // Each race's minimal schedule under the revert and without it.
 template <typename Fx>
@@ -38,7 +41,7 @@ void expect_directed(const test::RaceSpec<Fx>& with_spec, const test::RaceSpec<F
   auto r = with.replay(s);
   EXPECT_EQ(r.outcome, explore::Outcome::kViolation) << r.summary() << "\nschedule " << s;
   EXPECT_NE(r.detail.find(expect_in_detail), std::string::npos) << r.detail;
-  for (int rep = 0; rep < 100; rep++) {  // the minimal schedule fails every time
+  for (int rep = 0; rep < test::repeats(100); rep++) {  // the minimal schedule fails every time
     auto again = with.replay(s);
     ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
     ASSERT_EQ(again.trace_hash, r.trace_hash) << "replay " << rep;
@@ -566,7 +569,7 @@ TEST(RaceHistoryTest, K2GupFastAgainstCollapseDirected) {
   EXPECT_EQ(r.outcome, explore::Outcome::kViolation) << r.summary();
   EXPECT_NE(r.detail.find("collapsed away under the pin"), std::string::npos) << r.detail;
   auto race = with.race();
-  for (int rep = 0; rep < 100; rep++) {  // the minimal schedule fails every time
+  for (int rep = 0; rep < test::repeats(100); rep++) {  // the minimal schedule fails every time
     auto again = race.replay(s);
     ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
     ASSERT_EQ(again.trace_hash, r.trace_hash) << "replay " << rep;

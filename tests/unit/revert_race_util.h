@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mmlab/explore.h"
+#include "repeats.h"
 #include "sync/sched.h"
 
 namespace mmlab::test {
@@ -138,7 +139,8 @@ void expect_edited_line_diverges(explore::Race<Fx>& race, const std::string& lin
       << what << ": " << r.detail;
 }
 
-// PCT at depth `depth` with each of seeds 1-5, `runs` runs at most,
+// PCT at depth `depth` with each of seeds 1-5 (seed 1 alone under a
+// sanitizer: repeats.h), `runs` runs at most,
 // filtering on (the default) and off: each must find a violation, and the
 // finding must replay (from its schedule line) to the same violation, step
 // count and step hash, 100 times for seed 1's filtered finding; that line
@@ -154,16 +156,16 @@ void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const
     uint64_t k = 0;
     std::string counts;
     const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t seed = 1; seed <= 5; seed++) {
+    for (uint64_t seed = 1; seed <= static_cast<uint64_t>(repeats(5)); seed++) {
       auto res = race.explore({.depth = depth, .runs = runs, .seed = seed, .k = k_given, .filter = filter});
       ASSERT_TRUE(res.found) << what << " seed " << seed << (filter ? "" : " unfiltered") << ": " << res.summary();
       ASSERT_EQ(res.failure.outcome, explore::Outcome::kViolation) << res.summary();
       EXPECT_NE(res.failure.detail.find(expect_in_detail), std::string::npos) << res.failure.detail;
       // The finding replays to the same run from its line: 100 times for
-      // seed 1, once for the others.
+      // seed 1 (repeats.h), once for the others.
       const bool first = seed == 1 && (filter || which == Filter::kOffOnly);
       ASSERT_FALSE(res.failure.line.empty());
-      for (int rep = 0; rep < (first ? 100 : 1); rep++) {
+      for (int rep = 0; rep < (first ? repeats(100) : 1); rep++) {
         auto again = race.replay(res.failure.line);
         ASSERT_EQ(again.outcome, explore::Outcome::kViolation) << "replay " << rep << ": " << again.summary();
         ASSERT_EQ(first_line(again.detail), first_line(res.failure.detail)) << "replay " << rep;
@@ -180,8 +182,8 @@ void expect_pct_finds(explore::Race<Fx>& race, const char* what, int runs, const
       counts += (counts.empty() ? "" : " ") + std::to_string(res.runs);
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("# %s: PCT d=%d %s (k %llu) found it in %s runs (seeds 1-5), %.2f s\n", what, depth,
-                filter ? "filtered" : "unfiltered", static_cast<unsigned long long>(k), counts.c_str(), s);
+    std::printf("# %s: PCT d=%d %s (k %llu) found it in %s runs (seeds 1-%d), %.2f s\n", what, depth,
+                filter ? "filtered" : "unfiltered", static_cast<unsigned long long>(k), counts.c_str(), repeats(5), s);
   }
 }
 
