@@ -127,6 +127,11 @@ struct MmUse {
   Vma* last_vma = nullptr;  // lookup cache: walks visit addresses in order
 };
 
+std::vector<uint8_t>& frame_state_buffer() {
+  static thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+
 class Checker {
  public:
   Checker(Kernel* k, const std::vector<CheckedMm>& mms, const CheckerExtraRefs& extra)
@@ -821,7 +826,10 @@ class Checker {
   PhysMem* phys_;
   const CheckerExtraRefs& extra_;
   Reporter rep_;
-  std::vector<uint8_t> state_;  // FrameState per pfn
+  // FrameState per pfn, in a buffer the thread keeps between checks:
+  // allocating and zeroing a fresh one (a byte per frame) was a tenth of
+  // a short fuzz_ops input under ASan (docs/NOTES.md, issue 32).
+  std::vector<uint8_t>& state_ = frame_state_buffer();
   std::vector<MmUse> mms_;
   std::unordered_map<Folio*, FolioUse> folios_;
   std::set<Folio*> split_queue_;

@@ -670,15 +670,22 @@ void Worker::verify_all(const char* when) {
   }
 }
 
+// In chunks of kFileChunk pages through one buffer the thread keeps: a
+// buffer the size of the run (a whole unmapped 2 MiB hugetlb file) was a
+// fresh mapping per call under ASan, zeroed, faulted in and unmapped again,
+// and most of a short fuzz input's time (docs/NOTES.md, issue 32).
 void Worker::check_file_pages(const Region* r, uint64_t i, uint64_t end, const char* when) {
-  std::vector<uint8_t> buf((end - i) * PAGE_SIZE);
-  const long n = s_->sys->file_pread(r->fd, i * PAGE_SIZE, buf.data(), buf.size());
   static const uint8_t kZeros[PAGE_SIZE] = {};
-  bool zeros = n == static_cast<long>(buf.size());
-  // memcmp: a byte loop is a comparison callback per byte in the fuzz build.
-  for (uint64_t off = 0; zeros && off < buf.size(); off += PAGE_SIZE) zeros = std::memcmp(&buf[off], kZeros, PAGE_SIZE) == 0;
-  if (zeros) return;
-  for (uint64_t k = i; k < end; k++) check_file_page(r, k, when);
+  static thread_local std::vector<uint8_t> buf(kFileChunk * PAGE_SIZE);
+  for (uint64_t from = i; from < end; from += kFileChunk) {
+    const uint64_t to = std::min(end, from + kFileChunk), bytes = (to - from) * PAGE_SIZE;
+    const long n = s_->sys->file_pread(r->fd, from * PAGE_SIZE, buf.data(), bytes);
+    bool zeros = n == static_cast<long>(bytes);
+    // memcmp: a byte loop is a comparison callback per byte in the fuzz build.
+    for (uint64_t off = 0; zeros && off < bytes; off += PAGE_SIZE) zeros = std::memcmp(&buf[off], kZeros, PAGE_SIZE) == 0;
+    if (zeros) continue;
+    for (uint64_t k = from; k < to; k++) check_file_page(r, k, when);
+  }
 }
 
 void Worker::check_file_page(const Region* r, uint64_t i, const char* when) {

@@ -155,8 +155,9 @@ class Worker {
   // Check page i of a file region through the page cache (pread): zeros expected.
   void check_file_page(const Region* r, uint64_t i, const char* when);
   std::vector<const TypeInfo*> types_to_map();
-  // Pages [i, end) of r's file, expected to hold zeros, read in one pread.
+  // Pages [i, end) of r's file, expected to hold zeros, read a chunk per pread.
   void check_file_pages(const Region* r, uint64_t i, uint64_t end, const char* when);
+  static constexpr uint64_t kFileChunk = 16;
   void op_read();
   void op_write();
   void op_pin();
