@@ -41,7 +41,9 @@ struct Page;
 // test may use 4 KiB (the unit tests take
 // 3.6 s on host 4 KiB pages and 9.8 s with MADV_HUGEPAGE on this project's
 // machine; recycled memory is as fast either way). Benchmarks advise it
-// before their warm-up round.
+// before their warm-up round, and the scenario runner's stores (a System
+// made under a ScopedStoreUse hint: run, diff) get it, since their 1 GiB
+// tests' passes over GiBs of frames miss the host TLB on 4 KiB pages.
 const char* host_thp_name(HostThp h);
 
 // The memmap reservation is aligned to kMemmapAlign and its first word is the
