@@ -263,6 +263,7 @@ class UserDataBatch {
 // A kernel-side copy into a new, private folio (or the swap device) from a
 // frame another thread may still write.
 inline void copy_frames(PhysMem* phys, void* dst, const void* src, uint64_t len) {
+  if (FrameStore::any_pending_zero()) const_cast<FrameStore&>(phys->frame_store()).forget_zero(dst, len);
   DataTimeScope t(phys, DataTime::kCopy);
   user_copy_detail::move(phys, dst, src, len);
 }
@@ -326,6 +327,10 @@ inline void zero_frames(PhysMem* phys, void* dst, uint64_t len) {
 // the page the fault will touch (target; -1 for none) last and through the
 // cache, the others with non-temporal stores.
 inline void zero_folio_frames(PhysMem* phys, uint8_t* base, long nr, long target) {
+  // Memory the host never gave us written is zero already (frame_store.h).
+  if (FrameStore::any_pending_zero() &&
+      const_cast<FrameStore&>(phys->frame_store()).take_zero(base, static_cast<uint64_t>(nr) * PAGE_SIZE))
+    return;
   DataTimeScope t(phys, DataTime::kZero);
   if (nr == 1) {
     std::memset(base, 0, PAGE_SIZE);

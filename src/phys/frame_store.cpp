@@ -112,6 +112,8 @@ bool FrameStore::map(uint64_t capacity) {
   memmap_ = reinterpret_cast<Page*>(static_cast<uint8_t*>(base) + kMemmapOffset);
   used_blocks_.assign((capacity / kBlockBytes + 63) / 64, 0);
   ever_used_.assign(used_blocks_.size(), 0);
+  pristine_.assign(used_blocks_.size(), ~0ull);
+  pending_zero_.assign(used_blocks_.size(), 0);
   // A schedule point names an entry by (table pfn, index) and a memmap word
   // by pfn, never by host address (sched::kByAddress).
   sched::register_memory(data_, capacity, PAGE_SIZE, true);
@@ -119,7 +121,49 @@ bool FrameStore::map(uint64_t capacity) {
   return true;
 }
 
+std::atomic<uint64_t> FrameStore::pending_zero_blocks_{0};
+
+void FrameStore::take_block_whole(uint64_t pfn) {
+  const uint64_t b = pfn / kStoreBlockPages, bit = 1ull << (b % 64);
+  const bool pristine = std::atomic_ref<uint64_t>(pristine_[b / 64]).load(std::memory_order_relaxed) & bit;
+  mark_block_used(pfn);  // clears pristine
+  std::atomic_ref<uint64_t> pz(pending_zero_[b / 64]);
+  if (pristine && !(pz.fetch_or(bit, std::memory_order_relaxed) & bit)) pending_zero_blocks_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void FrameStore::drop_pending_zero(uint64_t b) {
+  const uint64_t bit = 1ull << (b % 64);
+  std::atomic_ref<uint64_t> pz(pending_zero_[b / 64]);
+  if (pz.load(std::memory_order_relaxed) & bit && pz.fetch_and(~bit, std::memory_order_relaxed) & bit)
+    pending_zero_blocks_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool FrameStore::take_zero(const void* p, uint64_t len, bool zeroing) {
+  const auto* c = static_cast<const uint8_t*>(p);
+  if (c < data_ || c >= data_ + capacity_ || len == 0) return false;  // not frame bytes (a swap device's data)
+  const uint64_t off = static_cast<uint64_t>(c - data_), end = std::min(off + len, capacity_);
+  bool all = off % kBlockBytes == 0 && end % kBlockBytes == 0;
+  for (uint64_t b = off / kBlockBytes; b < (end + kBlockBytes - 1) / kBlockBytes; b++) {
+    const uint64_t bit = 1ull << (b % 64);
+    std::atomic_ref<uint64_t> pz(pending_zero_[b / 64]);
+    if (pz.load(std::memory_order_relaxed) & bit && pz.fetch_and(~bit, std::memory_order_relaxed) & bit) {
+      pending_zero_blocks_.fetch_sub(1, std::memory_order_relaxed);
+    } else {
+      all = false;
+    }
+  }
+  if (all && zeroing) zero_skipped_.fetch_add(end - off, std::memory_order_relaxed);
+  return all;
+}
+
+bool FrameStore::block_pristine(uint64_t pfn) const {
+  const uint64_t b = pfn / kStoreBlockPages;
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(pristine_[b / 64])).load(std::memory_order_relaxed) & (1ull << (b % 64));
+}
+
 FrameStore::~FrameStore() {
+  for (size_t w = 0; w < pending_zero_.size(); w++)
+    pending_zero_blocks_.fetch_sub(static_cast<uint64_t>(__builtin_popcountll(pending_zero_[w])), std::memory_order_relaxed);
   if (data_) {
     sched::unregister_memory(data_);
     sched::unregister_memory(memmap_);
@@ -166,6 +210,14 @@ void FrameStore::reset(uint64_t nr_frames) {
       continue;
     }
     std::memset(static_cast<void*>(first), 0, kStoreBlockPages * sizeof(Page));
+  }
+  // A folio taken whole and never written (a hugetlb pool page no process
+  // faulted) leaves its blocks as the host gave them: pristine again.
+  for (size_t w = 0; w < pending_zero_.size(); w++) {
+    if (!pending_zero_[w]) continue;
+    pending_zero_blocks_.fetch_sub(static_cast<uint64_t>(__builtin_popcountll(pending_zero_[w])), std::memory_order_relaxed);
+    pristine_[w] |= pending_zero_[w];
+    pending_zero_[w] = 0;
   }
   for (size_t w = 0; w < used_blocks_.size(); w++) {
     ever_used_count_ += static_cast<uint64_t>(__builtin_popcountll(used_blocks_[w] & ~ever_used_[w]));
@@ -273,6 +325,14 @@ FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, Prefault pr
     if (!is_large(s)) large_stores().push_back(s);
   }
   s->uses_++;
+  // The scenario runner's stores (run and diff say what a test will use)
+  // ask for host huge pages: a replay's first touch of a 1 GiB hugetlb test
+  // is then one host fault per 2 MiB instead of per 4 KiB, and its later
+  // passes miss the host TLB less (`run -j 2` of cow, gup_longterm and
+  // khugepaged: 24.6 s wall, 6.2 s user against 55.2 s and 13.3 s, back to
+  // back under load; docs/NOTES.md). Unit tests and benchmarks (kAny) keep
+  // choosing for themselves.
+  if (thp == HostThp::kDefault && use != StoreUse::kAny) thp = HostThp::kHugepage;
   s->advise(thp);
   if (prefault == Prefault::kYes) s->populate(ram_bytes);
   if (err) *err = 0;

@@ -41,7 +41,9 @@ struct Page;
 // test may use 4 KiB (the unit tests take
 // 3.6 s on host 4 KiB pages and 9.8 s with MADV_HUGEPAGE on this project's
 // machine; recycled memory is as fast either way). Benchmarks advise it
-// before their warm-up round.
+// before their warm-up round, and the scenario runner's stores (a System
+// made under a ScopedStoreUse hint: run, diff) get it, since their 1 GiB
+// tests' passes over GiBs of frames miss the host TLB on 4 KiB pages.
 const char* host_thp_name(HostThp h);
 
 // The memmap reservation is aligned to kMemmapAlign and its first word is the
@@ -68,7 +70,33 @@ class FrameStore {
     std::atomic_ref<uint64_t> w(used_blocks_[b / 64]);
     const uint64_t bit = 1ull << (b % 64);
     if (!(w.load(std::memory_order_relaxed) & bit)) w.fetch_or(bit, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t> z(pristine_[b / 64]);
+    if (z.load(std::memory_order_relaxed) & bit) z.fetch_and(~bit, std::memory_order_relaxed);
+    if (any_pending_zero()) drop_pending_zero(b);  // a block freed back untouched, taken again
   }
+
+  // Zero-fill that is free for memory never written. A block whose frame
+  // bytes no System ever wrote since the host mapped them is all zero
+  // ("pristine"). alloc_contig_pages takes blocks whole for one folio (a
+  // 1 GiB hugetlb page): take_block_whole() marks the block used and, if it
+  // was pristine, "pending zero". The folio's first zeroing skips the
+  // memset when every block it covers is pending (take_zero), which spares
+  // the host's first touch of memory the test may never write; a zero or a
+  // copy into a block clears its pending bit, so only the first use of a
+  // folio straight from pristine memory is skipped. Host first-touch faults
+  // then happen where the test writes, not where the model zeroes.
+  void take_block_whole(uint64_t pfn);
+  // Whether [p, p + len) is whole blocks, all pending zero; clears the
+  // pending bit of every block the range overlaps either way (the caller is
+  // about to write it). zeroing: the caller skips its memset on true (counted).
+  bool take_zero(const void* p, uint64_t len, bool zeroing = true);
+  void forget_zero(const void* p, uint64_t len) { (void)take_zero(p, len, false); }
+  // Any block of any store pending zero (the fast path of copies and zeroing).
+  static bool any_pending_zero() { return pending_zero_blocks_.load(std::memory_order_relaxed) != 0; }
+  uint64_t zero_skipped_bytes() const { return zero_skipped_.load(std::memory_order_relaxed); }
+  // Tests: as after a fresh mapping, every block pristine (the bytes are
+  // not cleared: only for a store whose frames a test has just zeroed).
+  bool block_pristine(uint64_t pfn) const;
 
   uint64_t uses() const { return uses_; }  // Systems served, this one included
   // Host memory the store may hold: every block any System used (frames and
@@ -93,6 +121,7 @@ class FrameStore {
   void populate(uint64_t bytes);
   // Back to the state of a fresh mapping for everything a System can see.
   void reset(uint64_t nr_frames);
+  void drop_pending_zero(uint64_t block);
 
   uint64_t capacity_ = 0;
   uint8_t* data_ = nullptr;
@@ -101,6 +130,10 @@ class FrameStore {
   Page* memmap_ = nullptr;
   std::vector<uint64_t> used_blocks_;  // bitmap over MAX_PAGE_ORDER blocks; atomic_ref access
   std::vector<uint64_t> ever_used_;    // the same, over every System served
+  std::vector<uint64_t> pristine_;     // blocks whose frame bytes were never written; atomic_ref access
+  std::vector<uint64_t> pending_zero_;  // blocks taken whole while pristine, not yet zeroed or copied into
+  std::atomic<uint64_t> zero_skipped_{0};
+  static std::atomic<uint64_t> pending_zero_blocks_;  // set bits of every store's pending_zero_
   uint64_t ever_used_count_ = 0;
   uint64_t uses_ = 0;
   uint64_t populated_ = 0;  // prefix populated with MADV_POPULATE_WRITE

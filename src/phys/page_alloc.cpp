@@ -435,7 +435,7 @@ Page* PhysMem::alloc_contig_pages(gfp_t gfp, unsigned order) {
       if (!contig_range_free(z, start, nr)) continue;
       for (pfn_t pfn = start; pfn < start + nr; pfn += 1ull << MAX_PAGE_ORDER) {
         del_page_from_free_list(z, pfn_to_page(pfn), MAX_PAGE_ORDER);
-        frame_store_->mark_block_used(pfn);
+        frame_store_->take_block_whole(pfn);  // its first zeroing may be free (frame_store.h)
       }
       return pfn_to_page(start);
     }

@@ -2,6 +2,7 @@
 // on fresh host memory sees, the pool stays within its bounds, and bytes move
 // on the plain path only while one thread uses a System.
 #include "phys/frame_store.h"
+#include "phys/frame_copy.h"
 
 #include <gtest/gtest.h>
 
@@ -475,6 +476,106 @@ TEST(FrameStoreTest, LargeTestsKeepOneStoreToThemselves) {
     EXPECT_TRUE(a->pfn_address(0) == large || b->pfn_address(0) == large);
   }
   pool.set_max_idle(max_idle);
+  pool.drain();
+}
+
+// Zero-fill that is free for memory never written: a range taken whole from
+// pristine host memory skips its first zeroing, and every later zeroing of
+// the same frames writes zeros again. Each read-back below fails if the
+// lazy path skipped a zeroing it owed (after a copy into the range, after a
+// zeroing and a write, after the blocks went back to the buddy and were
+// used for small pages, or on a recycled store).
+TEST(FrameStoreTest, LazilyZeroedFramesReadBackAsZero) {
+  FrameStorePool& pool = FrameStorePool::instance();
+  pool.drain();
+  Stats stats;
+  constexpr unsigned kOrder = MAX_PAGE_ORDER + 2;  // four blocks
+  constexpr uint64_t kBytes = PAGE_SIZE << kOrder;
+  auto all_zero = [](const uint8_t* p, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+      if (p[i]) return false;
+    return true;
+  };
+  auto free_range = [](PhysMem& pm, Page* p) {
+    folio_ref_sub_and_test(reinterpret_cast<Folio*>(p), 1);
+    pm.free_pages(p, kOrder);
+  };
+  auto zero_range = [&](PhysMem& pm, Page* p) {
+    zero_folio_frames(&pm, static_cast<uint8_t*>(pm.page_address(p)), 1l << kOrder, -1);
+  };
+  {
+    auto pm = make_phys(&stats);
+    const FrameStore& fs = pm->frame_store();
+    ASSERT_EQ(fs.uses(), 1u);
+    Page* p = pm->alloc_pages(GFP_KERNEL, kOrder);
+    ASSERT_NE(p, nullptr);
+    auto* b = static_cast<uint8_t*>(pm->page_address(p));
+    EXPECT_FALSE(fs.block_pristine(pm->page_to_pfn(p)));
+    // First zeroing of pristine memory: free, and the bytes are zero.
+    zero_range(*pm, p);
+    EXPECT_EQ(fs.zero_skipped_bytes(), kBytes);
+    EXPECT_TRUE(all_zero(b, kBytes));
+    // Written (as a user would), zeroed again: this one is owed.
+    std::memset(b, 0x5a, kBytes);
+    zero_range(*pm, p);
+    EXPECT_EQ(fs.zero_skipped_bytes(), kBytes);
+    EXPECT_TRUE(all_zero(b, kBytes));
+    // A pristine range that a copy wrote first (hugetlb CoW into a new
+    // gigantic page) owes its next zeroing.
+    Page* q = pm->alloc_pages(GFP_KERNEL, kOrder);
+    ASSERT_NE(q, nullptr);
+    std::vector<uint8_t> src(kBytes, 0x77);
+    copy_frames(pm.get(), pm->page_address(q), src.data(), kBytes);
+    zero_range(*pm, q);
+    EXPECT_EQ(fs.zero_skipped_bytes(), kBytes);
+    EXPECT_TRUE(all_zero(static_cast<uint8_t*>(pm->page_address(q)), kBytes));
+    free_range(*pm, q);
+    free_range(*pm, p);
+    // Blocks that went back to the buddy untouched are pristine no more
+    // once the buddy hands them out: small pages written there, then a
+    // range taken whole again, must be zeroed.
+    std::vector<Page*> ranges;
+    while (Page* r = pm->alloc_pages(GFP_KERNEL, kOrder)) ranges.push_back(r);
+    ASSERT_GE(ranges.size(), 3u) << "a third range, pristine until now";
+    for (Page* r : ranges) free_range(*pm, r);
+    std::vector<Page*> small;
+    while (Page* r = pm->alloc_pages(GFP_KERNEL, 0)) {
+      std::memset(pm->page_address(r), 0x33, PAGE_SIZE);
+      small.push_back(r);
+    }
+    for (Page* r : small) {
+      folio_ref_sub_and_test(reinterpret_cast<Folio*>(r), 1);
+      pm->free_pages(r, 0);
+    }
+    ranges.clear();
+    while (Page* r = pm->alloc_pages(GFP_KERNEL, kOrder)) ranges.push_back(r);
+    ASSERT_GE(ranges.size(), 3u);
+    for (Page* r : ranges) {
+      zero_range(*pm, r);
+      EXPECT_TRUE(all_zero(static_cast<uint8_t*>(pm->page_address(r)), kBytes)) << pm->page_to_pfn(r);
+    }
+    EXPECT_EQ(fs.zero_skipped_bytes(), kBytes);
+    for (Page* r : ranges) free_range(*pm, r);
+  }
+  // A recycled store: every block some System took is written memory.
+  {
+    auto pm = make_phys(&stats);
+    ASSERT_EQ(pm->frame_store().uses(), 2u);
+    Page* p = pm->alloc_pages(GFP_KERNEL, kOrder);
+    ASSERT_NE(p, nullptr);
+    std::memset(pm->page_address(p), 0x44, kBytes);  // as if a System had used it
+    free_range(*pm, p);
+  }
+  {
+    auto pm = make_phys(&stats);
+    Page* p = pm->alloc_pages(GFP_KERNEL, kOrder);
+    ASSERT_NE(p, nullptr);
+    const uint64_t before = pm->frame_store().zero_skipped_bytes();
+    zero_range(*pm, p);
+    EXPECT_EQ(pm->frame_store().zero_skipped_bytes(), before);
+    EXPECT_TRUE(all_zero(static_cast<uint8_t*>(pm->page_address(p)), kBytes));
+    free_range(*pm, p);
+  }
   pool.drain();
 }
 
