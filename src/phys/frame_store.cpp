@@ -326,13 +326,15 @@ FrameStore* FrameStorePool::acquire(uint64_t ram_bytes, HostThp thp, Prefault pr
   }
   s->uses_++;
   // The scenario runner's stores (run and diff say what a test will use)
-  // ask for host huge pages: a replay's first touch of a 1 GiB hugetlb test
+  // ask for host huge pages, unless a host side runs in this process
+  // (set_runner_hugepages): a replay's first touch of a 1 GiB hugetlb test
   // is then one host fault per 2 MiB instead of per 4 KiB, and its later
   // passes miss the host TLB less (`run -j 2` of cow, gup_longterm and
   // khugepaged: 24.6 s wall, 6.2 s user against 55.2 s and 13.3 s, back to
   // back under load; docs/NOTES.md). Unit tests and benchmarks (kAny) keep
   // choosing for themselves.
-  if (thp == HostThp::kDefault && use != StoreUse::kAny) thp = HostThp::kHugepage;
+  if (thp == HostThp::kDefault && use != StoreUse::kAny && runner_hugepages_.load(std::memory_order_relaxed))
+    thp = HostThp::kHugepage;
   s->advise(thp);
   if (prefault == Prefault::kYes) s->populate(ram_bytes);
   if (err) *err = 0;

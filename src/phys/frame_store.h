@@ -166,6 +166,14 @@ class FrameStorePool {
   unsigned max_idle() const;
   void set_idle_budget(uint64_t bytes);
   void drain();  // unmap every idle store
+  // Whether the scenario runner's stores (a System made under a
+  // ScopedStoreUse hint) get MADV_HUGEPAGE; off by default. run and diff
+  // turn it on when no side is the host backend: the host runner forks its
+  // scenario processes from this one, and a process whose mm MADV_HUGEPAGE
+  // registered with khugepaged passes the registration to its children
+  // (khugepaged_fork), so khugepaged would scan, and collapse, memory the
+  // scenario expects it never to see.
+  void set_runner_hugepages(bool on) { runner_hugepages_.store(on, std::memory_order_relaxed); }
 
   struct Counters {
     uint64_t created = 0, recycled = 0, unmapped = 0;
@@ -181,6 +189,7 @@ class FrameStorePool {
   // What exceeds the limits, to unmap outside the lock.
   std::vector<FrameStore*> trim_locked() REQUIRES(lock_);
   mutable Mutex lock_;
+  std::atomic<bool> runner_hugepages_{false};
   std::vector<FrameStore*> idle_ GUARDED_BY(lock_);  // most recently released last
   unsigned max_idle_ GUARDED_BY(lock_) = 4;
   uint64_t idle_budget_ GUARDED_BY(lock_) = 0;

@@ -505,7 +505,10 @@ bool PhysMem::free_pages_prepare(Page* p, unsigned order) {
     }
     // CONFIG_PAGE_POISONING: a frame is handed out again only through a
     // path that zeroes or overwrites it; one that does not reads the poison,
-    // never another test's bytes from the recycled frame store.
+    // never another test's bytes from the recycled frame store. The poison
+    // is a write: a block still pending zero (frame_store.h) is no longer
+    // zero, and must not become pristine again when the store is reset.
+    if (FrameStore::any_pending_zero()) frame_store_->forget_zero(page_address(p), PAGE_SIZE << order);
     poison_frames(page_address(p), kPagePoison, PAGE_SIZE << order);
   }
   for (uint64_t i = 0; i < (1ull << order); i++) reset_page(p + i, 0);

@@ -330,6 +330,7 @@ int scenario_diff(const ScenarioProgram& prog, const DiffOptions& opt, std::ostr
   ScenarioOptions so;
   so.ram_bytes = opt.ram_bytes;
   const bool host = opt.a.backend == Backend::kHost || opt.b.backend == Backend::kHost;
+  FrameStorePool::instance().set_runner_hugepages(!host);
   std::string why;
   out << "TAP version 13\n";
   if (host && !scenario_host_available(&why)) {

@@ -122,6 +122,7 @@ std::vector<ScenarioResult> scenario_run(const ScenarioProgram& prog, const Scen
   tap << "TAP version 13\n1.." << jobs.size() << "\n";
   std::string host_why;
   const bool host = opt.backend == Backend::kHost;
+  FrameStorePool::instance().set_runner_hugepages(!host);
   const bool host_ok = host && scenario_host_available(&host_why);
   std::optional<host::HostLock> lock;  // settings and vmstat deltas are machine-wide
   if (host_ok) {

@@ -196,7 +196,11 @@ add_test(NAME stress.variants_key_all COMMAND mmlab stress --threads 2 --ops 600
 set_tests_properties(stress.variants_key_all PROPERTIES PASS_REGULAR_EXPRESSION "no violation in 600 operations" TIMEOUT 300)
 # Under the deterministic scheduler (docs/STRESS.md "Under the scheduler"):
 # the seed alone gives the same run in two processes (the run hash is over
-# every round's step hash), another seed another run.
+# every round's step hash), another seed another run. These run in the
+# release build only: the sanitizer builds run the same runs and replays in
+# one process (StressSchedTest.*), and what a second process adds is
+# another heap, the allocator's, not another path through the model.
+if(NOT MMLAB_SANITIZE)
 set(_sched_args "--threads 3 --ops 600 --check-every 100 --ram 512M --types anon-64K,thp,shmem --sched pct")
 add_test(NAME stress.sched_same_seed_same_run COMMAND sh -c
   "a=$($<TARGET_FILE:mmlab> stress ${_sched_args} --seed 7 | grep -o 'run hash [0-9a-f]*'); b=$($<TARGET_FILE:mmlab> stress ${_sched_args} --seed 7 | grep -o 'run hash [0-9a-f]*'); c=$($<TARGET_FILE:mmlab> stress ${_sched_args} --seed 8 | grep -o 'run hash [0-9a-f]*'); test -n \"$a\" && test \"$a\" = \"$b\" && test \"$a\" != \"$c\" && echo same-$a")
@@ -220,11 +224,7 @@ set_tests_properties(stress.sched_schedule_replays_anon_shared_and_hugetlb PROPE
 # tcache, so that its heap lies otherwise (before the file rmap's i_mmap was
 # ordered by creation id, seed 4's two runs took other steps). The reports
 # are byte for byte the same but for their wall-clock figures and the
-# saved line. Release only: the sanitizer builds run the same two runs in
-# one process (StressSchedTest.TheSameSeedTwiceInOneProcessMakesTheSameReport),
-# and what this adds, a second process's heap, is the allocator's, not the
-# model's.
-if(NOT MMLAB_SANITIZE)
+# saved line.
 add_test(NAME stress.sched_three_seeds_same_report COMMAND sh -c
   "d=${CMAKE_BINARY_DIR}/stress-sched-seeds; mkdir -p $d; wall() { grep -v '^schedule' | sed -E -e 's/[0-9.]+ runs\\/s//' -e 's/[0-9.]+ steps\\/s//' -e 's/[0-9.]+ s, [0-9.]+ ops\\/s//' ; }; a='--threads 3 --ops 900 --check-every 100 --ram 512M --sched pct'; for seed in 4 5 6; do $<TARGET_FILE:mmlab> stress $a --seed $seed | wall > $d/$seed.1 || exit 1; GLIBC_TUNABLES=glibc.malloc.tcache_count=0 $<TARGET_FILE:mmlab> stress $a --seed $seed --schedule-out $d/$seed.line | wall > $d/$seed.2 || exit 1; grep -q 'no violation in 900 operations' $d/$seed.1 || exit 2; cmp $d/$seed.1 $d/$seed.2 || exit 3; done; echo three-seeds-same")
 set_tests_properties(stress.sched_three_seeds_same_report PROPERTIES PASS_REGULAR_EXPRESSION "three-seeds-same" TIMEOUT 600)

@@ -38,6 +38,21 @@ class ShmemThpTest : public FileFixture {
     if (p->madvise(a, PMD_SIZE, MADV_COLLAPSE) == 0) c.addr = a;
     return c;
   }
+  // collapsed_thp() on a system with a swap device of `kind`, then
+  // MADV_PAGEOUT of the THP; first is the THP's first file index.
+  struct PagedOut {
+    int fd;
+    uint64_t off, addr, first;
+  };
+  PagedOut paged_out_thp(SwapKind kind) {
+    EXPECT_EQ(sys->add_swap(16ull << 20, kind), 0);
+    const Collapsed c = collapsed_thp();
+    EXPECT_NE(c.addr, 0u) << "MADV_COLLAPSE failed";
+    if (c.addr) {
+      EXPECT_EQ(p->madvise(c.addr, PMD_SIZE, MADV_PAGEOUT), 0);
+    }
+    return {c.fd, c.off, c.addr, c.off >> PAGE_SHIFT};
+  }
   void fill(uint64_t addr, uint64_t len) {
     for (uint64_t o = 0; o < len; o += PAGE_SIZE) poke(p, addr + o, static_cast<uint8_t>(1 + (o >> PAGE_SHIFT) % 200));
   }
@@ -124,11 +139,8 @@ SwappedRange swapped_range(File* f, uint64_t first, uint64_t nr) {
 // swap entry of order 9 in place of the folio), and touched while its
 // write waits in the swap cache, it comes back whole.
 TEST_F(ShmemThpTest, PageoutSwapsTheThpWholeOnABlockDevice) {
-  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kBlkdev), 0);
-  const auto [fd, off, a] = collapsed_thp();
-  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
-  const uint64_t first = off >> PAGE_SHIFT;
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  const auto [fd, off, a, first] = paged_out_thp(SwapKind::kBlkdev);
+  ASSERT_NE(a, 0u);
   EXPECT_EQ(cache_folio(fd, first), nullptr);
   const SwappedRange r = swapped_range(file(fd), first, HPAGE_PMD_NR);
   EXPECT_EQ(r.entries, HPAGE_PMD_NR);
@@ -146,11 +158,8 @@ TEST_F(ShmemThpTest, PageoutSwapsTheThpWholeOnABlockDevice) {
 // zram frees the folio in the same pass; the read fault reads the large
 // entry into one new folio of its order (shmem_swap_alloc_folio).
 TEST_F(ShmemThpTest, PageoutOnZramReadsTheThpBackWhole) {
-  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
-  const auto [fd, off, a] = collapsed_thp();
-  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
-  const uint64_t first = off >> PAGE_SHIFT;
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  const auto [fd, off, a, first] = paged_out_thp(SwapKind::kZram);
+  ASSERT_NE(a, 0u);
   EXPECT_EQ(swapped_range(file(fd), first, HPAGE_PMD_NR).order, static_cast<int>(PMD_ORDER));
   EXPECT_EQ(peek(p, a + 300 * PAGE_SIZE), static_cast<uint8_t>(1 + 300 % 200));
   Folio* folio = cache_folio(fd, first);
@@ -162,11 +171,8 @@ TEST_F(ShmemThpTest, PageoutOnZramReadsTheThpBackWhole) {
 // A swap file gives no large folio its slots: the THP is split and its
 // pages go one by one (order-0 entries, no large one recorded).
 TEST_F(ShmemThpTest, PageoutSplitsTheThpOnASwapFile) {
-  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kFile), 0);
-  const auto [fd, off, a] = collapsed_thp();
-  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
-  const uint64_t first = off >> PAGE_SHIFT;
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  const auto [fd, off, a, first] = paged_out_thp(SwapKind::kFile);
+  ASSERT_NE(a, 0u);
   const SwappedRange r = swapped_range(file(fd), first, HPAGE_PMD_NR);
   EXPECT_EQ(r.entries, HPAGE_PMD_NR);
   EXPECT_EQ(r.order, -1);
@@ -181,11 +187,8 @@ TEST_F(ShmemThpTest, PageoutSplitsTheThpOnASwapFile) {
 // and leaves the rest order 0: on zram they are read back one by one, not
 // as the whole entry.
 TEST_F(ShmemThpTest, TruncationIntoALargeSwapEntryLeavesOrderZero) {
-  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kZram), 0);
-  const auto [fd, off, a] = collapsed_thp();
-  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
-  const uint64_t first = off >> PAGE_SHIFT;
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  const auto [fd, off, a, first] = paged_out_thp(SwapKind::kZram);
+  ASSERT_NE(a, 0u);
   ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(off + 3 * PAGE_SIZE)), 0);
   const SwappedRange r = swapped_range(file(fd), first, HPAGE_PMD_NR);
   EXPECT_EQ(r.entries, 3u);
@@ -201,11 +204,8 @@ TEST_F(ShmemThpTest, TruncationIntoALargeSwapEntryLeavesOrderZero) {
 // pages left come back one by one, copied out of the large folio, which
 // leaves the swap cache once no entry needs it.
 TEST_F(ShmemThpTest, TruncationIntoALargeSwapCacheFolioCopiesThePagesLeft) {
-  ASSERT_EQ(sys->add_swap(16ull << 20, SwapKind::kBlkdev), 0);
-  const auto [fd, off, a] = collapsed_thp();
-  ASSERT_NE(a, 0u) << "MADV_COLLAPSE failed";
-  const uint64_t first = off >> PAGE_SHIFT;
-  ASSERT_EQ(p->madvise(a, PMD_SIZE, MADV_PAGEOUT), 0);
+  const auto [fd, off, a, first] = paged_out_thp(SwapKind::kBlkdev);
+  ASSERT_NE(a, 0u);
   ASSERT_EQ(sys->file_ftruncate(fd, static_cast<int64_t>(off + 2 * PAGE_SIZE)), 0);
   EXPECT_EQ(peek(p, a + PAGE_SIZE), 2);
   EXPECT_EQ(peek(p, a), 1);
