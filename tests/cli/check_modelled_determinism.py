@@ -3,7 +3,8 @@
 runs of usemem and cow-rand with a cost profile, while two busy loops load
 both CPUs, give identical modelled.* values in report.json, the per-write modelled
 latency percentiles included (no timing is compared, only the modelled
-figures, which are counts times fixed costs).
+figures, which are counts times fixed costs). --force: the profile may be of
+another kind of machine than the one running the test.
 
 usage: check_modelled_determinism.py MMLAB PROFILE OUTDIR"""
 import json
@@ -19,7 +20,7 @@ def spin():
 
 def run(mmlab, profile, out):
     subprocess.run([mmlab, "cow-bench", "--quick", "--size", "8M", "--workload", "usemem,cow-rand", "--column",
-                    "base,rfc,fixed-16K,fixed-64K", "--profile", profile, "--out", out],
+                    "base,rfc,fixed-16K,fixed-64K", "--profile", profile, "--force", "--out", out],
                    check=True, stdout=subprocess.DEVNULL)
     r = json.load(open(out + "/report.json"))
     got = {}

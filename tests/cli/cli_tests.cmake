@@ -374,9 +374,21 @@ endif()
 
 # run --profile: the kernel's modelled time of each test's part after its
 # `counters reset`, from the committed profile.
+# --force: the committed profile may be of another kind of machine than the
+# one running the test, which marks each line FORCED.
 add_test(NAME cli.run_profile COMMAND mmlab run ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms --filter cow-o4
-                                      --profile ${CMAKE_SOURCE_DIR}/bench/cost/profiles/vm-6.18-2cpu.json)
-set_tests_properties(cli.run_profile PROPERTIES PASS_REGULAR_EXPRESSION "# modelled cow-o4: kernel [1-9][0-9.]* us, program")
+                                      --profile ${CMAKE_SOURCE_DIR}/bench/cost/profiles/vm-6.18-2cpu.json --force)
+set_tests_properties(cli.run_profile PROPERTIES PASS_REGULAR_EXPRESSION "# modelled( FORCED)? cow-o4: kernel [1-9][0-9.]* us, program")
+# A profile of another kind of machine (here: another architecture) is
+# refused by every tool that prices counts, each difference named, exit 2;
+# --force takes it and marks the figures.
+add_test(NAME cli.profile_refuses_other_machine COMMAND sh -c
+  "python3 -c \"import json, sys; p = json.load(open(sys.argv[1])); p['machine']['arch'] = 'riscv64'; json.dump(p, open(sys.argv[2], 'w'))\" ${CMAKE_SOURCE_DIR}/bench/cost/profiles/vm-6.18-2cpu.json ${CMAKE_BINARY_DIR}/other-arch.json || exit 1; \
+   for cmd in 'run ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms --filter cow-o4' 'cow-bench --quick --size 4M --workload cow-rand --column base --out ${CMAKE_BINARY_DIR}/other-arch-cb' 'bench --quick --suite fault --out ${CMAKE_BINARY_DIR}/other-arch-b'; do \
+     $<TARGET_FILE:mmlab> $cmd --profile ${CMAKE_BINARY_DIR}/other-arch.json > ${CMAKE_BINARY_DIR}/other-arch.log 2>&1; rc=$?; \
+     [ $rc -eq 2 ] && grep -q 'another kind of machine' ${CMAKE_BINARY_DIR}/other-arch.log && grep -q 'arch: .* here, riscv64 in the profile' ${CMAKE_BINARY_DIR}/other-arch.log || { echo \"$cmd: exit $rc\"; cat ${CMAKE_BINARY_DIR}/other-arch.log; exit 1; }; done; \
+   $<TARGET_FILE:mmlab> run ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms --filter cow-o4 --profile ${CMAKE_BINARY_DIR}/other-arch.json --force | grep -q '# modelled FORCED cow-o4: kernel' && echo forced-marked")
+set_tests_properties(cli.profile_refuses_other_machine PROPERTIES PASS_REGULAR_EXPRESSION "forced-marked")
 
 # The main job never touches the machine's settings unasked: the corpus
 # suite runs on the host kernel only with --host.

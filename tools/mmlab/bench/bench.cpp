@@ -122,10 +122,7 @@ bool check_arguments(const BenchOptions& o, std::vector<const BenchSuite*>* suit
                  o.out.empty() ? "empty path" : err.c_str());
     return false;
   }
-  if (!o.profile.empty() && host::load_cost_profile(o.profile, profile, &err)) {
-    std::fprintf(stderr, "mmlab bench: --profile %s: %s\n", o.profile.c_str(), err.c_str());
-    return false;
-  }
+  if (!o.profile.empty() && load_profile_option("bench", o.profile, o.force, false, profile)) return false;
   if (build_is_instrumented()) {
     std::fprintf(stderr, "mmlab bench: refusing to report timings from a debug or sanitizer build; build the release preset\n");
     return false;

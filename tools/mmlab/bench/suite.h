@@ -17,6 +17,7 @@ struct BenchOptions {
   std::vector<std::string> suites;
   std::string out = "bench-out";
   std::string profile;  // cost profile file, or empty
+  bool force = false;   // --force: a --profile of another kind of machine, its figures marked FORCED
   std::string corpus;   // the corpus suite's scenario file (default: the source tree's cow.mms)
   // --host: the corpus suite also runs its tests on this machine's kernel,
   // which changes machine-wide THP, hugetlb and swap settings while it runs

@@ -41,6 +41,7 @@ void add_bench(CLI::App& app) {
       ->check(CLI::IsMember({"mmtests", "lkp"}));
   sub->add_option("--out", o->out, "directory for report.md, report.json and the plots (made if missing)");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate` for the modelled-time tables (default: a committed profile of this machine's kind, if any)")->check(CLI::ExistingFile);
+  sub->add_flag("--force", o->force, "use a --profile measured on another kind of machine (every modelled figure is marked FORCED)");
   add_trace_options(sub);
   register_action(sub, [o, list] { return *list ? list_suites() : run_bench(*o); });
 }

@@ -30,6 +30,7 @@ struct CowCli {
   double snapshot_rate = 0, zipf_s = 0.99;
   bool no_sampler = false;
   std::string geometry = "off", profile;
+  bool force = false;
   uint64_t khugepaged_speedup = 1000;
 };
 
@@ -122,13 +123,7 @@ int run_cow_bench(const CowCli& o) {
   host::CostProfile profile;
   std::string profile_file = o.profile, no_profile;
   if (o.profile.empty() && !default_profile(&profile, &profile_file, &no_profile)) profile_file.clear();
-  if (!o.profile.empty()) {
-    std::string perr;
-    if (host::load_cost_profile(o.profile, &profile, &perr)) {
-      std::fprintf(stderr, "mmlab cow-bench: --profile %s: %s\n", o.profile.c_str(), perr.c_str());
-      return 2;
-    }
-  }
+  if (!o.profile.empty() && load_profile_option("cow-bench", o.profile, o.force, false, &profile)) return 2;
   const bool fragmented = std::any_of(ws.begin(), ws.end(), [](const cowbench::Workload* w) { return w->name == "fragmented"; });
   if (p.size > kMaxRam / std::max(p.procs + 2, fragmented ? 6u : 0u)) {
     std::fprintf(stderr, "mmlab cow-bench: --size %s with --procs %u needs more than the %llu GiB of simulated RAM a run may have%s\n",
@@ -191,6 +186,7 @@ void add_cow_bench(CLI::App& app) {
                 "no RSS/PSS/TLB sampling thread: the run that shows the sampler does not move the ratios");
   sub->add_option("--geometry", o->geometry, "tune tlb.geometry in every column: off (default), x86-intel, x86-amd, arm64");
   sub->add_option("--profile", o->profile, "cost profile from `mmlab calibrate` for the modelled table (default: a committed profile of this machine's kind, if any)");
+  sub->add_flag("--force", o->force, "use a --profile measured on another kind of machine (every modelled figure is marked FORCED)");
   sub->add_option("--khugepaged-speedup", o->khugepaged_speedup,
                   "base-khugepaged: khugepaged's sleeps last 1/N of scan_sleep_millisecs and alloc_sleep_millisecs in "
                   "host time, so that it wakes beside a short run (default 1000)")

@@ -34,6 +34,7 @@ struct ReplayCli {
   bool dump = false, fidelity = false, ignore_thp_disable = false;
   uint64_t max_records = 0;
   std::string to_mms, geometry = "off", profile;
+  bool force = false;
   uint32_t pid = 0;
   double from_s = 0, to_s = -1;
 };
@@ -313,10 +314,7 @@ int run_replay(const ReplayCli& v) {
   if (v.fidelity) return run_fidelity(t, v);
   host::CostProfile profile;
   std::string file = v.profile, why;
-  if (!v.profile.empty() && host::load_cost_profile(v.profile, &profile, &why)) {
-    std::fprintf(stderr, "mmlab replay: --profile %s: %s\n", v.profile.c_str(), why.c_str());
-    return 2;
-  }
+  if (!v.profile.empty() && load_profile_option("replay", v.profile, v.force, false, &profile)) return 2;
   const bool priced = !v.profile.empty() || default_profile(&profile, &file, &why);
   if (priced) std::printf("# modelled ms: the counts priced with the cost profile %s\n", file.c_str());
   else std::printf("# no modelled time: %s\n", why.c_str());
@@ -350,6 +348,7 @@ void add_replay(CLI::App& app) {
   sub->add_option("--max-records", v->max_records, "stop after this many records");
   sub->add_option("--geometry", v->geometry, "a TLB model (x86-intel, x86-amd, arm64; default off): IPIs and L2 reach");
   sub->add_option("--profile", v->profile, "a cost profile for the modelled time (default: this machine kind's)");
+  sub->add_flag("--force", v->force, "use a --profile measured on another kind of machine (every modelled figure is marked FORCED)");
   sub->add_option("--json", v->json, "also write the table as JSON");
   register_action(sub, [v] { return run_replay(*v); });
 }

@@ -14,6 +14,7 @@
 #include "mmlab/scenario.h"
 #include "mmlab/system.h"
 #include "nlohmann/json.hpp"
+#include "report/report.h"
 
 namespace mmlab::cli {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 struct RunOptions {
   std::vector<std::string> files;
   std::string json, known, states, profile;
+  bool force_profile = false;
   FilterCli filter;
   std::vector<std::string> variants;
   std::vector<std::string> counters;  // --counters GLOB,...
@@ -85,11 +87,12 @@ bool write_states(const std::vector<ScenarioResult>& results, const std::string&
 // time predicted from the model's counts (include/mmlab/cost.h).
 void print_modelled(const std::vector<ScenarioResult>& results, const host::CostProfile& p) {
   std::cout << "# modelled (profile " << p.name << "): the part of each test after its last `counters reset`\n";
+  // A --force'd profile of another kind of machine marks every line.
+  const char* mark = host::cost_header_differences(p.machine, host::describe_this_machine()).empty() ? "" : " FORCED";
   for (auto& r : results) {
     if (r.cost_counts.empty()) continue;
     const cost::Prediction pr = cost::predict(p, r.cost_counts);
-    std::cout << fmt::format("# modelled {}: kernel {:.1f} us, program {:.1f} us (band {:.1f}-{:.1f} us){}\n", r.name,
-                             pr.kernel_ns / 1e3, pr.user_ns / 1e3, pr.lo_ns / 1e3, pr.hi_ns / 1e3,
+    std::cout << fmt::format("# modelled{} {}: kernel {:.1f} us, program {:.1f} us (band {:.1f}-{:.1f} us){}\n", mark, r.name, pr.kernel_ns / 1e3, pr.user_ns / 1e3, pr.lo_ns / 1e3, pr.hi_ns / 1e3,
                              pr.missing.empty() && pr.not_exercised.empty()
                                  ? ""
                                  : fmt::format(", terms without a cost: {}{}{}", fmt::join(pr.missing, " "),
@@ -217,11 +220,7 @@ int run_run(const RunOptions& o) {
   }
   host::CostProfile profile;
   if (!o.profile.empty()) {
-    if (host::load_cost_profile(o.profile, &profile, &err) || profile.terms.empty()) {
-      std::cerr << "mmlab run: --profile " << o.profile << ": "
-                << (err.empty() ? "no cost-model terms (a format 1 profile: run mmlab calibrate again)" : err) << "\n";
-      return 2;
-    }
+    if (load_profile_option("run", o.profile, o.force_profile, true, &profile)) return 2;
     so.cost_sample = true;
   }
   std::vector<ScenarioResult> results;
@@ -269,6 +268,7 @@ void add_run(CLI::App& app) {
   sub->add_option("--profile", o->profile,
                   "cost profile from `mmlab calibrate`: a '# modelled' line per test, the kernel's time of its part after "
                   "`counters reset` predicted from the model's counts");
+  sub->add_flag("--force", o->force_profile, "use a --profile measured on another kind of machine (every modelled line is marked FORCED)");
   sub->add_flag("--debug-vm", o->debug_vm,
                 "model: run the invariant checker after every statement, not only at each test's end (also MMLAB_DEBUG_VM=all)");
   add_parallel_options(sub, &o->par);

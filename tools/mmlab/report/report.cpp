@@ -94,11 +94,45 @@ std::string environment_text(nlohmann::ordered_json* env) {
                      sysconf(_SC_NPROCESSORS_ONLN), kernel, thp, kFrameStorePreparation, build_description(), build_commit());
 }
 
+namespace {
+constexpr const char* kForcedMark = " FORCED";
+}
+
+int load_profile_option(const char* command, const std::string& path, bool force, bool need_terms, host::CostProfile* p) {
+  std::string err;
+  if (host::load_cost_profile(path, p, &err)) {
+    std::fprintf(stderr, "mmlab %s: --profile %s: %s\n", command, path.c_str(), err.c_str());
+    return 2;
+  }
+  if (need_terms && p->terms.empty()) {
+    std::fprintf(stderr, "mmlab %s: --profile %s: no cost-model terms (a format 1 profile: run mmlab calibrate again)\n",
+                 command, path.c_str());
+    return 2;
+  }
+  const std::vector<std::string> diff = host::cost_header_differences(p->machine, host::describe_this_machine());
+  if (diff.empty()) return 0;
+  if (!force) {
+    std::fprintf(stderr, "mmlab %s: --profile %s was measured on another kind of machine (--force to use it anyway):\n",
+                 command, path.c_str());
+    for (auto& d : diff) std::fprintf(stderr, "  %s\n", d.c_str());
+    return 2;
+  }
+  p->name += kForcedMark;
+  return 0;
+}
+
 std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::ordered_json* j) {
   *j = {{"name", p.name}, {"file", file}, {"date", p.date}, {"cpu", p.machine.cpu}, {"kernel", p.machine.kernel},
         {"commit", p.commit}};
-  return fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost per event, "
-                     "not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
+  std::string text = fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost "
+                                 "per event, not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
+  const std::vector<std::string> diff = host::cost_header_differences(p.machine, host::describe_this_machine());
+  if (diff.empty()) return text;
+  (*j)["forced"] = diff;
+  text += "**FORCED** (--force): the profile was measured on another kind of machine, and every modelled figure is that "
+          "machine's cost:\n";
+  for (auto& d : diff) text += "- " + d + "\n";
+  return text;
 }
 
 bool default_profile(host::CostProfile* out, std::string* file, std::string* why) {
