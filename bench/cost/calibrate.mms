@@ -53,8 +53,29 @@ P write A 8M 1
 counters reset
 P madvise A 8M dontneed
 
+test dontneed-o2-8m
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M dontneed
+
 test dontneed-o4-8m
 sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M dontneed
+
+test dontneed-o6-8m
+sysfs transparent_hugepage/hugepages-256kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M dontneed
+
+test dontneed-o8-8m
+sysfs transparent_hugepage/hugepages-1024kB/enabled always
 P mmap A 8M rw private align=2M
 P write A 8M 1
 counters reset
@@ -182,8 +203,29 @@ P write A 32M 1
 counters reset
 P madvise A 32M dontneed
 
+test dontneed-o2-32m
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P madvise A 32M dontneed
+
 test dontneed-o4-32m
 sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P madvise A 32M dontneed
+
+test dontneed-o6-32m
+sysfs transparent_hugepage/hugepages-256kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P madvise A 32M dontneed
+
+test dontneed-o8-32m
+sysfs transparent_hugepage/hugepages-1024kB/enabled always
 P mmap A 32M rw private align=2M
 P write A 32M 1
 counters reset
@@ -1308,6 +1350,20 @@ P write A+32512K 64K 2
 P write A+32576K 64K 2
 P write A+32640K 64K 2
 P write A+32704K 64K 2
+
+test collapse-o2
+sysfs transparent_hugepage/hugepages-16kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M collapse
+
+test collapse-o6
+sysfs transparent_hugepage/hugepages-256kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M collapse
 
 test collapse-half
 P mmap A 8M rw private align=2M

@@ -53,7 +53,9 @@ def calibrate():
     for mb in (8, MB):
         for o in (0, 2, 4, 6, 8, 9):
             out += case(f"fault-o{o}-{mb}m", region(o, mb) + ["counters reset", f"P write A {mb}M 1"])
-        for o in (0, 4, 9):
+        # Per-CPU lists (0, 2, 9) and zone lock (4, 6, 8) each at several
+        # orders: what a free costs per folio apart from per page.
+        for o in (0, 2, 4, 6, 8, 9):
             out += case(f"dontneed-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", f"P madvise A {mb}M dontneed"])
         for o in (0, 2, 9):
             out += case(f"munmap-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", f"P munmap A {mb}M"])
@@ -69,6 +71,10 @@ def calibrate():
     out += case("write-populated-64k", region(0) + [f"P write A {MB}M 1", "counters reset"] + [f"P write A+{i * 64}K 64K 2" for i in range(MB * 16)])
     out += case("fault-o0-64k", region(0) + ["counters reset"] + [f"P write A+{i * 64}K 64K 2" for i in range(MB * 16)])
     # Half of each 2M populated: the collapse copies half and zeroes half.
+    # Ranges mapped by 16K and 256K folios: what a collapse costs per folio
+    # it isolates and frees apart from per PTE it scans.
+    for o in (2, 6):
+        out += case(f"collapse-o{o}", region(o, 8) + ["P write A 8M 1", "counters reset", "P madvise A 8M collapse"])
     out += case("collapse-half", region(0, 8) + [f"P write A+{i * 2}M 1M 1" for i in range(4)] + ["counters reset", "P madvise A 8M collapse"])
     out += case("read-populated", region(0) + [f"P write A {MB}M 1", "counters reset", f"P read A {MB}M 1"])
     # System calls that find nothing to do: the per-call cost.
