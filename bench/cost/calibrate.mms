@@ -1995,6 +1995,32 @@ Q write B 32M 2
 counters reset
 Q vm-read P A 32M B
 
+test populate-o0-8m
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M populate_read
+
+test populate-o0-32m
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P madvise A 32M populate_read
+
+test populate-o9-8m
+sysfs transparent_hugepage/hugepages-2048kB/enabled always
+P mmap A 8M rw private align=2M
+P write A 8M 1
+counters reset
+P madvise A 8M populate_read
+
+test populate-o9-32m
+sysfs transparent_hugepage/hugepages-2048kB/enabled always
+P mmap A 32M rw private align=2M
+P write A 32M 1
+counters reset
+P madvise A 32M populate_read
+
 test cow-pmd-split
 sysfs transparent_hugepage/hugepages-2048kB/enabled always
 P mmap A 32M rw private align=2M

@@ -92,6 +92,11 @@ def calibrate():
     # per-grab costs the GUP tables' modelled time needs.
     for o, mb in ((0, 8), (0, MB), (9, 8), (9, MB)):
         out += case(f"gup-remote-o{o}-{mb}m", gup_remote(o, mb))
+    # MADV_POPULATE_READ of a populated region walks as GUP does but grabs
+    # and pins nothing (no FOLL_GET, no FOLL_PIN): what a walk costs apart
+    # from a grab and a pin, which process_vm_readv always does with it.
+    for o, mb in ((0, 8), (0, MB), (9, 8), (9, MB)):
+        out += case(f"populate-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", f"P madvise A {mb}M populate_read"])
     # A write to each 2M of a PMD-mapped region shared after fork: the split.
     out += case("cow-pmd-split", region(9) + [f"P write A {MB}M 1", "P fork C", "counters reset"] + [f"C write A+{i * 2}M 4K 2" for i in range(MB // 2)])
     return out

@@ -56,7 +56,7 @@
   X(fork_vma, "fork.vmas", "VMA", Kernel, Fit, "any", "a VMA duplicated by dup_mmap() (anon_vma_fork, the maple tree)")        \
   X(thp_split_pmd, "thp_split_pmd", "split", Kernel, Fit, "any", "a PMD mapping split into PTEs (__split_huge_pmd)")         \
   X(gup_walk, "gup.descents", "walk", Kernel, Fit, "any", "a follow_page_mask() walk from the top level")                     \
-  X(gup_grab, "gup.grab", "run", Kernel, Fit, "any", "try_grab_folio() of one same-folio run")                                \
+  X(gup_grab, "gup.grab_ref", "run", Kernel, Fit, "any", "try_grab_folio() of one same-folio run, taking its references")                                \
   X(gup_pin_page, "nr_foll_pin_acquired", "page", Kernel, Fit, "any", "a page pinned (FOLL_PIN), with its unpin")              \
   X(collapse, "collapse.attempt", "range", Kernel, Fit, "any",                                                            \
     "collapse_huge_page(): mmap write lock, pmdp_collapse_flush, the new PMD")                                           \

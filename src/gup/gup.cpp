@@ -243,6 +243,9 @@ void gup_flush_pages(Vma* vma, Page** pages, long nr) {
 
 int counted_grab(Vma* vma, Folio* folio, int refs, unsigned flags) {
   stats_of(vma)->count(Event::gup_grab);
+  // Without FOLL_GET or FOLL_PIN try_grab_folio() touches no counter: the
+  // cost model prices only the grabs that do (a populate walk has none).
+  if (flags & (FOLL_GET | FOLL_PIN)) stats_of(vma)->count(Event::gup_grab_ref);
   return try_grab_folio(folio, refs, flags);
 }
 

@@ -64,6 +64,7 @@ enum class MthpStat : uint16_t {
   X(gup_pte_lock, "gup.pte_lock", "split PTE lock acquisitions by the GUP slow path")              \
   X(gup_pmd_lock, "gup.pmd_lock", "PMD/PUD lock acquisitions by the GUP slow path")                \
   X(gup_grab, "gup.grab", "try_grab_folio() calls made by GUP (one per committed run)")           \
+  X(gup_grab_ref, "gup.grab_ref", "those of them that take references (FOLL_GET or FOLL_PIN; MADV_POPULATE_* takes none)") \
   X(gup_mark_accessed, "gup.mark_accessed", "folio_mark_accessed() calls made by GUP")            \
   X(gup_cache_flush, "gup.cache_flush", "pages passed through the cache-flush helpers by GUP")    \
   X(gup_fast_speculative, "gup.fast_speculative", "speculative references taken by GUP-fast")     \

@@ -125,12 +125,14 @@ void modelled_gup(const std::vector<ModelledGup>& rows, const std::string& key, 
     rep->json["modelled"][key][r.row][r.variant] = {{"us", us}, {"vs_base", r.is_base ? nlohmann::ordered_json(1.0) : identifiable ? nlohmann::ordered_json(ratio) : nlohmann::ordered_json()}};
   }
   rep->add("\nModelled, not measured: the GUP terms (walks, grabs, pins) are fitted on process_vm_readv of 4K and 2M "
-           "mappings on the host (the slow path the host kernel has, without the series); the batched and unified walks "
+           "mappings on the host (the slow path the host kernel has, without the series) and on MADV_POPULATE_READ of "
+           "populated 4K and 2M mappings (the same walks, with no grab and no pin); the batched and unified walks "
            "would be extrapolated from them (fewer walks and grabs, each at the legacy cost). The ratio is the base's "
            "modelled time over the variant's.");
   if (!identifiable)
-    rep->add(" n/i: not identifiable with this profile: on the host every page costs one walk, one grab and one pin, "
-             "so the fit cannot split a page's cost between them (the profile's terms table says which merged), and "
+    rep->add(" n/i: not identifiable with this profile: in its calibration cases every page cost one walk, one grab "
+             "and one pin (a profile made before the populate cases), so the fit could not split a page's cost between "
+             "them (the profile's terms table says which merged), and "
              "what a variant saves by walking or grabbing less is unknown. The modelled time of a row's base, whose "
              "counts move together as the host's do, stands.");
   rep->add("\n");
