@@ -1995,6 +1995,26 @@ Q write B 32M 2
 counters reset
 Q vm-read P A 32M B
 
+test unshare-o0-8m
+P mmap A 8M rw private align=2M
+P write A 8M 1
+P fork C
+proc Q
+Q mmap B 8M rw private
+Q write B 8M 2
+counters reset
+Q vm-read P A 8M B
+
+test unshare-o0-32m
+P mmap A 32M rw private align=2M
+P write A 32M 1
+P fork C
+proc Q
+Q mmap B 32M rw private
+Q write B 32M 2
+counters reset
+Q vm-read P A 32M B
+
 test populate-o0-8m
 P mmap A 8M rw private align=2M
 P write A 8M 1

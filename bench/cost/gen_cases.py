@@ -92,6 +92,12 @@ def calibrate():
     # per-grab costs the GUP tables' modelled time needs.
     for o, mb in ((0, 8), (0, MB), (9, 8), (9, MB)):
         out += case(f"gup-remote-o{o}-{mb}m", gup_remote(o, mb))
+    # process_vm_readv of a region shared with a child since fork: the
+    # read-only pin of a possibly shared anonymous page unshares it first
+    # (FAULT_FLAG_UNSHARE, a copy per page).
+    for mb in (8, MB):
+        out += case(f"unshare-o0-{mb}m", region(0, mb) + [f"P write A {mb}M 1", "P fork C", "proc Q", f"Q mmap B {mb}M rw private",
+                                                          f"Q write B {mb}M 2", "counters reset", f"Q vm-read P A {mb}M B"])
     # MADV_POPULATE_READ of a populated region walks as GUP does but grabs
     # and pins nothing (no FOLL_GET, no FOLL_PIN): what a walk costs apart
     # from a grab and a pin, which process_vm_readv always does with it.
