@@ -415,6 +415,11 @@ add_test(NAME cli.diff_tap COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/cli/check_d
 add_test(NAME cli.run_list_filters COMMAND sh -c
   "$<TARGET_FILE:mmlab> run --list --filter 'anon-*' --filter 'mthp-*' --exclude '*zero*' ${CMAKE_SOURCE_DIR}/tests/scenarios/basics.mms | tr '\\n' ' '; echo END")
 set_tests_properties(cli.run_list_filters PROPERTIES PASS_REGULAR_EXPRESSION "^mthp-64k-order-and-stats END")
+# A glob takes one word: the scenario files after --filter or --exclude stay
+# files (both files' tests are listed).
+add_test(NAME cli.run_filter_before_files COMMAND sh -c
+  "$<TARGET_FILE:mmlab> run --list --filter 'cow-o4' --exclude 'x' ${CMAKE_SOURCE_DIR}/bench/cost/validate.mms ${CMAKE_SOURCE_DIR}/bench/cost/calibrate.mms --filter 'cow-o0-8m' | tr '\\n' ' '; echo END")
+set_tests_properties(cli.run_filter_before_files PROPERTIES PASS_REGULAR_EXPRESSION "^cow-o4 cow-o0-8m END")
 # run --counters: one table, a column per variant, a row per non-zero counter.
 add_test(NAME cli.run_counter_table COMMAND $<TARGET_FILE:mmlab> run --variant cow.policy=base,fixed --counters cow.copy.*
          --filter cow-mthp-max-order ${CMAKE_SOURCE_DIR}/tests/scenarios/cow_mthp.mms)

@@ -180,8 +180,10 @@ TestFilter FilterCli::tests() const {
 
 void add_filter_options(CLI::App* sub, FilterCli* o, const char* what) {
   sub->add_option("--filter", o->filter,
-                  fmt::format("only {} whose name matches this glob; repeatable (any of them), '!GLOB' excludes", what));
-  sub->add_option("--exclude", o->exclude, fmt::format("leave out {} whose name matches this glob; repeatable", what));
+                  fmt::format("only {} whose name matches this glob; repeatable (any of them), '!GLOB' excludes", what))
+      ->allow_extra_args(false);  // one glob per --filter: the files after it stay files
+  sub->add_option("--exclude", o->exclude, fmt::format("leave out {} whose name matches this glob; repeatable", what))
+      ->allow_extra_args(false);
 }
 
 std::string no_test_message(const TestFilter& f) {
