@@ -90,7 +90,8 @@ void report_statement(const DiffOptions& opt, const Stmt& st, const std::vector<
   if (state || opt.counters_all) n->state_diffs++;
   t->state |= state;
   t->counters |= !deltas.empty();
-  if (!opt.full && t->statements++ >= opt.max_lines_per_test) return;
+  // Counted with and without --full: the TAP line gives the number either way.
+  if (t->statements++ >= opt.max_lines_per_test && !opt.full) return;
   const std::string& an = opt.a.name;
   const std::string& bn = opt.b.name;
   t->report.push_back(fmt::format("  after {}:{}: {}", st.file, st.line, st.text.substr(st.text.find_first_not_of(' '))));

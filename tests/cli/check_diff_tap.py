@@ -55,6 +55,10 @@ def main():
     _, full = diff(mmlab, "--full", *args)
     if "more lines (--full shows them)" not in cut or "more lines" in full or len(full) <= len(cut):
         fail("--full does not show the lines the default cuts")
+    # The TAP line counts the statements that differ, with --full as without.
+    counts = [re.search(r"end state differs after (\d+) statement", t) for t in (cut, full)]
+    if not all(counts) or counts[0].group(1) != counts[1].group(1) or counts[0].group(1) == "0":
+        fail(f"--full changes the count of differing statements: {[c.group(0) if c else None for c in counts]}")
     print(f"TAP plan 1..{plan}, {len(counters_only)} counters-only tests, JSON totals agree, --counters all and --full work")
 
 
