@@ -428,7 +428,8 @@ expect P A mapped pte
 expect P A+12K mapped pte
 
 # A folio another process maps is left alone (folio_mapcount !=
-# folio_nr_pages): nothing is unmapped, nothing read again.
+# folio_nr_pages): nothing is unmapped, nothing read again; once the other
+# process unmaps it, it is dropped.
 test pageout-ext4-mapped-by-two-kept
 file F 16K fs=ext4
 proc P
@@ -443,8 +444,14 @@ expect P A+12K mapped pte
 expect Q B mapped pte
 P read A 16K 0
 expect vmstat pgmajfault 0
+Q munmap B 16K
+P madvise A 16K pageout
+expect P A mapped none
+P read A 16K 0
+expect vmstat pgmajfault 1
 
-# MADV_COLD deactivates the file's folios and unmaps nothing.
+# MADV_COLD deactivates the file's folios and unmaps nothing; a pageout
+# after it drops them.
 test cold-ext4-keeps-mapping
 file F 16K fs=ext4
 proc P
@@ -455,6 +462,9 @@ expect P A mapped pte
 expect P rss file 16K
 P read A 16K 0
 expect vmstat pgmajfault 0
+P madvise A 16K pageout
+expect P A mapped none
+expect P rss file 0
 
 # ---- the swap device's zeromap (v6.12; v6.18 mm/page_io.c) ----
 # swap_writeout() writes nothing for a zero-filled folio: it marks its
