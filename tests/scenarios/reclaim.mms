@@ -543,3 +543,25 @@ P read A 8K 0
 P read A+8K 8K 0x5c
 expect vmstat swpin_zero 2
 expect vmstat pswpin 0
+
+# From zram a zero-filled mTHP comes back as one folio of its order
+# (alloc_swap_folio: the range is all in the zeromap, so can_swapin_thp
+# allows it), read as zeros: swpin_zero, and neither pswpin nor the size's
+# swpin, which count the device's reads.
+test pageout-zero-filled-mthp-zram-swapin-whole
+swap 16M zram
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0
+P madvise A 64K pageout
+expect P A swapped yes
+expect vmstat pswpout 0
+expect vmstat swpout_zero 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 0
+P read A 4K 0
+expect P A order 4
+expect vmstat swpin_zero 16
+expect vmstat pswpin 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpin 0
+P read A 64K 0
