@@ -25,11 +25,36 @@ constexpr uint64_t kFaultAroundPages = 65536 >> PAGE_SHIFT;
 
 // ---- faults ----
 
+// maybe_unlock_mmap_for_io: the first try of a fault that may retry drops
+// its lock for the I/O and returns VM_FAULT_RETRY once it is done. Under the
+// per-VMA lock, handle_mm_fault's dispatch drops it. Opt-out: which lock is
+// held is a fault flag, which the analysis cannot follow.
+bool maybe_unlock_mmap_for_io(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
+  const fault_flags_t flags = vmf->flags;
+  if (!(flags & FAULT_FLAG_ALLOW_RETRY) || (flags & (FAULT_FLAG_TRIED | FAULT_FLAG_RETRY_NOWAIT))) return false;
+  if (!(flags & FAULT_FLAG_VMA_LOCK)) mmap_read_unlock(vmf->vma->vm_mm);
+  return true;
+}
+
+// filemap_fault's miss in a file of the ext4 class: PGMAJFAULT, the mmap
+// read-around (do_sync_mmap_readahead), and VM_FAULT_RETRY if the fault
+// dropped its lock for the read: the retry finds the pages cached, and a
+// read fault's fault-around maps those around it (a 64K mapping comes back
+// by one major fault). 0 if the page is cached: the fault goes on (minor).
+vm_fault_t filemap_fault_miss(VmFault* vmf, File* f, uint64_t pgoff) {
+  if (file_is_shmem(f) || !filemap_read_around(f, pgoff)) return 0;
+  vmf->vma->vm_mm->kernel->stats->count(VmStat::pgmajfault);
+  if (maybe_unlock_mmap_for_io(vmf)) return VM_FAULT_MAJOR | VM_FAULT_RETRY;
+  return VM_FAULT_MAJOR;
+}
+
 // __do_fault: ->fault gives the folio for page pgoff, referenced and locked.
 vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pagep) {
   File* f = vmf->vma->vm_file.get();
   uint64_t start = 0;
   Folio* folio = nullptr;
+  const vm_fault_t miss = filemap_fault_miss(vmf, f, pgoff);
+  if (miss & VM_FAULT_RETRY) return miss;
   bool major = false;
   int err = file_get_folio_locked(f, pgoff, &folio, &start, &major, vmf->vma, vmf->address);
   // shmem_swapin_folio started a read: a major fault (pgmajfault here, and
@@ -40,7 +65,7 @@ vm_fault_t do_file_fault(VmFault* vmf, uint64_t pgoff, Folio** foliop, Page** pa
   if (err) return VM_FAULT_NOPAGE;  // retry
   *foliop = folio;
   *pagep = folio_page(folio, static_cast<long>(pgoff - start));
-  return major ? VM_FAULT_MAJOR : 0;
+  return (major ? VM_FAULT_MAJOR : 0) | miss;
 }
 
 // set_pte_range: map nr pages of folio from page at addr (ptep, PTL held).

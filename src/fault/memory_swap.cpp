@@ -87,6 +87,8 @@ bool can_swapin_thp(VmFault* vmf, const pte_t* ptep, unsigned nr) {
   const pte_t pte = ptep_get(ptep);
   if (!(pte == pte_move_swp_offset(vmf->orig_pte, -idx))) return false;
   if (swap_pte_batch(ptep, nr, pte) != nr) return false;
+  // A range partly in the zeromap cannot be read as one folio.
+  if (swap_zeromap_batch(k, pte_to_swp_entry(pte), nr) != nr) return false;
   return non_swapcache_batch(k, pte_to_swp_entry(pte), nr) == nr;
 }
 

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/mmdebug.h"
 #include "mm/file.h"
 #include "mm/hugetlb.h"
 #include "mm/kernel.h"
@@ -178,6 +179,47 @@ int filemap_get_or_swapin(File* f, uint64_t index, Folio** foliop, uint64_t* sta
 }
 
 }  // namespace
+
+// The backing device's read-ahead window (bdi->ra_pages): read_ahead_kb
+// 128, the default of a block device, and of the loop device the host
+// backend mounts its ext4 on.
+constexpr uint64_t kRaPages = (128 * 1024) >> PAGE_SHIFT;
+
+bool filemap_read_around(File* f, uint64_t index) {
+  VM_BUG_ON(file_is_shmem(f) || f->fs == FsClass::kHugetlbfs, "read-around of a file without a disk");
+  uint64_t end = 0;
+  {
+    MutexGuard g(&f->lock);
+    uint64_t start;
+    if (lookup_locked(f, index, &start)) return false;
+    end = file_end_index(f);
+  }
+  if (index >= end) return false;
+  // The mmap read-around: ra_pages from ra_pages / 2 before the fault, as
+  // order-0 folios (the host's ext4 read them back order 0, large folios
+  // notwithstanding), none past the page holding EOF. Not modelled: the
+  // PG_readahead mark at ra_pages / 4 before the window's end (fault-around
+  // skips that folio, and a fault on it reads the next window ahead), and
+  // mmap_miss, which stops the read-around after 100 misses more than hits.
+  const uint64_t first = index > kRaPages / 2 ? index - kRaPages / 2 : 0;
+  const uint64_t last = std::min(first + kRaPages, end);
+  for (uint64_t i = first; i < last; i++) {
+    {
+      MutexGuard g(&f->lock);
+      uint64_t start;
+      if (lookup_locked(f, i, &start)) continue;
+    }
+    Folio* nf = filemap_alloc_folio(f);
+    if (!nf) break;  // readahead is best effort: the fault allocates its own page
+    // The disk holds what the page cache last held clean: zeros, the
+    // model's written-and-synced contents (nothing writes a dirty folio of
+    // this class back, so only clean folios are ever dropped), or a hole.
+    folio_set_uptodate(nf);
+    uint64_t start;
+    folio_put(filemap_add_folio(f, nf, i, &start));  // the cache's references remain
+  }
+  return true;
+}
 
 int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start, bool* major, const Vma* vma,
                           uint64_t addr) {

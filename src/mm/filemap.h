@@ -56,6 +56,12 @@ Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock)
 // cache meanwhile.
 [[nodiscard]] int file_get_folio_locked(File* f, uint64_t index, Folio** foliop, uint64_t* start,
                                         bool* major = nullptr, const Vma* vma = nullptr, uint64_t addr = 0);
+// filemap_fault's page-cache miss in a file of the ext4 class and the mmap
+// read-around it starts (do_sync_mmap_readahead, mm/readahead.c): false if
+// page `index` is cached (or past EOF), else the window of ra_pages around
+// it is read into the page cache (pages already cached are left alone) and
+// true: the fault is major.
+bool filemap_read_around(File* f, uint64_t index);
 // shmem_get_folio_gfp's huge orders for a fault at addr of vma on the hole
 // at `index`: a new folio of the highest order shmem_allowable_huge_orders
 // allows whose aligned block fits the VMA and holds nothing yet, zeroed,

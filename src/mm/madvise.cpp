@@ -246,13 +246,6 @@ void cold_or_pageout_folio(Folio* folio, ColdOrPageout what, std::vector<Folio*>
   list->push_back(folio);
 }
 
-// A folio the walk leaves alone: MADV_PAGEOUT reclaims anonymous and shmem
-// folios (shmem_writeout); the reclaim of the ext4 class's page cache is not
-// modelled. MADV_COLD deactivates any folio.
-bool skip_folio(const Folio* folio, ColdOrPageout what) {
-  return what == ColdOrPageout::kPageout && !folio_test_anon(folio) && !folio_test_swapbacked(folio);
-}
-
 // The PMD-leaf part of madvise_cold_or_pageout_pte_range. true: done with
 // this PMD; false: look at the PTEs (the leaf was split, or is gone).
 bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, ColdOrPageout what,
@@ -268,7 +261,7 @@ bool cold_or_pageout_pmd(Vma* vma, pmd_t* pmd, uint64_t addr, uint64_t end, Cold
   Page* page = vm_normal_page_pmd(vma, addr, orig);
   Folio* folio = page ? page_folio(page) : nullptr;  // nullptr: the huge zero folio
   // Do not interfere with other mappings of this folio.
-  if (!folio || folio_maybe_mapped_shared(folio) || skip_folio(folio, what)) {
+  if (!folio || folio_maybe_mapped_shared(folio)) {
     ptl->unlock();
     return true;
   }
@@ -310,7 +303,6 @@ void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPage
     Page* page = vm_normal_page(vma, addr, ptent);
     if (!page) continue;
     Folio* folio = page_folio(page);
-    if (skip_folio(folio, what)) continue;
     if (folio_test_large(folio)) {
       // Split a large folio only if it is not entirely mapped inside the
       // range; otherwise it is deactivated or reclaimed whole.
@@ -335,10 +327,12 @@ void cold_or_pageout_pmd_range(Vma* vma, uint64_t addr, uint64_t end, ColdOrPage
 void madvise_cold_or_pageout_range(Vma* vma, uint64_t start, uint64_t end, ColdOrPageout what) {
   mmap_assert_locked(vma->vm_mm);
   Kernel* k = vma->vm_mm->kernel;
-  // Shared mappings of the ext4 class hold page cache the model does not
-  // reclaim; MADV_COLD still deactivates their folios. Shared anonymous
-  // memory and shmem files are reclaimed to swap (shmem_writeout).
-  if (what == ColdOrPageout::kPageout && (vma->vm_flags & (VM_SHARED | VM_MAYSHARE)) && !vma_is_shmem(vma)) return;
+  // madvise_pageout's can_do_file_pageout() and the walk's
+  // pageout_anon_only_filter: a process that neither owns the file nor may
+  // write it pages out only anonymous memory. The model's processes run as
+  // root (inode_owner_or_capable), so file folios are always isolated: the
+  // page cache of the ext4 class is dropped or kept by shrink_folio_list,
+  // shmem's swapped out (shmem_writeout).
   end = std::min(end, vma->vm_end);
   for (uint64_t addr = std::max(start, vma->vm_start), next; addr < end; addr = next) {
     next = pmd_addr_end(addr, end);

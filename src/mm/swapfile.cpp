@@ -98,6 +98,7 @@ SwapDevice::SwapDevice(unsigned t, uint64_t nr_slots, SwapKind kind)
   if (p != MAP_FAILED) data = static_cast<uint8_t*>(p);
   swap_map.assign(nr_slots, 0);
   cache.assign(nr_slots, nullptr);
+  zeromap.assign(nr_slots, 0);
 }
 
 SwapDevice::~SwapDevice() {
@@ -211,6 +212,7 @@ void slot_maybe_free(SwapDevice* si, uint64_t off) REQUIRES(si->lock) {
   if (si->swap_map[off] == 0) {
     VM_BUG_ON(si->cache[off], "a free swap slot still has a swap-cache folio");
     si->inuse_pages--;
+    si->zeromap[off] = 0;  // swap_range_free
   }
 }
 
@@ -508,6 +510,20 @@ unsigned swap_pte_batch(const pte_t* ptep, unsigned max_nr, pte_t pte) {
 bool swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off) {
   PhysMem* phys = k->phys.get();
   const long nr = folio_nr_pages(folio);
+  // swap_read_folio_zeromap: before any I/O (so before the injected error).
+  long zero = 0;
+  {
+    SpinGuard g(&si->lock);
+    for (long i = 0; i < nr; i++) zero += si->zeromap[off + static_cast<uint64_t>(i)];
+  }
+  if (zero == nr) {
+    for (long i = 0; i < nr; i++) zero_frames(phys, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
+    k->stats->count(VmStat::swpin_zero, static_cast<uint64_t>(nr));
+    return true;
+  }
+  // Partly in the zeromap: not handled by the kernel either, which leaves
+  // the folio !uptodate (an I/O error). alloc_swap_folio avoids it.
+  if (zero) return false;
   if (phys->should_fail(FaultSite::swapin, folio_order(folio))) return false;
   for (long i = 0; i < nr; i++)
     copy_frames(phys, phys->page_address(folio_page(folio, i)), si->data + (off + static_cast<uint64_t>(i)) * PAGE_SIZE,
@@ -525,6 +541,18 @@ void swap_writeout(Kernel* k, Folio* folio) {
   SwapDevice* si = swp_swap_info(k, entry);
   PhysMem* phys = k->phys.get();
   const long nr = folio_nr_pages(folio);
+  // is_folio_zero_filled: a folio of zeros is marked in the zeromap, not
+  // written (no pswpout, no thp_swpout or mTHP swpout: those count I/O).
+  bool zero = true;
+  for (long i = 0; i < nr && zero; i++) zero = frame_is_zero(phys->page_address(folio_page(folio, i)));
+  {
+    SpinGuard g(&si->lock);
+    for (long i = 0; i < nr; i++) si->zeromap[swp_offset(entry) + static_cast<uint64_t>(i)] = zero ? 1 : 0;
+  }
+  if (zero) {
+    k->stats->count(VmStat::swpout_zero, static_cast<uint64_t>(nr));
+    return;
+  }
   uint8_t* dst = si->data + swp_offset(entry) * PAGE_SIZE;
   for (long i = 0; i < nr; i++)
     copy_frames(phys, dst + static_cast<uint64_t>(i) * PAGE_SIZE, phys->page_address(folio_page(folio, i)), PAGE_SIZE);
@@ -536,8 +564,21 @@ void swap_writeout(Kernel* k, Folio* folio) {
 }
 
 bool swap_writeout_is_async(Kernel* k, const Folio* folio) {
-  const SwapDevice* si = swp_swap_info(k, folio_swap_entry(folio));
-  return si && !si->synchronous_io;
+  const swp_entry_t entry = folio_swap_entry(folio);
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si || si->synchronous_io) return false;
+  SpinGuard g(&si->lock);
+  return !si->zeromap[swp_offset(entry)];
+}
+
+unsigned swap_zeromap_batch(Kernel* k, swp_entry_t entry, unsigned nr) {
+  SwapDevice* si = swp_swap_info(k, entry);
+  if (!si) return 0;
+  SpinGuard g(&si->lock);
+  const uint64_t off = swp_offset(entry);
+  unsigned i = 1;
+  while (i < nr && off + i < si->max && si->zeromap[off + i] == si->zeromap[off]) i++;
+  return i;
 }
 
 void folio_start_writeback(Kernel* k, Folio* folio) {

@@ -67,6 +67,10 @@ struct SwapDevice {
   std::vector<uint16_t> swap_map GUARDED_BY(lock);  // per slot: count | SWAP_HAS_CACHE
   std::vector<Folio*> cache GUARDED_BY(lock);       // swap cache: slot -> folio (every slot of a large folio)
   uint64_t inuse_pages GUARDED_BY(lock) = 0;        // slots with a nonzero swap_map
+  // si->zeromap (v6.12): a slot whose page was all zeros when written out;
+  // nothing was written to the device, and a read fills the folio with
+  // zeros. Cleared when the slot is freed or written with data.
+  std::vector<uint8_t> zeromap GUARDED_BY(lock);
   uint64_t cluster_next GUARDED_BY(lock) = 1;       // allocation hint
 };
 
@@ -131,11 +135,20 @@ void free_swap_cache(Folio* folio);
 // mm/page_io.c: the slots' bytes into a folio at off (swap_read_folio: false
 // on a read error, which leaves the folio !uptodate), and a locked, unmapped
 // swap-cache folio's bytes into its slots (swap_writeout).
+// A zero-filled folio is not written: its slots are marked in the zeromap
+// (swpout_zero, no pswpout or swpout), and read back as zeros (swpin_zero,
+// no pswpin); a large folio whose slots are partly marked fails its read,
+// as the kernel's does.
 [[nodiscard]] bool swap_read_folio(Kernel* k, Folio* folio, SwapDevice* si, uint64_t off);
 void swap_writeout(Kernel* k, Folio* folio);
-// The device of a swap-cache folio is asynchronous: the write just started
-// stays in flight (folio_start_writeback), the folio in the swap cache.
+// The write swap_writeout() just started for a swap-cache folio stays in
+// flight (folio_start_writeback), the folio in the swap cache: an
+// asynchronous device, and a folio that was not zero-filled (a zeromap
+// folio started no write, so reclaim frees it in the same pass).
 bool swap_writeout_is_async(Kernel* k, const Folio* folio);
+// swap_zeromap_batch: how many of nr slots from entry share the first's
+// zeromap bit (alloc_swap_folio swaps in no large folio across a mix).
+unsigned swap_zeromap_batch(Kernel* k, swp_entry_t entry, unsigned nr);
 void folio_start_writeback(Kernel* k, Folio* folio);
 // Wait for every swap write in flight (folio_end_writeback of each): a
 // folio that nothing maps and no swap PTE needs any more then leaves the

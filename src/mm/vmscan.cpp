@@ -94,15 +94,24 @@ bool shmem_cache_folio(const Folio* folio) {
          aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire) != 0;
 }
 
+// A folio of the file LRU in a page cache (the ext4 class: not swap-backed).
+// A lazy-free folio is on the file LRU too but anonymous.
+bool file_cache_folio(const Folio* folio) {
+  return !folio_test_anon(folio) && !folio_test_swapbacked(folio) &&
+         aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire) != 0;
+}
+
 // AS_UNEVICTABLE of the folio's page-cache mapping.
 bool mapping_unevictable(const Folio* folio) {
   auto* f = reinterpret_cast<const File*>(aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire));
   return f && f->unevictable;
 }
 
-// __remove_mapping for a clean shmem folio still in the page cache: held by
-// nobody but the page cache and the reclaimer, it leaves the cache (a hole
-// again: it was never written, so it reads as zeros) and is freed.
+// __remove_mapping for a clean folio still in the page cache: held by nobody
+// but the page cache and the reclaimer, it leaves the cache and is freed. A
+// shmem index is a hole again (it was never written, so it reads as zeros);
+// an ext4-class index is read from the disk by the next access, a major
+// fault (filemap_fault: no folio, so the disk is read).
 bool remove_mapping_file(Folio* folio) {
   auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
   if (folio_ref_count(folio) != 1 + static_cast<int>(folio_nr_pages(folio))) return false;
@@ -112,10 +121,11 @@ bool remove_mapping_file(Folio* folio) {
 
 // shrink_folio_list() for one locked folio.
 Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
-  // Page-cache folios of the ext4 class are not reclaimed by the model (the
-  // walk does not isolate them for MADV_PAGEOUT); shmem's are.
   const bool shmem = shmem_cache_folio(folio);
-  if (!folio_test_anon(folio) && !shmem) return Reclaim::kKeep;
+  const bool file = file_cache_folio(folio);
+  // A page-cache folio truncated away while isolated: its last references
+  // are ours and the mappings' (none after the truncation's unmap).
+  if (!folio_test_anon(folio) && !shmem && !file) return Reclaim::kKeep;
   // folio_evictable(): a folio of an unevictable mapping (a file on a
   // noswap tmpfs) is put back before anything is unmapped.
   if (shmem && mapping_unevictable(folio)) return Reclaim::kActivate;
@@ -133,8 +143,10 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
   // Unmapped, so it cannot be newly pinned; a pinned folio is not freed.
   if (folio_maybe_dma_pinned(folio)) return Reclaim::kActivate;
   if (folio_test_dirty(folio)) {
-    // A lazy-free folio sits on the file LRU, where a dirty folio waits
-    // for writeback instead.
+    // A dirty folio of the file LRU (a lazy-free folio redirtied, a page of
+    // the ext4 class written through a mapping or pwrite) is activated,
+    // already unmapped: only kswapd writes file pages back, and MADV_PAGEOUT
+    // is not kswapd. The next access is a minor fault.
     if (!folio_test_swapbacked(folio)) return Reclaim::kActivate;
     // pageout(): is_page_cache_freeable - nobody but the isolation and the
     // swap cache may hold the folio, or it is kept. (In the model this is
@@ -161,6 +173,7 @@ Reclaim reclaim_folio(Kernel* k, Folio* folio, std::vector<Folio*>* list) {
       return Reclaim::kKeep;
     }
   }
+  if (file) return remove_mapping_file(folio) ? Reclaim::kFreed : Reclaim::kKeep;
   if (!folio_test_swapbacked(folio)) {
     // folio_test_lazyfree: unmapped and clean; freed if only the isolation
     // holds it (folio_ref_freeze(folio, 1)). Nothing can find it to take a

@@ -201,8 +201,10 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
     if (ret & VM_FAULT_RETRY) {
       // The fault dropped its lock (the per-VMA lock was not enough, or it
       // would have had to wait): take mmap_lock and find the VMA again
-      // (lock_mm_and_find_vma); a retry under mmap_lock is FAULT_FLAG_TRIED.
-      if (mmap_locked) flags |= FAULT_FLAG_TRIED;
+      // (lock_mm_and_find_vma); a retry under mmap_lock is FAULT_FLAG_TRIED,
+      // and so is one after a major fault under the per-VMA lock (its I/O
+      // is done: the retry must not drop the lock for it again).
+      if (mmap_locked || (ret & VM_FAULT_MAJOR)) flags |= FAULT_FLAG_TRIED;
       mmap_read_lock(mm);
       mmap_locked = true;
       vma = vma_lookup(mm, addr);

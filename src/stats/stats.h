@@ -31,7 +31,8 @@ namespace mmlab {
   X(numa_pte_updates) X(nr_anon_transparent_hugepages) X(nr_page_table_pages)         \
   X(tlb_flush_range) X(tlb_flush_one) X(nr_tlb_remote_flush) X(nr_tlb_remote_flush_received) \
   X(nr_tlb_local_flush_all) X(nr_tlb_local_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed) \
-  X(thp_underused_split_page) X(thp_file_mapped) X(thp_file_alloc) X(thp_file_fallback)
+  X(thp_underused_split_page) X(thp_file_mapped) X(thp_file_alloc) X(thp_file_fallback) \
+  X(swpin_zero) X(swpout_zero)
 
 enum class VmStat : uint16_t {
 #define X(n) n,

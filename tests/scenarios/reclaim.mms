@@ -343,3 +343,225 @@ expect-error EINVAL P madvise S 8K free
 file F 8K
 P mmap M 8K rw private file=F
 expect-error EINVAL P madvise M 8K free
+
+# ---- MADV_PAGEOUT of an ext4 file's page cache ----
+# madvise_cold_or_pageout_pte_range isolates file folios too (root may
+# write the file: can_do_file_pageout, so no pageout_anon_only_filter);
+# shrink_folio_list unmaps them (try_to_unmap over i_mmap: the PTEs are
+# left none), drops a clean one (__remove_mapping) and activates a dirty
+# one, which only kswapd would write back. The next access to a dropped
+# page misses the page cache: filemap_fault counts pgmajfault, reads the
+# mmap read-around window (do_sync_mmap_readahead), drops mmap_lock for it
+# and retries (VM_FAULT_RETRY); the retried read fault maps the window by
+# fault-around. The files stay within one read-around window of 32 pages
+# (this host's disk reads ahead 8 MiB: the window differs beyond that). A
+# file the host's runner wrote may sit in a large folio; these cases map
+# and page out whole files, so the folio size does not show.
+
+test pageout-ext4-clean-shared-dropped
+file F 64K fs=ext4
+proc P
+P mmap A 64K rw shared file=F
+P read A 64K 0
+expect P rss file 64K
+P madvise A 64K pageout
+expect P A mapped none
+expect P A+60K mapped none
+expect P rss file 0
+expect vmstat pswpout 0
+P read A 4K 0
+expect vmstat pgmajfault 1
+expect P majflt 1
+expect P A+32K mapped pte
+expect P A+60K mapped pte
+expect P rss file 64K
+P read A 64K 0
+expect vmstat pgmajfault 1
+
+# A write fault retried after the read maps only its own page: write
+# faults do no fault-around. It is still the one major fault.
+test pageout-ext4-clean-then-write-fault
+file F 16K fs=ext4
+proc P
+P mmap A 16K rw shared file=F
+P read A 16K 0
+P madvise A 16K pageout
+expect P A mapped none
+P write A+4K 4K 0x33
+expect vmstat pgmajfault 1
+expect P majflt 1
+expect P A+4K mapped pte
+expect P A mapped none
+P read A 4K 0
+expect vmstat pgmajfault 1
+expect P A+12K mapped pte
+P read A+4K 4K 0x33
+
+# A dirty folio is unmapped but kept (activated): the next access is a
+# minor fault and sees the data.
+test pageout-ext4-dirty-shared-kept
+file F 16K fs=ext4
+proc P
+P mmap A 16K rw shared file=F
+P write A 16K 0x31
+P madvise A 16K pageout
+expect P A mapped none
+expect P A+12K mapped none
+expect P rss file 0
+P read A 16K 0x31
+expect vmstat pgmajfault 0
+expect P majflt 0
+expect P rss file 16K
+
+# A private read-only mapping maps the page cache as a shared one does.
+test pageout-ext4-clean-private-dropped
+file F 16K fs=ext4
+proc P
+P mmap A 16K r private file=F
+P read A 16K 0
+P madvise A 16K pageout
+expect P A mapped none
+expect P rss file 0
+P read A+8K 4K 0
+expect vmstat pgmajfault 1
+expect P A mapped pte
+expect P A+12K mapped pte
+
+# A folio another process maps is left alone (folio_mapcount !=
+# folio_nr_pages): nothing is unmapped, nothing read again; once the other
+# process unmaps it, it is dropped.
+test pageout-ext4-mapped-by-two-kept
+file F 16K fs=ext4
+proc P
+proc Q
+P mmap A 16K rw shared file=F
+Q mmap B 16K rw shared file=F
+P read A 16K 0
+Q read B 16K 0
+P madvise A 16K pageout
+expect P A mapped pte
+expect P A+12K mapped pte
+expect Q B mapped pte
+P read A 16K 0
+expect vmstat pgmajfault 0
+Q munmap B 16K
+P madvise A 16K pageout
+expect P A mapped none
+P read A 16K 0
+expect vmstat pgmajfault 1
+
+# MADV_COLD deactivates the file's folios and unmaps nothing; a pageout
+# after it drops them.
+test cold-ext4-keeps-mapping
+file F 16K fs=ext4
+proc P
+P mmap A 16K rw shared file=F
+P read A 16K 0
+P madvise A 16K cold
+expect P A mapped pte
+expect P rss file 16K
+P read A 16K 0
+expect vmstat pgmajfault 0
+P madvise A 16K pageout
+expect P A mapped none
+expect P rss file 0
+
+# ---- the swap device's zeromap (v6.12; v6.18 mm/page_io.c) ----
+# swap_writeout() writes nothing for a zero-filled folio: it marks its
+# slots in the device's zeromap and counts swpout_zero per page (no
+# pswpout, and no thp_swpout or per-size swpout: those count I/O). With no
+# write in flight, shrink_folio_list frees the folio in the same pass, on
+# an asynchronous device too, and swap-in fills the folio with zeros,
+# counting swpin_zero instead of pswpin.
+
+test pageout-zero-filled-not-written-blkdev
+swap 16M blkdev
+proc P
+P mmap A 16K rw private
+P madvise A 16K nohugepage
+P write A 16K 0
+P madvise A 16K pageout
+expect P A swapped yes
+expect P A+12K swapped yes
+expect P rss anon 0
+expect vmstat pswpout 0
+expect vmstat swpout_zero 4
+P read A 16K 0
+expect vmstat pswpin 0
+expect vmstat swpin_zero 4
+
+test pageout-zero-filled-mthp-blkdev
+swap 16M blkdev
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0
+expect P A order 4
+P madvise A 64K pageout
+expect P A swapped yes
+expect P rss anon 0
+expect vmstat pswpout 0
+expect vmstat swpout_zero 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout_fallback 0
+P read A 64K 0
+expect vmstat pswpin 0
+expect vmstat swpin_zero 16
+
+test pageout-zero-filled-pmd-thp-blkdev
+swap 64M blkdev
+proc P
+P mmap A 2M rw private align=2M
+P madvise A 2M hugepage
+P write A 2M 0
+expect P A mapped pmd
+P madvise A 2M pageout
+expect P A swapped yes
+expect P A+2044K swapped yes
+expect vmstat thp_swpout 0
+expect vmstat thp_swpout_fallback 0
+expect vmstat pswpout 0
+expect vmstat swpout_zero 512
+expect sysfs transparent_hugepage/hugepages-2048kB/stats/swpout 0
+P read A 4K 0
+expect vmstat pswpin 0
+
+# Only the zero-filled pages skip the write; the others stay in the swap
+# cache after their write completes, so reading them back reads nothing.
+test pageout-zero-and-data-pages-blkdev
+swap 16M blkdev
+proc P
+P mmap A 16K rw private
+P madvise A 16K nohugepage
+P write A 8K 0
+P write A+8K 8K 0x5c
+P madvise A 16K pageout
+expect vmstat pswpout 2
+expect vmstat swpout_zero 2
+writeback
+P read A 8K 0
+P read A+8K 8K 0x5c
+expect vmstat swpin_zero 2
+expect vmstat pswpin 0
+
+# From zram a zero-filled mTHP comes back as one folio of its order
+# (alloc_swap_folio: the range is all in the zeromap, so can_swapin_thp
+# allows it), read as zeros: swpin_zero, and neither pswpin nor the size's
+# swpin, which count the device's reads.
+test pageout-zero-filled-mthp-zram-swapin-whole
+swap 16M zram
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+proc P
+P mmap A 64K rw private align=64K
+P write A 64K 0
+P madvise A 64K pageout
+expect P A swapped yes
+expect vmstat pswpout 0
+expect vmstat swpout_zero 16
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpout 0
+P read A 4K 0
+expect P A order 4
+expect vmstat swpin_zero 16
+expect vmstat pswpin 0
+expect sysfs transparent_hugepage/hugepages-64kB/stats/swpin 0
+P read A 64K 0
