@@ -35,12 +35,19 @@ constexpr size_t kMaxInput = 4096;
 // broke it, and the last check follows the last operation.
 constexpr uint64_t kCheckEvery = 32;
 
+// Measuring a cut side by side without a rebuild: MMLAB_FUZZ_OPS_RAM_MB
+// and MMLAB_FUZZ_OPS_CHECK_EVERY override the defaults (unset in CI).
+uint64_t env_or(const char* name, uint64_t dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : dflt;
+}
+
 mmlab::stress::Config fuzz_config() {
   mmlab::stress::Config cfg;
   cfg.threads = 1;
-  cfg.check_every = kCheckEvery;
+  cfg.check_every = env_or("MMLAB_FUZZ_OPS_CHECK_EVERY", kCheckEvery);
   cfg.khugepaged_thread = false;
-  cfg.ram = 256ull << 20;
+  cfg.ram = env_or("MMLAB_FUZZ_OPS_RAM_MB", 256) << 20;
   // Small devices: a checker pass is short, and swap fills up within an input.
   cfg.swap_blkdev_bytes = 1ull << 20;
   cfg.swap_file_bytes = 2ull << 20;
