@@ -198,7 +198,18 @@ class System {
   // pread/pwrite on the file (through its page cache); bytes or -errno.
   long file_pread(int fd, uint64_t off, void* buf, uint64_t len);
   long file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len);
-  int close_file(int fd);  // drop the System's reference; mappings keep the file alive
+  int close_file(int fd);
+  // The file was written through this fd, which is now closed and the file
+  // opened again O_RDONLY on the same number: nobody has it open for write
+  // (inode_is_open_for_write() false), MAP_SHARED mappings of it are
+  // read-only for good, pwrite/fallocate are EBADF and ftruncate EINVAL.
+  // Before any mapping of it (else -EBUSY: a mapping's struct file stays
+  // open for write). 0 or -errno.
+  int file_reopen_read_only(int fd);
+  // posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) of a regular (ext4-class)
+  // file: its clean folios nobody maps leave the page cache, as after
+  // drop_caches. -EINVAL for shmem and hugetlbfs. 0 or -errno.
+  int file_fadvise_dontneed(int fd);  // drop the System's reference; mappings keep the file alive
   // ftruncate(fd, length): the file shrinks or grows; what lies past the new
   // end is unmapped from every process (private copies too) and freed.
   // 0 or -errno. hugetlbfs files: -ENOSYS (their truncation is not modelled).

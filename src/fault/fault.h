@@ -79,6 +79,9 @@ enum class TvaType : uint8_t {
   kKhugepaged,     // TVA_KHUGEPAGED: khugepaged's scan and registration
   kForcedCollapse  // TVA_FORCED_COLLAPSE: MADV_COLLAPSE (ignores the sysfs controls)
 };
+// file_thp_enabled: CONFIG_READ_ONLY_THP_FOR_FS allows collapsing this
+// VMA's file (a regular file nobody has open for write).
+bool file_thp_enabled(const Vma* vma);
 // thp_vma_allowable_orders: the subset of orders this VMA may have, for type.
 uint64_t thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type, uint64_t orders);
 inline bool thp_vma_allowable_order(Vma* vma, vm_flags_t vm_flags, TvaType type, unsigned order) {

@@ -27,6 +27,15 @@ namespace mmlab {
 bool hugepage_global_enabled(const Settings& s) { return s.thp_enabled.load(std::memory_order_relaxed) != ThpEnabled::kNever; }
 bool hugepage_global_always(const Settings& s) { return s.thp_enabled.load(std::memory_order_relaxed) == ThpEnabled::kAlways; }
 
+// file_thp_enabled: with CONFIG_READ_ONLY_THP_FOR_FS, a regular file (every
+// model file that is not shmem or hugetlbfs, which answer for themselves
+// first) that no struct file has open for write.
+bool file_thp_enabled(const Vma* vma) {
+  if (!vma->vm_mm->kernel->settings.read_only_thp_for_fs.load(std::memory_order_relaxed)) return false;
+  const File* f = vma->vm_file.get();
+  return f && !file_is_shmem(f) && f->fs != FsClass::kHugetlbfs && !inode_is_open_for_write(f);
+}
+
 namespace {
 
 // __thp_vma_allowable_orders: the checks that do not depend on the sysfs
@@ -58,6 +67,15 @@ uint64_t __thp_vma_allowable_orders(Vma* vma, vm_flags_t vm_flags, TvaType type,
     // the other files, which the model never collapses.
     if (!in_pf && vma_is_shmem(vma))
       return orders & shmem_allowable_huge_orders(vma->vm_file.get(), vma, vma->vm_pgoff, forced_collapse);
+    // Other files: khugepaged follows `enabled` (always, or madvise with
+    // VM_HUGEPAGE); MADV_COLLAPSE does not. Then only the collapse path
+    // of a regular file (file_thp_enabled) is left: the model has no
+    // ->huge_fault handlers.
+    const Settings& s = vma->vm_mm->kernel->settings;
+    if (!forced_collapse &&
+        (!hugepage_global_enabled(s) || (!(vm_flags & VM_HUGEPAGE) && !hugepage_global_always(s))))
+      return 0;
+    if (!in_pf && file_thp_enabled(vma)) return orders;
     return 0;
   }
   // Page faults (and smaps) allow a VMA without an anon_vma yet: the first

@@ -93,7 +93,7 @@ int host_create_tmpfs_file(uint64_t size, const std::string& huge, bool noswap, 
 }
 
 int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
-                     std::string* why) {
+                     std::string* why, bool read_only, bool uncached) {
   if (hugetlb_shift || fs_class.empty() || fs_class == "shmem" || fs_class == "hugetlbfs")
     return memfd(size, hugetlb_shift ? hugetlb_shift : fs_class == "hugetlbfs" ? 21 : 0, name);
   std::string dir = dir_on(fs_class);
@@ -104,6 +104,19 @@ int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetl
   if (int err = fill_zeros(fd, size)) {
     close(fd);
     return err;
+  }
+  if (int e = uncached ? posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) : 0) {  // returns the error number
+    close(fd);
+    return -e;
+  }
+  if (read_only) {
+    // Written and synced: open it again O_RDONLY and close the writer, so
+    // nobody has the inode open for write (i_writecount 0).
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    int ro = open(self.c_str(), O_RDONLY | O_CLOEXEC);
+    int err = ro < 0 ? -errno : 0;
+    close(fd);
+    return ro < 0 ? err : ro;
   }
   return fd;
 }

@@ -11,9 +11,12 @@ namespace mmlab::host {
 // are fallocated, a disk file is written with zeros and synced (clean and
 // cached). Returns the descriptor, -errno (the kernel refused), or
 // kNoSuchFs with *why when the host has no file system of that class.
+// read_only (a disk file): the descriptor returned is the file opened again
+// O_RDONLY, the writer closed. uncached (a disk file): its page cache is
+// dropped after the write (POSIX_FADV_DONTNEED), as drop_caches would.
 constexpr int kNoSuchFs = -100000;
 [[nodiscard]] int host_create_file(uint64_t size, const std::string& fs_class, unsigned hugetlb_shift, const std::string& name,
-                     std::string* why);
+                     std::string* why, bool read_only = false, bool uncached = false);
 // A linked file on a tmpfs mounted for the run with huge=`huge`
 // (loopfs.h), fallocated as a memfd is; kNoSuchFs with *why if no such
 // tmpfs can be mounted. It stays linked (an unlinked shmem file would be

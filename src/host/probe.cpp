@@ -16,6 +16,7 @@
 
 #include "fmt/format.h"
 #include "host/agent.h"
+#include "host/host_file.h"
 #include "host/host_gup.h"
 #include "host/pagemap.h"
 #include "host/host_swap.h"
@@ -31,7 +32,7 @@ namespace {
 
 constexpr const char* kCapNames[kNumCaps] = {"zero_page",  "huge_zero_page", "soft_dirty", "zswap_off",  "no_host_swap",
                                              "blkdev_swap", "file_swap",     "io_uring",   "hugetlb_2M", "hugetlb_1G",
-                                             "zram_swap",   "guard_regions"};
+                                             "zram_swap",   "guard_regions",  "read_only_thp_for_fs"};
 
 std::optional<HostProbes> g_measured;
 std::set<int> g_forced_env, g_forced_api;  // caps forced to "missing"
@@ -125,6 +126,30 @@ CapResult probe_soft_dirty(Agent& a) {
   return no(fmt::format("pagemap bit 55 read {}/{}/{} after a write, clear_refs 4, and a write: no soft-dirty tracking "
                         "(CONFIG_MEM_SOFT_DIRTY off?), so clear-soft-dirty write-protects nothing",
                         int{after_write}, int{after_clear}, int{after_rewrite}));
+}
+
+// CONFIG_READ_ONLY_THP_FOR_FS, by its effect (not /boot/config): without
+// it file_thp_enabled() is false and MADV_COLLAPSE of a private mapping of
+// a regular file nobody has open for write is EINVAL before anything is
+// looked at; with it the range collapses (or fails for another reason).
+CapResult probe_read_only_thp(Agent& a) {
+  std::string why;
+  int fd = host_create_file(PMD_SIZE, "ext4", 0, "probe-ro-thp", &why, /*read_only=*/true);
+  if (fd == kNoSuchFs) return no("no ext4 file system to try: " + why);
+  if (fd < 0) return no(fmt::format("cannot make a read-only ext4 file: errno {}", -fd));
+  CapResult r = no("cannot map the file in a probe process");
+  if (uint64_t m = map_anon(a, PMD_SIZE, PMD_SIZE)) {
+    if (a.mmap(m, PMD_SIZE, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0) == static_cast<long>(m)) {
+      const long e = a.madvise(m, PMD_SIZE, MADV_COLLAPSE);
+      if (e == -EINVAL)
+        r = no("MADV_COLLAPSE of a read-only ext4 mapping is EINVAL: no CONFIG_READ_ONLY_THP_FOR_FS");
+      else
+        r = yes(fmt::format("MADV_COLLAPSE of a read-only ext4 mapping returned {}", e));
+    }
+    a.munmap(m, PMD_SIZE);
+  }
+  close(fd);
+  return r;
 }
 
 CapResult probe_guard_regions(Agent& a) {
@@ -279,12 +304,14 @@ HostProbes measure() {
     auto a = guard.apply_defaults(&why) ? nullptr : Agent::spawn("probe", &err);
     if (!a) {
       if (why.empty()) why = "cannot start a probe process: " + err;
-      for (Cap c : {Cap::kZeroPage, Cap::kHugeZeroPage, Cap::kSoftDirty, Cap::kGuardRegions}) set(c, no(why));
+      for (Cap c : {Cap::kZeroPage, Cap::kHugeZeroPage, Cap::kSoftDirty, Cap::kGuardRegions, Cap::kReadOnlyThp})
+        set(c, no(why));
     } else {
       set(Cap::kZeroPage, probe_zero_page(*a));
       set(Cap::kHugeZeroPage, probe_huge_zero_page(*a));
       set(Cap::kSoftDirty, probe_soft_dirty(*a));
       set(Cap::kGuardRegions, probe_guard_regions(*a));
+      set(Cap::kReadOnlyThp, probe_read_only_thp(*a));
       a->exit();
     }
   }

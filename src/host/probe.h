@@ -25,8 +25,9 @@ enum class Cap {
   kHugetlb1G,     // the 1G hugetlb pool can be filled
   kZramSwap,      // a hot-added zram device (SWP_SYNCHRONOUS_IO) frees a 64K mTHP at swap-out and swaps it in whole
   kGuardRegions,  // MADV_GUARD_INSTALL works (v6.13) and pagemap shows PM_GUARD_REGION (v6.14)
+  kReadOnlyThp,   // CONFIG_READ_ONLY_THP_FOR_FS: MADV_COLLAPSE of a read-only ext4 file mapping is not EINVAL
 };
-constexpr int kNumCaps = 12;
+constexpr int kNumCaps = 13;
 
 struct CapResult {
   bool have = false;

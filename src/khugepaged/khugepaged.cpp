@@ -56,8 +56,8 @@ int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped)
   VM_BUG_ON(vma->vm_start > start || vma->vm_end < end, "madvise_collapse outside the VMA");
   CollapseControl cc(mm->kernel, Collapser::kMadviseCollapse);
   if (!collapse_allowable_orders(vma, vma->vm_flags, &cc)) return -EINVAL;
-  // Only shmem gets past the check among files (no CONFIG_READ_ONLY_THP_FOR_FS).
-  if (!vma_is_anonymous(vma) && !vma_is_shmem(vma)) return kCollapseFileNotModelled;
+  // Among files, shmem and (tune mm.read_only_thp_for_fs) a regular file
+  // nobody has open for write get past the check.
 
   uint64_t hstart = (start + ~PMD_MASK) & PMD_MASK;
   uint64_t hend = end & PMD_MASK;
@@ -79,7 +79,7 @@ int madvise_collapse(Vma* vma, uint64_t start, uint64_t end, bool* lock_dropped)
     }
     if (vma_is_anonymous(vma)) {
       result = hpage_collapse_scan_pmd(mm, vma, addr, &mmap_locked, &cc);
-    } else if (vma_is_shmem(vma)) {
+    } else if (vma->vm_file) {
       // The page cache is collapsed with mmap_lock dropped; the file is
       // held meanwhile (get_file).
       std::shared_ptr<File> f = vma->vm_file;
@@ -152,9 +152,10 @@ void hook_exit(Mm* mm) {
 }
 
 // hugepage_pmd_enabled (v6.18), or the series' hugepage_enabled(): whether
-// the khugepaged thread runs: the anonymous controls, or shmem's. The model
-// is a kernel without CONFIG_READ_ONLY_THP_FOR_FS.
+// the khugepaged thread runs: with CONFIG_READ_ONLY_THP_FOR_FS the global
+// control (regular files follow it), then the anonymous controls, or shmem's.
 bool hugepage_enabled_for_collapse(const Settings& s) {
+  if (s.read_only_thp_for_fs.load() && hugepage_global_enabled(s)) return true;
   const uint64_t always = s.huge_anon_orders_always.load(), madvise = s.huge_anon_orders_madvise.load();
   const uint64_t inherit = s.huge_anon_orders_inherit.load();
   const uint64_t mask = s.khugepaged_mthp.load() ? THP_ORDERS_ALL_ANON : BIT(PMD_ORDER);
@@ -259,7 +260,7 @@ void Khugepaged::collect_mm_slot(SlotList::iterator slot) {
 }
 
 // khugepaged_scan_mm_slot's file branch for the PMD range at address of a
-// shmem VMA: the page cache is scanned (and collapsed) with mmap_lock
+// file VMA (shmem, or a read-only regular file): the page cache is scanned (and collapsed) with mmap_lock
 // dropped, then a PMD-order folio found there has its PTE table removed
 // (collapse_pte_mapped_thp without install_pmd: the next fault maps it).
 // mmap_lock held for read on entry, dropped on return (*mmap_locked false).
@@ -302,8 +303,9 @@ static unsigned khugepaged_scan_mm_vmas(Mm* mm, uint64_t* address, unsigned page
           progress++;
           break;
         }
-        // Among files only shmem can be eligible (no CONFIG_READ_ONLY_THP_FOR_FS).
-        if (!collapse_allowable_orders(vma, vma->vm_flags, cc) || (!vma_is_anonymous(vma) && !vma_is_shmem(vma))) {
+        // Among files only shmem and (file_thp_enabled) read-only regular
+        // files can be eligible.
+        if (!collapse_allowable_orders(vma, vma->vm_flags, cc)) {
           progress++;
           continue;
         }

@@ -13,9 +13,12 @@
 // (collapse_pte_mapped_thp with install_pmd); khugepaged does not.
 //
 // The model's large page-cache folios are shmem's (these, and those a shmem
-// fault allocates where the THP controls allow: shmem_alloc_and_add_large_folio);
-// a smaller large folio in the range is copied like the small ones (v6.18).
-// The ext4 class has none (no CONFIG_READ_ONLY_THP_FOR_FS). Not modelled: the
+// fault allocates where the THP controls allow: shmem_alloc_and_add_large_folio)
+// and, with CONFIG_READ_ONLY_THP_FOR_FS (tune mm.read_only_thp_for_fs),
+// the ext4 class's made here from a file nobody has open for write: its
+// folios must be uptodate and clean, its holes are read (zeros), and the
+// new folio is clean and not swap-backed. A smaller large folio in the
+// range is copied like the small ones (v6.18). Not modelled: the
 // memcg charge of the holes (shmem_charge: the model has no shmem block
 // accounting), NUMA node choice, MMU notifiers, the writeback retry of
 // MADV_COLLAPSE (no shmem folio is ever under writeback when it is looked
@@ -90,6 +93,29 @@ Folio* collapse_file_get_folio(File* f, uint64_t index, int* result) {
     }
   }
   *result = SCAN_SUCCEED;
+  if (!file_is_shmem(f)) {
+    if (!folio) {
+      // A regular file's hole: page_cache_sync_readahead reads it (the
+      // model's disk reads zeros there), then the folio is locked. Past
+      // EOF nothing is read: SCAN_FAIL.
+      uint64_t s = 0;
+      bool major = false;
+      if (file_get_folio_locked(f, index, &folio, &s, &major, nullptr, 0)) {
+        *result = SCAN_FAIL;
+        return nullptr;
+      }
+      return folio;
+    }
+    // khugepaged works on files nobody writes: a dirty folio was written
+    // before the last writer closed it and not flushed yet (the kernel
+    // starts filemap_flush and gives up this time); one under writeback
+    // waits for the next visit.
+    if (folio_test_dirty(folio) || folio_test_writeback(folio)) {
+      folio_put(folio);
+      *result = SCAN_FAIL;
+      return nullptr;
+    }
+  }
   if (swapped) {
     if (shmem_swapin_folio(f, index, entry, &folio, nullptr)) {
       *result = SCAN_FAIL;
@@ -121,9 +147,15 @@ int collapse_file_take(File* f, Folio* folio, uint64_t index, uint64_t start, st
   if (folio->page.index != index) return drop(SCAN_PAGE_COMPOUND);  // reaches below the range
   if (aref(folio->page.mapping).load(std::memory_order_acquire) != reinterpret_cast<uint64_t>(f))
     return drop(SCAN_TRUNCATED);
-  // A fallocated shmem page never written reads as zeros (shmem_get_folio
-  // clears it and marks it uptodate); the model's frames are zeroed already.
-  if (!folio_test_uptodate(folio)) folio_set_uptodate(folio);
+  if (file_is_shmem(f)) {
+    // A fallocated shmem page never written reads as zeros (shmem_get_folio
+    // clears it and marks it uptodate); the model's frames are zeroed already.
+    if (!folio_test_uptodate(folio)) folio_set_uptodate(folio);
+  } else if (!folio_test_uptodate(folio)) {
+    return drop(SCAN_FAIL);  // a read that failed
+  } else if (folio_test_dirty(folio)) {
+    return drop(SCAN_FAIL);  // dirtied since the look-up: not flushed
+  }
   if (folio_test_writeback(folio)) return drop(SCAN_FAIL);
   if (!folio_isolate_lru(folio)) return drop(SCAN_DEL_PAGE_LRU);
   if (folio_mapped(folio)) try_to_unmap(folio, TTU_IGNORE_MLOCK);
@@ -240,7 +272,7 @@ void retract_page_tables(File* f, uint64_t pgoff) {
   }
 }
 
-// collapse_file: the range [start, start + 512) of shmem file f becomes one
+// collapse_file: the range [start, start + 512) of file f becomes one
 // PMD-order folio. SCAN_SUCCEED (khugepaged), SCAN_PTE_MAPPED_HUGEPAGE
 // (MADV_COLLAPSE, whose caller maps it), or why not.
 int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseControl* cc) {
@@ -250,13 +282,14 @@ int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseContro
   int result = alloc_charge_folio(&new_folio, mm, cc, PMD_ORDER);
   if (result != SCAN_SUCCEED) return result;
   __folio_set_locked(new_folio);
-  folio_set_swapbacked(new_folio);
+  const bool is_shmem = file_is_shmem(f);
+  if (is_shmem) folio_set_swapbacked(new_folio);
 
   std::vector<HeldFolio> held;
   for (uint64_t index = start; index < end && result == SCAN_SUCCEED;) {
     Folio* folio = collapse_file_get_folio(f, index, &result);
     if (result != SCAN_SUCCEED) break;
-    if (!folio) {
+    if (!folio) {  // shmem only: a regular file's hole was read
       // A hole: zeroes in the new folio, unless the whole range is empty
       // (a truncation got there first).
       if (index == start) {
@@ -270,6 +303,10 @@ int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseContro
     result = collapse_file_take(f, folio, index, start, &held);
     index += nr;
   }
+  // A regular file: a writer that opened it meanwhile would see a THP in
+  // its page cache (do_dentry_open truncates the cache of a file with THPs
+  // for a writer; the model has no open): give up.
+  if (result == SCAN_SUCCEED && !is_shmem && inode_is_open_for_write(f)) result = SCAN_FAIL;
   if (result == SCAN_SUCCEED) result = collapse_file_copy(mm->phys, new_folio, start, held, mm->stats);
   if (result == SCAN_SUCCEED) result = collapse_file_replace(f, new_folio, start, held);
   if (result != SCAN_SUCCEED) {
@@ -281,7 +318,9 @@ int collapse_file(Mm* mm, uint64_t addr, File* f, uint64_t start, CollapseContro
     return result;
   }
   folio_set_uptodate(new_folio);
-  folio_set_dirty(new_folio);  // shmem: the only copy is in memory
+  // shmem: the only copy is in memory. A regular file's THP is clean: its
+  // data is on disk.
+  if (is_shmem) folio_set_dirty(new_folio);
   folio_add_lru(new_folio);
   for (auto& h : held) {
     // Out of the cache: the cache's references, the isolation's and ours go.

@@ -23,6 +23,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "mmlab/types.h"
 #include "pgtable/entry.h"
@@ -37,7 +38,7 @@ struct Vma;
 struct HugetlbFileState;  // mm/hugetlb.h
 
 // struct address_space + struct inode, reduced to what the model needs.
-struct File {
+struct File : std::enable_shared_from_this<File> {
   Kernel* kernel = nullptr;
   int id = -1;                 // inode number (unique per Kernel); not the fd
   uint64_t cid = 0;            // creation id (Kernel::next_cid): hashes its hugetlb fault mutexes
@@ -53,6 +54,19 @@ struct File {
   // AS_UNEVICTABLE (mapping_set_unevictable): a file on a tmpfs mounted
   // noswap. Reclaim keeps its folios mapped and resident (folio_evictable).
   bool unevictable = false;
+  // The test's fd was opened O_RDONLY (the file written and synced through
+  // another fd, since closed): no struct file of this inode has
+  // FMODE_WRITE, so inode_is_open_for_write() is false, MAP_SHARED loses
+  // VM_MAYWRITE and a shared PROT_WRITE mapping is EACCES. Every mapping
+  // is made from that one fd, so the fd's mode is the inode's.
+  bool read_only_fd = false;
+  // shmem: on the superblock's shrinklist (FileTable::shrinklist): a
+  // PMD-mappable folio of it reaches past i_size, which
+  // shmem_unused_huge_shrink splits (the pages past EOF are freed).
+  std::atomic<bool> on_shrinklist{false};
+  // shmem_inode_info::fallocend: the end (in pages) of what fallocate
+  // allocated, which a split keeps even past i_size (shmem_fallocend).
+  uint64_t fallocend = 0;
 
   // The page cache: folio start index -> folio (each holds one reference per
   // page it caches, as the kernel's page cache does). lock is the xarray's
@@ -111,6 +125,8 @@ inline void i_size_write(File* f, uint64_t size) {
 inline bool file_needs_dirty_tracking(const File* f) {
   return f->fs == FsClass::kExt4 || f->fs == FsClass::kXfs || f->fs == FsClass::kBtrfs;
 }
+// inode_is_open_for_write(): i_writecount > 0.
+inline bool inode_is_open_for_write(const File* f) { return !f->read_only_fd; }
 // shmem_file() / shmem_mapping(): memfd, tmpfs and shared anonymous memory.
 inline bool file_is_shmem(const File* f) { return f->fs == FsClass::kShmem; }
 
@@ -124,6 +140,10 @@ struct FileTable {
   Mutex lock;
   std::map<int, std::shared_ptr<File>> files GUARDED_BY(lock);  // fd -> file
   int next_id GUARDED_BY(lock) = 0;                              // inode numbers
+  // shmem's per-superblock shrinklist (one list: the model's tmpfs mounts
+  // and the internal one share it), in the order files joined it.
+  Mutex shrinklist_lock;
+  std::vector<std::weak_ptr<File>> shrinklist GUARDED_BY(shrinklist_lock);
 };
 
 }  // namespace mmlab

@@ -111,6 +111,21 @@ Folio* filemap_add_folio(File* f, Folio* folio, uint64_t index, uint64_t* start)
 int file_populate(File* f, uint64_t size) {
   const uint64_t end = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
   for (uint64_t index = 0; index < end; index++) {
+    if (file_is_shmem(f)) {
+      // shmem_fallocate -> shmem_get_folio(SGP_FALLOC): a large folio where
+      // the mount's huge= (or shmem_enabled, for the internal mount) allows
+      // one without a VMA, even one reaching past the coming i_size; the
+      // loop goes on after it.
+      uint64_t start;
+      f->fallocend = end;  // set before the allocation, as shmem_fallocate does
+      if (Folio* large = shmem_alloc_and_add_large_folio(f, nullptr, 0, index, &start, size)) {
+        folio_clear_uptodate(large);  // fallocated: cleared on first use
+        folio_set_dirty(large);
+        index = start + static_cast<uint64_t>(folio_nr_pages(large)) - 1;
+        folio_put(large);
+        continue;
+      }
+    }
     Folio* folio = filemap_alloc_folio(f);
     if (!folio) return -ENOMEM;  // the destructor releases what was added
     if (file_is_shmem(f)) {
@@ -394,6 +409,7 @@ long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len) {
 long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t len) {
   std::shared_ptr<File> f = file_get(k, fd);
   if (!f) return -EBADF;
+  if (f->read_only_fd) return -EBADF;  // not FMODE_WRITE
   if (f->fs == FsClass::kHugetlbfs) return -EINVAL;  // hugetlbfs has no write_iter
   if (off > kMaxLfsFilesize) return -EINVAL;
   if (!len) return 0;
@@ -434,6 +450,38 @@ long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t le
   }
   if (!done) return -ENOMEM;
   return static_cast<long>(done);
+}
+
+int invalidate_mapping_pages(Kernel* k, int fd) {
+  std::shared_ptr<File> f = file_get(k, fd);
+  if (!f) return -EBADF;
+  if (file_is_shmem(f.get()) || f->fs == FsClass::kHugetlbfs) return -EINVAL;
+  // mapping_try_invalidate: a clean folio nobody maps or holds leaves the
+  // page cache; a dirty, mapped, pinned or locked one stays.
+  std::vector<Folio*> victims;
+  {
+    MutexGuard g(&f->lock);
+    for (auto& [index, folio] : f->pages)
+      if (!folio_mapped(folio) && !folio_test_dirty(folio) && !folio_test_writeback(folio) &&
+          !folio_test_locked(folio) && folio_ref_count(folio) == static_cast<int>(folio_nr_pages(folio))) {
+        folio_get(folio);
+        victims.push_back(folio);
+      }
+  }
+  for (Folio* folio : victims) {
+    filemap_remove_folio(f.get(), folio);
+    folio_put(folio);
+  }
+  return 0;
+}
+
+int file_reopen_read_only(Kernel* k, int fd) {
+  std::shared_ptr<File> f = file_get(k, fd);
+  if (!f) return -EBADF;
+  ReadGuard g(&f->i_mmap_rwsem);
+  if (!f->i_mmap.empty()) return -EBUSY;  // a mapping's struct file would stay open for write
+  f->read_only_fd = true;
+  return 0;
 }
 
 int close_fd(Kernel* k, int fd) {

@@ -28,6 +28,12 @@ struct Folio;
 [[nodiscard]] long ksys_pread64(Kernel* k, int fd, uint64_t off, void* buf, uint64_t len);
 [[nodiscard]] long ksys_pwrite64(Kernel* k, int fd, uint64_t off, const void* buf, uint64_t len);
 [[nodiscard]] int close_fd(Kernel* k, int fd);
+// posix_fadvise(POSIX_FADV_DONTNEED) of a whole regular file: its clean,
+// unmapped, unreferenced folios leave the page cache (a later access reads
+// the disk again: the model's disk reads zeros, as its files are written).
+[[nodiscard]] int invalidate_mapping_pages(Kernel* k, int fd);
+// System::file_reopen_read_only: fd's file is open O_RDONLY only from now on.
+[[nodiscard]] int file_reopen_read_only(Kernel* k, int fd);
 // mmap(2) of fd at byte offset off (MAP_ANONYMOUS ignores fd).
 [[nodiscard]] long ksys_mmap_pgoff(Mm* mm, uint64_t addr, uint64_t len, int prot, int flags, int fd, uint64_t off);
 
@@ -67,7 +73,18 @@ bool filemap_read_around(File* f, uint64_t index);
 // allows whose aligned block fits the VMA and holds nothing yet, zeroed,
 // uptodate and in the page cache; referenced (the caller's), *start its
 // first index. nullptr: none (the caller allocates an order-0 folio).
-Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start);
+// shmem's per-superblock shrinker (shmem_unused_huge_shrink): each file on
+// the shrinklist whose large folio at i_size reaches past the end (and past
+// fallocend) is split, and the pages past the end leave the page cache.
+// Returns the folios split. shmem_shrinklist_add queues f.
+long shmem_unused_huge_shrink(Kernel* k);
+void shmem_shrinklist_add(File* f);
+// shmem_fallocend: end (in pages), or what fallocate allocated if further.
+uint64_t shmem_fallocend(const File* f, uint64_t end);
+// vma nullptr: shmem_fallocate's allocation (no VMA to fit; write_end the
+// fallocate's end, which within_size counts as the coming i_size).
+Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start,
+                                       uint64_t write_end = 0);
 // filemap_remove_folio (delete_from_page_cache): a locked, unmapped folio
 // leaves f's page cache, which drops its references.
 void filemap_remove_folio(File* f, Folio* folio);
@@ -82,7 +99,8 @@ void filemap_remove_folio(File* f, Folio* folio);
 // the per-size controls too; shmem_huge_force (MADV_COLLAPSE) makes
 // shmem_enabled's own answer the PMD order unless it is deny.
 bool shmem_file_unlinked(const File* f);
-uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force);
+uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force,
+                                     uint64_t write_end = 0);
 // shmem_hpage_pmd_enabled: some shmem control allows PMD THPs.
 struct Settings;
 bool shmem_hpage_pmd_enabled(const Settings& s);

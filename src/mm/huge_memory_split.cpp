@@ -190,20 +190,34 @@ int split_shmem_folio_locked(Kernel* k, Folio* folio) {
   const unsigned order = folio_order(folio);
   const uint64_t index = folio->page.index;
   try_to_unmap(folio, TTU_IGNORE_MLOCK);
+  std::vector<Folio*> dropped;  // past the end: out of the page cache, freed
   {
     MutexGuard g(&f->lock);
     if (folio_mapped(folio) || !folio_ref_freeze(folio, 1 + extra_pins))
       return -EAGAIN;  // nothing to put back: page-cache folios refault
+    // Pages at or past EOF (for shmem: past what fallocate allocated too)
+    // leave the page cache (__folio_split's end).
+    uint64_t end = file_end_index(f);
+    if (file_is_shmem(f)) end = shmem_fallocend(f, end);
     split_unmapped_folio(k, folio, nr, order);
     // Each order-0 folio holds the cache's reference; the first also the caller's.
     folio_ref_add(folio, 1);
     f->pages.erase(index);
-    for (long i = 0; i < nr; i++) f->pages.emplace(index + static_cast<uint64_t>(i), reinterpret_cast<Folio*>(folio_page(folio, i)));
+    for (long i = 0; i < nr; i++) {
+      auto* nf = reinterpret_cast<Folio*>(folio_page(folio, i));
+      if (i && index + static_cast<uint64_t>(i) >= end) {
+        aref(nf->page.mapping).store(0, std::memory_order_release);
+        dropped.push_back(nf);
+        continue;
+      }
+      f->pages.emplace(index + static_cast<uint64_t>(i), nf);
+    }
   }
   for (long i = 1; i < nr; i++) {
     // Locked on the head's behalf (the flag was inherited): no lockdep record.
     clear_bit(PG_locked, folio_page(folio, i));
   }
+  for (Folio* nf : dropped) folio_put(nf);  // the cache's reference: freed
   return 0;
 }
 
@@ -231,7 +245,10 @@ int split_folio_to_list(Folio* folio, std::vector<Folio*>* list) {
   // hugetlb folios are not split, the huge zero folio never is; among
   // page-cache folios only shmem's are ever large in the model.
   if (folio_test_hugetlb(folio) || folio_test_huge_zero(folio)) return -EINVAL;
-  if (!folio_test_anon(folio) && !folio_test_swapbacked(folio)) return -EINVAL;
+  // A page-cache folio of a regular file is large only after a read-only
+  // file collapse (tune mm.read_only_thp_for_fs).
+  if (!folio_test_anon(folio) && !folio_test_swapbacked(folio) && !aref(folio->page.mapping).load(std::memory_order_acquire))
+    return -EINVAL;
   if (folio_test_writeback(folio)) return -EBUSY;  // __folio_split: the device still reads it
   Kernel* k = kernel_of(&folio->page);
   if (!folio_test_anon(folio)) {

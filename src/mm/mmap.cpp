@@ -354,15 +354,19 @@ long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, ui
 
   if (file) {
     if (!file_mmap_ok(pgoff, len)) return -EOVERFLOW;
-    // Every file of the model is open for reading and writing, on a file
-    // system mounted exec: no -EACCES, -EPERM or VM_MAYWRITE/VM_MAYEXEC drop.
+    // Every file of the model is open for reading, on a file system
+    // mounted exec (no -EPERM or VM_MAYEXEC drop); an fd opened O_RDONLY
+    // refuses a shared writable mapping and makes a shared one read-only
+    // for good (no VM_MAYWRITE, and not VM_SHARED).
     switch (flags & MAP_TYPE) {
       case MAP_SHARED:
         flags &= LEGACY_MAP_MASK;  // plain MAP_SHARED ignores unknown flags
         [[fallthrough]];
       case MAP_SHARED_VALIDATE:
         if (flags & ~LEGACY_MAP_MASK) return -EOPNOTSUPP;
+        if ((prot & PROT_WRITE) && file->read_only_fd) return -EACCES;
         vm_flags |= VM_SHARED | VM_MAYSHARE;
+        if (file->read_only_fd) vm_flags &= ~(VM_MAYWRITE | VM_SHARED);
         [[fallthrough]];
       case MAP_PRIVATE:
         if (vm_flags & VM_GROWSDOWN) return -EINVAL;

@@ -168,6 +168,9 @@ constexpr TuneValueDef kTlbGeometryValues[] = {
     {"x86-amd", "AMD Zen 4's L1 and L2 dTLBs, with 4 x 4K PTE coalescing"},
     {"arm64", "Arm Neoverse N1's L1 and L2 TLBs, with contpte blocks of 16 x 4K"}};
 static_assert(std::size(kTlbGeometryValues) == static_cast<size_t>(TlbGeometry::kArm64) + 1);
+constexpr TuneValueDef kReadOnlyThpValues[] = {
+    {"off", "a kernel built without CONFIG_READ_ONLY_THP_FOR_FS (this project's machines): only anonymous memory and shmem collapse"},
+    {"on", "CONFIG_READ_ONLY_THP_FOR_FS=y: khugepaged and MADV_COLLAPSE also collapse the page cache of a regular file nobody has open for write"}};
 constexpr TuneValueDef kKhugepagedMthpValues[] = {
     {"off", "v6.18: khugepaged and MADV_COLLAPSE collapse to the PMD order only"},
     {"on", "\"khugepaged: add mTHP collapse support\" v18: khugepaged also collapses to the enabled mTHP orders"}};
@@ -230,6 +233,8 @@ constexpr TuneKeyDef kTuneKeys[] = {
      store_index<&Settings::zero_page>, show_index<&Settings::zero_page>, false},
     {"khugepaged.mthp", "the mTHP collapse series (docs/VARIANTS.md)", kKhugepagedMthpValues,
      store_index<&Settings::khugepaged_mthp>, show_index<&Settings::khugepaged_mthp>, false},
+    {"mm.read_only_thp_for_fs", "CONFIG_READ_ONLY_THP_FOR_FS (file_thp_enabled)", kReadOnlyThpValues,
+     store_index<&Settings::read_only_thp_for_fs>, show_index<&Settings::read_only_thp_for_fs>, false},
     {"tlb.geometry", "the per-CPU TLB the model keeps (docs/TLB.md)", kTlbGeometryValues, store_tlb_geometry,
      show_index<&Settings::tlb_geometry>, false},
 #define MMLAB_REVERT_KEY(e, key, value, commit, subject, restores) \

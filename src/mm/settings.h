@@ -130,6 +130,10 @@ struct Settings {
   std::atomic<ZeroPage> zero_page;
   // khugepaged.mthp: "khugepaged: add mTHP collapse support" v18 (docs/VARIANTS.md).
   std::atomic<bool> khugepaged_mthp{false};
+  // CONFIG_READ_ONLY_THP_FOR_FS: khugepaged and MADV_COLLAPSE may collapse
+  // the page cache of a regular file nobody has open for write
+  // (file_thp_enabled). Off, as on this project's machines.
+  std::atomic<bool> read_only_thp_for_fs{false};
   // tlb.geometry (docs/TLB.md); a write rebuilds the Kernel's TLB model.
   std::atomic<TlbGeometry> tlb_geometry{TlbGeometry::kOff};
   TlbState* tlb = nullptr;  // the Kernel's, set when it is made

@@ -66,9 +66,10 @@ std::shared_ptr<File> shmem_zero_setup(Kernel* k, uint64_t len) {
 namespace {
 
 // shmem_get_orders_within_size: of `orders`, those whose naturally aligned
-// block holding `index` ends inside i_size.
-uint64_t shmem_get_orders_within_size(const File* f, uint64_t orders, uint64_t index) {
-  const uint64_t pages = round_up(i_size_read(f), PAGE_SIZE) >> PAGE_SHIFT;
+// block holding `index` ends inside i_size, or inside write_end where a
+// write or fallocate is about to extend the file that far.
+uint64_t shmem_get_orders_within_size(const File* f, uint64_t orders, uint64_t index, uint64_t write_end = 0) {
+  const uint64_t pages = round_up(std::max(write_end, i_size_read(f)), PAGE_SIZE) >> PAGE_SHIFT;
   uint64_t ok = 0;
   for (unsigned order = 1; order <= PMD_ORDER; order++)
     if ((orders & BIT(order)) && round_up(index + 1, 1ull << order) <= pages) ok |= BIT(order);
@@ -78,7 +79,8 @@ uint64_t shmem_get_orders_within_size(const File* f, uint64_t orders, uint64_t i
 // shmem_huge_global_enabled: what the mount's huge= (here always the
 // internal mount's) allows. deny wins over everything, then force and
 // MADV_COLLAPSE (shmem_huge_force) get the PMD order.
-uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_huge_force, vm_flags_t vm_flags) {
+uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_huge_force, vm_flags_t vm_flags,
+                                   uint64_t write_end = 0) {
   const Settings& s = f->kernel->settings;
   const ShmemHuge huge = s.shmem_huge.load(std::memory_order_relaxed);
   if (huge == ShmemHuge::kDeny) return 0;
@@ -89,7 +91,8 @@ uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_hug
     case ShmemHuge::kAlways:
       return THP_ORDERS_ALL_FILE_DEFAULT;
     case ShmemHuge::kWithinSize:
-      if (uint64_t within = shmem_get_orders_within_size(f, THP_ORDERS_ALL_FILE_DEFAULT, index)) return within;
+      if (uint64_t within = shmem_get_orders_within_size(f, THP_ORDERS_ALL_FILE_DEFAULT, index, write_end))
+        return within;
       [[fallthrough]];
     case ShmemHuge::kAdvise:
       if (vm_flags & VM_HUGEPAGE) return THP_ORDERS_ALL_FILE_DEFAULT;
@@ -106,10 +109,11 @@ uint64_t shmem_huge_global_enabled(const File* f, uint64_t index, bool shmem_hug
 // `file ... huge=` is a linked file on a tmpfs mount.
 bool shmem_file_unlinked(const File* f) { return file_is_shmem(f) && !f->tmpfs; }
 
-uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force) {
+uint64_t shmem_allowable_huge_orders(const File* f, const Vma* vma, uint64_t index, bool shmem_huge_force,
+                                     uint64_t write_end) {
   const Settings& s = f->kernel->settings;
   const vm_flags_t vm_flags = vma ? vma->vm_flags : 0;
-  const uint64_t global_orders = shmem_huge_global_enabled(f, index, shmem_huge_force, vm_flags);
+  const uint64_t global_orders = shmem_huge_global_enabled(f, index, shmem_huge_force, vm_flags, write_end);
   // A tmpfs file gets what huge= allows; the per-size controls govern
   // "anonymous" shmem (vma_is_anon_shmem: shmem_anon_vm_ops), which v6.18
   // gives to shared anonymous memory and to every unlinked shmem file, so
@@ -138,14 +142,75 @@ bool shmem_order_fits_vma(const Vma* vma, uint64_t addr, unsigned order) {
 
 }  // namespace
 
-Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start) {
+void shmem_shrinklist_add(File* f) {
+  FileTable* t = f->kernel->files.get();
+  MutexGuard g(&t->shrinklist_lock);
+  if (f->on_shrinklist.exchange(true)) return;
+  t->shrinklist.push_back(f->weak_from_this());
+}
+
+uint64_t shmem_fallocend(const File* f, uint64_t end) { return std::max(end, f->fallocend); }
+
+long shmem_unused_huge_shrink(Kernel* k) {
+  FileTable* t = k->files.get();
+  std::vector<std::shared_ptr<File>> list;
+  {
+    MutexGuard g(&t->shrinklist_lock);
+    for (auto& w : t->shrinklist)
+      if (auto f = w.lock()) list.push_back(std::move(f));
+    t->shrinklist.clear();
+  }
+  long split = 0;
+  std::vector<std::shared_ptr<File>> back;  // to try again later (move_back)
+  for (auto& f : list) {
+    f->on_shrinklist.store(false);
+    const uint64_t i_size = i_size_read(f.get());
+    Folio* folio = nullptr;
+    {
+      MutexGuard g(&f->lock);
+      uint64_t s;
+      folio = lookup_locked(f.get(), i_size >> PAGE_SHIFT, &s);
+      if (folio) folio_get(folio);
+    }
+    if (!folio) continue;  // drop: nothing there
+    // Anything to gain? The folio must reach past the end (and past what
+    // fallocate kept) but start before it.
+    const uint64_t next = folio->page.index + static_cast<uint64_t>(folio_nr_pages(folio));
+    const uint64_t end = shmem_fallocend(f.get(), (i_size + PAGE_SIZE - 1) >> PAGE_SHIFT);
+    if (!folio_test_large(folio) || end <= folio->page.index || end >= next) {
+      folio_put(folio);
+      continue;
+    }
+    if (!folio_trylock(folio)) {
+      folio_put(folio);
+      back.push_back(f);
+      continue;
+    }
+    const int r = split_folio(folio);
+    folio_unlock(folio);
+    folio_put(folio);
+    if (r) {
+      back.push_back(f);
+      continue;
+    }
+    split++;
+  }
+  for (auto& f : back) shmem_shrinklist_add(f.get());
+  return split;
+}
+
+Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, uint64_t index, uint64_t* start,
+                                       uint64_t write_end) {
   Kernel* k = f->kernel;
-  if (vma_thp_disabled(vma, vma->vm_flags, /*forced_collapse=*/false)) return nullptr;
-  uint64_t orders = shmem_allowable_huge_orders(f, vma, index, false) & THP_ORDERS_ALL_FILE_DEFAULT;
+  if (vma && vma_thp_disabled(vma, vma->vm_flags, /*forced_collapse=*/false)) return nullptr;
+  uint64_t orders = shmem_allowable_huge_orders(f, vma, index, false, write_end) & THP_ORDERS_ALL_FILE_DEFAULT;
   while (orders) {
     const unsigned order = 63 - static_cast<unsigned>(__builtin_clzll(orders));
     orders &= ~BIT(order);
-    if (!shmem_order_fits_vma(vma, addr, order)) continue;
+    // Without a VMA (fallocate) the block need only be free in the cache:
+    // it may reach past i_size (huge=always: the fallocate of a 1M file
+    // makes one PMD-order folio).
+    if (vma && !shmem_order_fits_vma(vma, addr, order)) continue;
     const uint64_t nr = 1ull << order, first = index & ~(nr - 1);
     {
       // shmem_suitable_orders: the block must hold no page and no swap entry.
@@ -187,6 +252,9 @@ Folio* shmem_alloc_and_add_large_folio(File* f, const Vma* vma, uint64_t addr, u
       continue;
     }
     MM_TRACE("mm_filemap_add_to_page_cache", "pfn={:#x} ofs={} order={}", folio_pfn(folio), first, order);
+    // Part of a PMD-mappable folio lies past i_size: the superblock's
+    // shrinker may split it under memory pressure (shmem_get_folio_gfp).
+    if (order == PMD_ORDER && file_end_index(f) < first + nr) shmem_shrinklist_add(f);
     if (order == PMD_ORDER) k->stats->count(VmStat::thp_file_alloc);
     k->stats->count_mthp(order, MthpStat::shmem_alloc);
     *start = first;

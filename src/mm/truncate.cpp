@@ -175,6 +175,7 @@ int do_sys_ftruncate(Kernel* k, int fd, int64_t length) {
   if (length < 0) return -EINVAL;
   std::shared_ptr<File> f = file_get(k, fd);
   if (!f) return -EBADF;
+  if (f->read_only_fd) return -EINVAL;  // do_ftruncate: not FMODE_WRITE
   return do_truncate(f.get(), length);
 }
 
@@ -210,6 +211,7 @@ int vfs_fallocate(File* f, int mode, int64_t offset, int64_t len) {
 int ksys_fallocate(Kernel* k, int fd, int mode, int64_t offset, int64_t len) {
   std::shared_ptr<File> f = file_get(k, fd);
   if (!f) return -EBADF;
+  if (f->read_only_fd) return -EBADF;  // vfs_fallocate: not FMODE_WRITE
   return vfs_fallocate(f.get(), mode, offset, len);
 }
 

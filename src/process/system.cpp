@@ -380,6 +380,8 @@ long System::file_pwrite(int fd, uint64_t off, const void* buf, uint64_t len) {
   return ksys_pwrite64(k_.get(), fd, off, buf, len);
 }
 int System::close_file(int fd) { return close_fd(k_.get(), fd); }
+int System::file_reopen_read_only(int fd) { return mmlab::file_reopen_read_only(k_.get(), fd); }
+int System::file_fadvise_dontneed(int fd) { return invalidate_mapping_pages(k_.get(), fd); }
 int System::file_ftruncate(int fd, int64_t length) {
   return do_sys_ftruncate(k_.get(), fd, length);
 }
@@ -391,12 +393,14 @@ int System::add_swap(uint64_t bytes, SwapKind kind) { return swapon(k_.get(), by
 
 long System::swap_writeback_wait() { return mmlab::swap_writeback_wait(k_.get()); }
 
-// The shrinkers the model has: the deferred-split queue's and the swap
-// cache's stand-in for LRU reclaim.
+// The shrinkers the model has: the deferred-split queue's, shmem's huge
+// folios past EOF (the superblock shrinker's free_cached_objects) and the
+// swap cache's stand-in for LRU reclaim.
 long System::run_shrinkers() {
   // A shrinker runs later than the swap writes started before it: they are done.
   (void)mmlab::swap_writeback_wait(k_.get());
   long split = deferred_split_scan(k_.get());
+  split += shmem_unused_huge_shrink(k_.get());  // the tmpfs superblocks' shrinkers
   (void)shrink_swap_cache(k_.get());  // the answer counts split folios only
   return split;
 }

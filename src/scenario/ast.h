@@ -43,7 +43,7 @@ struct Fork {  // P fork Q
 struct Exit {  // P exit
   std::string proc;
 };
-struct File {  // file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never] [noswap]
+struct File {  // file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never] [noswap] [ro] [uncached]
   std::string name;
   uint64_t size = 0;
   int size_col = 0;  // the SIZE token's column, for scenario_check_sizes()
@@ -51,6 +51,8 @@ struct File {  // file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_siz
   unsigned hugetlb_shift = 0;  // 21 or 30 (then fs is hugetlbfs)
   std::string huge;            // a file on a tmpfs mounted with huge=VALUE; "" for a memfd
   bool noswap = false;         // that tmpfs is mounted noswap (huge is then at least "never")
+  bool read_only = false;      // ro: written, closed, opened again O_RDONLY (ext4-class files)
+  bool uncached = false;       // uncached: its page cache dropped (POSIX_FADV_DONTNEED) after the write
 };
 struct Swap {  // swap SIZE [blkdev|file|zram]
   uint64_t size = 0;

@@ -230,6 +230,14 @@ void HostRun::run(const Stmt&, const stmt::Tune& s) {
     throw SkipTest{host_maps_it ? "tune mm.zero_page off: this host's read faults map the zero page"
                                 : "tune mm.zero_page on: " + probes_.reason(Cap::kZeroPage)};
   }
+  // CONFIG_READ_ONLY_THP_FOR_FS is the host kernel's build option, found
+  // by the probe: a test asking for what the host has runs.
+  if (s.key == "mm.read_only_thp_for_fs") {
+    const bool host_has_it = probes_.have(Cap::kReadOnlyThp);
+    if ((s.value == "on") == host_has_it) return;
+    throw SkipTest{host_has_it ? "tune mm.read_only_thp_for_fs off: this host's kernel has CONFIG_READ_ONLY_THP_FOR_FS"
+                               : "tune mm.read_only_thp_for_fs on: " + probes_.reason(Cap::kReadOnlyThp)};
+  }
   throw SkipTest{fmt::format("tune {} is a model variant the host kernel does not have", s.key)};
 }
 
@@ -561,7 +569,7 @@ void HostRun::run(const Stmt& st, const stmt::Khugepaged& s) {
 void HostRun::run(const Stmt& st, const stmt::File& s) {
   bind(st, s.name, 'f');
   std::string why;
-  int fd = s.huge.empty() ? host::host_create_file(s.size, s.fs, s.hugetlb_shift, s.name, &why)
+  int fd = s.huge.empty() ? host::host_create_file(s.size, s.fs, s.hugetlb_shift, s.name, &why, s.read_only, s.uncached)
                           : host::host_create_tmpfs_file(s.size, s.huge, s.noswap, s.name, &why);
   if (fd == host::kNoSuchFs) throw SkipTest{why};
   check_errno(st, fd, "file");

@@ -303,6 +303,8 @@ class ModelRun final : public TestRun {
                            opt_.ram_bytes));
     int fd = s.huge.empty() ? sys_->create_file(s.size, fs, s.hugetlb_shift, s.name)
                             : sys_->create_tmpfs_file(s.size, s.huge, s.name, s.noswap);
+    if (fd >= 0 && s.read_only) check_errno(st, sys_->file_reopen_read_only(fd), "file");
+    if (fd >= 0 && s.uncached) check_errno(st, sys_->file_fadvise_dontneed(fd), "file");
     check_errno(st, fd, "file");
     if (fd >= 0) files_[s.name] = fd;
   }

@@ -81,7 +81,7 @@ StmtBody parse_tune(LineParser& lp, const std::string&) {
   return t;
 }
 
-// file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never] [noswap]
+// file F SIZE [fs=CLASS] [hugetlb=2M|1G] [huge=always|within_size|advise|never] [noswap] [ro] [uncached]
 StmtBody parse_file(LineParser& lp, const std::string&) {
   stmt::File f;
   f.name = lp.name();
@@ -99,14 +99,23 @@ StmtBody parse_file(LineParser& lp, const std::string&) {
       f.huge = opt.substr(5);
     } else if (opt == "noswap") {
       f.noswap = true;
+    } else if (opt == "ro") {
+      f.read_only = true;
+    } else if (opt == "uncached") {
+      f.uncached = true;
     } else {
-      lp.fail("fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never or noswap");
+      lp.fail("fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never, noswap, ro or uncached");
     }
     lp.word("");
   }
   // huge= and noswap are tmpfs mount options: a shmem file only.
   if (!f.huge.empty() && (f.fs != "shmem" || f.hugetlb_shift)) lp.fail("huge= only for a shmem file (a file on tmpfs)");
   if (f.noswap && (f.fs != "shmem" || f.hugetlb_shift)) lp.fail("noswap only for a shmem file (a file on tmpfs)");
+  // A memfd cannot be opened again read-only by name; hugetlbfs needs no case.
+  if (f.read_only && (f.fs == "shmem" || f.fs == "hugetlbfs" || f.hugetlb_shift))
+    lp.fail("ro only for a file of fs=ext4, xfs or btrfs");
+  if (f.uncached && (f.fs == "shmem" || f.fs == "hugetlbfs" || f.hugetlb_shift))
+    lp.fail("uncached only for a file of fs=ext4, xfs or btrfs");
   // A tmpfs mounted without huge= has huge=never.
   if (f.noswap && f.huge.empty()) f.huge = "never";
   return f;

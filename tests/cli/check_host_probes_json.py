@@ -27,8 +27,8 @@ def main():
     real = probes(mmlab, scenario, f"{outdir}/host-probes-real.json", False)
     forced = probes(mmlab, scenario, f"{outdir}/host-probes-forced.json", True)
     for p in (real, forced):
-        if len(p) != 12:
-            sys.exit(f"FAIL: expected 12 probes, found {sorted(p)}")
+        if len(p) != 13:
+            sys.exit(f"FAIL: expected 13 probes, found {sorted(p)}")
     if any(x["forced"] for x in real.values()):
         sys.exit(f"FAIL: a probe forced without --fake-probe: {real}")
     z, zr = forced["zero_page"], real["zero_page"]

@@ -790,3 +790,76 @@ expect sysfs transparent_hugepage/hugepages-64kB/stats/collapse_exceed_none_pte 
 expect sysfs transparent_hugepage/hugepages-64kB/stats/collapse_exceed_swap_pte 0
 expect sysfs transparent_hugepage/hugepages-64kB/stats/collapse_exceed_shared_pte 0
 expect-error EACCES sysfs transparent_hugepage/hugepages-64kB/stats/collapse_alloc 1
+
+# ---- read-only regular files (CONFIG_READ_ONLY_THP_FOR_FS) ----
+
+# A file opened O_RDONLY (`ro`): no shared writable mapping, no write access
+# later, no truncation or hole: the system calls' answers on such a
+# descriptor, on both backends.
+test collapse-file-ro-refuses-writers
+file F 64K fs=ext4 ro
+proc P
+expect-error EACCES P mmap A 64K rw shared file=F
+P mmap B 64K r shared file=F
+expect-error EACCES P mprotect B 64K rw
+expect-error EACCES P madvise B 4K remove
+expect-error EINVAL truncate F 0
+expect-error EBADF punch-hole F 0 4K
+P mmap C 64K rw private file=F
+P write C 4K 0x21
+P read B 4K 0
+
+# Without the option (this machine's kernel, and the model's default)
+# file_thp_enabled() is false: MADV_COLLAPSE of a read-only file is EINVAL.
+test collapse-file-ro-without-config-is-einval
+tune mm.read_only_thp_for_fs off
+file F 2M fs=ext4 ro
+proc P
+P mmap A 2M r private file=F align=2M
+P madvise A 2M populate_read
+expect-error EINVAL P madvise A 2M collapse
+expect P A mapped pte
+
+# With it, a range of a file nobody writes becomes a PMD-order page-cache
+# folio, clean and not swap-backed, which MADV_COLLAPSE maps by a PMD;
+# an uncached range is read first (zeros here). The host skips this
+# (its kernel lacks the option: the read_only_thp_for_fs probe).
+test collapse-file-ro-collapses
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+proc P
+P mmap A 2M r private file=F align=2M
+P madvise A 64K populate_read
+P madvise A 2M collapse
+expect P A mapped pmd
+expect P A order 9
+expect P rss file 2M
+P read A 2M 0
+check
+
+# The file open for write (the test's descriptor is O_RDWR): not eligible.
+test collapse-file-open-for-write-is-einval
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4
+proc P
+P mmap A 2M r private file=F align=2M
+P madvise A 2M populate_read
+expect-error EINVAL P madvise A 2M collapse
+expect P A order 0
+
+# khugepaged follows `enabled` for a file: under madvise, MADV_HUGEPAGE
+# registers the mm (the check sees the new flags) and the scan collapses
+# the page cache and retracts the page table; the next fault maps the THP
+# by a PMD.
+test collapse-file-ro-khugepaged
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro
+proc P
+P mmap A 2M r private file=F align=2M
+P madvise A 2M populate_read
+P madvise A 2M hugepage
+khugepaged 2
+expect P A mapped none
+P read A 4K 0
+expect P A mapped pmd
+expect P A order 9

@@ -348,9 +348,15 @@ def check_huge(nr, probe, who="P", region="A"):
 
 
 class Mem:
-    """khugepaged.c's mem_ops: anon (a private anonymous mapping) or shmem (a
+    """khugepaged.c's mem_ops: anon (a private anonymous mapping), shmem (a
     memfd: memfd_create, ftruncate to the size, a shared mapping; pages
-    appear on first write, the memfd's page cache is what collapses)."""
+    appear on first write, the memfd's page cache is what collapses) or file
+    (file_ops: a regular file written, opened again O_RDONLY, mapped
+    PROT_READ|PROT_EXEC MAP_PRIVATE and its page cache dropped; its fault is
+    MADV_POPULATE_READ). The language writes no file content: the runner's
+    file holds zeros, so a file's pages read 0 where the test reads its
+    stamps. Needs CONFIG_READ_ONLY_THP_FOR_FS (tune mm.read_only_thp_for_fs
+    on; the host backend skips the test where its kernel lacks it)."""
 
     def __init__(self, name):
         self.name = name
@@ -358,7 +364,21 @@ class Mem:
     def setup(self, nr_bytes):
         if self.name == "anon":
             return [f"P mmap A {size(nr_bytes)} rw private align=2M"]
+        if self.name == "file":
+            return ["tune mm.read_only_thp_for_fs on", f"file F {size(nr_bytes)} fs=ext4 ro uncached",
+                    f"P mmap A {size(nr_bytes)} rx private file=F align=2M"]
         return ["file F 0", f"truncate F {size(nr_bytes)}", f"P mmap A {size(nr_bytes)} rw shared file=F align=2M"]
+
+    def fill(self, start, end, who="P"):
+        """ops->fault (fill_memory, or MADV_POPULATE_READ for a file)."""
+        if self.name == "file":
+            return [f"{who} madvise {at('A', start)} {size(end - start)} populate_read"]
+        return khp_fill(start, end, who)
+
+    def validate(self, start, end, who="P"):
+        if self.name == "file":
+            return [f"{who} read {at('A', start)} {size(end - start)} 0"]
+        return khp_validate(start, end, who)
 
 
 class Ctx:
@@ -371,6 +391,17 @@ class Ctx:
         anon = mem is None or mem.name == "anon"
         if self.name == "khugepaged":
             out = [f"{who} madvise A {length} hugepage", "khugepaged 2", f"{who} madvise A {length} nohugepage"]
+            if mem is not None and mem.name == "file":
+                # A file VMA is registered by MADV_HUGEPAGE (its check reads
+                # the new flags), so khugepaged collapses the page cache and
+                # retracts the page tables; ops->fault() refaults, but
+                # MADV_NOHUGEPAGE keeps do_set_pmd() from mapping the THP by
+                # a PMD: PTEs map it, where check_huge() wants FilePmdMapped.
+                # The folio's order shows whether it collapsed.
+                out += mem.fill(0, nr * PMD, who)
+                want = 9 if expect else 0
+                return out + [l for i in range(nr) for l in (f"expect {who} {at('A', i * PMD)} mapped pte",
+                                                              f"expect {who} {at('A', i * PMD)} order {want}")]
             if not anon:
                 # khugepaged only retracts the page tables of file and shmem
                 # memory, and ops->fault() refaults the range (fill_memory
@@ -398,12 +429,12 @@ KHP_CTXS = [Ctx("khugepaged", True), Ctx("madvise", False)]
 
 def alloc_hpage(m=Mem("anon")):
     """alloc_hpage(): a PMD THP made by MADV_COLLAPSE, then MADV_HUGEPAGE."""
-    return (m.setup(PMD) + khp_fill(0, PMD) +
+    return (m.setup(PMD) + m.fill(0, PMD) +
             ["P madvise A 2M collapse", "expect P A mapped pmd", "P madvise A 2M hugepage"])
 
 
 def k_collapse_full(c, order, m=Mem("anon")):
-    return m.setup(4 * PMD) + khp_fill(0, 4 * PMD) + c.collapse(4, True, 0, mem=m) + khp_validate(0, 4 * PMD)
+    return m.setup(4 * PMD) + m.fill(0, 4 * PMD) + c.collapse(4, True, 0, mem=m) + m.validate(0, 4 * PMD)
 
 
 def k_collapse_empty(c, order):
@@ -412,18 +443,21 @@ def k_collapse_empty(c, order):
 
 
 def k_collapse_single_pte_entry(c, order, m=Mem("anon")):
-    return m.setup(PMD) + khp_fill(0, PAGE) + c.collapse(1, True, 0, mem=m) + khp_validate(0, PAGE)
+    return m.setup(PMD) + m.fill(0, PAGE) + c.collapse(1, True, 0, mem=m) + m.validate(0, PAGE)
 
 
-def k_collapse_max_ptes_none(c, order):
+def k_collapse_max_ptes_none(c, order, m=Mem("anon")):
+    # For a file, khugepaged counts the pages in the page cache: the file's
+    # was dropped, and the model reads no more than the fault asks (no
+    # readahead), so 255 cached pages stay below the limit of 256.
     max_ptes_none = HPAGE_PMD_NR // 2
     fault_nr = 1 << order
     first = (HPAGE_PMD_NR - max_ptes_none - fault_nr) * PAGE
-    out = [f"sysfs transparent_hugepage/khugepaged/max_ptes_none {max_ptes_none}", "P mmap A 2M rw private align=2M"]
-    out += khp_fill(0, first) + c.collapse(1, not c.enforce, 0) + khp_validate(0, first)
+    out = [f"sysfs transparent_hugepage/khugepaged/max_ptes_none {max_ptes_none}"] + m.setup(PMD)
+    out += m.fill(0, first) + c.collapse(1, not c.enforce, 0, mem=m) + m.validate(0, first)
     if c.enforce:
         second = (HPAGE_PMD_NR - max_ptes_none) * PAGE
-        out += khp_fill(0, second) + c.collapse(1, True, 0) + khp_validate(0, second)
+        out += m.fill(0, second) + c.collapse(1, True, 0, mem=m) + m.validate(0, second)
     return out + ["sysfs transparent_hugepage/khugepaged/max_ptes_none 511"]
 
 
@@ -449,9 +483,12 @@ def k_collapse_max_ptes_swap(c, order):
     return out
 
 
-def k_collapse_single_pte_entry_compound(c, order):
-    return (alloc_hpage() + ["P madvise A 2M nohugepage", "P madvise A+4K 2044K dontneed"] + check_huge(0, 0) +
-            c.collapse(1, True, 0) + khp_validate(0, PAGE))
+def k_collapse_single_pte_entry_compound(c, order, m=Mem("anon")):
+    # A file THP's PMD is not split into PTEs by the partial MADV_DONTNEED
+    # (a page-cache folio is refaulted): the whole 2M is unmapped.
+    probe = 0 if m.name == "anon" else None
+    return (alloc_hpage(m) + ["P madvise A 2M nohugepage", "P madvise A+4K 2044K dontneed"] + check_huge(0, probe) +
+            c.collapse(1, True, 0, mem=m) + m.validate(0, PAGE))
 
 
 def k_collapse_full_of_compound(c, order, m=Mem("anon")):
@@ -459,7 +496,7 @@ def k_collapse_full_of_compound(c, order, m=Mem("anon")):
     # THP is refaulted, not remapped by PTEs): check_huge(p, 0) sees none.
     probe = 0 if m.name == "anon" else None
     return (alloc_hpage(m) + ["P madvise A 4K nohugepage", "P madvise A 2M nohugepage"] + check_huge(0, probe) +
-            c.collapse(1, True, 0, mem=m) + khp_validate(0, PMD))
+            c.collapse(1, True, 0, mem=m) + m.validate(0, PMD))
 
 
 def k_collapse_compound_extreme(c, order):
@@ -506,12 +543,12 @@ def k_collapse_max_ptes_shared(c, order):
 
 
 def k_madvise_collapse_existing_thps(c, order, m=Mem("anon")):
-    out = m.setup(PMD) + khp_fill(0, PMD) + c.collapse(1, True, 0, mem=m) + khp_validate(0, PMD)
+    out = m.setup(PMD) + m.fill(0, PMD) + c.collapse(1, True, 0, mem=m) + m.validate(0, PMD)
     # __madvise_collapse directly: the range is PMD-mapped already.
     out += ["sysfs transparent_hugepage/enabled never", "sysfs transparent_hugepage/shmem_enabled never",
             "P madvise A 2M hugepage", "P madvise A 2M collapse", "expect P A mapped pmd",
             "sysfs transparent_hugepage/enabled madvise", "sysfs transparent_hugepage/shmem_enabled advise"]
-    return out + khp_validate(0, PMD)
+    return out + m.validate(0, PMD)
 
 
 def k_madvise_retracted_page_tables(c, order, m=Mem("shmem")):
@@ -521,10 +558,13 @@ def k_madvise_retracted_page_tables(c, order, m=Mem("shmem")):
     registers the mm only if the VMA was eligible with its flags from before
     the call (under shmem_enabled "advise" it was not), and in a process of
     its own no earlier test registered it. MADV_COLLAPSE then collapses the
-    PTE-mapped pages itself."""
-    out = m.setup(PMD) + khp_fill(0, PMD)
-    out += ["P madvise A 2M hugepage", "khugepaged 2", "P madvise A 2M nohugepage", "expect P A mapped pte"]
-    return out + c.collapse(1, True, 0, mem=m) + khp_validate(0, PMD)
+    PTE-mapped pages itself. A file VMA is registered (its check reads the
+    new flags): khugepaged collapses it and retracts the page table, as the
+    test means, and MADV_COLLAPSE maps the page cache's THP."""
+    out = m.setup(PMD) + m.fill(0, PMD)
+    left = "none" if m.name == "file" else "pte"
+    out += ["P madvise A 2M hugepage", "khugepaged 2", "P madvise A 2M nohugepage", f"expect P A mapped {left}"]
+    return out + c.collapse(1, True, 0, mem=m) + m.validate(0, PMD)
 
 
 # (function, description, contexts, memory types) in khugepaged.c's main() order.
@@ -565,8 +605,9 @@ def gen_khugepaged():
            "# Do not edit by hand: change the generator and run it again.", "",
            "# khugepaged.c's default_settings (THP enabled=madvise and the PMD size",
            "# inherit are the model's defaults; defrag it has not). The file cases",
-           "# need CONFIG_READ_ONLY_THP_FOR_FS, which neither the model nor this",
-           "# machine's kernel has: they skip.",
+           "# need CONFIG_READ_ONLY_THP_FOR_FS, which this machine's kernel lacks:",
+           "# they run on the model with tune mm.read_only_thp_for_fs on and skip on",
+           "# a host without it.",
            "proc P", "sysfs transparent_hugepage/use_zero_page 0", "sysfs transparent_hugepage/shmem_enabled advise",
            "sysfs transparent_hugepage/khugepaged/defrag 1",
            "sysfs transparent_hugepage/khugepaged/alloc_sleep_millisecs 10",
@@ -597,8 +638,7 @@ def gen_khugepaged():
                     name = f"khugepaged-{c.name}-{mem}-{fn.replace('_', '-')}{sfx}"
                     title = f"{fn} ({c.name}:{mem}{flag}): {desc}"
                     if mem == "file":
-                        emit_test(out, name, title, ["skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, "
-                                                     "which the model does not have"])
+                        emit_test(out, name, title, body(c, order, Mem("file")))
                     elif mem == "shmem":
                         emit_test(out, name, title, shmem_form + body(c, order, Mem("shmem")))
                     else:

@@ -3,8 +3,9 @@
 
 # khugepaged.c's default_settings (THP enabled=madvise and the PMD size
 # inherit are the model's defaults; defrag it has not). The file cases
-# need CONFIG_READ_ONLY_THP_FOR_FS, which neither the model nor this
-# machine's kernel has: they skip.
+# need CONFIG_READ_ONLY_THP_FOR_FS, which this machine's kernel lacks:
+# they run on the model with tune mm.read_only_thp_for_fs on and skip on
+# a host without it.
 proc P
 sysfs transparent_hugepage/use_zero_page 0
 sysfs transparent_hugepage/shmem_enabled advise
@@ -103,7 +104,23 @@ P read A+7936K 256K 32
 
 test khugepaged-khugepaged-file-collapse-full
 # [RUN] collapse_full (khugepaged:file): Collapse multiple fully populated PTE table
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 8M fs=ext4 ro uncached
+P mmap A 8M rx private file=F align=2M
+P madvise A 8M populate_read
+P madvise A 8M hugepage
+khugepaged 2
+P madvise A 8M nohugepage
+P madvise A 8M populate_read
+expect P A mapped pte
+expect P A order 9
+expect P A+2M mapped pte
+expect P A+2M order 9
+expect P A+4M mapped pte
+expect P A+4M order 9
+expect P A+6M mapped pte
+expect P A+6M order 9
+P read A 8M 0
 
 test khugepaged-khugepaged-shmem-collapse-full
 # [RUN] collapse_full (khugepaged:shmem): Collapse multiple fully populated PTE table
@@ -294,7 +311,21 @@ P read A+7936K 256K 32
 
 test khugepaged-madvise-file-collapse-full
 # [RUN] collapse_full (madvise:file): Collapse multiple fully populated PTE table
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 8M fs=ext4 ro uncached
+P mmap A 8M rx private file=F align=2M
+P madvise A 8M populate_read
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 8M hugepage
+P madvise A 8M collapse
+expect P A mapped pmd
+expect P A+2M mapped pmd
+expect P A+4M mapped pmd
+expect P A+6M mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 8M 0
 
 test khugepaged-madvise-shmem-collapse-full
 # [RUN] collapse_full (madvise:shmem): Collapse multiple fully populated PTE table
@@ -407,7 +438,17 @@ P read A 4K 1
 
 test khugepaged-khugepaged-file-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (khugepaged:file): Collapse PTE table with single PTE entry present
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 4K populate_read
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P madvise A 2M populate_read
+expect P A mapped pte
+expect P A order 9
+P read A 4K 0
 
 test khugepaged-khugepaged-shmem-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (khugepaged:shmem): Collapse PTE table with single PTE entry present
@@ -444,7 +485,18 @@ P read A 4K 1
 
 test khugepaged-madvise-file-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (madvise:file): Collapse PTE table with single PTE entry present
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 4K populate_read
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 4K 0
 
 test khugepaged-madvise-shmem-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (madvise:shmem): Collapse PTE table with single PTE entry present
@@ -493,7 +545,27 @@ sysfs transparent_hugepage/khugepaged/max_ptes_none 511
 
 test khugepaged-khugepaged-file-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (khugepaged:file): Maybe collapse with max_ptes_none exceeded
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+sysfs transparent_hugepage/khugepaged/max_ptes_none 256
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 1020K populate_read
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P madvise A 2M populate_read
+expect P A mapped pte
+expect P A order 0
+P read A 1020K 0
+P madvise A 1M populate_read
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P madvise A 2M populate_read
+expect P A mapped pte
+expect P A order 9
+P read A 1M 0
+sysfs transparent_hugepage/khugepaged/max_ptes_none 511
 
 test khugepaged-madvise-anon-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (madvise:anon): Maybe collapse with max_ptes_none exceeded
@@ -518,7 +590,20 @@ sysfs transparent_hugepage/khugepaged/max_ptes_none 511
 
 test khugepaged-madvise-file-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (madvise:file): Maybe collapse with max_ptes_none exceeded
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+sysfs transparent_hugepage/khugepaged/max_ptes_none 256
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 1020K populate_read
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 1020K 0
+sysfs transparent_hugepage/khugepaged/max_ptes_none 511
 
 test khugepaged-khugepaged-anon-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (khugepaged:anon): Collapse PTE table with single PTE mapping compound page
@@ -545,7 +630,23 @@ P read A 4K 1
 
 test khugepaged-khugepaged-file-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (khugepaged:file): Collapse PTE table with single PTE mapping compound page
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 2M populate_read
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 2M nohugepage
+P madvise A+4K 2044K dontneed
+expect P A mapped none
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P madvise A 2M populate_read
+expect P A mapped pte
+expect P A order 9
+P read A 4K 0
 
 test khugepaged-madvise-anon-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (madvise:anon): Collapse PTE table with single PTE mapping compound page
@@ -575,7 +676,24 @@ P read A 4K 1
 
 test khugepaged-madvise-file-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (madvise:file): Collapse PTE table with single PTE mapping compound page
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 2M populate_read
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 2M nohugepage
+P madvise A+4K 2044K dontneed
+expect P A mapped none
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 4K 0
 
 test khugepaged-khugepaged-anon-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:anon): Collapse PTE table full of compound pages
@@ -609,7 +727,23 @@ P read A+1792K 256K 8
 
 test khugepaged-khugepaged-file-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:file): Collapse PTE table full of compound pages
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 2M populate_read
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 4K nohugepage
+P madvise A 2M nohugepage
+expect P A mapped none
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+P madvise A 2M populate_read
+expect P A mapped pte
+expect P A order 9
+P read A 2M 0
 
 test khugepaged-khugepaged-shmem-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:shmem): Collapse PTE table full of compound pages
@@ -686,7 +820,24 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-file-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (madvise:file): Collapse PTE table full of compound pages
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 2M populate_read
+P madvise A 2M collapse
+expect P A mapped pmd
+P madvise A 2M hugepage
+P madvise A 4K nohugepage
+P madvise A 2M nohugepage
+expect P A mapped none
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 2M 0
 
 test khugepaged-madvise-shmem-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (madvise:shmem): Collapse PTE table full of compound pages
@@ -7344,7 +7495,26 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-file-madvise-collapse-existing-thps
 # [RUN] madvise_collapse_existing_thps (madvise:file): Re-collapse PMD-mapped hugepage
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 2M populate_read
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 2M 0
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 2M 0
 
 test khugepaged-madvise-shmem-madvise-collapse-existing-thps
 # [RUN] madvise_collapse_existing_thps (madvise:shmem): Re-collapse PMD-mapped hugepage
@@ -7392,7 +7562,22 @@ P read A+1792K 256K 8
 
 test khugepaged-madvise-file-madvise-retracted-page-tables
 # [RUN] madvise_retracted_page_tables (madvise:file): Install huge PMD from page cache
-skip file collapse needs CONFIG_READ_ONLY_THP_FOR_FS, which the model does not have
+tune mm.read_only_thp_for_fs on
+file F 2M fs=ext4 ro uncached
+P mmap A 2M rx private file=F align=2M
+P madvise A 2M populate_read
+P madvise A 2M hugepage
+khugepaged 2
+P madvise A 2M nohugepage
+expect P A mapped none
+sysfs transparent_hugepage/enabled never
+sysfs transparent_hugepage/shmem_enabled never
+P madvise A 2M hugepage
+P madvise A 2M collapse
+expect P A mapped pmd
+sysfs transparent_hugepage/enabled madvise
+sysfs transparent_hugepage/shmem_enabled advise
+P read A 2M 0
 
 test khugepaged-madvise-shmem-madvise-retracted-page-tables
 # [RUN] madvise_retracted_page_tables (madvise:shmem): Install huge PMD from page cache

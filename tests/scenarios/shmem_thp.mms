@@ -405,3 +405,48 @@ P write A 2M 0x56
 P madvise A 2M collapse
 expect P A mapped pmd
 P read A 2M 0x56
+
+# A 1M file on a tmpfs mounted huge=always: its fallocate (every `file` is
+# fallocated) allocates one PMD-order folio that reaches past EOF
+# (shmem_fallocate has no VMA to fit, and huge=always allows every order).
+# The first fault maps all of it by a PMD, past EOF too: the host maps it
+# so (ShmemPmdMapped 2048 kB) and a read at 1M completes, no SIGBUS.
+test shmem-tmpfs-huge-always-folio-past-eof
+file F 1M huge=always
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 0x61
+expect P A order 9
+expect P A mapped pmd
+P read A+1M 4K 0
+expect P rss shmem 2M
+
+# ... and the superblock's shrinker (shrink-slab: drop_caches 2 on the
+# host) splits it (shmem_unused_huge_shrink), freeing the pages past EOF:
+# the split unmaps the rest, which comes back by faults, order 0 (fault-around
+# maps 16 pages), and an
+# access past EOF is now SIGBUS. (The split counters are machine-wide on
+# the host: not compared.) khugepaged is stopped first: the mapping
+# registered the mm (huge=always makes the VMA eligible), and a scan that
+# holds a reference on the folio at the moment of the split makes it fail
+# (the file goes back on the list), which the host showed once.
+test shmem-tmpfs-huge-always-shrinker-splits-past-eof
+sysfs transparent_hugepage/enabled never
+file F 1M huge=always
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 0x62
+shrink-slab
+expect P A mapped none
+P read A 4K 0x62
+expect P A order 0
+expect P rss shmem 64K
+expect-error SIGBUS P read A+1M 4K
+
+# A file whose THP ends at EOF is not queued: nothing to split.
+test shmem-tmpfs-huge-always-shrinker-keeps-whole-thp
+file F 2M huge=always
+P mmap A 2M rw shared file=F align=2M
+P write A 4K 0x63
+expect P A order 9
+shrink-slab
+expect P A mapped pmd
+expect P A order 9

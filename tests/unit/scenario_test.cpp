@@ -208,7 +208,11 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("file F 16K fs=ext4 noswap\n"), "t.mms:1:27: expected noswap only for a shmem file (a file on tmpfs)");
   EXPECT_EQ(parse_error("file F 2M hugetlb=2M noswap\n"), "t.mms:1:29: expected noswap only for a shmem file (a file on tmpfs)");
   EXPECT_EQ(parse_error("file F 16K noswapp\n"),
-            "t.mms:1:12: expected fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never or noswap");
+            "t.mms:1:12: expected fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never, noswap, ro or uncached");
+  // ro and uncached are a disk file's (a memfd cannot be reopened by name).
+  EXPECT_EQ(parse_error("file F 16K ro\n"), "t.mms:1:15: expected ro only for a file of fs=ext4, xfs or btrfs");
+  EXPECT_EQ(parse_error("file F 2M hugetlb=2M uncached\n"),
+            "t.mms:1:31: expected uncached only for a file of fs=ext4, xfs or btrfs");
 }
 
 // mmap placement: one of at=, fixed= and noreplace=, never with align=, and
