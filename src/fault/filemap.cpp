@@ -42,7 +42,8 @@ bool maybe_unlock_mmap_for_io(VmFault* vmf) NO_THREAD_SAFETY_ANALYSIS {
 // read fault's fault-around maps those around it (a 64K mapping comes back
 // by one major fault). 0 if the page is cached: the fault goes on (minor).
 vm_fault_t filemap_fault_miss(VmFault* vmf, File* f, uint64_t pgoff) {
-  if (file_is_shmem(f) || !filemap_read_around(f, pgoff)) return 0;
+  const bool ra_off = vmf->vma->vm_mm->kernel->settings.read_ahead_off.load(std::memory_order_relaxed);
+  if (file_is_shmem(f) || !filemap_read_around(f, pgoff, ra_off ? 1 : VM_READAHEAD_PAGES)) return 0;
   vmf->vma->vm_mm->kernel->stats->count(VmStat::pgmajfault);
   if (maybe_unlock_mmap_for_io(vmf)) return VM_FAULT_MAJOR | VM_FAULT_RETRY;
   return VM_FAULT_MAJOR;

@@ -198,9 +198,8 @@ int filemap_get_or_swapin(File* f, uint64_t index, Folio** foliop, uint64_t* sta
 // The backing device's read-ahead window (bdi->ra_pages): read_ahead_kb
 // 128, the default of a block device, and of the loop device the host
 // backend mounts its ext4 on.
-constexpr uint64_t kRaPages = (128 * 1024) >> PAGE_SHIFT;
 
-bool filemap_read_around(File* f, uint64_t index) {
+bool filemap_read_around(File* f, uint64_t index, uint64_t ra_pages) {
   VM_BUG_ON(file_is_shmem(f) || f->fs == FsClass::kHugetlbfs, "read-around of a file without a disk");
   uint64_t end = 0;
   {
@@ -216,8 +215,8 @@ bool filemap_read_around(File* f, uint64_t index) {
   // PG_readahead mark at ra_pages / 4 before the window's end (fault-around
   // skips that folio, and a fault on it reads the next window ahead), and
   // mmap_miss, which stops the read-around after 100 misses more than hits.
-  const uint64_t first = index > kRaPages / 2 ? index - kRaPages / 2 : 0;
-  const uint64_t last = std::min(first + kRaPages, end);
+  const uint64_t first = index > ra_pages / 2 ? index - ra_pages / 2 : 0;
+  const uint64_t last = std::min(first + ra_pages, end);
   for (uint64_t i = first; i < last; i++) {
     {
       MutexGuard g(&f->lock);

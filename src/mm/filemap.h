@@ -66,8 +66,10 @@ Folio* lookup_locked(File* f, uint64_t index, uint64_t* start) REQUIRES(f->lock)
 // read-around it starts (do_sync_mmap_readahead, mm/readahead.c): false if
 // page `index` is cached (or past EOF), else the window of ra_pages around
 // it is read into the page cache (pages already cached are left alone) and
-// true: the fault is major.
-bool filemap_read_around(File* f, uint64_t index);
+// true: the fault is major. ra_pages 1: the device's read_ahead_kb is 0,
+// and only the page itself is read.
+constexpr uint64_t VM_READAHEAD_PAGES = (128 * 1024) >> PAGE_SHIFT;
+bool filemap_read_around(File* f, uint64_t index, uint64_t ra_pages);
 // shmem_get_folio_gfp's huge orders for a fault at addr of vma on the hole
 // at `index`: a new folio of the highest order shmem_allowable_huge_orders
 // allows whose aligned block fits the VMA and holds nothing yet, zeroed,

@@ -171,6 +171,9 @@ static_assert(std::size(kTlbGeometryValues) == static_cast<size_t>(TlbGeometry::
 constexpr TuneValueDef kReadOnlyThpValues[] = {
     {"off", "a kernel built without CONFIG_READ_ONLY_THP_FOR_FS (this project's machines): only anonymous memory and shmem collapse"},
     {"on", "CONFIG_READ_ONLY_THP_FOR_FS=y: khugepaged and MADV_COLLAPSE also collapse the page cache of a regular file nobody has open for write"}};
+constexpr TuneValueDef kReadAheadValues[] = {
+    {"128", "the kernel's default (VM_READAHEAD_PAGES): a page-cache miss through a mapping reads 32 pages around it"},
+    {"0", "read_ahead_kb 0 on the file's device, as khugepaged.c sets it: a miss reads only its own page"}};
 constexpr TuneValueDef kKhugepagedMthpValues[] = {
     {"off", "v6.18: khugepaged and MADV_COLLAPSE collapse to the PMD order only"},
     {"on", "\"khugepaged: add mTHP collapse support\" v18: khugepaged also collapses to the enabled mTHP orders"}};
@@ -235,6 +238,8 @@ constexpr TuneKeyDef kTuneKeys[] = {
      store_index<&Settings::khugepaged_mthp>, show_index<&Settings::khugepaged_mthp>, false},
     {"mm.read_only_thp_for_fs", "CONFIG_READ_ONLY_THP_FOR_FS (file_thp_enabled)", kReadOnlyThpValues,
      store_index<&Settings::read_only_thp_for_fs>, show_index<&Settings::read_only_thp_for_fs>, false},
+    {"mm.read_ahead_kb", "the file device's read_ahead_kb: the mmap read-around of a page-cache miss", kReadAheadValues,
+     store_index<&Settings::read_ahead_off>, show_index<&Settings::read_ahead_off>, false},
     {"tlb.geometry", "the per-CPU TLB the model keeps (docs/TLB.md)", kTlbGeometryValues, store_tlb_geometry,
      show_index<&Settings::tlb_geometry>, false},
 #define MMLAB_REVERT_KEY(e, key, value, commit, subject, restores) \

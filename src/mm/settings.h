@@ -134,6 +134,7 @@ struct Settings {
   // the page cache of a regular file nobody has open for write
   // (file_thp_enabled). Off, as on this project's machines.
   std::atomic<bool> read_only_thp_for_fs{false};
+  std::atomic<bool> read_ahead_off{false};  // tune mm.read_ahead_kb 0
   // tlb.geometry (docs/TLB.md); a write rebuilds the Kernel's TLB model.
   std::atomic<TlbGeometry> tlb_geometry{TlbGeometry::kOff};
   TlbState* tlb = nullptr;  // the Kernel's, set when it is made

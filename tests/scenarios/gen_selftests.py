@@ -365,7 +365,7 @@ class Mem:
         if self.name == "anon":
             return [f"P mmap A {size(nr_bytes)} rw private align=2M"]
         if self.name == "file":
-            return ["tune mm.read_only_thp_for_fs on", f"file F {size(nr_bytes)} fs=ext4 ro uncached",
+            return ["tune mm.read_only_thp_for_fs on", "tune mm.read_ahead_kb 0", f"file F {size(nr_bytes)} fs=ext4 ro uncached",
                     f"P mmap A {size(nr_bytes)} rx private file=F align=2M"]
         return ["file F 0", f"truncate F {size(nr_bytes)}", f"P mmap A {size(nr_bytes)} rw shared file=F align=2M"]
 
@@ -607,7 +607,8 @@ def gen_khugepaged():
            "# inherit are the model's defaults; defrag it has not). The file cases",
            "# need CONFIG_READ_ONLY_THP_FOR_FS, which this machine's kernel lacks:",
            "# they run on the model with tune mm.read_only_thp_for_fs on and skip on",
-           "# a host without it.",
+           "# a host without it, with the device's read_ahead_kb 0 as khugepaged.c",
+           "# sets it (a fault reads only its own page: max_ptes_none counts them).",
            "proc P", "sysfs transparent_hugepage/use_zero_page 0", "sysfs transparent_hugepage/shmem_enabled advise",
            "sysfs transparent_hugepage/khugepaged/defrag 1",
            "sysfs transparent_hugepage/khugepaged/alloc_sleep_millisecs 10",

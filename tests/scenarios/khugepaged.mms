@@ -5,7 +5,8 @@
 # inherit are the model's defaults; defrag it has not). The file cases
 # need CONFIG_READ_ONLY_THP_FOR_FS, which this machine's kernel lacks:
 # they run on the model with tune mm.read_only_thp_for_fs on and skip on
-# a host without it.
+# a host without it, with the device's read_ahead_kb 0 as khugepaged.c
+# sets it (a fault reads only its own page: max_ptes_none counts them).
 proc P
 sysfs transparent_hugepage/use_zero_page 0
 sysfs transparent_hugepage/shmem_enabled advise
@@ -105,6 +106,7 @@ P read A+7936K 256K 32
 test khugepaged-khugepaged-file-collapse-full
 # [RUN] collapse_full (khugepaged:file): Collapse multiple fully populated PTE table
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 8M fs=ext4 ro uncached
 P mmap A 8M rx private file=F align=2M
 P madvise A 8M populate_read
@@ -312,6 +314,7 @@ P read A+7936K 256K 32
 test khugepaged-madvise-file-collapse-full
 # [RUN] collapse_full (madvise:file): Collapse multiple fully populated PTE table
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 8M fs=ext4 ro uncached
 P mmap A 8M rx private file=F align=2M
 P madvise A 8M populate_read
@@ -439,6 +442,7 @@ P read A 4K 1
 test khugepaged-khugepaged-file-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (khugepaged:file): Collapse PTE table with single PTE entry present
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 4K populate_read
@@ -486,6 +490,7 @@ P read A 4K 1
 test khugepaged-madvise-file-collapse-single-pte-entry
 # [RUN] collapse_single_pte_entry (madvise:file): Collapse PTE table with single PTE entry present
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 4K populate_read
@@ -547,6 +552,7 @@ test khugepaged-khugepaged-file-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (khugepaged:file): Maybe collapse with max_ptes_none exceeded
 sysfs transparent_hugepage/khugepaged/max_ptes_none 256
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 1020K populate_read
@@ -592,6 +598,7 @@ test khugepaged-madvise-file-collapse-max-ptes-none
 # [RUN] collapse_max_ptes_none (madvise:file): Maybe collapse with max_ptes_none exceeded
 sysfs transparent_hugepage/khugepaged/max_ptes_none 256
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 1020K populate_read
@@ -631,6 +638,7 @@ P read A 4K 1
 test khugepaged-khugepaged-file-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (khugepaged:file): Collapse PTE table with single PTE mapping compound page
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 2M populate_read
@@ -677,6 +685,7 @@ P read A 4K 1
 test khugepaged-madvise-file-collapse-single-pte-entry-compound
 # [RUN] collapse_single_pte_entry_compound (madvise:file): Collapse PTE table with single PTE mapping compound page
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 2M populate_read
@@ -728,6 +737,7 @@ P read A+1792K 256K 8
 test khugepaged-khugepaged-file-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (khugepaged:file): Collapse PTE table full of compound pages
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 2M populate_read
@@ -821,6 +831,7 @@ P read A+1792K 256K 8
 test khugepaged-madvise-file-collapse-full-of-compound
 # [RUN] collapse_full_of_compound (madvise:file): Collapse PTE table full of compound pages
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 2M populate_read
@@ -7496,6 +7507,7 @@ P read A+1792K 256K 8
 test khugepaged-madvise-file-madvise-collapse-existing-thps
 # [RUN] madvise_collapse_existing_thps (madvise:file): Re-collapse PMD-mapped hugepage
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 2M populate_read
@@ -7563,6 +7575,7 @@ P read A+1792K 256K 8
 test khugepaged-madvise-file-madvise-retracted-page-tables
 # [RUN] madvise_retracted_page_tables (madvise:file): Install huge PMD from page cache
 tune mm.read_only_thp_for_fs on
+tune mm.read_ahead_kb 0
 file F 2M fs=ext4 ro uncached
 P mmap A 2M rx private file=F align=2M
 P madvise A 2M populate_read
