@@ -2041,6 +2041,42 @@ P write A 32M 1
 counters reset
 P madvise A 32M populate_read
 
+test populate-write-o0-8m
+P mmap A 8M rw private align=2M
+counters reset
+P madvise A 8M populate_write
+
+test populate-write-o4-8m
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 8M rw private align=2M
+counters reset
+P madvise A 8M populate_write
+
+test populate-write-o4-32m
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 32M rw private align=2M
+counters reset
+P madvise A 32M populate_write
+
+test populate-write-o8-32m
+sysfs transparent_hugepage/hugepages-1024kB/enabled always
+P mmap A 32M rw private align=2M
+counters reset
+P madvise A 32M populate_write
+
+test touch-populated-o0
+P mmap A 32M rw private align=2M
+P madvise A 32M populate_write
+counters reset
+P write A 32M 2
+
+test touch-populated-o4
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 32M rw private align=2M
+P madvise A 32M populate_write
+counters reset
+P write A 32M 2
+
 test cow-pmd-split
 sysfs transparent_hugepage/hugepages-2048kB/enabled always
 P mmap A 32M rw private align=2M

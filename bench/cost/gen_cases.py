@@ -103,6 +103,15 @@ def calibrate():
     # from a grab and a pin, which process_vm_readv always does with it.
     for o, mb in ((0, 8), (0, MB), (9, 8), (9, MB)):
         out += case(f"populate-o{o}-{mb}m", region(o, mb) + [f"P write A {mb}M 1", "counters reset", f"P madvise A {mb}M populate_read"])
+    # MADV_POPULATE_WRITE faults a region in from the kernel, so no load or
+    # store goes through the new PTEs; a write after it goes through each for
+    # the first time without a fault. Together with the faults by a write
+    # (both at once) they tell an entry's first use from the fault and from
+    # the bytes stored.
+    for o, mb in ((0, 8), (4, 8), (4, MB), (8, MB)):
+        out += case(f"populate-write-o{o}-{mb}m", region(o, mb) + ["counters reset", f"P madvise A {mb}M populate_write"])
+    for o in (0, 4):
+        out += case(f"touch-populated-o{o}", region(o) + [f"P madvise A {MB}M populate_write", "counters reset", f"P write A {MB}M 2"])
     # A write to each 2M of a PMD-mapped region shared after fork: the split.
     out += case("cow-pmd-split", region(9) + [f"P write A {MB}M 1", "P fork C", "counters reset"] + [f"C write A+{i * 2}M 4K 2" for i in range(MB // 2)])
     return out

@@ -92,6 +92,7 @@ struct TermCost {
 struct CaseFit {
   std::string name;
   double host_ns = 0, fitted_ns = 0;
+  std::vector<double> host_runs_ns;  // format 3: every measured run, so that a refit needs no machine
   bool operator==(const CaseFit&) const = default;
 };
 
@@ -159,8 +160,8 @@ std::vector<std::string> cost_header_differences(const MachineInfo& profile, con
 // This machine, as a profile header records it.
 MachineInfo describe_this_machine();
 
-// JSON (format "mmlab-cost-profile", version 2; version 1 files still load,
-// without terms). load(save(p)) == p.
+// JSON (format "mmlab-cost-profile", version 3; version 1 files still load,
+// without terms, and version 2 ones without each case's runs). load(save(p)) == p.
 std::string cost_profile_to_json(const CostProfile& p);
 int cost_profile_from_json(const std::string& text, CostProfile* out, std::string* err);
 int save_cost_profile(const std::string& path, const CostProfile& p, std::string* err);

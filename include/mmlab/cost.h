@@ -125,6 +125,8 @@ struct RunCasesOptions {
 // host (CPU time). Needs the host backend (root). 0, or -errno with *err.
 // *reference_ns: the median of the speed reference timed after each host run.
 int run_cases(const RunCasesOptions& o, std::vector<CaseRun>* out, double* reference_ns, std::string* err);
+// The model's side alone: each case's counts (no host run, no root).
+int model_case_counts(const RunCasesOptions& o, std::vector<CaseRun>* out, std::string* err);
 
 // The speed reference: CPU time of a fixed piece of kernel and user work in
 // this process (fault in, write and unmap 16 MiB of 4K pages, 2000 empty
@@ -136,6 +138,14 @@ double speed_reference_ns();
 // Fits the profile's terms from the cases (and times the measured terms on
 // this machine). Fills p->terms and p->fit.
 void fit_terms(const std::vector<CaseRun>& cases, host::CostProfile* p);
+
+// Fits p's terms again from the host runs it stored at calibration (format
+// 3) and the model's counts of the cases in `o.file` now: after the model
+// learns to count something new, the profile follows without the machine.
+// The measured terms and the header are kept. A case without stored runs is
+// left out and named in *notes. 0, or -errno with *err (-ENODATA: the
+// profile stores no runs).
+int refit_terms(const RunCasesOptions& o, host::CostProfile* p, std::vector<std::string>* notes, std::string* err);
 
 // User-space timing of the measured terms: ns per byte zeroed and copied
 // per order, on a buffer larger than the last-level cache.

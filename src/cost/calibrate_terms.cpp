@@ -52,20 +52,20 @@ double speed_reference_ns() {
   return static_cast<double>(t1.tv_sec - t0.tv_sec) * 1e9 + static_cast<double>(t1.tv_nsec - t0.tv_nsec);
 }
 
-int run_cases(const RunCasesOptions& o, std::vector<CaseRun>* out, double* reference_ns, std::string* err) {
+namespace {
+
+auto parse_cases(const RunCasesOptions& o, std::string* err) {
   auto prog = scenario_parse({o.file}, err);
-  if (!prog) return -EINVAL;
-  if (scenario_count_tests(*prog, o.filter) == 0) {
+  if (prog && scenario_count_tests(*prog, o.filter) == 0) {
     *err = fmt::format("{}: no case matches '{}'", o.file, o.filter);
-    return -EINVAL;
+    prog.reset();
   }
-  std::string why;
-  if (!scenario_host_available(&why)) {
-    *err = "the host backend is not available here: " + why;
-    return -EPERM;
-  }
+  return prog;
+}
+
+void model_counts(const ScenarioProgram& prog, const RunCasesOptions& o, std::vector<CaseRun>* out) {
   if (o.progress) o.progress("model");
-  std::vector<ScenarioResult> model = run_once(*prog, o, Backend::kModel);
+  std::vector<ScenarioResult> model = run_once(prog, o, Backend::kModel);
   out->clear();
   for (const ScenarioResult& r : model) {
     CaseRun c;
@@ -77,6 +77,26 @@ int run_cases(const RunCasesOptions& o, std::vector<CaseRun>* out, double* refer
     else if (r.cost_counts.empty()) c.skipped = "no `counters reset` starts its measured part";
     out->push_back(std::move(c));
   }
+}
+
+}  // namespace
+
+int model_case_counts(const RunCasesOptions& o, std::vector<CaseRun>* out, std::string* err) {
+  auto prog = parse_cases(o, err);
+  if (!prog) return -EINVAL;
+  model_counts(*prog, o, out);
+  return 0;
+}
+
+int run_cases(const RunCasesOptions& o, std::vector<CaseRun>* out, double* reference_ns, std::string* err) {
+  auto prog = parse_cases(o, err);
+  if (!prog) return -EINVAL;
+  std::string why;
+  if (!scenario_host_available(&why)) {
+    *err = "the host backend is not available here: " + why;
+    return -EPERM;
+  }
+  model_counts(*prog, o, out);
   // The first host run warms the hypervisor's backing of guest memory and
   // the page cache of the tool itself; it is not kept.
   std::vector<double> refs;
@@ -328,10 +348,41 @@ void fit_terms(const std::vector<CaseRun>& cases, host::CostProfile* p) {
   for (const CaseRun* c : used) {
     const double pr = predict(*p, c->counts).total_ns(), y = case_median(c->host_ns);
     res.push_back(std::abs(pr - y) / y);
-    p->fit.per_case.push_back({c->name, y, pr});
+    p->fit.per_case.push_back({c->name, y, pr, c->host_ns});
   }
   p->fit.residual_median = case_median(res);
   p->fit.residual_max = res.empty() ? 0 : *std::max_element(res.begin(), res.end());
+}
+
+int refit_terms(const RunCasesOptions& o, host::CostProfile* p, std::vector<std::string>* notes, std::string* err) {
+  std::map<std::string, std::vector<double>> stored;
+  for (const host::CaseFit& c : p->fit.per_case)
+    if (!c.host_runs_ns.empty()) stored[c.name] = c.host_runs_ns;
+  if (stored.empty()) {
+    *err = fmt::format("profile {} stores no runs per case (calibrated before format 3): calibrate again", p->name);
+    return -ENODATA;
+  }
+  std::vector<CaseRun> cases;
+  if (int e = model_case_counts(o, &cases, err)) return e;
+  for (CaseRun& c : cases) {
+    auto it = stored.find(c.name);
+    if (it == stored.end()) {
+      if (c.skipped.empty()) c.skipped = "the profile stores no runs of it";
+    } else {
+      c.host_ns = it->second;
+    }
+    if (!c.skipped.empty()) notes->push_back(fmt::format("calibration case {} not used: {}", c.name, c.skipped));
+  }
+  // The fitted terms are fitted again; the measured ones stay as measured.
+  std::erase_if(p->terms, [](const host::TermCost& t) {
+    const TermDef* d = find_term(t.id);
+    return !d || d->how == Calibration::kFit;
+  });
+  const double reference_ns = p->fit.reference_ns;
+  p->fit = {};
+  p->fit.reference_ns = reference_ns;
+  fit_terms(cases, p);
+  return 0;
 }
 
 }  // namespace mmlab::cost

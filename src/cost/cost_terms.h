@@ -87,12 +87,18 @@
     "what measuring one case on the host costs once (its first request after the reset: cold caches and TLB)")        \
   X(user_access, "user.accesses", "request", Harness, Fit, "any",                                                         \
     "one read or write request of a case's process: the host agent's wake-up and return, cold caches included")        \
+  X(pte_first_use, "mmu.pte_first_use", "entry", User, Fit, "any",                                                       \
+    "a load or store through a PTE for the first time since it was installed: a walk nothing cached and, on a guest whose hypervisor shadows its page tables, the exit that fills the shadow entry") \
+  X(pte_first_use_kernel, "mmu.pte_first_use_kernel", "entry", Kernel, Fit, "any",                                     \
+    "the same first use by the kernel's copy_to_user (process_vm_readv's copy into the reader's buffer)")             \
   X(user_write, "user.bytes_written", "byte", User, Fit, "any", "a byte the program stored (its memset)")                   \
   X(user_read, "user.bytes_read", "byte", User, Fit, "any", "a byte the program loaded")
 
 // Not counted yet, so not in any prediction: rmap walks per mapping visited
 // (rmap.update counts the mapcount changes, not walks),
 // mmap_lock and per-VMA lock acquisitions apart from the fault's, the PMD
-// entry written or cleared per huge mapping, frees per folio and order (the
-// allocator's free side is per page), and TLB misses (the TLB model counts
-// them with a tlb.geometry; on a VM each is a two-dimensional walk).
+// entry written or cleared per huge mapping, a PMD leaf's first use (one per
+// PMD fault, so it merges into the fault on every case), and TLB misses
+// other than an entry's first use (the TLB model counts capacity misses
+// with a tlb.geometry; on a VM with nested paging each is a two-dimensional
+// walk, on one with shadow paging a walk of the shadow table).

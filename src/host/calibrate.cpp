@@ -709,13 +709,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MachineInfo, hostname, cpu, kern
                                                 thp_before, arch, hypervisor, init_on_alloc, init_on_free, mitigations,
                                                 governor, thp_defrag, khugepaged_defrag, memcg)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TermCost, id, ns, lo, hi, how)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CaseFit, name, host_ns, fitted_ns)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaseFit, name, host_ns, fitted_ns, host_runs_ns)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FitSummary, cases, condition_number, residual_median, residual_max, cases_sha,
                                    reference_ns, per_case)
 
 namespace {
 constexpr const char* kFormat = "mmlab-cost-profile";
-constexpr int kVersion = 2;  // 2: the cost model's terms and the header's cost-moving fields
+// 2: the cost model's terms and the header's cost-moving fields;
+// 3: every run of each calibration case (`mmlab calibrate --refit`).
+constexpr int kVersion = 3;
 }  // namespace
 
 std::string cost_profile_to_json(const CostProfile& p) {

@@ -48,6 +48,8 @@ Page* pgtable_trans_huge_withdraw(Mm* mm, pmd_t* pmd) {
   VM_BUG_ON(!t, "no deposited page table under a PMD leaf");
   pmd_table->pt.free_next = t->pt.free_next;
   t->pt.free_next = 0;
+  // Its entries are written anew (a split): none has been used since.
+  pte_first_use_forget(t, 0, PTRS_PER_PTE);
   return t;
 }
 

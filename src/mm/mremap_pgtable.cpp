@@ -40,6 +40,8 @@ void move_ptes(Vma* vma, pmd_t* old_pmd, uint64_t old_addr, uint64_t old_end, pm
       pte = pte_clear_uffd_wp(pte);  // without the remap event feature, uffd-wp is dropped
     }
     entry_set(new_pte, pte);
+    // A translation at the new address is a new one for the MMU.
+    pte_first_use_forget(table_page_of(mm->phys, new_pte), pte_index(new_addr), 1);
   }
   if (flush) flush_tlb_range(vma, start, old_end);
   nested.unlock();
@@ -72,6 +74,7 @@ bool move_normal_pmd(Vma* vma, Vma* new_vma, uint64_t old_addr, pmd_t* old_pmd, 
   if (pmd_present(pmd) && !pmd_leaf(pmd) && pmd_none(pmdp_get(new_pmd))) {
     entry_xchg(old_pmd, pmd_t{0});
     entry_set(new_pmd, pmd);
+    pte_first_use_forget(mm->phys->pfn_to_page(pmd_pfn(pmd)), 0, PTRS_PER_PTE);
     flush_tlb_range(vma, old_addr, old_addr + PMD_SIZE);
     mm->stats->count(Event::mremap_pmd_move);
     moved = true;

@@ -34,6 +34,8 @@ Page* pgtable_alloc(Mm* mm, TableLevel level) {
   p->pt.ptl = SpinLock{};
   p->pt.nr_entries = 0;
   p->pt.free_next = 0;
+  // The first-use record (pte_first_use): all clear, nothing used yet.
+  p->index = level == TableLevel::kPte ? reinterpret_cast<uint64_t>(new uint64_t[2 * kFirstUseWords]()) : 0;
   if constexpr (kDebugVm) {
     // Before the table is linked: the entry that links it publishes these.
     aref(p->private_).store(static_cast<uint64_t>(level), std::memory_order_relaxed);
@@ -47,6 +49,8 @@ Page* pgtable_alloc(Mm* mm, TableLevel level) {
 
 // Every mm of a Kernel shares its PhysMem and Stats: any of them frees any table.
 static void pgtable_release(Mm* mm, Page* table) {
+  delete[] pte_first_use_bits(table);
+  table->index = 0;
   clear_bit(PG_table, table);
   aref(table->refcount).store(0, std::memory_order_release);
   mm->stats->count(Event::pgtable_free);
@@ -270,8 +274,17 @@ void __set_ptes(pte_t* ptep, pte_t pte, unsigned nr) {
   }
 }
 
+void pte_first_use_forget(Page* table, unsigned idx, unsigned nr) {
+  uint64_t* bits = pte_first_use_bits(table);
+  VM_BUG_ON_PAGE(!bits || idx + nr > PTRS_PER_PTE, table, "first-use record of a PTE table out of range");
+  for (unsigned i = idx; i < idx + nr; i++)
+    for (unsigned mode = 0; mode < 2; mode++)
+      std::atomic_ref<uint64_t>(bits[mode * kFirstUseWords + i / 64]).fetch_and(~(1ull << (i % 64)), std::memory_order_relaxed);
+}
+
 void set_ptes(Mm* mm, uint64_t addr, pte_t* ptep, pte_t pte, unsigned nr) {
   mm->stats->count(Event::pte_set, nr);
+  pte_first_use_forget(table_page_of(mm->phys, ptep), pte_index(addr), nr);
   if (const ContPteOps* c = contpte_ops(mm)) [[unlikely]] {
     c->set_ptes(mm, addr, ptep, pte, nr);
     return;

@@ -63,6 +63,36 @@ inline void assert_table_of(Mm* mm, const void* entry, TableLevel level) {
   if constexpr (kDebugVm) assert_table_page(mm, table_page_of(mm->phys, entry), level);
 }
 
+// ---- the MMU's first use of a PTE ----
+// Each PTE table records, one bit per entry, whether a CPU has translated
+// through the entry since the kernel last installed it (set_ptes(), or a
+// deposited table taken back for a split). The first translation through a
+// new entry is a page walk that nothing cached; on a guest whose hypervisor
+// shadows the guest's page tables it is also an exit that fills the shadow
+// entry, which there costs as much as the fault that set the PTE. Changing a
+// present entry's protection in place (mprotect, fork's write-protect) keeps
+// the record: a shadow-paging host shows no second cost there. The bits live
+// in a small array the table page points to from Page::index (where the
+// kernel's ptdesc keeps pt_index, which the model has no use for): a bitmap
+// for the program's accesses and one for the kernel's on its behalf
+// (copy_to_user), which with PTI go through another page-table root.
+inline constexpr unsigned kFirstUseWords = PTRS_PER_PTE / 64;
+inline uint64_t* pte_first_use_bits(const Page* table) {
+  return reinterpret_cast<uint64_t*>(aref(const_cast<uint64_t&>(table->index)).load(std::memory_order_relaxed));
+}
+// Entries [idx, idx + nr) of table were (re)installed: their next use is a first use.
+void pte_first_use_forget(Page* table, unsigned idx, unsigned nr);
+// A CPU translated through *ptep (a table that pmd points to): true if it is
+// the first time since the entry was installed, which is then recorded.
+inline bool pte_first_use(PhysMem* phys, pmd_t pmd, const pte_t* ptep, bool kernel_mode) {
+  uint64_t* bits = pte_first_use_bits(phys->pfn_to_page(pmd_pfn(pmd))) + (kernel_mode ? kFirstUseWords : 0);
+  const auto idx = static_cast<unsigned>((reinterpret_cast<uint64_t>(ptep) & ~PAGE_MASK) / sizeof(pte_t));
+  const uint64_t bit = 1ull << (idx % 64);
+  std::atomic_ref<uint64_t> w(bits[idx / 64]);
+  if (w.load(std::memory_order_relaxed) & bit) return false;
+  return !(w.fetch_or(bit, std::memory_order_relaxed) & bit);
+}
+
 // ---- allocation (pte_alloc_one, pmd_alloc_one, ...) ----
 // A zeroed table page of `level` accounted to mm; nullptr on failure.
 Page* pgtable_alloc(Mm* mm, TableLevel level);

@@ -6,6 +6,7 @@
 #include "mm/debug.h"
 #include "mmlab/gup.h"
 #include "phys/frame_copy.h"
+#include "process/process_internal.h"
 #include "sync/rwsem.h"
 
 namespace mmlab {
@@ -223,7 +224,7 @@ long process_vm_readv(Process* reader, uint64_t local, Process* target, uint64_t
     const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(pinned) * PAGE_SIZE - off, len - done);
     (void)pages.read(off, buf.data(), n);
     pages.release();
-    if (!reader->write(local + done, buf.data(), n).ok()) break;  // copy_to_user stopped short
+    if (!copy_to_user(reader->mm(), local + done, buf.data(), n).ok()) break;  // stopped short
     done += n;
   }
   return done ? static_cast<long>(done) : -EFAULT;

@@ -10,6 +10,9 @@ namespace mmlab {
 
 AccessResult user_read(Mm* mm, uint64_t addr, void* buf, uint64_t len);
 AccessResult user_write(Mm* mm, uint64_t addr, const void* buf, uint64_t len);
+// The same store made by the kernel on the task's behalf (process_vm_readv's
+// copy into the reader's buffer).
+AccessResult copy_to_user(Mm* mm, uint64_t addr, const void* buf, uint64_t len);
 AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len);
 AccessResult user_read_expect(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len, int64_t* first_mismatch,
                               uint8_t* found);

@@ -19,6 +19,10 @@ namespace mmlab {
 namespace {
 
 enum class Access : uint8_t { kRead, kWrite };
+// Who makes the access: the program, or the kernel on its behalf
+// (copy_to_user). With PTI they translate through different page-table
+// roots, so each mode uses an entry for the first time on its own.
+enum class CpuMode : uint8_t { kUser, kKernel };
 
 // x86's access_error(): may this VMA be accessed this way at all?
 bool access_error(const Vma* vma, Access a) {
@@ -73,7 +77,7 @@ inline void tlb_lookup(Mm* mm, uint64_t addr, TlbSize size, const pte_t* ptep) {
 }
 
 // Returns true with the frame held, false if a fault is needed.
-bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
+bool cpu_translate(Mm* mm, uint64_t addr, Access a, CpuMode mode, Translation* t) {
   PhysMem* phys = mm->phys;
   // The hardware walker's tables are freed only after a TLB shootdown; the
   // model's stand-in for that, for a PTE table PT_RECLAIM frees under
@@ -114,6 +118,8 @@ bool cpu_translate(Mm* mm, uint64_t addr, Access a, Translation* t) {
         if (!entry_permits(p, a)) return false;
         if (!hold_frame(phys, pte_pfn(p), t)) continue;
         if (mark_young_dirty(ptep, p, a)) {
+          if (pte_first_use(phys, m, ptep, mode == CpuMode::kKernel))
+            mm->stats->count(mode == CpuMode::kKernel ? Event::pte_first_use_kernel : Event::pte_first_use);
           tlb_lookup(mm, addr, kTlb4K, ptep);
           return true;
         }
@@ -143,7 +149,7 @@ constexpr int kTranslateBatch = 16;
 // and in unlock below): mmap_lock or the VMA's read lock, as mmap_locked
 // says, which the analysis cannot follow.
 template <typename Op>
-AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op, uint64_t* moved) NO_THREAD_SAFETY_ANALYSIS {
+AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, CpuMode mode, Op&& op, uint64_t* moved) NO_THREAD_SAFETY_ANALYSIS {
   Stats* st = mm->stats;
   // FAULT_FLAG_DEFAULT, as do_user_addr_fault starts: the fault may drop its
   // lock and ask for a retry (VM_FAULT_RETRY), after which the handler takes
@@ -176,7 +182,7 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
     uint64_t lens[kTranslateBatch];
     int n = 0;
     uint64_t done = 0;
-    while (n < kTranslateBatch && done < len && addr + done < vma->vm_end && cpu_translate(mm, addr + done, a, &t[n])) {
+    while (n < kTranslateBatch && done < len && addr + done < vma->vm_end && cpu_translate(mm, addr + done, a, mode, &t[n])) {
       lens[n] = std::min(len - done, t[n].span);
       done += lens[n++];
     }
@@ -227,14 +233,14 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op
 }
 
 template <typename Op>
-AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op) {
+AccessResult access_range(Mm* mm, uint64_t addr, uint64_t len, Access a, Op&& op, CpuMode mode = CpuMode::kUser) {
   if (addr + len < addr || addr + len > TASK_SIZE) return {Signal::kSigsegv, addr};
   uint64_t done = 0;
   mm->stats->count(Event::user_calls);
   while (done < len) {
     uint64_t chunk = 0;
     AccessResult r = access_chunk(
-        mm, addr + done, len - done, a,
+        mm, addr + done, len - done, a, mode,
         [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) { op(b, frame, done + off, n); },
         &chunk);
     mm->stats->count(a == Access::kWrite ? Event::user_written : Event::user_read, chunk);
@@ -256,6 +262,13 @@ AccessResult user_write(Mm* mm, uint64_t addr, const void* buf, uint64_t len) {
   auto* in = static_cast<const uint8_t*>(buf);
   return access_range(mm, addr, len, Access::kWrite,
                       [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) { b.copy(frame, in + off, n); });
+}
+
+AccessResult copy_to_user(Mm* mm, uint64_t addr, const void* buf, uint64_t len) {
+  auto* in = static_cast<const uint8_t*>(buf);
+  return access_range(
+      mm, addr, len, Access::kWrite,
+      [&](const UserDataBatch& b, uint8_t* frame, uint64_t off, uint64_t n) { b.copy(frame, in + off, n); }, CpuMode::kKernel);
 }
 
 AccessResult user_fill(Mm* mm, uint64_t addr, uint8_t byte, uint64_t len) {

@@ -92,6 +92,8 @@ enum class MthpStat : uint16_t {
   X(rmap_update, "rmap.update", "mapcount updates of one folio run (an add, dup or remove of its PTEs or its PMD)") \
   X(pte_set, "pgtable.pte_set", "PTEs written by set_ptes() (one per entry: faults, CoW, fork's child entries, migration)") \
   X(pte_clear, "pgtable.pte_clear", "PTEs cleared by get_and_clear_full_ptes() (one per entry: zap, migration, collapse)") \
+  X(pte_first_use, "mmu.pte_first_use", "PTEs a user load or store translated through for the first time since they were installed (a walk nothing cached; on a shadow-paging hypervisor, a shadow fill)") \
+  X(pte_first_use_kernel, "mmu.pte_first_use_kernel", "PTEs the kernel's copy_to_user translated through for the first time since they were installed (with PTI, another page-table root than the program's)") \
   X(pte_modify, "pgtable.pte_modify", "PTEs changed in place by ptep_modify_prot_start/commit (mprotect)") \
   X(pte_wrprotect, "pgtable.pte_wrprotect", "PTEs write-protected in place by wrprotect_ptes() (fork's copy of a private writable run)") \
   X(lru_add, "lru.add", "folios added to the LRU (folio_add_lru)")                                  \

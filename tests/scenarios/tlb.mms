@@ -70,3 +70,71 @@ expect counter tlb.l1_miss 1
 C read A 4K 1
 P read A 4K 2
 check
+
+test first-use-once-per-installed-pte
+# mmu.pte_first_use counts a user access through a PTE for the first time
+# since the kernel installed it, with or without a TLB geometry: a 64K
+# fault sets 16 PTEs and a dense write then uses each (on a shadow-paging
+# guest, 16 shadow fills). Changing protection in place keeps the record
+# (this guest's kernel shows no second cost after mprotect or fork's
+# write-protect); a zap and refault, a CoW copy, a child's new tables and
+# a move by mremap make new first uses.
+sysfs transparent_hugepage/hugepages-64kB/enabled always
+P mmap A 256K rw private align=2M
+counters reset
+P write A 256K 1
+expect counter pgtable.pte_set 64
+expect counter mmu.pte_first_use 64
+P write A 256K 2
+P mprotect A 256K r
+P read A 256K 2
+P mprotect A 256K rw
+expect counter mmu.pte_first_use 64
+P fork C
+P read A 256K 2
+expect counter mmu.pte_first_use 64
+C read A 256K 2
+expect counter mmu.pte_first_use 128
+P write A 4K 3
+expect counter mmu.pte_first_use 129
+C exit
+P madvise A 64K dontneed
+P read A 64K 0
+expect counter mmu.pte_first_use 145
+check
+
+test first-use-after-a-table-moves
+# mremap moves a 2M-aligned PTE table whole (move_normal_pmd): the same
+# entries at new addresses, each a first use again.
+P mmap A 2M rw private align=2M
+P write A 2M 1
+P mmap T 4M none private align=2M
+counters reset
+P mremap A 2M 2M B to=T
+expect counter mremap.pmd_move 1
+P read B 2M 1
+expect counter mmu.pte_first_use 512
+check
+
+test first-use-populate-then-touch
+# MADV_POPULATE_WRITE installs the PTEs from the kernel (GUP), so the
+# program's first write through each is a first use without a fault; the
+# kernel's copy_to_user into a buffer is a first use of its own (with PTI
+# it walks another page-table root).
+P mmap A 64K rw private
+counters reset
+P madvise A 64K populate_write
+expect counter mmu.pte_first_use 0
+P write A 64K 1
+expect vmstat pgfault 16
+expect counter mmu.pte_first_use 16
+proc Q
+Q mmap B 64K rw private
+Q write B 64K 2
+counters reset
+Q vm-read P A 64K B
+expect counter mmu.pte_first_use_kernel 16
+expect counter mmu.pte_first_use 0
+Q read B 64K 1
+expect counter mmu.pte_first_use 0
+check

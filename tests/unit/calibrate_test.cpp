@@ -77,7 +77,7 @@ CostProfile sample_profile() {
   p.fit.residual_max = 0.725;
   p.fit.cases_sha = "53de587cce9988d0";
   p.fit.reference_ns = 4.2e6;
-  p.fit.per_case = {{"fault-o0-8m", 3286.1e3, 3394.5e3}};
+  p.fit.per_case = {{"fault-o0-8m", 3286.1e3, 3394.5e3, {3286.1e3, 3301.0e3, 3250.2e3}}};
   return p;
 }
 
@@ -108,9 +108,23 @@ TEST(CostProfile, LoadRefusesOtherFiles) {
   EXPECT_EQ(cost_profile_from_json("{not json", &q, &err), -EINVAL);
   EXPECT_FALSE(err.empty());
   std::string text = cost_profile_to_json(sample_profile());
-  text.replace(text.find("\"version\": 2"), 12, "\"version\": 99");
+  text.replace(text.find("\"version\": 3"), 12, "\"version\": 99");
   EXPECT_EQ(cost_profile_from_json(text, &q, &err), -EINVAL);
   EXPECT_EQ(load_cost_profile("/nonexistent/mmlab-profile.json", &q, &err), -ENOENT);
+}
+
+// A version 2 profile (before each case's runs were stored) still loads,
+// without them: a refit then refuses it.
+TEST(CostProfile, VersionTwoLoadsWithoutRuns) {
+  CostProfile p = sample_profile(), q;
+  nlohmann::json j = nlohmann::json::parse(cost_profile_to_json(p));
+  j["version"] = 2;
+  for (auto& c : j["fit"]["per_case"]) c.erase("host_runs_ns");
+  std::string err;
+  ASSERT_EQ(cost_profile_from_json(j.dump(), &q, &err), 0) << err;
+  ASSERT_EQ(q.fit.per_case.size(), 1u);
+  EXPECT_TRUE(q.fit.per_case[0].host_runs_ns.empty());
+  EXPECT_EQ(q.fit.per_case[0].host_ns, p.fit.per_case[0].host_ns);
 }
 
 // A version 1 profile (before the cost model's terms) still loads, without

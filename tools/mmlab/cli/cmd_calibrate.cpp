@@ -24,6 +24,7 @@
 #include "mmlab/calibrate.h"
 #include "mmlab/cost.h"
 #include "mmlab/input_file.h"
+#include "mmlab/types.h"
 
 namespace mmlab::cli {
 namespace {
@@ -38,12 +39,17 @@ struct CalibrateCli {
   std::string cases;       // the calibration cases; default bench/cost/calibrate.mms of the source tree
   int term_runs = 0;       // host runs per case: 0, 5 (3 with --quick)
   bool no_terms = false;
+  std::string refit;  // a profile whose stored runs are fitted again
 };
+
+std::string cases_file(const CalibrateCli& c) {
+  return c.cases.empty() ? std::string(MMLAB_SOURCE_DIR) + "/bench/cost/calibrate.mms" : c.cases;
+}
 
 // The cost model's terms: the measured ones, then the cases and the fit.
 int calibrate_terms(const CalibrateCli& c, const std::function<void(const std::string&)>& progress, host::CostProfile* p) {
   cost::RunCasesOptions ro;
-  ro.file = c.cases.empty() ? std::string(MMLAB_SOURCE_DIR) + "/bench/cost/calibrate.mms" : c.cases;
+  ro.file = cases_file(c);
   ro.runs = c.term_runs ? c.term_runs : (c.quick ? 3 : 15);
   ro.progress = [&](const std::string& w) { progress("terms: " + w); };
   std::string text, why;
@@ -111,6 +117,32 @@ bool out_usable(const std::string& path, bool* created, std::string* why) {
   return true;
 }
 
+// --refit: the profile's stored runs against the model's counts now.
+int refit_profile(const CalibrateCli& c, host::CostProfile* p) {
+  std::string why, text;
+  if (host::load_cost_profile(c.refit, p, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: --refit %s: %s\n", c.refit.c_str(), why.c_str());
+    return 2;
+  }
+  cost::RunCasesOptions ro;
+  ro.file = cases_file(c);
+  if (read_input_file(ro.file, 4ull << 20, &text, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: --cases %s: %s\n", ro.file.c_str(), why.c_str());
+    return 2;
+  }
+  std::vector<std::string> notes;
+  if (int e = cost::refit_terms(ro, p, &notes, &why)) {
+    std::fprintf(stderr, "mmlab calibrate: --refit %s: %s\n", c.refit.c_str(), why.c_str());
+    return e == -ENODATA || e == -EINVAL ? 2 : 1;
+  }
+  std::erase_if(p->notes, [](const std::string& n) { return n.rfind("calibration case ", 0) == 0; });
+  p->notes.insert(p->notes.end(), notes.begin(), notes.end());
+  p->notes.push_back(fmt::format("terms refitted from the stored runs by mmlab {} ({})", mmlab::build_commit(), ro.file));
+  p->fit.cases_sha = cost::text_digest(text);
+  if (!c.name.empty()) p->name = c.name;
+  return 0;
+}
+
 int run_calibrate(const CalibrateCli& c) {
   std::string why;
   host::CalibrateOptions o;
@@ -131,6 +163,18 @@ int run_calibrate(const CalibrateCli& c) {
       if (remove) std::remove(path.c_str());
     }
   } cleanup{path, created};
+  if (!c.refit.empty()) {
+    host::CostProfile p;
+    if (int e = refit_profile(c, &p)) return e;
+    std::printf("## the cost model's terms, refitted\n\n%s", cost::terms_table(p).c_str());
+    if (host::save_cost_profile(path, p, &why)) {
+      std::fprintf(stderr, "mmlab calibrate: %s\n", why.c_str());
+      return 1;
+    }
+    cleanup.remove = false;
+    std::printf("\nprofile %s: %s\n", p.name.c_str(), path.c_str());
+    return 0;
+  }
   if (!host::host_calibration_available(&why)) {
     std::fprintf(stderr, "mmlab calibrate: cannot measure this host: %s\n", why.c_str());
     return kExitUnavailable;
@@ -181,6 +225,14 @@ void add_calibrate(CLI::App& app) {
   sub->add_option("--cases", c->cases, "the cost model's calibration cases (default: bench/cost/calibrate.mms)");
   sub->add_option("--term-runs", c->term_runs, "host runs per calibration case (default 15, 3 with --quick)")->check(CLI::Range(2, 100));
   sub->add_flag("--no-terms", c->no_terms, "measure the fault, CoW and pin costs only, not the cost model's terms");
+  sub->add_option("--refit", c->refit,
+                  "fit the terms of this profile again from the runs it stored and the model's counts now "
+                  "(no host measurement, no root; writes --out)")
+      ->excludes("--quick")
+      ->excludes("--size-mb")
+      ->excludes("--runs")
+      ->excludes("--term-runs")
+      ->excludes("--no-terms");
   register_action(sub, [c, sub] {
     c->out_given = sub->count("--out") > 0;
     return run_calibrate(*c);

@@ -234,6 +234,8 @@ const MetricDef kModelledValues[] = {
      .what = "the modelled total's change against base, in percent"},
     {.key = "modelled.extrapolated", .unit = U::kFlag, .source = S::kModelled, .merge = M::kFirst,
      .what = "rests on a copy larger than 4K on a write fault, which the host never runs"},
+    {.key = "modelled.by_term", .unit = U::kText, .source = S::kModelled, .merge = M::kFirst,
+     .what = "the modelled total per cost term, ms (\"term ms\" pairs, largest first)"},
 };
 
 }  // namespace
@@ -405,6 +407,7 @@ ModelledPhase modelled_phase(const std::map<std::string, int64_t>& counts, const
   m.hi_ms = pr.hi_ns / 1e6;
   m.missing = pr.missing;
   m.missing.insert(m.missing.end(), pr.not_exercised.begin(), pr.not_exercised.end());
+  for (const auto& [id, ns] : pr.by_term) m.by_term_ms.emplace_back(id, ns / 1e6);
   for (unsigned o = 1; o <= PMD_ORDER; o++) {
     auto it = counts.find(fmt::format("cow.copy.order{}", o));
     auto un = counts.find(fmt::format("cow.unshare.order{}", o));
@@ -496,6 +499,11 @@ void MetricsReport::compute_modelled() {
     r.m->set("modelled.total_ms", r.t.total_ms());
     r.m->set("modelled.vs_base_pct", vs);
     r.m->set("modelled.extrapolated", !r.t.extrapolated.empty());
+    auto terms = r.t.by_term_ms;
+    std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string s;
+    for (const auto& [id, ms] : terms) s += fmt::format("{}{} {:.3f}", s.empty() ? "" : ", ", id, ms);
+    r.m->set_text("modelled.by_term", s);
   }
 }
 
@@ -521,6 +529,39 @@ void MetricsReport::modelled_table(Report* rep) {
       "Extrapolated: a copy larger than 4K on a write fault, which the host kernel never makes; it costs the "
       "per-order copy measured on the host (copy_oN) plus the 4K CoW fault's fitted cost (fault_wp_copy).{}\n",
       profile_->name, any_missing ? " Some terms counted here have no calibrated cost in the profile and count as 0." : ""));
+  by_term_table(rep);
+}
+
+// Where each column's modelled time goes: every term that is at least 3% of
+// some column's total, in ms per seed, so that a difference between columns
+// reads as the events behind it.
+void MetricsReport::by_term_table(Report* rep) {
+  std::vector<std::string> shown;
+  for (const cost::TermDef& d : cost::cost_terms())
+    for (auto& r : modelled_)
+      for (const auto& [id, ms] : r.t.by_term_ms)
+        if (id == d.id && ms >= 0.03 * r.t.total_ms() && std::find(shown.begin(), shown.end(), id) == shown.end())
+          shown.push_back(id);
+  if (shown.empty()) return;
+  std::string head = "| term |", rule = "|---|";
+  for (auto& r : modelled_) head += " " + r.column + " |", rule += "---:|";
+  rep->add("\nWhere the modelled time goes (ms per seed; terms of at least 3% of some column's total):\n\n" + head + "\n" +
+           rule + "\n");
+  for (const std::string& id : shown) {
+    std::string row = "| " + id + " |";
+    for (auto& r : modelled_) {
+      double ms = 0;
+      for (const auto& [t, v] : r.t.by_term_ms)
+        if (t == id) ms = v;
+      row += fmt::format(" {:.1f} |", ms);
+    }
+    rep->add(row + "\n");
+  }
+  std::string missing;
+  for (auto& r : modelled_)
+    for (const std::string& t : r.t.missing)
+      if (missing.find(t) == std::string::npos) missing += (missing.empty() ? "" : ", ") + t;
+  if (!missing.empty()) rep->add("\nCounted but without a cost in this profile (0 above): " + missing + ".\n");
 }
 
 void MetricsReport::finish(Report* rep) {

@@ -113,6 +113,7 @@ struct ModelledPhase {
   double kernel_ms = 0, user_ms = 0, lo_ms = 0, hi_ms = 0;
   std::vector<std::string> extrapolated;  // "copy_o4", ...
   std::vector<std::string> missing;       // terms counted that the profile lacks or never calibrated (they count 0)
+  std::vector<std::pair<std::string, double>> by_term_ms;  // the terms that priced something, in table order
   double total_ms() const { return kernel_ms + user_ms; }
 };
 ModelledPhase modelled_phase(const std::map<std::string, int64_t>& counts, const host::CostProfile& p);
@@ -134,6 +135,7 @@ class MetricsReport {
   // table, which shows them), then their table (in finish()).
   void compute_modelled();
   void modelled_table(Report* rep);
+  void by_term_table(Report* rep);
   bool modelled() const { return profile_ != nullptr; }
 
  private:
