@@ -122,6 +122,9 @@ struct CostProfile {
   std::vector<std::string> notes;  // what could not be measured, and why
   std::vector<TermCost> terms;     // format 2: the cost model's terms (empty in a format 1 profile)
   FitSummary fit;
+  // Not stored: the header fields that differ from the machine using the
+  // profile, when it was taken with --force (report.h, load_profile_option).
+  std::vector<std::string> forced;
 
   const TermCost* term(const std::string& id) const;
 

@@ -88,7 +88,7 @@ bool write_states(const std::vector<ScenarioResult>& results, const std::string&
 void print_modelled(const std::vector<ScenarioResult>& results, const host::CostProfile& p) {
   std::cout << "# modelled (profile " << p.name << "): the part of each test after its last `counters reset`\n";
   // A --force'd profile of another kind of machine marks every line.
-  const char* mark = host::cost_header_differences(p.machine, host::describe_this_machine()).empty() ? "" : " FORCED";
+  const char* mark = p.forced.empty() ? "" : " FORCED";
   for (auto& r : results) {
     if (r.cost_counts.empty()) continue;
     const cost::Prediction pr = cost::predict(p, r.cost_counts);

@@ -19,6 +19,7 @@
 #include "mmlab/cost.h"
 #include "mmlab/input_file.h"
 #include "nlohmann/json.hpp"
+#include "report/report.h"
 
 namespace mmlab::cli {
 namespace {
@@ -62,25 +63,14 @@ nlohmann::ordered_json report_json(const cost::ValidationReport& r, const host::
 int run_validate(const ValidateCli& v) {
   std::string why, profile_text, cases_text;
   host::CostProfile p;
-  if (read_input_file(v.profile, 16ull << 20, &profile_text, &why) ||
-      host::cost_profile_from_json(profile_text, &p, &why)) {
+  if (load_profile_option("validate", v.profile, v.force, true, &p)) return 2;
+  // The report records the digest of the profile's text.
+  if (read_input_file(v.profile, 16ull << 20, &profile_text, &why)) {
     std::fprintf(stderr, "mmlab validate: --profile %s: %s\n", v.profile.c_str(), why.c_str());
-    return 2;
-  }
-  if (p.terms.empty()) {
-    std::fprintf(stderr, "mmlab validate: --profile %s: no cost-model terms (a format 1 profile: run mmlab calibrate again)\n",
-                 v.profile.c_str());
     return 2;
   }
   if (cost::override_terms(v.sets, &p, &why)) {
     std::fprintf(stderr, "mmlab validate: %s\n", why.c_str());
-    return 2;
-  }
-  const std::vector<std::string> diff = host::cost_header_differences(p.machine, host::describe_this_machine());
-  if (!diff.empty() && !v.force) {
-    std::fprintf(stderr, "mmlab validate: --profile %s was measured on another kind of machine (--force to use it anyway):\n",
-                 v.profile.c_str());
-    for (auto& d : diff) std::fprintf(stderr, "  %s\n", d.c_str());
     return 2;
   }
   cost::RunCasesOptions ro;
@@ -109,9 +99,9 @@ int run_validate(const ValidateCli& v) {
   }
   const cost::ValidationReport r = cost::validate(p, cases, reference_ns, cases_text, profile_text);
   std::printf("# mmlab validate: profile %s on %s\n\n", p.name.c_str(), p.machine.kernel.c_str());
-  if (!diff.empty()) {
+  if (!p.forced.empty()) {
     std::printf("**FORCED**: the profile was measured on another kind of machine; every figure below is marked by it:\n");
-    for (auto& d : diff) std::printf("- %s\n", d.c_str());
+    for (auto& d : p.forced) std::printf("- %s\n", d.c_str());
     std::printf("\n");
   }
   std::printf("Host: CPU time its processes spent on the measured statements (user and kernel), median of %d runs "
@@ -120,7 +110,7 @@ int run_validate(const ValidateCli& v) {
               v.runs, cost::validation_table(r).c_str());
   if (!v.json.empty()) {
     std::ofstream f(v.json);
-    f << report_json(r, p, !diff.empty()).dump(2) << "\n";
+    f << report_json(r, p, !p.forced.empty()).dump(2) << "\n";
     if (!f) {
       std::fprintf(stderr, "mmlab validate: --json %s: cannot write\n", v.json.c_str());
       return 1;

@@ -118,6 +118,7 @@ int load_profile_option(const char* command, const std::string& path, bool force
     return 2;
   }
   p->name += kForcedMark;
+  p->forced = diff;
   return 0;
 }
 
@@ -126,12 +127,11 @@ std::string profile_text(const host::CostProfile& p, const std::string& file, nl
         {"commit", p.commit}};
   std::string text = fmt::format("modelled tables: profile {} ({}; {}, kernel {}; {}): the model's counts x the host's cost "
                                  "per event, not measured here\n", p.name, file, p.machine.cpu, p.machine.kernel, p.date);
-  const std::vector<std::string> diff = host::cost_header_differences(p.machine, host::describe_this_machine());
-  if (diff.empty()) return text;
-  (*j)["forced"] = diff;
+  if (p.forced.empty()) return text;
+  (*j)["forced"] = p.forced;
   text += "**FORCED** (--force): the profile was measured on another kind of machine, and every modelled figure is that "
           "machine's cost:\n";
-  for (auto& d : diff) text += "- " + d + "\n";
+  for (auto& d : p.forced) text += "- " + d + "\n";
   return text;
 }
 

@@ -43,8 +43,8 @@ std::string environment_text(nlohmann::ordered_json* env);
 // need_terms) and measured on this kind of machine (the header fields of
 // host::cost_header_differences()). Another kind is refused unless force;
 // then the profile's name carries FORCED, so every modelled table and
-// report.json figure that names it is marked, and profile_text lists the
-// differences. 0, or 2 after a message naming the file.
+// report.json figure that names it is marked, and p->forced lists the
+// differences (which profile_text prints). 0, or 2 after a message naming the file.
 int load_profile_option(const char* command, const std::string& path, bool force, bool need_terms, host::CostProfile* p);
 // Where the modelled tables' host costs come from.
 std::string profile_text(const host::CostProfile& p, const std::string& file, nlohmann::ordered_json* j);
