@@ -229,7 +229,7 @@ TEST(ScenarioParseTest, MmapPlacementErrors) {
   EXPECT_EQ(parse_error(head + "P mmap A 4K rw private align=2M fixed=B\n"),
             "t.mms:4:41: expected align= or a placement (at=, fixed=, noreplace=), not both");
   EXPECT_EQ(parse_error(head + "P mmap A 4K rw private fixed=Q\n"),
-            "t.mms:4:1: expected a region bound before this line (by mmap or mremap), not 'Q'");
+            "t.mms:4:1: expected a region bound before this line (by mmap, mremap or shmat), not 'Q'");
 }
 
 // mlock family, mmap flags, MREMAP_DONTUNMAP and `expect P locked`.
@@ -250,7 +250,7 @@ TEST(ScenarioParseTest, MlockErrors) {
   EXPECT_EQ(parse_error(head + "P mseal B 4K 0\n"), "t.mms:4:14: expected the end of the statement");
   EXPECT_EQ(parse_error(head + "P mseal B\n").substr(0, 16), "t.mms:4:11: expe");
   EXPECT_EQ(parse_error("test a\nproc P\nP mlock Q 4K\n"),
-            "t.mms:3:9: expected a region bound before this line (by mmap or mremap), not 'Q'");
+            "t.mms:3:9: expected a region bound before this line (by mmap, mremap or shmat), not 'Q'");
 }
 
 TEST(ScenarioParseTest, BadInputIsAParseError) {
@@ -381,11 +381,11 @@ TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   EXPECT_EQ(parse_error("test a\nproc P\nQ mmap A 4K rw private\n"),
             "t.mms:3:1: expected a process bound before this line (by proc or fork), not 'Q'");
   EXPECT_EQ(parse_error("test a\nproc P\nP read B+4K 4K\n"),
-            "t.mms:3:8: expected a region bound before this line (by mmap or mremap), not 'B'");
+            "t.mms:3:8: expected a region bound before this line (by mmap, mremap or shmat), not 'B'");
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw shared file=F+4K\n"),
             "t.mms:3:28: expected a file bound before this line (by file), not 'F'");
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 8K rw private\nP mremap A 4K 4K B to=C\n"),
-            "t.mms:4:23: expected a region bound before this line (by mmap or mremap), not 'C'");
+            "t.mms:4:23: expected a region bound before this line (by mmap, mremap or shmat), not 'C'");
   EXPECT_EQ(parse_error("test a\nunpin H\n"), "t.mms:2:7: expected a GUP handle bound before this line (by gup), not 'H'");
   EXPECT_EQ(parse_error("test a\nexpect D pages 1 holes 0\n"),
             "t.mms:2:8: expected a dump bound before this line (by dump), not 'D'");
@@ -399,7 +399,7 @@ TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   EXPECT_EQ(parse_error("test a\nproc P\nP fork P\n"), "t.mms:3:8: expected a NAME not bound yet in this test, not 'P' (a process)");
   // Names do not carry from one test to the next; the prelude's do.
   EXPECT_EQ(parse_error("proc P\ntest a\nP mmap A 4K rw private\ntest b\nP read A 4K\n"),
-            "t.mms:5:8: expected a region bound before this line (by mmap or mremap), not 'A'");
+            "t.mms:5:8: expected a region bound before this line (by mmap, mremap or shmat), not 'A'");
   // A test sees the prelude's bindings: a prelude process is not bound again,
   // a prelude region may be, as a region.
   EXPECT_EQ(parse_error("proc P\ntest a\nproc P\n"), "t.mms:3:6: expected a NAME not bound yet in this test, not 'P' (a process)");
