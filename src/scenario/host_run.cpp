@@ -33,6 +33,7 @@
 
 #include "fmt/format.h"
 #include "host/host_file.h"
+#include "host/sysfs.h"
 #include "mmlab/gup.h"
 #include "mmlab/types.h"
 #include "scenario/host_run.h"
@@ -178,7 +179,10 @@ std::vector<std::string> HostRun::teardown() {
   files_.clear();
   // IPC_RMID: the processes are gone, so the segments go now (one removed
   // by the test already is EINVAL).
-  for (auto& [n, sg] : segs_) (void)shmctl(sg.id, IPC_RMID, nullptr);
+  for (auto& [n, sg] : segs_) {
+    (void)shmctl(sg.id, IPC_RMID, nullptr);
+    host::journal_extra_remove("shmrm", std::to_string(sg.id));
+  }
   segs_.clear();
   attached_.clear();
   swap_.remove();
@@ -592,6 +596,7 @@ void HostRun::run(const Stmt& st, const stmt::Shmget& s) {
   const int id = ::shmget(IPC_PRIVATE, s.size, IPC_CREAT | 0600 | (s.hugetlb ? SHM_HUGETLB : 0));
   check_errno(st, id < 0 ? -errno : 0, "shmget");
   if (id < 0) return;
+  host::journal_extra("shmrm", std::to_string(id));  // a killed run's segment is removed by the next
   // shmat maps the segment whole: whole huge pages for SHM_HUGETLB.
   const uint64_t unit = s.hugetlb ? 2ull << 20 : PAGE_SIZE;
   segs_[s.seg] = Seg{id, round_up(s.size, unit), s.hugetlb};

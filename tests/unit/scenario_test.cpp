@@ -209,6 +209,16 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("file F 2M hugetlb=2M noswap\n"), "t.mms:1:29: expected noswap only for a shmem file (a file on tmpfs)");
   EXPECT_EQ(parse_error("file F 16K noswapp\n"),
             "t.mms:1:12: expected fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never, noswap, ro or uncached");
+  // SysV shared memory: the options, the commands, and a segment's own kind of name.
+  EXPECT_EQ(parse_error("shmget S 16K huge\n"), "t.mms:1:14: expected 'hugetlb'");
+  EXPECT_EQ(parse_error("shmget S 16K\nshmctl S lok\n"), "t.mms:2:10: expected lock, unlock or rmid, not 'lok'");
+  EXPECT_EQ(parse_error("test a\nshmget S 16K\nproc P\nP shmat A S rw\n"), "t.mms:4:13: expected 'ro'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP shmat A S\n"),
+            "t.mms:3:11: expected a shared memory segment bound before this line (by shmget), not 'S'");
+  EXPECT_EQ(parse_error("test a\nfile F 16K\nshmctl F lock\n"),
+            "t.mms:3:8: expected a shared memory segment, not 'F' (a file)");
+  EXPECT_EQ(parse_error("test a\nshmget S 16K\nshmget S 16K\n"),
+            "t.mms:3:8: expected a NAME not bound yet in this test, not 'S' (a shared memory segment)");
   // ro and uncached are a disk file's (a memfd cannot be reopened by name).
   EXPECT_EQ(parse_error("file F 16K ro\n"), "t.mms:1:15: expected ro only for a file of fs=ext4, xfs or btrfs");
   EXPECT_EQ(parse_error("file F 2M hugetlb=2M uncached\n"),
@@ -358,15 +368,15 @@ TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
     scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
     EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
   }
-  EXPECT_EQ(subject_verbs, 23u);
+  EXPECT_EQ(subject_verbs, 25u);
   // What may follow a process name, in the table's order.
   EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
             "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
-            "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
+            "shmat, shmdt, mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
             "print, remember)");
   EXPECT_EQ(parse_error("test a\nproc P\nP mbind A\n"),
             "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
-            "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
+            "shmat, shmdt, mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
             "print, remember), not 'mbind'");
 }
 
