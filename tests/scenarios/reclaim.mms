@@ -639,6 +639,22 @@ expect-error EINVAL P shmat C S
 expect-error EINVAL shmctl S unlock
 expect-error EINVAL shmctl S rmid
 
+# fork copies the attach (shm_open: the child's VMA counts as one more);
+# the removed segment lives on in the child after the parent detaches,
+# and goes with the child's exit.
+test shm-fork-keeps-a-removed-segment-attached
+shmget S 16K
+proc P
+P shmat A S
+P write A 16K 0x66
+P fork C
+shmctl S rmid
+P shmdt A
+C read A 16K 0x66
+C write A 4K 0x67
+C exit
+expect-error EINVAL P shmat B S
+
 # shmdt takes the address shmat returned: an address inside the segment
 # or another shared mapping is EINVAL. SHM_RDONLY attaches read-only for
 # good: a store is SIGSEGV and mprotect to rw EACCES (no VM_MAYWRITE).
