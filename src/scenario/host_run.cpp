@@ -594,6 +594,7 @@ void HostRun::run(const Stmt& st, const stmt::File& s) {
 void HostRun::run(const Stmt& st, const stmt::Shmget& s) {
   bind(st, s.seg, 's');
   const int id = ::shmget(IPC_PRIVATE, s.size, IPC_CREAT | 0600 | (s.hugetlb ? SHM_HUGETLB : 0));
+  if (id < 0 && errno == ENOSYS) throw SkipTest{"shmget: this host's kernel has no System V IPC (CONFIG_SYSVIPC off)"};
   check_errno(st, id < 0 ? -errno : 0, "shmget");
   if (id < 0) return;
   host::journal_extra("shmrm", std::to_string(id));  // a killed run's segment is removed by the next
