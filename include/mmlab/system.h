@@ -219,6 +219,12 @@ class System {
   // partial pages zeroed). 0 or -errno; hugetlbfs files: -ENOSYS.
   int file_punch_hole(int fd, int64_t off, int64_t len);
 
+  // ---- System V shared memory (mm/shm.h) ----
+  // shmget(IPC_PRIVATE, size, IPC_CREAT | 0600 [| SHM_HUGETLB]): the id or -errno.
+  long shmget(uint64_t size, bool hugetlb = false);
+  // shmctl(id, cmd, NULL) for IPC_RMID (0), SHM_LOCK (11) and SHM_UNLOCK (12): 0 or -errno.
+  int shmctl(int id, int cmd);
+
   // ---- swap ----
   // Add an in-memory swap device of `bytes` (none by default). 0 or -errno.
   int add_swap(uint64_t bytes, SwapKind kind = SwapKind::kBlkdev);
@@ -347,6 +353,9 @@ class Process {
   // mseal(addr, len, flags): seal the VMAs of the range (flags must be 0).
   // 0 or -errno (docs/scenario-language.md: what a seal refuses).
   int mseal(uint64_t addr, uint64_t len, unsigned long flags = 0);
+  // shmat(id, NULL, ro ? SHM_RDONLY : 0): the address or -errno; shmdt(addr): 0 or -errno.
+  long shmat(int id, bool ro = false);
+  int shmdt(uint64_t addr);
   // Tear the address space down; the Process object stays (as a zombie) until the System ends.
   void exit();
   bool exited() const { return mm_ == nullptr; }

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -32,7 +33,7 @@ namespace mmlab::host {
 namespace wire {
 enum class Op : uint32_t {
   kMmap, kMunmap, kMprotect, kMremap, kMadvise, kFork, kWrite, kRead, kVmsplice, kIoUringRegister, kPinCpu, kExit,
-  kMlock, kMunlock, kMlockall, kMunlockall, kVmRead, kMseal
+  kMlock, kMunlock, kMlockall, kMunlockall, kVmRead, kMseal, kShmat, kShmdt
 };
 
 struct Request {  // no padding: no stray bytes go over the socket
@@ -306,6 +307,11 @@ long run_syscall(const Request& rq, int fd) {
     case Op::kMlockall: return sys_result(::syscall(SYS_mlockall, rq.arg));
     case Op::kMunlockall: return sys_result(::syscall(SYS_munlockall));
     case Op::kMseal: return sys_result(::syscall(kSysMseal, rq.addr, rq.len, 0));
+    case Op::kShmat: {
+      void* p = ::shmat(rq.arg, nullptr, rq.flags);
+      return p == reinterpret_cast<void*>(-1) ? -errno : static_cast<long>(reinterpret_cast<uintptr_t>(p));
+    }
+    case Op::kShmdt: return sys_result(::shmdt(addr));
     case Op::kVmsplice: {
       iovec iov{addr, rq.len};
       return sys_result(::vmsplice(fd, &iov, 1, 0));
@@ -624,6 +630,8 @@ long Agent::mlockall(int flags) { return simple(make(Op::kMlockall, 0, 0, flags)
 
 long Agent::munlockall() { return simple(make(Op::kMunlockall), -1); }
 long Agent::mseal(uint64_t addr, uint64_t len) { return simple(make(Op::kMseal, addr, len), -1); }
+long Agent::shmat(int shmid, int shmflg) { return simple(make(Op::kShmat, 0, 0, shmid, shmflg), -1); }
+long Agent::shmdt(uint64_t addr) { return simple(make(Op::kShmdt, addr), -1); }
 
 long Agent::process_vm_readv(int pid, uint64_t local, uint64_t remote, uint64_t len) {
   Request rq = make(Op::kVmRead, local, len);

@@ -61,6 +61,10 @@ class Agent {
   long munlockall();
   // mseal(addr, len, 0); -ENOSYS on a kernel without it.
   long mseal(uint64_t addr, uint64_t len);
+  // shmat(shmid, NULL, shmflg) (SHM_RDONLY or 0): the address or -errno;
+  // shmdt(addr): 0 or -errno. The runner makes and removes the segments.
+  long shmat(int shmid, int shmflg);
+  long shmdt(uint64_t addr);
   // process_vm_readv(2) of `len` bytes at `remote` in process `pid` into
   // this process's `local`: the bytes copied, or -errno.
   long process_vm_readv(int pid, uint64_t local, uint64_t remote, uint64_t len);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/swap.h>
 #include <sys/sysmacros.h>
@@ -50,7 +51,7 @@ std::atomic<int> g_pids[kMaxPids];
 char g_swap_dev[160], g_swap_image[160];
 std::atomic<bool> g_swap_set{false};
 struct Extra {
-  char kind[8];  // "umount" (then rmdir) or "unlink"
+  char kind[8];  // "umount" (then rmdir), "unlink" or "shmrm" (a SysV segment's id: IPC_RMID)
   char path[160];
 };
 constexpr int kMaxExtras = 8;
@@ -63,6 +64,8 @@ void undo_extra(const char* kind, const char* path) {
     rmdir(path);
   } else if (strcmp(kind, "unlink") == 0) {
     unlink(path);
+  } else if (strcmp(kind, "shmrm") == 0) {
+    shmctl(atoi(path), IPC_RMID, nullptr);
   }
 }
 bool g_handlers_installed = false;
@@ -157,6 +160,11 @@ void unlink_reported(const std::string& path, Restored* out) {
 }
 
 // A scratch file system: EINVAL from umount is "not mounted" (gone already).
+// A test's SysV segment, which would outlive the run (IPC_RMID was not reached).
+void shm_rmid_reported(const std::string& id, Restored* out) {
+  if (shmctl(atoi(id.c_str()), IPC_RMID, nullptr) == 0) out->push_back({"removed the SysV shared memory segment " + id});
+}
+
 void umount_reported(const std::string& dir, Restored* out) {
   const int err = umount2(dir.c_str(), MNT_DETACH) == 0 ? 0 : errno;
   if (err == 0)
@@ -213,6 +221,8 @@ void undo_entry(const std::string& key, const std::string& value, Restored* out)
     umount_reported(value, out);
   } else if (key == "unlink") {
     unlink_reported(value, out);
+  } else if (key == "shmrm") {
+    shm_rmid_reported(value, out);
   } else if (key != "pid") {
     restore_setting(key, value, out);
   }
@@ -415,6 +425,19 @@ void journal_extra(const char* kind, const std::string& path) {
   snprintf(g_extras[n].path, sizeof(g_extras[n].path), "%s", path.c_str());
   g_nextras.store(n + 1);
   write_journal();
+}
+
+void journal_extra_remove(const char* kind, const std::string& path) {
+  const int n = g_nextras.load();
+  for (int i = 0; i < n; i++) {
+    if (strcmp(g_extras[i].kind, kind) != 0 || path != g_extras[i].path) continue;
+    // The last entry takes its place; the count drops after the copy, so
+    // the interrupt handler sees either entry whole.
+    g_extras[i] = g_extras[n - 1];
+    g_nextras.store(n - 1);
+    write_journal();
+    return;
+  }
 }
 
 void journal_extra_clear() {

@@ -60,9 +60,11 @@ inline constexpr const char* kGiganticPool = "hugepages/hugepages-1048576kB/nr_h
 [[nodiscard]] long pool_outside_reservations(const std::string& pool_dir);
 
 // Something else a run made that must not outlive it, undone by the
-// interrupt handler and the journal: "umount" DIR (then rmdir) or "unlink"
-// FILE. journal_extra_clear() once the run has undone them itself.
+// interrupt handler and the journal: "umount" DIR (then rmdir), "unlink"
+// FILE or "shmrm" ID (a SysV segment, IPC_RMID). journal_extra_clear() once
+// the run has undone them itself; journal_extra_remove() for one of them.
 void journal_extra(const char* kind, const std::string& path);
+void journal_extra_remove(const char* kind, const std::string& path);
 void journal_extra_clear();
 
 // Host processes the interrupt handler kills (SIGKILL) before restoring.

@@ -47,13 +47,16 @@ struct File : std::enable_shared_from_this<File> {
   FsClass fs = FsClass::kShmem;
   unsigned hugetlb_order = 0;  // hugetlbfs: PMD_ORDER or PUD_ORDER; 0 otherwise
   bool anon_shared = false;    // shmem_zero_setup: MAP_SHARED|MAP_ANONYMOUS backing
+  bool sysv_shm = false;       // a SysV shared memory segment (mm/shm.h): shmat maps it, shmdt unmaps it
   // shmem: a linked file on a tmpfs mounted with huge=tmpfs_huge (a
   // ShmemHuge value), not an unlinked memfd on the internal mount.
   bool tmpfs = false;
   uint8_t tmpfs_huge = 0;
   // AS_UNEVICTABLE (mapping_set_unevictable): a file on a tmpfs mounted
-  // noswap. Reclaim keeps its folios mapped and resident (folio_evictable).
-  bool unevictable = false;
+  // noswap, or a SysV segment under SHM_LOCK (shmem_lock; SHM_UNLOCK clears
+  // it while reclaim may read it). Reclaim keeps its folios mapped and
+  // resident (folio_evictable), on the unevictable LRU (PG_unevictable).
+  std::atomic<bool> unevictable{false};
   // The test's fd was opened O_RDONLY (the file written and synced through
   // another fd, since closed): no struct file of this inode has
   // FMODE_WRITE, so inode_is_open_for_write() is false, MAP_SHARED loses

@@ -26,6 +26,7 @@ struct KhugepagedHooks;  // mm/khugepaged_hooks.h (the call sites' way into khug
 class Khugepaged;        // khugepaged/khugepaged.h (owned by the System)
 struct SwapState;     // mm/swapfile.h (swap devices, swap cache)
 struct HugetlbState;  // mm/hugetlb.h (hugetlb pools)
+struct ShmIds;        // mm/shm.h (SysV shared memory segments)
 
 struct Kernel {
   Kernel();
@@ -59,6 +60,7 @@ struct Kernel {
   std::unique_ptr<FileTable> files;
   std::unique_ptr<SwapState> swap;
   std::unique_ptr<HugetlbState> hugetlb;
+  std::unique_ptr<ShmIds> shm;
 
   // Violations the model detected and went on from instead of aborting:
   // what the `rfc` CoW path does that the kernel would only survive

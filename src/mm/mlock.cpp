@@ -6,8 +6,10 @@
 // VM_LOCKONFAULT) with the same split-and-merge helper mprotect and madvise
 // use (vma_modify_flags). The kernel then walks the range to mark present
 // folios PG_mlocked and move them to the unevictable list
-// (mlock_vma_pages_range); the model has no unevictable list, and its
-// reclaim paths test the VMA flag instead, so that walk has nothing to do.
+// (mlock_vma_pages_range); the model's unevictable list (mm/swap.cpp's
+// lru_add) takes only the folios of unevictable mappings (SHM_LOCK, noswap
+// tmpfs), and its reclaim paths test the VMA flag instead, so that walk has
+// nothing to do.
 #include <algorithm>
 
 #include "mm/hugetlb.h"

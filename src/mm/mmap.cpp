@@ -332,7 +332,7 @@ long mmap_region(Mm* mm, uint64_t addr, uint64_t len, vm_flags_t vm_flags, uint6
 // do_mmap with mmap_lock held for write. *populate receives the length to
 // populate after the lock is dropped.
 long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, uint64_t len, int prot, int flags,
-                    uint64_t pgoff, uint64_t* populate) REQUIRES(mm->mmap_lock) {
+                    uint64_t pgoff, uint64_t* populate, bool fmode_read_only) REQUIRES(mm->mmap_lock) {
   mmap_assert_write_locked(mm);
   *populate = 0;
   if (!len) return -EINVAL;
@@ -364,9 +364,9 @@ long do_mmap_locked(Mm* mm, const std::shared_ptr<File>& file, uint64_t addr, ui
         [[fallthrough]];
       case MAP_SHARED_VALIDATE:
         if (flags & ~LEGACY_MAP_MASK) return -EOPNOTSUPP;
-        if ((prot & PROT_WRITE) && file->read_only_fd) return -EACCES;
+        if ((prot & PROT_WRITE) && (file->read_only_fd || fmode_read_only)) return -EACCES;
         vm_flags |= VM_SHARED | VM_MAYSHARE;
-        if (file->read_only_fd) vm_flags &= ~(VM_MAYWRITE | VM_SHARED);
+        if (file->read_only_fd || fmode_read_only) vm_flags &= ~(VM_MAYWRITE | VM_SHARED);
         [[fallthrough]];
       case MAP_PRIVATE:
         if (vm_flags & VM_GROWSDOWN) return -EINVAL;
@@ -439,7 +439,7 @@ long __mm_populate(Mm* mm, uint64_t start, uint64_t len, bool ignore_errors) {
 void mm_populate(Mm* mm, uint64_t start, uint64_t len) { (void)__mm_populate(mm, start, len, true); }
 
 long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
-                  uint64_t pgoff) {
+                  uint64_t pgoff, bool read_only) {
   if (file) {
     // ksys_mmap_pgoff: a hugetlbfs file maps whole huge pages; MAP_HUGETLB
     // with any other file is refused.
@@ -452,7 +452,7 @@ long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t le
   }
   uint64_t populate = 0;
   mmap_write_lock(mm);
-  long ret = do_mmap_locked(mm, file, addr, len, prot, flags, pgoff, &populate);
+  long ret = do_mmap_locked(mm, file, addr, len, prot, flags, pgoff, &populate, read_only);
   mmap_write_unlock(mm);
   file.reset();  // a refused mapping's file (MAP_HUGETLB's) goes now, outside mmap_lock
   if (ret >= 0 && populate) mm_populate(mm, static_cast<uint64_t>(ret), populate);

@@ -43,8 +43,10 @@ void mm_populate(Mm* mm, uint64_t start, uint64_t len);
 
 // do_mmap() of `file` (nullptr: anonymous, as do_mmap). The caller has done
 // ksys_mmap_pgoff's part: an fd resolved to `file`, MAP_HUGETLB turned into a
-// hugetlbfs file. Returns the address or -errno.
+// hugetlbfs file. Returns the address or -errno. read_only: the struct file
+// mapped was opened without FMODE_WRITE (shmat's SHM_RDONLY), as a file
+// whose fd is O_RDONLY (File::read_only_fd).
 [[nodiscard]] long do_mmap_file(Mm* mm, std::shared_ptr<File> file, uint64_t addr, uint64_t len, int prot, int flags,
-                  uint64_t pgoff);
+                  uint64_t pgoff, bool read_only = false);
 
 }  // namespace mmlab

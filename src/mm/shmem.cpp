@@ -20,12 +20,12 @@
 // across i_size); touched again while still in the swap cache it comes back
 // whole, read back from the device it comes back page by page.
 //
-// A tmpfs mounted noswap makes its files' mappings unevictable: reclaim
-// puts their folios back before it unmaps anything (folio_evictable in
+// A tmpfs mounted noswap and a SysV segment under SHM_LOCK (mm/shm.cpp)
+// make their files' mappings unevictable: reclaim puts their folios back,
+// onto the unevictable LRU, before it unmaps anything (folio_evictable in
 // shrink_folio_list), and shmem_writeout() refuses them too.
 //
-// Not modelled: SHM_LOCK (SysV shm: the model has no shmget), which makes
-// the mapping unevictable the same way; shmem's mTHP swap-in from a
+// Not modelled: shmem's mTHP swap-in from a
 // SWP_SYNCHRONOUS_IO device (shmem_swap_alloc_folio: the model reads order
 // 0); the shmem_falloc wait of a fault racing a hole punch (a fault during the
 // punch fills the hole again, which the kernel only makes unlikely).
@@ -320,7 +320,7 @@ int shmem_writeout(Folio* folio, std::vector<Folio*>* list) {
   VM_BUG_ON_FOLIO(folio_mapped(folio), folio, "shmem_writeout of a mapped folio");
   auto* f = reinterpret_cast<File*>(aref(folio->page.mapping).load(std::memory_order_acquire));
   Kernel* k = f->kernel;
-  // A noswap mount's (or, in the kernel, an SHM_LOCK'd) file: redirtied
+  // A noswap mount's file (or an SHM_LOCK'd segment): redirtied
   // and kept. Reclaim stops such a folio earlier (folio_evictable); this
   // is the writeout's own refusal, as the kernel's. Without any swap device
   // (total_swap_pages 0) a large folio is kept whole, not split.

@@ -2,15 +2,45 @@
 // active/inactive lists, as PG_ flags on the folio.
 #include "mm/swap.h"
 
+#include "mm/file.h"
 #include "mm/kernel.h"
 #include "mm/rmap.h"
 
 namespace mmlab {
 
+bool folio_evictable(const Folio* folio) {
+  if (folio_test_anon(folio)) return true;
+  const auto* f =
+      reinterpret_cast<const File*>(aref(const_cast<uint64_t&>(folio->page.mapping)).load(std::memory_order_acquire));
+  return !f || !f->unevictable.load(std::memory_order_acquire);
+}
+
+namespace {
+
+// lru_add: onto the list folio_evictable() says. A folio of an unevictable
+// mapping goes to the unevictable LRU (PG_unevictable, never active),
+// counted as culled the first time; one that was there and is evictable
+// again (SHM_UNLOCK while it was isolated) is counted as rescued.
+void lru_add(Folio* folio) {
+  const bool was_unevictable = test_and_clear_bit(PG_unevictable, &folio->page);
+  const auto nr = static_cast<uint64_t>(folio_nr_pages(folio));
+  Stats* st = PhysMem::of(&folio->page)->stats();
+  if (folio_evictable(folio)) {
+    if (was_unevictable && st) st->count(VmStat::unevictable_pgs_rescued, nr);
+  } else {
+    folio_clear_active(folio);
+    folio_set_unevictable(folio);
+    if (!was_unevictable && st) st->count(VmStat::unevictable_pgs_culled, nr);
+  }
+  folio_set_lru(folio);
+}
+
+}  // namespace
+
 void folio_add_lru(Folio* folio) {
   // The kernel batches LRU additions per CPU (the batch holds a reference
   // until drained); the model adds at once, as if the batch were drained.
-  folio_set_lru(folio);
+  lru_add(folio);
   if (Stats* st = PhysMem::of(&folio->page)->stats()) st->count(Event::lru_add);
 }
 
@@ -21,9 +51,31 @@ bool folio_isolate_lru(Folio* folio) {
   return true;
 }
 
+// folio_putback_lru: folio_add_lru again (lru_add decides the list), then
+// the isolation's reference goes.
 void folio_putback_lru(Folio* folio) {
-  folio_set_lru(folio);
+  lru_add(folio);
   folio_put(folio);
+}
+
+// check_move_unevictable_folios: each folio on the unevictable LRU whose
+// mapping is evictable again moves to the evictable LRU (inactive); an
+// isolated one is left to its putback's lru_add.
+void check_move_unevictable_folios(const std::vector<Folio*>& folios) {
+  uint64_t scanned = 0, rescued = 0;
+  for (Folio* folio : folios) {
+    const auto nr = static_cast<uint64_t>(folio_nr_pages(folio));
+    scanned += nr;
+    if (!folio_test_lru(folio) || !folio_test_unevictable(folio)) continue;
+    if (folio_evictable(folio)) {
+      folio_clear_unevictable(folio);
+      rescued += nr;
+    }
+  }
+  if (Stats* st = folios.empty() ? nullptr : PhysMem::of(&folios.front()->page)->stats()) {
+    st->count(VmStat::unevictable_pgs_rescued, rescued);
+    st->count(VmStat::unevictable_pgs_scanned, scanned);
+  }
 }
 
 void folio_mark_accessed(Folio* folio) {

@@ -12,6 +12,12 @@ void folio_add_lru(Folio* folio);
 // a reference the caller drops in folio_putback_lru.
 bool folio_isolate_lru(Folio* folio);
 void folio_putback_lru(Folio* folio);
+// folio_evictable(): false for a folio of an unevictable mapping (a noswap
+// tmpfs file, an SHM_LOCK'd segment). PG_mlocked is not consulted: the
+// model keeps mlocked folios on the evictable lists (mm/mlock.cpp).
+bool folio_evictable(const Folio* folio);
+// check_move_unevictable_folios (mm/vmscan.c), for SHM_UNLOCK.
+void check_move_unevictable_folios(const std::vector<Folio*>& folios);
 // folio_deactivate (MADV_COLD): an active folio on the LRU moves to the
 // inactive list, losing PG_active and PG_referenced (pgdeactivate).
 void folio_deactivate(Folio* folio);

@@ -8,6 +8,7 @@
 #include "mm/madvise.h"
 #include "mm/mlock.h"
 #include "mm/mseal.h"
+#include "mm/shm.h"
 #include "mm/mm.h"
 #include "mm/mmap.h"
 #include "mm/mprotect.h"
@@ -64,6 +65,14 @@ int Process::mlockall(int flags) {
 int Process::munlockall() { return syscall_mm() ? do_munlockall(mm_.get()) : -ESRCH; }
 int Process::mseal(uint64_t addr, uint64_t len, unsigned long flags) {
   return syscall_mm() ? do_mseal(mm_.get(), addr, len, flags) : -ESRCH;
+}
+long Process::shmat(int id, bool ro) {
+  CurrentTask cur(task());
+  return syscall_mm() ? do_shmat(mm_.get(), id, ro ? kShmRdonly : 0) : -ESRCH;
+}
+int Process::shmdt(uint64_t addr) {
+  CurrentTask cur(task());
+  return syscall_mm() ? ksys_shmdt(mm_.get(), addr) : -ESRCH;
 }
 
 int Process::prctl_set_thp_disable(bool disable, unsigned long flags) {

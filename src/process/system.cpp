@@ -15,6 +15,7 @@
 #include "mm/kernel.h"
 #include "mm/mm.h"
 #include "mm/rmap.h"
+#include "mm/shm.h"
 #include "mm/swapfile.h"
 #include "mmlab/system.h"
 #include "mmlab/trace.h"
@@ -389,6 +390,8 @@ int System::file_punch_hole(int fd, int64_t off, int64_t len) {
   constexpr int FALLOC_FL_KEEP_SIZE = 0x01, FALLOC_FL_PUNCH_HOLE = 0x02;
   return ksys_fallocate(k_.get(), fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
 }
+long System::shmget(uint64_t size, bool hugetlb) { return ksys_shmget(k_.get(), size, hugetlb ? kShmHugetlb : 0); }
+int System::shmctl(int id, int cmd) { return ksys_shmctl(k_.get(), id, cmd); }
 int System::add_swap(uint64_t bytes, SwapKind kind) { return swapon(k_.get(), bytes, kind); }
 
 long System::swap_writeback_wait() { return mmlab::swap_writeback_wait(k_.get()); }

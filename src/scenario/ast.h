@@ -67,6 +67,18 @@ struct PunchHole {  // punch-hole F OFFSET SIZE: fallocate(FALLOC_FL_PUNCH_HOLE 
   std::string file;
   uint64_t offset = 0, len = 0;  // byte counts below 2^63
 };
+// System V shared memory: shmget, shmctl (the segment's name is bound like a file's, as its own kind).
+struct Shmget {  // shmget S SIZE [hugetlb]
+  std::string seg;
+  uint64_t size = 0;
+  int size_col = 0;  // the SIZE token's column, for scenario_check_sizes()
+  bool hugetlb = false;  // SHM_HUGETLB (the default huge page size, 2M)
+};
+struct Shmctl {  // shmctl S lock|unlock|rmid
+  std::string seg;
+  int cmd = 0;  // IPC_RMID 0, SHM_LOCK 11, SHM_UNLOCK 12
+  std::string cmd_name;
+};
 struct Writeback {};   // writeback: wait for the swap writes in flight
 struct ShrinkSlab {};  // shrink-slab: run every shrinker once (2 into /proc/sys/vm/drop_caches)
 struct Khugepaged {  // khugepaged [N]
@@ -102,6 +114,14 @@ struct Mmap {  // P mmap R SIZE PROT private|shared [file=F[+OFF]] [hugetlb=2M|1
   unsigned hugetlb_shift = 0;  // 21 or 30
   uint64_t align = 0;
   int map_flags = 0;  // MAP_POPULATE, MAP_LOCKED, MAP_NORESERVE
+};
+struct Shmat {  // P shmat R S [ro]
+  std::string proc, region, seg;
+  bool read_only = false;  // SHM_RDONLY
+};
+struct Shmdt {  // P shmdt ADDR
+  std::string proc;
+  AddrExpr addr;
 };
 struct Munmap {  // P munmap ADDR SIZE
   std::string proc;
@@ -331,8 +351,8 @@ struct Race {
 }  // namespace stmt
 
 using StmtBody =
-    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Truncate, stmt::PunchHole, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
-                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall, stmt::Mseal,
+    std::variant<stmt::Sysfs, stmt::Tune, stmt::Proc, stmt::Fork, stmt::Exit, stmt::File, stmt::Truncate, stmt::PunchHole, stmt::Shmget, stmt::Shmctl, stmt::Swap, stmt::Writeback, stmt::ShrinkSlab, stmt::Khugepaged,
+                 stmt::Advance, stmt::Inject, stmt::CountersReset, stmt::CountersPrint, stmt::Mmap, stmt::Shmat, stmt::Shmdt, stmt::Munmap, stmt::Mprotect, stmt::Madvise, stmt::Mremap, stmt::Mlock, stmt::Mlockall, stmt::Mseal,
                  stmt::ClearSoftDirty, stmt::ThpDisable, stmt::UffdRegister, stmt::UffdWp, stmt::Write, stmt::Read,
                  stmt::Gup, stmt::VmRead, stmt::HandleWrite, stmt::HandleRead, stmt::Unpin, stmt::Dump, stmt::Print, stmt::Check, stmt::Skip,
                  stmt::Xfail, stmt::ExpectHandle, stmt::ExpectDump, stmt::ExpectRss, stmt::ExpectLocked, stmt::ExpectFaults, stmt::ExpectSysfs,

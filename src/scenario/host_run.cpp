@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <sched.h>
+#include <sys/ipc.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 
 #include "fmt/format.h"
 #include "host/host_file.h"
+#include "host/sysfs.h"
 #include "mmlab/gup.h"
 #include "mmlab/types.h"
 #include "scenario/host_run.h"
@@ -174,6 +177,14 @@ std::vector<std::string> HostRun::teardown() {
   }
   for (auto& [n, fd] : files_) close(fd);
   files_.clear();
+  // IPC_RMID: the processes are gone, so the segments go now (one removed
+  // by the test already is EINVAL).
+  for (auto& [n, sg] : segs_) {
+    (void)shmctl(sg.id, IPC_RMID, nullptr);
+    host::journal_extra_remove("shmrm", std::to_string(sg.id));
+  }
+  segs_.clear();
+  attached_.clear();
   swap_.remove();
   guard_.restore();
   if (cpu_ >= 0) sched_setaffinity(0, sizeof(saved_affinity_), &saved_affinity_);
@@ -575,6 +586,57 @@ void HostRun::run(const Stmt& st, const stmt::File& s) {
   check_errno(st, fd, "file");
   if (fd >= 0) files_[s.name] = fd;
   if (fd >= 0 && s.hugetlb_shift) hugetlb_files_.insert(s.name);
+}
+
+// System V shared memory: the runner makes, locks and removes the segments
+// (the ids are the IPC namespace's, not a process's); its processes attach
+// them.
+void HostRun::run(const Stmt& st, const stmt::Shmget& s) {
+  bind(st, s.seg, 's');
+  const int id = ::shmget(IPC_PRIVATE, s.size, IPC_CREAT | 0600 | (s.hugetlb ? SHM_HUGETLB : 0));
+  if (id < 0 && errno == ENOSYS) throw SkipTest{"shmget: this host's kernel has no System V IPC (CONFIG_SYSVIPC off)"};
+  check_errno(st, id < 0 ? -errno : 0, "shmget");
+  if (id < 0) return;
+  host::journal_extra("shmrm", std::to_string(id));  // a killed run's segment is removed by the next
+  // shmat maps the segment whole: whole huge pages for SHM_HUGETLB.
+  const uint64_t unit = s.hugetlb ? 2ull << 20 : PAGE_SIZE;
+  segs_[s.seg] = Seg{id, round_up(s.size, unit), s.hugetlb};
+}
+
+const HostRun::Seg& HostRun::seg(const Stmt& st, const std::string& name) {
+  auto it = segs_.find(name);
+  if (it == segs_.end()) fail(st, fmt::format("no shared memory segment named {}", name));
+  return it->second;
+}
+
+void HostRun::run(const Stmt& st, const stmt::Shmctl& s) {
+  const int r = ::shmctl(seg(st, s.seg).id, s.cmd, nullptr);
+  check_errno(st, r < 0 ? -errno : 0, "shmctl");
+}
+
+void HostRun::run(const Stmt& st, const stmt::Shmat& s) {
+  Proc& p = proc(st, s.proc);
+  bind(st, s.region, 'r');
+  const Seg& sg = seg(st, s.seg);
+  const long r = sys(st, p.agent->shmat(sg.id, s.read_only ? SHM_RDONLY : 0));
+  check_errno(st, r, "shmat");
+  if (r < 0) return;
+  regions_[s.region] = static_cast<uint64_t>(r);
+  attached_[{s.proc, static_cast<uint64_t>(r)}] = sg.size;
+  p.pages.map(static_cast<uint64_t>(r), sg.size, sg.hugetlb ? HostRangeKind::kHugetlb : HostRangeKind::kOther);
+}
+
+void HostRun::run(const Stmt& st, const stmt::Shmdt& s) {
+  Proc& p = proc(st, s.proc);
+  const uint64_t at = addr(st, s.addr);
+  const long r = sys(st, p.agent->shmdt(at));
+  check_errno(st, r, "shmdt");
+  // What the segment attached there mapped.
+  auto it = attached_.find({s.proc, at});
+  if (r == 0 && it != attached_.end()) {
+    p.pages.unmap(at, it->second);
+    attached_.erase(it);
+  }
 }
 
 // The kind the test names when the host can make it (probe blkdev_swap /

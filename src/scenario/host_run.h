@@ -125,6 +125,10 @@ class HostRun final : public TestRun {
   void run(const Stmt&, const stmt::Swap& s);
   void run(const Stmt& st, const stmt::Truncate& s);
   void run(const Stmt& st, const stmt::PunchHole& s);
+  void run(const Stmt& st, const stmt::Shmget& s);
+  void run(const Stmt& st, const stmt::Shmctl& s);
+  void run(const Stmt& st, const stmt::Shmat& s);
+  void run(const Stmt& st, const stmt::Shmdt& s);
   void run(const Stmt& st, const stmt::Writeback&);
   void run(const Stmt& st, const stmt::ShrinkSlab&);
   void run(const Stmt& st, const stmt::Mmap& s);
@@ -175,6 +179,15 @@ class HostRun final : public TestRun {
   bool cpu_timed_ = false;
   std::map<std::string, Handle> handles_;
   std::map<std::string, int> files_;
+  // The SysV segments the test made (the runner's shmget; removed at teardown).
+  struct Seg {
+    int id = -1;
+    uint64_t size = 0;  // rounded up to what shmat maps
+    bool hugetlb = false;
+  };
+  std::map<std::string, Seg> segs_;
+  std::map<std::pair<std::string, uint64_t>, uint64_t> attached_;  // (process, shmat's address) -> size
+  const Seg& seg(const Stmt& st, const std::string& name);
   std::set<std::string> hugetlb_files_;
   std::map<std::string, long> outside_resv_;  // by pool: reservations when the test began
   bool khugepaged_ran_ = false;  // the test waited for the host's khugepaged

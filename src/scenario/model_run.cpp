@@ -230,6 +230,7 @@ class ModelRun final : public TestRun {
     handles_.clear();
     for (Process* p : sys_->processes()) p->exit();
     for (auto& [n, fd] : files_) sys_->close_file(fd);
+    for (auto& [n, id] : segs_) (void)sys_->shmctl(id, 0);  // IPC_RMID (an id removed already is EINVAL)
     CheckReport rep = sys_->check();
     for (auto& v : rep.violations) leaks.push_back(v.invariant + " at " + v.where);
     for (auto& w : new_violations()) leaks.push_back(w);  // found while tearing down
@@ -382,6 +383,30 @@ class ModelRun final : public TestRun {
       if (wanted(name, v)) out.push_back(fmt::format("vmstat {} {}", name, v));
     if (out.empty()) out.push_back(glob.empty() ? "(every counter is zero)" : "(no counter matches " + glob + ")");
     return out;
+  }
+  void run(const Stmt& st, const stmt::Shmget& s) {
+    bind(st, s.seg, 's');
+    const long id = sys_->shmget(s.size, s.hugetlb);
+    check_errno(st, id, "shmget");
+    if (id >= 0) segs_[s.seg] = static_cast<int>(id);
+  }
+  int seg_of(const Stmt& st, const std::string& name) {
+    auto it = segs_.find(name);
+    if (it == segs_.end()) fail(st, fmt::format("no shared memory segment named {}", name));
+    return it->second;
+  }
+  void run(const Stmt& st, const stmt::Shmctl& s) {
+    check_errno(st, sys_->shmctl(seg_of(st, s.seg), s.cmd), "shmctl");
+  }
+  void run(const Stmt& st, const stmt::Shmat& s) {
+    Process* p = proc(st, s.proc);
+    bind(st, s.region, 'r');
+    const long r = p->shmat(seg_of(st, s.seg), s.read_only);
+    check_errno(st, r, "shmat");
+    if (r >= 0) regions_[s.region] = static_cast<uint64_t>(r);
+  }
+  void run(const Stmt& st, const stmt::Shmdt& s) {
+    check_errno(st, proc(st, s.proc)->shmdt(addr(st, s.addr)), "shmdt");
   }
   void run(const Stmt& st, const stmt::Munmap& s) {
     check_errno(st, proc(st, s.proc)->munmap(addr(st, s.addr), s.size), "munmap");
@@ -677,6 +702,7 @@ class ModelRun final : public TestRun {
   std::map<std::string, Handle> handles_;
   std::map<std::string, DumpResult> dumps_;
   std::map<std::string, int> files_;
+  std::map<std::string, int> segs_;  // shmget's ids
   std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> prev_;  // snapshot(): per process, (address, frame) last time, ascending
   std::map<std::string, int64_t> cost_base_;  // System::all_counters() at the last `counters reset`
   bool cost_timed_ = false;

@@ -68,6 +68,8 @@ constexpr StatementVerb kVerbs[] = {
     {"file", kKeyword, parse_file},
     {"truncate", kKeyword, parse_truncate},
     {"punch-hole", kKeyword, parse_punch_hole},
+    {"shmget", kKeyword, parse_shmget},
+    {"shmctl", kKeyword, parse_shmctl},
     {"swap", kKeyword, parse_swap},
     {"writeback", kKeyword, parse_writeback},
     {"shrink-slab", kKeyword, parse_shrink_slab},
@@ -92,6 +94,8 @@ constexpr StatementVerb kVerbs[] = {
     {"mlock", kSubject, parse_mlock},
     {"munlock", kSubject, parse_munlock},
     {"mseal", kSubject, parse_mseal},
+    {"shmat", kSubject, parse_shmat},
+    {"shmdt", kSubject, parse_shmdt},
     {"mlockall", kSubject, parse_mlockall},
     {"munlockall", kSubject, parse_munlockall},
     {"clear-soft-dirty", kSubject, parse_clear_soft_dirty, nullptr, kNeverFails},
@@ -208,6 +212,8 @@ class NameTable {
   void names(const stmt::File& s) { bind(s.name, 'f'); }
   void names(const stmt::Truncate& s) { use(s.file, 'f'); }
   void names(const stmt::PunchHole& s) { use(s.file, 'f'); }
+  void names(const stmt::Shmget& s) { bind(s.seg, 's'); }
+  void names(const stmt::Shmctl& s) { use(s.seg, 's'); }
   void names(const stmt::Swap&) {}
   void names(const stmt::Writeback&) {}
   void names(const stmt::ShrinkSlab&) {}
@@ -222,6 +228,8 @@ class NameTable {
     if (s.place != stmt::Mmap::Place::kAny) region(s.place_addr);
     bind(s.region, 'r');
   }
+  void names(const stmt::Shmat& s) { use(s.proc, 'p'), use(s.seg, 's'), bind(s.region, 'r'); }
+  void names(const stmt::Shmdt& s) { use(s.proc, 'p'), region(s.addr); }
   void names(const stmt::Munmap& s) { use(s.proc, 'p'), region(s.addr); }
   void names(const stmt::Mprotect& s) { use(s.proc, 'p'), region(s.addr); }
   void names(const stmt::Madvise& s) { use(s.proc, 'p'), region(s.addr); }
@@ -293,10 +301,20 @@ class NameTable {
   void region(const AddrExpr& a) const { use(a.region, 'r'); }
 
   static const char* kind_name(char k) {
-    return k == 'p' ? "a process" : k == 'r' ? "a region" : k == 'h' ? "a GUP handle" : k == 'd' ? "a dump" : "a file";
+    return k == 'p'   ? "a process"
+           : k == 'r' ? "a region"
+           : k == 'h' ? "a GUP handle"
+           : k == 'd' ? "a dump"
+           : k == 's' ? "a shared memory segment"
+                      : "a file";
   }
   static const char* binders(char k) {
-    return k == 'p' ? "proc or fork" : k == 'r' ? "mmap or mremap" : k == 'h' ? "gup" : k == 'd' ? "dump" : "file";
+    return k == 'p'   ? "proc or fork"
+           : k == 'r' ? "mmap, mremap or shmat"
+           : k == 'h' ? "gup"
+           : k == 'd' ? "dump"
+           : k == 's' ? "shmget"
+                      : "file";
   }
   // The column of the token that names `name` (alone, as R+OFFSET, or after
   // file= or to=): the first such token for a use, the last for a binding
@@ -340,7 +358,7 @@ class NameTable {
       return;
     }
     if (conditional_) return;
-    if (bound != kind || kind == 'p' || kind == 'f')
+    if (bound != kind || kind == 'p' || kind == 'f' || kind == 's')
       fail(name, At::kBinding, "a NAME not bound yet in this test, not '" + name + "' (" + kind_name(bound) + ")");
   }
 

@@ -62,6 +62,29 @@ StmtBody parse_mmap(LineParser& lp, const std::string& who) {
   return m;
 }
 
+// P shmat R S [ro]
+StmtBody parse_shmat(LineParser& lp, const std::string& who) {
+  stmt::Shmat a;
+  a.proc = who;
+  a.region = lp.name();
+  a.seg = lp.name();
+  if (!lp.done()) {
+    lp.keyword("ro");
+    a.read_only = true;
+  }
+  lp.end();
+  return a;
+}
+
+// P shmdt ADDR
+StmtBody parse_shmdt(LineParser& lp, const std::string& who) {
+  stmt::Shmdt d;
+  d.proc = who;
+  d.addr = lp.addr();
+  lp.end();
+  return d;
+}
+
 StmtBody parse_munmap(LineParser& lp, const std::string& who) {
   stmt::Munmap m;
   m.proc = who;

@@ -155,6 +155,33 @@ StmtBody parse_punch_hole(LineParser& lp, const std::string&) {
   return p;
 }
 
+// shmget S SIZE [hugetlb]
+StmtBody parse_shmget(LineParser& lp, const std::string&) {
+  stmt::Shmget g;
+  g.seg = lp.name();
+  if (const Token* t = lp.peek()) g.size_col = t->col;
+  g.size = lp.size();
+  if (!lp.done()) {
+    lp.keyword("hugetlb");
+    g.hugetlb = true;
+  }
+  lp.end();
+  return g;
+}
+
+// shmctl S lock|unlock|rmid
+StmtBody parse_shmctl(LineParser& lp, const std::string&) {
+  stmt::Shmctl c;
+  c.seg = lp.name();
+  c.cmd_name = lp.word("lock, unlock or rmid");
+  if (c.cmd_name == "lock") c.cmd = 11;
+  else if (c.cmd_name == "unlock") c.cmd = 12;
+  else if (c.cmd_name == "rmid") c.cmd = 0;
+  else lp.fail_last("lock, unlock or rmid");
+  lp.end();
+  return c;
+}
+
 // swap SIZE [blkdev|file]
 StmtBody parse_swap(LineParser& lp, const std::string&) {
   stmt::Swap sw;

@@ -318,7 +318,7 @@ void TestRun::fail(const Stmt& st, const std::string& msg) { throw Failure{fmt::
 
 void TestRun::bind(const Stmt& st, const std::string& name, char kind) {
   auto it = kinds_.find(name);
-  if (it != kinds_.end() && (it->second != kind || kind == 'p' || kind == 'f'))
+  if (it != kinds_.end() && (it->second != kind || kind == 'p' || kind == 'f' || kind == 's'))
     fail(st, fmt::format("the name {} is already bound", name));
   kinds_[name] = kind;
 }

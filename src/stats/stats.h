@@ -32,7 +32,8 @@ namespace mmlab {
   X(tlb_flush_range) X(tlb_flush_one) X(nr_tlb_remote_flush) X(nr_tlb_remote_flush_received) \
   X(nr_tlb_local_flush_all) X(nr_tlb_local_flush_one) X(pgdeactivate) X(pglazyfree) X(pglazyfreed) \
   X(thp_underused_split_page) X(thp_file_mapped) X(thp_file_alloc) X(thp_file_fallback) \
-  X(swpin_zero) X(swpout_zero)
+  X(swpin_zero) X(swpout_zero) X(unevictable_pgs_culled) X(unevictable_pgs_scanned)  \
+  X(unevictable_pgs_rescued)
 
 enum class VmStat : uint16_t {
 #define X(n) n,

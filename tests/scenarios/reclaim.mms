@@ -565,3 +565,131 @@ expect vmstat swpin_zero 16
 expect vmstat pswpin 0
 expect sysfs transparent_hugepage/hugepages-64kB/stats/swpin 0
 P read A 64K 0
+
+# ---- System V shared memory: SHM_LOCK (ipc/shm.c shmctl_do_lock, mm/shmem.c shmem_lock) ----
+
+# shmctl(SHM_LOCK) makes the segment's mapping unevictable
+# (mapping_set_unevictable). MADV_PAGEOUT isolates the folios and
+# shrink_folio_list() puts them back at its first test, folio_evictable(),
+# onto the unevictable LRU (lru_add: unevictable_pgs_culled): nothing is
+# unmapped or written, with swap to spare.
+test shm-lock-pageout-culls-to-the-unevictable-lru
+swap 16M zram
+shmget S 16K
+proc P
+P shmat A S
+shmctl S lock
+P write A 16K 0x61
+P madvise A 16K pageout
+expect P A mapped pte
+expect P A+12K mapped pte
+expect P rss shmem 16K
+expect vmstat pswpout 0
+expect vmstat unevictable_pgs_culled 4
+# Already on the unevictable LRU: the walk puts them straight back, not culled again.
+P madvise A 16K pageout
+expect vmstat unevictable_pgs_culled 4
+expect vmstat pswpout 0
+P read A 16K 0x61
+expect P majflt 0
+
+# SHM_UNLOCK clears the flag and rescues the folios from the unevictable
+# LRU (shmem_unlock_mapping -> check_move_unevictable_folios); the next
+# MADV_PAGEOUT swaps them out (shmem_writeout: the PTEs go, the file keeps
+# the swap entries), and the next access is a shmem fault that reads each
+# page back from zram (a major fault).
+test shm-unlock-rescues-then-pageout-swaps-out
+swap 16M zram
+shmget S 16K
+proc P
+P shmat A S
+P write A 16K 0x62
+shmctl S lock
+P madvise A 16K pageout
+expect P A mapped pte
+expect vmstat unevictable_pgs_culled 4
+expect vmstat pswpout 0
+shmctl S unlock
+expect vmstat unevictable_pgs_rescued 4
+expect vmstat unevictable_pgs_scanned 4
+P madvise A 16K pageout
+expect P A mapped none
+expect P A+12K mapped none
+expect vmstat pswpout 4
+P read A 16K 0x62
+expect P majflt 4
+expect P A mapped pte
+
+# A removed segment still attached stays (SHM_DEST) and may even be
+# attached again (Linux only); it is destroyed with its last detach, and
+# its id is then unknown: EINVAL (shm_obtain_object_check).
+test shm-rmid-destroys-at-the-last-detach
+shmget S 16K
+proc P
+P shmat A S
+P write A 16K 0x63
+shmctl S rmid
+P shmat B S
+P read B 16K 0x63
+shmctl S lock
+P shmdt A
+P read B 4K 0x63
+P shmdt B
+expect-error EINVAL P shmat C S
+expect-error EINVAL shmctl S unlock
+expect-error EINVAL shmctl S rmid
+
+# fork copies the attach (shm_open: the child's VMA counts as one more);
+# the removed segment lives on in the child after the parent detaches,
+# and goes with the child's exit.
+test shm-fork-keeps-a-removed-segment-attached
+shmget S 16K
+proc P
+P shmat A S
+P write A 16K 0x66
+P fork C
+shmctl S rmid
+P shmdt A
+C read A 16K 0x66
+C write A 4K 0x67
+C exit
+expect-error EINVAL P shmat B S
+
+# shmdt takes the address shmat returned: an address inside the segment
+# or another shared mapping is EINVAL. SHM_RDONLY attaches read-only for
+# good: a store is SIGSEGV and mprotect to rw EACCES (no VM_MAYWRITE).
+test shm-detach-and-read-only-attach
+shmget S 16K
+proc P
+P shmat A S
+P write A 16K 0x64
+P mmap M 16K rw shared
+expect-error EINVAL P shmdt A+4K
+expect-error EINVAL P shmdt M
+P shmat R S ro
+P read R 16K 0x64
+expect-error SIGSEGV P write R 4K 1
+expect-error EACCES P mprotect R 16K rw
+P shmdt A
+P read R 4K 0x64
+P shmdt R
+expect-error EINVAL P shmdt R
+
+# SHM_HUGETLB: the segment is a hugetlbfs file whose pages are reserved at
+# shmget (hugetlb_file_setup); SHM_LOCK does nothing to it. A segment the
+# pool cannot cover is ENOMEM.
+test shm-hugetlb-reserves-at-shmget
+sysfs hugepages/hugepages-2048kB/nr_hugepages 2
+shmget S 2M hugetlb
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 1
+expect-error ENOMEM shmget T 4M hugetlb
+shmctl S lock
+proc P
+P shmat A S
+P write A 2M 0x65
+expect P A mapped pmd
+expect sysfs hugepages/hugepages-2048kB/resv_hugepages 0
+expect sysfs hugepages/hugepages-2048kB/free_hugepages 1
+P shmdt A
+P shmat B S
+P read B 2M 0x65

@@ -209,6 +209,16 @@ TEST(ScenarioParseTest, ErrorsNameFileLineColumn) {
   EXPECT_EQ(parse_error("file F 2M hugetlb=2M noswap\n"), "t.mms:1:29: expected noswap only for a shmem file (a file on tmpfs)");
   EXPECT_EQ(parse_error("file F 16K noswapp\n"),
             "t.mms:1:12: expected fs=CLASS, hugetlb=2M|1G, huge=always|within_size|advise|never, noswap, ro or uncached");
+  // SysV shared memory: the options, the commands, and a segment's own kind of name.
+  EXPECT_EQ(parse_error("shmget S 16K huge\n"), "t.mms:1:14: expected 'hugetlb'");
+  EXPECT_EQ(parse_error("shmget S 16K\nshmctl S lok\n"), "t.mms:2:10: expected lock, unlock or rmid, not 'lok'");
+  EXPECT_EQ(parse_error("test a\nshmget S 16K\nproc P\nP shmat A S rw\n"), "t.mms:4:13: expected 'ro'");
+  EXPECT_EQ(parse_error("test a\nproc P\nP shmat A S\n"),
+            "t.mms:3:11: expected a shared memory segment bound before this line (by shmget), not 'S'");
+  EXPECT_EQ(parse_error("test a\nfile F 16K\nshmctl F lock\n"),
+            "t.mms:3:8: expected a shared memory segment, not 'F' (a file)");
+  EXPECT_EQ(parse_error("test a\nshmget S 16K\nshmget S 16K\n"),
+            "t.mms:3:8: expected a NAME not bound yet in this test, not 'S' (a shared memory segment)");
   // ro and uncached are a disk file's (a memfd cannot be reopened by name).
   EXPECT_EQ(parse_error("file F 16K ro\n"), "t.mms:1:15: expected ro only for a file of fs=ext4, xfs or btrfs");
   EXPECT_EQ(parse_error("file F 2M hugetlb=2M uncached\n"),
@@ -229,7 +239,7 @@ TEST(ScenarioParseTest, MmapPlacementErrors) {
   EXPECT_EQ(parse_error(head + "P mmap A 4K rw private align=2M fixed=B\n"),
             "t.mms:4:41: expected align= or a placement (at=, fixed=, noreplace=), not both");
   EXPECT_EQ(parse_error(head + "P mmap A 4K rw private fixed=Q\n"),
-            "t.mms:4:1: expected a region bound before this line (by mmap or mremap), not 'Q'");
+            "t.mms:4:1: expected a region bound before this line (by mmap, mremap or shmat), not 'Q'");
 }
 
 // mlock family, mmap flags, MREMAP_DONTUNMAP and `expect P locked`.
@@ -250,7 +260,7 @@ TEST(ScenarioParseTest, MlockErrors) {
   EXPECT_EQ(parse_error(head + "P mseal B 4K 0\n"), "t.mms:4:14: expected the end of the statement");
   EXPECT_EQ(parse_error(head + "P mseal B\n").substr(0, 16), "t.mms:4:11: expe");
   EXPECT_EQ(parse_error("test a\nproc P\nP mlock Q 4K\n"),
-            "t.mms:3:9: expected a region bound before this line (by mmap or mremap), not 'Q'");
+            "t.mms:3:9: expected a region bound before this line (by mmap, mremap or shmat), not 'Q'");
 }
 
 TEST(ScenarioParseTest, BadInputIsAParseError) {
@@ -358,15 +368,15 @@ TEST(ScenarioParseTest, EveryVerbOfTheTableReachesItsParser) {
     scenario_parse_text("t.mms", "test a\nproc P\n" + line + "\n", &err);
     EXPECT_EQ(err.find("expected a verb"), std::string::npos) << line << ": " << err;
   }
-  EXPECT_EQ(subject_verbs, 23u);
+  EXPECT_EQ(subject_verbs, 25u);
   // What may follow a process name, in the table's order.
   EXPECT_EQ(parse_error("test a\nproc P\nP\n"),
             "t.mms:3:3: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
-            "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
+            "shmat, shmdt, mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
             "print, remember)");
   EXPECT_EQ(parse_error("test a\nproc P\nP mbind A\n"),
             "t.mms:3:9: expected a verb (fork, exit, mmap, munmap, mprotect, mremap, madvise, mlock, munlock, mseal, "
-            "mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
+            "shmat, shmdt, mlockall, munlockall, clear-soft-dirty, thp-disable, userfaultfd, uffd-wp, write, read, gup, vm-read, dump, "
             "print, remember), not 'mbind'");
 }
 
@@ -381,11 +391,11 @@ TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   EXPECT_EQ(parse_error("test a\nproc P\nQ mmap A 4K rw private\n"),
             "t.mms:3:1: expected a process bound before this line (by proc or fork), not 'Q'");
   EXPECT_EQ(parse_error("test a\nproc P\nP read B+4K 4K\n"),
-            "t.mms:3:8: expected a region bound before this line (by mmap or mremap), not 'B'");
+            "t.mms:3:8: expected a region bound before this line (by mmap, mremap or shmat), not 'B'");
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 4K rw shared file=F+4K\n"),
             "t.mms:3:28: expected a file bound before this line (by file), not 'F'");
   EXPECT_EQ(parse_error("test a\nproc P\nP mmap A 8K rw private\nP mremap A 4K 4K B to=C\n"),
-            "t.mms:4:23: expected a region bound before this line (by mmap or mremap), not 'C'");
+            "t.mms:4:23: expected a region bound before this line (by mmap, mremap or shmat), not 'C'");
   EXPECT_EQ(parse_error("test a\nunpin H\n"), "t.mms:2:7: expected a GUP handle bound before this line (by gup), not 'H'");
   EXPECT_EQ(parse_error("test a\nexpect D pages 1 holes 0\n"),
             "t.mms:2:8: expected a dump bound before this line (by dump), not 'D'");
@@ -399,7 +409,7 @@ TEST(ScenarioParseTest, NamesAreResolvedAtParseTime) {
   EXPECT_EQ(parse_error("test a\nproc P\nP fork P\n"), "t.mms:3:8: expected a NAME not bound yet in this test, not 'P' (a process)");
   // Names do not carry from one test to the next; the prelude's do.
   EXPECT_EQ(parse_error("proc P\ntest a\nP mmap A 4K rw private\ntest b\nP read A 4K\n"),
-            "t.mms:5:8: expected a region bound before this line (by mmap or mremap), not 'A'");
+            "t.mms:5:8: expected a region bound before this line (by mmap, mremap or shmat), not 'A'");
   // A test sees the prelude's bindings: a prelude process is not bound again,
   // a prelude region may be, as a region.
   EXPECT_EQ(parse_error("proc P\ntest a\nproc P\n"), "t.mms:3:6: expected a NAME not bound yet in this test, not 'P' (a process)");
