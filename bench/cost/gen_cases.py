@@ -81,6 +81,10 @@ def calibrate():
     out += case("syscall-empty", region(0) + ["counters reset"] + ["P madvise A 4K dontneed"] * 200)
     # One page in each 4K: the single-entry flushes of a small zap.
     out += case("dontneed-single", region(0) + [f"P write A {MB}M 1", "counters reset"] + [f"P madvise A+{i * 64}K 4K dontneed" for i in range(200)])
+    # Four and eight pages in each 64K: a flush of 2-33 entries (a range of
+    # INVLPGs), which otherwise only a zap of a few PMDs makes.
+    for kb in (16, 32):
+        out += case(f"dontneed-range-{kb}k", region(0) + [f"P write A {MB}M 1", "counters reset"] + [f"P madvise A+{i * 64}K {kb}K dontneed" for i in range(200)])
     # Many small VMAs (alternate protections keep them apart): fork's per-VMA cost.
     for n in (16, 64):
         vm = []

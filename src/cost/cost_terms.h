@@ -22,7 +22,9 @@
 #define MMLAB_COST_TERMS(X)                                                                                           \
   X(syscall, "mm.syscall", "call", Kernel, Fit, "any",                                                                \
     "system-call entry and exit of an mm call (mmap, munmap, mprotect, mremap, madvise, mlock*, fork)")            \
-  X(fault, "pgfault", "fault", Kernel, Fit, "any", "exception entry and exit, VMA lookup and lock, handle_mm_fault()")   \
+  X(fault_exception, "fault.exception", "exception", Kernel, Fit, "any",                                                \
+    "a page-fault exception's entry and exit (do_user_addr_fault, its retries included); a guest whose hypervisor reflects the exception pays the round trip") \
+  X(fault, "pgfault", "fault", Kernel, Fit, "any", "VMA lookup and lock and handle_mm_fault(), from an exception or from GUP")   \
   X(fault_anon, "fault.anon", "fault", Kernel, Fit, "any", "do_anonymous_page() or the PMD THP fault, beyond the entry") \
   X(fault_wp_copy, "fault.wp_copy", "fault", Kernel, Fit, "any", "wp_page_copy(): CoW fault beyond the entry and the copy") \
   X(fault_wp_reuse, "fault.wp_reuse", "fault", Kernel, Fit, "any", "wp_page_reuse(): the page made writable in place")     \
@@ -48,6 +50,8 @@
   X(lru_add, "lru.add", "folio", Kernel, Fit, "any", "folio_add_lru() (its per-CPU batch, drained)")                         \
   X(tlb_flush_single, "tlb.flush_single", "flush", Kernel, Fit, "x86_64", "flush_tlb_mm_range() of one entry (INVLPG)")      \
   X(tlb_flush_range, "tlb.flush_range", "flush", Kernel, Fit, "x86_64", "flush_tlb_mm_range() of 2 to 33 entries")           \
+  X(tlb_flush_entry, "tlb.flush_entries", "entry", Kernel, Fit, "x86_64",                                               \
+    "an entry of such a flush, invalidated on its own (INVLPG; a guest whose hypervisor traps it pays an exit each)")   \
   X(tlb_flush_full, "tlb.flush_full", "flush", Kernel, Fit, "x86_64", "flush_tlb_mm_range() of the whole address space")     \
   X(tlb_ipi, "tlb.ipi", "IPI", Kernel, Fit, "x86_64 without INVLPGB",                                                    \
     "a TLB-shootdown IPI to another CPU of the mm's mask (arm64's broadcast TLBI sends none)")                           \

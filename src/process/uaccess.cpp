@@ -177,6 +177,7 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, CpuMode
     unlock();
     return {Signal::kSigsegv, addr};
   }
+  bool retrying = false;  // the fault in hand is a retry within the same exception
   for (int faults = 0;; faults++) {
     Translation t[kTranslateBatch];
     uint64_t lens[kTranslateBatch];
@@ -202,8 +203,10 @@ AccessResult access_chunk(Mm* mm, uint64_t addr, uint64_t len, Access a, CpuMode
       unlock();
       return {};
     }
+    if (!retrying) st->count(Event::fault_exception);
     vm_fault_t ret = handle_mm_fault(vma, addr, flags | (mmap_locked ? 0 : FAULT_FLAG_VMA_LOCK));
     st->count(mmap_locked ? Event::fault_mmap_lock : Event::fault_vma_lock);
+    retrying = ret & VM_FAULT_RETRY;
     if (ret & VM_FAULT_RETRY) {
       // The fault dropped its lock (the per-VMA lock was not enough, or it
       // would have had to wait): take mmap_lock and find the VMA again

@@ -79,6 +79,7 @@ enum class MthpStat : uint16_t {
   X(fault_hugetlb_cow_nopage, "fault.hugetlb_cow_nopage",                                          \
     "hugetlb CoW faults that found no free huge page outside the owner's reserve (SIGBUS)")          \
   X(fault_retry, "fault.retry", "faults that backed out because the entry changed (returned 0)")  \
+  X(fault_exception, "fault.exception", "page-fault exceptions a CPU access took (the program's or copy_to_user's; the retries of one exception are not more)") \
   X(fault_vma_lock, "fault.vma_lock", "faults handled under the per-VMA lock")                    \
   X(fault_mmap_lock, "fault.mmap_lock", "faults that fell back to mmap_lock")                     \
   X(pte_lock, "pgtable.pte_lock", "split PTE lock acquisitions (all paths)")                      \
@@ -115,6 +116,7 @@ enum class MthpStat : uint16_t {
   X(tlb_flush_full, "tlb.flush_full", "flush_tlb_mm_range() calls that flush the whole address space (TLB_FLUSH_ALL or over the ceiling)") \
   X(tlb_flush_ranged, "tlb.flush_range", "flush_tlb_mm_range() calls that flush 2 to tlb_single_page_flush_ceiling entries") \
   X(tlb_flush_single, "tlb.flush_single", "flush_tlb_mm_range() calls that flush one entry of their stride") \
+  X(tlb_flush_entries, "tlb.flush_entries", "entries flushed one by one (INVLPG each) by the flushes of 1 to tlb_single_page_flush_ceiling entries") \
   X(tlb_ipi, "tlb.ipi", "TLB-shootdown IPIs received by other CPUs (with a tlb.geometry)")        \
   X(tlb_lookup, "tlb.lookup", "user loads and stores looked up in the TLB model (one per translated entry; with a tlb.geometry)") \
   X(tlb_l1_miss, "tlb.l1_miss", "lookups that missed the L1 dTLB")                                 \

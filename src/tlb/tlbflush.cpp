@@ -28,6 +28,7 @@ void count_flush_kind(Stats* st, uint64_t start, uint64_t end, unsigned stride_s
   }
   const uint64_t nr = (end - start) >> stride_shift;
   st->count(nr > 1 ? Event::tlb_flush_ranged : Event::tlb_flush_single);
+  st->count(Event::tlb_flush_entries, nr);
   st->count(end - start > PAGE_SIZE ? VmStat::tlb_flush_range : VmStat::tlb_flush_one);
 }
 
