@@ -143,17 +143,20 @@ void Worker::apply_fork_mode(Region* r) {
   if (r->fork_mode == ForkMode::kWipeonfork) (void)s_->parent->madvise(a, r->type->len, MADV_WIPEONFORK);
 }
 
-// Fuzzing: the input's first choice picks the memory types the run maps, a
-// bit per type (none set: the one its value names), so that an input that
-// explores small folios does not pay for zeroing and reading back huge
-// ones, and the fuzzer can keep inputs that need only a few types.
+// Fuzzing: the input's first choice picks the memory types the run maps:
+// one (its low byte names it) or, when its top bit is set, two (bits 8-14
+// name the second), so that an input pays for one or two regions. Each
+// region costs the whole run something (every fork copies it, the sweep
+// reads it back, the teardown unmaps it): a bit per type, as before, made
+// an average input map six or seven and was most of its time (docs/NOTES.md,
+// issue 32, sixth round). Types meet in a run through forks and the
+// processes they share, which two regions still exercise.
 std::vector<const TypeInfo*> Worker::types_to_map() {
   if (s_->cfg->choices.empty()) return s_->types;
   const uint64_t v = next(), n = s_->types.size();
-  std::vector<const TypeInfo*> chosen;
-  for (uint64_t k = 0; k < n && k < 16; k++)
-    if (v >> k & 1) chosen.push_back(s_->types[k]);
-  if (chosen.empty()) chosen.push_back(s_->types[v % n]);
+  std::vector<const TypeInfo*> chosen{s_->types[(v & 0xff) % n]};
+  const TypeInfo* second = s_->types[(v >> 8 & 0x7f) % n];
+  if (v & 0x8000 && second != chosen[0]) chosen.push_back(second);
   return chosen;
 }
 
