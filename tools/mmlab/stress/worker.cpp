@@ -144,19 +144,22 @@ void Worker::apply_fork_mode(Region* r) {
 }
 
 // Fuzzing: the input's first choice picks the memory types the run maps:
-// one (its low byte names it) or, when its top bit is set, two (bits 8-14
-// name the second), so that an input pays for one or two regions. Each
-// region costs the whole run something (every fork copies it, the sweep
-// reads it back, the teardown unmaps it): a bit per type, as before, made
-// an average input map six or seven and was most of its time (docs/NOTES.md,
-// issue 32, sixth round). Types meet in a run through forks and the
-// processes they share, which two regions still exercise.
+// its low four bits name one, bits 4-7 a second when bit 12 is set, bits
+// 8-11 a third when bit 13 is set (each modulo the number of types; a
+// repeat maps nothing more), so that an input pays for one to three
+// regions. Each region costs the whole run something (every fork copies
+// it, the sweep reads it back, the teardown unmaps it): a bit per type, as
+// before, made an average input map six or seven, most of its time
+// (docs/NOTES.md, issue 32, sixth round). Types still meet in a run through
+// the forks, the file table and the hugetlb pool they share.
 std::vector<const TypeInfo*> Worker::types_to_map() {
   if (s_->cfg->choices.empty()) return s_->types;
   const uint64_t v = next(), n = s_->types.size();
-  std::vector<const TypeInfo*> chosen{s_->types[(v & 0xff) % n]};
-  const TypeInfo* second = s_->types[(v >> 8 & 0x7f) % n];
-  if (v & 0x8000 && second != chosen[0]) chosen.push_back(second);
+  std::vector<const TypeInfo*> chosen;
+  for (unsigned k = 0; k < 3; k++) {
+    const TypeInfo* t = s_->types[(v >> (4 * k) & 0xf) % n];
+    if ((k == 0 || v >> (11 + k) & 1) && std::find(chosen.begin(), chosen.end(), t) == chosen.end()) chosen.push_back(t);
+  }
   return chosen;
 }
 
