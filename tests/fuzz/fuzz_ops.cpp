@@ -47,6 +47,8 @@ mmlab::stress::Config fuzz_config() {
   cfg.threads = 1;
   cfg.check_every = env_or("MMLAB_FUZZ_OPS_CHECK_EVERY", kCheckEvery);
   cfg.khugepaged_thread = false;
+  cfg.watchdog = false;     // libFuzzer's -timeout reports a hang
+  cfg.statistics = false;   // nothing here reads them
   cfg.ram = env_or("MMLAB_FUZZ_OPS_RAM_MB", 256) << 20;
   // Small devices: a checker pass is short, and swap fills up within an input.
   cfg.swap_blkdev_bytes = 1ull << 20;

@@ -574,7 +574,7 @@ void collect(Shared* s, Result* out) {
   }
   for (auto& w : s->workers)
     for (const auto& [k, v] : w->errors) out->errors[k] += v;
-  for (const auto& [k, v] : statistics(s->sys)) {
+  for (const auto& [k, v] : s->cfg->statistics ? statistics(s->sys) : std::map<std::string, int64_t>{}) {
     const int64_t grew = v - s->stats_before[k];
     if (k == "khugepaged.full_scans") out->khugepaged_full_scans = grew;
     else if (k == "khugepaged.pages_collapsed") out->khugepaged_collapsed = grew;
@@ -742,7 +742,7 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   out->types_run = m->types_run_;
   out->not_run = m->not_run_;
   take_types(&s, m->types_run_);
-  s.stats_before = statistics(s.sys);
+  if (cfg.statistics) s.stats_before = statistics(s.sys);
   s.warnings_before = m->warnings_seen_;
   // The tune keys the run switches between, as it found them.
   std::vector<std::pair<std::string, std::string>> tunes;
@@ -766,7 +766,8 @@ bool run(Machine* m, const Config& cfg, Result* out, std::string* err) {
   s.start = std::chrono::steady_clock::now();
   s.phase = "run";
   {
-    Watchdog watchdog(&s);
+    std::optional<Watchdog> watchdog;
+    if (cfg.watchdog) watchdog.emplace(&s);
     std::optional<cli::ProgressLine> line;
     if (cfg.progress) line.emplace("mmlab stress", [&s] { return progress_text(&s); });
     if (s.sched) run_workers_sched(&s, cfg.replay.empty() ? nullptr : &replay);

@@ -95,6 +95,15 @@ struct Config {
   // when a 2 MiB hugetlb type ran), so that the check must report them
   // (the free hugetlb pool pages it allows for must not hide them).
   bool plant_leaked_frame = false;
+  // Fuzzing (fuzz_ops): no watchdog thread. A thread made and joined per
+  // run was about a fifth of a short input under ASan (its per-thread state
+  // is mapped and unmapped each time); the fuzzer's own -timeout is then
+  // what reports a hang.
+  bool watchdog = true;
+  // Fuzzing (fuzz_ops): Result::stats, khugepaged_full_scans and
+  // khugepaged_collapsed are not collected (about 80 string-keyed counters
+  // read before and after, a tenth of a short input; the fuzzer reads none).
+  bool statistics = true;
   // Called on a hang with what the run has so far (Result::hangs says where
   // each stuck thread is); the process then ends with exit status 1 (a
   // stuck thread cannot be unwound).

@@ -143,17 +143,23 @@ void Worker::apply_fork_mode(Region* r) {
   if (r->fork_mode == ForkMode::kWipeonfork) (void)s_->parent->madvise(a, r->type->len, MADV_WIPEONFORK);
 }
 
-// Fuzzing: the input's first choice picks the memory types the run maps, a
-// bit per type (none set: the one its value names), so that an input that
-// explores small folios does not pay for zeroing and reading back huge
-// ones, and the fuzzer can keep inputs that need only a few types.
+// Fuzzing: the input's first choice picks the memory types the run maps:
+// its low four bits name one, bits 4-7 a second when bit 12 is set, bits
+// 8-11 a third when bit 13 is set (each modulo the number of types; a
+// repeat maps nothing more), so that an input pays for one to three
+// regions. Each region costs the whole run something (every fork copies
+// it, the sweep reads it back, the teardown unmaps it): a bit per type, as
+// before, made an average input map six or seven, most of its time
+// (docs/NOTES.md, issue 32, sixth round). Types still meet in a run through
+// the forks, the file table and the hugetlb pool they share.
 std::vector<const TypeInfo*> Worker::types_to_map() {
   if (s_->cfg->choices.empty()) return s_->types;
   const uint64_t v = next(), n = s_->types.size();
   std::vector<const TypeInfo*> chosen;
-  for (uint64_t k = 0; k < n && k < 16; k++)
-    if (v >> k & 1) chosen.push_back(s_->types[k]);
-  if (chosen.empty()) chosen.push_back(s_->types[v % n]);
+  for (unsigned k = 0; k < 3; k++) {
+    const TypeInfo* t = s_->types[(v >> (4 * k) & 0xf) % n];
+    if ((k == 0 || v >> (11 + k) & 1) && std::find(chosen.begin(), chosen.end(), t) == chosen.end()) chosen.push_back(t);
+  }
   return chosen;
 }
 
